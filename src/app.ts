@@ -1,0 +1,159 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { swaggerUI } from '@hono/swagger-ui';
+import type { Context, MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { HTTPException } from 'hono/http-exception';
+import type { Logger } from 'pino';
+import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
+import { AppError, type FieldError } from './domain/errors.js';
+import { registerCircuitRoutes } from './http/circuit-routes.js';
+import { PROBLEMS, problemResponse } from './http/problem.js';
+import { BreakerService, type Clock } from './service/breaker-service.js';
+import type { CircuitStore } from './store/circuit-store.js';
+
+export interface AppDeps {
+  readonly store: CircuitStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly circuitDefaults: CircuitSettings;
+  readonly policy: BreakerPolicy;
+  /** When set, /circuits routes need `Authorization: Bearer <token>`. */
+  readonly token?: string;
+  readonly apiBodyLimitBytes?: number;
+}
+
+export interface App {
+  readonly app: OpenAPIHono;
+  readonly breaker: BreakerService;
+}
+
+function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string }[]): FieldError[] {
+  return issues.map((issue) => ({ field: issue.path.map(String).join('.') || '(body)', message: issue.message }));
+}
+
+/** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
+function requireToken(token: string): MiddlewareHandler {
+  const expected = createHash('sha256').update(token).digest();
+  return async (c, next) => {
+    const header = c.req.header('authorization') ?? '';
+    const match = /^Bearer (.+)$/i.exec(header);
+    const given = createHash('sha256').update(match?.[1] ?? '').digest();
+    if (!match || !timingSafeEqual(given, expected)) {
+      throw new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
+        headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
+      });
+    }
+    await next();
+  };
+}
+
+/** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
+export function createApp(deps: AppDeps): App {
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
+  const app = new OpenAPIHono({
+    defaultHook: (result) => {
+      if (result.success) return;
+      if (result.target === 'json') {
+        throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', { fields: fieldErrors(result.error.issues) });
+      }
+      throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields: fieldErrors(result.error.issues) });
+    },
+  });
+
+  const limit = deps.apiBodyLimitBytes ?? 16 * 1024; // 16 KiB
+  const guard: MiddlewareHandler[] = [];
+  if (deps.token) guard.push(requireToken(deps.token));
+  guard.push(
+    requireJsonBody,
+    bodyLimit({
+      maxSize: limit,
+      onError: () => {
+        throw new AppError('PAYLOAD_TOO_LARGE', `Request bodies are limited to ${limit} bytes.`);
+      },
+    }),
+  );
+  app.use('/circuits', ...guard);
+  app.use('/circuits/*', ...guard);
+
+  registerCircuitRoutes(app, breaker);
+
+  app.get('/health', (c) => {
+    const ok = deps.store.ping();
+    return c.json({ status: ok ? 'ok' : 'unavailable' }, ok ? 200 : 503);
+  });
+  app.get('/problems/:kind', (c) => {
+    const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
+    if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);
+    return c.json(entry);
+  });
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: { title: 'circuitlog', version: '0.1.0', description: 'Circuit breakers as a service, and a guarded proxy.' },
+  });
+  app.get('/docs', swaggerUI({ url: '/openapi.json' }));
+
+  const allowedMethods = methodIndex(app);
+  app.notFound((c) => {
+    const allow = allowedMethods(c.req.path);
+    if (allow.length > 0 && !allow.includes(c.req.method)) {
+      return render(c, new AppError('METHOD_NOT_ALLOWED', `${c.req.method} is not allowed here.`, { headers: { allow: allow.join(', ') } }));
+    }
+    return render(c, new AppError('NOT_FOUND', `No route for ${c.req.method} ${c.req.path}.`));
+  });
+  app.onError((error, c) => render(c, toAppError(error)));
+
+  function render(c: Context, error: AppError): Response {
+    const status = PROBLEMS[error.code].status;
+    const fields = { event: 'request_failed', method: c.req.method, path: c.req.path, status, code: error.code };
+    if (status >= 500 && error.code === 'INTERNAL') deps.logger.error({ ...fields, err: error.options.cause ?? error }, error.message);
+    else deps.logger.info(fields, error.message);
+    return problemResponse(c, error, deps.clock());
+  }
+
+  return { app, breaker };
+}
+
+function unsupportedMediaType(): AppError {
+  return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with Content-Type: application/json.');
+}
+
+/**
+ * A body sent with another content type would otherwise be ignored on routes whose body
+ * is optional (a `{"success": false}` silently counted as a success): refuse it instead.
+ */
+const requireJsonBody: MiddlewareHandler = async (c, next) => {
+  if (c.req.method === 'POST') {
+    const length = c.req.header('content-length');
+    const hasBody = (length !== undefined && length !== '0') || c.req.header('transfer-encoding') !== undefined;
+    if (hasBody && !/^application\/([\w.+-]+\+)?json\b/i.test(c.req.header('content-type') ?? '')) throw unsupportedMediaType();
+  }
+  await next();
+};
+
+function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  if (error instanceof HTTPException) {
+    // Hono's validator raises 400 for a body that is not JSON.
+    if (error.status === 400) return new AppError('INVALID_JSON', 'The request body is not valid JSON.');
+    if (error.status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'The request body is too large.');
+    if (error.status === 415) return unsupportedMediaType();
+  }
+  return new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
+}
+
+/** For a path, the methods that some registered route answers (for 405 and `Allow`). */
+function methodIndex(app: OpenAPIHono): (path: string) => string[] {
+  let routes: { pattern: RegExp; method: string }[] | undefined;
+  return (path) => {
+    routes ??= app.routes
+      .filter((r) => r.method !== 'ALL')
+      .map((r) => ({
+        method: r.method,
+        pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\/:[^/]+/g, '/[^/]+').replace(/\/\*$/, '(/.*)?')}$`),
+      }));
+    const methods = new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method));
+    if (methods.has('GET')) methods.add('HEAD');
+    return [...methods].sort();
+  };
+}

@@ -1,0 +1,214 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/** Characters a circuit name may hold, and how long it may be. See README "Circuit names". */
+export const CIRCUIT_NAME_MAX_LENGTH = 200;
+const SEGMENT = /^[A-Za-z0-9_.:~-]+$/;
+
+/** `null` when valid, else why not. */
+export function circuitNameProblem(name: string): string | null {
+  if (name.length === 0) return 'must not be empty';
+  if (name.length > CIRCUIT_NAME_MAX_LENGTH) return `must be at most ${CIRCUIT_NAME_MAX_LENGTH} characters`;
+  for (const segment of name.split('/')) {
+    if (!SEGMENT.test(segment)) {
+      return "may hold only letters, digits and _ . : ~ -, in segments separated by single '/'";
+    }
+    if (segment === '.' || segment === '..') return "must not have '.' or '..' segments";
+  }
+  return null;
+}
+
+const positiveInt = (max: number) => z.number().int().min(1).max(max);
+
+const circuitDefaultsSchema = z
+  .object({
+    failure_threshold: positiveInt(1_000_000_000).default(5),
+    timeout_seconds: positiveInt(30 * 86_400).default(30), // 30 s; at most 30 days
+    half_open_max_calls: positiveInt(10_000).default(1),
+    probe_lease_seconds: positiveInt(86_400).default(10), // 10 s
+  })
+  .strict();
+
+const nodeSchema = z
+  .object({
+    id: z.string().regex(SEGMENT, 'letters, digits and _ . : ~ - only').max(64),
+    dc: z.string().regex(SEGMENT, 'letters, digits and _ . : ~ - only').max(64),
+    url: z
+      .string()
+      .url()
+      .refine((u) => /^https?:$/.test(new URL(u).protocol), 'must be an http:// or https:// URL')
+      .refine((u) => new URL(u).search === '' && new URL(u).hash === '', 'must not have a query or fragment'),
+  })
+  .strict();
+
+const healthCheckSchema = z
+  .object({
+    enabled: z.boolean().default(true),
+    path: z.string().startsWith('/').default('/health'),
+    interval_ms: positiveInt(3_600_000).default(5_000), // 5 s
+    timeout_ms: positiveInt(600_000).default(2_000), // 2 s
+  })
+  .strict();
+
+const fallbackSchema = z
+  .object({
+    /** Serve the last successful GET answer for the same path if younger than this. */
+    stale_seconds: positiveInt(7 * 86_400).optional(),
+    /** Largest GET answer kept for stale fallback. */
+    stale_max_body_bytes: positiveInt(64 * 1024 * 1024).default(1024 * 1024), // 1 MiB
+    static: z
+      .object({
+        status: z.number().int().min(200).max(599).default(503),
+        headers: z.record(z.string(), z.string()).default({}),
+        body: z.string().default(''),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+const upstreamSchema = z
+  .object({
+    nodes: z.array(nodeSchema).min(1),
+    failure_threshold: positiveInt(1_000_000).default(3),
+    timeout_seconds: positiveInt(30 * 86_400).default(30), // 30 s
+    half_open_max_calls: positiveInt(10_000).default(1),
+    request_timeout_ms: positiveInt(600_000).default(3_000), // 3 s
+    retries: z.number().int().min(0).max(10).default(1),
+    failure_statuses: z.array(z.number().int().min(100).max(599)).default([500, 502, 503, 504]),
+    health_check: healthCheckSchema.default({ enabled: true, path: '/health', interval_ms: 5_000, timeout_ms: 2_000 }),
+    max_concurrent: positiveInt(1_000_000).optional(),
+    fallback: fallbackSchema.optional(),
+  })
+  .strict()
+  .superRefine((u, ctx) => {
+    const seen = new Set<string>();
+    u.nodes.forEach((node, i) => {
+      if (seen.has(node.id)) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'id'], message: `duplicate node id '${node.id}'` });
+      seen.add(node.id);
+    });
+  });
+
+const fileSchema = z
+  .object({
+    circuit_defaults: circuitDefaultsSchema.default({
+      failure_threshold: 5,
+      timeout_seconds: 30,
+      half_open_max_calls: 1,
+      probe_lease_seconds: 10,
+    }),
+    local_dc: z.string().regex(SEGMENT).max(64).optional(),
+    upstreams: z.record(z.string().regex(SEGMENT, 'letters, digits and _ . : ~ - only').max(64), upstreamSchema).default({}),
+    /** How long SIGTERM waits for in-flight requests. */
+    shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
+    /** Largest request body accepted by the /circuits API. */
+    api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
+  })
+  .strict()
+  .superRefine((cfg, ctx) => {
+    if (Object.keys(cfg.upstreams).length > 0 && cfg.local_dc === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['local_dc'], message: 'is required when upstreams are configured' });
+    }
+  });
+
+export type FileConfig = z.infer<typeof fileSchema>;
+export type UpstreamConfig = z.infer<typeof upstreamSchema>;
+export type NodeConfig = z.infer<typeof nodeSchema>;
+
+export interface Config extends FileConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly dbPath: string;
+  readonly configPath: string | undefined;
+  readonly token: string | undefined;
+  readonly logLevel: string;
+  readonly synchronous: 'NORMAL' | 'FULL';
+  readonly workers: number;
+}
+
+/** Raised for a bad environment variable or config key; the message names it. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function describeIssues(prefix: string, error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const key = issue.path.reduce<string>(
+        (acc, part) => (typeof part === 'number' ? `${acc}[${part}]` : acc ? `${acc}.${String(part)}` : String(part)),
+        '',
+      );
+      return `${prefix}${key ? ` ${key}` : ''}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+/** Parse a YAML (or JSON) config text. */
+export function parseConfigText(text: string, source: string): FileConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(`${source}: not valid YAML/JSON: ${(error as Error).message}`);
+  }
+  const parsed = fileSchema.safeParse(raw);
+  if (!parsed.success) throw new ConfigError(describeIssues(`${source}:`, parsed.error));
+  return parsed.data;
+}
+
+function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got '${value}'`);
+  }
+  return Number(value);
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Read the environment and the optional config file once; every default lives here. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
+  const host = env.HOST || '127.0.0.1';
+  if (/\s/.test(host)) throw new ConfigError(`HOST: must be a host name or address, got '${host}'`);
+  const dbPath = env.CIRCUITLOG_DB || './data/circuitlog.db';
+  const token = env.CIRCUITLOG_TOKEN;
+  if (token !== undefined && token.length > 0 && token.length < 16) {
+    throw new ConfigError('CIRCUITLOG_TOKEN: must be at least 16 characters');
+  }
+  const logLevel = env.CIRCUITLOG_LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`CIRCUITLOG_LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got '${logLevel}'`);
+  }
+  const synchronous = (env.CIRCUITLOG_SYNCHRONOUS || 'NORMAL').toUpperCase();
+  if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
+    throw new ConfigError(`CIRCUITLOG_SYNCHRONOUS: must be NORMAL or FULL, got '${env.CIRCUITLOG_SYNCHRONOUS}'`);
+  }
+  const workersRaw = env.CIRCUITLOG_WORKERS || '1';
+  const workers = workersRaw === 'auto' ? os.availableParallelism() : intFromEnv(env, 'CIRCUITLOG_WORKERS', 1, 1, 256);
+  const configPath = env.CIRCUITLOG_CONFIG || undefined;
+  let file: FileConfig = parseConfigText('', 'defaults');
+  if (configPath !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(configPath, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`CIRCUITLOG_CONFIG: cannot read '${configPath}': ${(error as Error).message}`);
+    }
+    file = parseConfigText(text, `CIRCUITLOG_CONFIG ${configPath}`);
+  }
+  return {
+    ...file,
+    port,
+    host,
+    dbPath,
+    configPath,
+    token: token || undefined,
+    logLevel,
+    synchronous,
+    workers,
+  };
+}

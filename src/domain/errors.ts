@@ -1,0 +1,51 @@
+/** Stable error codes; the HTTP layer maps each to a status and a problem type. */
+export type ErrorCode =
+  | 'CIRCUIT_OPEN'
+  | 'NOT_FOUND'
+  | 'CIRCUIT_NOT_FOUND'
+  | 'INVALID_NAME'
+  | 'INVALID_JSON'
+  | 'VALIDATION_FAILED'
+  | 'INVALID_QUERY'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'METHOD_NOT_ALLOWED'
+  | 'UNAUTHORIZED'
+  | 'STORAGE_BUSY'
+  | 'UPSTREAM_NOT_FOUND'
+  | 'NO_NODE_AVAILABLE'
+  | 'BULKHEAD_FULL'
+  | 'UPSTREAM_TIMEOUT'
+  | 'UPSTREAM_UNREACHABLE'
+  | 'INTERNAL';
+
+export interface FieldError {
+  readonly field: string;
+  readonly message: string;
+}
+
+export interface AppErrorOptions {
+  /** Per-field validation messages (VALIDATION_FAILED). */
+  readonly fields?: readonly FieldError[];
+  /** When the caller may try again (epoch ms); becomes `Retry-After`. */
+  readonly retryAt?: number;
+  /** Alternative to `retryAt`: a fixed `Retry-After` in seconds. */
+  readonly retryAfterSeconds?: number;
+  /** Extra members of the problem document. */
+  readonly extensions?: Readonly<Record<string, unknown>>;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly cause?: unknown;
+}
+
+/** An error with a stable `code`; only the HTTP error handler renders it. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly options: AppErrorOptions;
+
+  constructor(code: ErrorCode, detail: string, options: AppErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.options = options;
+  }
+}

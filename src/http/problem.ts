@@ -1,0 +1,51 @@
+import type { Context } from 'hono';
+import type { ErrorCode } from '../domain/errors.js';
+import { AppError } from '../domain/errors.js';
+
+/** One row per error code: HTTP status, stable problem type and title (RFC 9457 section 3.1). */
+export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: string }> = {
+  CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
+  NOT_FOUND: { status: 404, type: '/problems/not-found', title: 'Not found' },
+  CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },
+  INVALID_NAME: { status: 400, type: '/problems/invalid-name', title: 'Invalid circuit name' },
+  INVALID_JSON: { status: 400, type: '/problems/invalid-json', title: 'Request body is not valid JSON' },
+  INVALID_QUERY: { status: 400, type: '/problems/invalid-query', title: 'Invalid query parameters' },
+  VALIDATION_FAILED: { status: 422, type: '/problems/validation-failed', title: 'Request body failed validation' },
+  PAYLOAD_TOO_LARGE: { status: 413, type: '/problems/payload-too-large', title: 'Request body too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, type: '/problems/unsupported-media-type', title: 'Body must be application/json' },
+  METHOD_NOT_ALLOWED: { status: 405, type: '/problems/method-not-allowed', title: 'Method not allowed' },
+  UNAUTHORIZED: { status: 401, type: '/problems/unauthorized', title: 'Missing or invalid bearer token' },
+  STORAGE_BUSY: { status: 503, type: '/problems/storage-busy', title: 'Storage busy' },
+  UPSTREAM_NOT_FOUND: { status: 404, type: '/problems/upstream-not-found', title: 'Unknown upstream' },
+  NO_NODE_AVAILABLE: { status: 503, type: '/problems/no-node-available', title: 'No upstream node available' },
+  BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
+  UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
+  UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
+  INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
+};
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** Render an AppError as `application/problem+json`, with `Retry-After` when it says when. */
+export function problemResponse(c: Context, error: AppError, now: number): Response {
+  const entry = PROBLEMS[error.code];
+  const { fields, retryAt, retryAfterSeconds, extensions, headers } = error.options;
+  const body: Record<string, unknown> = {
+    type: entry.type,
+    title: entry.title,
+    status: entry.status,
+    detail: error.message,
+    instance: c.req.path,
+    code: error.code,
+    ...extensions,
+  };
+  if (fields) body.errors = fields;
+  const responseHeaders: Record<string, string> = { 'content-type': PROBLEM_CONTENT_TYPE, ...headers };
+  if (retryAt !== undefined) {
+    // RFC 9110 section 10.2.3: delay-seconds, a whole number; never 0 so callers back off.
+    responseHeaders['retry-after'] = String(Math.max(1, Math.ceil((retryAt - now) / 1000)));
+  } else if (retryAfterSeconds !== undefined) {
+    responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
+  }
+  return new Response(JSON.stringify(body), { status: entry.status, headers: responseHeaders });
+}

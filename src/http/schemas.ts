@@ -1,0 +1,118 @@
+import { z } from '@hono/zod-openapi';
+import type { Circuit } from '../domain/circuit.js';
+import { activeLeases } from '../domain/circuit.js';
+
+const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
+
+export const CircuitSchema = z
+  .object({
+    id: z.number().int(),
+    name: z.string().openapi({ example: 'payment-gateway/charge' }),
+    state: z.enum(['closed', 'open', 'half_open']),
+    failure_count: z.number().int(),
+    failure_threshold: z.number().int(),
+    timeout_seconds: z.number().int(),
+    half_open_max_calls: z.number().int(),
+    probes_in_flight: z.number().int(),
+    open_until: isoTime.nullable(),
+    half_open_at: isoTime.nullable(),
+    last_failure_at: isoTime.nullable(),
+    created_at: isoTime,
+    updated_at: isoTime,
+  })
+  .openapi('Circuit');
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
+export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
+  return {
+    id: c.id,
+    name: c.name,
+    state: c.state,
+    failure_count: c.failureCount,
+    failure_threshold: c.failureThreshold,
+    timeout_seconds: c.timeoutSeconds,
+    half_open_max_calls: c.halfOpenMaxCalls,
+    probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
+    open_until: iso(c.openUntil),
+    half_open_at: iso(c.halfOpenAt),
+    last_failure_at: iso(c.lastFailureAt),
+    created_at: new Date(c.createdAt).toISOString(),
+    updated_at: new Date(c.updatedAt).toISOString(),
+  };
+}
+
+export const ProblemSchema = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    instance: z.string(),
+    code: z.string(),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+  })
+  .passthrough()
+  .openapi('Problem');
+
+export const OpenProblemSchema = ProblemSchema.extend({
+  circuit: z.string(),
+  state: z.enum(['open', 'half_open']),
+  open_until: isoTime.nullable(),
+}).openapi('CircuitOpenProblem');
+
+export const NameParam = z.object({
+  name: z.string().openapi({
+    param: { name: 'name', in: 'path' },
+    description: "Circuit name, percent-encoded ('/' as %2F). Letters, digits and _ . : ~ - in '/'-separated segments; 1-200 characters.",
+    example: 'payment-gateway%2Fcharge',
+  }),
+});
+
+const threshold = z.number().int().min(1).max(1_000_000_000);
+const timeoutSeconds = z.number().int().min(1).max(30 * 86_400);
+
+export const CallBody = z
+  .object({
+    success: z.boolean().optional().openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
+    threshold: threshold.optional().openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
+    timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time after a failure that opens the circuit (default 30).' }),
+  })
+  .openapi('CallRequest');
+
+export const FailureBody = z
+  .object({ timeout_seconds: timeoutSeconds.optional() })
+  .openapi('FailureRequest');
+
+export const OutcomeBody = z
+  .object({
+    success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
+    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: 'How long the call took (accepted, not yet used).' }),
+  })
+  .openapi('OutcomeRequest');
+
+export const ListQuery = z.object({
+  state: z.enum(['closed', 'open', 'half_open']).optional(),
+  limit: z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(500))
+    .optional()
+    .openapi({ type: 'integer', description: 'Page size, 1-500 (default 50).' }),
+  cursor: z
+    .string()
+    .regex(/^\d+$/, 'must be the next_cursor of a previous page')
+    .transform(Number)
+    .optional()
+    .openapi({ type: 'string', description: 'next_cursor from the previous page.' }),
+});
+
+export const EventsQuery = z.object({
+  limit: ListQuery.shape.limit,
+});
+
+export const EventSchema = z
+  .object({ from: z.string(), to: z.string(), reason: z.string(), at: isoTime })
+  .openapi('Transition');

@@ -1,0 +1,203 @@
+import type Database from 'better-sqlite3';
+import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.js';
+import { AppError } from '../domain/errors.js';
+
+export interface ListQuery {
+  readonly state?: CircuitState;
+  /** Keyset cursor: only circuits with a larger id. */
+  readonly afterId?: number;
+  readonly limit: number;
+}
+
+/**
+ * Where circuits live. `apply` is the one atomic read-modify-write around the pure
+ * state machine: the step sees the current circuit (or null) and returns the next one.
+ */
+export interface CircuitStore {
+  find(name: string): Circuit | null;
+  /**
+   * Run `step` on the stored circuit and persist what it returns, with its transitions,
+   * atomically. A step returning null, or the very circuit it was given, writes nothing.
+   */
+  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null;
+  list(query: ListQuery): Circuit[];
+  /** Names of open circuits whose open time has passed at `now`. */
+  findExpiredOpen(now: number): string[];
+  events(circuitId: number, limit: number): Transition[];
+  ping(): boolean;
+}
+
+interface CircuitRow {
+  id: number;
+  name: string;
+  state: CircuitState;
+  failure_count: number;
+  failure_threshold: number;
+  timeout_seconds: number;
+  half_open_max_calls: number;
+  probe_leases: string;
+  open_until: number | null;
+  half_open_at: number | null;
+  last_failure_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+const NO_LEASES: readonly number[] = Object.freeze([]);
+
+function fromRow(row: CircuitRow): Circuit {
+  return {
+    id: row.id,
+    name: row.name,
+    state: row.state,
+    failureCount: row.failure_count,
+    failureThreshold: row.failure_threshold,
+    timeoutSeconds: row.timeout_seconds,
+    halfOpenMaxCalls: row.half_open_max_calls,
+    probeLeases: row.probe_leases === '[]' ? NO_LEASES : (JSON.parse(row.probe_leases) as number[]),
+    openUntil: row.open_until,
+    halfOpenAt: row.half_open_at,
+    lastFailureAt: row.last_failure_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toParams(c: Circuit) {
+  return {
+    id: c.id,
+    name: c.name,
+    state: c.state,
+    failure_count: c.failureCount,
+    failure_threshold: c.failureThreshold,
+    timeout_seconds: c.timeoutSeconds,
+    half_open_max_calls: c.halfOpenMaxCalls,
+    probe_leases: c.probeLeases.length === 0 ? '[]' : JSON.stringify(c.probeLeases),
+    open_until: c.openUntil,
+    half_open_at: c.halfOpenAt,
+    last_failure_at: c.lastFailureAt,
+    created_at: c.createdAt,
+    updated_at: c.updatedAt,
+  };
+}
+
+const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
+  probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at`;
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || code === 'SQLITE_BUSY_SNAPSHOT';
+}
+
+/** SQLite implementation; statements are prepared once. */
+export class SqliteCircuitStore implements CircuitStore {
+  private readonly selectByName;
+  private readonly insertCircuit;
+  private readonly updateCircuit;
+  private readonly insertTransition;
+  private readonly selectExpiredOpen;
+  private readonly selectEvents;
+  private readonly selectPing;
+  private readonly listAll;
+  private readonly listByState;
+  private readonly writeStep;
+
+  constructor(private readonly db: Database.Database) {
+    this.selectByName = db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`);
+    this.insertCircuit = db.prepare(`INSERT INTO circuits (name, state, failure_count, failure_threshold,
+      timeout_seconds, half_open_max_calls, probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at)
+      VALUES (@name, @state, @failure_count, @failure_threshold, @timeout_seconds, @half_open_max_calls,
+      @probe_leases, @open_until, @half_open_at, @last_failure_at, @created_at, @updated_at)`);
+    this.updateCircuit = db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
+      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
+      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
+      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at
+      WHERE id = @id`);
+    this.insertTransition = db.prepare(
+      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
+    );
+    this.selectExpiredOpen = db
+      .prepare<[number], string>(`SELECT name FROM circuits WHERE state = 'open' AND open_until <= ?`)
+      .pluck();
+    this.selectEvents = db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number }>(
+      'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
+    );
+    this.selectPing = db.prepare('SELECT 1').pluck();
+    this.listAll = db.prepare<[number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
+    );
+    this.listByState = db.prepare<[string, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
+    );
+    // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
+    // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
+    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) => {
+      const current = this.read(name);
+      const result = step(current);
+      if (result === null || result.circuit === current) return result;
+      let id = result.circuit.id;
+      if (current === null) {
+        id = Number(this.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+      } else {
+        this.updateCircuit.run(toParams(result.circuit));
+      }
+      for (const t of result.transitions) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+      return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
+    });
+  }
+
+  private read(name: string): Circuit | null {
+    const row = this.selectByName.get(name);
+    return row === undefined ? null : fromRow(row);
+  }
+
+  find(name: string): Circuit | null {
+    return this.guard(() => this.read(name));
+  }
+
+  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null {
+    return this.guard(() => {
+      // Optimistic first pass without the lock: most calls (a check on a closed circuit,
+      // a success with no failures counted) change nothing and need no write at all.
+      const current = this.read(name);
+      const result = step(current);
+      if (result === null || result.circuit === current) return result;
+      return this.writeStep.immediate(name, step) as S | null;
+    });
+  }
+
+  list(query: ListQuery): Circuit[] {
+    return this.guard(() => {
+      const after = query.afterId ?? 0;
+      const rows = query.state
+        ? this.listByState.all(query.state, after, query.limit)
+        : this.listAll.all(after, query.limit);
+      return rows.map(fromRow);
+    });
+  }
+
+  findExpiredOpen(now: number): string[] {
+    return this.guard(() => this.selectExpiredOpen.all(now));
+  }
+
+  events(circuitId: number, limit: number): Transition[] {
+    return this.guard(() =>
+      this.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at })),
+    );
+  }
+
+  ping(): boolean {
+    return this.guard(() => this.selectPing.get() === 1);
+  }
+
+  private guard<T>(fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (isBusy(error)) {
+        throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', { retryAfterSeconds: 1, cause: error });
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+
+export type SynchronousMode = 'NORMAL' | 'FULL';
+
+export interface OpenOptions {
+  /** SQLite `synchronous` in WAL mode: NORMAL survives process crashes, FULL also power loss. */
+  readonly synchronous?: SynchronousMode;
+  /** How long a writer waits for the lock before SQLITE_BUSY. */
+  readonly busyTimeoutMs?: number;
+}
+
+/** Open (creating the folder) a database file in WAL mode with a busy timeout. */
+export function openDatabase(file: string, options: OpenOptions = {}): Database.Database {
+  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const db = new Database(file);
+  // https://www.sqlite.org/wal.html: readers never block the writer and vice versa.
+  db.pragma('journal_mode = WAL');
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`); // 5 s
+  db.pragma(`synchronous = ${options.synchronous ?? 'NORMAL'}`);
+  db.pragma('foreign_keys = ON');
+  return db;
+}
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** `NNNN_name.sql` files of a folder, in version order. */
+export function readMigrations(dir: string): Migration[] {
+  return fs
+    .readdirSync(dir)
+    .filter((file) => /^\d+_[\w-]+\.sql$/.test(file))
+    .map((file) => ({
+      version: Number.parseInt(file, 10),
+      name: file,
+      sql: fs.readFileSync(path.join(dir, file), 'utf8'),
+    }))
+    .sort((a, b) => a.version - b.version);
+}
+
+/**
+ * Apply the migrations not yet recorded, in order, each in its own write transaction
+ * that re-checks the record, so processes starting together apply each file once.
+ * Returns the names applied now.
+ */
+export function migrate(db: Database.Database, migrations: readonly Migration[]): string[] {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at TEXT    NOT NULL
+  )`);
+  const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').pluck();
+  const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+  const applied: string[] = [];
+  for (const migration of migrations) {
+    const apply = db.transaction(() => {
+      if (isApplied.get(migration.version)) return;
+      db.exec(migration.sql);
+      record.run(migration.version, migration.name, new Date().toISOString());
+      applied.push(migration.name);
+    });
+    apply.immediate();
+  }
+  return applied;
+}
+
+/** The repository's own migrations folder, next to `src/` and `dist/`. */
+export function defaultMigrationsDir(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
+}
