@@ -1,0 +1,68 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+
+export interface ServerProcess {
+  readonly url: string;
+  readonly port: number;
+  readonly child: ChildProcess;
+  /** Every JSON log line the server printed so far. */
+  readonly logs: Record<string, unknown>[];
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** A fresh temp folder for a test's database and config files. */
+export function tempDir(prefix = 'circuitlog-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/**
+ * Start the real server (`node dist/main.js`, built by global-setup) on an ephemeral
+ * loopback port and resolve once it logs that it is listening.
+ */
+export function startServer(env: Record<string, string>, timeoutMs = 15_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['dist/main.js'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Record<string, unknown>[] = [];
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start in ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening; stderr: ${stderr}`));
+    });
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      logs.push(entry);
+      if (entry.event === 'listening' && typeof entry.port === 'number') {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        const port = entry.port;
+        resolve({
+          url: `http://127.0.0.1:${port}`,
+          port,
+          child,
+          logs,
+          stop: async (signal = 'SIGTERM') => {
+            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    });
+  });
+}
