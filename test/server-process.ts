@@ -36,9 +36,10 @@ export function startServer(env: Record<string, string>, timeoutMs = 15_000): Pr
       child.kill('SIGKILL');
       reject(new Error(`server did not start in ${timeoutMs} ms; stderr: ${stderr}`));
     }, timeoutMs);
+    let listening = false;
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`server exited with ${code} before listening; stderr: ${stderr}`));
+      if (!listening) reject(new Error(`server exited with ${code} before listening; stderr: ${stderr}`));
     });
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
       let entry: Record<string, unknown>;
@@ -50,7 +51,7 @@ export function startServer(env: Record<string, string>, timeoutMs = 15_000): Pr
       logs.push(entry);
       if (entry.event === 'listening' && typeof entry.port === 'number') {
         clearTimeout(timer);
-        child.removeAllListeners('exit');
+        listening = true;
         const port = entry.port;
         resolve({
           url: `http://127.0.0.1:${port}`,
