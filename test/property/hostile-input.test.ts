@@ -1,0 +1,79 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { buildApp } from '../helper.js';
+
+const TOKEN = 'property-token-0123456789';
+
+const routes: [string, (name: string) => string][] = [
+  ['GET', (n) => `/circuits/${n}`],
+  ['GET', (n) => `/circuits/${n}/allowed`],
+  ['GET', (n) => `/circuits/${n}/events`],
+  ['POST', (n) => `/circuits/${n}/call`],
+  ['POST', (n) => `/circuits/${n}/success`],
+  ['POST', (n) => `/circuits/${n}/failure`],
+  ['POST', (n) => `/circuits/${n}/outcomes`],
+  ['POST', (n) => `/circuits/${n}/reset`],
+  ['GET', () => '/circuits'],
+  ['DELETE', (n) => `/circuits/${n}`],
+  ['PUT', (n) => `/circuits/${n}/outcomes`],
+];
+
+const name = fc.oneof(
+  fc.constantFrom('svc', 'payment-gateway%2Fcharge', 'a%2F..%2Fb', '%2F', '..', '%00', '%ZZ', '%2525'),
+  fc.string({ maxLength: 40 }).map(encodeURIComponent),
+  fc.string({ unit: 'binary', maxLength: 30 }).map(encodeURIComponent),
+  fc.string({ maxLength: 250 }).map((s) => s.replace(/[^A-Za-z0-9/_.-]/g, '')),
+);
+
+const jsonValue = fc.jsonValue({ maxDepth: 3 });
+const body = fc.oneof(
+  fc.constant(undefined),
+  fc.record({ success: fc.oneof(fc.boolean(), jsonValue), threshold: fc.oneof(fc.integer(), jsonValue), timeout_seconds: jsonValue, duration_ms: jsonValue }, { requiredKeys: [] }).map((v) => JSON.stringify(v)),
+  jsonValue.map((v) => JSON.stringify(v)),
+  fc.string({ maxLength: 60 }),
+  fc.string({ maxLength: 20 }).map((s) => `{"success":${s}`),
+);
+const headerValue = fc.string({ maxLength: 40 }).map((s) => s.replace(/[^\x20-\x7e]/g, '').trim());
+const headers = fc.record(
+  {
+    'content-type': fc.oneof(fc.constantFrom('application/json', 'application/problem+json', 'text/plain', 'application/json; charset=utf-8', ''), headerValue),
+    authorization: fc.oneof(fc.constant(`Bearer ${TOKEN}`), fc.constant('Bearer '), headerValue),
+    accept: headerValue,
+  },
+  { requiredKeys: [] },
+);
+const query = fc.oneof(
+  fc.constant(''),
+  fc.dictionary(fc.constantFrom('state', 'limit', 'cursor', 'x'), fc.string({ maxLength: 12 }), { maxKeys: 3 }).map((q) => `?${new URLSearchParams(q)}`),
+  fc.string({ maxLength: 20 }).map((s) => `?${encodeURI(s)}`),
+);
+
+describe('hostile input', () => {
+  it.each([
+    ['without a token', undefined],
+    ['with a token', TOKEN],
+  ])('never answers 5xx (bar an open circuit), always problem+json, and a rejected request changes nothing (%s)', async (_label, token) => {
+    const t = buildApp({ token });
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    // Some state to disturb: one open circuit, one with failures counted.
+    for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/svc/outcomes', { success: false }, auth);
+    await t.request('POST', '/circuits/payment-gateway%2Fcharge/failure', undefined, auth);
+    const changes = t.db.prepare('SELECT total_changes()').pluck();
+
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...routes), name, body, headers, query, async ([method, path], n, b, h, q) => {
+        const before = changes.get();
+        const res = await t.app.request(`${path(n)}${q}`, { method, headers: h, body: method === 'GET' ? undefined : b });
+        const text = await res.text();
+        const isOpenCircuit = res.status === 503 && text.includes('"CIRCUIT_OPEN"');
+        expect(res.status < 500 || isOpenCircuit, `${method} ${path(n)}${q} -> ${res.status} ${text}`).toBe(true);
+        if (res.status >= 400) {
+          expect(res.headers.get('content-type')).toBe('application/problem+json');
+          expect(JSON.parse(text)).toMatchObject({ status: res.status, type: expect.any(String), title: expect.any(String) });
+          expect(changes.get(), `${method} ${path(n)} changed state`).toBe(before);
+        }
+      }),
+      { numRuns: 1500 },
+    );
+  });
+});
