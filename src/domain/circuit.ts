@@ -79,8 +79,11 @@ export function newCircuit(name: string, settings: CircuitSettings, now: EpochMs
   };
 }
 
+const NO_TRANSITIONS: readonly Transition[] = Object.freeze([]);
+const ALLOWED: Verdict = Object.freeze({ allowed: true });
+
 function withoutTransition(circuit: Circuit): Step {
-  return { circuit, transitions: [] };
+  return { circuit, transitions: NO_TRANSITIONS };
 }
 
 function chain(first: Step, next: (c: Circuit) => Step): Step {
@@ -113,12 +116,12 @@ export type Verdict =
 export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
   switch (circuit.state) {
     case 'closed':
-      return { allowed: true };
+      return ALLOWED;
     case 'open':
       return { allowed: false, retryAt: circuit.openUntil ?? now };
     case 'half_open': {
       const leases = activeLeases(circuit, now);
-      if (leases.length < circuit.halfOpenMaxCalls) return { allowed: true };
+      if (leases.length < circuit.halfOpenMaxCalls) return ALLOWED;
       return { allowed: false, retryAt: Math.min(...leases) };
     }
     default:
@@ -135,6 +138,8 @@ export interface Admission extends Step {
  * is recorded or its lease runs out, so at most `halfOpenMaxCalls` probes are in flight.
  */
 export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Admission {
+  // The hot path (a healthy dependency) allocates one small object and nothing else.
+  if (circuit.state === 'closed') return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
   const refreshed = refresh(circuit, now);
   const c = refreshed.circuit;
   const verdict = isCallAllowed(c, now);

@@ -1,7 +1,8 @@
-import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { circuitNameProblem } from '../config.js';
+import { createRoute, z, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { circuitNameParam, parseQuery, readJson } from './request.js';
 import {
   CallBody,
   CircuitSchema,
@@ -14,6 +15,8 @@ import {
   OutcomeBody,
   ProblemSchema,
   circuitJson,
+  circuitText,
+  allowedText,
 } from './schemas.js';
 
 const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema) => ({
@@ -30,11 +33,21 @@ const common = {
 const withBody = { ...common, 413: problem('Body over the size limit'), 422: problem('Body fields failed validation') };
 const open503 = problem('Circuit open (or half-open with every probe slot taken); see Retry-After', OpenProblemSchema);
 
-/** The decoded, validated `:name` path parameter. */
-function circuitName(raw: string): string {
-  const reason = circuitNameProblem(raw);
-  if (reason !== null) throw new AppError('INVALID_NAME', `Circuit name ${reason}.`, { extensions: { name: raw.slice(0, 300) } });
-  return raw;
+type Handler = (c: Context) => Response | Promise<Response>;
+
+/** A 200 answer with an already-serialised JSON body. */
+function jsonText(c: Context, text: string): Response {
+  return c.body(text, 200, { 'content-type': 'application/json' });
+}
+
+/**
+ * Document `route` in the OpenAPI registry and serve it with a plain Hono handler. The
+ * handler validates with the same zod schemas, synchronously: zod-openapi's async
+ * validator chain costs more than the breaker step itself on the hot routes.
+ */
+function serveRoute(app: OpenAPIHono, route: RouteConfig, handler: Handler): void {
+  app.openAPIRegistry.registerPath(route);
+  app.on(route.method.toUpperCase(), route.path.replace(/\{(\w+)\}/g, ':$1'), handler);
 }
 
 function notFound(name: string): AppError {
@@ -42,8 +55,9 @@ function notFound(name: string): AppError {
 }
 
 /** The /circuits routes: circuitlog-compatible ones first, then the new ones. */
-export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService): void {
-  app.openapi(
+export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
+  serveRoute(
+    app,
     createRoute({
       method: 'get',
       path: '/circuits/{name}',
@@ -53,14 +67,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       responses: { 200: ok('The circuit', CircuitSchema), ...common, 404: problem('Unknown circuit') },
     }),
     (c) => {
-      const name = circuitName(c.req.valid('param').name);
+      const name = circuitNameParam(c);
       const circuit = breaker.get(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'post',
       path: '/circuits/{name}/call',
@@ -73,9 +88,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
         503: open503,
       },
     }),
-    (c) => {
-      const name = circuitName(c.req.valid('param').name);
-      const body = c.req.valid('json');
+    async (c) => {
+      const name = circuitNameParam(c);
+      const body = await readJson(c, CallBody, bodyLimitBytes);
       const success = body.success ?? true;
       const circuit = breaker.call(name, success, {
         create: body.threshold === undefined ? undefined : { failureThreshold: body.threshold },
@@ -85,7 +100,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'post',
       path: '/circuits/{name}/success',
@@ -95,12 +111,13 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       responses: { 200: ok('The circuit', CircuitSchema), ...common },
     }),
     (c) => {
-      const name = circuitName(c.req.valid('param').name);
+      const name = circuitNameParam(c);
       return c.json(circuitJson(breaker.record(name, true), breaker.now()), 200);
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'post',
       path: '/circuits/{name}/failure',
@@ -109,14 +126,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       request: { params: NameParam, body: jsonBody(FailureBody, false) },
       responses: { 200: ok('The circuit', CircuitSchema), ...withBody },
     }),
-    (c) => {
-      const name = circuitName(c.req.valid('param').name);
-      const body = c.req.valid('json');
+    async (c) => {
+      const name = circuitNameParam(c);
+      const body = await readJson(c, FailureBody, bodyLimitBytes);
       return c.json(circuitJson(breaker.record(name, false, { timeoutSeconds: body.timeout_seconds }), breaker.now()), 200);
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'post',
       path: '/circuits/{name}/reset',
@@ -126,14 +144,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       responses: { 200: ok('The closed circuit', CircuitSchema), ...common, 404: problem('Unknown circuit') },
     }),
     (c) => {
-      const name = circuitName(c.req.valid('param').name);
+      const name = circuitNameParam(c);
       const circuit = breaker.reset(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'get',
       path: '/circuits/{name}/allowed',
@@ -150,17 +169,17 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       },
     }),
     (c) => {
-      const name = circuitName(c.req.valid('param').name);
+      const name = circuitNameParam(c);
       const admission = breaker.check(name);
-      if (admission === null) return c.json({ allowed: true as const, state: 'closed' as const, circuit: null }, 200);
+      if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
       const { circuit, verdict } = admission;
       if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt);
-      const state = circuit.state === 'half_open' ? ('half_open' as const) : ('closed' as const);
-      return c.json({ allowed: true as const, state, circuit: circuitJson(circuit, breaker.now()) }, 200);
+      return jsonText(c, allowedText(circuit, breaker.now()));
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'post',
       path: '/circuits/{name}/outcomes',
@@ -169,14 +188,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       request: { params: NameParam, body: jsonBody(OutcomeBody, true) },
       responses: { 200: ok('The circuit', CircuitSchema), ...withBody },
     }),
-    (c) => {
-      const name = circuitName(c.req.valid('param').name);
-      const body = c.req.valid('json');
-      return c.json(circuitJson(breaker.record(name, body.success), breaker.now()), 200);
+    async (c) => {
+      const name = circuitNameParam(c);
+      const body = await readJson(c, OutcomeBody, bodyLimitBytes);
+      return jsonText(c, circuitText(breaker.record(name, body.success), breaker.now()));
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'get',
       path: '/circuits',
@@ -189,7 +209,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       },
     }),
     (c) => {
-      const query = c.req.valid('query');
+      const query = parseQuery(c, ListQuery);
       const limit = query.limit ?? 50;
       const circuits = breaker.list({ state: query.state, afterId: query.cursor, limit });
       const now = breaker.now();
@@ -204,7 +224,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
     },
   );
 
-  app.openapi(
+  serveRoute(
+    app,
     createRoute({
       method: 'get',
       path: '/circuits/{name}/events',
@@ -214,8 +235,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService)
       responses: { 200: ok('Transitions', z.object({ events: z.array(EventSchema) })), ...common, 404: problem('Unknown circuit') },
     }),
     (c) => {
-      const name = circuitName(c.req.valid('param').name);
-      const events = breaker.events(name, c.req.valid('query').limit ?? 50);
+      const name = circuitNameParam(c);
+      const events = breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
       if (events === null) throw notFound(name);
       return c.json({ events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
     },

@@ -43,6 +43,31 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
   };
 }
 
+/**
+ * Memoise a circuit's serialisation per circuit object. The store hands out the same
+ * object until the circuit changes, so a healthy circuit is serialised once, not per
+ * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ */
+function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
+  const memo = new WeakMap<Circuit, string>();
+  return (c, now) => {
+    let text = memo.get(c);
+    if (text === undefined) {
+      text = serialize(c, now);
+      if (c.state !== 'half_open') memo.set(c, text);
+    }
+    return text;
+  };
+}
+
+/** `JSON.stringify(circuitJson(c, now))`, memoised. */
+export const circuitText = memoPerCircuit((c, now) => JSON.stringify(circuitJson(c, now)));
+
+/** The `GET /allowed` answer for an admitted call, memoised. */
+export const allowedText = memoPerCircuit(
+  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}`,
+);
+
 export const ProblemSchema = z
   .object({
     type: z.string(),

@@ -43,6 +43,8 @@ interface CircuitRow {
   updated_at: number;
 }
 
+const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
+
 const NO_LEASES: readonly number[] = Object.freeze([]);
 
 function fromRow(row: CircuitRow): Circuit {
@@ -101,8 +103,19 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly listAll;
   private readonly listByState;
   private readonly writeStep;
+  private readonly selectDataVersion;
+  /** Circuits as last read or written by this connection; see `cached`. */
+  private readonly cache = new Map<string, Circuit | null>();
+  private cacheVersion = -1;
 
-  constructor(private readonly db: Database.Database) {
+  /**
+   * @param exclusive the connection holds the file alone (see `openDatabase`), so nobody
+   *   else can commit and the cache needs no `data_version` check.
+   */
+  constructor(
+    private readonly db: Database.Database,
+    private readonly exclusive = false,
+  ) {
     this.selectByName = db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`);
     this.insertCircuit = db.prepare(`INSERT INTO circuits (name, state, failure_count, failure_threshold,
       timeout_seconds, half_open_max_calls, probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at)
@@ -123,6 +136,7 @@ export class SqliteCircuitStore implements CircuitStore {
       'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
+    this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
     this.listAll = db.prepare<[number, number], CircuitRow>(
       `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
     );
@@ -135,6 +149,7 @@ export class SqliteCircuitStore implements CircuitStore {
       const current = this.read(name);
       const result = step(current);
       if (result === null || result.circuit === current) return result;
+      this.cache.delete(name); // until the commit succeeds
       let id = result.circuit.id;
       if (current === null) {
         id = Number(this.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
@@ -151,18 +166,41 @@ export class SqliteCircuitStore implements CircuitStore {
     return row === undefined ? null : fromRow(row);
   }
 
+  /**
+   * The circuit as of now, from memory when nobody else has committed since it was read.
+   * `PRAGMA data_version` changes exactly when another connection (any process) commits
+   * (https://www.sqlite.org/pragma.html#pragma_data_version), and is cheaper than the
+   * row SELECT; our own commits update the cache directly. A connection that holds the
+   * file exclusively skips even that check. The cache is only ever a
+   * copy: the truth stays in the database, and every write re-reads under the lock.
+   */
+  private cached(name: string): Circuit | null {
+    const version = this.exclusive ? 0 : (this.selectDataVersion.get() as number);
+    if (version !== this.cacheVersion || this.cache.size >= CACHE_MAX_ENTRIES) {
+      this.cache.clear();
+      this.cacheVersion = version;
+    }
+    const hit = this.cache.get(name);
+    if (hit !== undefined) return hit;
+    const circuit = this.read(name);
+    this.cache.set(name, circuit);
+    return circuit;
+  }
+
   find(name: string): Circuit | null {
-    return this.guard(() => this.read(name));
+    return this.guard(() => this.cached(name));
   }
 
   apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null {
     return this.guard(() => {
       // Optimistic first pass without the lock: most calls (a check on a closed circuit,
       // a success with no failures counted) change nothing and need no write at all.
-      const current = this.read(name);
+      const current = this.cached(name);
       const result = step(current);
       if (result === null || result.circuit === current) return result;
-      return this.writeStep.immediate(name, step) as S | null;
+      const written = this.writeStep.immediate(name, step) as S | null;
+      if (written !== null) this.cache.set(name, written.circuit);
+      return written;
     });
   }
 

@@ -10,12 +10,21 @@ export interface OpenOptions {
   readonly synchronous?: SynchronousMode;
   /** How long a writer waits for the lock before SQLITE_BUSY. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Hold the file for this connection alone (`locking_mode = EXCLUSIVE`): no file locks
+   * per statement, and no other process can open it while we run. For a single server
+   * process; several workers on one file need the default shared mode.
+   */
+  readonly exclusive?: boolean;
 }
 
 /** Open (creating the folder) a database file in WAL mode with a busy timeout. */
 export function openDatabase(file: string, options: OpenOptions = {}): Database.Database {
   if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const db = new Database(file);
+  // Must precede the first WAL access: the WAL index then lives in heap memory, not -shm
+  // (https://www.sqlite.org/pragma.html#pragma_locking_mode).
+  if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
   // https://www.sqlite.org/wal.html: readers never block the writer and vice versa.
   db.pragma('journal_mode = WAL');
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`); // 5 s
