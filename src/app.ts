@@ -2,13 +2,13 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { swaggerUI } from '@hono/swagger-ui';
 import type { Context, MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
-import { AppError, type FieldError } from './domain/errors.js';
+import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { PROBLEMS, problemResponse } from './http/problem.js';
+import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 
@@ -21,15 +21,13 @@ export interface AppDeps {
   /** When set, /circuits routes need `Authorization: Bearer <token>`. */
   readonly token?: string;
   readonly apiBodyLimitBytes?: number;
+  /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
+  readonly proxy?: ProxyOptions;
 }
 
 export interface App {
   readonly app: OpenAPIHono;
   readonly breaker: BreakerService;
-}
-
-function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string }[]): FieldError[] {
-  return issues.map((issue) => ({ field: issue.path.map(String).join('.') || '(body)', message: issue.message }));
 }
 
 /** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
@@ -51,32 +49,14 @@ function requireToken(token: string): MiddlewareHandler {
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
-  const app = new OpenAPIHono({
-    defaultHook: (result) => {
-      if (result.success) return;
-      if (result.target === 'json') {
-        throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', { fields: fieldErrors(result.error.issues) });
-      }
-      throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields: fieldErrors(result.error.issues) });
-    },
-  });
+  const app = new OpenAPIHono();
+  if (deps.token) {
+    app.use('/circuits', requireToken(deps.token));
+    app.use('/circuits/*', requireToken(deps.token));
+  }
 
-  const limit = deps.apiBodyLimitBytes ?? 16 * 1024; // 16 KiB
-  const guard: MiddlewareHandler[] = [];
-  if (deps.token) guard.push(requireToken(deps.token));
-  guard.push(
-    requireJsonBody,
-    bodyLimit({
-      maxSize: limit,
-      onError: () => {
-        throw new AppError('PAYLOAD_TOO_LARGE', `Request bodies are limited to ${limit} bytes.`);
-      },
-    }),
-  );
-  app.use('/circuits', ...guard);
-  app.use('/circuits/*', ...guard);
-
-  registerCircuitRoutes(app, breaker);
+  registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
+  if (deps.proxy) registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker });
 
   app.get('/health', (c) => {
     const ok = deps.store.ping();
@@ -114,30 +94,12 @@ export function createApp(deps: AppDeps): App {
   return { app, breaker };
 }
 
-function unsupportedMediaType(): AppError {
-  return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with Content-Type: application/json.');
-}
-
-/**
- * A body sent with another content type would otherwise be ignored on routes whose body
- * is optional (a `{"success": false}` silently counted as a success): refuse it instead.
- */
-const requireJsonBody: MiddlewareHandler = async (c, next) => {
-  if (c.req.method === 'POST') {
-    const length = c.req.header('content-length');
-    const hasBody = (length !== undefined && length !== '0') || c.req.header('transfer-encoding') !== undefined;
-    if (hasBody && !/^application\/([\w.+-]+\+)?json\b/i.test(c.req.header('content-type') ?? '')) throw unsupportedMediaType();
-  }
-  await next();
-};
-
 function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
   if (error instanceof HTTPException) {
     // Hono's validator raises 400 for a body that is not JSON.
     if (error.status === 400) return new AppError('INVALID_JSON', 'The request body is not valid JSON.');
     if (error.status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'The request body is too large.');
-    if (error.status === 415) return unsupportedMediaType();
   }
   return new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
 }

@@ -1,0 +1,39 @@
+import type { Upstream } from './upstreams.js';
+
+export interface FallbackAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+}
+
+/**
+ * What to answer when no node can serve: the last good GET answer for the same path if
+ * young enough (seed 003: stale data beats a spreading failure), else the configured
+ * static response, else null (the caller gets the problem document).
+ */
+export function fallbackResponse(upstream: Upstream, method: string, key: string, now: number): FallbackAnswer | null {
+  const entry = method === 'GET' ? upstream.stale?.get(key, now) : null;
+  if (entry) {
+    return {
+      status: entry.status,
+      headers: {
+        ...entry.headers,
+        'content-length': String(entry.body.length),
+        age: String(Math.max(0, Math.floor((now - entry.storedAt) / 1000))), // RFC 9111 section 5.1
+        'x-degraded': 'true',
+        'x-fallback': 'stale',
+      },
+      body: entry.body,
+    };
+  }
+  const fixed = upstream.config.fallback?.static;
+  if (fixed === undefined) return null;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(fixed.headers)) headers[name.toLowerCase()] = value;
+  const body = Buffer.from(fixed.body);
+  return {
+    status: fixed.status,
+    headers: { ...headers, 'content-length': String(body.length), 'x-degraded': 'true', 'x-fallback': 'static' },
+    body,
+  };
+}

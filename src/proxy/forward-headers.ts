@@ -1,0 +1,80 @@
+/**
+ * Header handling at the proxy boundary. Hop-by-hop fields describe one connection and
+ * must not be forwarded (RFC 9110 section 7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1);
+ * the same idea as hono's src/helper/proxy.
+ */
+
+export type HeaderRecord = Record<string, string | string[] | undefined>;
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+]);
+
+/** Fields we set ourselves or that undici refuses (it sends `Host` from the node origin). */
+const REQUEST_DROPPED = new Set(['host', 'expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-dc']);
+
+function namedInConnection(connection: string | string[] | undefined): Set<string> | null {
+  if (connection === undefined) return null;
+  const names = new Set<string>();
+  for (const value of Array.isArray(connection) ? connection : [connection]) {
+    for (const token of value.split(',')) names.add(token.trim().toLowerCase());
+  }
+  return names;
+}
+
+/** Copy end-to-end fields of `source` (lower-case names) into a new record. */
+function endToEnd(source: HeaderRecord, alsoDrop: ReadonlySet<string> | null): Record<string, string | string[]> {
+  const dropped = namedInConnection(source.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const name in source) {
+    const value = source[name];
+    if (value === undefined || HOP_BY_HOP.has(name) || alsoDrop?.has(name) || dropped?.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+export interface ForwardedFrom {
+  /** The peer's address, when known. */
+  readonly clientIp: string | undefined;
+  readonly proto: string;
+  readonly localDc: string;
+}
+
+/** Request fields for the node: end-to-end ones plus the X-Forwarded-* set. */
+export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFrom): Record<string, string | string[]> {
+  const out = endToEnd(incoming, REQUEST_DROPPED);
+  const prior = incoming['x-forwarded-for'];
+  const chain = Array.isArray(prior) ? prior.join(', ') : prior;
+  if (from.clientIp !== undefined) out['x-forwarded-for'] = chain ? `${chain}, ${from.clientIp}` : from.clientIp;
+  else if (chain) out['x-forwarded-for'] = chain;
+  out['x-forwarded-proto'] = from.proto;
+  const host = incoming.host;
+  if (typeof host === 'string') out['x-forwarded-host'] = host;
+  out['x-forwarded-dc'] = from.localDc;
+  return out;
+}
+
+/** Response fields for the caller: the node's end-to-end ones. */
+export function downstreamResponseHeaders(upstream: HeaderRecord): Record<string, string | string[]> {
+  return endToEnd(upstream, null);
+}
+
+/** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
+export function toWebHeaders(record: Record<string, string | string[]>): Headers {
+  const headers = new Headers();
+  for (const name in record) {
+    const value = record[name]!;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  return headers;
+}

@@ -1,0 +1,204 @@
+import type { TLSSocket } from 'node:tls';
+import { Readable } from 'node:stream';
+import type { Context } from 'hono';
+import type { Logger } from 'pino';
+import { AppError } from '../domain/errors.js';
+import type { BreakerService, Clock } from '../service/breaker-service.js';
+import { fallbackResponse } from './fallback.js';
+import { downstreamResponseHeaders, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { ReplayableBody } from './replayable-body.js';
+import { discardBody, nodeBindings, sendResponse } from './send-response.js';
+import { StaleCache } from './stale-cache.js';
+import { parseProxyTarget, type ProxyTarget } from './target-path.js';
+import type { UpstreamClient, UpstreamResponse } from './upstream-client.js';
+import { isNothingSent } from './upstream-client.js';
+import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
+
+/** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
+export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'];
+/** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+const REPLAY_BUFFER_BYTES = 1024 * 1024; // 1 MiB of request body kept for a retry
+const NO_BODY_STATUSES = new Set([204, 205, 304]);
+
+export interface ProxyHandlerDeps {
+  readonly upstreams: ReadonlyMap<string, Upstream>;
+  readonly breaker: BreakerService;
+  readonly client: UpstreamClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly localDc: string;
+}
+
+interface Call {
+  readonly c: Context;
+  readonly upstream: Upstream;
+  readonly target: ProxyTarget;
+  readonly method: string;
+  readonly requestHeaders: HeaderRecord;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: ReplayableBody | null;
+  /** Hands the bulkhead slot to the response body; true once handed over. */
+  handedOff: boolean;
+}
+
+type Outcome =
+  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly response: UpstreamResponse; readonly failed: boolean }
+  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode }
+  | { readonly kind: 'caller_gone' };
+
+function hasBody(headers: HeaderRecord): boolean {
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
+}
+
+/** The `/proxy/:upstream/*` handler: pick a node, forward, fail over, fall back. */
+export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Promise<Response> {
+  const { breaker, client, logger } = deps;
+
+  async function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
+    const cfg = call.upstream.config;
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, cfg.request_timeout_ms);
+    try {
+      const response = await client.request({
+        origin: node.origin,
+        path: node.basePath + call.target.path,
+        method: call.method,
+        headers: call.headers,
+        body: call.body?.attempt() ?? null,
+        signal: controller.signal,
+        bodyTimeoutMs: cfg.request_timeout_ms,
+      });
+      return { kind: 'answer', node, response, failed: call.upstream.failureStatuses.has(response.status) };
+    } catch (error) {
+      if (call.body?.sourceError) return { kind: 'caller_gone' };
+      const kind = timedOut ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
+      logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind, err: (error as Error).message }, `${node.circuit}: ${kind}`);
+      return { kind, node };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function forward(call: Call): Promise<Response> {
+    const { upstream } = call;
+    const create = { create: upstream.settings };
+    const tried = new Set<ProxyNode>();
+    let budget = upstream.config.retries;
+    let last: Outcome | null = null;
+    for (;;) {
+      const pick = pickNode(upstream, breaker, tried);
+      if (pick.node === null) {
+        if (last === null) return noNodeAvailable(call, pick.retryAt);
+        return giveUp(call, last);
+      }
+      if (last?.kind === 'answer') discardBody(last.response.body);
+      tried.add(pick.node);
+      const outcome = await attempt(call, pick.node);
+      if (outcome.kind === 'caller_gone') return new Response(null, { status: 499 });
+      if (outcome.kind === 'answer' && !outcome.failed) {
+        breaker.record(pick.node.circuit, true, create);
+        return answer(call, outcome.node, outcome.response);
+      }
+      breaker.record(pick.node.circuit, false, create);
+      last = outcome;
+      const replayable = call.body === null || call.body.replayable;
+      if (outcome.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
+      if (!IDEMPOTENT.has(call.method) || budget === 0 || !replayable) return giveUp(call, last);
+      budget--;
+    }
+  }
+
+  function giveUp(call: Call, last: Outcome): Response {
+    switch (last.kind) {
+      case 'answer':
+        return answer(call, last.node, last.response); // an upstream 5xx goes back as sent
+      case 'timeout':
+        return fallbackOr(call, new AppError('UPSTREAM_TIMEOUT', `No node of '${call.upstream.name}' answered within ${call.upstream.config.request_timeout_ms} ms.`));
+      case 'refused':
+      case 'unreachable':
+        return fallbackOr(call, new AppError('UPSTREAM_UNREACHABLE', `No node of '${call.upstream.name}' could be reached.`));
+      case 'caller_gone':
+        return new Response(null, { status: 499 });
+    }
+  }
+
+  function noNodeAvailable(call: Call, retryAt: number | null): Response {
+    const detail = `Every node of '${call.upstream.name}' has an open circuit; no node was contacted.`;
+    return fallbackOr(call, new AppError('NO_NODE_AVAILABLE', detail, retryAt === null ? { retryAfterSeconds: 1 } : { retryAt }));
+  }
+
+  function fallbackOr(call: Call, error: AppError): Response {
+    call.body?.discard();
+    const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
+    if (fallback === null) throw error;
+    logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
+    return sendResponse(call.c, fallback.status, fallback.headers, fallback.body);
+  }
+
+  function answer(call: Call, node: ProxyNode, res: UpstreamResponse): Response {
+    const headers = downstreamResponseHeaders(res.headers);
+    headers['x-node'] = node.id;
+    headers['x-dc'] = node.dc;
+    headers['x-degraded'] = node.local ? 'false' : 'true';
+    if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
+      discardBody(res.body);
+      return sendResponse(call.c, res.status, headers, null);
+    }
+    const stale = call.upstream.stale;
+    if (stale !== null && call.method === 'GET' && StaleCache.mayStore(call.requestHeaders, res.status, res.headers)) {
+      stale.capture(staleKey(call), res.status, downstreamResponseHeaders(res.headers), res.body, deps.clock);
+    }
+    call.handedOff = true;
+    res.body.once('close', () => call.upstream.inFlight--);
+    return sendResponse(call.c, res.status, headers, res.body);
+  }
+
+  return async (c) => {
+    const { incoming } = nodeBindings(c);
+    const method = c.req.method;
+    if (!FORWARDED_METHODS.includes(method)) {
+      throw new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
+    }
+    // The raw target, before URL normalisation resolves dot segments we must refuse.
+    const target = parseProxyTarget(incoming?.url ?? rawTarget(c.req.url));
+    const upstream = deps.upstreams.get(target.upstream);
+    if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    const max = upstream.config.max_concurrent;
+    if (max !== undefined && upstream.inFlight >= max) {
+      throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
+    }
+    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(c.req.raw.headers);
+    const headers = upstreamRequestHeaders(requestHeaders, {
+      clientIp: incoming?.socket.remoteAddress,
+      proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(c.req.url).protocol.slice(0, -1),
+      localDc: deps.localDc,
+    });
+    let source: Readable | null = null;
+    if (incoming !== undefined) source = hasBody(requestHeaders) ? incoming : null;
+    else if (c.req.raw.body !== null) source = Readable.fromWeb(c.req.raw.body as import('node:stream/web').ReadableStream);
+    if (source === null) delete headers['content-length'];
+    const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
+    const call: Call = { c, upstream, target, method, requestHeaders, headers, body, handedOff: false };
+    upstream.inFlight++;
+    try {
+      return await forward(call);
+    } finally {
+      if (!call.handedOff) upstream.inFlight--;
+    }
+  };
+}
+
+function rawTarget(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  return start === -1 ? '/' : url.slice(start);
+}
+
+function staleKey(call: Call): string {
+  return call.target.path;
+}

@@ -1,0 +1,43 @@
+import type { Hono } from 'hono';
+import type { Logger } from 'pino';
+import type { UpstreamConfig } from '../config.js';
+import type { BreakerService, Clock } from '../service/breaker-service.js';
+import type { CircuitStore } from '../store/circuit-store.js';
+import { createProxyHandler } from './proxy-handler.js';
+import type { UpstreamClient } from './upstream-client.js';
+import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+
+/** What createApp needs to serve /proxy. */
+export interface ProxyOptions {
+  readonly localDc: string;
+  readonly upstreams: Record<string, UpstreamConfig>;
+  readonly client: UpstreamClient;
+}
+
+export interface ProxyRouteDeps {
+  readonly proxy: ProxyOptions;
+  readonly breaker: BreakerService;
+  readonly store: CircuitStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/**
+ * Mount `/proxy/:upstream/*` for every method. No bearer token and no body limit: this is
+ * the data plane, and callers' Authorization headers belong to the upstream.
+ */
+export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): void {
+  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
+  ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  const handler = createProxyHandler({
+    upstreams,
+    breaker: deps.breaker,
+    client: deps.proxy.client,
+    clock: deps.clock,
+    logger: deps.logger,
+    localDc: deps.proxy.localDc,
+  });
+  // One wildcard: the handler reads the upstream from the raw target itself, so a target
+  // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
+  app.all('/proxy/*', handler);
+}

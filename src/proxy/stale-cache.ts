@@ -1,0 +1,95 @@
+import type { Readable } from 'node:stream';
+
+/** A successful GET answer kept for the stale fallback. */
+export interface StaleEntry {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer;
+  readonly storedAt: number;
+}
+
+export interface StaleCacheLimits {
+  readonly maxAgeMs: number;
+  /** Answers larger than this are not kept. */
+  readonly maxEntryBytes: number;
+  /** All kept bodies together; the least recently stored go first. */
+  readonly maxTotalBytes: number;
+}
+
+function cacheControlForbids(value: string | string[] | undefined): boolean {
+  const text = Array.isArray(value) ? value.join(',') : value;
+  return text !== undefined && /\b(no-store|private)\b/i.test(text);
+}
+
+/**
+ * Last good GET answer per path of one upstream, bounded by entry size, total bytes and
+ * age. Per-user answers (request with Authorization or Cookie, response with Set-Cookie,
+ * or `Cache-Control: private|no-store`) are never kept, so one caller never sees another's data.
+ */
+export class StaleCache {
+  private readonly entries = new Map<string, StaleEntry>();
+  private totalBytes = 0;
+
+  constructor(private readonly limits: StaleCacheLimits) {}
+
+  /** Whether an answer to this request may be kept at all. */
+  static mayStore(requestHeaders: Record<string, string | string[] | undefined>, status: number, responseHeaders: Record<string, string | string[] | undefined>): boolean {
+    if (status !== 200) return false;
+    if (requestHeaders.authorization !== undefined || requestHeaders.cookie !== undefined) return false;
+    if (responseHeaders['set-cookie'] !== undefined) return false;
+    return !cacheControlForbids(responseHeaders['cache-control']) && !cacheControlForbids(requestHeaders['cache-control']);
+  }
+
+  /** Keep a copy of `body` as it streams past, if it ends within the size limit. */
+  capture(key: string, status: number, headers: Record<string, string | string[]>, body: Readable, now: () => number): void {
+    const declared = Number(headers['content-length'] ?? 0);
+    if (declared > this.limits.maxEntryBytes) return;
+    let chunks: Buffer[] | null = [];
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      if (chunks === null) return;
+      size += chunk.length;
+      if (size > this.limits.maxEntryBytes) chunks = null;
+      else chunks.push(chunk);
+    });
+    body.once('end', () => {
+      if (chunks !== null) this.store(key, { status, headers, body: Buffer.concat(chunks, size), storedAt: now() });
+    });
+  }
+
+  /** The kept answer if younger than the limit. */
+  get(key: string, now: number): StaleEntry | null {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return null;
+    if (now - entry.storedAt > this.limits.maxAgeMs) {
+      this.remove(key, entry);
+      return null;
+    }
+    return entry;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  private store(key: string, entry: StaleEntry): void {
+    const old = this.entries.get(key);
+    if (old !== undefined) this.remove(key, old);
+    this.entries.set(key, entry);
+    this.totalBytes += entry.body.length;
+    // Map iteration is insertion order, so the first keys are the oldest.
+    for (const [k, e] of this.entries) {
+      if (this.totalBytes <= this.limits.maxTotalBytes) break;
+      this.remove(k, e);
+    }
+  }
+
+  private remove(key: string, entry: StaleEntry): void {
+    this.entries.delete(key);
+    this.totalBytes -= entry.body.length;
+  }
+}

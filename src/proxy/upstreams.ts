@@ -1,0 +1,103 @@
+import type { UpstreamConfig } from '../config.js';
+import { newCircuit, type CircuitSettings } from '../domain/circuit.js';
+import type { BreakerService } from '../service/breaker-service.js';
+import type { CircuitStore } from '../store/circuit-store.js';
+import { StaleCache } from './stale-cache.js';
+
+/** A configured node with its circuit name and where to send requests. */
+export interface ProxyNode {
+  readonly id: string;
+  readonly dc: string;
+  /** `<upstream>/<node-id>`. */
+  readonly circuit: string;
+  readonly origin: string;
+  /** The node URL's path without a trailing slash ('' for the root). */
+  readonly basePath: string;
+  readonly local: boolean;
+}
+
+/** An upstream group at run time: nodes in DC groups (local first), counters, caches. */
+export interface Upstream {
+  readonly name: string;
+  readonly config: UpstreamConfig;
+  readonly settings: CircuitSettings;
+  readonly nodes: readonly ProxyNode[];
+  /** Local DC first, then the other DCs in the order they first appear in the config. */
+  readonly groups: readonly (readonly ProxyNode[])[];
+  readonly failureStatuses: ReadonlySet<number>;
+  readonly stale: StaleCache | null;
+  /** Round-robin position per group. */
+  readonly cursors: number[];
+  inFlight: number;
+}
+
+/** Build the run-time upstreams from the parsed config. */
+export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string): Map<string, Upstream> {
+  const out = new Map<string, Upstream>();
+  for (const [name, config] of Object.entries(upstreams)) {
+    const nodes = config.nodes.map((n): ProxyNode => {
+      const url = new URL(n.url);
+      return { id: n.id, dc: n.dc, circuit: `${name}/${n.id}`, origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
+    });
+    const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
+    const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
+    const fb = config.fallback;
+    out.set(name, {
+      name,
+      config,
+      settings: { failureThreshold: config.failure_threshold, timeoutSeconds: config.timeout_seconds, halfOpenMaxCalls: config.half_open_max_calls },
+      nodes,
+      groups,
+      failureStatuses: new Set(config.failure_statuses),
+      stale: fb?.stale_seconds === undefined ? null : new StaleCache({
+        maxAgeMs: fb.stale_seconds * 1000,
+        maxEntryBytes: fb.stale_max_body_bytes,
+        maxTotalBytes: fb.stale_max_total_bytes,
+      }),
+      cursors: groups.map(() => 0),
+      inFlight: 0,
+    });
+  }
+  return out;
+}
+
+/**
+ * Create every node circuit that does not exist yet, and bring the settings of existing
+ * ones in line with the config; state (open, failure count) is kept across restarts.
+ */
+export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upstream>, now: number): void {
+  for (const u of upstreams) {
+    const s = u.settings;
+    for (const node of u.nodes) {
+      store.apply(node.circuit, (c) => {
+        if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
+        if (c.failureThreshold === s.failureThreshold && c.timeoutSeconds === s.timeoutSeconds && c.halfOpenMaxCalls === s.halfOpenMaxCalls) return null;
+        return { circuit: { ...c, ...s, updatedAt: now }, transitions: [] };
+      });
+    }
+  }
+}
+
+export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonly retryAt: number | null };
+
+/**
+ * The next node to try: the first group (local DC first) with a node whose circuit
+ * admits a call, round-robin inside the group, skipping `tried`. Only the chosen node's
+ * circuit is admitted, so a half-open node's probe slot is taken only when it is used.
+ */
+export function pickNode(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): Pick {
+  let retryAt = Infinity;
+  for (let g = 0; g < upstream.groups.length; g++) {
+    const group = upstream.groups[g]!;
+    const start = upstream.cursors[g]!;
+    upstream.cursors[g] = (start + 1) % group.length;
+    for (let k = 0; k < group.length; k++) {
+      const node = group[(start + k) % group.length]!;
+      if (tried?.has(node)) continue;
+      const admission = breaker.check(node.circuit);
+      if (admission === null || admission.verdict.allowed) return { node };
+      retryAt = Math.min(retryAt, admission.verdict.retryAt);
+    }
+  }
+  return { node: null, retryAt: Number.isFinite(retryAt) ? retryAt : null };
+}

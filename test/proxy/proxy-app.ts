@@ -1,0 +1,53 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { parseConfigText } from '../../src/config.js';
+import { createHealthChecker } from '../../src/proxy/health-checker.js';
+import { createUndiciClient, type UpstreamClient } from '../../src/proxy/upstream-client.js';
+import { buildApp, silentLogger } from '../helper.js';
+import { proxyYaml, type FakeNode } from './fake-node.js';
+
+/**
+ * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served by a
+ * real @hono/node-server listener on 127.0.0.1, port 0.
+ */
+export async function startProxyApp(nodes: Record<string, FakeNode>, extraYaml = '', client: UpstreamClient = createUndiciClient()) {
+  const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
+  const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client };
+  const built = buildApp({ proxy });
+  const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const health = createHealthChecker({ ...proxy, breaker: built.breaker, logger: silentLogger });
+  return {
+    ...built,
+    url,
+    health,
+    /** A GET through the proxy; the body is read. */
+    async get(path: string, init: RequestInit = {}) {
+      const res = await fetch(`${url}${path}`, init);
+      return { res, text: await res.text() };
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await client.close();
+    },
+  };
+}
+
+/** A raw HTTP request whose path is sent exactly as given (fetch would normalise it). */
+export function rawRequest(url: string, method: string, path: string, headers: http.OutgoingHttpHeaders = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ hostname, port, method, path, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
