@@ -1,19 +1,41 @@
+import cluster from 'node:cluster';
+import os from 'node:os';
 import { serve } from '@hono/node-server';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
+import { runPrimary } from './cluster.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
+import { LeaderElection } from './leader.js';
+import { createHealthChecker } from './proxy/health-checker.js';
+import { createUndiciClient } from './proxy/upstream-client.js';
 import { SqliteCircuitStore } from './store/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
+import { SqliteLeaseStore } from './store/lease-store.js';
 
-function start(config: Config): void {
-  const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
+const LEASE_RENEW_MS = 1_000; // 1 s
+const LEASE_TTL_MS = 3_000; // 3 s: a dead leader's job moves to another worker within this
+
+function migrateDatabase(config: Config, logger: Logger): void {
   const db = openDatabase(config.dbPath, { synchronous: config.synchronous });
   const applied = migrate(db, readMigrations(defaultMigrationsDir()));
+  db.close();
   if (applied.length > 0) logger.info({ event: 'migrated', applied }, `applied ${applied.length} migration(s)`);
+}
 
+/**
+ * One server process. Alone (`workers = 1`) it holds the database file exclusively; as one
+ * of several workers it shares the file and runs health checks only while it holds the lease.
+ */
+function startServer(config: Config, logger: Logger, shared: boolean): void {
+  const db = openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared });
+  const store = new SqliteCircuitStore(db, !shared);
   const d = config.circuit_defaults;
-  const { app } = createApp({
-    store: new SqliteCircuitStore(db),
+  const proxy =
+    config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
+      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
+      : undefined;
+  const { app, breaker } = createApp({
+    store,
     clock: Date.now,
     logger,
     circuitDefaults: {
@@ -24,10 +46,26 @@ function start(config: Config): void {
     policy: { probeLeaseMs: d.probe_lease_seconds * 1000 },
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
+    proxy,
   });
+  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
+  const leader =
+    health && shared
+      ? new LeaderElection(new SqliteLeaseStore(db), Date.now, logger, {
+          lease: 'health-checks',
+          owner: `${os.hostname()}:${process.pid}`,
+          renewMs: LEASE_RENEW_MS,
+          ttlMs: LEASE_TTL_MS,
+          onAcquire: () => health.start(),
+          onLose: () => health.stop(),
+        })
+      : null;
 
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-    logger.info({ event: 'listening', host: config.host, port: info.port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${info.port}`);
+    const event = cluster.isWorker ? 'worker_listening' : 'listening';
+    logger.info({ event, host: config.host, port: info.port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${info.port}`);
+    if (leader) leader.start();
+    else health?.start();
   });
 
   let stopping = false;
@@ -35,15 +73,19 @@ function start(config: Config): void {
     if (stopping) return;
     stopping = true;
     logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+    if (leader) leader.stop();
+    else health?.stop();
     const timer = setTimeout(() => {
       logger.warn({ event: 'shutdown_timeout' }, 'grace period over; closing connections');
       (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
     }, config.shutdown_grace_ms);
     timer.unref();
     server.close(() => {
-      db.close();
-      logger.info({ event: 'stopped' }, 'stopped');
-      process.exit(0);
+      void (proxy?.client.close() ?? Promise.resolve()).finally(() => {
+        db.close();
+        logger.info({ event: 'stopped' }, 'stopped');
+        process.exit(0);
+      });
     });
     (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
   };
@@ -51,8 +93,23 @@ function start(config: Config): void {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+function main(): void {
+  const config = loadConfig();
+  const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
+  if (cluster.isWorker) {
+    startServer(config, logger, true);
+    return;
+  }
+  migrateDatabase(config, logger);
+  if (config.workers === 1) {
+    startServer(config, logger, false);
+    return;
+  }
+  runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+}
+
 try {
-  start(loadConfig());
+  main();
 } catch (error) {
   if (error instanceof ConfigError) {
     process.stderr.write(`circuitlog: configuration error: ${error.message}\n`);
