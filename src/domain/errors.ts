@@ -4,6 +4,7 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
+  | 'INVALID_PATH'
   | 'INVALID_JSON'
   | 'VALIDATION_FAILED'
   | 'INVALID_QUERY'

@@ -26,7 +26,7 @@ function decodeFully(segment: string): string {
 }
 
 function invalidPath(reason: string): AppError {
-  return new AppError('INVALID_NAME', `The proxied path ${reason}.`);
+  return new AppError('INVALID_PATH', `The proxied path ${reason}.`);
 }
 
 /**
