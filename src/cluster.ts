@@ -39,7 +39,13 @@ export function runPrimary(options: PrimaryOptions): void {
 
   cluster.on('exit', (worker, code, signal) => {
     ready.delete(worker.id);
-    if (stopping) return;
+    if (stopping) {
+      if (Object.values(cluster.workers ?? {}).every((w) => w === undefined || w.isDead())) {
+        logger.info({ event: 'stopped' }, 'stopped');
+        process.exit(0);
+      }
+      return;
+    }
     logger.error({ event: 'worker_crashed', worker_pid: worker.process.pid, code, signal }, 'worker died; starting a replacement');
     setTimeout(() => {
       if (!stopping) fork();
@@ -52,18 +58,11 @@ export function runPrimary(options: PrimaryOptions): void {
     logger.info({ event: 'shutdown', signal }, 'stopping workers');
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
     for (const worker of workers) worker.process.kill('SIGTERM');
+    // Workers drain for shutdownGraceMs themselves; this is the backstop.
     const killer = setTimeout(() => {
       for (const worker of workers) if (!worker.isDead()) worker.process.kill('SIGKILL');
     }, options.shutdownGraceMs + 1_000);
     killer.unref();
-    const wait = () => {
-      if (workers.every((w) => w.isDead())) {
-        logger.info({ event: 'stopped' }, 'stopped');
-        process.exit(0);
-      }
-      setTimeout(wait, 50).unref();
-    };
-    wait();
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -11,6 +11,14 @@ export interface ServerProcess {
   /** Every JSON log line the server printed so far. */
   readonly logs: Record<string, unknown>[];
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** SIGKILL the whole process group (primary and workers); needs `detached`. */
+  killGroup(): Promise<void>;
+}
+
+export interface StartOptions {
+  readonly timeoutMs?: number;
+  /** Own process group, so `killGroup()` can SIGKILL primary and workers at once. */
+  readonly detached?: boolean;
 }
 
 /** A fresh temp folder for a test's database and config files. */
@@ -22,8 +30,10 @@ export function tempDir(prefix = 'circuitlog-test-'): string {
  * Start the real server (`node dist/main.js`, built by global-setup) on an ephemeral
  * loopback port and resolve once it logs that it is listening.
  */
-export function startServer(env: Record<string, string>, timeoutMs = 15_000): Promise<ServerProcess> {
+export function startServer(env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
+  const timeoutMs = options.timeoutMs ?? 15_000;
   const child = spawn(process.execPath, ['dist/main.js'], {
+    detached: options.detached ?? false,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -61,6 +71,14 @@ export function startServer(env: Record<string, string>, timeoutMs = 15_000): Pr
           stop: async (signal = 'SIGTERM') => {
             if (child.exitCode === null && child.signalCode === null) child.kill(signal);
             return exited;
+          },
+          killGroup: async () => {
+            try {
+              process.kill(-child.pid!, 'SIGKILL');
+            } catch {
+              // already gone
+            }
+            await exited;
           },
         });
       }

@@ -1,0 +1,113 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+
+const CIRCUITS = 16;
+const CONCURRENCY = 32;
+const LOAD_MS = 400; // load runs this long before the SIGKILL
+const ROUNDS = 3;
+
+const running: ServerProcess[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((s) => s.killGroup()));
+});
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+
+/** POST one failure; resolves with the status, or 0 when the connection died first. */
+function postFailure(url: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('error', () => resolve(0));
+    });
+    req.on('error', () => resolve(0));
+    req.end('{"success":false}');
+  });
+}
+
+/**
+ * Bounded write load from CONCURRENCY loops until `stop()`; counts per circuit the
+ * failures the server acknowledged (200) and the ones sent at all.
+ */
+function writeLoad(baseUrl: string) {
+  const acked = new Array<number>(CIRCUITS).fill(0);
+  const sent = new Array<number>(CIRCUITS).fill(0);
+  const statuses = new Map<number, number>();
+  let stopped = false;
+  let next = 0;
+  const loops = Array.from({ length: CONCURRENCY }, async () => {
+    for (let i = 0; i < 5_000 && !stopped; i++) {
+      const k = next++ % CIRCUITS;
+      sent[k]!++;
+      const status = await postFailure(`${baseUrl}/circuits/durable-${k}/outcomes`);
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      if (status === 200) acked[k]!++;
+      if (status === 0) return; // server gone
+    }
+  });
+  return {
+    acked,
+    sent,
+    statuses,
+    stop: async () => {
+      stopped = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
+async function crashRounds(workers: string): Promise<void> {
+  const dir = tempDir();
+  const db = path.join(dir, 'db.sqlite');
+  const config = path.join(dir, 'c.yaml');
+  fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 1000000000\n');
+  const env = { CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config, CIRCUITLOG_WORKERS: workers, CIRCUITLOG_LOG_LEVEL: 'info' };
+  const totalAcked = new Array<number>(CIRCUITS).fill(0);
+  const totalSent = new Array<number>(CIRCUITS).fill(0);
+
+  for (let round = 0; round < ROUNDS; round++) {
+    const server = await startServer(env, { detached: true });
+    running.push(server);
+    const load = writeLoad(server.url);
+    await new Promise((r) => setTimeout(r, LOAD_MS));
+    await server.killGroup(); // kill -9 primary and workers in the middle of the load
+    running.splice(running.indexOf(server), 1);
+    await load.stop();
+    load.acked.forEach((n, k) => (totalAcked[k]! += n));
+    load.sent.forEach((n, k) => (totalSent[k]! += n));
+    expect(load.acked.reduce((a, b) => a + b, 0), 'the load got going before the kill').toBeGreaterThan(50);
+    expect([...load.statuses.keys()].filter((s) => s !== 200 && s !== 0), 'no status but 200 or a dropped connection').toEqual([]);
+
+    const check = new Database(db, { readonly: true });
+    expect(check.pragma('integrity_check', { simple: true })).toBe('ok');
+    const counts = check.prepare("SELECT name, failure_count FROM circuits WHERE name LIKE 'durable-%'").all() as { name: string; failure_count: number }[];
+    check.close();
+    const byName = new Map(counts.map((c) => [c.name, c.failure_count]));
+    for (let k = 0; k < CIRCUITS; k++) {
+      const stored = byName.get(`durable-${k}`) ?? 0;
+      expect(stored, `durable-${k} keeps every acknowledged failure`).toBeGreaterThanOrEqual(totalAcked[k]!);
+      expect(stored, `durable-${k} has no failure nobody sent`).toBeLessThanOrEqual(totalSent[k]!);
+    }
+  }
+
+  // And the restarted server serves what is on disk.
+  const server = await startServer(env, { detached: true });
+  running.push(server);
+  const circuit = (await (await fetch(`${server.url}/circuits/durable-0`)).json()) as { failure_count: number };
+  expect(circuit.failure_count).toBeGreaterThanOrEqual(totalAcked[0]!);
+}
+
+describe('crash safety under write load', () => {
+  it('keeps every acknowledged outcome across SIGKILLs, one worker', async () => {
+    await crashRounds('1');
+  });
+
+  it('keeps every acknowledged outcome across SIGKILLs, two workers', async () => {
+    await crashRounds('2');
+  });
+});
