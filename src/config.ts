@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
+import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
@@ -177,8 +178,21 @@ function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min:
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** Read the environment and the optional config file once; every default lives here. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/** Command-line flags; each overrides its environment variable. */
+function parseFlags(argv: readonly string[]): { workers?: string } {
+  try {
+    return parseArgs({ args: [...argv], options: { workers: { type: 'string' } }, strict: true, allowPositionals: false }).values;
+  } catch (error) {
+    throw new ConfigError(`command line: ${(error as Error).message}; the only flag is --workers <N|auto>`);
+  }
+}
+
+/**
+ * Read the environment, the command line (`--workers`) and the optional config file
+ * once; every default lives here.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): Config {
+  const flags = parseFlags(argv);
   const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
   const host = env.HOST || '127.0.0.1';
   if (/\s/.test(host)) throw new ConfigError(`HOST: must be a host name or address, got '${host}'`);
@@ -195,8 +209,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
     throw new ConfigError(`CIRCUITLOG_SYNCHRONOUS: must be NORMAL or FULL, got '${env.CIRCUITLOG_SYNCHRONOUS}'`);
   }
-  const workersRaw = env.CIRCUITLOG_WORKERS || '1';
-  const workers = workersRaw === 'auto' ? os.availableParallelism() : intFromEnv(env, 'CIRCUITLOG_WORKERS', 1, 1, 256);
+  const workersName = flags.workers === undefined ? 'CIRCUITLOG_WORKERS' : '--workers';
+  const workersRaw = flags.workers ?? (env.CIRCUITLOG_WORKERS || '1');
+  const workers = workersRaw === 'auto' ? os.availableParallelism() : intFromEnv({ [workersName]: workersRaw }, workersName, 1, 1, 256);
   const configPath = env.CIRCUITLOG_CONFIG || undefined;
   let file: FileConfig = parseConfigText('', 'defaults');
   if (configPath !== undefined) {
