@@ -101,10 +101,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
       tried.add(pick.node);
       const outcome = await attempt(call, pick.node);
       if (outcome.kind === 'caller_gone') return new Response(null, { status: 499 });
-      if (outcome.kind === 'answer' && !outcome.failed) {
-        breaker.record(pick.node.circuit, true, create);
-        return answer(call, outcome.node, outcome.response);
-      }
+      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.response, true);
       breaker.record(pick.node.circuit, false, create);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
@@ -117,7 +114,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
   function giveUp(call: Call, last: Outcome): Response {
     switch (last.kind) {
       case 'answer':
-        return answer(call, last.node, last.response); // an upstream 5xx goes back as sent
+        return answer(call, last.node, last.response, false); // an upstream 5xx goes back as sent
       case 'timeout':
         return fallbackOr(call, new AppError('UPSTREAM_TIMEOUT', `No node of '${call.upstream.name}' answered within ${call.upstream.config.request_timeout_ms} ms.`));
       case 'refused':
@@ -141,15 +138,18 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     return sendResponse(call.c, fallback.status, fallback.headers, fallback.body);
   }
 
-  function answer(call: Call, node: ProxyNode, res: UpstreamResponse): Response {
+  /** Pass a node's answer on; with `judge`, its outcome goes to the node's circuit. */
+  function answer(call: Call, node: ProxyNode, res: UpstreamResponse, judge: boolean): Response {
     const headers = downstreamResponseHeaders(res.headers);
     headers['x-node'] = node.id;
     headers['x-dc'] = node.dc;
     headers['x-degraded'] = node.local ? 'false' : 'true';
     if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
+      if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
       discardBody(res.body);
       return sendResponse(call.c, res.status, headers, null);
     }
+    if (judge) judgeByBody(call, node, res.body);
     const stale = call.upstream.stale;
     if (stale !== null && call.method === 'GET' && StaleCache.mayStore(call.requestHeaders, res.status, res.headers)) {
       stale.capture(staleKey(call), res.status, downstreamResponseHeaders(res.headers), res.body, deps.clock);
@@ -157,6 +157,30 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     call.handedOff = true;
     res.body.once('close', () => call.upstream.inFlight--);
     return sendResponse(call.c, res.status, headers, res.body);
+  }
+
+  /**
+   * A forwarded answer is a success only once its body has ended: a reset or a silence
+   * over request_timeout_ms inside the body is a node failure, even though the head was
+   * already passed on. A body cut by the caller leaving says nothing against the node.
+   */
+  function judgeByBody(call: Call, node: ProxyNode, body: Readable): void {
+    let judged = false;
+    const judge = (success: boolean) => {
+      if (judged) return;
+      judged = true;
+      breaker.record(node.circuit, success, { create: call.upstream.settings });
+    };
+    body.once('end', () => judge(true));
+    body.once('error', (error: Error & { code?: string }) => {
+      // Runs before pipeline() reacts to the error: a destroyed `outgoing` means the caller broke first.
+      const nodeFault = nodeBindings(call.c).outgoing?.destroyed !== true && isNodeBodyError(error);
+      if (nodeFault) {
+        logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: 'body', err: error.message }, `${node.circuit}: body failed`);
+      }
+      judge(!nodeFault);
+    });
+    body.once('close', () => judge(true));
   }
 
   return async (c) => {
@@ -192,6 +216,13 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
       if (!call.handedOff) upstream.inFlight--;
     }
   };
+}
+
+/** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
+const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'ECONNRESET']);
+
+function isNodeBodyError(error: { code?: string }): boolean {
+  return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
 }
 
 function rawTarget(url: string): string {
