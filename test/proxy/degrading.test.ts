@@ -1,31 +1,20 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startNodes, type FakeNode } from './fake-node.js';
-import { startProxyApp } from './proxy-app.js';
+import { describe, expect, it } from 'vitest';
+import { useProxyFixture, type ProxyApp } from './proxy-app.js';
 
-type ProxyApp = Awaited<ReturnType<typeof startProxyApp>>;
-let nodes: Record<string, FakeNode> = {};
-let proxy: ProxyApp | null = null;
+const fixture = useProxyFixture();
 
-afterEach(async () => {
-  await proxy?.close();
-  await Promise.all(Object.values(nodes).map((n) => n.stop()));
-  proxy = null;
-});
-
-async function setup(extra: string) {
-  nodes = await startNodes('dc1-1', 'dc2-1');
-  proxy = await startProxyApp(nodes, `request_timeout_ms: 500\n${extra}`);
-  return proxy;
+function setup(extra: string) {
+  return fixture.start(['dc1-1', 'dc2-1'], `request_timeout_ms: 500\n${extra}`);
 }
 
 function openAll(app: ProxyApp) {
-  for (const id of Object.keys(nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+  for (const id of Object.keys(fixture.nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
 }
 
 describe('bulkhead', () => {
   it('answers 503 with Retry-After: 1 over max_concurrent, and frees the slot afterwards', async () => {
     const app = await setup('max_concurrent: 2');
-    for (const n of Object.values(nodes)) n.mode = 'hang';
+    for (const n of Object.values(fixture.nodes)) n.mode = 'hang';
     const slow = [fetch(`${app.url}/proxy/users/a`), fetch(`${app.url}/proxy/users/b`)];
     await new Promise((resolve) => setTimeout(resolve, 100));
     const { res, text } = await app.get('/proxy/users/c');
@@ -33,7 +22,7 @@ describe('bulkhead', () => {
     expect(res.headers.get('retry-after')).toBe('1');
     expect(JSON.parse(text).code).toBe('BULKHEAD_FULL');
     await Promise.all(slow.map(async (p) => (await p).text()));
-    for (const n of Object.values(nodes)) n.mode = 'ok';
+    for (const n of Object.values(fixture.nodes)) n.mode = 'ok';
     app.breaker.reset('users/dc1-1');
     expect((await app.get('/proxy/users/d')).res.status).toBe(200);
   });
@@ -83,7 +72,7 @@ describe('fallback', () => {
 
   it('serves the static response when every node times out', async () => {
     const app = await setup('fallback: { static: { body: "later" } }');
-    for (const n of Object.values(nodes)) n.mode = 'hang';
+    for (const n of Object.values(fixture.nodes)) n.mode = 'hang';
     const { res, text } = await app.get('/proxy/users/list');
     expect(res.status).toBe(503);
     expect(text).toBe('later');

@@ -1,22 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startNodes, type FakeNode } from './fake-node.js';
-import { rawRequest, startProxyApp } from './proxy-app.js';
+import { describe, expect, it } from 'vitest';
+import { rawRequest, useProxyFixture, type ProxyApp } from './proxy-app.js';
 
-type ProxyApp = Awaited<ReturnType<typeof startProxyApp>>;
-let nodes: Record<string, FakeNode> = {};
-let proxy: ProxyApp | null = null;
+const fixture = useProxyFixture();
 
-afterEach(async () => {
-  await proxy?.close();
-  await Promise.all(Object.values(nodes).map((n) => n.stop()));
-  proxy = null;
-});
-
-async function setup() {
-  nodes = await startNodes('dc1-1', 'dc2-1');
-  proxy = await startProxyApp(nodes, 'request_timeout_ms: 2000');
-  return proxy;
+function setup() {
+  return fixture.start(['dc1-1', 'dc2-1'], 'request_timeout_ms: 2000');
 }
 
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
@@ -26,7 +15,7 @@ describe('forwarding', () => {
     const app = await setup();
     const res = await fetch(`${app.url}/proxy/users/api/v1/cookies/%41b?x=1&y=%20`, { method: 'DELETE' });
     expect(res.status).toBe(200);
-    expect(nodes['dc1-1']!.seen[0]).toMatchObject({ method: 'DELETE', url: '/api/v1/cookies/%41b?x=1&y=%20' });
+    expect(fixture.nodes['dc1-1']!.seen[0]).toMatchObject({ method: 'DELETE', url: '/api/v1/cookies/%41b?x=1&y=%20' });
     expect(res.headers.get('x-node')).toBe('dc1-1');
     expect(res.headers.get('x-dc')).toBe('dc1');
     expect(res.headers.get('x-degraded')).toBe('false');
@@ -37,7 +26,7 @@ describe('forwarding', () => {
   it('forwards /proxy/<upstream> alone to the node root', async () => {
     const app = await setup();
     await app.get('/proxy/users');
-    expect(nodes['dc1-1']!.seen[0]?.url).toBe('/');
+    expect(fixture.nodes['dc1-1']!.seen[0]?.url).toBe('/');
   });
 
   it('drops hop-by-hop request headers and adds X-Forwarded-*', async () => {
@@ -54,14 +43,14 @@ describe('forwarding', () => {
       authorization: 'Bearer for-the-upstream',
       host: 'api.example.test',
     });
-    const h = nodes['dc1-1']!.seen[0]!.headers;
+    const h = fixture.nodes['dc1-1']!.seen[0]!.headers;
     for (const name of ['x-secret-hop', 'keep-alive', 'proxy-connection', 'te', 'upgrade']) expect(h[name]).toBeUndefined();
     expect(h['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1');
     expect(h['x-forwarded-proto']).toBe('http');
     expect(h['x-forwarded-host']).toBe('api.example.test');
     expect(h['x-forwarded-dc']).toBe('dc1');
     expect(h.authorization).toBe('Bearer for-the-upstream');
-    expect(h.host).toBe(`127.0.0.1:${nodes['dc1-1']!.port}`);
+    expect(h.host).toBe(`127.0.0.1:${fixture.nodes['dc1-1']!.port}`);
   });
 
   it('drops hop-by-hop response headers', async () => {
@@ -87,7 +76,7 @@ describe('forwarding', () => {
     const res = await rawRequest(app.url, 'GET', path);
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toBe('application/problem+json');
-    expect(nodes['dc1-1']!.hits + nodes['dc2-1']!.hits).toBe(0);
+    expect(fixture.nodes['dc1-1']!.hits + fixture.nodes['dc2-1']!.hits).toBe(0);
   });
 
   it.each(['//other-host/x', '///127.0.0.2:1/x', '/%2F%2Fother-host/x'])('keeps %s on the node host', async (rest) => {
@@ -95,8 +84,8 @@ describe('forwarding', () => {
     const res = await rawRequest(app.url, 'GET', `/proxy/users${rest}`);
     expect(res.status).toBe(200);
     expect(res.headers['x-node']).toBe('dc1-1');
-    expect(nodes['dc1-1']!.seen[0]?.url).toBe(rest.replace(/^\/+/, '/'));
-    expect(nodes['dc1-1']!.seen[0]?.headers.host).toBe(`127.0.0.1:${nodes['dc1-1']!.port}`);
+    expect(fixture.nodes['dc1-1']!.seen[0]?.url).toBe(rest.replace(/^\/+/, '/'));
+    expect(fixture.nodes['dc1-1']!.seen[0]?.headers.host).toBe(`127.0.0.1:${fixture.nodes['dc1-1']!.port}`);
   });
 
   it('answers an unknown upstream with a 404 problem', async () => {

@@ -1,27 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startNodes, type FakeNode } from './fake-node.js';
-import { startProxyApp } from './proxy-app.js';
+import { describe, expect, it } from 'vitest';
+import { useProxyFixture, type ProxyApp } from './proxy-app.js';
 
-type ProxyApp = Awaited<ReturnType<typeof startProxyApp>>;
-let nodes: Record<string, FakeNode> = {};
-let proxy: ProxyApp | null = null;
+const fixture = useProxyFixture();
 
-afterEach(async () => {
-  await proxy?.close();
-  await Promise.all(Object.values(nodes).map((n) => n.stop()));
-  proxy = null;
-});
-
-async function setup(extra = 'failure_threshold: 2\ntimeout_seconds: 10\nhealth_check: { path: /health, interval_ms: 100, timeout_ms: 200 }') {
-  nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1');
-  proxy = await startProxyApp(nodes, extra);
-  return proxy;
+function setup(extra = 'failure_threshold: 2\ntimeout_seconds: 10\nhealth_check: { path: /health, interval_ms: 100, timeout_ms: 200 }') {
+  return fixture.start(['dc1-1', 'dc1-2', 'dc2-1'], extra);
 }
 
 describe('active health checks', () => {
   it('opens a dead node before any client request reaches it', async () => {
     const app = await setup();
-    await nodes['dc1-1']!.stop();
+    await fixture.nodes['dc1-1']!.stop();
     await app.health.checkOnce();
     await app.health.checkOnce();
     expect(app.breaker.get('users/dc1-1')?.state).toBe('open');
@@ -33,7 +22,7 @@ describe('active health checks', () => {
 
   it('counts a hanging health endpoint as a failure after timeout_ms', async () => {
     const app = await setup();
-    nodes['dc1-2']!.mode = 'hang';
+    fixture.nodes['dc1-2']!.mode = 'hang';
     const started = Date.now();
     await app.health.checkOnce();
     expect(Date.now() - started).toBeLessThan(1_000);
@@ -43,9 +32,9 @@ describe('active health checks', () => {
   it('does not probe an open node inside its open time', async () => {
     const app = await setup();
     for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
-    const before = nodes['dc2-1']!.healthChecks;
+    const before = fixture.nodes['dc2-1']!.healthChecks;
     await app.health.checkOnce();
-    expect(nodes['dc2-1']!.healthChecks).toBe(before);
+    expect(fixture.nodes['dc2-1']!.healthChecks).toBe(before);
   });
 
   it('closes an open node whose open time has passed once it answers healthy', async () => {
@@ -60,7 +49,7 @@ describe('active health checks', () => {
     const app = await setup();
     for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
     app.clock.advance(10_000);
-    nodes['dc2-1']!.mode = 'fail';
+    fixture.nodes['dc2-1']!.mode = 'fail';
     await app.health.checkOnce();
     expect(app.breaker.get('users/dc2-1')?.state).toBe('open');
   });
@@ -77,15 +66,15 @@ describe('active health checks', () => {
     app.health.start();
     await new Promise((resolve) => setTimeout(resolve, 350));
     app.health.stop();
-    const seen = nodes['dc1-1']!.healthChecks;
+    const seen = fixture.nodes['dc1-1']!.healthChecks;
     expect(seen).toBeGreaterThanOrEqual(3);
     await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(nodes['dc1-1']!.healthChecks).toBe(seen);
+    expect(fixture.nodes['dc1-1']!.healthChecks).toBe(seen);
   });
 
   it('skips upstreams whose health checks are disabled', async () => {
     const app = await setup('health_check: { enabled: false }');
     await app.health.checkOnce();
-    expect(Object.values(nodes).reduce((n, node) => n + node.healthChecks, 0)).toBe(0);
+    expect(Object.values(fixture.nodes).reduce((n, node) => n + node.healthChecks, 0)).toBe(0);
   });
 });

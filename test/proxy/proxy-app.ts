@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { afterEach } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
@@ -6,7 +7,7 @@ import { parseConfigText } from '../../src/config.js';
 import { createHealthChecker } from '../../src/proxy/health-checker.js';
 import { createUndiciClient, type UpstreamClient } from '../../src/proxy/upstream-client.js';
 import { buildApp, silentLogger } from '../helper.js';
-import { proxyYaml, type FakeNode } from './fake-node.js';
+import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
 
 /**
  * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served by a
@@ -50,4 +51,28 @@ export function rawRequest(url: string, method: string, path: string, headers: h
     req.on('error', reject);
     req.end();
   });
+}
+
+export type ProxyApp = Awaited<ReturnType<typeof startProxyApp>>;
+
+/**
+ * Fake nodes and a proxy app over them, stopped after each test. `start` replaces both;
+ * `nodes` are the current ones, by id.
+ */
+export function useProxyFixture() {
+  let proxy: ProxyApp | null = null;
+  const fixture = {
+    nodes: {} as Record<string, FakeNode>,
+    async start(ids: string[], extraYaml: string): Promise<ProxyApp> {
+      fixture.nodes = await startNodes(...ids);
+      proxy = await startProxyApp(fixture.nodes, extraYaml);
+      return proxy;
+    },
+  };
+  afterEach(async () => {
+    await proxy?.close();
+    await Promise.all(Object.values(fixture.nodes).map((n) => n.stop()));
+    proxy = null;
+  });
+  return fixture;
 }
