@@ -102,6 +102,85 @@ const CLOCK_TICKS = (() => {
   return Number.isFinite(n) && n > 0 ? n : 100;
 })();
 
+/** Sum of processCpuMs over several pids; null when none of them could be read. */
+export function processesCpuMs(pids) {
+  let total = 0;
+  let any = false;
+  for (const pid of pids) {
+    const ms = processCpuMs(pid);
+    if (ms !== null) {
+      total += ms;
+      any = true;
+    }
+  }
+  return any ? total : null;
+}
+
+/** `{pid, ppid, start}` of every process in /proc (Linux); [] elsewhere. `start` guards against pid reuse. */
+function processTable() {
+  let entries;
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.push({ pid: Number(e), ppid: Number(f[1]), start: f[19] });
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out;
+}
+
+/**
+ * Every live descendant of `pid` as `{pid, start}` (nginx workers, node:cluster workers).
+ * Collect them before signalling the parent: once it dies they are re-parented.
+ */
+export function descendantProcesses(pid) {
+  const table = processTable();
+  const byParent = new Map();
+  for (const p of table) {
+    if (!byParent.has(p.ppid)) byParent.set(p.ppid, []);
+    byParent.get(p.ppid).push(p);
+  }
+  const out = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    for (const kid of byParent.get(queue.shift()) ?? []) {
+      out.push({ pid: kid.pid, start: kid.start });
+      queue.push(kid.pid);
+    }
+  }
+  return out;
+}
+
+export const descendantPids = (pid) => descendantProcesses(pid).map((p) => p.pid);
+
+/** SIGKILL the processes of a descendantProcesses() snapshot that are still the same processes. */
+function killLeftovers(snapshot) {
+  for (const { pid, start } of snapshot) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] !== start) continue; // pid reused
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+/** The file system type of `dir` (`stat -f -c %T`), e.g. ext2/ext3, tmpfs, overlayfs; 'unknown' if stat fails. */
+export function fsType(dir) {
+  const r = spawnSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : 'unknown';
+}
+
 // ---------------------------------------------------------------------------
 // Child processes
 
@@ -110,6 +189,8 @@ let handlersInstalled = false;
 
 function killAllSync() {
   for (const p of children) {
+    // Grand-children first (nginx workers survive a SIGKILLed master; cluster workers usually follow the primary).
+    const kids = p.child.pid ? descendantProcesses(p.child.pid) : [];
     if (p.child.exitCode === null && p.child.signalCode === null) {
       try {
         p.child.kill('SIGKILL');
@@ -117,6 +198,7 @@ function killAllSync() {
         /* already gone */
       }
     }
+    killLeftovers(kids);
   }
 }
 
@@ -190,15 +272,22 @@ export async function startProcess({ name, command = process.execPath, args = []
     /** SIGTERM, then SIGKILL after graceMs. Resolves with the exit {code, signal}. */
     async stop(graceMs = 5_000) {
       if (child.exitCode === null && child.signalCode === null) {
+        const kids = descendantProcesses(child.pid);
         child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
         const r = await exited;
         clearTimeout(timer);
+        await sleep(100);
+        killLeftovers(kids); // anything the parent did not take down with it
         children.delete(proc);
         return r;
       }
       children.delete(proc);
       return exited;
+    },
+    /** This process and its live descendants (for CPU accounting of nginx / cluster workers). */
+    pids() {
+      return [child.pid, ...descendantPids(child.pid)];
     },
   };
   children.add(proc);
@@ -412,13 +501,17 @@ async function runWrk({ url, method, headers = {}, body, connections, durationSe
  * @property {Record<string,string>} [headers]
  * @property {string} [body]
  * @property {number} [goal]         minimum req/s ratio vs the scenario baseline
- * @property {number} [pid]          process to charge CPU time to (CPU µs/req column)
+ * @property {number|number[]|(()=>number[])} [pid]  process(es) to charge CPU time to (CPU µs/req
+ *                                   column); a function is called per run, e.g. `proc.pids` for a
+ *                                   parent with workers (nginx, node:cluster)
  *
  * @typedef {object} Scenario
  * @property {string} id
  * @property {string} title
  * @property {string} baseline       id of the baseline target
  * @property {Target[]} targets
+ * @property {{subject:string, baseline:string, goal?:number, label?:string, skipped?:string}[]} [comparisons]
+ *                                   extra ratios between two targets (see markdownComparisons)
  */
 
 /**
@@ -430,9 +523,10 @@ export async function runSuite(scenarios, { tool, connections, durationSec, warm
   const raw = new Map(); // `${scenario.id}/${target.id}` -> runs[]
   const key = (s, t) => `${s.id}/${t.id}`;
   const once = async (s, t, seconds) => {
-    const cpuBefore = t.pid ? processCpuMs(t.pid) : null;
+    const pids = typeof t.pid === 'function' ? t.pid() : Array.isArray(t.pid) ? t.pid : t.pid ? [t.pid] : [];
+    const cpuBefore = pids.length ? processesCpuMs(pids) : null;
     const r = await runLoad({ tool, url: t.url, method: t.method, headers: t.headers, body: t.body, connections, durationSec: seconds });
-    const cpuAfter = t.pid ? processCpuMs(t.pid) : null;
+    const cpuAfter = pids.length ? processesCpuMs(pids) : null;
     r.cpuUsPerReq = cpuBefore !== null && cpuAfter !== null && r.requests > 0 ? ((cpuAfter - cpuBefore) * 1000) / r.requests : null;
     return r;
   };
@@ -489,8 +583,41 @@ export async function runSuite(scenarios, { tool, connections, durationSec, warm
       t.valid = t.non2xx === 0 && t.errors === 0 && base.non2xx === 0 && base.errors === 0 && t.requests > 0;
       t.met = t.goal === null ? null : t.valid && t.ratio >= t.goal;
     }
-    return { id: s.id, title: s.title, baseline: s.baseline, targets };
+    const comparisons = (s.comparisons ?? []).map((cmp) => compareTargets(targets, cmp));
+    return { id: s.id, title: s.title, baseline: s.baseline, targets, comparisons };
   });
+}
+
+/**
+ * A ratio between two targets of one scenario besides the scenario baseline, e.g.
+ * circuitlog vs node-http-proxy. `cmp`: {subject, baseline, goal?, label?, skipped?}; with
+ * `skipped` (a reason) or a missing target the row reports why instead of a ratio.
+ */
+function compareTargets(targets, cmp) {
+  const subject = targets.find((t) => t.id === cmp.subject);
+  const base = targets.find((t) => t.id === cmp.baseline);
+  const label = cmp.label ?? `${cmp.subject} vs ${cmp.baseline}`;
+  const goal = cmp.goal ?? null;
+  if (cmp.skipped || !subject || !base) {
+    return { label, subject: cmp.subject, baseline: cmp.baseline, goal, skipped: cmp.skipped ?? `target '${!subject ? cmp.subject : cmp.baseline}' did not run`, met: null, valid: true };
+  }
+  const valid = subject.valid && base.valid;
+  const ratio = subject.rps / base.rps;
+  return {
+    label,
+    subject: cmp.subject,
+    baseline: cmp.baseline,
+    subjectLabel: subject.label,
+    baselineLabel: base.label,
+    subjectRps: subject.rps,
+    baselineRps: base.rps,
+    ratio,
+    p50: [subject.p50, base.p50],
+    p99: [subject.p99, base.p99],
+    goal,
+    valid,
+    met: goal === null ? null : valid && ratio >= goal,
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -511,6 +638,30 @@ export function markdownTable(results) {
     }
   }
   return rows.join('\n');
+}
+
+/** The extra comparisons of every scenario (subject vs another target, with goals). */
+export function markdownComparisons(results) {
+  const rows = [
+    '| scenario | comparison | subject req/s | baseline req/s | ratio (req/s) | p50 ms subject / baseline | p99 ms subject / baseline | goal | met? |',
+    '|---|---|---:|---:|---:|---:|---:|---:|:---:|',
+  ];
+  let any = false;
+  for (const s of results) {
+    for (const c of s.comparisons ?? []) {
+      any = true;
+      const goal = c.goal === null ? '— (reference)' : `≥ ${c.goal.toFixed(2)}x`;
+      if (c.skipped) {
+        rows.push(`| ${s.title} | ${c.label} | — | — | — | — | — | ${goal} | skipped: ${c.skipped} |`);
+        continue;
+      }
+      const met = !c.valid ? 'INVALID (errors)' : c.met === null ? '—' : c.met ? 'yes' : 'NO';
+      rows.push(
+        `| ${s.title} | ${c.label} | ${fmt(c.subjectRps, 0)} | ${fmt(c.baselineRps, 0)} | ${fmt(c.ratio)}x | ${fmt(c.p50[0])} / ${fmt(c.p50[1])} | ${fmt(c.p99[0])} / ${fmt(c.p99[1])} | ${goal} | ${met} |`,
+      );
+    }
+  }
+  return any ? rows.join('\n') : '';
 }
 
 /** Validity and cost details: requests, non-2xx, errors, server CPU per request. */

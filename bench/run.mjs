@@ -1,20 +1,33 @@
-// `npm run bench`: circuitlog's hot routes vs a bare Hono route with a same-size JSON body.
+// `npm run bench`: four sections, selectable with BENCH_ONLY (default: all of them).
 //
-// Env: BENCH_DURATION (s, default 8), BENCH_CONNECTIONS (32), BENCH_WARMUP (s, 2),
-//      BENCH_ROUNDS (1), BENCH_TOOL (wrk|autocannon; default wrk when installed),
-//      BENCH_WRK_THREADS (1), BENCH_ONLY (comma list of scenario ids: get,ok,fail),
-//      BENCH_CPU_PROF=1 (server runs with --cpu-prof; profile in bench/results/prof/),
-//      BENCH_SYNCHRONOUS (NORMAL|FULL, passed as CIRCUITLOG_SYNCHRONOUS).
+//   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
+//   proxy       GET through circuitlog /proxy vs the same upstream direct, node-http-proxy and
+//               nginx (one worker, when installed) (goals: ≥1.20x http-proxy, ≥0.50x nginx)
+//   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
+//   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
+//
+// Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
+//      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
+//      BENCH_WARMUP (s, 2), BENCH_ROUNDS (1), BENCH_TOOL (wrk|autocannon; default wrk when installed),
+//      BENCH_WRK_THREADS (1), BENCH_ONLY (comma list of sections api,proxy,workers,durability and/or
+//      api scenario ids get,ok,fail), BENCH_CPU_PROF=1 (every circuitlog runs with --cpu-prof; profiles
+//      in bench/results/prof/), BENCH_SYNCHRONOUS (NORMAL|FULL, api section), BENCH_CIRCUITLOG_CONFIG
+//      (api section), BENCH_UPSTREAM_BYTES (proxy body size, 300), BENCH_NGINX (0 = skip nginx, or its path).
 // See bench/README.md.
 
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   LOOPBACK,
   envInt,
   environmentInfo,
+  fmt,
+  fsType,
   makeTempDir,
+  markdownComparisons,
   markdownDetails,
   markdownTable,
   pickTool,
@@ -24,59 +37,175 @@ import {
   stopAll,
   writeJson,
 } from './lib.mjs';
+import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
 const resultsDir = path.join(benchDir, 'results');
+const profDir = path.join(resultsDir, 'prof');
+const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const durationSec = envInt('BENCH_DURATION', 8, 1, 600);
+const SECTIONS = ['api', 'proxy', 'workers', 'durability'];
+const API_IDS = ['get', 'ok', 'fail'];
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5 };
+
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
 const rounds = envInt('BENCH_ROUNDS', 1, 1, 50);
-const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((s) => s.trim())) : null;
+const upstreamBytes = envInt('BENCH_UPSTREAM_BYTES', 300, 120, 1_000_000);
 const cpuProf = process.env.BENCH_CPU_PROF === '1';
 const tool = pickTool();
 const log = (m) => process.stderr.write(`${m}\n`);
 
+function durationFor(section) {
+  const own = `BENCH_DURATION_${section.toUpperCase()}`;
+  if (process.env[own]) return envInt(own, DEFAULT_DURATION[section], 1, 600);
+  return envInt('BENCH_DURATION', DEFAULT_DURATION[section], 1, 600);
+}
+
+/** BENCH_ONLY → {sections, apiIds}: `get,ok,fail` (the old ids) select api scenarios. */
+function parseOnly(raw) {
+  if (!raw) return { sections: new Set(SECTIONS), apiIds: new Set(API_IDS) };
+  const tokens = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = tokens.filter((t) => !SECTIONS.includes(t) && !API_IDS.includes(t));
+  if (bad.length) throw new Error(`BENCH_ONLY: unknown '${bad.join("', '")}'; use ${[...SECTIONS, ...API_IDS].join(', ')}`);
+  const sections = new Set(tokens.filter((t) => SECTIONS.includes(t)));
+  const ids = tokens.filter((t) => API_IDS.includes(t));
+  if (ids.length) sections.add('api');
+  return { sections, apiIds: new Set(ids.length ? ids : API_IDS) };
+}
+const only = parseOnly(process.env.BENCH_ONLY);
+
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const OK_BODY = '{"success":true}';
 const FAIL_BODY = '{"success":false}';
+const PROXY_PATH = '/items/42';
+const NODE_CIRCUIT = 'bench/n1'; // <upstream>/<node id> of the proxy config below
 
-async function main() {
-  const dist = path.join(repoRoot, 'dist', 'main.js');
-  if (!fs.existsSync(dist)) throw new Error(`${dist} missing: run \`npm run build\` (npm run bench does)`);
-  const tmp = makeTempDir();
+// Temp dirs go even on SIGINT (lib.mjs's handler exits the process after stopping children).
+const tempDirs = new Set();
+function tempDir(prefix) {
+  const dir = makeTempDir(prefix);
+  tempDirs.add(dir);
+  return dir;
+}
+function removeTemp(dir) {
+  fs.rmSync(dir, { recursive: true, force: true });
+  tempDirs.delete(dir);
+}
+process.on('exit', () => {
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function stopEach(procs) {
+  await Promise.all(procs.filter(Boolean).map((p) => p.stop()));
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+
+/**
+ * circuitlog from dist/main.js. At log level `info` it announces itself (once all workers
+ * listen, with CIRCUITLOG_WORKERS > 1); at `warn` we poll /health instead.
+ */
+function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '', logLevel = 'info' }) {
+  const quiet = logLevel !== 'info' && logLevel !== 'debug' && logLevel !== 'trace';
+  return startProcess({
+    name,
+    args: [...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), dist],
+    cwd: repoRoot,
+    port: 'auto',
+    readyPath: quiet ? '/health' : undefined,
+    timeoutMs: 30_000,
+    env: {
+      HOST: LOOPBACK,
+      CIRCUITLOG_DB: db,
+      CIRCUITLOG_LOG_LEVEL: logLevel,
+      CIRCUITLOG_CONFIG: config,
+      CIRCUITLOG_TOKEN: '',
+      CIRCUITLOG_SYNCHRONOUS: synchronous,
+      CIRCUITLOG_WORKERS: String(workers),
+    },
+  });
+}
+
+function startUpstream() {
+  return startProcess({
+    name: 'upstream-server',
+    args: [path.join(benchDir, 'upstream-server.mjs')],
+    cwd: repoRoot,
+    env: { HOST: LOOPBACK, PORT: '0', UPSTREAM_BYTES: String(upstreamBytes) },
+  });
+}
+
+/** A circuitlog config with one upstream `bench` of one node: the loopback upstream. */
+function writeProxyConfig(dir, upstreamUrl) {
+  const file = path.join(dir, 'circuitlog-proxy.yaml');
+  fs.writeFileSync(
+    file,
+    [
+      '# generated by bench/run.mjs',
+      'local_dc: dc1',
+      'upstreams:',
+      '  bench:',
+      '    nodes:',
+      `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
+      '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+/** Create bench-ok (closed) and bench-fail (threshold 1e9: stays closed, every failure writes); return answer sizes. */
+async function setupBenchCircuits(baseUrl) {
+  const u = (p) => `${baseUrl}${p}`;
+  await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
+  await probeOk(u('/circuits/bench-fail/call'), { method: 'POST', headers: JSON_HEADERS, body: '{"success":false,"threshold":1000000000}' });
+  const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'));
+  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
+  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: FAIL_BODY });
+  if (JSON.parse(postFail.body).state !== 'closed') throw new Error(`bench-fail is not closed: ${postFail.body}`);
+  return { getAllowed: getAllowed.bytes, postOk: postOk.bytes, postFail: postFail.bytes };
+}
+
+async function circuitState(baseUrl, name) {
+  const c = JSON.parse((await probeOk(`${baseUrl}/circuits/${encodeURIComponent(name)}`)).body);
+  return { name, state: c.state, failure_count: c.failure_count };
+}
+
+const failTarget = (id, label, baseUrl, pid) => ({
+  id,
+  label,
+  url: `${baseUrl}/circuits/bench-fail/outcomes`,
+  method: 'POST',
+  headers: JSON_HEADERS,
+  body: FAIL_BODY,
+  pid,
+});
+
+const suiteOptions = (durationSec) => ({ tool, connections, durationSec, warmupSec, rounds, log });
+
+// ---------------------------------------------------------------------------
+// Sections. Each returns {id, title, durationSec, results, notes[], checks[]} and stops its processes.
+
+async function apiSection() {
+  const durationSec = durationFor('api');
+  const tmp = tempDir('circuitlog-bench-api-');
+  const procs = [];
   try {
-    const profDir = path.join(resultsDir, 'prof');
-    if (cpuProf) fs.mkdirSync(profDir, { recursive: true });
-
     // circuitlog at warn level does not print its "listening" line, so give it a port and poll /health.
-    const server = await startProcess({
+    const server = await startCircuitlog({
       name: 'circuitlog',
-      args: [...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), dist],
-      cwd: repoRoot,
-      port: 'auto',
-      readyPath: '/health',
-      env: {
-        HOST: LOOPBACK,
-        CIRCUITLOG_DB: path.join(tmp, 'bench.db'),
-        CIRCUITLOG_LOG_LEVEL: 'warn',
-        CIRCUITLOG_CONFIG: process.env.BENCH_CIRCUITLOG_CONFIG ?? '',
-        CIRCUITLOG_TOKEN: '',
-        CIRCUITLOG_SYNCHRONOUS: process.env.BENCH_SYNCHRONOUS ?? '',
-      },
+      db: path.join(tmp, 'bench.db'),
+      logLevel: 'warn',
+      config: process.env.BENCH_CIRCUITLOG_CONFIG ?? '',
+      synchronous: process.env.BENCH_SYNCHRONOUS ?? '',
     });
+    procs.push(server);
     log(`circuitlog pid ${server.pid} on ${server.url}`);
-
-    // The bench circuits, and the real answer sizes for the bare twin.
     const u = (p) => `${server.url}${p}`;
-    await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
-    await probeOk(u('/circuits/bench-fail/call'), { method: 'POST', headers: JSON_HEADERS, body: '{"success":false,"threshold":1000000000}' });
-    const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'));
-    const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
-    const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: FAIL_BODY });
-    if (JSON.parse(postFail.body).state !== 'closed') throw new Error(`bench-fail is not closed: ${postFail.body}`);
-    const sizes = { getAllowed: getAllowed.bytes, postOk: postOk.bytes, postFail: postFail.bytes };
+    const sizes = await setupBenchCircuits(server.url);
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
 
     const bare = await startProcess({
@@ -93,6 +222,7 @@ async function main() {
         ]),
       },
     });
+    procs.push(bare);
     log(`bare-server pid ${bare.pid} on ${bare.url}`);
     const b = (p) => `${bare.url}${p}`;
     for (const [p, init, want] of [
@@ -138,73 +268,343 @@ async function main() {
         baseline: 'bare',
         targets: [
           { id: 'bare', label: `bare POST /bare-fail (${sizes.postFail} B)`, url: b('/bare-fail'), method: 'POST', headers: JSON_HEADERS, body: FAIL_BODY, pid: bare.pid },
-          {
-            id: 'circuitlog',
-            label: 'POST /circuits/bench-fail/outcomes {"success":false}',
-            url: u('/circuits/bench-fail/outcomes'),
-            method: 'POST',
-            headers: JSON_HEADERS,
-            body: FAIL_BODY,
-            goal: 0.6,
-            pid: server.pid,
-          },
+          { ...failTarget('circuitlog', 'POST /circuits/bench-fail/outcomes {"success":false}', server.url, server.pid), goal: 0.6 },
         ],
       },
-    ].filter((s) => !only || only.has(s.id));
+    ].filter((s) => only.apiIds.has(s.id));
 
-    const env = environmentInfo(tool);
-    log(`tool ${env.toolVersion}; node ${env.node}; ${env.cpus} CPUs (${env.cpuModel}); load ${env.loadavg.join(' ')}`);
-    log(`connections ${connections}, duration ${durationSec}s x ${rounds} round(s), warm-up ${warmupSec}s`);
-    const startedAt = new Date().toISOString();
-    const results = await runSuite(scenarios, { tool, connections, durationSec, warmupSec, rounds, log });
+    const results = await runSuite(scenarios, suiteOptions(durationSec));
 
     // The failure circuit must still be closed, or the failure runs were not all writes.
-    const after = JSON.parse((await probeOk(u('/circuits/bench-fail'))).body);
-    const failStillClosed = after.state === 'closed';
-
-    const table = markdownTable(results);
-    const details = markdownDetails(results);
-    const header = [
-      `node ${env.node} · ${env.cpus} CPUs (${env.cpuModel}) · ${env.platform}`,
-      `tool: ${env.toolVersion} · ${connections} connections · ${durationSec}s per run × ${rounds} round(s) (median) · ${warmupSec}s warm-up · loopback`,
-    ].join('\n');
-    const invalid = results.some((s) => s.targets.some((t) => !t.valid)) || !failStillClosed;
-    const missed = results.some((s) => s.targets.some((t) => t.met === false));
-
-    process.stdout.write(`\n${header}\n\n${table}\n\n${details}\n\n`);
-    if (!failStillClosed) process.stdout.write(`WARNING: bench-fail ended ${after.state}; failure runs were not all closed-state writes\n`);
-    process.stdout.write(`bench-fail failure_count after the run: ${after.failure_count}\n`);
-    if (invalid) process.stdout.write('RESULT: INVALID — some runs had non-2xx answers or errors\n');
-    else process.stdout.write(missed ? 'RESULT: some goals NOT met\n' : 'RESULT: all goals met\n');
-
-    const out = {
-      startedAt,
-      finishedAt: new Date().toISOString(),
-      environment: env,
-      settings: { connections, durationSec, warmupSec, rounds, only: only ? [...only] : null, cpuProf },
+    const after = await circuitState(server.url, 'bench-fail');
+    const checks = [{ what: 'bench-fail stayed closed (every failure run was a closed-state write)', ok: after.state === 'closed', detail: `state ${after.state}, failure_count ${after.failure_count}` }];
+    return {
+      id: 'api',
+      title: 'API routes vs bare Hono',
+      durationSec,
+      results,
       sizes,
-      failCircuitAfter: { state: after.state, failure_count: after.failure_count },
-      valid: !invalid,
-      goalsMet: !invalid && !missed,
-      scenarios: results,
-      markdown: `${header}\n\n${table}`,
+      notes: [`circuitlog: 1 process, log level warn, synchronous ${process.env.BENCH_SYNCHRONOUS || 'NORMAL'}, DB in ${tmp} (${fsType(tmp)}).`],
+      checks,
     };
-    writeJson(path.join(resultsDir, 'latest.json'), out);
-    fs.writeFileSync(path.join(resultsDir, 'latest.md'), `${header}\n\n${table}\n\n${details}\n`);
-    log(`wrote ${path.relative(repoRoot, path.join(resultsDir, 'latest.json'))} and latest.md`);
-
-    await stopAll();
-    if (cpuProf) log(`CPU profile(s) in ${path.relative(repoRoot, profDir)}; summarize with: node bench/profile-top.mjs ${path.relative(repoRoot, profDir)}`);
-    process.exitCode = invalid ? 1 : 0;
   } finally {
-    await stopAll();
-    fs.rmSync(tmp, { recursive: true, force: true });
+    await stopEach(procs);
+    removeTemp(tmp);
   }
 }
 
-main().catch(async (error) => {
-  process.stderr.write(`bench failed: ${error.stack ?? error}\n`);
-  await stopAll();
-  process.exit(1);
-});
+async function proxySection() {
+  const durationSec = durationFor('proxy');
+  const tmp = tempDir('circuitlog-bench-proxy-');
+  const procs = [];
+  const notes = [];
+  try {
+    const upstream = await startUpstream();
+    procs.push(upstream);
+    log(`upstream-server pid ${upstream.pid} on ${upstream.url}`);
+    const config = writeProxyConfig(tmp, upstream.url);
+    const server = await startCircuitlog({ name: 'circuitlog-proxy', db: path.join(tmp, 'proxy.db'), config });
+    procs.push(server);
+    log(`circuitlog (proxy) pid ${server.pid} on ${server.url}`);
+    const hp = await startProcess({
+      name: 'http-proxy-server',
+      args: [path.join(benchDir, 'http-proxy-server.mjs')],
+      cwd: repoRoot,
+      env: { HOST: LOOPBACK, PORT: '0', PROXY_TARGET: upstream.url },
+    });
+    procs.push(hp);
+    const hpAgent = hp.logs.find((e) => e.event === 'listening')?.agent ?? {};
+    log(`http-proxy-server pid ${hp.pid} on ${hp.url}`);
 
+    const nginxBin = findNginx();
+    let nginx = null;
+    let nginxSkip = null;
+    if (nginxBin === null) nginxSkip = process.env.BENCH_NGINX === '0' ? 'disabled with BENCH_NGINX=0' : 'nginx not installed';
+    else {
+      try {
+        nginx = await startNginx({ bin: nginxBin, dir: path.join(tmp, 'nginx'), upstreamPort: upstream.port });
+        procs.push(nginx);
+        log(`nginx pid ${nginx.pid} (workers ${nginx.pids().slice(1).join(',')}) on ${nginx.url}`);
+      } catch (error) {
+        nginxSkip = `nginx failed to start: ${String(error.message).split('\n').slice(0, 3).join(' ')}`;
+        log(`warning: ${nginxSkip}`);
+      }
+    }
+
+    // Same body through every path.
+    const direct = await probeOk(`${upstream.url}${PROXY_PATH}`);
+    const viaCl = await probeOk(`${server.url}/proxy/bench${PROXY_PATH}`);
+    if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1') throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
+    const viaHp = await probeOk(`${hp.url}${PROXY_PATH}`);
+    if (viaHp.body !== direct.body) throw new Error(`http-proxy answered differently: ${viaHp.body.slice(0, 200)}`);
+    if (nginx) {
+      const viaNginx = await probeOk(`${nginx.url}${PROXY_PATH}`);
+      if (viaNginx.body !== direct.body) throw new Error(`nginx answered differently: ${viaNginx.body.slice(0, 200)}`);
+    }
+    const before = await circuitState(server.url, NODE_CIRCUIT);
+
+    const targets = [
+      { id: 'direct', label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`, url: `${upstream.url}${PROXY_PATH}`, pid: upstream.pid },
+      { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: server.pid },
+      { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
+    ];
+    if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
+    const scenarios = [
+      {
+        id: 'proxy',
+        title: 'proxy GET',
+        baseline: 'direct',
+        targets,
+        comparisons: [
+          { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
+          { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
+          { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
+        ],
+      },
+    ];
+    const results = await runSuite(scenarios, suiteOptions(durationSec));
+
+    const after = await circuitState(server.url, NODE_CIRCUIT);
+    const checks = [
+      {
+        what: `node circuit ${NODE_CIRCUIT} stayed closed with no failures (breaker bookkeeping on, no upstream errors)`,
+        ok: after.state === 'closed' && after.failure_count === 0,
+        detail: `before: ${before.state}/${before.failure_count}, after: ${after.state}/${after.failure_count}`,
+      },
+    ];
+    notes.push(
+      `One upstream process (bench/upstream-server.mjs, plain node:http, keep-alive, ${direct.bytes}-byte JSON body) behind every proxy; all on ${LOOPBACK}.`,
+      `circuitlog: CIRCUITLOG_WORKERS=1, log level info, upstream \`bench\` with one node (local_dc dc1), health checks enabled every 60 s, default retries/timeouts; every request runs the node's breaker check + record.`,
+      `node-http-proxy ${httpProxyVersion()}: createProxyServer({target, xfwd: true, agent}) with http.Agent ${JSON.stringify(hpAgent)}.`,
+      nginx
+        ? `${nginxVersion(nginxBin)}: worker_processes 1 (+ master), access_log off, upstream keepalive 32, proxy_http_version 1.1, Connection "", keepalive_requests 1000000 (client and upstream side)${process.getuid?.() === 0 ? ', user root' : ''}; CPU µs/req counts master + worker.`
+        : `nginx row skipped: ${nginxSkip}.`,
+      'CPU µs/req counts the proxy process only; the upstream spends its own CPU on every proxied request too (see the direct row).',
+    );
+    return { id: 'proxy', title: 'Proxy GET: circuitlog vs node-http-proxy vs nginx', durationSec, results, notes, checks, nginxConf: nginx?.conf };
+  } finally {
+    await stopEach(procs.reverse());
+    removeTemp(tmp);
+  }
+}
+
+function httpProxyVersion() {
+  try {
+    return createRequire(import.meta.url)('http-proxy/package.json').version;
+  } catch {
+    return '?';
+  }
+}
+
+async function workersSection() {
+  const durationSec = durationFor('workers');
+  const tmp = tempDir('circuitlog-bench-workers-');
+  const procs = [];
+  try {
+    const upstream = await startUpstream();
+    procs.push(upstream);
+    const config = writeProxyConfig(tmp, upstream.url);
+    const w1 = await startCircuitlog({ name: 'circuitlog-w1', db: path.join(tmp, 'w1.db'), config, workers: 1 });
+    procs.push(w1);
+    const w2 = await startCircuitlog({ name: 'circuitlog-w2', db: path.join(tmp, 'w2.db'), config, workers: 2 });
+    procs.push(w2);
+    const w2pids = w2.pids();
+    log(`circuitlog 1 worker pid ${w1.pid} on ${w1.url}; 2 workers primary ${w2.pid} (workers ${w2pids.slice(1).join(',')}) on ${w2.url}`);
+    if (w2pids.length < 3) throw new Error(`expected a primary and 2 workers, found pids ${w2pids.join(',')}`);
+    for (const s of [w1, w2]) {
+      await setupBenchCircuits(s.url);
+      await probeOk(`${s.url}/proxy/bench${PROXY_PATH}`);
+    }
+    const w2cpu = () => w2.pids();
+    const scenarios = [
+      {
+        id: 'workers-get',
+        title: 'workers: GET allowed',
+        baseline: 'w1',
+        targets: [
+          { id: 'w1', label: '1 worker: GET /circuits/bench-ok/allowed', url: `${w1.url}/circuits/bench-ok/allowed`, pid: w1.pid },
+          { id: 'w2', label: '2 workers: GET /circuits/bench-ok/allowed', url: `${w2.url}/circuits/bench-ok/allowed`, pid: w2cpu },
+        ],
+      },
+      {
+        id: 'workers-fail',
+        title: 'workers: POST outcome failure (write)',
+        baseline: 'w1',
+        targets: [
+          failTarget('w1', '1 worker: POST /circuits/bench-fail/outcomes', w1.url, w1.pid),
+          failTarget('w2', '2 workers: POST /circuits/bench-fail/outcomes', w2.url, w2cpu),
+        ],
+      },
+      {
+        id: 'workers-proxy',
+        title: 'workers: proxy GET',
+        baseline: 'w1',
+        targets: [
+          { id: 'w1', label: `1 worker: GET /proxy/bench${PROXY_PATH}`, url: `${w1.url}/proxy/bench${PROXY_PATH}`, pid: w1.pid },
+          { id: 'w2', label: `2 workers: GET /proxy/bench${PROXY_PATH}`, url: `${w2.url}/proxy/bench${PROXY_PATH}`, pid: w2cpu },
+        ],
+      },
+    ];
+    const results = await runSuite(scenarios, suiteOptions(durationSec));
+    const checks = [];
+    for (const [label, s] of [
+      ['1 worker', w1],
+      ['2 workers', w2],
+    ]) {
+      const fail = await circuitState(s.url, 'bench-fail');
+      const node = await circuitState(s.url, NODE_CIRCUIT);
+      checks.push({ what: `${label}: bench-fail stayed closed`, ok: fail.state === 'closed', detail: `failure_count ${fail.failure_count}` });
+      checks.push({ what: `${label}: ${NODE_CIRCUIT} closed, no failures`, ok: node.state === 'closed' && node.failure_count === 0, detail: `${node.state}/${node.failure_count}` });
+    }
+    return {
+      id: 'workers',
+      title: 'Workers: CIRCUITLOG_WORKERS=1 vs 2 (ratio = 2 workers / 1 worker; informative)',
+      durationSec,
+      results,
+      notes: [
+        'No goal. The load generator (wrk, 1 thread) shares the 2 cores with the workers (and, for the proxy rows, the upstream process), so 2 workers cannot reach 2x here.',
+        '1 worker holds the SQLite file exclusively (locking_mode=EXCLUSIVE, no freshness check); with 2 workers every request checks PRAGMA data_version and writes take the file lock.',
+        'CPU µs/req for 2 workers counts the primary and both workers.',
+      ],
+      checks,
+    };
+  } finally {
+    await stopEach(procs.reverse());
+    removeTemp(tmp);
+  }
+}
+
+async function durabilitySection() {
+  const durationSec = durationFor('durability');
+  const tmp = tempDir('circuitlog-bench-durability-');
+  const procs = [];
+  try {
+    const normal = await startCircuitlog({ name: 'circuitlog-normal', db: path.join(tmp, 'normal.db'), synchronous: 'NORMAL' });
+    procs.push(normal);
+    const full = await startCircuitlog({ name: 'circuitlog-full', db: path.join(tmp, 'full.db'), synchronous: 'FULL' });
+    procs.push(full);
+    await setupBenchCircuits(normal.url);
+    await setupBenchCircuits(full.url);
+    const scenarios = [
+      {
+        id: 'durability',
+        title: 'durability: POST outcome failure (write)',
+        baseline: 'normal',
+        targets: [
+          failTarget('normal', 'CIRCUITLOG_SYNCHRONOUS=NORMAL', normal.url, normal.pid),
+          failTarget('full', 'CIRCUITLOG_SYNCHRONOUS=FULL', full.url, full.pid),
+        ],
+      },
+    ];
+    const results = await runSuite(scenarios, suiteOptions(durationSec));
+    const checks = [];
+    for (const [label, s] of [
+      ['NORMAL', normal],
+      ['FULL', full],
+    ]) {
+      const fail = await circuitState(s.url, 'bench-fail');
+      checks.push({ what: `${label}: bench-fail stayed closed (every request a write)`, ok: fail.state === 'closed', detail: `failure_count ${fail.failure_count}` });
+    }
+    const fs_ = fsType(tmp);
+    return {
+      id: 'durability',
+      title: 'Durability: CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (ratio = FULL / NORMAL; informative)',
+      durationSec,
+      results,
+      dbDir: tmp,
+      fsType: fs_,
+      notes: [
+        `DB files in ${tmp} (file system: ${fs_}, from \`stat -f -c %T\`); WAL mode, 1 worker (exclusive). NORMAL syncs the WAL at checkpoints only; FULL syncs it on every commit, so the ratio depends on this device's fsync cost.`,
+      ],
+      checks,
+    };
+  } finally {
+    await stopEach(procs.reverse());
+    removeTemp(tmp);
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+function sectionMarkdown(sec) {
+  const parts = [`### ${sec.title}`, '', `${sec.durationSec}s per run × ${rounds} round(s) (median), ${warmupSec}s warm-up per target.`, ''];
+  for (const n of sec.notes ?? []) parts.push(`- ${n}`);
+  if (sec.notes?.length) parts.push('');
+  parts.push(markdownTable(sec.results), '');
+  const cmp = markdownComparisons(sec.results);
+  if (cmp) parts.push(cmp, '');
+  parts.push(markdownDetails(sec.results), '');
+  for (const c of sec.checks ?? []) parts.push(`- check: ${c.what}: ${c.ok ? 'ok' : 'FAILED'} (${c.detail})`);
+  return parts.join('\n');
+}
+
+async function main() {
+  if (!fs.existsSync(dist)) throw new Error(`${dist} missing: run \`npm run build\` (npm run bench does)`);
+  if (cpuProf) fs.mkdirSync(profDir, { recursive: true });
+  const env = environmentInfo(tool);
+  const nginxBin = findNginx();
+  env.nginx = nginxBin ? nginxVersion(nginxBin) : null;
+  const nginxNote = env.nginx ?? (process.env.BENCH_NGINX === '0' ? 'nginx skipped (BENCH_NGINX=0)' : 'nginx not installed');
+  env.httpProxy = httpProxyVersion();
+  env.tmpdir = os.tmpdir();
+  env.tmpdirFs = fsType(env.tmpdir);
+  log(`tool ${env.toolVersion}; node ${env.node}; ${env.cpus} CPUs (${env.cpuModel}); load ${env.loadavg.join(' ')}; ${env.nginx ?? 'no nginx'}`);
+  log(`sections ${[...only.sections].join(',')}; connections ${connections}, ${rounds} round(s), warm-up ${warmupSec}s`);
+  const startedAt = new Date().toISOString();
+  const t0 = Date.now();
+
+  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection };
+  const sections = [];
+  for (const id of SECTIONS) {
+    if (!only.sections.has(id)) continue;
+    log(`\n== section ${id} ==`);
+    sections.push(await runners[id]());
+  }
+  const elapsedSec = (Date.now() - t0) / 1000;
+
+  const header = [
+    `node ${env.node} · ${env.cpus} CPUs (${env.cpuModel}) · ${env.platform} · load avg at start ${env.loadavg.join(' ')}`,
+    `tool: ${env.toolVersion} · ${connections} connections · ${rounds} round(s) (median) · ${warmupSec}s warm-up · loopback · ${nginxNote} · http-proxy ${env.httpProxy} · tmpdir ${env.tmpdir} (${env.tmpdirFs})`,
+  ].join('\n');
+  const all = sections.flatMap((s) => s.results);
+  const invalid = all.some((s) => s.targets.some((t) => !t.valid) || (s.comparisons ?? []).some((c) => !c.valid)) || sections.some((s) => s.checks.some((c) => !c.ok));
+  const missed = all.some((s) => s.targets.some((t) => t.met === false) || (s.comparisons ?? []).some((c) => c.met === false));
+  const body = sections.map(sectionMarkdown).join('\n\n');
+  const verdict = invalid ? 'RESULT: INVALID — some runs had non-2xx answers or errors, or a check failed' : missed ? 'RESULT: some goals NOT met' : 'RESULT: all goals met';
+  const goalLines = all
+    .flatMap((s) => [
+      ...s.targets.filter((t) => t.goal !== null).map((t) => `${s.title} :: ${t.label}: ${fmt(t.ratio)}x (goal ≥ ${t.goal.toFixed(2)}x) ${t.met ? 'met' : 'NOT met'}`),
+      ...(s.comparisons ?? []).filter((c) => c.goal !== null).map((c) => (c.skipped ? `${c.label}: skipped (${c.skipped})` : `${c.label}: ${fmt(c.ratio)}x (goal ≥ ${c.goal.toFixed(2)}x) ${c.met ? 'met' : 'NOT met'}`)),
+    ])
+    .map((l) => `- ${l}`)
+    .join('\n') || '- (no goals in the selected sections)';
+
+  process.stdout.write(`\n${header}\n\n${body}\n\nGoals:\n${goalLines}\n\n${verdict} (benchmark time ${fmt(elapsedSec, 0)} s)\n`);
+
+  const out = {
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    elapsedSec,
+    environment: env,
+    settings: { connections, warmupSec, rounds, durations: Object.fromEntries(sections.map((s) => [s.id, s.durationSec])), only: process.env.BENCH_ONLY || null, cpuProf, upstreamBytes },
+    valid: !invalid,
+    goalsMet: !invalid && !missed,
+    sections: sections.map(({ results, ...rest }) => ({ ...rest, scenarios: results })),
+    scenarios: all,
+    markdown: `${header}\n\n${body}`,
+  };
+  writeJson(path.join(resultsDir, 'latest.json'), out);
+  fs.writeFileSync(path.join(resultsDir, 'latest.md'), `${header}\n\n${body}\n\n${verdict}\n`);
+  log(`wrote ${path.relative(repoRoot, path.join(resultsDir, 'latest.json'))} and latest.md`);
+  await stopAll();
+  if (cpuProf) log(`CPU profile(s) in ${path.relative(repoRoot, profDir)}; summarize with: node bench/profile-top.mjs ${path.relative(repoRoot, profDir)}`);
+  process.exitCode = invalid ? 1 : 0;
+}
+
+main()
+  .catch(async (error) => {
+    process.stderr.write(`bench failed: ${error.stack ?? error}\n`);
+    await stopAll();
+    process.exit(1);
+  })
+  .finally(() => stopAll());

@@ -1,6 +1,8 @@
 import cluster from 'node:cluster';
 import os from 'node:os';
-import { serve } from '@hono/node-server';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { runPrimary } from './cluster.js';
@@ -34,7 +36,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker } = createApp({
+  const { app, breaker, proxyListener } = createApp({
     store,
     clock: Date.now,
     logger,
@@ -61,9 +63,15 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
         })
       : null;
 
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+  const honoListener = getRequestListener(app.fetch);
+  const server = http.createServer((incoming, outgoing) => {
+    if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
+    else void honoListener(incoming, outgoing);
+  });
+  server.listen(config.port, config.host, () => {
+    const { port } = server.address() as AddressInfo;
     const event = cluster.isWorker ? 'worker_listening' : 'listening';
-    logger.info({ event, host: config.host, port: info.port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${info.port}`);
+    logger.info({ event, host: config.host, port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${port}`);
     if (leader) leader.start();
     else health?.start();
   });
@@ -77,7 +85,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     else health?.stop();
     const timer = setTimeout(() => {
       logger.warn({ event: 'shutdown_timeout' }, 'grace period over; closing connections');
-      (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+      server.closeAllConnections();
     }, config.shutdown_grace_ms);
     timer.unref();
     server.close(() => {
@@ -87,7 +95,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
         process.exit(0);
       });
     });
-    (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+    server.closeIdleConnections();
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -27,8 +27,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
-/** Render an AppError as `application/problem+json`, with `Retry-After` when it says when. */
-export function problemResponse(c: Context, error: AppError, now: number): Response {
+/** The status, headers and body of the problem document for an AppError. */
+export function problemParts(error: AppError, instance: string, now: number): { status: number; headers: Record<string, string>; body: string } {
   const entry = PROBLEMS[error.code];
   const { fields, retryAt, retryAfterSeconds, extensions, headers } = error.options;
   const body: Record<string, unknown> = {
@@ -36,7 +36,7 @@ export function problemResponse(c: Context, error: AppError, now: number): Respo
     title: entry.title,
     status: entry.status,
     detail: error.message,
-    instance: c.req.path,
+    instance,
     code: error.code,
     ...extensions,
   };
@@ -48,5 +48,11 @@ export function problemResponse(c: Context, error: AppError, now: number): Respo
   } else if (retryAfterSeconds !== undefined) {
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
   }
-  return new Response(JSON.stringify(body), { status: entry.status, headers: responseHeaders });
+  return { status: entry.status, headers: responseHeaders, body: JSON.stringify(body) };
+}
+
+/** Render an AppError as an `application/problem+json` Response, with `Retry-After` when it says when. */
+export function problemResponse(c: Context, error: AppError, now: number): Response {
+  const { status, headers, body } = problemParts(error, c.req.path, now);
+  return new Response(body, { status, headers });
 }

@@ -1,13 +1,14 @@
+import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import { Readable } from 'node:stream';
-import type { Context } from 'hono';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
-import { discardBody, nodeBindings, sendResponse } from './send-response.js';
+import { discardBody, sendResponse } from './send-response.js';
 import { StaleCache } from './stale-cache.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import type { UpstreamClient, UpstreamResponse } from './upstream-client.js';
@@ -30,8 +31,20 @@ export interface ProxyHandlerDeps {
   readonly localDc: string;
 }
 
+/** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
+export interface ProxyInput {
+  readonly method: string;
+  /** The full request URL (only read when `incoming` is absent). */
+  readonly url: string;
+  readonly raw?: Request;
+  readonly incoming?: IncomingMessage;
+  readonly outgoing?: ServerResponse;
+}
+
+export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
+
 interface Call {
-  readonly c: Context;
+  readonly input: ProxyInput;
   readonly upstream: Upstream;
   readonly target: ProxyTarget;
   readonly method: string;
@@ -52,18 +65,26 @@ function hasBody(headers: HeaderRecord): boolean {
   return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
+/** The abort signal of one attempt, fired by its timer (see `attempt`). */
+class AttemptAbort extends EventEmitter {
+  aborted = false;
+
+  fire(): void {
+    this.aborted = true;
+    this.emit('abort');
+  }
+}
+
 /** The `/proxy/:upstream/*` handler: pick a node, forward, fail over, fall back. */
-export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Promise<Response> {
+export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
 
   async function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
     const cfg = call.upstream.config;
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, cfg.request_timeout_ms);
+    // A plain EventEmitter as the abort signal: an AbortController (an EventTarget) per
+    // attempt costs more than all of the breaker bookkeeping of a proxied request.
+    const abort = new AttemptAbort();
+    const timer = setTimeout(() => abort.fire(), cfg.request_timeout_ms);
     try {
       const response = await client.request({
         origin: node.origin,
@@ -71,13 +92,13 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
         method: call.method,
         headers: call.headers,
         body: call.body?.attempt() ?? null,
-        signal: controller.signal,
+        signal: abort,
         bodyTimeoutMs: cfg.request_timeout_ms,
       });
       return { kind: 'answer', node, response, failed: call.upstream.failureStatuses.has(response.status) };
     } catch (error) {
       if (call.body?.sourceError) return { kind: 'caller_gone' };
-      const kind = timedOut ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
+      const kind = abort.aborted ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
       logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind, err: (error as Error).message }, `${node.circuit}: ${kind}`);
       return { kind, node };
     } finally {
@@ -135,7 +156,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
     if (fallback === null) throw error;
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
-    return sendResponse(call.c, fallback.status, fallback.headers, fallback.body);
+    return sendResponse(call.input.outgoing, fallback.status, fallback.headers, fallback.body);
   }
 
   /** Pass a node's answer on; with `judge`, its outcome goes to the node's circuit. */
@@ -147,7 +168,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
       if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
       discardBody(res.body);
-      return sendResponse(call.c, res.status, headers, null);
+      return sendResponse(call.input.outgoing, res.status, headers, null);
     }
     if (judge) judgeByBody(call, node, res.body);
     const stale = call.upstream.stale;
@@ -156,7 +177,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     }
     call.handedOff = true;
     res.body.once('close', () => call.upstream.inFlight--);
-    return sendResponse(call.c, res.status, headers, res.body);
+    return sendResponse(call.input.outgoing, res.status, headers, res.body);
   }
 
   /**
@@ -174,7 +195,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     body.once('end', () => judge(true));
     body.once('error', (error: Error & { code?: string }) => {
       // Runs before pipeline() reacts to the error: a destroyed `outgoing` means the caller broke first.
-      const nodeFault = nodeBindings(call.c).outgoing?.destroyed !== true && isNodeBodyError(error);
+      const nodeFault = call.input.outgoing?.destroyed !== true && isNodeBodyError(error);
       if (nodeFault) {
         logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: 'body', err: error.message }, `${node.circuit}: body failed`);
       }
@@ -183,32 +204,31 @@ export function createProxyHandler(deps: ProxyHandlerDeps): (c: Context) => Prom
     body.once('close', () => judge(true));
   }
 
-  return async (c) => {
-    const { incoming } = nodeBindings(c);
-    const method = c.req.method;
+  return async (input) => {
+    const { incoming, method } = input;
     if (!FORWARDED_METHODS.includes(method)) {
       throw new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
     }
     // The raw target, before URL normalisation resolves dot segments we must refuse.
-    const target = parseProxyTarget(incoming?.url ?? rawTarget(c.req.url));
+    const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
       throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
     }
-    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(c.req.raw.headers);
+    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
     const headers = upstreamRequestHeaders(requestHeaders, {
       clientIp: incoming?.socket.remoteAddress,
-      proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(c.req.url).protocol.slice(0, -1),
+      proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(input.url).protocol.slice(0, -1),
       localDc: deps.localDc,
     });
     let source: Readable | null = null;
     if (incoming !== undefined) source = hasBody(requestHeaders) ? incoming : null;
-    else if (c.req.raw.body !== null) source = Readable.fromWeb(c.req.raw.body as import('node:stream/web').ReadableStream);
+    else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const call: Call = { c, upstream, target, method, requestHeaders, headers, body, handedOff: false };
+    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, handedOff: false };
     upstream.inFlight++;
     try {
       return await forward(call);

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Readable, pipeline } from 'node:stream';
+import { Readable } from 'node:stream';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context } from 'hono';
 import { toWebHeaders } from './forward-headers.js';
@@ -19,16 +19,15 @@ export function nodeBindings(c: Context): NodeBindings {
  * the Node response (no web-stream conversion on the hot path); elsewhere a web Response.
  */
 export function sendResponse(
-  c: Context,
+  outgoing: ServerResponse | undefined,
   status: number,
   headers: Record<string, string | string[]>,
   body: Readable | Buffer | null,
 ): Response {
-  const outgoing = nodeBindings(c).outgoing;
   if (outgoing !== undefined) {
     outgoing.writeHead(status, headers);
     if (body instanceof Readable) {
-      pipeline(body, outgoing, () => {}); // errors destroy both ends; the caller sees a cut response
+      pipeBody(body, outgoing);
     } else {
       outgoing.end(body ?? undefined);
     }
@@ -36,6 +35,19 @@ export function sendResponse(
   }
   const webBody = body instanceof Readable ? (Readable.toWeb(body) as ReadableStream<Uint8Array>) : body === null ? null : new Uint8Array(body);
   return new Response(webBody, { status, headers: toWebHeaders(headers) });
+}
+
+/**
+ * `body.pipe(outgoing)`, with the error handling `pipe` lacks: a failing upstream body
+ * cuts the caller's response, and a caller that leaves stops the upstream body. Cheaper
+ * per request than `stream.pipeline`, which builds an AbortController and a DOMException.
+ */
+function pipeBody(body: Readable, outgoing: ServerResponse): void {
+  body.once('error', (error) => outgoing.destroy(error));
+  outgoing.once('close', () => {
+    if (!body.readableEnded) body.destroy();
+  });
+  body.pipe(outgoing);
 }
 
 /** Throw away an upstream body we will not pass on, keeping the connection reusable. */

@@ -9,9 +9,18 @@ export interface UpstreamRequest {
   readonly method: string;
   readonly headers: Record<string, string | string[]>;
   readonly body: Readable | null;
-  readonly signal: AbortSignal;
+  /** Aborts the request: an AbortSignal, or any EventEmitter that emits 'abort' (undici takes both). */
+  readonly signal: AbortSignal | AbortEmitter;
   /** Longest silence allowed between response body chunks. */
   readonly bodyTimeoutMs: number;
+}
+
+/** The EventEmitter form of an abort signal that undici accepts. */
+export interface AbortEmitter {
+  readonly aborted: boolean;
+  on(event: 'abort', listener: () => void): unknown;
+  once(event: 'abort', listener: () => void): unknown;
+  removeListener(event: 'abort', listener: () => void): unknown;
 }
 
 /** The upstream's answer; the caller must consume or destroy `body`. */
@@ -60,7 +69,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamC
         method: r.method as 'GET',
         headers: r.headers,
         body: r.body,
-        signal: r.signal,
+        signal: r.signal as AbortSignal, // undici also accepts an EventEmitter here
         headersTimeout: 0, // the caller's per-attempt timer covers connect + headers
         bodyTimeout: r.bodyTimeoutMs,
       });

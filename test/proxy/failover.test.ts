@@ -73,7 +73,7 @@ describe('node selection and failover', () => {
     expect(Object.values(fixture.nodes).reduce((n, node) => n + node.hits, 0)).toBe(0);
   });
 
-  it('answers 504 within the timeout budget when fixture.nodes hang', async () => {
+  it('answers 504 within the timeout budget when nodes hang', async () => {
     const app = await setup();
     for (const node of Object.values(fixture.nodes)) node.mode = 'hang';
     const started = Date.now();

@@ -15,6 +15,8 @@ afterEach(async () => {
 async function start(env: Record<string, string>) {
   const server = await startServer({ CIRCUITLOG_WORKERS: '2', ...env }, { detached: true });
   running.push(server);
+  // The primary's line can overtake the workers' own: they write to one pipe from three processes.
+  await waitFor(() => pids(server, 'worker_listening').size === 2, 5_000, 'both workers to log that they listen');
   return server;
 }
 
