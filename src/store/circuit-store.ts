@@ -113,7 +113,7 @@ export class SqliteCircuitStore implements CircuitStore {
    *   else can commit and the cache needs no `data_version` check.
    */
   constructor(
-    private readonly db: Database.Database,
+    db: Database.Database,
     private readonly exclusive = false,
   ) {
     this.selectByName = db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`);

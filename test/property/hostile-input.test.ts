@@ -16,6 +16,10 @@ const routes: [string, (name: string) => string][] = [
   ['GET', () => '/circuits'],
   ['DELETE', (n) => `/circuits/${n}`],
   ['PUT', (n) => `/circuits/${n}/outcomes`],
+  ['GET', () => '/health'],
+  ['GET', () => '/openapi.json'],
+  ['GET', (n) => `/problems/${n}`],
+  ['POST', () => '/health'],
 ];
 
 const name = fc.oneof(

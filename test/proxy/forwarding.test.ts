@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { rawRequest, useProxyFixture, type ProxyApp } from './proxy-app.js';
+import { rawRequest, useProxyFixture } from './proxy-app.js';
 
 const fixture = useProxyFixture();
 

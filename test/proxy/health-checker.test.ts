@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { useProxyFixture, type ProxyApp } from './proxy-app.js';
+import { useProxyFixture } from './proxy-app.js';
 
 const fixture = useProxyFixture();
 

@@ -144,7 +144,7 @@ describe('several workers on one database file', () => {
     const dir = tempDir();
     let arrived = 0;
     // A node that answers 800 ms after a request arrives.
-    const slow = http.createServer((req, res) => {
+    const slow = http.createServer((_req, res) => {
       arrived++;
       setTimeout(() => res.end('late but fine'), 800);
     });
