@@ -16,6 +16,17 @@ export interface StaleCacheLimits {
   readonly maxTotalBytes: number;
 }
 
+/**
+ * A `Vary` on anything but Accept-Encoding means the answer depends on request fields the
+ * key (path and query) does not hold, so a kept copy could reach the wrong caller
+ * (RFC 9111 section 4.1). `Vary: *` never matches.
+ */
+function varyForbids(value: string | string[] | undefined): boolean {
+  if (value === undefined) return false;
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((n) => n.trim().toLowerCase());
+  return names.some((n) => n !== '' && n !== 'accept-encoding');
+}
+
 function cacheControlForbids(value: string | string[] | undefined): boolean {
   const text = Array.isArray(value) ? value.join(',') : value;
   return text !== undefined && /\b(no-store|private)\b/i.test(text);
@@ -24,7 +35,8 @@ function cacheControlForbids(value: string | string[] | undefined): boolean {
 /**
  * Last good GET answer per path of one upstream, bounded by entry size, total bytes and
  * age. Per-user answers (request with Authorization or Cookie, response with Set-Cookie,
- * or `Cache-Control: private|no-store`) are never kept, so one caller never sees another's data.
+ * `Cache-Control: private|no-store`, or a `Vary` beyond Accept-Encoding) are never kept,
+ * so one caller never sees another's data.
  */
 export class StaleCache {
   private readonly entries = new Map<string, StaleEntry>();
@@ -36,7 +48,7 @@ export class StaleCache {
   static mayStore(requestHeaders: Record<string, string | string[] | undefined>, status: number, responseHeaders: Record<string, string | string[] | undefined>): boolean {
     if (status !== 200) return false;
     if (requestHeaders.authorization !== undefined || requestHeaders.cookie !== undefined) return false;
-    if (responseHeaders['set-cookie'] !== undefined) return false;
+    if (responseHeaders['set-cookie'] !== undefined || varyForbids(responseHeaders.vary)) return false;
     return !cacheControlForbids(responseHeaders['cache-control']) && !cacheControlForbids(requestHeaders['cache-control']);
   }
 

@@ -40,4 +40,11 @@ describe('stale cache', () => {
     expect(StaleCache.mayStore({}, 404, {})).toBe(false);
     expect(StaleCache.mayStore({}, 200, { 'cache-control': 'max-age=60' })).toBe(true);
   });
+
+  it('never keeps answers that vary on request fields other than Accept-Encoding', () => {
+    expect(StaleCache.mayStore({}, 200, { vary: 'Accept-Language' })).toBe(false);
+    expect(StaleCache.mayStore({}, 200, { vary: 'accept-encoding, Cookie' })).toBe(false);
+    expect(StaleCache.mayStore({}, 200, { vary: '*' })).toBe(false);
+    expect(StaleCache.mayStore({}, 200, { vary: 'Accept-Encoding' })).toBe(true);
+  });
 });
