@@ -65,12 +65,15 @@ function hasBody(headers: HeaderRecord): boolean {
   return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
-/** The abort signal of one attempt, fired by its timer (see `attempt`). */
+/** The abort signal of one attempt: fired by its timer, or by the caller leaving (see `attempt`). */
 class AttemptAbort extends EventEmitter {
   aborted = false;
+  reason: 'timeout' | 'caller_gone' | null = null;
 
-  fire(): void {
+  fire(reason: 'timeout' | 'caller_gone'): void {
+    if (this.aborted) return;
     this.aborted = true;
+    this.reason = reason;
     this.emit('abort');
   }
 }
@@ -84,7 +87,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     // A plain EventEmitter as the abort signal: an AbortController (an EventTarget) per
     // attempt costs more than all of the breaker bookkeeping of a proxied request.
     const abort = new AttemptAbort();
-    const timer = setTimeout(() => abort.fire(), cfg.request_timeout_ms);
+    const timer = setTimeout(() => abort.fire('timeout'), cfg.request_timeout_ms);
+    // A caller that hangs up before the head arrives cancels the attempt: the node's work
+    // and the bulkhead slot are freed at once, and it says nothing against the node.
+    const outgoing = call.input.outgoing;
+    const onCallerGone = () => abort.fire('caller_gone');
+    outgoing?.once('close', onCallerGone);
     try {
       const response = await client.request({
         origin: node.origin,
@@ -97,12 +105,13 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       });
       return { kind: 'answer', node, response, failed: call.upstream.failureStatuses.has(response.status) };
     } catch (error) {
-      if (call.body?.sourceError) return { kind: 'caller_gone' };
-      const kind = abort.aborted ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
+      if (call.body?.sourceError || abort.reason === 'caller_gone') return { kind: 'caller_gone' };
+      const kind = abort.reason === 'timeout' ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
       logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind, err: (error as Error).message }, `${node.circuit}: ${kind}`);
       return { kind, node };
     } finally {
       clearTimeout(timer);
+      outgoing?.off('close', onCallerGone);
     }
   }
 

@@ -128,4 +128,19 @@ describe('node selection and failover', () => {
     const answers = await getMany(app, 4);
     expect(answers.every((a) => a.res.status === 200 && a.res.headers.get('x-node') === 'dc1-2')).toBe(true);
   });
+
+  it('cancels the attempt when the caller hangs up, without counting it against the node', async () => {
+    const app = await setup('timeout_seconds: 5\nrequest_timeout_ms: 5000');
+    for (const node of Object.values(fixture.nodes)) node.mode = 'hang';
+    const caller = new AbortController();
+    const pending = fetch(`${app.url}/proxy/users/slow`, { signal: caller.signal }).catch(() => 'aborted');
+    const node = fixture.nodes['dc1-1']!;
+    for (let i = 0; i < 100 && node.hits === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    caller.abort();
+    expect(await pending).toBe('aborted');
+    for (let i = 0; i < 100 && node.abandoned === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(node.abandoned).toBe(1); // well before the 5 s request timeout
+    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(0);
+    expect(Object.values(fixture.nodes).reduce((n, x) => n + x.hits, 0)).toBe(1); // no retry elsewhere
+  });
 });

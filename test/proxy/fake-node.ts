@@ -19,6 +19,8 @@ export class FakeNode {
   mode: NodeMode = 'ok';
   readonly seen: Seen[] = [];
   healthChecks = 0;
+  /** Requests whose connection closed before this node answered them. */
+  abandoned = 0;
   private server: http.Server | null = null;
   private readonly sockets = new Set<Socket>();
   port = 0;
@@ -65,6 +67,9 @@ export class FakeNode {
       return;
     }
     this.seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    res.on('close', () => {
+      if (!res.writableEnded) this.abandoned++;
+    });
     if (this.mode === 'hang') return;
     if (this.mode === 'fail') {
       req.resume();
