@@ -3,7 +3,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { swaggerUI } from '@hono/swagger-ui';
 import type { Context, MiddlewareHandler } from 'hono';
-import { HTTPException } from 'hono/http-exception';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
@@ -125,11 +124,6 @@ export function createApp(deps: AppDeps): App {
 
 function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
-  if (error instanceof HTTPException) {
-    // Hono's validator raises 400 for a body that is not JSON.
-    if (error.status === 400) return new AppError('INVALID_JSON', 'The request body is not valid JSON.');
-    if (error.status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'The request body is too large.');
-  }
   return new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
 }
 

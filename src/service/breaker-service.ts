@@ -61,13 +61,13 @@ export class BreakerService {
   /** Record an outcome, creating the circuit with defaults (or `options.create`) if missing. */
   record(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
     const now = this.clock();
+    // A new circuit is written even when the outcome changes nothing: the store writes
+    // whenever the step's circuit is not the one it read, and it read none.
     const step = this.run(name, (current) => {
       const c = current ?? newCircuit(name, { ...this.defaults, ...options.create }, now);
-      const next = success ? recordSuccess(c, now) : recordFailure(c, now, { timeoutSeconds: options.timeoutSeconds });
-      // A brand-new circuit must be written even if the outcome itself changed nothing.
-      return current === null && next.circuit === c ? { ...next, circuit: { ...c } } : next;
+      return success ? recordSuccess(c, now) : recordFailure(c, now, { timeoutSeconds: options.timeoutSeconds });
     });
-    return (step as Step).circuit;
+    return step!.circuit;
   }
 
   /**
@@ -83,13 +83,8 @@ export class BreakerService {
       const next = success
         ? recordSuccess(admission.circuit, now)
         : recordFailure(admission.circuit, now, { timeoutSeconds: options.timeoutSeconds });
-      const merged: Admission = {
-        circuit: next.circuit,
-        transitions: [...admission.transitions, ...next.transitions],
-        verdict: admission.verdict,
-      };
-      return current === null && merged.circuit === c ? { ...merged, circuit: { ...c } } : merged;
-    }) as Admission;
+      return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
+    })!;
     if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt);
     return step.circuit;
   }
