@@ -123,5 +123,12 @@ try {
     process.stderr.write(`circuitlog: configuration error: ${error.message}\n`);
     process.exit(2);
   }
+  if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
+    // A single-worker server holds its file exclusively; a second one on it lands here.
+    process.stderr.write(
+      `circuitlog: CIRCUITLOG_DB: the database is locked by another process (another circuitlog on the same file? use CIRCUITLOG_WORKERS to run several)\n`,
+    );
+    process.exit(2);
+  }
   throw error;
 }

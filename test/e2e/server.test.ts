@@ -85,4 +85,15 @@ describe('real server process', () => {
     expect(await res.json()).toMatchObject({ failure_threshold: 2, timeout_seconds: 9 });
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
+
+  it('refuses to start a second single-worker server on the same file, naming CIRCUITLOG_DB', async () => {
+    const db = path.join(tempDir(), 'db.sqlite');
+    await start({ CIRCUITLOG_DB: db });
+    const error = await run(process.execPath, ['dist/main.js'], { env: { ...process.env, PORT: '0', CIRCUITLOG_DB: db } }).then(
+      () => null,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(error?.code).toBe(2);
+    expect(error?.stderr).toMatch(/CIRCUITLOG_DB: the database is locked/);
+  });
 });
