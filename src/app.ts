@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
+import { registerPolicyRoutes } from './http/policy-routes.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
@@ -59,9 +60,11 @@ export function createApp(deps: AppDeps): App {
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
+    app.use('/outcomes', requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
+  registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
   const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
 
   app.get('/health', (c) => {
@@ -120,6 +123,12 @@ export function createApp(deps: AppDeps): App {
     });
 
   return { app, breaker, proxyListener };
+}
+
+/** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
+function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
+  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => `${u}/${n.id}`)));
+  return (name) => names.has(name);
 }
 
 function toAppError(error: unknown): AppError {

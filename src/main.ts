@@ -8,6 +8,7 @@ import { createApp } from './app.js';
 import { runPrimary } from './cluster.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { SqliteCircuitStore } from './store/circuit-store.js';
@@ -31,7 +32,7 @@ function migrateDatabase(config: Config, logger: Logger): void {
 function startServer(config: Config, logger: Logger, shared: boolean): void {
   const db = openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared });
   const store = new SqliteCircuitStore(db, !shared);
-  const d = config.circuit_defaults;
+  const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
@@ -40,16 +41,15 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     store,
     clock: Date.now,
     logger,
-    circuitDefaults: {
-      failureThreshold: d.failure_threshold,
-      timeoutSeconds: d.timeout_seconds,
-      halfOpenMaxCalls: d.half_open_max_calls,
-    },
-    policy: { probeLeaseMs: d.probe_lease_seconds * 1000 },
+    circuitDefaults: policyFromWire(defaults),
+    policy: { probeLeaseMs: probeLeaseSeconds * 1000 },
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
     proxy,
   });
+  for (const [name, fields] of Object.entries(config.circuits)) {
+    breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
+  }
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
   const leader =
     health && shared

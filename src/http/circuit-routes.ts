@@ -31,7 +31,10 @@ const common = {
   401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
 };
 const withBody = { ...common, 413: problem('Body over the size limit'), 422: problem('Body fields failed validation') };
-const open503 = problem('Circuit open (or half-open with every probe slot taken); see Retry-After', OpenProblemSchema);
+const open503 = problem(
+  'Circuit open (or half-open with every probe slot taken), code CIRCUIT_OPEN; or forced open, code CIRCUIT_FORCED_OPEN; see Retry-After',
+  OpenProblemSchema,
+);
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
@@ -92,10 +95,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, CallBody, bodyLimitBytes);
       const success = body.success ?? true;
-      const circuit = breaker.call(name, success, {
+      const { circuit, verdict } = await breaker.callGrouped(name, success, {
         create: body.threshold === undefined ? undefined : { failureThreshold: body.threshold },
         timeoutSeconds: body.timeout_seconds,
       });
+      // circuitlog's 503 carries the whole circuit as `circuit`.
+      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
       return c.json({ result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
@@ -110,9 +115,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       request: { params: NameParam },
       responses: { 200: ok('The circuit', CircuitSchema), ...common },
     }),
-    (c) => {
+    async (c) => {
       const name = circuitNameParam(c);
-      return c.json(circuitJson(breaker.record(name, true), breaker.now()), 200);
+      return c.json(circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
 
@@ -129,7 +134,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       const body = await readJson(c, FailureBody, bodyLimitBytes);
-      return c.json(circuitJson(breaker.record(name, false, { timeoutSeconds: body.timeout_seconds }), breaker.now()), 200);
+      const circuit = await breaker.recordGrouped(name, { success: false, timeoutSeconds: body.timeout_seconds });
+      return c.json(circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -173,7 +179,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const admission = breaker.check(name);
       if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
       const { circuit, verdict } = admission;
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt);
+      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
       return jsonText(c, allowedText(circuit, breaker.now()));
     },
   );
@@ -191,7 +197,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
-      return jsonText(c, circuitText(breaker.record(name, body.success), breaker.now()));
+      // A late outcome (the circuit opened since the call was admitted) changes no state.
+      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only' });
+      return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );
 

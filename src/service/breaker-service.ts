@@ -145,7 +145,8 @@ export class BreakerService {
     const step = this.run(name, (current) => {
       const policy = policyFor(current);
       created = current === null;
-      if (current === null) return { circuit: newCircuit(name, policy, now), transitions: [] };
+      // A new circuit starts unforced, so that a force it is created with is an event too.
+      if (current === null) return configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now);
       const refreshed = refresh(current, now);
       const next = configure(refreshed.circuit, policy, now);
       return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
