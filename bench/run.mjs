@@ -38,6 +38,7 @@ import {
   writeJson,
 } from './lib.mjs';
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
+import { policySection } from './policy.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -45,9 +46,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -553,7 +554,8 @@ async function main() {
   const startedAt = new Date().toISOString();
   const t0 = Date.now();
 
-  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection };
+  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
+    policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;

@@ -22,6 +22,8 @@ export interface AppDeps {
   /** When set, /circuits routes need `Authorization: Bearer <token>`. */
   readonly token?: string;
   readonly apiBodyLimitBytes?: number;
+  /** Group-commit the outcomes of the HTTP routes (default on). */
+  readonly groupCommit?: boolean;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
 }
@@ -55,7 +57,7 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit);
   const app = new OpenAPIHono();
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));

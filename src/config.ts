@@ -169,6 +169,7 @@ export interface Config extends FileConfig {
   readonly logLevel: string;
   readonly synchronous: 'NORMAL' | 'FULL';
   readonly workers: number;
+  readonly groupCommit: boolean;
 }
 
 /** Raised for a bad environment variable or config key; the message names it. */
@@ -246,6 +247,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   const workersName = flags.workers === undefined ? 'CIRCUITLOG_WORKERS' : '--workers';
   const workersRaw = flags.workers ?? (env.CIRCUITLOG_WORKERS || '1');
   const workers = workersRaw === 'auto' ? os.availableParallelism() : intFromEnv({ [workersName]: workersRaw }, workersName, 1, 1, 256);
+  const groupCommit = (env.CIRCUITLOG_GROUP_COMMIT || 'on').toLowerCase();
+  if (groupCommit !== 'on' && groupCommit !== 'off') {
+    throw new ConfigError(`CIRCUITLOG_GROUP_COMMIT: must be on or off, got '${env.CIRCUITLOG_GROUP_COMMIT}'`);
+  }
   const configPath = env.CIRCUITLOG_CONFIG || undefined;
   let file: FileConfig = parseConfigText('', 'defaults');
   if (configPath !== undefined) {
@@ -267,5 +272,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     logLevel,
     synchronous,
     workers,
+    groupCommit: groupCommit === 'on',
   };
 }

@@ -45,6 +45,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     policy: { probeLeaseMs: probeLeaseSeconds * 1000 },
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
+    groupCommit: config.groupCommit,
     proxy,
   });
   for (const [name, fields] of Object.entries(config.circuits)) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfigText } from '../src/config.js';
+import { loadConfig, parseConfigText } from '../src/config.js';
 
 describe('policy keys in the config file', () => {
   it('takes every policy field in circuit_defaults', () => {
@@ -35,5 +35,11 @@ describe('policy keys in the config file', () => {
     expect(() => parseConfigText('circuit_defaults:\n  backoff: { max_timeout_seconds: 60 }\ncircuits:\n  svc:\n    timeout_seconds: 120\n', 'f')).toThrow(
       /circuits\.svc\.backoff\.max_timeout_seconds/,
     );
+  });
+
+  it('turns group commit on or off with CIRCUITLOG_GROUP_COMMIT (default on)', () => {
+    expect(loadConfig({}, []).groupCommit).toBe(true);
+    expect(loadConfig({ CIRCUITLOG_GROUP_COMMIT: 'OFF' }, []).groupCommit).toBe(false);
+    expect(() => loadConfig({ CIRCUITLOG_GROUP_COMMIT: 'maybe' }, [])).toThrow(/CIRCUITLOG_GROUP_COMMIT/);
   });
 });

@@ -55,6 +55,8 @@ export class BreakerService {
     private readonly logger: Logger,
     defaults: CircuitSettings,
     private readonly policy: BreakerPolicy,
+    /** Off: each outcome is its own transaction (for comparison; see docs/performance.md). */
+    private readonly groupCommit = true,
   ) {
     this.defaults = resolvePolicy(defaults);
     this.group = new GroupCommit<ServiceItem>(
@@ -96,7 +98,8 @@ export class BreakerService {
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
   async recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
     const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
-    const results = await this.group.submit(items);
+    const results = this.groupCommit ? await this.group.submit(items) : this.store.applyBatch(items);
+    if (!this.groupCommit) items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome));
     return results.map((r) => r!.circuit);
   }
 
@@ -217,6 +220,7 @@ export class BreakerService {
    * it, is answered at once: there is nothing to make durable.
    */
   private async submitOne(item: ServiceItem): Promise<Step> {
+    if (!this.groupCommit) return this.run(item.name, item.step, item.outcome)!;
     if (!this.group.isPending(item.name)) {
       const current = this.store.find(item.name);
       if (current !== null) {

@@ -282,6 +282,20 @@ describe('group commit', () => {
     expect((await get(t, 'svc')).failure_count).toBe(50);
   });
 
+  it('with group commit off, applies each outcome in its own transaction, as exactly', async () => {
+    const t = buildApp({ groupCommit: false, circuitDefaults: { failureThreshold: 1_000_000, timeoutSeconds: 30, halfOpenMaxCalls: 1 } });
+    const apply = t.store.apply.bind(t.store);
+    let transactions = 0;
+    t.store.apply = (name, step) => {
+      transactions++;
+      return apply(name, step);
+    };
+    await Promise.all(Array.from({ length: 20 }, () => fail(t, 'svc')));
+    expect(transactions).toBe(20);
+    expect((await get(t, 'svc')).failure_count).toBe(20);
+    expect((await json(await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', success: false }] }))).results).toEqual([{ circuit: 'svc', state: 'closed' }]);
+  });
+
   it('answers no caller before its transaction committed: a failed commit fails every caller in it', async () => {
     const t = buildApp();
     const applyBatch = t.store.applyBatch.bind(t.store);
