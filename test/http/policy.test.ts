@@ -23,6 +23,23 @@ describe("circuitlog's 503 body", () => {
     expect(body.circuit).toMatchObject({ name: 'svc', state: 'open', failure_count: 3, open_until: '2026-11-30T03:30:30.000Z' });
   });
 
+  it("every circuitlog route answers at least circuitlog's circuit fields", async () => {
+    const t = buildApp();
+    const fields = ['id', 'name', 'state', 'failure_count', 'failure_threshold', 'open_until', 'last_failure_at'];
+    const call = await json(await t.request('POST', '/circuits/svc/call', { success: false }));
+    expect(Object.keys(call)).toEqual(['result', 'circuit']);
+    const answers = [
+      call.circuit,
+      await json(await t.request('POST', '/circuits/svc/success')),
+      await json(await t.request('POST', '/circuits/svc/failure')),
+      await json(await t.request('POST', '/circuits/svc/reset')),
+      await get(t, 'svc'),
+    ];
+    for (const answer of answers) expect(Object.keys(answer)).toEqual(expect.arrayContaining(fields));
+    expect((await t.request('GET', '/circuits/nope')).status).toBe(404);
+    expect((await t.request('POST', '/circuits/nope/reset')).status).toBe(404);
+  });
+
   it('GET /allowed keeps its own shape: `circuit` is the name', async () => {
     const t = buildApp();
     for (let i = 0; i < 5; i++) await fail(t, 'svc');
