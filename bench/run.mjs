@@ -1,10 +1,11 @@
-// `npm run bench`: four sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: five sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, node-http-proxy and
 //               nginx (one worker, when installed) (goals: ≥1.20x http-proxy, ≥0.50x nginx)
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
+//   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
