@@ -272,6 +272,13 @@ describe('POST /outcomes (batch)', () => {
     expect((await t.request('GET', '/circuits/a')).status).toBe(404);
   });
 
+  it('needs the bearer token when one is configured', async () => {
+    const t = buildApp({ token: 'policy-token-0123456789' });
+    const body = { outcomes: [{ circuit: 'a', success: false }] };
+    expect((await t.request('POST', '/outcomes', body)).status).toBe(401);
+    expect((await t.request('POST', '/outcomes', body, { authorization: 'Bearer policy-token-0123456789' })).status).toBe(200);
+  });
+
   it('takes 1 to 1,000 items, 1,000 with 200-character names fitting the body limit', async () => {
     const t = buildApp();
     expect((await t.request('POST', '/outcomes', { outcomes: [] })).status).toBe(422);
