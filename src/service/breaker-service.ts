@@ -26,6 +26,8 @@ export interface OutcomeOptions {
   /** Settings used only if this call creates the circuit. */
   readonly create?: Partial<CircuitSettings>;
   readonly timeoutSeconds?: number;
+  /** How long the call took; judged against a window's slow-call duration. */
+  readonly durationMs?: number;
 }
 
 /** One outcome of a batch. */
@@ -86,7 +88,7 @@ export class BreakerService {
 
   /** Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing. */
   record(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs: options.durationMs };
     return this.run(name, this.outcomeStep(name, outcome, options.create), outcome)!.circuit;
   }
 
