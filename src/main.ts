@@ -36,7 +36,7 @@ function withDatabase<T>(config: Config, fn: () => T): T {
       );
     }
     if (typeof code === 'string' && code.startsWith('SQLITE_')) {
-      throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}': ${(error as Error).message} (${code})`);
+      throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`);
     }
     throw error;
   }

@@ -90,6 +90,11 @@ describe('start-up with a bad CIRCUITLOG_DB', () => {
     const truncated = path.join(dir, 'truncated.db');
     realDatabase(truncated);
     fs.truncateSync(truncated, 8192);
+    const corrupt = path.join(dir, 'corrupt.db');
+    realDatabase(corrupt);
+    const fd = fs.openSync(corrupt, 'r+');
+    fs.writeSync(fd, Buffer.alloc(200, 0xab), 0, 200, 100); // the schema page, just past the header
+    fs.closeSync(fd);
     const tiny = path.join(dir, 'tiny.db');
     fs.writeFileSync(tiny, 'SQLite format 3\0');
     const readOnly = path.join(dir, 'read-only.db');
@@ -104,6 +109,7 @@ describe('start-up with a bad CIRCUITLOG_DB', () => {
       [notDb, 'is not a SQLite database'],
       [truncated, 'is truncated (8192 bytes; its header announces'],
       [tiny, 'is truncated (16 bytes'],
+      [corrupt, 'cannot be used by SQLite: database disk image is malformed (SQLITE_CORRUPT)'], // passes the checks; SQLite's own message
       [readOnly, 'the file is read-only (mode 0444)'],
       [path.join(roFolder, 'db.sqlite'), `its folder is read-only (mode 0555) (SQLite creates its -wal file`],
       [path.join(roFolder, 'new', 'db.sqlite'), `its folder '${roFolder}' is read-only (mode 0555)`],
