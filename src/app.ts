@@ -13,6 +13,7 @@ import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js'
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { HealthReport } from './store/storage-health.js';
+import { chain, type MaybePromise } from './store/maybe-promise.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -28,7 +29,7 @@ export interface AppDeps {
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
-  readonly health?: () => HealthReport;
+  readonly health?: () => MaybePromise<HealthReport>;
 }
 
 export interface App {
@@ -40,6 +41,8 @@ export interface App {
    * cost). main.ts routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+  /** Resolves once start-up writes (proxy node circuits) are stored; at once on SQLite. */
+  readonly ready: Promise<void>;
 }
 
 /** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
@@ -70,10 +73,11 @@ export function createApp(deps: AppDeps): App {
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
   registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
-  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const pending: Promise<unknown>[] = [];
+  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, pending }) : undefined;
 
-  app.get('/health', (c) => {
-    const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
+  app.get('/health', async (c) => {
+    const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
     return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   app.get('/problems/:kind', (c) => {
@@ -127,7 +131,7 @@ export function createApp(deps: AppDeps): App {
       });
     });
 
-  return { app, breaker, proxyListener };
+  return { app, breaker, proxyListener, ready: Promise.all(pending).then(() => {}) };
 }
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */

@@ -59,7 +59,7 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
     if (checking.has(node.circuit)) return; // the previous round's probe is still out
     checking.add(node.circuit);
     try {
-      const circuit = deps.breaker.get(node.circuit); // also turns an expired open into half-open
+      const circuit = await deps.breaker.get(node.circuit); // also turns an expired open into half-open
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
       const healthy = await probe(upstream, node);
       const create = { create: upstream.settings };

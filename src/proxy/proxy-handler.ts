@@ -14,6 +14,7 @@ import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import type { UpstreamClient, UpstreamResponse } from './upstream-client.js';
 import { isNothingSent } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
+import { isPromise } from '../store/maybe-promise.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'];
@@ -122,7 +123,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
-      const pick = pickNode(upstream, breaker, tried);
+      const picked = pickNode(upstream, breaker, tried);
+      const pick = isPromise(picked) ? await picked : picked;
       if (pick.node === null) {
         if (last === null) return noNodeAvailable(call, pick.retryAt);
         return giveUp(call, last);

@@ -7,6 +7,7 @@ import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+import { isPromise } from '../store/maybe-promise.js';
 
 /** What createApp needs to serve /proxy. */
 export interface ProxyOptions {
@@ -21,6 +22,8 @@ export interface ProxyRouteDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Start-up work an asynchronous store is still doing (node circuits); main awaits it. */
+  readonly pending?: Promise<unknown>[];
 }
 
 /**
@@ -29,7 +32,8 @@ export interface ProxyRouteDeps {
  */
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): ProxyHandler {
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
-  ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  if (isPromise(created)) deps.pending?.push(created);
   const handler = createProxyHandler({
     upstreams,
     breaker: deps.breaker,
