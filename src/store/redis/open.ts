@@ -1,0 +1,51 @@
+import type { Logger } from 'pino';
+import { connectRedis } from './connect.js';
+import { RedisLeaseStore } from './redis-lease-store.js';
+import { RedisCircuitStore } from './redis-store.js';
+
+export interface OpenRedisOptions {
+  readonly url: string;
+  readonly logger: Logger;
+  /** Give up at start after this long (default 8 s: the process must stop within 10 s). */
+  readonly startTimeoutMs?: number;
+  /** Per-command timeout; past it a write answers 503 STORAGE_UNAVAILABLE (default 1 s). */
+  readonly timeoutMs?: number;
+  readonly prefix?: string;
+  /** Queue commands while disconnected instead of failing them at once (tests). */
+  readonly queueOffline?: boolean;
+}
+
+export interface OpenedRedis {
+  readonly store: RedisCircuitStore;
+  readonly leases: RedisLeaseStore;
+  close(): Promise<void>;
+}
+
+/**
+ * Connect the two connections the store needs (commands, and the `changes` subscription)
+ * and resolve once the subscription is live, so the cache works from the first request.
+ */
+export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedRedis> {
+  const common = {
+    url: options.url,
+    startTimeoutMs: options.startTimeoutMs ?? 8_000, // 8 s
+    failFastOffline: !options.queueOffline,
+    logger: options.logger,
+  };
+  const client = await connectRedis({ ...common, name: 'circuitlog' });
+  const subscriber = await connectRedis({ ...common, name: 'circuitlog-changes' }).catch((error: unknown) => {
+    client.destroy();
+    throw error;
+  });
+  const db = Number(new URL(options.url).pathname.slice(1) || 0);
+  const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
+  await store.ready();
+  return {
+    store,
+    leases: new RedisLeaseStore(store, options.prefix),
+    close: async () => {
+      client.destroy();
+      subscriber.destroy();
+    },
+  };
+}
