@@ -26,6 +26,8 @@ export interface AppDeps {
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
+  /** The proxy when the store cannot be reached: the local DC's nodes unguarded (default), or 503. */
+  readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */

@@ -30,6 +30,8 @@ export interface ProxyHandlerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly localDc: string;
+  /** On a storage outage, send to the local DC's nodes without their breakers (else 503 STORAGE_UNAVAILABLE). */
+  readonly failOpen?: boolean;
 }
 
 /** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
@@ -123,7 +125,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
-      const picked = pickNode(upstream, breaker, tried);
+      const picked = pickNode(upstream, breaker, tried, deps.failOpen ?? true);
       const pick = isPromise(picked) ? await picked : picked;
       if (pick.node === null) {
         if (last === null) return noNodeAvailable(call, pick.retryAt);

@@ -22,6 +22,7 @@ export interface ProxyRouteDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
   /** Start-up work an asynchronous store is still doing (node circuits); main awaits it. */
   readonly pending?: Promise<unknown>[];
 }
@@ -41,6 +42,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    failOpen: deps.proxyOnStorageOutage !== 'refuse',
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.

@@ -1,4 +1,5 @@
 import type { UpstreamConfig } from '../config.js';
+import { AppError } from '../domain/errors.js';
 import { configure, newCircuit, type Admission, type CircuitPolicy } from '../domain/circuit.js';
 import { policyFromWire } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
@@ -103,7 +104,7 @@ export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonl
  * admits a call, round-robin inside the group, skipping `tried`. Only the chosen node's
  * circuit is admitted, so a half-open node's probe slot is taken only when it is used.
  */
-export function pickNode(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): MaybePromise<Pick> {
+export function pickNode(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null, failOpen = true): MaybePromise<Pick> {
   let retryAt = Infinity;
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
@@ -114,7 +115,7 @@ export function pickNode(upstream: Upstream, breaker: BreakerService, tried: Rea
       if (tried?.has(node)) continue;
       const admission = breaker.check(node.circuit);
       // A check that needs the shared store (Redis: a probe slot, a cache miss) goes on asynchronously.
-      if (isPromise(admission)) return pickNodeLater(upstream, breaker, tried, g, k, start, retryAt, admission);
+      if (isPromise(admission)) return pickNodeLater(upstream, breaker, tried, { g, k, start, retryAt, failOpen }, admission);
       if (admission === null || admission.verdict.allowed) return { node };
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
@@ -127,13 +128,11 @@ async function pickNodeLater(
   upstream: Upstream,
   breaker: BreakerService,
   tried: ReadonlySet<ProxyNode> | null,
-  g0: number,
-  k0: number,
-  start0: number,
-  retryAt0: number,
+  from: { g: number; k: number; start: number; retryAt: number; failOpen: boolean },
   first: Promise<Admission | null>,
 ): Promise<Pick> {
-  let retryAt = retryAt0;
+  const { g: g0, k: k0, start: start0, failOpen } = from;
+  let retryAt = from.retryAt;
   let pending: Promise<Admission | null> | null = first;
   for (let g = g0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
@@ -145,8 +144,16 @@ async function pickNodeLater(
     for (let k = g === g0 ? k0 : 0; k < group.length; k++) {
       const node = group[(start + k) % group.length]!;
       if (pending === null && tried?.has(node)) continue;
-      const admission = await (pending ?? breaker.check(node.circuit));
-      pending = null;
+      let admission: Admission | null;
+      try {
+        admission = await (pending ?? breaker.check(node.circuit));
+      } catch (error) {
+        // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
+        if (failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };
+        throw error;
+      } finally {
+        pending = null;
+      }
       if (admission === null || admission.verdict.allowed) return { node };
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }

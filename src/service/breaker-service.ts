@@ -52,6 +52,7 @@ interface ServiceItem extends BatchItem {
 export class BreakerService {
   readonly defaults: CircuitPolicy;
   private readonly group: GroupCommit<ServiceItem>;
+  private lastRecordWarning = -Infinity;
 
   constructor(
     private readonly store: CircuitStore,
@@ -96,9 +97,11 @@ export class BreakerService {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs: options.durationMs };
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (isPromise(result)) {
-      result.catch((error: unknown) =>
-        this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`),
-      );
+      result.catch((error: unknown) => {
+        if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
+        this.lastRecordWarning = this.clock();
+        this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
+      });
     }
     return result;
   }

@@ -61,35 +61,3 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
   connected = true;
   return client;
 }
-
-export interface RedisTarget {
-  readonly url: string;
-  /** What logs may show: the URL without its password. */
-  readonly display: string;
-}
-
-/**
- * Check a `redis://` or `rediss://` URL as `redis://[user:pass@]host[:port][/db]` (port
- * 6379 by default); returns why it is refused, or null.
- */
-export function redisUrlProblem(raw: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    return 'is not a URL';
-  }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'must start with sqlite:, redis:// or rediss://';
-  if (url.hostname === '') return 'has no host (redis://host[:port][/db])';
-  const db = url.pathname.replace(/^\//, '');
-  if (db !== '' && !/^\d{1,5}$/.test(db)) return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
-  if (url.search !== '' || url.hash !== '') return 'must not have a query or a fragment';
-  return null;
-}
-
-/** The URL with its password replaced, for logs. */
-export function redactUrl(raw: string): string {
-  const url = new URL(raw);
-  if (url.password !== '') url.password = '***';
-  return url.toString();
-}
