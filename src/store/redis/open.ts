@@ -26,9 +26,27 @@ export interface OpenedRedis {
  * and resolve once the subscription is live, so the cache works from the first request.
  */
 export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedRedis> {
+  const startTimeoutMs = options.startTimeoutMs ?? 8_000; // 8 s
+  // A server that accepts the connection but never answers would hang the handshake: bound it all.
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${startTimeoutMs} ms`)), startTimeoutMs);
+  });
+  const opening = open(options, startTimeoutMs);
+  try {
+    return await Promise.race([opening, deadline]);
+  } catch (error) {
+    void opening.then((opened) => opened.close(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<OpenedRedis> {
   const common = {
     url: options.url,
-    startTimeoutMs: options.startTimeoutMs ?? 8_000, // 8 s
+    startTimeoutMs,
     failFastOffline: !options.queueOffline,
     logger: options.logger,
   };
