@@ -86,6 +86,19 @@ describe('RedisCircuitStore', () => {
     expect(await a.store.delete('nobody')).toBe(false);
   });
 
+  it('keeps transitions per circuit, newest first, and removes them with the circuit', async () => {
+    const { store } = await open(`t-${randomUUID()}:`);
+    const trip = (c: Circuit | null) => recordFailure(c ?? newCircuit('ev', { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    const step = await store.apply('ev', trip);
+    const id = step!.circuit.id;
+    expect(await store.events(id, 10)).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 }]);
+    expect((await store.list({ limit: 10, state: 'open', now: 1_000 })).map((c) => c.name)).toEqual(['ev']);
+    expect((await store.list({ limit: 10, state: 'half_open', now: 1_000 + 31_000 })).map((c) => c.name)).toEqual(['ev']);
+    expect(await store.delete('ev')).toBe(true);
+    expect(await store.events(id, 10)).toEqual([]);
+    expect(await store.list({ limit: 10 })).toEqual([]);
+  });
+
   it('answers 503 STORAGE_UNAVAILABLE within its timeout while Redis is frozen, and works again after', async () => {
     const own = await startRedis();
     const o = await openRedisStore({ url: own.url(), logger: silentLogger, timeoutMs: 300 });
