@@ -31,7 +31,10 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
     responses: {
       200: { description: 'Healthy', content: { 'application/json': { schema: HealthSchema } } },
       405: notAllowed,
-      503: { description: 'The store does not answer', content: { 'application/json': { schema: HealthSchema } } },
+      503: {
+        description: 'The store does not answer (a JSON status), or is busy (a storage-busy problem)',
+        content: { 'application/json': { schema: HealthSchema }, 'application/problem+json': { schema: ProblemSchema } },
+      },
     },
   });
   app.openAPIRegistry.registerPath({
