@@ -90,19 +90,23 @@ describe('hostile input', () => {
 
 describe('hostile raw paths', () => {
   const serveApp = useServedApp();
-  const segment = fc.constantFrom('circuits', 'victim', 'x', 'reset', 'outcomes', 'health', '.', '..', '%2e', '%2E', '%2e%2e', '.%2E', '%2E.', '', '%2F', 'a%2F..%2Fvictim');
+  const dot = fc.constantFrom('.', '..', '%2e', '%2E', '%2e%2e', '%2E%2e', '.%2E', '%2e.', '..%2F', 'a%2F..%2Fvictim');
+  const other = fc.constantFrom('circuits', 'x', 'docs', 'health', '', '%63ircuits');
+  // `/circuits/<x, dots...>/victim/reset` and relatives: what a path-resolving router would send to victim.
+  const hostilePath = fc
+    .tuple(fc.array(fc.oneof(other, dot), { maxLength: 2 }), fc.array(fc.oneof(dot, other), { minLength: 1, maxLength: 4 }))
+    .map(([head, middle]) => `/${[...head, ...middle, 'victim', 'reset'].join('/')}`)
+    .filter((path) => path !== '/circuits/victim/reset');
 
-  it('never reaches circuit victim except as /circuits/victim/reset, however dot segments are spelled', async () => {
+  it('never resets circuit victim except as /circuits/victim/reset, however dot segments are spelled', async () => {
     const t = await serveApp();
     for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/victim/outcomes', { success: false });
     await fc.assert(
-      fc.asyncProperty(fc.array(segment, { minLength: 1, maxLength: 6 }), async (segments) => {
-        const path = `/${segments.join('/')}`;
+      fc.asyncProperty(fc.oneof(hostilePath, fc.constant('/circuits/x/%2e%2e/victim/reset')), async (path) => {
         const res = await rawRequest(t.url, 'POST', path);
         expect(res.status, `${path} -> ${res.status} ${res.body}`).toBeLessThan(500);
-        if (path !== '/circuits/victim/reset') expect(t.breaker.get('victim')!.state, path).toBe('open');
+        expect(t.breaker.get('victim')!.state, path).toBe('open');
         if (res.status >= 400) expect(JSON.parse(res.body).instance).toMatch(URI_PATH);
-        if (path === '/circuits/victim/reset') for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/victim/outcomes', { success: false });
       }),
       { numRuns: 300 },
     );
