@@ -32,7 +32,14 @@ export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
  * stray '%' and any character RFC 3986 does not allow in a path percent-encoded.
  */
 export function uriReference(path: string): string {
-  return path.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]/gu, (ch) => encodeURIComponent(ch));
+  return path.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]/gu, percentEncode);
+}
+
+/** UTF-8 percent-encoding that, unlike encodeURIComponent, never throws (a lone surrogate becomes U+FFFD). */
+function percentEncode(ch: string): string {
+  let out = '';
+  for (const byte of Buffer.from(ch, 'utf8')) out += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  return out;
 }
 
 /** The status, headers and body of the problem document for an AppError. */

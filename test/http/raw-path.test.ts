@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { uriReference } from '../../src/http/problem.js';
 import { rawRequest, useServedApp } from './served-app.js';
 
 const serveApp = useServedApp();
@@ -116,5 +117,16 @@ describe('a name with a raw slash', () => {
     const res = await rawRequest(t.url, 'GET', '/circuits/a/b/allowed');
     expect(res.status).toBe(404);
     expect(JSON.parse(res.body).detail).toContain('%2F');
+  });
+});
+
+describe('uriReference', () => {
+  it.each([
+    ['/circuits/\ud800', '/circuits/%EF%BF%BD'],
+    ['/circuits/é', '/circuits/%C3%A9'],
+    ['/circuits/a b%', '/circuits/a%20b%25'],
+    ['/circuits/a%2Fb', '/circuits/a%2Fb'],
+  ])('makes %j a valid URI path', (path, expected) => {
+    expect(uriReference(path)).toBe(expected);
   });
 });
