@@ -8,7 +8,7 @@ import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { registerDocument } from './http/openapi.js';
-import { rawRequestPath, refuseDotSegments } from './http/raw-path.js';
+import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
 import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
@@ -60,7 +60,6 @@ export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
-  app.use('/circuits/*', refuseDotSegments());
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
@@ -83,6 +82,8 @@ export function createApp(deps: AppDeps): App {
 
   const allowedMethods = methodIndex(app);
   app.notFound((c) => {
+    const dots = dotSegmentProblem(c.req.path);
+    if (dots) return render(c, dots);
     const allow = allowedMethods(c.req.path);
     if (allow.length > 0 && !allow.includes(c.req.method)) {
       return render(c, new AppError('METHOD_NOT_ALLOWED', `${c.req.method} is not allowed here.`, { headers: { allow: allow.join(', ') } }));

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { MiddlewareHandler } from 'hono';
 import { AppError } from '../domain/errors.js';
 
 /**
@@ -41,15 +40,13 @@ function isDotSegment(segment: string): boolean {
 }
 
 /**
- * Refuse any `.`/`..` segment under /circuits with 400 INVALID_NAME. The router never
- * resolves them (it routes on the raw path), so without this a `..` would only fall
- * through to a 404; the README promises a 400, as the proxy gives.
+ * A `.`/`..` segment under /circuits, encoded or not: a 400 INVALID_NAME, as the README
+ * promises and the proxy does. The router never resolves them (it routes on the raw path):
+ * in a name's place the name check refuses them; anywhere else no route matches, and the
+ * not-found handler asks this before answering 404 or 405.
  */
-export function refuseDotSegments(): MiddlewareHandler {
-  return async (c, next) => {
-    if (c.req.path.split('/').some(isDotSegment)) {
-      throw new AppError('INVALID_NAME', "Circuit names have no '.' or '..' segments, and paths are not resolved.");
-    }
-    await next();
-  };
+export function dotSegmentProblem(path: string): AppError | null {
+  if (path !== '/circuits' && !path.startsWith('/circuits/')) return null;
+  if (!path.split('/').some(isDotSegment)) return null;
+  return new AppError('INVALID_NAME', "Circuit names have no '.' or '..' segments, and paths are not resolved.");
 }
