@@ -20,7 +20,8 @@ const ASSETS: Record<string, string> = {
 export function registerDocsPage(app: OpenAPIHono, openapiPath: string): void {
   const cache = new Map<string, Buffer>();
   app.get('/docs', swaggerUI({ url: openapiPath, baseUrl: '/docs', version: DIST_VERSION, title: 'circuitlog API' }));
-  // A param, not the literal `swagger-ui-dist@x.y.z`: Hono's RegExpRouter mis-handles the '@'.
+  // A param, not the literal `swagger-ui-dist@5.x`: in a route, '@' and a digit break Hono's
+  // RegExpRouter (it marks routes with '@<index>' internally), failing every other request.
   app.get('/docs/:dist/:file', (c) => {
     const file = c.req.param('file');
     const type = ASSETS[file];
