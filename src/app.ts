@@ -108,7 +108,7 @@ export function createApp(deps: AppDeps): App {
     if (error.code === 'INTERNAL') deps.logger.error({ ...fields, err: error.options.cause ?? error }, error.message);
     // A refusal is the breaker working: its transitions are logged, not each refused call.
     else if (error.code === 'CIRCUIT_OPEN') deps.logger.debug(fields, error.message);
-    else if (error.code === 'STORAGE_BUSY') deps.logger.warn(fields, error.message);
+    else if (error.code.startsWith('STORAGE_')) deps.logger.warn(fields, error.message);
     else deps.logger.info(fields, error.message);
   }
 

@@ -33,13 +33,17 @@ const common = {
   400: problem('Invalid circuit name, JSON or query'),
   401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
   405: problem('Another method than the ones this path answers; Allow lists them'),
-  503: problem('storage-busy: the database stayed locked past the busy timeout', ProblemSchema, retryAfter),
+  503: problem(
+    'storage-busy (the database stayed locked past the busy timeout), or on a write storage-full or storage-unavailable',
+    ProblemSchema,
+    retryAfter,
+  ),
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
 const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
 const open503 = problem(
-  'circuit-open: the circuit is open, or half-open with every probe slot taken; or storage-busy',
+  'circuit-open: the circuit is open, or half-open with every probe slot taken; or a storage problem (storage-busy, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );

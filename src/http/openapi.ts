@@ -13,7 +13,10 @@ const problem = (description: string) => ({ description, content: { 'application
 const notAllowed = problem('Another method than the ones this path answers; Allow lists them');
 
 const HealthSchema = z
-  .object({ status: z.string().openapi({ description: "'ok' when the store answers" }) })
+  .object({
+    status: z.string().openapi({ description: "'ok'; else 'degraded', 'failed' or 'unavailable'" }),
+    storage: z.string().optional().openapi({ description: "what is wrong: 'full', 'deleted' or 'replaced'" }),
+  })
   .passthrough()
   .openapi('Health');
 const ProblemTypeSchema = z
@@ -32,7 +35,7 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       200: { description: 'Healthy', content: { 'application/json': { schema: HealthSchema } } },
       405: notAllowed,
       503: {
-        description: 'The store does not answer (a JSON status), or is busy (a storage-busy problem)',
+        description: "A storage fault: status 'degraded' (disk full) or 'failed' (file deleted), or a storage-busy problem",
         content: { 'application/json': { schema: HealthSchema }, 'application/problem+json': { schema: ProblemSchema } },
       },
     },
