@@ -286,7 +286,11 @@ export class RedisCircuitStore implements CircuitStore {
 
   delete(name: string): MaybePromise<boolean> {
     const keys = [this.key(name), this.eventsKey(name), `${this.prefix}index`, `${this.prefix}version`];
-    return this.eval<number>(DELETE_SCRIPT, keys, [this.channel, name]).then((n) => n === 1);
+    return this.eval<number>(DELETE_SCRIPT, keys, [this.channel, name]).then((version) => {
+      if (version === 0) return false;
+      this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
+      return true;
+    });
   }
 
   async list(query: ListQuery): Promise<Circuit[]> {

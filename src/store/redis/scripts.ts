@@ -69,7 +69,7 @@ return out
 
 /**
  * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version.
- * ARGV: channel, name. Answers 1, or 0 if unknown.
+ * ARGV: channel, name. Answers the version of the deletion, or 0 if unknown.
  */
 export const DELETE_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -78,7 +78,7 @@ redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
 local v = redis.call('INCR', KEYS[4])
 redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[2] .. '\\n')
-return 1
+return v
 `;
 
 /**
