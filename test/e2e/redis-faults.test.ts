@@ -3,6 +3,9 @@ import http from 'node:http';
 import net from 'node:net';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
@@ -10,7 +13,9 @@ const run = promisify(execFile);
 const running: ServerProcess[] = [];
 const redises: RedisServer[] = [];
 const blackholes: net.Server[] = [];
+const nodes: FakeNode[] = [];
 afterEach(async () => {
+  await Promise.all(nodes.splice(0).map((n) => n.stop()));
   await Promise.all(running.splice(0).map((s) => s.killGroup()));
   await Promise.all(redises.splice(0).map((r) => r.stop('SIGKILL')));
   for (const b of blackholes.splice(0)) b.close();
@@ -142,6 +147,39 @@ describe('Redis down or frozen', () => {
     }
     expect(status).toBe(200);
     expect((await request(`${server.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('the proxy on a storage outage', () => {
+  async function proxyHost(choice?: string) {
+    const started = await startNodes('dc1-a', 'dc2-a');
+    nodes.push(...Object.values(started));
+    const redis = await redisServer();
+    const config = path.join(tempDir(), 'c.yaml');
+    fs.writeFileSync(config, proxyYaml(started, 'health_check: { enabled: false }'));
+    const env: Record<string, string> = { CIRCUITLOG_STORE: redis.url(), CIRCUITLOG_CONFIG: config };
+    if (choice) env.CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE = choice;
+    const server = await host(env);
+    expect((await request(`${server.url}/proxy/users/x`)).status).toBe(200);
+    await redis.stop('SIGKILL');
+    return { server, local: started['dc1-a']! };
+  }
+
+  it('fails open to the local DC by default', async () => {
+    const { server, local } = await proxyHost();
+    const before = local.hits;
+    const res = await request(`${server.url}/proxy/users/x`, 'GET', 5_000);
+    expect(res.status).toBe(200);
+    expect(res.headers['x-node']).toBe('dc1-a');
+    expect(local.hits).toBe(before + 1);
+  });
+
+  it('refuses with 503 STORAGE_UNAVAILABLE when configured to', async () => {
+    const { server, local } = await proxyHost('refuse');
+    const before = local.hits;
+    const res = await request(`${server.url}/proxy/users/x`, 'GET', 5_000);
+    expect(res).toMatchObject({ status: 503, json: { code: 'STORAGE_UNAVAILABLE' } });
+    expect(local.hits).toBe(before);
   });
 });
 
