@@ -12,7 +12,7 @@
  * `changes:<db>` (channels are not per database), from inside the script: a host sees a change only once it is committed.
  */
 
-/** Newest transitions kept per circuit for `GET /circuits/{name}/events` (its limit is at most 1,000). */
+/** Newest transitions kept per circuit for `GET /circuits/{name}/events` (its limit is at most 500). */
 export const EVENTS_PER_CIRCUIT = 1_000;
 /** Transitions kept in the `transitions` stream (approximately: `MAXLEN ~`). */
 export const STREAM_MAX_LENGTH = 100_000;
