@@ -21,6 +21,8 @@ export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', '
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 const REPLAY_BUFFER_BYTES = 1024 * 1024; // 1 MiB of request body kept for a retry
 const NO_BODY_STATUSES = new Set([204, 205, 304]);
+/** No Content-Length on these (RFC 9110 section 8.6; nginx drops it too): they never have content. */
+const NO_LENGTH_STATUSES = new Set([204, 304]);
 
 export interface ProxyHandlerDeps {
   readonly upstreams: ReadonlyMap<string, Upstream>;
@@ -165,7 +167,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
     if (fallback === null) throw error;
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
-    return sendResponse(call.input.outgoing, fallback.status, fallback.headers, fallback.body);
+    return sendResponse(call.input.outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
   }
 
   /** Pass a node's answer on; with `judge`, its outcome goes to the node's circuit. */
@@ -175,6 +177,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     headers['x-dc'] = node.dc;
     headers['x-degraded'] = node.local ? 'false' : 'true';
     if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
+      if (NO_LENGTH_STATUSES.has(res.status)) delete headers['content-length'];
       if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
       discardBody(res.body);
       return sendResponse(call.input.outgoing, res.status, headers, null);

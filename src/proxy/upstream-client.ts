@@ -1,5 +1,7 @@
 import type { Readable } from 'node:stream';
-import { Agent } from 'undici';
+import type { Socket } from 'node:net';
+import { Agent, buildConnector } from 'undici';
+import { skipInterimResponses } from './interim-responses.js';
 
 /** One request to one configured node; `origin` and `path` are always sent separately. */
 export interface UpstreamRequest {
@@ -57,9 +59,14 @@ export interface UndiciClientOptions {
 
 /** The production client: one undici Agent, which keeps a keep-alive pool per node origin. */
 export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamClient {
+  const connect = buildConnector({ timeout: options.connectTimeoutMs ?? 10_000 }); // 10 s; the per-attempt timer usually fires first
   const agent = new Agent({
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000, // 4 s, under Node's 5 s server default
-    connect: { timeout: options.connectTimeoutMs ?? 10_000 }, // 10 s; the per-attempt timer usually fires first
+    connect: (opts, callback) =>
+      connect(opts, (error, socket) => {
+        if (socket) skipInterimResponses(socket as Socket);
+        (callback as (e: Error | null, s: Socket | null) => void)(error, socket);
+      }),
   });
   return {
     async request(r) {

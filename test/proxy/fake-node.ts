@@ -106,7 +106,7 @@ export async function startNodes(...ids: string[]): Promise<Record<string, FakeN
 }
 
 /** The config YAML for one upstream `users` over the given nodes (dc = id before the first '-'). */
-export function proxyYaml(nodes: Record<string, FakeNode>, extra = ''): string {
+export function proxyYaml(nodes: Record<string, { readonly id: string; readonly url: string }>, extra = ''): string {
   const lines = Object.values(nodes).map((n) => `      - { id: ${n.id}, dc: ${n.id.split('-')[0]}, url: "${n.url}" }`);
   return `local_dc: dc1
 upstreams:

@@ -13,7 +13,7 @@ import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
  * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served by a
  * real @hono/node-server listener on 127.0.0.1, port 0.
  */
-export async function startProxyApp(nodes: Record<string, FakeNode>, extraYaml = '', client: UpstreamClient = createUndiciClient()) {
+export async function startProxyApp(nodes: Record<string, { readonly id: string; readonly url: string }>, extraYaml = '', client: UpstreamClient = createUndiciClient()) {
   const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
   const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client };
   const built = buildApp({ proxy });
