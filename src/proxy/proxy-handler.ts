@@ -1,18 +1,18 @@
-import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import { Readable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
-import { downstreamResponseHeaders, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { Attempt, DiscardSink, type BodySink } from './attempt.js';
+import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
-import { discardBody, sendResponse } from './send-response.js';
-import { StaleCache } from './stale-cache.js';
+import { sendResponse } from './send-response.js';
+import { StaleCache, type StaleCapture } from './stale-cache.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
-import type { UpstreamClient, UpstreamResponse } from './upstream-client.js';
-import { isNothingSent } from './upstream-client.js';
+import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
@@ -53,12 +53,16 @@ interface Call {
   readonly requestHeaders: HeaderRecord;
   readonly headers: Record<string, string | string[]>;
   readonly body: ReplayableBody | null;
+  /** The attempt in progress (its head pending, or its body streaming to the caller). */
+  current: Attempt | null;
   /** Hands the bulkhead slot to the response body; true once handed over. */
   handedOff: boolean;
+  /** The caller's response is over (sent, or the caller left). */
+  done: boolean;
 }
 
 type Outcome =
-  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly response: UpstreamResponse; readonly failed: boolean }
+  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode }
   | { readonly kind: 'caller_gone' };
 
@@ -67,60 +71,45 @@ function hasBody(headers: HeaderRecord): boolean {
   return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
-/** The abort signal of one attempt: fired by its timer, or by the caller leaving (see `attempt`). */
-class AttemptAbort extends EventEmitter {
-  aborted = false;
-  reason: 'timeout' | 'caller_gone' | null = null;
-
-  fire(reason: 'timeout' | 'caller_gone'): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    this.emit('abort');
-  }
-}
+const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
 
 /** The `/proxy/:upstream/*` handler: pick a node, forward, fail over, fall back. */
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
 
-  async function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
+  function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
     const cfg = call.upstream.config;
-    // A plain EventEmitter as the abort signal: an AbortController (an EventTarget) per
-    // attempt costs more than all of the breaker bookkeeping of a proxied request.
-    const abort = new AttemptAbort();
-    const timer = setTimeout(() => abort.fire('timeout'), cfg.request_timeout_ms);
-    // A caller that hangs up before the head arrives cancels the attempt: the node's work
-    // and the bulkhead slot are freed at once, and it says nothing against the node.
-    const outgoing = call.input.outgoing;
-    const onCallerGone = () => abort.fire('caller_gone');
-    outgoing?.once('close', onCallerGone);
-    try {
-      const response = await client.request({
-        origin: node.origin,
-        path: node.basePath + call.target.path,
-        method: call.method,
-        headers: call.headers,
-        body: call.body?.attempt() ?? null,
-        signal: abort,
-        bodyTimeoutMs: cfg.request_timeout_ms,
-      });
-      return { kind: 'answer', node, response, failed: call.upstream.failureStatuses.has(response.status) };
-    } catch (error) {
-      if (call.body?.sourceError || abort.reason === 'caller_gone') return { kind: 'caller_gone' };
-      const kind = abort.reason === 'timeout' ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
-      logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind, err: (error as Error).message }, `${node.circuit}: ${kind}`);
-      return { kind, node };
-    } finally {
-      clearTimeout(timer);
-      outgoing?.off('close', onCallerGone);
-    }
+    return new Promise((resolve) => {
+      const settle = (a: Attempt) => {
+        if (a.failure === null) {
+          resolve({ kind: 'answer', node, attempt: a, failed: call.upstream.failureStatuses.has(a.status) });
+          return;
+        }
+        call.current = null;
+        if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
+        logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
+        resolve({ kind: a.failure, node });
+      };
+      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null);
+      call.current = a;
+      client.dispatch(
+        {
+          origin: node.origin,
+          path: node.basePath + call.target.path,
+          method: call.method,
+          headers: call.headers,
+          body: call.body?.attempt() ?? null,
+          bodyTimeoutMs: cfg.request_timeout_ms,
+        },
+        a,
+      );
+    });
   }
 
   async function forward(call: Call): Promise<Response> {
     const { upstream } = call;
     const create = { create: upstream.settings };
-    const tried = new Set<ProxyNode>();
+    let tried: Set<ProxyNode> | null = null;
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
@@ -129,12 +118,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
         if (last === null) return noNodeAvailable(call, pick.retryAt);
         return giveUp(call, last);
       }
-      if (last?.kind === 'answer') discardBody(last.response.body);
-      tried.add(pick.node);
+      if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
       const outcome = await attempt(call, pick.node);
       if (outcome.kind === 'caller_gone') return new Response(null, { status: 499 });
-      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.response, true);
+      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
       breaker.record(pick.node.circuit, false, create);
+      (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
       if (outcome.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
@@ -146,7 +135,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   function giveUp(call: Call, last: Outcome): Response {
     switch (last.kind) {
       case 'answer':
-        return answer(call, last.node, last.response, false); // an upstream 5xx goes back as sent
+        return answer(call, last.node, last.attempt, false); // an upstream 5xx goes back as sent
       case 'timeout':
         return fallbackOr(call, new AppError('UPSTREAM_TIMEOUT', `No node of '${call.upstream.name}' answered within ${call.upstream.config.request_timeout_ms} ms.`));
       case 'refused':
@@ -170,50 +159,103 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     return sendResponse(call.input.outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
   }
 
-  /** Pass a node's answer on; with `judge`, its outcome goes to the node's circuit. */
-  function answer(call: Call, node: ProxyNode, res: UpstreamResponse, judge: boolean): Response {
-    const headers = downstreamResponseHeaders(res.headers);
-    headers['x-node'] = node.id;
-    headers['x-dc'] = node.dc;
-    headers['x-degraded'] = node.local ? 'false' : 'true';
-    if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
-      if (NO_LENGTH_STATUSES.has(res.status)) delete headers['content-length'];
-      if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
-      discardBody(res.body);
-      return sendResponse(call.input.outgoing, res.status, headers, null);
-    }
-    if (judge) judgeByBody(call, node, res.body);
+  /**
+   * Pass a node's answer on; with `judge`, its outcome goes to the node's circuit once the
+   * body has ended: a reset or a silence over request_timeout_ms inside the body is a node
+   * failure, even though the head was already passed on. A body cut by the caller leaving
+   * says nothing against the node.
+   */
+  function answer(call: Call, node: ProxyNode, attempt: Attempt, judge: boolean): Response {
+    const status = attempt.status;
+    const headers = downstreamFlatHeaders(attempt.rawHeaders);
+    if (NO_LENGTH_STATUSES.has(status)) removeFlat(headers, 'content-length');
+    headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', node.local ? 'false' : 'true');
+    const noBody = call.method === 'HEAD' || NO_BODY_STATUSES.has(status);
     const stale = call.upstream.stale;
-    if (stale !== null && call.method === 'GET' && StaleCache.mayStore(call.requestHeaders, res.status, res.headers)) {
-      stale.capture(staleKey(call), res.status, downstreamResponseHeaders(res.headers), res.body, deps.clock);
-    }
+    const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
     call.handedOff = true;
-    res.body.once('close', () => call.upstream.inFlight--);
-    return sendResponse(call.input.outgoing, res.status, headers, res.body);
+    const sink = new ForwardSink(call, node, judge, keep);
+    const outgoing = call.input.outgoing;
+    // An answer without content is complete with its head; whatever undici says of its body
+    // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
+    const feed = (target: ForwardSink) => (noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target));
+    if (outgoing !== undefined) {
+      outgoing.writeHead(status, headers);
+      sink.outgoing = outgoing;
+      feed(sink);
+      return RESPONSE_ALREADY_SENT;
+    }
+    const web = noBody ? null : new Readable({ read: () => sink.resume() });
+    sink.web = web;
+    feed(sink);
+    return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), { status, headers: toWebHeaders(flatToRecord(headers)) });
   }
 
-  /**
-   * A forwarded answer is a success only once its body has ended: a reset or a silence
-   * over request_timeout_ms inside the body is a node failure, even though the head was
-   * already passed on. A body cut by the caller leaving says nothing against the node.
-   */
-  function judgeByBody(call: Call, node: ProxyNode, body: Readable): void {
-    let judged = false;
-    const judge = (success: boolean) => {
-      if (judged) return;
-      judged = true;
-      breaker.record(node.circuit, success, { create: call.upstream.settings });
-    };
-    body.once('end', () => judge(true));
-    body.once('error', (error: Error & { code?: string }) => {
-      // Runs before pipeline() reacts to the error: a destroyed `outgoing` means the caller broke first.
-      const nodeFault = call.input.outgoing?.destroyed !== true && isNodeBodyError(error);
-      if (nodeFault) {
-        logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: 'body', err: error.message }, `${node.circuit}: body failed`);
+  function staleCapture(call: Call, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
+    const record = flatToRecord(headers);
+    if (!StaleCache.mayStore(call.requestHeaders, 200, record)) return null;
+    delete record['x-node'];
+    delete record['x-dc'];
+    delete record['x-degraded'];
+    return stale.capture(staleKey(call), 200, record, deps.clock);
+  }
+
+  /** Where a forwarded body goes: the caller's Node response (or a web stream), then the verdict. */
+  class ForwardSink implements BodySink {
+    outgoing: ServerResponse | null = null;
+    web: Readable | null = null;
+    private resumeFn: (() => void) | null = null;
+    private over = false;
+
+    constructor(
+      private readonly call: Call,
+      private readonly node: ProxyNode,
+      private readonly judge: boolean,
+      private readonly keep: StaleCapture | null,
+    ) {}
+
+    write(chunk: Buffer, resume: () => void): boolean {
+      this.keep?.chunk(chunk);
+      const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
+      if (!ok) {
+        this.resumeFn = resume;
+        this.outgoing?.once('drain', resume);
       }
-      judge(!nodeFault);
-    });
-    body.once('close', () => judge(true));
+      return ok;
+    }
+
+    resume(): void {
+      const resume = this.resumeFn;
+      this.resumeFn = null;
+      resume?.();
+    }
+
+    end(): void {
+      this.keep?.end();
+      if (this.outgoing !== null) this.outgoing.end();
+      else this.web?.push(null);
+      this.close(true);
+    }
+
+    fail(error: Error & { code?: string }): void {
+      const nodeFault = !this.call.done && isNodeBodyError(error);
+      if (nodeFault) {
+        logger.warn({ event: 'upstream_failed', upstream: this.call.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
+      }
+      if (this.outgoing !== null) this.outgoing.destroy();
+      else this.web?.destroy(error);
+      this.close(!nodeFault);
+    }
+
+    private close(success: boolean): void {
+      if (this.over) return;
+      this.over = true;
+      const call = this.call;
+      call.done = true;
+      call.current = null;
+      call.upstream.inFlight--;
+      if (this.judge) breaker.record(this.node.circuit, success, { create: call.upstream.settings });
+    }
   }
 
   return async (input) => {
@@ -240,7 +282,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, handedOff: false };
+    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false };
+    // A caller that hangs up cancels the attempt in progress: before the head, the node's
+    // work and the bulkhead slot are freed at once; either way it says nothing against the node.
+    input.outgoing?.once('close', () => {
+      if (call.done) return;
+      call.done = true;
+      call.current?.cancel('caller_gone', CALLER_GONE);
+    });
     upstream.inFlight++;
     try {
       return await forward(call);
