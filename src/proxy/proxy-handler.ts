@@ -7,6 +7,7 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
 import { Attempt, DiscardSink, type BodySink } from './attempt.js';
+import { Coalescer, type Flight, type FlightResult } from './coalesce.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
 import { sendResponse } from './send-response.js';
@@ -31,6 +32,8 @@ export interface ProxyHandlerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly localDc: string;
+  /** Called once per follower served from another request's call (for a metric). */
+  readonly onCoalesced?: (upstream: string) => void;
 }
 
 /** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
@@ -59,6 +62,10 @@ interface Call {
   handedOff: boolean;
   /** The caller's response is over (sent, or the caller left). */
   done: boolean;
+  /** When this request leads a coalesced call: the followers waiting on it. */
+  flight: Flight | null;
+  /** The leader hung up while followers wait: the answer is still read, for them only. */
+  detached: boolean;
 }
 
 type Outcome =
@@ -120,7 +127,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       }
       if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
       const outcome = await attempt(call, pick.node);
-      if (outcome.kind === 'caller_gone') return new Response(null, { status: 499 });
+      if (outcome.kind === 'caller_gone') return callerGone(call);
       if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
       breaker.record(pick.node.circuit, false, create);
       (tried ??= new Set()).add(pick.node);
@@ -142,8 +149,13 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       case 'unreachable':
         return fallbackOr(call, new AppError('UPSTREAM_UNREACHABLE', `No node of '${call.upstream.name}' could be reached.`));
       case 'caller_gone':
-        return new Response(null, { status: 499 });
+        return callerGone(call);
     }
+  }
+
+  function callerGone(call: Call): Response {
+    call.flight?.release();
+    return new Response(null, { status: 499 });
   }
 
   function noNodeAvailable(call: Call, retryAt: number | null): Response {
@@ -154,9 +166,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   function fallbackOr(call: Call, error: AppError): Response {
     call.body?.discard();
     const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
-    if (fallback === null) throw error;
+    if (fallback === null) {
+      call.flight?.fail(error);
+      throw error;
+    }
+    call.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
-    return sendResponse(call.input.outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
+    const outgoing = call.detached ? undefined : call.input.outgoing;
+    return sendResponse(outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
   }
 
   /**
@@ -174,13 +191,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const stale = call.upstream.stale;
     const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
     call.handedOff = true;
-    const sink = new ForwardSink(call, node, judge, keep);
+    const flight = call.flight !== null && call.flight.head(status, headers.slice(), contentLength(headers)) ? call.flight : null;
+    const sink = new ForwardSink(call, node, judge, keep, flight);
     const outgoing = call.input.outgoing;
     // An answer without content is complete with its head; whatever undici says of its body
     // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
     const feed = (target: ForwardSink) => (noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target));
     if (outgoing !== undefined) {
-      outgoing.writeHead(status, headers);
+      if (!call.detached) outgoing.writeHead(status, headers);
       sink.outgoing = outgoing;
       feed(sink);
       return RESPONSE_ALREADY_SENT;
@@ -212,10 +230,13 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       private readonly node: ProxyNode,
       private readonly judge: boolean,
       private readonly keep: StaleCapture | null,
+      private readonly flight: Flight | null,
     ) {}
 
     write(chunk: Buffer, resume: () => void): boolean {
       this.keep?.chunk(chunk);
+      this.flight?.chunk(chunk);
+      if (this.call.detached) return true; // read on for the followers only
       const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
       if (!ok) {
         this.resumeFn = resume;
@@ -232,7 +253,9 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
     end(): void {
       this.keep?.end();
-      if (this.outgoing !== null) this.outgoing.end();
+      this.flight?.end();
+      if (this.call.detached) this.outgoing?.destroy();
+      else if (this.outgoing !== null) this.outgoing.end();
       else this.web?.push(null);
       this.close(true);
     }
@@ -242,6 +265,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       if (nodeFault) {
         logger.warn({ event: 'upstream_failed', upstream: this.call.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
       }
+      this.flight?.release(); // a cut body is no answer to share: the followers call themselves
       if (this.outgoing !== null) this.outgoing.destroy();
       else this.web?.destroy(error);
       this.close(!nodeFault);
@@ -258,7 +282,21 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     }
   }
 
-  return async (input) => {
+  /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
+  async function follow(input: ProxyInput, upstream: Upstream, waiting: Promise<FlightResult>): Promise<Response> {
+    const result = await waiting;
+    if (result.kind === 'alone') return handle(input, false);
+    if (result.kind === 'problem') throw result.error;
+    deps.onCoalesced?.(upstream.name);
+    const headers = [...result.headers, 'x-coalesced', 'true'];
+    const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(result.status) ? null : result.body;
+    const outgoing = input.outgoing;
+    if (outgoing === undefined) return new Response(body === null ? null : new Uint8Array(body), { status: result.status, headers: toWebHeaders(flatToRecord(headers)) });
+    if (!outgoing.destroyed) outgoing.writeHead(result.status, headers).end(body ?? undefined); // a follower that left is simply not answered
+    return RESPONSE_ALREADY_SENT;
+  }
+
+  async function handle(input: ProxyInput, coalesce: boolean): Promise<Response> {
     const { incoming, method } = input;
     if (!FORWARDED_METHODS.includes(method)) {
       throw new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
@@ -267,11 +305,17 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
+    const key = coalesce && upstream.coalescer !== null ? Coalescer.keyOf(method, target.path, requestHeaders) : null;
+    const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
+    if (inFlight !== undefined) {
+      const waiting = inFlight.join();
+      if (waiting !== null) return follow(input, upstream, waiting); // a follower holds no bulkhead slot: it makes no call
+    }
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
       throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
     }
-    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
     const headers = upstreamRequestHeaders(requestHeaders, {
       clientIp: incoming?.socket.remoteAddress,
       proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(input.url).protocol.slice(0, -1),
@@ -282,21 +326,48 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false };
+    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key) : null;
+    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false, flight, detached: false };
     // A caller that hangs up cancels the attempt in progress: before the head, the node's
-    // work and the bulkhead slot are freed at once; either way it says nothing against the node.
+    // work and the bulkhead slot are freed at once; either way it says nothing against the
+    // node. A leader with followers waiting is only detached: its call goes on for them.
     input.outgoing?.once('close', () => {
       if (call.done) return;
+      if (call.flight !== null && call.flight.followers > 0 && !call.flight.settled) {
+        call.detached = true;
+        return;
+      }
       call.done = true;
       call.current?.cancel('caller_gone', CALLER_GONE);
     });
     upstream.inFlight++;
     try {
       return await forward(call);
+    } catch (error) {
+      if (error instanceof AppError) call.flight?.fail(error);
+      else call.flight?.release();
+      throw error;
     } finally {
       if (!call.handedOff) upstream.inFlight--;
     }
-  };
+  }
+
+  return (input) => handle(input, true);
+}
+
+function contentLength(headers: FlatHeaders): number {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'content-length') return Number(headers[i + 1]);
+  return 0;
+}
+
+function recordToFlat(record: Record<string, string | string[]>): FlatHeaders {
+  const out: FlatHeaders = [];
+  for (const name in record) {
+    const value = record[name]!;
+    if (Array.isArray(value)) for (const v of value) out.push(name, v);
+    else out.push(name, value);
+  }
+  return out;
 }
 
 /** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */

@@ -13,6 +13,8 @@ export interface ProxyOptions {
   readonly localDc: string;
   readonly upstreams: Record<string, UpstreamConfig>;
   readonly client: UpstreamClient;
+  /** Counter hook: one call per follower answered from a coalesced call (`circuitlog_proxy_coalesced_total{upstream}`). */
+  readonly onCoalesced?: (upstream: string) => void;
 }
 
 export interface ProxyRouteDeps {
@@ -37,6 +39,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    onCoalesced: deps.proxy.onCoalesced,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.

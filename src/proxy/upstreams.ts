@@ -2,6 +2,7 @@ import type { UpstreamConfig } from '../config.js';
 import { newCircuit, type CircuitSettings } from '../domain/circuit.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { Coalescer } from './coalesce.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -26,6 +27,8 @@ export interface Upstream {
   readonly groups: readonly (readonly ProxyNode[])[];
   readonly failureStatuses: ReadonlySet<number>;
   readonly stale: StaleCache | null;
+  /** With `coalesce.enabled`: the calls identical concurrent reads wait on. */
+  readonly coalescer: Coalescer | null;
   /** Round-robin position per group. */
   readonly cursors: number[];
   inFlight: number;
@@ -54,6 +57,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
         maxEntryBytes: fb.stale_max_body_bytes,
         maxTotalBytes: fb.stale_max_total_bytes,
       }),
+      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes }) : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
     });
