@@ -36,7 +36,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker, proxyListener } = createApp({
+  const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
     clock: Date.now,
     logger,
@@ -68,6 +68,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
   server.listen(config.port, config.host, () => {
     const { port } = server.address() as AddressInfo;
     const event = cluster.isWorker ? 'worker_listening' : 'listening';

@@ -25,6 +25,7 @@ export async function startProxyApp(
   const built = buildApp({ proxy });
   const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
   await once(server, 'listening');
+  server.on('upgrade', built.upgradeListener!);
   let requests = 0;
   server.on('request', () => requests++);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
