@@ -63,10 +63,6 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   return out;
 }
 
-/** Response fields for the caller: the node's end-to-end ones. */
-export function downstreamResponseHeaders(upstream: HeaderRecord): Record<string, string | string[]> {
-  return endToEnd(upstream, null);
-}
 
 /** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
 export function toWebHeaders(record: Record<string, string | string[]>): Headers {

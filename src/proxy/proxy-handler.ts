@@ -6,13 +6,14 @@ import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
-import { Attempt, DiscardSink, type BodySink } from './attempt.js';
-import { Coalescer, type Flight, type FlightResult } from './coalesce.js';
+import { Attempt, DiscardSink } from './attempt.js';
+import { ForwardSink, type Call } from './forward-sink.js';
+import { Coalescer, type FlightResult } from './coalesce.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
 import { sendResponse } from './send-response.js';
 import { StaleCache, type StaleCapture } from './stale-cache.js';
-import { parseProxyTarget, type ProxyTarget } from './target-path.js';
+import { parseProxyTarget } from './target-path.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
@@ -48,25 +49,6 @@ export interface ProxyInput {
 
 export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
 
-interface Call {
-  readonly input: ProxyInput;
-  readonly upstream: Upstream;
-  readonly target: ProxyTarget;
-  readonly method: string;
-  readonly requestHeaders: HeaderRecord;
-  readonly headers: Record<string, string | string[]>;
-  readonly body: ReplayableBody | null;
-  /** The attempt in progress (its head pending, or its body streaming to the caller). */
-  current: Attempt | null;
-  /** Hands the bulkhead slot to the response body; true once handed over. */
-  handedOff: boolean;
-  /** The caller's response is over (sent, or the caller left). */
-  done: boolean;
-  /** When this request leads a coalesced call: the followers waiting on it. */
-  flight: Flight | null;
-  /** The leader hung up while followers wait: the answer is still read, for them only. */
-  detached: boolean;
-}
 
 type Outcome =
   | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
@@ -115,7 +97,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   async function forward(call: Call): Promise<Response> {
     const { upstream } = call;
-    const create = { create: upstream.settings };
+    const create = upstream.recordOptions;
     let tried: Set<ProxyNode> | null = null;
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
@@ -192,7 +174,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
     call.handedOff = true;
     const flight = call.flight !== null && call.flight.head(status, headers.slice(), contentLength(headers)) ? call.flight : null;
-    const sink = new ForwardSink(call, node, judge, keep, flight);
+    const sink = new ForwardSink(deps, call, node, judge, keep, flight);
     const outgoing = call.input.outgoing;
     // An answer without content is complete with its head; whatever undici says of its body
     // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
@@ -216,70 +198,6 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     delete record['x-dc'];
     delete record['x-degraded'];
     return stale.capture(staleKey(call), 200, record, deps.clock);
-  }
-
-  /** Where a forwarded body goes: the caller's Node response (or a web stream), then the verdict. */
-  class ForwardSink implements BodySink {
-    outgoing: ServerResponse | null = null;
-    web: Readable | null = null;
-    private resumeFn: (() => void) | null = null;
-    private over = false;
-
-    constructor(
-      private readonly call: Call,
-      private readonly node: ProxyNode,
-      private readonly judge: boolean,
-      private readonly keep: StaleCapture | null,
-      private readonly flight: Flight | null,
-    ) {}
-
-    write(chunk: Buffer, resume: () => void): boolean {
-      this.keep?.chunk(chunk);
-      this.flight?.chunk(chunk);
-      if (this.call.detached) return true; // read on for the followers only
-      const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
-      if (!ok) {
-        this.resumeFn = resume;
-        this.outgoing?.once('drain', resume);
-      }
-      return ok;
-    }
-
-    resume(): void {
-      const resume = this.resumeFn;
-      this.resumeFn = null;
-      resume?.();
-    }
-
-    end(): void {
-      this.keep?.end();
-      this.flight?.end();
-      if (this.call.detached) this.outgoing?.destroy();
-      else if (this.outgoing !== null) this.outgoing.end();
-      else this.web?.push(null);
-      this.close(true);
-    }
-
-    fail(error: Error & { code?: string }): void {
-      const nodeFault = !this.call.done && isNodeBodyError(error);
-      if (nodeFault) {
-        logger.warn({ event: 'upstream_failed', upstream: this.call.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
-      }
-      this.flight?.release(); // a cut body is no answer to share: the followers call themselves
-      if (this.outgoing !== null) this.outgoing.destroy();
-      else this.web?.destroy(error);
-      this.close(!nodeFault);
-    }
-
-    private close(success: boolean): void {
-      if (this.over) return;
-      this.over = true;
-      const call = this.call;
-      call.done = true;
-      call.current = null;
-      call.upstream.inFlight--;
-      if (this.judge) breaker.record(this.node.circuit, success, { create: call.upstream.settings });
-    }
   }
 
   /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
@@ -368,13 +286,6 @@ function recordToFlat(record: Record<string, string | string[]>): FlatHeaders {
     else out.push(name, value);
   }
   return out;
-}
-
-/** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
-const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'ECONNRESET']);
-
-function isNodeBodyError(error: { code?: string }): boolean {
-  return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
 }
 
 function rawTarget(url: string): string {

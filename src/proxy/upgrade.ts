@@ -95,7 +95,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     upstream.inFlight++;
     let holding = true; // the slot passes to the tunnel once it opens
     try {
-      const create = { create: upstream.settings };
+      const create = upstream.recordOptions;
       let tried: Set<ProxyNode> | null = null;
       let budget = upstream.config.retries;
       let last: { outcome: Handshake; node: ProxyNode } | null = null;

@@ -22,6 +22,8 @@ export interface Upstream {
   readonly name: string;
   readonly config: UpstreamConfig;
   readonly settings: CircuitSettings;
+  /** `{ create: settings }`, made once: passed to every `breaker.record` of a node. */
+  readonly recordOptions: { readonly create: CircuitSettings };
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
@@ -45,10 +47,12 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
     const fb = config.fallback;
+    const settings = { failureThreshold: config.failure_threshold, timeoutSeconds: config.timeout_seconds, halfOpenMaxCalls: config.half_open_max_calls };
     out.set(name, {
       name,
       config,
-      settings: { failureThreshold: config.failure_threshold, timeoutSeconds: config.timeout_seconds, halfOpenMaxCalls: config.half_open_max_calls },
+      settings,
+      recordOptions: { create: settings },
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),
