@@ -186,6 +186,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       return RESPONSE_ALREADY_SENT;
     }
     const web = noBody ? null : new Readable({ read: () => sink.resume() });
+    // A web reader that cancels (the caller left) stops the node's body as a hang-up would.
+    web?.once('close', () => call.done || attempt.cancel('caller_gone', CALLER_GONE));
     sink.web = web;
     feed(sink);
     return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), { status, headers: toWebHeaders(flatToRecord(headers)) });
