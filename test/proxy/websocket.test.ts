@@ -68,6 +68,30 @@ describe('WebSocket pass-through', () => {
     expect(app.breaker.get('users/dc1-2')?.failureCount).toBe(0);
   });
 
+  it('fails over on a status in failure_statuses and on a handshake timeout, within the retry budget', async () => {
+    const failing = await wsNode('dc1-1', { reject: 503 });
+    const hanging = await new FaultNode('dc1-2', 'hang').start();
+    cleanups.push(() => hanging.stop());
+    const good = await wsNode('dc2-1');
+    const app = await proxyOver({ 'dc1-1': failing, 'dc1-2': hanging, 'dc2-1': good }, 'retries: 2\nrequest_timeout_ms: 300');
+    const { ws, res } = await connect(app);
+    expect(res.headers['x-node']).toBe('dc2-1');
+    expect(res.headers['x-degraded']).toBe('true');
+    ws.send('m');
+    expect(String((await once(ws, 'message'))[0])).toBe('m');
+    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
+    expect(app.breaker.get('users/dc1-2')?.failureCount).toBe(1);
+  });
+
+  it('passes the last failing answer back as sent when the retry budget is spent', async () => {
+    const failing = await wsNode('dc1-1', { reject: 503 });
+    const app = await proxyOver({ 'dc1-1': failing }, 'retries: 0');
+    const res = await rawRequest(app.url, 'GET', '/proxy/users/chat', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+    expect(res.status).toBe(503);
+    expect(res.headers['x-node']).toBe('dc1-1');
+    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
+  });
+
   it('closes the client when the node closes mid-stream', async () => {
     const node = await wsNode('dc1-1', { onMessage: (ws) => ws.terminate() });
     const app = await proxyOver({ 'dc1-1': node });
