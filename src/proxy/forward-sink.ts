@@ -39,6 +39,8 @@ function isNodeBodyError(error: { code?: string }): boolean {
   return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
 }
 
+const NOBODY_READS = Object.assign(new Error('the leader left and no follower waits'), { code: 'CIRCUITLOG_CALLER_GONE' });
+
 /** Where a forwarded body goes: the caller's Node response (or a web stream), then the verdict. */
 export class ForwardSink implements BodySink {
   outgoing: ServerResponse | null = null;
@@ -58,7 +60,11 @@ export class ForwardSink implements BodySink {
   write(chunk: Buffer, resume: () => void): boolean {
     this.keep?.chunk(chunk);
     this.flight?.chunk(chunk);
-    if (this.call.detached) return true; // read on for the followers only
+    if (this.call.detached) {
+      // Read on for the followers only; once they no longer wait on this body, stop it.
+      if (this.flight === null || this.flight.settled) this.call.current?.cancel('caller_gone', NOBODY_READS);
+      return true;
+    }
     const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
     if (!ok) {
       this.resumeFn = resume;
