@@ -75,7 +75,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker, proxyListener } = createApp({
+  const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
     health: () => store.health(),
     clock: Date.now,
@@ -108,6 +108,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
   if (shared) await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
