@@ -126,6 +126,15 @@ const fallbackSchema = z
   })
   .strict();
 
+/** Request coalescing: concurrent identical reads share one upstream call (docs/proxy.md). */
+const coalesceSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    max_waiters: positiveInt(1_000_000).default(1000),
+    max_body_bytes: positiveInt(64 * 1024 * 1024).default(1024 * 1024), // 1 MiB
+  })
+  .strict();
+
 const upstreamSchema = z
   .object({
     nodes: z.array(nodeSchema).min(1),
@@ -139,6 +148,7 @@ const upstreamSchema = z
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
     ...policyOverrides,
+    coalesce: coalesceSchema.default({ enabled: false, max_waiters: 1000, max_body_bytes: 1024 * 1024 }),
   })
   .strict()
   .superRefine((u, ctx) => {

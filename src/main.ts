@@ -102,7 +102,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker, proxyListener, ready } = createApp({
+  const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
     store,
     health: storeHealth,
     clock: Date.now,
@@ -137,6 +137,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
   if (shared) await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';

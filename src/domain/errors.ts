@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'BULKHEAD_FULL'
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNREACHABLE'
+  | 'UPGRADE_NOT_SUPPORTED'
   | 'INTERNAL';
 
 export interface FieldError {
