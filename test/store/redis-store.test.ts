@@ -99,6 +99,19 @@ describe('RedisCircuitStore', () => {
     expect(await store.list({ limit: 10 })).toEqual([]);
   });
 
+  it('feeds every host the transitions of all hosts, numbered in order, from the shared stream', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const [a, b] = [await open(prefix), await open(prefix)];
+    const trip = (name: string) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    await a.store.apply('one', trip('one'));
+    await b.store.apply('two', trip('two'));
+    for (let i = 0; i < 500 && b.feed.maxId() < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(b.feed.after(0, 10).map((t) => [t.id, t.circuit, t.to])).toEqual([[1, 'one', 'open'], [2, 'two', 'open']]);
+    expect(b.feed.after(1, 10, { prefix: 'tw' }).map((t) => t.circuit)).toEqual(['two']);
+    const late = await open(prefix); // a host started later loads what is already there
+    expect(late.feed.after(0, 10).map((t) => t.id)).toEqual([1, 2]);
+  });
+
   it('answers 503 STORAGE_UNAVAILABLE within its timeout while Redis is frozen, and works again after', async () => {
     const own = await startRedis();
     const o = await openRedisStore({ url: own.url(), logger: silentLogger, timeoutMs: 300 });

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { connectRedis } from './connect.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
+import { TransitionFeed } from './transition-feed.js';
 
 export interface OpenRedisOptions {
   readonly url: string;
@@ -18,6 +19,8 @@ export interface OpenRedisOptions {
 export interface OpenedRedis {
   readonly store: RedisCircuitStore;
   readonly leases: RedisLeaseStore;
+  /** Every host's transitions as they happen, for `/events/stream` (started). */
+  readonly feed: TransitionFeed;
   close(): Promise<void>;
 }
 
@@ -51,19 +54,29 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
     logger: options.logger,
   };
   const client = await connectRedis({ ...common, name: 'circuitlog' });
-  const subscriber = await connectRedis({ ...common, name: 'circuitlog-changes' }).catch((error: unknown) => {
-    client.destroy();
-    throw error;
-  });
+  const connections = [client];
+  const more = async (name: string) => {
+    const c = await connectRedis({ ...common, name }).catch((error: unknown) => {
+      for (const open of connections) open.destroy();
+      throw error;
+    });
+    connections.push(c);
+    return c;
+  };
+  const subscriber = await more('circuitlog-changes');
+  const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
   const db = Number(new URL(options.url).pathname.slice(1) || 0);
   const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
   await store.ready();
+  const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
+  await feed.start();
   return {
     store,
     leases: new RedisLeaseStore(store, options.prefix),
+    feed,
     close: async () => {
-      client.destroy();
-      subscriber.destroy();
+      feed.stop();
+      for (const c of connections) c.destroy();
     },
   };
 }
