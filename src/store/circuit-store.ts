@@ -102,7 +102,8 @@ function fromRow(row: CircuitRow): Circuit {
 
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
-function toParams(c: Circuit) {
+/** A circuit as its SQLite row (snake_case columns, JSON text): also what the metrics read. */
+export function toParams(c: Circuit) {
   return {
     id: c.id,
     name: c.name,

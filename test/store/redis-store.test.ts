@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newCircuit, recordFailure, type Circuit } from '../../src/domain/circuit.js';
 import { isPromise } from '../../src/store/maybe-promise.js';
+import { CircuitMirror } from '../../src/store/redis/circuit-mirror.js';
 import { openRedisStore, type OpenedRedis } from '../../src/store/redis/open.js';
 import { silentLogger } from '../helper.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
@@ -110,6 +111,25 @@ describe('RedisCircuitStore', () => {
     expect(b.feed.after(1, 10, { prefix: 'tw' }).map((t) => t.circuit)).toEqual(['two']);
     const late = await open(prefix); // a host started later loads what is already there
     expect(late.feed.after(0, 10).map((t) => t.id)).toEqual([1, 2]);
+  });
+
+  it('mirrors every circuit of every host for the state gauges, kept current by the changes', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const [a, b] = [await open(prefix), await open(prefix)];
+    const trip = (name: string) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    await a.store.apply('x', failure('x'));
+    await a.store.apply('y', trip('y'));
+    const mirror = new CircuitMirror(b.store);
+    await mirror.load();
+    expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 1, half_open: 0 });
+    expect(mirror.stateCounts(1_000 + 31_000)).toEqual({ closed: 1, open: 0, half_open: 1 });
+    expect(mirror.first(1, 1_000).map((c) => [c.name, c.state, c.row.failure_count])).toEqual([['x', 'closed', 1]]);
+    await a.store.apply('x', failure('x'));
+    await a.store.delete('y');
+    const settled = () => mirror.first(10, 1_000).map((c) => `${c.name}:${c.row.failure_count}`).join();
+    for (let i = 0; i < 500 && settled() !== 'x:2'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(settled()).toBe('x:2');
+    expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 0, half_open: 0 });
   });
 
   it('answers 503 STORAGE_UNAVAILABLE within its timeout while Redis is frozen, and works again after', async () => {

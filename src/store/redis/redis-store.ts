@@ -69,7 +69,9 @@ export class RedisCircuitStore implements CircuitStore {
     this.channel = `${this.prefix}changes:${options.db ?? 0}`;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.logger = options.logger;
-    subscriber.on('ready', () => void this.subscribe(subscriber));
+    subscriber.on('ready', () => {
+      this.subscribed = this.subscribe(subscriber);
+    });
     subscriber.on('end', () => this.cache.distrust());
     subscriber.on('reconnecting', () => this.cache.distrust());
     subscriber.on('error', () => this.cache.distrust());
@@ -88,8 +90,10 @@ export class RedisCircuitStore implements CircuitStore {
     try {
       // After a reconnect: one listener, not one more per reconnect (the client resubscribes on its own too).
       if (this.subscribed !== null) await subscriber.UNSUBSCRIBE(this.channel);
+      const again = this.subscribed !== null;
       await subscriber.SUBSCRIBE(this.channel, (message: string) => this.onMessage(message));
       this.cache.trust();
+      if (again) for (const listener of this.resubscribeListeners) listener();
     } catch (error) {
       this.logger.warn({ event: 'redis_subscribe_failed', err: (error as Error).message }, 'subscribing to changes failed');
     }
@@ -98,7 +102,22 @@ export class RedisCircuitStore implements CircuitStore {
   private onMessage(message: string): void {
     const [v, id, name, ...rest] = message.split('\n');
     const json = rest.join('\n');
-    this.cache.onMessage(name!, { version: Number(v), circuit: json === '' ? null : this.decode(Number(id), json) });
+    const circuit = json === '' ? null : this.decode(Number(id), json);
+    this.cache.onMessage(name!, { version: Number(v), circuit });
+    for (const listener of this.changeListeners) listener(name!, circuit);
+  }
+
+  private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
+  private readonly resubscribeListeners: (() => void)[] = [];
+
+  /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
+  onChange(listener: (name: string, circuit: Circuit | null) => void): void {
+    this.changeListeners.push(listener);
+  }
+
+  /** After the subscription came back: messages may have been missed meanwhile. */
+  onResubscribed(listener: () => void): void {
+    this.resubscribeListeners.push(listener);
   }
 
   private key(name: string): string {
