@@ -12,6 +12,7 @@ import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
+import type { HealthReport } from './store/storage-health.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -26,6 +27,8 @@ export interface AppDeps {
   readonly groupCommit?: boolean;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
+  /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
+  readonly health?: () => HealthReport;
 }
 
 export interface App {
@@ -70,8 +73,8 @@ export function createApp(deps: AppDeps): App {
   const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
 
   app.get('/health', (c) => {
-    const ok = deps.store.ping();
-    return c.json({ status: ok ? 'ok' : 'unavailable' }, ok ? 200 : 503);
+    const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
+    return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
