@@ -360,6 +360,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     token: config.token === undefined ? 'off' : 'on',
     workers: config.workers,
     synchronous: config.synchronous,
+    group_commit: config.groupCommit ? 'on' : 'off',
+    declared_circuits: Object.keys(config.circuits).length,
     db: config.dbPath,
     host: config.host,
     port: config.port,
