@@ -165,14 +165,15 @@ export class BreakerService {
   }
 
   /**
-   * A page of circuits as a read of each would show them. Only the circuits on the page
-   * get their lazy transition written; the state filter judges open circuits by `now`.
+   * A page of circuits as a read of each would show them. Only the first `pageSize` (the
+   * page; a row past it only tells whether more exist) get their lazy transition written;
+   * the state filter judges open circuits by `now`.
    */
-  list(query: { state?: CircuitState; afterId?: number; limit: number }): Circuit[] {
+  list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): Circuit[] {
     const now = this.clock();
     return this.store
       .list({ ...query, now })
-      .map((c) => (refresh(c, now).circuit === c ? c : (this.get(c.name) ?? c)));
+      .map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : (this.get(c.name) ?? c)));
   }
 
   events(name: string, limit: number): Transition[] | null {

@@ -121,7 +121,9 @@ describe('described API', () => {
       '/circuits/{name}/outcomes',
       '/circuits/{name}/reset',
       '/circuits/{name}/success',
+      '/health',
       '/outcomes',
+      '/problems/{kind}',
     ]);
     expect(Object.keys(doc.paths['/circuits/{name}']).sort()).toEqual(['delete', 'get', 'patch']);
     expect(doc.paths['/circuits/{name}/allowed'].get.responses['503']).toBeDefined();
