@@ -94,7 +94,8 @@ export class BreakerService {
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
   async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
-    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome })).circuit;
+    // A failure always changes the circuit (its count at least): no point trying it as a no-op.
+    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit;
   }
 
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
@@ -119,7 +120,7 @@ export class BreakerService {
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
-    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome })) as Admission;
+    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission;
   }
 
   private callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
@@ -222,9 +223,9 @@ export class BreakerService {
    * stored (a success on a healthy circuit), with nothing queued for that circuit before
    * it, is answered at once: there is nothing to make durable.
    */
-  private async submitOne(item: ServiceItem): Promise<Step> {
+  private async submitOne(item: ServiceItem, mayChangeNothing: boolean): Promise<Step> {
     if (!this.groupCommit) return this.run(item.name, item.step, item.outcome)!;
-    if (!this.group.isPending(item.name)) {
+    if (mayChangeNothing && !this.group.isPending(item.name)) {
       const current = this.store.find(item.name);
       if (current !== null) {
         const result = item.step(current);
