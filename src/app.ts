@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
@@ -43,6 +44,8 @@ export interface App {
    * cost). main.ts routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+  /** With a proxy configured: node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
+  readonly upgradeListener?: (incoming: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 /** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
@@ -74,7 +77,8 @@ export function createApp(deps: AppDeps): App {
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
   registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
-  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const proxyHandler = proxyRoutes?.handler;
 
   app.get('/health', (c) => {
     const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
@@ -140,7 +144,22 @@ export function createApp(deps: AppDeps): App {
       });
     });
 
-  return { app, breaker, proxyListener };
+  const upgradeListener =
+    proxyRoutes &&
+    ((incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+      socket.on('error', () => {}); // a caller resetting its tunnel is no error of ours
+      proxyRoutes.upgrade(incoming, socket, head).catch((thrown: unknown) => {
+        const error = toAppError(thrown);
+        const path = (incoming.url ?? '/').split('?')[0] ?? '/';
+        logFailure(incoming.method ?? 'GET', path, error);
+        const problem = problemParts(error, path, deps.clock());
+        const head = Object.entries({ ...problem.headers, 'content-length': String(Buffer.byteLength(problem.body)), connection: 'close' });
+        const lines = head.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+        socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n${lines}\r\n${problem.body}`);
+      });
+    });
+
+  return { app, breaker, proxyListener, upgradeListener };
 }
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */

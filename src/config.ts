@@ -125,6 +125,15 @@ const fallbackSchema = z
   })
   .strict();
 
+/** Request coalescing: concurrent identical reads share one upstream call (docs/proxy.md). */
+const coalesceSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    max_waiters: positiveInt(1_000_000).default(1000),
+    max_body_bytes: positiveInt(64 * 1024 * 1024).default(1024 * 1024), // 1 MiB
+  })
+  .strict();
+
 const upstreamSchema = z
   .object({
     nodes: z.array(nodeSchema).min(1),
@@ -137,6 +146,7 @@ const upstreamSchema = z
     health_check: healthCheckSchema.default({ enabled: true, path: '/health', interval_ms: 5_000, timeout_ms: 2_000 }),
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
+    coalesce: coalesceSchema.default({ enabled: false, max_waiters: 1000, max_body_bytes: 1024 * 1024 }),
     ...policyOverrides,
   })
   .strict()

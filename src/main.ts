@@ -3,6 +3,7 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
+import { adapterErrorHandler } from './server/request-error.js';
 import type Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
@@ -75,7 +76,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker, proxyListener } = createApp({
+  const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
     health: () => store.health(),
     clock: Date.now,
@@ -103,11 +104,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
         })
       : null;
 
-  const honoListener = getRequestListener(app.fetch);
+  const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
   if (shared) await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';

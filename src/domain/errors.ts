@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
   | 'INVALID_PATH'
+  | 'BAD_REQUEST'
   | 'INVALID_JSON'
   | 'VALIDATION_FAILED'
   | 'INVALID_QUERY'
@@ -22,6 +23,7 @@ export type ErrorCode =
   | 'BULKHEAD_FULL'
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNREACHABLE'
+  | 'UPGRADE_NOT_SUPPORTED'
   | 'INTERNAL';
 
 export interface FieldError {

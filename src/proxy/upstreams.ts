@@ -3,6 +3,7 @@ import { configure, newCircuit, type CircuitPolicy } from '../domain/circuit.js'
 import { policyFromWire } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { Coalescer } from './coalesce.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -23,11 +24,15 @@ export interface Upstream {
   readonly config: UpstreamConfig;
   /** The policy of its node circuits, from the upstream's config block. */
   readonly settings: CircuitPolicy;
+  /** `{ create: settings }`, made once: passed to every `breaker.record` of a node. */
+  readonly recordOptions: { readonly create: CircuitPolicy };
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
   readonly failureStatuses: ReadonlySet<number>;
   readonly stale: StaleCache | null;
+  /** With `coalesce.enabled`: the calls identical concurrent reads wait on. */
+  readonly coalescer: Coalescer | null;
   /** Round-robin position per group. */
   readonly cursors: number[];
   inFlight: number;
@@ -44,10 +49,12 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
     const fb = config.fallback;
+    const settings = upstreamPolicy(config);
     out.set(name, {
       name,
       config,
-      settings: upstreamPolicy(config),
+      settings,
+      recordOptions: { create: settings },
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),
@@ -56,6 +63,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
         maxEntryBytes: fb.stale_max_body_bytes,
         maxTotalBytes: fb.stale_max_total_bytes,
       }),
+      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes }) : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
     });
