@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
+import { registerPolicyRoutes } from './http/policy-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
@@ -26,6 +27,8 @@ export interface AppDeps {
   /** When set, /circuits routes need `Authorization: Bearer <token>`. */
   readonly token?: string;
   readonly apiBodyLimitBytes?: number;
+  /** Group-commit the outcomes of the HTTP routes (default on). */
+  readonly groupCommit?: boolean;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
@@ -63,15 +66,17 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
+    app.use('/outcomes', requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
+  registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
   const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
   const proxyHandler = proxyRoutes?.handler;
 
@@ -155,6 +160,12 @@ export function createApp(deps: AppDeps): App {
     });
 
   return { app, breaker, proxyListener, upgradeListener };
+}
+
+/** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
+function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
+  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => `${u}/${n.id}`)));
+  return (name) => names.has(name);
 }
 
 /** Under /circuits, the likely cause of a 404: a name whose '/' was sent as is. */

@@ -1,6 +1,8 @@
 /** Stable error codes; the HTTP layer maps each to a status and a problem type. */
 export type ErrorCode =
   | 'CIRCUIT_OPEN'
+  | 'CIRCUIT_FORCED_OPEN'
+  | 'CIRCUIT_DEFINED_BY_CONFIG'
   | 'NOT_FOUND'
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
