@@ -147,8 +147,8 @@ const upstreamSchema = z
     health_check: healthCheckSchema.default({ enabled: true, path: '/health', interval_ms: 5_000, timeout_ms: 2_000 }),
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
-    ...policyOverrides,
     coalesce: coalesceSchema.default({ enabled: false, max_waiters: 1000, max_body_bytes: 1024 * 1024 }),
+    ...policyOverrides,
   })
   .strict()
   .superRefine((u, ctx) => {
@@ -382,6 +382,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     token: config.token === undefined ? 'off' : 'on',
     workers: config.workers,
     synchronous: config.synchronous,
+    group_commit: config.groupCommit ? 'on' : 'off',
+    declared_circuits: Object.keys(config.circuits).length,
     db: config.store.kind === 'sqlite' ? config.dbPath : null,
     store: config.store.kind === 'sqlite' ? `sqlite:${config.dbPath}` : redactUrl(config.store.url),
     host: config.host,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseConfigText } from '../src/config.js';
+import { describeConfig, loadConfig, parseConfigText } from '../src/config.js';
 
 describe('policy keys in the config file', () => {
   it('takes every policy field in circuit_defaults', () => {
@@ -41,5 +41,6 @@ describe('policy keys in the config file', () => {
     expect(loadConfig({}, []).groupCommit).toBe(true);
     expect(loadConfig({ CIRCUITLOG_GROUP_COMMIT: 'OFF' }, []).groupCommit).toBe(false);
     expect(() => loadConfig({ CIRCUITLOG_GROUP_COMMIT: 'maybe' }, [])).toThrow(/CIRCUITLOG_GROUP_COMMIT/);
+    expect(describeConfig(loadConfig({ CIRCUITLOG_GROUP_COMMIT: 'off' }, []))).toMatchObject({ group_commit: 'off', declared_circuits: 0 });
   });
 });

@@ -22,15 +22,15 @@ import {
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
-const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
+export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
   description,
   content: { 'application/problem+json': { schema } },
   ...(headers && { headers }),
 });
-const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
+export const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
 const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({ required, content: { 'application/json': { schema } } });
 
-const common = {
+export const common = {
   400: problem('Invalid circuit name, JSON or query'),
   401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
   405: problem('Another method than the ones this path answers; Allow lists them'),
@@ -42,7 +42,7 @@ const common = {
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
-const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
+export const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
 const open503 = problem(
   'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
@@ -236,7 +236,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const query = parseQuery(c, ListQuery);
       const limit = query.limit ?? 50;
       // One row past the page says whether another page exists: an exactly full last page gets null.
-      const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 });
+      const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
       const page = rows.slice(0, limit);
       const now = breaker.now();
       return c.json(

@@ -4,15 +4,9 @@ import { AppError, type FieldError } from '../domain/errors.js';
 import { circuitNameProblem } from '../config.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { common, ok, problem, withBody } from './circuit-routes.js';
 import { circuitNameParam, readJson } from './request.js';
-import { CircuitSchema, NameParam, ProblemSchema, circuitJson } from './schemas.js';
-
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
-const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
-const common = {
-  400: problem('Invalid circuit name or JSON'),
-  401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
-};
+import { CircuitSchema, NameParam, circuitJson } from './schemas.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -68,9 +62,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     responses: {
       200: ok('The changed circuit', CircuitSchema),
       201: ok('The new circuit', CircuitSchema),
-      ...common,
-      413: problem('Body over the size limit'),
-      415: problem('Body not JSON'),
+      ...withBody,
       422: problem('Invalid policy fields (each named in errors); nothing changed'),
     },
   });
@@ -123,9 +115,8 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     request: { body: { required: true, content: { 'application/json': { schema: BatchBody } } } },
     responses: {
       200: ok("Each item's circuit and its state after it, in order", BatchAnswer),
-      ...common,
-      413: problem('Body over 1 MiB'),
-      415: problem('Body not JSON'),
+      ...withBody,
+      413: problem('Body over 1 MiB (or api_body_limit_bytes, the larger)'),
       422: problem('An invalid item (errors name it as outcomes.<index>.<field>); nothing was recorded'),
     },
   });

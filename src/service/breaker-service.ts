@@ -108,7 +108,8 @@ export class BreakerService {
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
   async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
-    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome })).circuit;
+    // A failure always changes the circuit (its count at least): no point trying it as a no-op.
+    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit;
   }
 
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
@@ -134,7 +135,7 @@ export class BreakerService {
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
-    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome })) as Admission;
+    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission;
   }
 
   private callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
@@ -180,13 +181,14 @@ export class BreakerService {
   }
 
   /**
-   * A page of circuits as a read of each would show them. Only the circuits on the page
-   * get their lazy transition written; the state filter judges open circuits by `now`.
+   * A page of circuits as a read of each would show them. Only the first `pageSize` (the
+   * page; a row past it only tells whether more exist) get their lazy transition written;
+   * the state filter judges open circuits by `now`.
    */
-  list(query: { state?: CircuitState; afterId?: number; limit: number }): MaybePromise<Circuit[]> {
+  list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): MaybePromise<Circuit[]> {
     const now = this.clock();
-    return chain(this.store.list({ ...query, now }), (page) => {
-      const circuits = page.map((c) => (refresh(c, now).circuit === c ? c : chain(this.get(c.name), (got) => got ?? c)));
+    return chain(this.store.list({ ...query, now }), (rows) => {
+      const circuits = rows.map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : chain(this.get(c.name), (got) => got ?? c)));
       return circuits.some(isPromise) ? Promise.all(circuits) : (circuits as Circuit[]);
     });
   }
@@ -236,9 +238,9 @@ export class BreakerService {
    * stored (a success on a healthy circuit), with nothing queued for that circuit before
    * it, is answered at once: there is nothing to make durable.
    */
-  private async submitOne(item: ServiceItem): Promise<Step> {
+  private async submitOne(item: ServiceItem, mayChangeNothing: boolean): Promise<Step> {
     if (!this.groupCommit) return (await this.run(item.name, item.step, item.outcome))!;
-    if (!this.group.isPending(item.name)) {
+    if (mayChangeNothing && !this.group.isPending(item.name)) {
       const found = this.store.find(item.name);
       const current = isPromise(found) ? await found : found;
       // Re-checked: while the read was on its way, a step for this circuit may have been queued.

@@ -61,11 +61,11 @@ export class StorageHealth {
         throw error;
       }
     };
-    // A batch or a delete may write: check the file first, and note a full disk.
-    const write = <T>(fn: () => T): T => {
+    // A batch (group commit) and a delete are writes whatever their steps say.
+    const write = <T>(run: () => T): T => {
       this.assertFileIntact();
       try {
-        const result = fn();
+        const result = run();
         this.noteRoom('a write committed');
         return result;
       } catch (error) {
@@ -76,7 +76,7 @@ export class StorageHealth {
     return {
       find: (name) => store.find(name),
       apply,
-      applyBatch: (items) => (items.length === 0 ? [] : write(() => store.applyBatch(items))),
+      applyBatch: (items) => write(() => store.applyBatch(items)),
       delete: (name) => write(() => store.delete(name)),
       list: (query) => store.list(query),
       events: (id, limit) => store.events(id, limit),
