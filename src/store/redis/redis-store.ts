@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Circuit, CircuitState, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
@@ -6,6 +5,7 @@ import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
 import { CircuitCache, type Versioned } from './redis-cache.js';
 import type { RedisConnection } from './connect.js';
+import { RedisCommands } from './redis-commands.js';
 import { CAS_SCRIPT, DELETE_SCRIPT } from './scripts.js';
 
 export interface RedisStoreOptions {
@@ -42,8 +42,6 @@ interface Queued {
   readonly reject: (error: unknown) => void;
 }
 
-const sha1 = (script: string) => createHash('sha1').update(script).digest('hex');
-
 /**
  * The Redis implementation of `CircuitStore`, for many hosts sharing one truth. Each write
  * is a versioned read (from this host's cache when it is current) plus a Lua compare-and-set,
@@ -59,9 +57,11 @@ export class RedisCircuitStore implements CircuitStore {
   /** Per circuit: steps waiting while a write to it is on its way (`apply`). */
   private readonly queues = new Map<string, Queued[]>();
   private readonly logger: Logger;
+  /** Commands with the timeout and the 503 mapping; the lease store uses them too. */
+  readonly redis: RedisCommands;
 
   constructor(
-    private readonly client: RedisConnection,
+    client: RedisConnection,
     subscriber: RedisConnection,
     options: RedisStoreOptions,
   ) {
@@ -69,6 +69,7 @@ export class RedisCircuitStore implements CircuitStore {
     this.channel = `${this.prefix}changes:${options.db ?? 0}`;
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.logger = options.logger;
+    this.redis = new RedisCommands(client, this.timeoutMs, options.logger);
     subscriber.on('ready', () => {
       this.subscribed = this.subscribe(subscriber);
     });
@@ -145,7 +146,7 @@ export class RedisCircuitStore implements CircuitStore {
     if (running) return running;
     const epoch = this.cache.currentEpoch;
     this.cache.startRead(name);
-    const read = this.command<(string | null)[]>(['HMGET', this.key(name), 'v', 'id', 'c'])
+    const read = this.redis.command<(string | null)[]>(['HMGET', this.key(name), 'v', 'id', 'c'])
       .then(([v, id, json]) => {
         const value: Versioned = v === null ? { version: 0, circuit: null } : { version: Number(v), circuit: this.decode(Number(id), json!) };
         return this.cache.offer(name, value, epoch);
@@ -272,7 +273,7 @@ export class RedisCircuitStore implements CircuitStore {
       keys.push(this.key(name), this.eventsKey(name));
       args.push(name, read.circuit === null ? '0' : String(read.version), JSON.stringify(final), JSON.stringify(transitions));
     }
-    return this.eval<(string | number)[]>(CAS_SCRIPT, keys, args);
+    return this.redis.eval<(string | number)[]>(CAS_SCRIPT, keys, args);
   }
 
   /** After a commit: ids into the results (a new circuit got its id in the script), versions into the cache. */
@@ -305,7 +306,7 @@ export class RedisCircuitStore implements CircuitStore {
 
   delete(name: string): MaybePromise<boolean> {
     const keys = [this.key(name), this.eventsKey(name), `${this.prefix}index`, `${this.prefix}version`];
-    return this.eval<number>(DELETE_SCRIPT, keys, [this.channel, name]).then((version) => {
+    return this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name]).then((version) => {
       if (version === 0) return false;
       this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
       return true;
@@ -316,11 +317,11 @@ export class RedisCircuitStore implements CircuitStore {
     const out: Circuit[] = [];
     let after = query.afterId ?? 0;
     for (;;) {
-      const flat = await this.command<string[]>(['ZRANGE', `${this.prefix}index`, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(LIST_SCAN_PAGE), 'WITHSCORES']);
+      const flat = await this.redis.command<string[]>(['ZRANGE', `${this.prefix}index`, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(LIST_SCAN_PAGE), 'WITHSCORES']);
       const page = flat.filter((_, i) => i % 2 === 0);
       if (page.length === 0) return out;
       after = Number(flat.at(-1));
-      const rows = await Promise.all(page.map((name) => this.command<(string | null)[]>(['HMGET', this.key(name), 'id', 'c'])));
+      const rows = await Promise.all(page.map((name) => this.redis.command<(string | null)[]>(['HMGET', this.key(name), 'id', 'c'])));
       for (const [id, json] of rows) {
         if (id == null || json == null) continue; // deleted meanwhile
         const circuit = this.decode(Number(id), json);
@@ -332,9 +333,9 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   async events(circuitId: number, limit: number): Promise<Transition[]> {
-    const [name] = await this.command<string[]>(['ZRANGE', `${this.prefix}index`, String(circuitId), String(circuitId), 'BYSCORE']);
+    const [name] = await this.redis.command<string[]>(['ZRANGE', `${this.prefix}index`, String(circuitId), String(circuitId), 'BYSCORE']);
     if (name === undefined) return [];
-    const rows = await this.command<string[]>(['LRANGE', this.eventsKey(name), '0', String(limit - 1)]);
+    const rows = await this.redis.command<string[]>(['LRANGE', this.eventsKey(name), '0', String(limit - 1)]);
     return rows.map((row) => {
       const [from, to, reason, at] = JSON.parse(row) as [CircuitState, CircuitState, Transition['reason'], number];
       return { from, to, reason, at };
@@ -342,47 +343,12 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   ping(): Promise<boolean> {
-    return this.command<string>(['PING']).then(
+    return this.redis.command<string>(['PING']).then(
       (pong) => pong === 'PONG',
       () => false,
     );
   }
 
-  /** One command with the store's timeout; any failure is a 503 STORAGE_UNAVAILABLE. */
-  command<T>(args: string[]): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
-    });
-    return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
-      .catch((error: unknown) => {
-        if (error instanceof AppError) throw error;
-        this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
-        throw new AppError('STORAGE_UNAVAILABLE', 'The shared store (Redis) is unavailable; the change may or may not have been applied.', {
-          retryAfterSeconds: 1,
-          cause: error,
-        });
-      })
-      .finally(() => clearTimeout(timer));
-  }
-
-  private readonly shas = new Map<string, string>();
-
-  /** EVALSHA, loading the script on NOSCRIPT (a restarted or failed-over Redis forgets scripts). */
-  async eval<T>(source: string, keys: string[], args: string[]): Promise<T> {
-    let sha = this.shas.get(source);
-    if (sha === undefined) {
-      sha = sha1(source);
-      this.shas.set(source, sha);
-    }
-    const call = [String(keys.length), ...keys, ...args];
-    try {
-      return await this.command<T>(['EVALSHA', sha, ...call]);
-    } catch (error) {
-      if (!String((error as AppError).options?.cause ?? '').includes('NOSCRIPT')) throw error;
-      return this.command<T>(['EVAL', source, ...call]);
-    }
-  }
 }
 
 /** The state a read at `now` would show: an open circuit whose time has passed is half-open. */
