@@ -24,7 +24,8 @@ export class RedisCommands {
     return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
       .catch((error: unknown) => {
         if (error instanceof AppError) throw error;
-        this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
+        const noScript = String((error as Error).message).startsWith('NOSCRIPT'); // expected once per script: eval() loads it
+        if (!noScript) this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
         throw new AppError('STORAGE_UNAVAILABLE', 'The shared store (Redis) is unavailable; the change may or may not have been applied.', {
           retryAfterSeconds: 1,
           cause: error,
