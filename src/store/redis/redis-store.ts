@@ -247,8 +247,8 @@ export class RedisCircuitStore implements CircuitStore {
     names: readonly string[],
     plan: (states: Map<string, Versioned>) => { writes: Write[]; answer: Answer[] },
   ): Promise<Answer[]> {
-    let states = new Map<string, Versioned>();
-    for (const name of names) states.set(name, this.cache.get(name) ?? (await this.read(name)));
+    // Circuits not in the cache are read in parallel: one round trip for a whole batch.
+    let states = new Map(await Promise.all(names.map(async (name) => [name, this.cache.get(name) ?? (await this.read(name))] as const)));
     for (let attempt = 1; ; attempt++) {
       const { writes, answer } = plan(states);
       if (writes.length === 0) return answer;
