@@ -11,6 +11,9 @@ import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
+import type { Observability } from './observe/observability.js';
+import { registerObserveRoutes } from './observe/observe-routes.js';
+import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -23,6 +26,8 @@ export interface AppDeps {
   readonly apiBodyLimitBytes?: number;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
+  /** /metrics, /events/stream and /dashboard (src/observe, src/dashboard). */
+  readonly observe?: Observability;
 }
 
 export interface App {
@@ -54,16 +59,21 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.observe?.observer);
   const app = new OpenAPIHono();
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
+    for (const path of ['/metrics', '/events/*', '/dashboard/api/*']) app.use(path, requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
-  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, hooks: deps.observe?.proxyHooks }) : undefined;
 
+  if (deps.observe) {
+    registerObserveRoutes(app, deps.observe);
+    registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
+  }
   app.get('/health', (c) => {
     const ok = deps.store.ping();
     return c.json({ status: ok ? 'ok' : 'unavailable' }, ok ? 200 : 503);

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
+import { serveClusterMetrics } from './observe/cluster-metrics.js';
 
 export interface PrimaryOptions {
   readonly workers: number;
@@ -67,5 +68,6 @@ export function runPrimary(options: PrimaryOptions): void {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 
+  serveClusterMetrics(); // a worker's /metrics asks here for the counters of all workers
   for (let i = 0; i < options.workers; i++) fork();
 }

@@ -100,6 +100,22 @@ const upstreamSchema = z
     });
   });
 
+const metricsSchema = z
+  .object({
+    /** Serve /metrics and count; off takes the counters off the hot path too. */
+    enabled: z.boolean().default(true),
+    /** Circuits with their own series (the first by creation); the rest only in circuitlog_circuits. */
+    max_circuits: z.number().int().min(0).max(1_000_000).default(10_000),
+  })
+  .strict();
+
+const eventsSchema = z
+  .object({
+    /** Open /events/stream connections per worker; one more gets a 503. */
+    max_streams: positiveInt(1_000_000).default(1_000),
+  })
+  .strict();
+
 const fileSchema = z
   .object({
     circuit_defaults: circuitDefaultsSchema.default({
@@ -114,6 +130,8 @@ const fileSchema = z
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
     /** Largest request body accepted by the /circuits API. */
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
+    metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
+    events: eventsSchema.default({ max_streams: 1_000 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {

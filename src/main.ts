@@ -8,6 +8,7 @@ import { createApp } from './app.js';
 import { runPrimary } from './cluster.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { createObservability } from './observe/observability.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { SqliteCircuitStore } from './store/circuit-store.js';
@@ -36,6 +37,8 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
+  const { metrics, events } = config;
+  const observe = createObservability({ db, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
   const { app, breaker, proxyListener } = createApp({
     store,
     clock: Date.now,
@@ -49,8 +52,9 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
     proxy,
+    observe,
   });
-  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
+  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
   const leader =
     health && shared
       ? new LeaderElection(new SqliteLeaseStore(db), Date.now, logger, {

@@ -18,6 +18,8 @@ export type ErrorCode =
   | 'BULKHEAD_FULL'
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNREACHABLE'
+  | 'INVALID_HEADER'
+  | 'TOO_MANY_STREAMS'
   | 'INTERNAL';
 
 export interface FieldError {

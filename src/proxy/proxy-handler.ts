@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
 import { discardBody, sendResponse } from './send-response.js';
@@ -29,6 +30,7 @@ export interface ProxyHandlerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly localDc: string;
+  readonly hooks?: ProxyHooks;
 }
 
 /** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
@@ -43,6 +45,13 @@ export interface ProxyInput {
 
 export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
 
+/** For the hooks: which upstream a request was for, who answered and with what status. */
+interface Report {
+  upstream?: string;
+  node: ProxyNode | null;
+  status: number;
+}
+
 interface Call {
   readonly input: ProxyInput;
   readonly upstream: Upstream;
@@ -51,6 +60,7 @@ interface Call {
   readonly requestHeaders: HeaderRecord;
   readonly headers: Record<string, string | string[]>;
   readonly body: ReplayableBody | null;
+  readonly report: Report;
   /** Hands the bulkhead slot to the response body; true once handed over. */
   handedOff: boolean;
 }
@@ -164,6 +174,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     call.body?.discard();
     const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
     if (fallback === null) throw error;
+    call.report.status = fallback.status;
+    deps.hooks?.proxyFallback(call.upstream.name, fallback.headers['x-fallback'] as 'stale' | 'static');
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
     return sendResponse(call.input.outgoing, fallback.status, fallback.headers, fallback.body);
   }
@@ -174,6 +186,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     headers['x-node'] = node.id;
     headers['x-dc'] = node.dc;
     headers['x-degraded'] = node.local ? 'false' : 'true';
+    call.report.node = node;
+    call.report.status = res.status;
     if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
       if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
       discardBody(res.body);
@@ -213,7 +227,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     body.once('close', () => judge(true));
   }
 
-  return async (input) => {
+  const handle = async (input: ProxyInput, report: Report): Promise<Response> => {
     const { incoming, method } = input;
     if (!FORWARDED_METHODS.includes(method)) {
       throw new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
@@ -222,6 +236,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    report.upstream = upstream.name;
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
       throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
@@ -237,12 +252,27 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, handedOff: false };
+    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, report, handedOff: false };
     upstream.inFlight++;
     try {
       return await forward(call);
     } finally {
       if (!call.handedOff) upstream.inFlight--;
+    }
+  };
+
+  const hooks = deps.hooks;
+  if (hooks === undefined) return (input) => handle(input, { node: null, status: 0 });
+  return async (input) => {
+    const started = performance.now();
+    const report: Report = { node: null, status: 0 };
+    try {
+      const response = await handle(input, report);
+      if (report.upstream !== undefined) hooks.proxyRequest(report.upstream, report.node, report.status || response.status, performance.now() - started);
+      return response;
+    } catch (error) {
+      if (report.upstream !== undefined) hooks.proxyError(report.upstream, error, performance.now() - started);
+      throw error;
     }
   };
 }

@@ -5,6 +5,7 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
 
@@ -21,6 +22,7 @@ export interface ProxyRouteDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly hooks?: ProxyHooks;
 }
 
 /**
@@ -37,6 +39,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    hooks: deps.hooks,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.

@@ -16,6 +16,7 @@ import {
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import type { BreakerObserver } from './breaker-observer.js';
 
 /** Epoch milliseconds now; tests pass a fake. */
 export type Clock = () => number;
@@ -24,6 +25,8 @@ export interface OutcomeOptions {
   /** Settings used only if this call creates the circuit. */
   readonly create?: Partial<CircuitSettings>;
   readonly timeoutSeconds?: number;
+  /** How long the call took, when the caller says (metrics histogram, slow calls). */
+  readonly durationMs?: number;
 }
 
 /**
@@ -37,6 +40,7 @@ export class BreakerService {
     private readonly logger: Logger,
     readonly defaults: CircuitSettings,
     private readonly policy: BreakerPolicy,
+    private readonly observer?: BreakerObserver,
   ) {}
 
   now(): number {
@@ -55,7 +59,9 @@ export class BreakerService {
    */
   check(name: string): Admission | null {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    const admission = this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    if (admission?.verdict.allowed === false) this.observer?.rejected(admission.circuit);
+    return admission;
   }
 
   /** Record an outcome, creating the circuit with defaults (or `options.create`) if missing. */
@@ -67,6 +73,7 @@ export class BreakerService {
       const c = current ?? newCircuit(name, { ...this.defaults, ...options.create }, now);
       return success ? recordSuccess(c, now) : recordFailure(c, now, { timeoutSeconds: options.timeoutSeconds });
     });
+    this.observer?.outcome(step!.circuit, success, options.durationMs);
     return step!.circuit;
   }
 
@@ -85,7 +92,11 @@ export class BreakerService {
         : recordFailure(admission.circuit, now, { timeoutSeconds: options.timeoutSeconds });
       return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
     })!;
-    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt);
+    if (!step.verdict.allowed) {
+      this.observer?.rejected(step.circuit);
+      throw this.openError(step.circuit, step.verdict.retryAt);
+    }
+    this.observer?.outcome(step.circuit, success, options.durationMs);
     return step.circuit;
   }
 
@@ -138,6 +149,7 @@ export class BreakerService {
           },
           `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`,
         );
+        this.observer?.transition(result.circuit, t);
       }
     }
     return result;

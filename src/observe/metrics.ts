@@ -1,0 +1,149 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
+import { AppError } from '../domain/errors.js';
+import { PROBLEMS } from '../http/problem.js';
+import type { ProxyHooks } from '../proxy/proxy-hooks.js';
+import type { BreakerObserver } from '../service/breaker-observer.js';
+import type { CircuitSnapshot } from '../store/circuit-snapshot.js';
+import { failureRateOfRow, forcedStateOfRow, slowCallDurationMsOf } from './policy-fields.js';
+
+export interface MetricsOptions {
+  readonly snapshot: CircuitSnapshot;
+  /** Circuits with per-circuit series: the first this many by creation (config `metrics.max_circuits`). */
+  readonly maxCircuits: number;
+  readonly clock: () => number;
+}
+
+const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
+const FORCED = ['open', 'closed'] as const;
+const NEGATIVE_CACHE_MS = 10_000; // 10 s: a deleted circuit lets a later one into the cap within this
+
+/**
+ * The Prometheus registry. Counters and histograms live in this process (summed across
+ * workers by the primary); state gauges are read from the database at each scrape, so
+ * every worker and every scrape agree and a gauge never reads N with N workers.
+ */
+export class Metrics implements BreakerObserver, ProxyHooks {
+  /** Counters, histograms and prom-client's default process metrics. */
+  readonly counters = new Registry();
+  private readonly transitions;
+  private readonly outcomes;
+  private readonly slowCalls;
+  private readonly rejections;
+  private readonly outcomeDuration;
+  private readonly proxyRequests;
+  private readonly proxyDuration;
+  private readonly fallbacks;
+  private readonly healthChecks;
+  /** Circuit ids known to be inside the cap (final: ids only move down the order). */
+  private readonly labelled = new Set<number>();
+  private readonly unlabelled = new Set<number>();
+  private unlabelledSince = 0;
+  /**
+   * In a cluster worker: the counters summed over every worker (asked of the primary).
+   * Unset in a single process, where this process's counters are the whole truth.
+   */
+  clusterCounters: (() => Promise<string>) | undefined;
+
+  constructor(private readonly options: MetricsOptions) {
+    const registers = [this.counters];
+    collectDefaultMetrics({ register: this.counters });
+    this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
+    this.outcomes = new Counter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
+    this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
+    this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
+    this.outcomeDuration = new Histogram({ name: 'circuitlog_outcome_duration_seconds', help: 'duration_ms of recorded outcomes that carry one', labelNames: ['circuit'], registers });
+    this.proxyRequests = new Counter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
+    this.proxyDuration = new Histogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', labelNames: ['upstream', 'node'], registers });
+    this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
+    this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
+  }
+
+  transition(circuit: Circuit, t: Transition): void {
+    if (this.isLabelled(circuit)) this.transitions.inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
+  }
+
+  outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
+    if (!this.isLabelled(circuit)) return;
+    this.outcomes.inc({ circuit: circuit.name, outcome: success ? 'success' : 'failure' });
+    if (durationMs === undefined) return;
+    this.outcomeDuration.observe({ circuit: circuit.name }, durationMs / 1000);
+    const slowMs = slowCallDurationMsOf(circuit);
+    if (slowMs !== null && durationMs >= slowMs) this.slowCalls.inc({ circuit: circuit.name });
+  }
+
+  rejected(circuit: Circuit): void {
+    if (this.isLabelled(circuit)) this.rejections.inc({ circuit: circuit.name });
+  }
+
+  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string } | null, status: number, durationMs: number): void {
+    const nodeId = node?.id ?? 'none';
+    this.proxyRequests.inc({ upstream, node: nodeId, dc: node?.dc ?? 'none', status: String(status) });
+    this.proxyDuration.observe({ upstream, node: nodeId }, durationMs / 1000);
+  }
+
+  proxyError(upstream: string, error: unknown, durationMs: number): void {
+    const status = error instanceof AppError ? PROBLEMS[error.code].status : 500;
+    this.proxyRequest(upstream, null, status, durationMs);
+  }
+
+  proxyFallback(upstream: string, kind: 'stale' | 'static'): void {
+    this.fallbacks.inc({ upstream, kind });
+  }
+
+  healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {
+    this.healthChecks.inc({ upstream, node, result });
+  }
+
+  /** The whole exposition: gauges from the database, then counters (cluster-wide when clustered). */
+  async render(): Promise<string> {
+    const gauges = await this.renderGauges();
+    const counters = this.clusterCounters ? await this.clusterCounters() : await this.counters.metrics();
+    return `${gauges}\n${counters}`;
+  }
+
+  get contentType(): string {
+    return this.counters.contentType;
+  }
+
+  /** Per-circuit gauges for the first `maxCircuits` circuits, and the count per state of all. */
+  private async renderGauges(): Promise<string> {
+    const now = this.options.clock();
+    // A fresh registry per scrape: two scrapes at once never see each other's half-set values.
+    const registry = new Registry();
+    const registers = [registry];
+    const count = new Gauge({ name: 'circuitlog_circuits', help: 'Circuits in each state', labelNames: ['state'], registers });
+    const state = new Gauge({ name: 'circuitlog_circuit_state', help: '1 for the current state of a circuit, 0 for the others', labelNames: ['circuit', 'state'], registers });
+    const forced = new Gauge({ name: 'circuitlog_circuit_forced', help: '1 when the circuit is forced to this state', labelNames: ['circuit', 'forced_state'], registers });
+    const rate = new Gauge({ name: 'circuitlog_circuit_failure_rate', help: 'Failure rate of the circuit window, percent', labelNames: ['circuit'], registers });
+    for (const [s, n] of Object.entries(this.options.snapshot.stateCounts(now))) count.set({ state: s }, n);
+    for (const c of this.options.snapshot.first(this.options.maxCircuits, now)) {
+      for (const s of STATES) state.set({ circuit: c.name, state: s }, c.state === s ? 1 : 0);
+      const f = forcedStateOfRow(c.row);
+      for (const s of FORCED) forced.set({ circuit: c.name, forced_state: s }, f === s ? 1 : 0);
+      const r = failureRateOfRow(c.row, now);
+      if (r !== null) rate.set({ circuit: c.name }, r);
+    }
+    return registry.metrics();
+  }
+
+  /**
+   * Is the circuit among the first `maxCircuits` by creation? The same rule as the gauges,
+   * so every worker labels the same circuits. Memoised: a yes never changes, a no is
+   * re-checked after a while (deleting circuits can move a later one inside the cap).
+   */
+  private isLabelled(circuit: Circuit): boolean {
+    const { id } = circuit;
+    if (this.labelled.has(id)) return true;
+    const now = this.options.clock();
+    if (now - this.unlabelledSince > NEGATIVE_CACHE_MS) {
+      this.unlabelled.clear();
+      this.unlabelledSince = now;
+    }
+    if (this.unlabelled.has(id)) return false;
+    const inside = this.options.snapshot.isAmongFirst(id, this.options.maxCircuits);
+    if (inside) this.labelled.add(id);
+    else if (this.unlabelled.size < 100_000) this.unlabelled.add(id);
+    return inside;
+  }
+}
