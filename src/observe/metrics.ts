@@ -35,6 +35,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly proxyDuration;
   private readonly fallbacks;
   private readonly healthChecks;
+  private readonly degraded;
   /** Circuit ids known to be inside the cap (final: ids only move down the order). */
   private readonly labelled = new Set<number>();
   private readonly unlabelled = new Set<number>();
@@ -56,6 +57,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.proxyRequests = new Counter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
     this.proxyDuration = new Histogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', labelNames: ['upstream', 'node'], registers });
     this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
+    this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
     this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
   }
 
@@ -76,8 +78,9 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     if (this.isLabelled(circuit)) this.rejections.inc({ circuit: circuit.name });
   }
 
-  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string } | null, status: number, durationMs: number): void {
+  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void {
     const nodeId = node?.id ?? 'none';
+    if (node?.local === false) this.degraded.inc({ upstream });
     this.proxyRequests.inc({ upstream, node: nodeId, dc: node?.dc ?? 'none', status: String(status) });
     this.proxyDuration.observe({ upstream, node: nodeId }, durationMs / 1000);
   }
@@ -89,6 +92,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   proxyFallback(upstream: string, kind: 'stale' | 'static'): void {
     this.fallbacks.inc({ upstream, kind });
+    this.degraded.inc({ upstream });
   }
 
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {

@@ -44,6 +44,16 @@ describe('proxy metrics', () => {
     expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",outcome="failure"}')).toBe(1);
   });
 
+  it('counts answers from another DC as degraded', async () => {
+    const { app, get } = await startObservedProxy('');
+    for (let i = 0; i < 3; i++) app.breaker.record('users/dc1-1', false);
+    expect((await get('/proxy/users/a')).headers.get('x-degraded')).toBe('true');
+    expect((await get('/proxy/users/b')).status).toBe(200);
+    const m = await app.scrape();
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="dc2-1",dc="dc2",status="200"}')).toBe(2);
+    expect(m.get('circuitlog_proxy_degraded_total{upstream="users"}')).toBe(2);
+  });
+
   it('counts a request no node answered under node and dc "none", and a fallback by kind', async () => {
     const { app, get } = await startObservedProxy('fallback: { static: { status: 503, body: "later" } }');
     for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
@@ -51,6 +61,7 @@ describe('proxy metrics', () => {
     const m = await app.scrape();
     expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}')).toBe(1);
     expect(m.get('circuitlog_proxy_fallbacks_total{upstream="users",kind="static"}')).toBe(1);
+    expect(m.get('circuitlog_proxy_degraded_total{upstream="users"}')).toBe(1);
     expect(m.get('circuitlog_calls_rejected_total{circuit="users/dc1-1"}')).toBeGreaterThanOrEqual(1); // the proxy's pick was refused
   });
 
