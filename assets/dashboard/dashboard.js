@@ -286,6 +286,7 @@ async function onAction(event) {
 
 // ---- start -----------------------------------------------------------------------------
 
+let started = false;
 async function start() {
   try {
     await loadState();
@@ -294,6 +295,8 @@ async function start() {
     return;
   }
   setMessage('');
+  if (started) return; // a token entered again after a 401: the stream loop and timer run already
+  started = true;
   void followStream();
   setInterval(() => loadState().catch(() => {}), REFRESH_MS);
 }
