@@ -122,7 +122,7 @@ async function followStream() {
   }
 }
 
-/** Parse text/event-stream (https://html.spec.whatwg.org/multipage/server-sent-events.html). */
+/** Parse text/event-stream; the format: https://html.spec.whatwg.org/multipage/server-sent-events.html */
 async function readEvents(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
