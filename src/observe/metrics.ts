@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../http/problem.js';
@@ -16,6 +16,14 @@ export interface MetricsOptions {
 
 const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
 const FORCED = ['open', 'closed'] as const;
+/**
+ * A label value as the text format wants it: backslash, double quote and newline escaped
+ * (https://prometheus.io/docs/instrumenting/exposition_formats/, "Text format details").
+ */
+function escapeLabel(value: string): string {
+  return /[\\"\n]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : value;
+}
+
 const NEGATIVE_CACHE_MS = 10_000; // 10 s: a deleted circuit lets a later one into the cap within this
 
 /**
@@ -101,34 +109,47 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   /** The whole exposition: gauges from the database, then counters (cluster-wide when clustered). */
   async render(): Promise<string> {
-    const gauges = await this.renderGauges();
+    const gauges = this.renderGauges();
     const counters = this.clusterCounters ? await this.clusterCounters() : await this.counters.metrics();
-    return `${gauges}\n${counters}`;
+    return `${gauges}${counters}`;
   }
 
   get contentType(): string {
     return this.counters.contentType;
   }
 
-  /** Per-circuit gauges for the first `maxCircuits` circuits, and the count per state of all. */
-  private async renderGauges(): Promise<string> {
+  /**
+   * Per-circuit gauges for the first `maxCircuits` circuits, and the count per state of all,
+   * written in the text format directly: with 10,000 circuits (50,000 series) prom-client's
+   * Gauge objects took about ten times as long, all of it blocking the event loop.
+   */
+  private renderGauges(): string {
     const now = this.options.clock();
-    // A fresh registry per scrape: two scrapes at once never see each other's half-set values.
-    const registry = new Registry();
-    const registers = [registry];
-    const count = new Gauge({ name: 'circuitlog_circuits', help: 'Circuits in each state', labelNames: ['state'], registers });
-    const state = new Gauge({ name: 'circuitlog_circuit_state', help: '1 for the current state of a circuit, 0 for the others', labelNames: ['circuit', 'state'], registers });
-    const forced = new Gauge({ name: 'circuitlog_circuit_forced', help: '1 when the circuit is forced to this state', labelNames: ['circuit', 'forced_state'], registers });
-    const rate = new Gauge({ name: 'circuitlog_circuit_failure_rate', help: 'Failure rate of the circuit window, percent', labelNames: ['circuit'], registers });
-    for (const [s, n] of Object.entries(this.options.snapshot.stateCounts(now))) count.set({ state: s }, n);
-    for (const c of this.options.snapshot.first(this.options.maxCircuits, now)) {
-      for (const s of STATES) state.set({ circuit: c.name, state: s }, c.state === s ? 1 : 0);
-      const f = forcedStateOfRow(c.row);
-      for (const s of FORCED) forced.set({ circuit: c.name, forced_state: s }, f === s ? 1 : 0);
-      const r = failureRateOfRow(c.row, now);
-      if (r !== null) rate.set({ circuit: c.name }, r);
-    }
-    return registry.metrics();
+    const counts = this.options.snapshot.stateCounts(now);
+    const circuits = this.options.snapshot.first(this.options.maxCircuits, now);
+    const labels = circuits.map((c) => `circuit="${escapeLabel(c.name)}"`);
+    const out = [
+      '# HELP circuitlog_circuits Circuits in each state',
+      '# TYPE circuitlog_circuits gauge',
+      ...STATES.map((s) => `circuitlog_circuits{state="${s}"} ${counts[s]}`),
+      '# HELP circuitlog_circuit_state 1 for the current state of a circuit, 0 for the others',
+      '# TYPE circuitlog_circuit_state gauge',
+    ];
+    circuits.forEach((c, i) => {
+      for (const s of STATES) out.push(`circuitlog_circuit_state{${labels[i]},state="${s}"} ${c.state === s ? 1 : 0}`);
+    });
+    out.push('# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state', '# TYPE circuitlog_circuit_forced gauge');
+    circuits.forEach((c, i) => {
+      const forced = forcedStateOfRow(c.row);
+      for (const s of FORCED) out.push(`circuitlog_circuit_forced{${labels[i]},forced_state="${s}"} ${forced === s ? 1 : 0}`);
+    });
+    out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
+    circuits.forEach((c, i) => {
+      const rate = failureRateOfRow(c.row, now);
+      if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${labels[i]}} ${rate}`);
+    });
+    out.push('');
+    return out.join('\n');
   }
 
   /**

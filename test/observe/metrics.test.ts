@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { newCircuit } from '../../src/domain/circuit.js';
 import { buildObservedApp, parseMetrics } from './observe-app.js';
@@ -161,11 +162,25 @@ describe('GET /metrics', () => {
 
   it('escapes label values as the text format requires', async () => {
     const app = buildObservedApp();
-    const c = { ...newCircuit('q"uote', { failureThreshold: 1, timeoutSeconds: 1, halfOpenMaxCalls: 1 }, 0), id: 1 };
-    app.db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES ('q\"uote', 1, 1, 0, 0)").run();
+    const name = 'q"uo\\te\nx'; // not a valid API name: written straight into the table
+    const c = { ...newCircuit(name, { failureThreshold: 1, timeoutSeconds: 1, halfOpenMaxCalls: 1 }, 0), id: 1 };
+    app.db.prepare('INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 1, 1, 0, 0)').run(name);
     app.observe.metrics!.rejected(c);
     const text = await (await app.request('GET', '/metrics')).text();
-    expect(text).toContain('circuitlog_calls_rejected_total{circuit="q\\"uote"} 1');
-    expect(parseMetrics(text).get('circuitlog_circuit_state{circuit="q\\"uote",state="closed"}')).toBe(1);
+    const escaped = 'q\\"uo\\\\te\\nx';
+    expect(text).toContain(`circuitlog_calls_rejected_total{circuit="${escaped}"} 1`);
+    expect(parseMetrics(text).get(`circuitlog_circuit_state{circuit="${escaped}",state="closed"}`)).toBe(1);
+  });
+
+  it('passes promtool check metrics (the exposition linter)', async () => {
+    const app = buildObservedApp();
+    for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/svc/failure');
+    app.breaker.record('svc', true, { durationMs: 20 });
+    const text = await (await app.request('GET', '/metrics')).text();
+    const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    expect(result.error).toBeUndefined();
+    const complaints = `${result.stdout}${result.stderr}`.split('\n').filter(Boolean);
+    // prom-client's own nodejs_active_*_total gauges break the _total naming rule; ours may not.
+    expect(complaints.filter((line) => !/^nodejs_active_\w+_total non-counter metrics should not have "_total" suffix$/.test(line))).toEqual([]);
   });
 });
