@@ -199,7 +199,7 @@ function row(c) {
     el('td', { class: 'failures', textContent: failures(c) }),
     el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
     el('td', { class: 'forced' }, forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null),
-    el('td', { class: 'last', textContent: t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason}), ${ago(t.at)}` : '–' }),
+    el('td', { class: 'last', 'data-at': t ? t.at : '', 'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–' }),
     el(
       'td',
       { class: 'actions' },
@@ -252,11 +252,15 @@ function render() {
   tick();
 }
 
-/** Once a second: the open_until countdowns. */
+/** Once a second: the open_until countdowns and how long ago each last transition was. */
 function tick() {
   for (const cell of document.querySelectorAll('td.countdown')) {
     const until = cell.getAttribute('data-until');
     cell.textContent = until ? countdownText(until) : '';
+  }
+  for (const cell of document.querySelectorAll('td.last')) {
+    const at = cell.getAttribute('data-at');
+    cell.textContent = at ? `${cell.getAttribute('data-what')}, ${ago(at)}` : cell.getAttribute('data-what');
   }
 }
 
