@@ -85,6 +85,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
     if (stopping) return;
     stopping = true;
     logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+    observe.hub.closeAll(); // event streams never end by themselves
     if (leader) leader.stop();
     else health?.stop();
     const timer = setTimeout(() => {

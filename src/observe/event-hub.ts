@@ -14,6 +14,7 @@ interface Subscriber {
   readonly filter: TransitionFilter;
   lastId: number;
   readonly send: (t: LoggedTransition) => void;
+  readonly close: () => void;
 }
 
 const POLL_MS = 200; // 0.2 s: a transition by any worker reaches every stream well within 1 s
@@ -48,14 +49,14 @@ export class EventHub {
    * Start sending matching transitions to `send`: first every one after `lastEventId`
    * (a reconnect), else only those from now on. Returns the unsubscribe function.
    */
-  subscribe(filter: TransitionFilter, lastEventId: number | null, send: (t: LoggedTransition) => void): () => void {
+  subscribe(filter: TransitionFilter, lastEventId: number | null, send: (t: LoggedTransition) => void, close: () => void = () => {}): () => void {
     this.ensureRoom();
     if (this.timer === undefined) {
       this.cursor = this.options.log.maxId();
       this.timer = setInterval(() => this.pollQuietly(), this.options.pollMs ?? POLL_MS);
       this.timer.unref();
     }
-    const sub: Subscriber = { filter, lastId: lastEventId ?? this.cursor, send };
+    const sub: Subscriber = { filter, lastId: lastEventId ?? this.options.log.maxId(), send, close };
     if (lastEventId !== null) this.replay(sub);
     this.subscribers.add(sub);
     return () => {
@@ -65,6 +66,11 @@ export class EventHub {
         this.timer = undefined;
       }
     };
+  }
+
+  /** End every stream (server shutdown): clients reconnect with Last-Event-ID and lose nothing. */
+  closeAll(): void {
+    for (const sub of [...this.subscribers]) sub.close();
   }
 
   /** A transition was just committed here: read the table now rather than at the next tick. */

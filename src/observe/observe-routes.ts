@@ -67,7 +67,8 @@ export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: { me
         void stream.write(text).finally(() => queued--);
       };
       write(': circuitlog event stream\n\n'); // sends the head at once, before any event
-      unsubscribe = hub.subscribe(query, lastId, (t) => write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`));
+      const send = (t: LoggedTransition) => write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`);
+      unsubscribe = hub.subscribe(query, lastId, send, () => finish());
       const heartbeat = setInterval(() => write(': heartbeat\n\n'), deps.heartbeatMs ?? HEARTBEAT_MS);
       try {
         await closed;

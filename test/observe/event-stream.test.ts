@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HEARTBEAT_MS } from '../../src/observe/observe-routes.js';
@@ -116,6 +117,18 @@ describe('GET /events/stream', () => {
     const { open } = await start({ deps: { token: TOKEN } });
     expect((await open()).status).toBe(401);
     expect((await open('', { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  });
+
+  it('ends open streams on SIGTERM, so shutdown does not wait out the grace period', async () => {
+    const dir = tempDir();
+    fs.writeFileSync(path.join(dir, 'c.yaml'), 'shutdown_grace_ms: 600000\n'); // 10 min: the test would time out
+    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+    cleanup.push(() => server.stop('SIGKILL'));
+    const stream = await openStream(`${server.url}/events/stream`);
+    cleanup.push(() => stream.close());
+    const exited = server.stop('SIGTERM');
+    await stream.ended;
+    expect(await exited).toBe(0);
   });
 
   it('replays transitions made before a server restart from the transitions table', async () => {
