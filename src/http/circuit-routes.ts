@@ -191,7 +191,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
-      return jsonText(c, circuitText(breaker.record(name, body.success), breaker.now()));
+      return jsonText(c, circuitText(breaker.record(name, body.success, { durationMs: body.duration_ms }), breaker.now()));
     },
   );
 

@@ -113,7 +113,7 @@ export const FailureBody = z
 export const OutcomeBody = z
   .object({
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
-    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: 'How long the call took (accepted, not yet used).' }),
+    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: 'How long the call took; observed by the circuitlog_outcome_duration_seconds metric.' }),
   })
   .openapi('OutcomeRequest');
 

@@ -102,8 +102,8 @@ describe('GET /metrics', () => {
 
   it('observes the duration of outcomes that carry one', async () => {
     const app = buildObservedApp();
-    app.breaker.record('svc', true, { durationMs: 120 });
-    app.breaker.record('svc', true);
+    await app.request('POST', '/circuits/svc/outcomes', { success: true, duration_ms: 120 });
+    await app.request('POST', '/circuits/svc/outcomes', { success: true });
     const m = await app.scrape();
     expect(m.get('circuitlog_outcome_duration_seconds_count{circuit="svc"}')).toBe(1);
     expect(m.get('circuitlog_outcome_duration_seconds_sum{circuit="svc"}')).toBeCloseTo(0.12, 6);
