@@ -19,6 +19,8 @@ export interface Observability {
   readonly proxyHooks?: ProxyHooks;
   /** Heartbeat of /events/stream; tests shorten it. */
   readonly heartbeatMs?: number;
+  /** Writes queued for one stream before it is cut off; tests lower it. */
+  readonly maxQueuedWrites?: number;
 }
 
 export interface ObservabilityOptions {
@@ -30,6 +32,7 @@ export interface ObservabilityOptions {
   /** A node:cluster worker: counters are summed across workers by the primary. */
   readonly clustered?: boolean;
   readonly heartbeatMs?: number;
+  readonly maxQueuedWrites?: number;
 }
 
 /** Build the metrics registry and the event hub over one database connection. */
@@ -50,5 +53,6 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     outcome: m ? (c, success, durationMs) => m.outcome(c, success, durationMs) : () => {},
     rejected: m ? (c) => m.rejected(c) : () => {},
   };
-  return { metrics, hub, transitions, observer, proxyHooks: metrics, heartbeatMs: options.heartbeatMs };
+  const { heartbeatMs, maxQueuedWrites } = options;
+  return { metrics, hub, transitions, observer, proxyHooks: metrics, heartbeatMs, maxQueuedWrites };
 }

@@ -32,7 +32,10 @@ function lastEventId(header: string | undefined): number | null {
 }
 
 /** `GET /metrics` (when metrics are on) and `GET /events/stream`. */
-export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: { metrics?: Metrics; hub: EventHub; heartbeatMs?: number }): void {
+export function registerObserveRoutes<E extends object>(
+  app: Hono<E>,
+  deps: { metrics?: Metrics; hub: EventHub; heartbeatMs?: number; maxQueuedWrites?: number },
+): void {
   const { metrics, hub } = deps;
   if (metrics) {
     app.get('/metrics', async (c) => {
@@ -59,7 +62,7 @@ export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: { me
         stream.onAbort(resolve);
       });
       const write = (text: string) => {
-        if (++queued > MAX_QUEUED_WRITES) {
+        if (++queued > (deps.maxQueuedWrites ?? MAX_QUEUED_WRITES)) {
           unsubscribe();
           finish();
           return;

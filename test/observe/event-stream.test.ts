@@ -104,6 +104,19 @@ describe('GET /events/stream', () => {
     expect((await open()).status).toBe(200);
   });
 
+  it('cuts off a client too slow to take its events; it can resume with Last-Event-ID', async () => {
+    const app = buildObservedApp({ maxQueuedWrites: 5 });
+    for (let i = 0; i < 10; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/c${i}/failure`);
+    // app.request: nothing reads the body yet, so every write stays queued.
+    const res = await app.request('GET', '/events/stream', undefined, { 'last-event-id': '0' });
+    expect(res.status).toBe(200);
+    while (app.observe.hub.size > 0) await new Promise((r) => setTimeout(r, 10));
+    const text = await res.text(); // the stream has ended
+    const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(ids.length).toBeLessThan(10);
+    expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1));
+  });
+
   it('refuses a bad Last-Event-ID, both filters at once, and unknown parameters with 400', async () => {
     const { open } = await start();
     const badId = await open('', { 'last-event-id': 'abc' });
