@@ -18,6 +18,7 @@ const servers: ServerProcess[] = [];
 let nodes: Record<string, FakeNode> = {};
 
 beforeAll(async () => {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
   // A fresh profile per run: no cache, cookies or storage from an earlier run.
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
   context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });

@@ -21,8 +21,8 @@ async function startObservedProxy(extraYaml: string) {
   const app = buildObservedApp({ deps: { proxy } });
   const server = await listen(app.app.fetch);
   cleanup.push(() => server.close());
-  const get = async (path: string) => {
-    const res = await fetch(`${server.url}${path}`);
+  const get = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${server.url}${path}`, init);
     await res.text();
     return res;
   };
@@ -71,6 +71,24 @@ describe('proxy metrics', () => {
     const res = await get('/proxy/users/a');
     expect(res.status).toBe(503);
     expect((await app.scrape()).get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}')).toBe(1);
+  });
+
+  it('counts a timeout with the 504 sent, and a caller who hung up as 499', async () => {
+    const { app, nodes, get } = await startObservedProxy('');
+    for (const n of Object.values(nodes)) n.mode = 'hang';
+    expect((await get('/proxy/users/slow')).status).toBe(504);
+    const caller = new AbortController();
+    const gone = get('/proxy/users/gone', { signal: caller.signal }).catch(() => null);
+    while (Object.values(nodes).reduce((n, node) => n + node.hits, 0) < 2) await new Promise((r) => setTimeout(r, 10));
+    caller.abort();
+    await gone;
+    let m = await app.scrape();
+    while (!m.has('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="499"}')) {
+      await new Promise((r) => setTimeout(r, 10));
+      m = await app.scrape();
+    }
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="504"}')).toBe(1);
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="499"}')).toBe(1);
   });
 
   it('never labels an upstream that is not configured', async () => {
