@@ -14,6 +14,7 @@ import type { CircuitStore } from './store/circuit-store.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
+import type { HealthReport } from './store/storage-health.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -28,6 +29,8 @@ export interface AppDeps {
   readonly proxy?: ProxyOptions;
   /** /metrics, /events/stream and /dashboard (src/observe, src/dashboard). */
   readonly observe?: Observability;
+  /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
+  readonly health?: () => HealthReport;
 }
 
 export interface App {
@@ -75,8 +78,8 @@ export function createApp(deps: AppDeps): App {
     registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
   }
   app.get('/health', (c) => {
-    const ok = deps.store.ping();
-    return c.json({ status: ok ? 'ok' : 'unavailable' }, ok ? 200 : 503);
+    const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
+    return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);

@@ -17,6 +17,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   METHOD_NOT_ALLOWED: { status: 405, type: '/problems/method-not-allowed', title: 'Method not allowed' },
   UNAUTHORIZED: { status: 401, type: '/problems/unauthorized', title: 'Missing or invalid bearer token' },
   STORAGE_BUSY: { status: 503, type: '/problems/storage-busy', title: 'Storage busy' },
+  STORAGE_FULL: { status: 503, type: '/problems/storage-full', title: 'Storage full' },
+  STORAGE_UNAVAILABLE: { status: 503, type: '/problems/storage-unavailable', title: 'Storage unavailable' },
   UPSTREAM_NOT_FOUND: { status: 404, type: '/problems/upstream-not-found', title: 'Unknown upstream' },
   NO_NODE_AVAILABLE: { status: 503, type: '/problems/no-node-available', title: 'No upstream node available' },
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
