@@ -144,6 +144,19 @@ describe('GET /events/stream', () => {
     expect(await exited).toBe(0);
   });
 
+  it('stays open past the server request, headers and keep-alive timeouts', async () => {
+    const dir = tempDir();
+    const config = 'server: { headers_timeout_ms: 1000, request_timeout_ms: 1000, keep_alive_timeout_ms: 1000 }\n';
+    fs.writeFileSync(path.join(dir, 'c.yaml'), config);
+    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+    cleanup.push(() => server.stop());
+    const stream = await openStream(`${server.url}/events/stream`);
+    cleanup.push(() => stream.close());
+    await new Promise((r) => setTimeout(r, 2_500)); // every server timeout (checked each second) has passed
+    for (let i = 0; i < 5; i++) await fetch(`${server.url}/circuits/late/failure`, { method: 'POST' });
+    expect((await stream.next()).data.circuit).toBe('late');
+  });
+
   it('replays transitions made before a server restart from the transitions table', async () => {
     const db = path.join(tempDir(), 'db.sqlite');
     const first = await startServer({ CIRCUITLOG_DB: db });
