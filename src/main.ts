@@ -3,6 +3,7 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
+import { adapterErrorHandler } from './server/request-error.js';
 import type Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
@@ -106,7 +107,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
         })
       : null;
 
-  const honoListener = getRequestListener(app.fetch);
+  const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);

@@ -5,6 +5,7 @@ export type ErrorCode =
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
   | 'INVALID_PATH'
+  | 'BAD_REQUEST'
   | 'INVALID_JSON'
   | 'VALIDATION_FAILED'
   | 'INVALID_QUERY'

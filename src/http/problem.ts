@@ -9,6 +9,7 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },
   INVALID_NAME: { status: 400, type: '/problems/invalid-name', title: 'Invalid circuit name' },
   INVALID_PATH: { status: 400, type: '/problems/invalid-path', title: 'Invalid proxied path' },
+  BAD_REQUEST: { status: 400, type: '/problems/bad-request', title: 'Malformed request' },
   INVALID_JSON: { status: 400, type: '/problems/invalid-json', title: 'Request body is not valid JSON' },
   INVALID_QUERY: { status: 400, type: '/problems/invalid-query', title: 'Invalid query parameters' },
   VALIDATION_FAILED: { status: 422, type: '/problems/validation-failed', title: 'Request body failed validation' },
@@ -31,6 +32,21 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
+/**
+ * A request path as a valid URI reference (RFC 9457's `instance`): what was sent, with a
+ * stray '%' and any character RFC 3986 does not allow in a path percent-encoded.
+ */
+export function uriReference(path: string): string {
+  return path.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]/gu, percentEncode);
+}
+
+/** UTF-8 percent-encoding that, unlike encodeURIComponent, never throws (a lone surrogate becomes U+FFFD). */
+function percentEncode(ch: string): string {
+  let out = '';
+  for (const byte of Buffer.from(ch, 'utf8')) out += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  return out;
+}
+
 /** The status, headers and body of the problem document for an AppError. */
 export function problemParts(error: AppError, instance: string, now: number): { status: number; headers: Record<string, string>; body: string } {
   const entry = PROBLEMS[error.code];
@@ -40,7 +56,7 @@ export function problemParts(error: AppError, instance: string, now: number): { 
     title: entry.title,
     status: entry.status,
     detail: error.message,
-    instance,
+    instance: uriReference(instance),
     code: error.code,
     ...extensions,
   };

@@ -103,3 +103,20 @@ describe('server timeouts', () => {
     expect(received()).toMatch(/\r\nKeep-Alive: timeout=5\r\n/i);
   });
 });
+
+describe('requests the HTTP adapter cannot route', () => {
+  it.each([
+    ['a backslash in the path', 'GET /circuits\\x/allowed HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'],
+    ['no Host header', 'GET /health HTTP/1.0\r\nConnection: close\r\n\r\n'],
+  ])('answer %s with a 400 problem+json, not a bare 400', async (_case, request) => {
+    const server = await start();
+    const { socket, received, closed } = await connect(server.port);
+    socket.write(request);
+    await closed;
+    const [head = '', body = ''] = received().split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.[01] 400/);
+    expect(head.toLowerCase()).toContain('content-type: application/problem+json');
+    const problem = JSON.parse(body) as Record<string, unknown>;
+    expect(problem).toMatchObject({ status: 400, code: 'BAD_REQUEST', type: '/problems/bad-request' });
+  });
+});
