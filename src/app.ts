@@ -16,6 +16,7 @@ import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
+import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
 
@@ -79,6 +80,7 @@ export function createApp(deps: AppDeps): App {
 
   if (deps.observe) {
     registerObserveRoutes(app, deps.observe);
+    documentObserveRoutes(app, deps.observe.metrics !== undefined);
     registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
   }
   app.get('/health', (c) => {
