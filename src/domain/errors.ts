@@ -1,6 +1,8 @@
 /** Stable error codes; the HTTP layer maps each to a status and a problem type. */
 export type ErrorCode =
   | 'CIRCUIT_OPEN'
+  | 'CIRCUIT_FORCED_OPEN'
+  | 'CIRCUIT_DEFINED_BY_CONFIG'
   | 'NOT_FOUND'
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
@@ -23,6 +25,7 @@ export type ErrorCode =
   | 'UPSTREAM_UNREACHABLE'
   | 'INVALID_HEADER'
   | 'TOO_MANY_STREAMS'
+  | 'UPGRADE_NOT_SUPPORTED'
   | 'INTERNAL';
 
 export interface FieldError {

@@ -5,6 +5,8 @@ import { AppError } from '../domain/errors.js';
 /** One row per error code: HTTP status, stable problem type and title (RFC 9457 section 3.1). */
 export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: string }> = {
   CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
+  CIRCUIT_FORCED_OPEN: { status: 503, type: '/problems/circuit-forced-open', title: 'Circuit is forced open' },
+  CIRCUIT_DEFINED_BY_CONFIG: { status: 409, type: '/problems/circuit-defined-by-config', title: 'Circuit is defined by the config' },
   NOT_FOUND: { status: 404, type: '/problems/not-found', title: 'Not found' },
   CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },
   INVALID_NAME: { status: 400, type: '/problems/invalid-name', title: 'Invalid circuit name' },
@@ -27,6 +29,7 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
   INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
   TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
+  UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
 

@@ -5,7 +5,8 @@ import { PROBLEMS } from '../http/problem.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CircuitSnapshot } from '../store/circuit-snapshot.js';
-import { failureRateOfRow, forcedStateOfRow, slowCallDurationMsOf } from './policy-fields.js';
+import { isSlow } from '../domain/window.js';
+import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
 
 export interface MetricsOptions {
   readonly snapshot: CircuitSnapshot;
@@ -78,8 +79,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.outcomes.inc({ circuit: circuit.name, outcome: success ? 'success' : 'failure' });
     if (durationMs === undefined) return;
     this.outcomeDuration.observe({ circuit: circuit.name }, durationMs / 1000);
-    const slowMs = slowCallDurationMsOf(circuit);
-    if (slowMs !== null && durationMs >= slowMs) this.slowCalls.inc({ circuit: circuit.name });
+    if (circuit.window !== null && isSlow(circuit.window, durationMs)) this.slowCalls.inc({ circuit: circuit.name });
   }
 
   rejected(circuit: Circuit): void {

@@ -87,6 +87,41 @@ describe('dashboard in headless Chromium', () => {
     expect(errors).toEqual([]);
   });
 
+  it('forces a circuit open and closed with the buttons and clears the force, showing it on the row', async () => {
+    const server = await start();
+    await api(server, 'POST', 'payments/charge', '/success');
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const row = page.locator('tr[data-circuit="payments/charge"]');
+    await row.locator('.state.closed').waitFor({ timeout: 10_000 });
+    await row.locator('button[data-action="force-open"]').click();
+    await row.locator('.forced-badge.open', { hasText: 'forced open' }).waitFor({ timeout: 5_000 });
+    expect((await (await api(server, 'GET', 'payments/charge')).json()).forced_state).toBe('open');
+    expect((await api(server, 'GET', 'payments/charge', '/allowed')).status).toBe(503);
+    await row.locator('button[data-action="force-closed"]').click();
+    await row.locator('.forced-badge.closed', { hasText: 'forced closed' }).waitFor({ timeout: 5_000 });
+    await row.locator('button[data-action="clear"]').click();
+    await row.locator('.forced-badge').waitFor({ state: 'detached', timeout: 5_000 });
+    expect((await (await api(server, 'GET', 'payments/charge')).json()).forced_state).toBeNull();
+    await page.locator('#timeline li', { hasText: 'payments/charge: closed → closed (force_cleared)' }).waitFor({ timeout: 5_000 });
+    expect(errors).toEqual([]);
+  });
+
+  it('shows the failure rate of a circuit with a window', async () => {
+    const server = await start();
+    const patch = (body: unknown) => fetch(`${server.url}/circuits/search%2Fquery`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await patch({ window: { type: 'count', size: 10 } })).status).toBe(201);
+    for (const success of [false, true, true, true]) {
+      await fetch(`${server.url}/circuits/search%2Fquery/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success }) });
+    }
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const cell = page.locator('tr[data-circuit="search/query"] td.failures');
+    await cell.waitFor({ timeout: 10_000 });
+    expect(await cell.textContent()).toBe('25% of 4');
+    expect(errors).toEqual([]);
+  });
+
   it('groups node circuits by upstream and data centre, local DC first', async () => {
     const server = await start();
     for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');

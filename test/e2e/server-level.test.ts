@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 const running: ServerProcess[] = [];
@@ -62,7 +62,10 @@ describe('CONNECT', () => {
     expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
     expect(head).toMatch(/\r\nallow: \r\n/i);
     expect(JSON.parse(body!)).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED', type: '/problems/method-not-allowed', instance: 'example.com:443' });
-    expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({ status: 405 });
+    // The log line and the socket's close race each other: wait for the line, don't assume it came first.
+    await vi.waitFor(() => {
+      expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({ status: 405 });
+    }, { timeout: 5_000 });
   });
 });
 

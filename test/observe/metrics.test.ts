@@ -111,15 +111,64 @@ describe('GET /metrics', () => {
     expect(m.get('circuitlog_outcome_duration_seconds_bucket{le="0.1",circuit="svc"}')).toBe(0);
   });
 
-  it('counts a slow call when the outcome reaches the circuit slow-call duration', async () => {
+  it('counts a slow call when an outcome reaches the window slow-call duration', async () => {
     const app = buildObservedApp();
-    const stored = app.breaker.record('svc', true);
-    const withWindow = { ...stored, window: { slowCallDurationMs: 100 } };
-    app.observe.metrics!.outcome(withWindow, true, 100);
-    app.observe.metrics!.outcome(withWindow, true, 99);
-    app.observe.metrics!.outcome(stored, true, 5_000); // no window: never slow
+    await app.request('PATCH', '/circuits/svc', { window: { type: 'count', size: 100, slow_call_duration_ms: 100 } });
+    await app.request('PATCH', '/circuits/plain', {});
+    for (const [name, ms] of [['svc', 100], ['svc', 99], ['svc', 250], ['plain', 5_000]] as const) {
+      await app.request('POST', `/circuits/${name}/outcomes`, { success: true, duration_ms: ms });
+    }
     const m = await app.scrape();
-    expect(m.get('circuitlog_slow_calls_total{circuit="svc"}')).toBe(1);
+    expect(m.get('circuitlog_slow_calls_total{circuit="svc"}')).toBe(2);
+    expect(m.has('circuitlog_slow_calls_total{circuit="plain"}')).toBe(false); // no window: never slow
+  });
+
+  it('reads the window failure rate, for circuits with a window only', async () => {
+    const app = buildObservedApp();
+    await app.request('PATCH', '/circuits/svc', { window: { type: 'count', size: 10 } });
+    for (const success of [false, false, false, true]) await app.request('POST', '/circuits/svc/outcomes', { success });
+    await app.request('POST', '/circuits/plain/failure');
+    const m = await app.scrape();
+    expect(m.get('circuitlog_circuit_failure_rate{circuit="svc"}')).toBe(75);
+    expect(m.has('circuitlog_circuit_failure_rate{circuit="plain"}')).toBe(false);
+  });
+
+  it('drops expired time buckets from the failure rate gauge', async () => {
+    const app = buildObservedApp();
+    await app.request('PATCH', '/circuits/svc', { window: { type: 'time', size: 10 } });
+    await app.request('POST', '/circuits/svc/outcomes', { success: false });
+    app.clock.advance(5_000);
+    await app.request('POST', '/circuits/svc/outcomes', { success: true });
+    expect((await app.scrape()).get('circuitlog_circuit_failure_rate{circuit="svc"}')).toBe(50);
+    app.clock.advance(6_000); // the failure's second has left the 10 s window
+    expect((await app.scrape()).get('circuitlog_circuit_failure_rate{circuit="svc"}')).toBe(0);
+  });
+
+  it('reads 1 on the forced state, counts the force events and every call it refuses', async () => {
+    const app = buildObservedApp();
+    await app.request('PATCH', '/circuits/svc', { forced_state: 'open' });
+    expect((await app.request('GET', '/circuits/svc/allowed')).status).toBe(503);
+    expect((await app.request('POST', '/circuits/svc/call', { success: true })).status).toBe(503);
+    let m = await app.scrape();
+    expect(m.get('circuitlog_circuit_forced{circuit="svc",forced_state="open"}')).toBe(1);
+    expect(m.get('circuitlog_circuit_forced{circuit="svc",forced_state="closed"}')).toBe(0);
+    expect(m.get('circuitlog_calls_rejected_total{circuit="svc"}')).toBe(2);
+    expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="closed",reason="forced_open"}')).toBe(1);
+    await app.request('PATCH', '/circuits/svc', { forced_state: null });
+    m = await app.scrape();
+    expect(m.get('circuitlog_circuit_forced{circuit="svc",forced_state="open"}')).toBe(0);
+    expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="closed",reason="force_cleared"}')).toBe(1);
+  });
+
+  it('counts each outcome of a batch', async () => {
+    const app = buildObservedApp();
+    const outcomes = [{ circuit: 'a', success: true }, { circuit: 'a', success: false }, { circuit: 'b', success: false, duration_ms: 30 }];
+    expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
+    const m = await app.scrape();
+    expect(m.get('circuitlog_outcomes_total{circuit="a",outcome="success"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="a",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="b",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcome_duration_seconds_count{circuit="b"}')).toBe(1);
   });
 
   it('gives per-circuit series to the first max_circuits circuits only, and still counts the rest by state', async () => {
