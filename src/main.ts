@@ -73,12 +73,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
-  const proxy =
-    config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
-      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
-      : undefined;
   const { metrics, events } = config;
   const observe = createObservability({ db, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  const proxy =
+    config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
+      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
+      : undefined;
   const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
     health: () => store.health(),

@@ -45,6 +45,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly fallbacks;
   private readonly healthChecks;
   private readonly degraded;
+  private readonly coalesced;
   /** Circuit ids known to be inside the cap (final: ids only move down the order). */
   private readonly labelled = new Set<number>();
   private readonly unlabelled = new Set<number>();
@@ -67,6 +68,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.proxyDuration = new Histogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', labelNames: ['upstream', 'node'], registers });
     this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
     this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
+    this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
     this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
   }
 
@@ -102,6 +104,11 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.fallbacks.inc({ upstream, kind });
     this.degraded.inc({ upstream });
   }
+
+  /** The proxy's `onCoalesced` hook (an arrow: it is passed around unbound). */
+  readonly proxyCoalesced = (upstream: string): void => {
+    this.coalesced.inc({ upstream });
+  };
 
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {
     this.healthChecks.inc({ upstream, node, result });

@@ -4,6 +4,7 @@ import { createHealthChecker } from '../../src/proxy/health-checker.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
 import { silentLogger } from '../helper.js';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
+import type { Metrics } from '../../src/observe/metrics.js';
 import { buildObservedApp, listen } from './observe-app.js';
 
 const cleanup: (() => Promise<unknown>)[] = [];
@@ -16,9 +17,12 @@ async function startObservedProxy(extraYaml: string) {
   const nodes: Record<string, FakeNode> = await startNodes('dc1-1', 'dc2-1');
   cleanup.push(() => Promise.all(Object.values(nodes).map((n) => n.stop())));
   const config = parseConfigText(proxyYaml(nodes, `request_timeout_ms: 500\nretries: 0\n${extraYaml}`), 'test');
-  const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient() };
+  let metrics: Metrics | undefined; // the app's, once built
+  const onCoalesced = (upstream: string) => metrics?.proxyCoalesced(upstream);
+  const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced };
   cleanup.push(() => proxy.client.close());
   const app = buildObservedApp({ deps: { proxy } });
+  metrics = app.observe.metrics;
   const server = await listen(app.app.fetch);
   cleanup.push(() => server.close());
   const get = async (path: string, init: RequestInit = {}) => {
@@ -89,6 +93,22 @@ describe('proxy metrics', () => {
     }
     expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="504"}')).toBe(1);
     expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="499"}')).toBe(1);
+  });
+
+  it('counts coalesced followers, each with the status and node of the answer it got', async () => {
+    const { app, nodes, get } = await startObservedProxy('coalesce: { enabled: true }');
+    let open = () => {};
+    nodes['dc1-1']!.gate = new Promise<void>((resolve) => (open = resolve));
+    const answers = Array.from({ length: 5 }, () => get('/proxy/users/same'));
+    while (nodes['dc1-1']!.hits < 1) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 100)); // the other four join the first one's call
+    open();
+    expect((await Promise.all(answers)).map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const m = await app.scrape();
+    const coalesced = m.get('circuitlog_proxy_coalesced_total{upstream="users"}') ?? 0;
+    expect(coalesced).toBeGreaterThan(0);
+    expect(nodes['dc1-1']!.hits).toBe(5 - coalesced);
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="dc1-1",dc="dc1",status="200"}')).toBe(5);
   });
 
   it('never labels an upstream that is not configured', async () => {
