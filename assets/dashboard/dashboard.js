@@ -220,6 +220,9 @@ function table(circuits) {
   );
 }
 
+/** Does the circuit refuse calls now? A force decides alone (a node forced open is down). */
+const refusing = (c) => (c.forced_state ? c.forced_state === 'open' : c.state !== 'closed');
+
 function render() {
   const match = (c) => c.name.toLowerCase().includes(view.filter);
   const all = [...view.circuits.values()].sort((a, b) => a.name.localeCompare(b.name));
@@ -230,7 +233,7 @@ function render() {
     const parts = dcs.map((dc) => {
       const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c));
       u.nodes.forEach((n) => nodeCircuits.add(n.circuit));
-      const open = circuits.filter((c) => c.state !== 'closed').length;
+      const open = circuits.filter(refusing).length;
       const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
       return circuits.length ? el('div', { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc }, el('h3', { textContent: title }), table(circuits)) : null;
     });

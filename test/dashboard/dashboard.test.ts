@@ -64,6 +64,8 @@ describe('dashboard in headless Chromium', () => {
     for (const name of ['payments/charge', 'payments/refund', 'email/send']) await api(server, 'POST', name, '/success');
     for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
     for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
+    const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+    expect((await fetch(`${server.url}/circuits/payments%2Frefund`, force)).status).toBe(200);
     const { page, errors } = await openPage();
     await page.goto(`${server.url}/`);
     expect(page.url()).toBe(`${server.url}/dashboard`);
@@ -71,6 +73,7 @@ describe('dashboard in headless Chromium', () => {
     expect(await page.locator('#token-form').isVisible()).toBe(false);
     expect(await stateOf(page, 'payments/charge').textContent()).toBe('closed');
     expect(await stateOf(page, 'search/query').textContent()).toBe('open');
+    expect(await page.locator('tr[data-circuit="payments/refund"] .forced-badge').textContent()).toBe('forced open');
     await expect.poll(() => page.locator('tr[data-circuit="search/query"] td.countdown').textContent()).toMatch(/^probes in \d+s$/);
 
     for (let i = 0; i < 5; i++) await api(server, 'POST', 'payments/charge', '/failure');
@@ -133,6 +136,11 @@ describe('dashboard in headless Chromium', () => {
     expect(await group.locator('div[data-dc="dc1"] h3').textContent()).toBe('dc1 (local): 1 of 2 nodes closed');
     expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc degraded');
     expect(await group.locator('div[data-dc="dc2"] tr[data-circuit="users/dc2-1"] .state').textContent()).toBe('closed');
+    // A node forced open is down for its DC, whatever its state says.
+    const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+    expect((await fetch(`${server.url}/circuits/users%2Fdc1-2`, force)).status).toBe(200);
+    await group.locator('div[data-dc="dc1"] h3', { hasText: 'dc1 (local): 0 of 2 nodes closed' }).waitFor({ timeout: 5_000 });
+    expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc down');
     expect(errors).toEqual([]);
   });
 
