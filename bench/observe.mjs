@@ -93,7 +93,7 @@ export async function metricsSection(ctx) {
       results,
       scrape: { circuits: count + 2, ...scrape },
       notes: [
-        'Two circuitlog processes of the same build, 1 worker each, log level warn; the second has `metrics: { enabled: false }` (no registry, no observer, no /metrics).',
+        'Two circuitlog processes of the same build, 1 worker each, log level warn; the second has `metrics: { enabled: false }` (no registry, no counting, no /metrics).',
         `GET /metrics with ${count + 2} circuits (per-circuit series for the first 10,000: metrics.max_circuits), ${SCRAPES} sequential scrapes after the load runs: median ${scrape.medianMs.toFixed(1)} ms, max ${scrape.maxMs.toFixed(1)} ms, ${scrape.series} series, ${(scrape.bytes / 1024 / 1024).toFixed(2)} MiB.`,
       ],
       checks: [],
