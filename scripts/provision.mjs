@@ -9,7 +9,12 @@ import { spawnSync } from 'node:child_process';
 /** System programs the test suite runs, and the Debian package of each. */
 export const REQUIRED = [
   { command: 'redis-server', pkg: 'redis-server', why: 'Redis store tests (test/store/redis-store.test.ts, test/e2e/redis-*.test.ts); each starts its own server on a random loopback port' },
+  { command: 'chromium', pkg: 'chromium', why: 'dashboard tests in a real browser (test/dashboard/)' },
+  { command: 'promtool', pkg: 'prometheus', why: 'alert rule tests (test/observe/alerts.test.ts)' },
 ];
+
+/** Always installed with the packages above: chromium draws text with these fonts. */
+const EXTRA_PACKAGES = ['fonts-liberation'];
 
 const onPath = (command) => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 
@@ -25,7 +30,7 @@ function run(args) {
 function main() {
   const missing = REQUIRED.filter((r) => !onPath(r.command));
   if (missing.length === 0) return 0;
-  const pkgs = [...new Set(missing.map((r) => r.pkg))];
+  const pkgs = [...new Set(missing.map((r) => r.pkg)), ...EXTRA_PACKAGES];
   const command = `apt-get update && apt-get install -y --no-install-recommends ${pkgs.join(' ')}`;
   for (const r of missing) process.stderr.write(`provision: '${r.command}' is missing (Debian package ${r.pkg}); needed for ${r.why}\n`);
   const canInstall = process.getuid?.() === 0 && onPath('apt-get');

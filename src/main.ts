@@ -9,6 +9,7 @@ import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
@@ -21,6 +22,8 @@ import { databaseFileProblem } from './store/db-file.js';
 import { SqliteLeaseStore, type LeaseStore } from './store/lease-store.js';
 import type { MaybePromise } from './store/maybe-promise.js';
 import { redactUrl } from './store/store-choice.js';
+import { CircuitSnapshot, type SnapshotReader } from './store/circuit-snapshot.js';
+import { TransitionLog, type TransitionReader } from './store/transition-log.js';
 import { StorageHealth, type HealthReport } from './store/storage-health.js';
 
 const LEASE_RENEW_MS = 1_000; // 1 s
@@ -59,6 +62,10 @@ function migrateDatabase(config: Config, logger: Logger): void {
 
 interface OpenedStore {
   readonly store: CircuitStore;
+  /** What /events/stream, the dashboard and the state gauges read. */
+  readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
+  /** Wakes the event streams when transitions arrive from other hosts (Redis). */
+  readonly onForeignTransitions?: (listener: () => void) => void;
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
   readonly close: () => void;
@@ -73,12 +80,17 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
       throw new ConfigError(`CIRCUITLOG_STORE: cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`);
     });
     const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
-    return { store: redis.store, health, leases: redis.leases, close: () => void redis.close() };
+    // The state gauges count every circuit of every host: a mirror of them all, loaded before serving.
+    const mirror = config.metrics.enabled ? await redis.mirror() : null;
+    const readers = { transitions: redis.feed, snapshot: () => mirror! };
+    const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close() };
   }
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
-  return { store, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+  const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -96,11 +108,14 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     await listen(server, config.port, config.host);
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, health: storeHealth, leases, close } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
+  const { metrics, events } = config;
+  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  onForeignTransitions?.(() => observe.hub.nudge());
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
-      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
+      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
     store,
@@ -114,12 +129,13 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     groupCommit: config.groupCommit,
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
+    observe,
   });
   for (const [name, fields] of Object.entries(config.circuits)) {
     await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
   }
   await ready;
-  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
+  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
   const leader =
     health && (shared || config.store.kind === 'redis') // on Redis: one checker across all hosts
       ? new LeaderElection(leases, Date.now, logger, {
@@ -145,7 +161,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
   if (leader) leader.start();
   else health?.start();
-  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs: () => (leader ? leader.stop() : health?.stop()), proxy }));
+  const stopJobs = () => {
+    observe.hub.closeAll(); // event streams never end by themselves
+    if (leader) leader.stop();
+    else health?.stop();
+  };
+  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
 }
 
 interface Running {

@@ -5,6 +5,7 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
@@ -28,6 +29,7 @@ export interface ProxyRouteDeps {
   readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
   /** Start-up work an asynchronous store is still doing (node circuits); main awaits it. */
   readonly pending?: Promise<unknown>[];
+  readonly hooks?: ProxyHooks;
 }
 
 /**
@@ -46,6 +48,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     logger: deps.logger,
     localDc: deps.proxy.localDc,
     failOpen: deps.proxyOnStorageOutage !== 'refuse',
+    hooks: deps.hooks,
     onCoalesced: deps.proxy.onCoalesced,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target

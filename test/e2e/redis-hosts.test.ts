@@ -3,6 +3,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
+import { openStream } from '../observe/sse-client.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
@@ -103,6 +104,44 @@ describe('two hosts on one Redis', () => {
     await until(async () => (await request(`${b.url}/circuits/gw/allowed`)).status === 200, 'b to admit again', 1_000);
     const resetLagMs = Date.now() - started;
     process.stdout.write(`cross-host lag: trip ${tripLagMs} ms, reset ${resetLagMs} ms (includes one request each)\n`);
+  });
+
+  it('stream a transition made on one host to /events/stream on the other within 1 s, and replay it by Last-Event-ID', async () => {
+    const [a, b] = await twoHosts('circuit_defaults:\n  failure_threshold: 1\n');
+    const stream = await openStream(`${b.url}/events/stream?prefix=gw`);
+    try {
+      expect(stream.status).toBe(200);
+      await request(`${a.url}/circuits/gw-1/failure`, 'POST', {});
+      const event = await stream.next(1_000); // fails the test if it takes longer
+      expect(event).toMatchObject({ event: 'transition', data: { circuit: 'gw-1', from: 'closed', to: 'open', reason: 'failure_threshold_reached' } });
+      await request(`${b.url}/circuits/gw-1/reset`, 'POST');
+      const reset = await stream.next(1_000);
+      expect(reset.id).toBeGreaterThan(event.id);
+      const replay = await openStream(`${a.url}/events/stream?circuit=gw-1`, { 'last-event-id': String(event.id - 1) });
+      try {
+        expect((await replay.next(1_000)).id).toBe(event.id);
+        expect((await replay.next(1_000)).id).toBe(reset.id);
+      } finally {
+        replay.close();
+      }
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('agree on the state gauges of /metrics, whichever host made the change', async () => {
+    const [a, b] = await twoHosts('circuit_defaults:\n  failure_threshold: 1\n');
+    await request(`${a.url}/circuits/m-open/failure`, 'POST', {});
+    await request(`${a.url}/circuits/m-closed/success`, 'POST', {});
+    const gauge = async (host: ServerProcess) => {
+      const text = await (await fetch(`${host.url}/metrics`)).text();
+      return text.split('\n').filter((l) => l.startsWith('circuitlog_circuits{') || l.startsWith('circuitlog_circuit_state{circuit="m-open"')).join('\n');
+    };
+    await until(async () => (await gauge(b)) === (await gauge(a)), 'both hosts to show the same gauges');
+    const text = await gauge(b);
+    expect(text).toContain('circuitlog_circuits{state="open"} 1');
+    expect(text).toContain('circuitlog_circuits{state="closed"} 1');
+    expect(text).toContain('circuitlog_circuit_state{circuit="m-open",state="open"} 1');
   });
 
   it('run the health checks on one host only, even with one process per host; the other takes over when it dies', async () => {

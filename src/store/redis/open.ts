@@ -3,6 +3,7 @@ import { connectRedis } from './connect.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
+import { CircuitMirror } from './circuit-mirror.js';
 
 export interface OpenRedisOptions {
   readonly url: string;
@@ -21,6 +22,8 @@ export interface OpenedRedis {
   readonly leases: RedisLeaseStore;
   /** Every host's transitions as they happen, for `/events/stream` (started). */
   readonly feed: TransitionFeed;
+  /** A loaded mirror of every circuit (for the state gauges); made on the first call. */
+  mirror(): Promise<CircuitMirror>;
   close(): Promise<void>;
 }
 
@@ -74,6 +77,11 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
     store,
     leases: new RedisLeaseStore(store, options.prefix),
     feed,
+    mirror: async () => {
+      const mirror = new CircuitMirror(store);
+      await mirror.load();
+      return mirror;
+    },
     close: async () => {
       feed.stop();
       for (const c of connections) c.destroy();

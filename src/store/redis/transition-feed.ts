@@ -17,8 +17,6 @@ export interface TransitionFeedOptions {
   /** Newest transitions kept in memory for synchronous reads (replay after a reconnect). */
   readonly keep?: number;
   readonly logger: Logger;
-  /** Called after new transitions arrived (the event stream wakes its readers). */
-  readonly onAppend?: () => void;
 }
 
 const BLOCK_MS = 1_000; // 1 s: XREAD waits at most this long, so stop() is prompt
@@ -39,6 +37,7 @@ export class TransitionFeed {
   private entries: FedTransition[] = [];
   private lastStreamId = '0-0';
   private running = false;
+  private readonly listeners: (() => void)[] = [];
 
   constructor(
     private readonly reader: RedisConnection,
@@ -85,7 +84,12 @@ export class TransitionFeed {
       this.lastStreamId = streamId;
     }
     if (this.entries.length > this.keep * 2) this.entries = this.entries.slice(-this.keep);
-    this.options.onAppend?.();
+    for (const listener of this.listeners) listener();
+  }
+
+  /** Called after new transitions arrived, from any host (the event stream wakes its readers). */
+  onAppend(listener: () => void): void {
+    this.listeners.push(listener);
   }
 
   /** The newest transition number, 0 when none. */

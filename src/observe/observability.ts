@@ -1,0 +1,62 @@
+import type Database from 'better-sqlite3';
+import type { Circuit, Transition } from '../domain/circuit.js';
+import type { ProxyHooks } from '../proxy/proxy-hooks.js';
+import type { BreakerObserver } from '../service/breaker-observer.js';
+import { CircuitSnapshot, type SnapshotReader } from '../store/circuit-snapshot.js';
+import { TransitionLog, type TransitionReader } from '../store/transition-log.js';
+import { clusterCountersClient } from './cluster-metrics.js';
+import { EventHub } from './event-hub.js';
+import { Metrics } from './metrics.js';
+
+/** What createApp needs for /metrics, /events/stream and /dashboard. */
+export interface Observability {
+  /** Absent with `metrics.enabled: false`: no /metrics, and no counting on the hot path. */
+  readonly metrics?: Metrics;
+  readonly hub: EventHub;
+  readonly transitions: TransitionReader;
+  /** For the breaker service: counts (when metrics are on) and wakes the event hub. */
+  readonly observer: BreakerObserver;
+  readonly proxyHooks?: ProxyHooks;
+  /** Heartbeat of /events/stream; tests shorten it. */
+  readonly heartbeatMs?: number;
+  /** Writes queued for one stream before it is cut off; tests lower it. */
+  readonly maxQueuedWrites?: number;
+}
+
+export interface ObservabilityOptions {
+  /** SQLite: the transitions table and the circuits table are read from this connection. */
+  readonly db?: Database.Database;
+  /** Another store (Redis): its readers instead; `snapshot` is only called with metrics on. */
+  readonly readers?: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
+  readonly clock: () => number;
+  readonly metricsEnabled: boolean;
+  readonly maxCircuits: number;
+  readonly maxStreams: number;
+  /** A node:cluster worker: counters are summed across workers by the primary. */
+  readonly clustered?: boolean;
+  readonly heartbeatMs?: number;
+  readonly maxQueuedWrites?: number;
+}
+
+/** Build the metrics registry and the event hub over one database connection. */
+export function createObservability(options: ObservabilityOptions): Observability {
+  const transitions = options.readers?.transitions ?? new TransitionLog(options.db!);
+  const hub = new EventHub({ log: transitions, maxStreams: options.maxStreams });
+  let metrics: Metrics | undefined;
+  if (options.metricsEnabled) {
+    const snapshot = options.readers?.snapshot() ?? new CircuitSnapshot(options.db!);
+    metrics = new Metrics({ snapshot, maxCircuits: options.maxCircuits, clock: options.clock });
+    if (options.clustered) metrics.clusterCounters = clusterCountersClient(metrics.counters);
+  }
+  const m = metrics;
+  const observer: BreakerObserver = {
+    transition(circuit: Circuit, t: Transition) {
+      m?.transition(circuit, t);
+      hub.nudge();
+    },
+    outcome: m ? (c, success, durationMs) => m.outcome(c, success, durationMs) : () => {},
+    rejected: m ? (c) => m.rejected(c) : () => {},
+  };
+  const { heartbeatMs, maxQueuedWrites } = options;
+  return { metrics, hub, transitions, observer, proxyHooks: metrics, heartbeatMs, maxQueuedWrites };
+}
