@@ -59,6 +59,9 @@ describe('RedisCircuitStore', () => {
     expect((await b.store.find('seen'))?.failureCount).toBe(1);
     const cached = b.store.find('seen');
     expect(isPromise(cached)).toBe(false);
+    // A step that writes nothing (a check on a closed circuit) is answered synchronously too.
+    const unchanged = (c: Circuit | null) => (c === null ? null : { circuit: c, transitions: [] });
+    expect(isPromise(b.store.apply('seen', unchanged))).toBe(false);
     await a.store.apply('seen', failure('seen'));
     const seen = await eventually(() => (b.store.find('seen') as Circuit | null)?.failureCount, 2);
     expect(seen).toBe(2);
