@@ -8,6 +8,7 @@ const sha1 = (script: string) => createHash('sha1').update(script).digest('hex')
 /** Commands and scripts on one connection, each bounded by a timeout. */
 export class RedisCommands {
   private readonly shas = new Map<string, string>();
+  private lastWarningMs = -Infinity;
 
   constructor(
     private readonly client: RedisConnection,
@@ -25,7 +26,11 @@ export class RedisCommands {
       .catch((error: unknown) => {
         if (error instanceof AppError) throw error;
         const noScript = String((error as Error).message).startsWith('NOSCRIPT'); // expected once per script: eval() loads it
-        if (!noScript) this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
+        // One line a second during an outage, not one per request.
+        if (!noScript && Date.now() - this.lastWarningMs >= 1_000) {
+          this.lastWarningMs = Date.now();
+          this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
+        }
         throw new AppError('STORAGE_UNAVAILABLE', 'The shared store (Redis) is unavailable; the change may or may not have been applied.', {
           retryAfterSeconds: 1,
           cause: error,

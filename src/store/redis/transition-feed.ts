@@ -60,15 +60,18 @@ export class TransitionFeed {
   }
 
   private async tail(): Promise<void> {
+    let failing = false; // log an outage once, not every retry
     while (this.running) {
       try {
         const reply = (await this.reader.sendCommand(['XREAD', 'BLOCK', String(BLOCK_MS), 'STREAMS', this.key, this.lastStreamId])) as
           | [string, StreamEntry[]][]
           | null;
         if (reply !== null && reply.length > 0) this.append(reply[0]![1]);
+        failing = false;
       } catch (error) {
         if (!this.running) return;
-        this.options.logger.warn({ event: 'transition_feed_error', err: (error as Error).message }, 'reading the transitions stream failed; retrying');
+        if (!failing) this.options.logger.warn({ event: 'transition_feed_error', err: (error as Error).message }, 'reading the transitions stream failed; retrying');
+        failing = true;
         await new Promise((r) => setTimeout(r, 500));
       }
     }
