@@ -174,19 +174,24 @@ export class CircuitlogClient {
     options: CallOptions<Awaited<T>, F> = {},
   ): Promise<Awaited<T> | Awaited<F>> {
     this.assertOpen();
-    if (this.queue.full && this.reachable) await this.queue.waitForSpace();
-    const entry = this.view.get(name);
-    if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
-      this.counts.localDecisions++;
-    } else {
-      try {
-        await this.admitRemotely(name);
-      } catch (error) {
-        if (options.fallback !== undefined && isRefusal(error)) return await options.fallback(error);
-        throw error;
+    this.inFlight++; // from here on, close() waits for this call's outcome
+    try {
+      if (this.queue.full && this.reachable) await this.queue.waitForSpace();
+      const entry = this.view.get(name);
+      if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
+        this.counts.localDecisions++;
+      } else {
+        try {
+          await this.admitRemotely(name);
+        } catch (error) {
+          if (options.fallback !== undefined && isRefusal(error)) return await options.fallback(error);
+          throw error;
+        }
       }
+      return await this.run(name, fn, options);
+    } finally {
+      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
-    return this.run(name, fn, options);
   }
 
   /**
@@ -216,8 +221,13 @@ export class CircuitlogClient {
     if (typeof outcome.success !== 'boolean') throw new TypeError('record(): success must be a boolean');
     const d = outcome.durationMs;
     if (d !== undefined && !(Number.isFinite(d) && d >= 0)) throw new TypeError('record(): durationMs must be a finite number >= 0');
-    if (this.queue.full && this.reachable) await this.queue.waitForSpace();
-    this.recordOutcome(name, outcome.success, d);
+    this.inFlight++;
+    try {
+      if (this.queue.full && this.reachable) await this.queue.waitForSpace();
+      this.recordOutcome(name, outcome.success, d);
+    } finally {
+      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
   }
 
   /** The state this client currently believes (a forced state wins); undefined if it knows nothing yet. */
@@ -342,7 +352,6 @@ export class CircuitlogClient {
   }
 
   private async run<T, F>(name: string, fn: (signal: AbortSignal) => T, options: CallOptions<Awaited<T>, F>): Promise<Awaited<T> | Awaited<F>> {
-    this.inFlight++;
     const started = performance.now();
     let result: Awaited<T> | undefined;
     let thrown: { error: unknown } | null = null;
@@ -353,7 +362,6 @@ export class CircuitlogClient {
     }
     const verdict = classify(thrown, result, options.isFailure);
     this.recordOutcome(name, !verdict.failed, performance.now() - started);
-    if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     if (verdict.classifierError !== undefined) throw verdict.classifierError;
     if (thrown === null) return result as Awaited<T>;
     if (options.fallback !== undefined) return await options.fallback(thrown.error);

@@ -71,7 +71,13 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
       } catch (error) {
         throw unreachable(error);
       }
-      if (res.statusCode !== 200) throw failure(res.statusCode, await readJson(res as Response));
+      if (res.statusCode !== 200) {
+        // A problem document means circuitlog is up and refused the stream (too many open, bad
+        // token): the client keeps asking it per call rather than going offline.
+        const problem = await readJson(res as Response);
+        if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
+        throw failure(res.statusCode, problem);
+      }
       streams.add(controller);
       const parser = new SseParser((message) => {
         if (message.event !== 'transition' || message.id === undefined) return;
@@ -113,6 +119,10 @@ function unreachable(error: unknown): TransportError {
 function failure(status: number, problem: unknown): TransportError {
   const kind = status >= 500 ? 'unreachable' : 'rejected';
   return new TransportError(kind, `circuitlog answered ${status}`, status, problem);
+}
+
+function isProblem(body: unknown): boolean {
+  return typeof (body as { code?: unknown } | null)?.code === 'string';
 }
 
 function isOpenProblem(body: unknown): body is Record<string, unknown> {
