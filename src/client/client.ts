@@ -90,6 +90,10 @@ export interface ClientStats {
 }
 
 const NEVER_ABORTED = new AbortController().signal;
+// How often a circuit's policy (which changes without a transition) is fetched again; sooner
+// while circuitlog does not know the circuit yet (it is created by its first outcome).
+const POLICY_REFRESH_MS = 60_000; // 60 s
+const UNKNOWN_POLICY_REFRESH_MS = 1_000; // 1 s
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 
 export class CircuitlogClient {
@@ -180,6 +184,7 @@ export class CircuitlogClient {
       const entry = this.view.get(name);
       if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
         this.counts.localDecisions++;
+        if (this.clock() >= entry.policyDueAt) this.refreshPolicy(name, entry);
       } else {
         try {
           await this.admitRemotely(name);
@@ -331,12 +336,27 @@ export class CircuitlogClient {
       entry.state = answer.state; // no stream event since we asked: this answer is the newest
       entry.forced = answer.allowed ? forcedFrom(answer.circuit) : answer.forced ? 'open' : null;
     }
-    if (answer.allowed && answer.circuit !== null) entry.json = answer.circuit;
+    if (answer.allowed) {
+      if (answer.circuit !== null) entry.json = answer.circuit;
+      entry.policyDueAt = this.clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
+    }
     entry.generation = this.streamUp && this.generation === generation ? generation : -1;
     if (answer.allowed) return;
     entry.retryAt = answer.retryAt;
     entry.refusedUntil = answer.forced ? Infinity : answer.retryAt;
     throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
+  }
+
+  /** Fetch a circuit's policy in the background, for the local breaker should circuitlog become unreachable. */
+  private refreshPolicy(name: string, entry: ViewEntry): void {
+    entry.policyDueAt = this.clock() + UNKNOWN_POLICY_REFRESH_MS; // no second fetch while this one runs
+    this.transport.circuit(name).then(
+      (json) => {
+        if (json !== null) entry.json = json;
+        entry.policyDueAt = this.clock() + (json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
+      },
+      () => undefined, // a failed refresh keeps the policy known so far; calls are not affected
+    );
   }
 
   private admitOffline(name: string): void {

@@ -48,6 +48,14 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
       throw failure(res.statusCode, body);
     },
 
+    async circuit(name) {
+      const res = await send('GET', `/circuits/${encodeURIComponent(name)}`, {});
+      const body = await readJson(res);
+      if (res.statusCode === 200 && typeof body === 'object' && body !== null) return body as Record<string, unknown>;
+      if (res.statusCode === 404) return null;
+      throw failure(res.statusCode, body);
+    },
+
     async postOutcomes(outcomes) {
       const res = await send('POST', '/outcomes', { 'content-type': 'application/json' }, JSON.stringify({ outcomes }));
       const body = await readJson(res);

@@ -45,6 +45,8 @@ export interface OpenStream {
 export interface Transport {
   /** `GET /circuits/:name/allowed`; in half-open an admitted call holds a probe lease. */
   allowed(name: string): Promise<AllowedAnswer>;
+  /** `GET /circuits/:name`: its JSON, or null when circuitlog has no such circuit yet. */
+  circuit(name: string): Promise<CircuitJson | null>;
   /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
   postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
   /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */

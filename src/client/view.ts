@@ -14,6 +14,8 @@ export interface ViewEntry {
   forced: ForcedState;
   /** Last snapshot's JSON (the policy fields the local breaker needs), or null. */
   json: CircuitJson | null;
+  /** Epoch ms after which the JSON is fetched again, off the call path. */
+  policyDueAt: number;
   /** Stream generation the snapshot was taken under; -1: taken with no stream open. */
   generation: number;
   /** Bumped by every stream event for this circuit, so an older snapshot cannot overwrite it. */
@@ -39,7 +41,7 @@ export class CircuitView {
   getOrCreate(name: string): ViewEntry {
     let entry = this.entries.get(name);
     if (entry === undefined) {
-      entry = { state: 'closed', forced: null, json: null, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0 };
+      entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0 };
       this.entries.set(name, entry);
     }
     return entry;

@@ -227,6 +227,22 @@ describe('when circuitlog is unreachable', () => {
     expect(await client.call('other', async () => 'still works')).toBe('still works');
   });
 
+  it('learns a circuit’s policy off the call path once circuitlog has created it', async () => {
+    let now = 1_000_000;
+    const { transport, client } = await connected({ clock: () => now });
+    await client.call('svc', async () => 1); // unknown to circuitlog: no policy yet
+    await client.call('svc', async () => 1);
+    expect(transport.circuitCalls).toEqual([]);
+    transport.circuits.set('svc', { state: 'closed', failure_threshold: 2 });
+    now += 1_000;
+    await client.call('svc', async () => 1);
+    expect(transport.circuitCalls).toEqual(['svc']);
+    transport.goDown();
+    await vi.waitFor(() => expect(client.connection).toBe('offline'));
+    for (let i = 0; i < 2; i++) await expect(client.call('svc', fail)).rejects.toThrow('boom');
+    await expect(client.call('svc', async () => 1)).rejects.toMatchObject({ local: true });
+  });
+
   it('refuses with CircuitlogUnavailableError when failOpen is false', async () => {
     const { transport, client } = await connected({ failOpen: false });
     transport.goDown();

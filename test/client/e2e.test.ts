@@ -33,6 +33,9 @@ async function circuit(server: ServerProcess, name: string): Promise<Record<stri
   return (await fetch(`${server.url}/circuits/${encodeURIComponent(name)}`)).json() as Promise<Record<string, unknown>>;
 }
 
+const post = (url: string, body: unknown) =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
 const boom = async (): Promise<never> => {
   throw new Error('boom');
 };
@@ -61,11 +64,12 @@ describe('client against the real server', () => {
     const gate = new Promise<void>((resolve) => (release = resolve));
     const probe = vi.fn(() => gate.then(() => 'probed'));
     const calls = [a, b, c].map((x) => x.call('dep', probe));
+    const settled = Promise.allSettled(calls);
     await vi.waitFor(() => expect(probe).toHaveBeenCalledTimes(1));
     release();
-    const settled = await Promise.allSettled(calls);
-    expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
-    expect(settled.filter((s) => s.status === 'rejected').map((s) => (s as PromiseRejectedResult).reason)).toEqual([
+    const results = await settled;
+    expect(results.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+    expect(results.filter((s) => s.status === 'rejected').map((s) => (s as PromiseRejectedResult).reason)).toEqual([
       expect.any(CircuitOpenError),
       expect.any(CircuitOpenError),
     ]);
@@ -144,6 +148,7 @@ describe('client against the real server', () => {
   it('keeps working while the server is down, cuts a failing dependency off locally, and resyncs to the server', async () => {
     const dir = tempDir();
     const { server } = await serve({ failure_threshold: 3 }, {}, dir);
+    await post(`${server.url}/circuits/dep/outcomes`, { success: true }); // dep exists, with its policy
     const client = await connect(server.url, { maxQueuedOutcomes: 2 });
     await client.call('dep', async () => 'ok'); // the view learns dep's policy: 3 failures
     await vi.waitFor(() => expect(client.stats().outcomesPending).toBe(0));

@@ -36,6 +36,16 @@ export class FakeTransport implements Transport {
     return typeof answer === 'function' ? answer() : answer;
   }
 
+  /** Circuits `GET /circuits/:name` knows. */
+  circuits = new Map<string, Record<string, unknown>>();
+  circuitCalls: string[] = [];
+
+  async circuit(name: string): Promise<Record<string, unknown> | null> {
+    this.circuitCalls.push(name);
+    if (this.down) throw new TransportError('unreachable', 'down');
+    return this.circuits.get(name) ?? null;
+  }
+
   async postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void> {
     if (this.holdPosts) await this.holdPosts;
     if (this.down) throw new TransportError('unreachable', 'down');
