@@ -5,6 +5,7 @@
 //               nginx (one worker, when installed) (goals: ≥1.20x http-proxy, ≥0.50x nginx)
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
+//   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
@@ -38,6 +39,7 @@ import {
   writeJson,
 } from './lib.mjs';
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
+import { clientSection } from './client.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -45,9 +47,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'client'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, client: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -554,6 +556,7 @@ async function main() {
   const t0 = Date.now();
 
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection };
+  runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;
