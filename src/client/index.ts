@@ -9,10 +9,11 @@
  * ```
  */
 
-import { CircuitlogClient, type ClientOptions } from './client.js';
+import { CircuitlogClient } from './client.js';
+import type { ClientOptions } from './options.js';
 
 export { CircuitlogClient } from './client.js';
-export type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './client.js';
+export type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 export { CallTimeoutError, CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
 export type { TransitionEvent } from './transport.js';
 export type { CircuitState } from '../domain/circuit.js';
