@@ -4,7 +4,9 @@ import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
-export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from './domain/circuit-name.js';
+import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from './domain/circuit-name.js';
+
+export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem };
 const SEGMENT = /^[A-Za-z0-9_.:~-]+$/;
 
 const positiveInt = (max: number) => z.number().int().min(1).max(max);
