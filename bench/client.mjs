@@ -16,6 +16,8 @@ const GOAL_RATIO = 20;
 const GOAL_ADDED_P50_US = 5;
 const FLEET = 4;
 const FLEET_RATE = 1_000; // calls per second per client
+// 2 s: 8,000 calls, which a count window of 10,000 (the fallback when /metrics is off) holds whole.
+const FLEET_MS = 2_000;
 const LAG_SAMPLES = 30;
 
 const noop = async () => undefined;
@@ -173,7 +175,7 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
 
     log('client: 4 clients x 1,000 calls/s, half failing');
     await fetch(`${server.url}/circuits/bench%2Fmixed`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ window: { type: 'count', size: 10_000, failure_rate_threshold: 100, minimum_calls: 10_000 } }) }).catch(() => undefined);
-    const fleet = await fleetRun(createClient, server.url, ms);
+    const fleet = await fleetRun(createClient, server.url, FLEET_MS);
     const counts = await serverCounts(server.url, 'bench/mixed');
 
     log('client: stream lag');

@@ -65,7 +65,8 @@ export class CircuitlogClient {
     );
     this.queue = new OutcomeQueue(
       {
-        maxBatch: options.maxBatch ?? 500,
+        flushAt: Math.min(options.flushAt ?? 250, options.maxBatch ?? 1_000),
+        maxBatch: options.maxBatch ?? 1_000,
         flushDelayMs: options.flushDelayMs ?? 5, // 5 ms
         capacity: options.maxQueuedOutcomes ?? 10_000,
         retryDelayMs: (attempt) => backoffDelay(attempt, reconnectMaxDelayMs),

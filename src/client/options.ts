@@ -12,7 +12,9 @@ export interface ClientOptions {
   readonly failOpen?: boolean;
   /** Outcomes wait at most this long before they are sent (default 5 ms). */
   readonly flushDelayMs?: number;
-  /** Outcomes per `POST /outcomes` (default 500; circuitlog takes up to 1,000). */
+  /** Queued outcomes that are sent at once, without waiting for `flushDelayMs` (default 250). */
+  readonly flushAt?: number;
+  /** Most outcomes per `POST /outcomes` (default 1,000, circuitlog's limit); more pile up while one is in flight. */
   readonly maxBatch?: number;
   /**
    * Outcomes not yet acknowledged (default 10,000). At this many, calls wait while circuitlog is

@@ -1,6 +1,6 @@
 /**
  * Outcomes on their way to `POST /outcomes`: batched (a flush after `flushDelayMs` or at
- * `maxBatch` items), one batch in flight at a time so they arrive in the order recorded,
+ * `flushAt` items, at most `maxBatch` per request), one batch in flight at a time so they arrive in the order recorded,
  * and never dropped while circuitlog is reachable: at `capacity` the caller waits for
  * space (backpressure). While it is unreachable the queue is a bounded buffer instead:
  * past `capacity` the oldest outcome is dropped and counted.
@@ -9,6 +9,9 @@
 import { TransportError, type OutcomeItem } from './transport.js';
 
 export interface OutcomeQueueOptions {
+  /** Queued outcomes that trigger a send at once, without waiting for `flushDelayMs`. */
+  readonly flushAt: number;
+  /** Most outcomes in one request (what piled up while the previous one was in flight). */
   readonly maxBatch: number;
   readonly flushDelayMs: number;
   readonly capacity: number;
@@ -75,7 +78,7 @@ export class OutcomeQueue {
     }
     this.items.push(item);
     if (this.inFlight > 0 || this.flushTimer !== null) return;
-    if (this.items.length >= this.options.maxBatch) this.flush();
+    if (this.items.length >= this.options.flushAt) this.flush();
     else this.flushTimer = setTimeout(() => this.flush(), this.options.flushDelayMs);
   }
 
