@@ -53,12 +53,13 @@ export class LocalBreakers {
     const circuit = newCircuit(name, settingsFrom(known?.json ?? null, this.defaults), now);
     if (known?.state === 'half_open') return { ...circuit, state: 'half_open', halfOpenAt: now };
     if (known?.state !== 'open') return circuit;
-    // A circuit last known open stays open locally until its known open_until (or its timeout).
+    // A circuit last known open stays open locally until its known open_until (else its timeout).
     const openUntil = typeof known.json?.open_until === 'string' ? Date.parse(known.json.open_until) : NaN;
     return {
       ...circuit,
       state: 'open',
-      openUntil: Number.isFinite(openUntil) && openUntil > now ? openUntil : now + circuit.timeoutSeconds * 1000,
+      // A known open_until already past makes it half-open at once, as on the server.
+      openUntil: Number.isFinite(openUntil) ? openUntil : now + circuit.timeoutSeconds * 1000,
     };
   }
 }
