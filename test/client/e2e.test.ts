@@ -175,4 +175,24 @@ describe('client against the real server', () => {
     expect(await client.call('dep', fn)).toBe('ran');
     expect(client.state('dep')).toBe('closed');
   });
+
+  it('replays the transitions it missed while disconnected, resuming with Last-Event-ID', async () => {
+    const dir = tempDir();
+    const { server } = await serve({ failure_threshold: 1 }, {}, dir);
+    const client = await connect(server.url);
+    const seen: string[] = [];
+    client.on('transition', (e) => seen.push(`${e.circuit}:${e.to}`));
+    await client.call('before', boom).catch(() => undefined);
+    await vi.waitFor(() => expect(seen).toEqual(['before:open']));
+    await server.stop('SIGKILL');
+    await vi.waitFor(() => expect(client.connection).toBe('offline'));
+    // While the client is away, another server process on the same file trips a circuit.
+    const env = { CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'circuitlog.yaml') };
+    const meanwhile = await startServer(env);
+    await post(`${meanwhile.url}/circuits/missed/outcomes`, { success: false });
+    await meanwhile.stop('SIGTERM');
+    servers.push(await startServer({ ...env, PORT: String(server.port) }));
+    await client.ready();
+    await vi.waitFor(() => expect(seen).toEqual(['before:open', 'missed:open']));
+  });
 });
