@@ -273,7 +273,8 @@ export class CircuitlogClient {
     entry.generation = this.streamUp && this.generation === generation ? generation : -1;
     if (answer.allowed) return;
     entry.retryAt = answer.retryAt;
-    entry.refusedUntil = answer.forced ? Infinity : answer.retryAt;
+    // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
+    entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, this.clock() + answer.retryAfterMs);
     throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
   }
 

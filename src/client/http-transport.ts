@@ -20,6 +20,8 @@ type Headers = Record<string, string>;
 type Response = { statusCode: number; headers: Record<string, string | string[] | undefined>; body: { json(): Promise<unknown>; dump(): Promise<void> } };
 
 const STATES: readonly string[] = ['closed', 'open', 'half_open'];
+/** undici's and Node's codes for a socket the other side closed (a kept-alive connection it dropped). */
+const SOCKET_CLOSED = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
 export function createHttpTransport(options: HttpTransportOptions): Transport {
   const base = new URL(options.url);
@@ -41,7 +43,10 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
     async allowed(name) {
       const path = `/circuits/${encodeURIComponent(name)}/allowed`;
       // A GET is safe to repeat: once more when a kept-alive socket was closed under us.
-      const res = await send('GET', path, {}).catch(() => send('GET', path, {}));
+      const res = await send('GET', path, {}).catch((error: TransportError) => {
+        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {});
+        throw error;
+      });
       const body = await readJson(res);
       if (res.statusCode === 200) return allowedAnswer(body);
       if (res.statusCode === 503 && isOpenProblem(body)) return refusal(body, res);
@@ -153,11 +158,9 @@ function refusal(body: Record<string, unknown>, res: Response): AllowedAnswer {
   const state = stateOf(body.state, 'open');
   const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
   const retryAfterSeconds = Number(res.headers['retry-after']);
-  const retryAt =
-    !forced && state === 'open' && Number.isFinite(openUntil)
-      ? openUntil
-      : Date.now() + (Number.isFinite(retryAfterSeconds) ? retryAfterSeconds : 1) * 1000;
-  return { allowed: false, state, retryAt, forced };
+  const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
+  const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
 function parseTransition(data: string, id: string): TransitionEvent | null {

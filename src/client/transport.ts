@@ -15,6 +15,8 @@ export type AllowedAnswer =
       readonly state: CircuitState;
       /** Epoch ms: `open_until` when open, else now + `Retry-After`. */
       readonly retryAt: number;
+      /** `Retry-After`, in ms: unlike `retryAt`, free of any clock difference between hosts. */
+      readonly retryAfterMs: number;
       readonly forced: boolean;
     };
 

@@ -65,10 +65,22 @@ describe('decisions', () => {
     expect(await client.call('svc', async () => 2)).toBe(2);
   });
 
+  it('keeps a refusal no longer than Retry-After by its own clock, whatever the server’s open_until says', async () => {
+    let now = 1_000_000;
+    const { transport, client } = await connected({ clock: () => now });
+    // The server's clock runs 60 s ahead: open_until is far in this host's future.
+    transport.answers.set('svc', { allowed: false, state: 'open', retryAt: now + 61_000, retryAfterMs: 1_000, forced: false });
+    await expect(client.call('svc', async () => 1)).rejects.toBeInstanceOf(CircuitOpenError);
+    now += 1_000;
+    transport.answers.delete('svc');
+    expect(await client.call('svc', async () => 2)).toBe(2);
+    expect(transport.allowedCalls).toEqual(['svc', 'svc']);
+  });
+
   it('asks circuitlog for a circuit forced open, whatever its counted state', async () => {
     const { transport, client } = await connected();
     await client.call('svc', async () => 1);
-    transport.answers.set('svc', { allowed: false, state: 'closed', retryAt: Date.now() + 1000, forced: true });
+    transport.answers.set('svc', { allowed: false, state: 'closed', retryAt: Date.now() + 1000, retryAfterMs: 1000, forced: true });
     transport.stream!.emit({ circuit: 'svc', from: 'closed', to: 'closed', reason: 'forced_open', at: 'x' });
     const error = await client.call('svc', async () => 1).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'CIRCUIT_FORCED_OPEN' });

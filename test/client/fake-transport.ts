@@ -86,4 +86,10 @@ export class FakeTransport implements Transport {
   }
 }
 
-export const open = (retryAt: number, forced = false): AllowedAnswer => ({ allowed: false, state: 'open', retryAt, forced });
+export const open = (retryAt: number, forced = false): AllowedAnswer => ({
+  allowed: false,
+  state: 'open',
+  retryAt,
+  retryAfterMs: Math.max(1_000, retryAt - Date.now()),
+  forced,
+});
