@@ -26,6 +26,15 @@ const boom = async () => {
 };
 const sorted = (xs) => [...xs].sort((a, b) => a - b);
 
+/** A client whose event stream is open; a server without /events/stream fails the section, not hangs it. */
+async function connected(createClient, url) {
+  const client = createClient({ url });
+  let timer;
+  const expired = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`client: no event stream from ${url} within 10 s`)), 10_000)));
+  await Promise.race([client.ready(), expired]).finally(() => clearTimeout(timer));
+  return client;
+}
+
 /** Sequential `GET /allowed` round trips from one keep-alive connection, for `ms`. */
 async function allowedRoundTrips(url, ms) {
   const pool = new Pool(url, { connections: 1 });
@@ -74,11 +83,7 @@ async function addedTime(client, samples) {
 
 /** FLEET clients, FLEET_RATE calls/s each for `ms`, every other call failing. */
 async function fleetRun(createClient, url, ms) {
-  const clients = await Promise.all(Array.from({ length: FLEET }, async () => {
-    const c = createClient({ url });
-    await c.ready();
-    return c;
-  }));
+  const clients = await Promise.all(Array.from({ length: FLEET }, () => connected(createClient, url)));
   const made = { success: 0, failure: 0 };
   const tickMs = 10;
   const perTick = (FLEET_RATE * tickMs) / 1000;
@@ -124,9 +129,7 @@ async function serverCounts(url, name) {
 
 /** From A's call that trips `bench/lag` (threshold 1) to B's `transition` event, in ms. */
 async function streamLag(createClient, url) {
-  const a = createClient({ url });
-  const b = createClient({ url });
-  await Promise.all([a.ready(), b.ready()]);
+  const [a, b] = await Promise.all([connected(createClient, url), connected(createClient, url)]);
   const lags = [];
   let waiter = null;
   b.on('transition', (e) => e.circuit === 'bench/lag' && waiter?.(e));
@@ -165,8 +168,7 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
     log('client: sequential GET /allowed');
     const allowed = await allowedRoundTrips(server.url, ms);
     log('client: sequential call() on a closed circuit');
-    const client = createClient({ url: server.url });
-    await client.ready();
+    const client = await connected(createClient, server.url);
     await sequentialCalls(client, 500); // warm-up
     const calls = await sequentialCalls(client, ms);
     const added = await addedTime(client, 100_000);
@@ -186,6 +188,7 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
 
     const baseline = target('sequential GET /allowed round trips (one connection)', allowed.rps, percentileSorted(allowed.latencies, 50), percentileSorted(allowed.latencies, 99), {
       isBaseline: true,
+      valid: allowed.errors === 0,
       requests: allowed.count,
       non2xx: allowed.errors,
     });
