@@ -1,16 +1,20 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OpenAPIHono } from '@hono/zod-openapi';
-import { swaggerUI } from '@hono/swagger-ui';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
+import { registerDocsPage } from './http/docs-page.js';
+import { registerDocument } from './http/openapi.js';
+import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
+import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
+import type { HealthReport } from './store/storage-health.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -23,6 +27,8 @@ export interface AppDeps {
   readonly apiBodyLimitBytes?: number;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
+  /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
+  readonly health?: () => HealthReport;
 }
 
 export interface App {
@@ -55,7 +61,8 @@ function requireToken(token: string): MiddlewareHandler {
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
-  const app = new OpenAPIHono();
+  // Routing on the raw path: see raw-path.ts.
+  const app = new OpenAPIHono({ getPath: rawRequestPath });
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
@@ -65,34 +72,43 @@ export function createApp(deps: AppDeps): App {
   const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
 
   app.get('/health', (c) => {
-    const ok = deps.store.ping();
-    return c.json({ status: ok ? 'ok' : 'unavailable' }, ok ? 200 : 503);
+    const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
+    return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
     if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);
     return c.json(entry);
   });
-  app.doc31('/openapi.json', {
-    openapi: '3.1.0',
-    info: { title: 'circuitlog', version: '0.1.0', description: 'Circuit breakers as a service, and a guarded proxy.' },
-  });
-  app.get('/docs', swaggerUI({ url: '/openapi.json' }));
+  registerDocument(app, { token: deps.token !== undefined && deps.token !== '', proxy: deps.proxy !== undefined });
+  registerDocsPage(app, '/openapi.json');
 
   const allowedMethods = methodIndex(app);
   app.notFound((c) => {
+    const dots = dotSegmentProblem(c.req.path);
+    if (dots) return render(c, dots);
     const allow = allowedMethods(c.req.path);
     if (allow.length > 0 && !allow.includes(c.req.method)) {
       return render(c, new AppError('METHOD_NOT_ALLOWED', `${c.req.method} is not allowed here.`, { headers: { allow: allow.join(', ') } }));
     }
-    return render(c, new AppError('NOT_FOUND', `No route for ${c.req.method} ${c.req.path}.`));
+    return render(c, new AppError('NOT_FOUND', `No route for ${c.req.method} ${c.req.path}.${slashHint(c.req.path)}`));
   });
-  app.onError((error, c) => render(c, toAppError(error)));
+  app.onError((error, c) => {
+    if (error instanceof ClientClosedError) {
+      // nginx's 499: the caller went away; nobody reads this answer and nothing failed here.
+      deps.logger.debug({ event: 'client_closed', method: c.req.method, path: c.req.path, status: 499 }, 'caller closed the connection');
+      return new Response(null, { status: 499 });
+    }
+    return render(c, toAppError(error));
+  });
 
   function logFailure(method: string, path: string, error: AppError): void {
     const status = PROBLEMS[error.code].status;
     const fields = { event: 'request_failed', method, path, status, code: error.code };
     if (error.code === 'INTERNAL') deps.logger.error({ ...fields, err: error.options.cause ?? error }, error.message);
+    // A refusal is the breaker working: its transitions are logged, not each refused call.
+    else if (error.code === 'CIRCUIT_OPEN') deps.logger.debug(fields, error.message);
+    else if (error.code.startsWith('STORAGE_')) deps.logger.warn(fields, error.message);
     else deps.logger.info(fields, error.message);
   }
 
@@ -120,6 +136,12 @@ export function createApp(deps: AppDeps): App {
     });
 
   return { app, breaker, proxyListener };
+}
+
+/** Under /circuits, the likely cause of a 404: a name whose '/' was sent as is. */
+function slashHint(path: string): string {
+  if (!path.startsWith('/circuits/')) return '';
+  return " A '/' in a circuit name is sent as %2F: the circuit a/b is /circuits/a%2Fb.";
 }
 
 function toAppError(error: unknown): AppError {

@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import { validateHeaderName, validateHeaderValue } from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
@@ -31,13 +33,33 @@ const nodeSchema = z
   .object({
     id: segmentName,
     dc: z.string().regex(SEGMENT, 'letters, digits and _ . : ~ - only').max(64),
-    url: z
-      .string()
-      .url()
-      .refine((u) => /^https?:$/.test(new URL(u).protocol), 'must be an http:// or https:// URL')
-      .refine((u) => new URL(u).search === '' && new URL(u).hash === '', 'must not have a query or fragment'),
+    url: z.string().superRefine((u, ctx) => {
+      const problem = nodeUrlProblem(u);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
   })
   .strict();
+
+/** `null` for an http(s) URL with a valid host and port and no query or fragment, else why not. */
+function nodeUrlProblem(text: string): string | null {
+  // URL.canParse first: `new URL` throws on 'not a url' or port 99999, which must be a message, not a crash.
+  if (!URL.canParse(text)) return `must be an http:// or https:// URL with a valid host and port, got '${text}'`;
+  const url = new URL(text);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http:// or https:// URL';
+  if (url.search !== '' || url.hash !== '') return 'must not have a query or fragment';
+  return null;
+}
+
+/** The problem node:http would raise later for a header, or null (checked at start, not per answer). */
+function headerProblem(name: string, value: string): string | null {
+  try {
+    validateHeaderName(name);
+    validateHeaderValue(name, value);
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
 
 const healthCheckSchema = z
   .object({
@@ -59,7 +81,15 @@ const fallbackSchema = z
     static: z
       .object({
         status: z.number().int().min(200).max(599).default(503),
-        headers: z.record(z.string(), z.string()).default({}),
+        headers: z
+          .record(z.string(), z.string())
+          .default({})
+          .superRefine((headers, ctx) => {
+            for (const [name, value] of Object.entries(headers)) {
+              const problem = headerProblem(name, value);
+              if (problem) ctx.addIssue({ code: 'custom', path: [name], message: problem });
+            }
+          }),
         body: z.string().default(''),
       })
       .strict()
@@ -89,6 +119,22 @@ const upstreamSchema = z
     });
   });
 
+/** Timeouts of the HTTP server itself (node:http), so slow or idle clients cannot hold connections. */
+const serverSchema = z
+  .object({
+    /** Time to receive a request's headers (slowloris). */
+    headers_timeout_ms: positiveInt(600_000).default(10_000), // 10 s
+    /** Time to receive a whole request, body included. */
+    request_timeout_ms: positiveInt(3_600_000).default(60_000), // 60 s
+    /** How long an idle keep-alive connection stays open between requests. */
+    keep_alive_timeout_ms: positiveInt(600_000).default(5_000), // 5 s
+  })
+  .strict()
+  .refine((s) => s.headers_timeout_ms <= s.request_timeout_ms, {
+    path: ['headers_timeout_ms'],
+    message: 'must not exceed server.request_timeout_ms',
+  });
+
 const fileSchema = z
   .object({
     circuit_defaults: circuitDefaultsSchema.default({
@@ -103,17 +149,24 @@ const fileSchema = z
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
     /** Largest request body accepted by the /circuits API. */
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
+    server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {
     if (Object.keys(cfg.upstreams).length > 0 && cfg.local_dc === undefined) {
       ctx.addIssue({ code: 'custom', path: ['local_dc'], message: 'is required when upstreams are configured' });
     }
+    for (const [name, upstream] of Object.entries(cfg.upstreams)) {
+      if (cfg.local_dc === undefined || upstream.nodes.some((n) => n.dc === cfg.local_dc)) continue;
+      const dcs = [...new Set(upstream.nodes.map((n) => n.dc))].join(', ');
+      ctx.addIssue({ code: 'custom', path: ['local_dc'], message: `'${cfg.local_dc}' matches no node of upstream '${name}' (its data centres: ${dcs})` });
+    }
   });
 
 export type FileConfig = z.infer<typeof fileSchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type NodeConfig = z.infer<typeof nodeSchema>;
+export type ServerConfig = z.infer<typeof serverSchema>;
 
 export interface Config extends FileConfig {
   readonly port: number;
@@ -131,14 +184,15 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-function describeIssues(prefix: string, error: z.ZodError): string {
+/** `<source> <key>: <message>` per issue; the source alone when the issue is about the whole file. */
+function describeIssues(source: string, error: z.ZodError): string {
   return error.issues
     .map((issue) => {
       const key = issue.path.reduce<string>(
         (acc, part) => (typeof part === 'number' ? `${acc}[${part}]` : acc ? `${acc}.${String(part)}` : String(part)),
         '',
       );
-      return `${prefix}${key ? ` ${key}` : ''}: ${issue.message}`;
+      return `${source}${key ? ` ${key}` : ''}: ${issue.message}`;
     })
     .join('; ');
 }
@@ -147,12 +201,14 @@ function describeIssues(prefix: string, error: z.ZodError): string {
 export function parseConfigText(text: string, source: string): FileConfig {
   let raw: unknown;
   try {
-    raw = parseYaml(text) ?? {};
+    raw = parseYaml(text);
   } catch (error) {
     throw new ConfigError(`${source}: not valid YAML/JSON: ${(error as Error).message}`);
   }
+  // An empty file (or only comments) is most likely the wrong file, not "all defaults".
+  if (raw === null || raw === undefined) throw new ConfigError(`${source}: the file is empty; leave CIRCUITLOG_CONFIG unset for the defaults`);
   const parsed = fileSchema.safeParse(raw);
-  if (!parsed.success) throw new ConfigError(describeIssues(`${source}:`, parsed.error));
+  if (!parsed.success) throw new ConfigError(describeIssues(source, parsed.error));
   return parsed.data;
 }
 
@@ -163,6 +219,21 @@ function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min:
     throw new ConfigError(`${name}: must be an integer from ${min} to ${max}, got '${value}'`);
   }
   return Number(value);
+}
+
+/** An IP literal, or a host name of RFC 1123 labels; anything else cannot be listened on. */
+function isHost(host: string): boolean {
+  if (net.isIP(host) !== 0) return true;
+  return host.length <= 253 && /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$/.test(host);
+}
+
+/** `auto` (any case) is the CPU count; else an integer from 1 to 256. */
+function parseWorkers(name: string, raw: string): number {
+  if (raw.toLowerCase() === 'auto') return os.availableParallelism();
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 256) {
+    throw new ConfigError(`${name}: must be an integer from 1 to 256 or 'auto' (the CPU count), got '${raw}'`);
+  }
+  return Number(raw);
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -184,13 +255,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   const flags = parseFlags(argv);
   const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
   const host = env.HOST || '127.0.0.1';
-  if (/\s/.test(host)) throw new ConfigError(`HOST: must be a host name or address, got '${host}'`);
+  if (!isHost(host)) throw new ConfigError(`HOST: must be an IP address or a host name (letters, digits, '-' and '.'), got '${host}'`);
   const dbPath = env.CIRCUITLOG_DB || './data/circuitlog.db';
   const token = env.CIRCUITLOG_TOKEN;
+  if (token !== undefined && token.trim() !== token) {
+    // HTTP strips the spaces around a header value, so such a token could never match.
+    throw new ConfigError('CIRCUITLOG_TOKEN: must not begin or end with whitespace');
+  }
   if (token !== undefined && token.length > 0 && token.length < 16) {
     throw new ConfigError('CIRCUITLOG_TOKEN: must be at least 16 characters');
   }
-  const logLevel = env.CIRCUITLOG_LOG_LEVEL || 'info';
+  const logLevel = (env.CIRCUITLOG_LOG_LEVEL || 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`CIRCUITLOG_LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got '${logLevel}'`);
   }
@@ -200,9 +275,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   }
   const workersName = flags.workers === undefined ? 'CIRCUITLOG_WORKERS' : '--workers';
   const workersRaw = flags.workers ?? (env.CIRCUITLOG_WORKERS || '1');
-  const workers = workersRaw === 'auto' ? os.availableParallelism() : intFromEnv({ [workersName]: workersRaw }, workersName, 1, 1, 256);
+  const workers = parseWorkers(workersName, workersRaw);
   const configPath = env.CIRCUITLOG_CONFIG || undefined;
-  let file: FileConfig = parseConfigText('', 'defaults');
+  let file: FileConfig = parseConfigText('{}', 'defaults');
   if (configPath !== undefined) {
     let text: string;
     try {
@@ -222,5 +297,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     logLevel,
     synchronous,
     workers,
+  };
+}
+
+/** What the service runs with, for the one start-up log line: never the token itself. */
+export function describeConfig(config: Config): Record<string, unknown> {
+  return {
+    config_file: config.configPath ?? null,
+    upstreams: Object.keys(config.upstreams),
+    local_dc: config.local_dc ?? null,
+    token: config.token === undefined ? 'off' : 'on',
+    workers: config.workers,
+    synchronous: config.synchronous,
+    db: config.dbPath,
+    host: config.host,
+    port: config.port,
+    log_level: config.logLevel,
   };
 }

@@ -3,34 +3,72 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
+import type Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
-import { runPrimary } from './cluster.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { runPrimary, type StartFailedMessage } from './cluster.js';
+import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
+import { rejectConnect } from './server/connect.js';
+import { listen, probeListen } from './server/listen.js';
+import { serverTimeoutOptions } from './server/timeouts.js';
 import { SqliteCircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
+import { databaseFileProblem } from './store/db-file.js';
 import { SqliteLeaseStore } from './store/lease-store.js';
+import { StorageHealth } from './store/storage-health.js';
 
 const LEASE_RENEW_MS = 1_000; // 1 s
 const LEASE_TTL_MS = 3_000; // 3 s: a dead leader's job moves to another worker within this
 
+/** Run `fn` on the database; an SQLite error becomes a ConfigError naming CIRCUITLOG_DB. */
+function withDatabase<T>(config: Config, fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'SQLITE_BUSY') {
+      // A single-worker server holds its file exclusively; a second one on it lands here.
+      throw new ConfigError(
+        'CIRCUITLOG_DB: the database is locked by another process (another circuitlog on the same file? use CIRCUITLOG_WORKERS to run several)',
+      );
+    }
+    if (typeof code === 'string' && code.startsWith('SQLITE_')) {
+      throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`);
+    }
+    throw error;
+  }
+}
+
 function migrateDatabase(config: Config, logger: Logger): void {
-  const db = openDatabase(config.dbPath, { synchronous: config.synchronous });
-  const applied = migrate(db, readMigrations(defaultMigrationsDir()));
-  db.close();
+  const applied = withDatabase(config, () => {
+    const db = openDatabase(config.dbPath, { synchronous: config.synchronous });
+    try {
+      return migrate(db, readMigrations(defaultMigrationsDir()));
+    } finally {
+      db.close();
+    }
+  });
   if (applied.length > 0) logger.info({ event: 'migrated', applied }, `applied ${applied.length} migration(s)`);
 }
 
 /**
- * One server process. Alone (`workers = 1`) it holds the database file exclusively; as one
- * of several workers it shares the file and runs health checks only while it holds the lease.
+ * One server process. Alone (`workers = 1`) it holds the database file exclusively and checks
+ * HOST/PORT before it migrates; as one of several workers it shares the file (the primary
+ * checked and migrated it) and runs health checks only while it holds the lease.
  */
-function startServer(config: Config, logger: Logger, shared: boolean): void {
-  const db = openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared });
-  const store = new SqliteCircuitStore(db, !shared);
+async function startServer(config: Config, logger: Logger, shared: boolean): Promise<void> {
+  const server = http.createServer(serverTimeoutOptions(config.server));
+  server.on('connect', rejectConnect(logger, Date.now));
+  if (!shared) {
+    await listen(server, config.port, config.host);
+    migrateDatabase(config, logger);
+  }
+  const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
+  const storage = new StorageHealth(config.dbPath, logger);
+  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
   const d = config.circuit_defaults;
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
@@ -38,6 +76,7 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
       : undefined;
   const { app, breaker, proxyListener } = createApp({
     store,
+    health: () => store.health(),
     clock: Date.now,
     logger,
     circuitDefaults: {
@@ -64,71 +103,82 @@ function startServer(config: Config, logger: Logger, shared: boolean): void {
       : null;
 
   const honoListener = getRequestListener(app.fetch);
-  const server = http.createServer((incoming, outgoing) => {
+  server.on('request', (incoming, outgoing) => {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
-  server.listen(config.port, config.host, () => {
-    const { port } = server.address() as AddressInfo;
-    const event = cluster.isWorker ? 'worker_listening' : 'listening';
-    logger.info({ event, host: config.host, port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${port}`);
-    if (leader) leader.start();
-    else health?.start();
-  });
+  if (shared) await listen(server, config.port, config.host);
+  const { port } = server.address() as AddressInfo;
+  const event = cluster.isWorker ? 'worker_listening' : 'listening';
+  logger.info({ event, host: config.host, port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${port}`);
+  if (leader) leader.start();
+  else health?.start();
+  onSignals((signal) => drain(signal, { server, db, logger, config, stopJobs: () => (leader ? leader.stop() : health?.stop()), proxy }));
+}
 
+interface Running {
+  readonly server: http.Server;
+  readonly db: Database.Database;
+  readonly logger: Logger;
+  readonly config: Config;
+  readonly stopJobs: () => void;
+  readonly proxy: { client: { close(): Promise<void> } } | undefined;
+}
+
+/** SIGTERM: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
+function drain(signal: string, { server, db, logger, config, stopJobs, proxy }: Running): void {
+  logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+  stopJobs();
+  const timer = setTimeout(() => {
+    logger.warn({ event: 'shutdown_timeout' }, 'grace period over; closing connections');
+    server.closeAllConnections();
+  }, config.shutdown_grace_ms);
+  timer.unref();
+  server.close(() => {
+    void (proxy?.client.close() ?? Promise.resolve()).finally(() => {
+      db.close();
+      logger.info({ event: 'stopped' }, 'stopped');
+      process.exit(0);
+    });
+  });
+  server.closeIdleConnections();
+}
+
+/** SIGTERM and SIGINT, once. */
+function onSignals(handler: (signal: NodeJS.Signals) => void): void {
   let stopping = false;
-  const shutdown = (signal: string) => {
+  const once = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
-    if (leader) leader.stop();
-    else health?.stop();
-    const timer = setTimeout(() => {
-      logger.warn({ event: 'shutdown_timeout' }, 'grace period over; closing connections');
-      server.closeAllConnections();
-    }, config.shutdown_grace_ms);
-    timer.unref();
-    server.close(() => {
-      void (proxy?.client.close() ?? Promise.resolve()).finally(() => {
-        db.close();
-        logger.info({ event: 'stopped' }, 'stopped');
-        process.exit(0);
-      });
-    });
-    server.closeIdleConnections();
+    handler(signal);
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', once);
+  process.on('SIGINT', once);
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const config = loadConfig();
   const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
-  if (cluster.isWorker) {
-    startServer(config, logger, true);
-    return;
-  }
+  if (cluster.isWorker) return startServer(config, logger, true);
+  logger.info({ event: 'starting', ...describeConfig(config) }, 'starting circuitlog');
+  const dbProblem = databaseFileProblem(config.dbPath);
+  if (dbProblem) throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' ${dbProblem}`);
+  if (config.workers === 1) return startServer(config, logger, false);
+  await probeListen(config.port, config.host);
   migrateDatabase(config, logger);
-  if (config.workers === 1) {
-    startServer(config, logger, false);
-    return;
-  }
-  runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+  onSignals((signal) => primary.shutdown(signal));
 }
 
-try {
-  main();
-} catch (error) {
-  if (error instanceof ConfigError) {
-    process.stderr.write(`circuitlog: configuration error: ${error.message}\n`);
-    process.exit(2);
+main().catch((error: unknown) => {
+  // A bad setting is exit code 2 with one line naming it; anything else is a bug: exit 1, with the stack.
+  const known = error instanceof ConfigError;
+  const message = known ? error.message : String((error as Error).stack ?? error);
+  if (cluster.isWorker) {
+    const failed: StartFailedMessage = { type: 'circuitlog:start_failed', message };
+    process.send!(failed, () => process.exit(known ? 2 : 1));
+    return;
   }
-  if ((error as { code?: unknown }).code === 'SQLITE_BUSY') {
-    // A single-worker server holds its file exclusively; a second one on it lands here.
-    process.stderr.write(
-      `circuitlog: CIRCUITLOG_DB: the database is locked by another process (another circuitlog on the same file? use CIRCUITLOG_WORKERS to run several)\n`,
-    );
-    process.exit(2);
-  }
-  throw error;
-}
+  process.stderr.write(known ? `circuitlog: cannot start: ${message}\n` : `${message}\n`);
+  process.exit(known ? 2 : 1);
+});

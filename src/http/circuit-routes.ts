@@ -4,6 +4,7 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
 import {
+  AllowedSchema,
   CallBody,
   CircuitSchema,
   EventSchema,
@@ -19,9 +20,11 @@ import {
   allowedText,
 } from './schemas.js';
 
-const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema) => ({
+const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
+const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
   description,
   content: { 'application/problem+json': { schema } },
+  ...(headers && { headers }),
 });
 const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
 const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({ required, content: { 'application/json': { schema } } });
@@ -29,9 +32,23 @@ const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({ re
 const common = {
   400: problem('Invalid circuit name, JSON or query'),
   401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
+  405: problem('Another method than the ones this path answers; Allow lists them'),
+  503: problem(
+    'storage-busy (the database stayed locked past the busy timeout), or on a write storage-full or storage-unavailable',
+    ProblemSchema,
+    retryAfter,
+  ),
 };
-const withBody = { ...common, 413: problem('Body over the size limit'), 422: problem('Body fields failed validation') };
-const open503 = problem('Circuit open (or half-open with every probe slot taken); see Retry-After', OpenProblemSchema);
+/** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
+const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
+const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
+const open503 = problem(
+  'circuit-open: the circuit is open, or half-open with every probe slot taken; or a storage problem (storage-busy, ...)',
+  z.union([OpenProblemSchema, ProblemSchema]),
+  retryAfter,
+);
+/** Any JSON value: the body of /success and /reset is read only to enforce the 415 and 413 rules. */
+const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
@@ -107,11 +124,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/success',
       tags: ['circuits'],
       summary: 'Record a success (creates the circuit with defaults if missing)',
-      request: { params: NameParam },
-      responses: { 200: ok('The circuit', CircuitSchema), ...common },
+      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
+      responses: { 200: ok('The circuit', CircuitSchema), ...anyBody },
     }),
-    (c) => {
+    async (c) => {
       const name = circuitNameParam(c);
+      await readJson(c, IgnoredBody, bodyLimitBytes);
       return c.json(circuitJson(breaker.record(name, true), breaker.now()), 200);
     },
   );
@@ -140,11 +158,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/reset',
       tags: ['circuits'],
       summary: 'Close a circuit',
-      request: { params: NameParam },
-      responses: { 200: ok('The closed circuit', CircuitSchema), ...common, 404: problem('Unknown circuit') },
+      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
+      responses: { 200: ok('The closed circuit', CircuitSchema), ...anyBody, 404: problem('Unknown circuit') },
     }),
-    (c) => {
+    async (c) => {
       const name = circuitNameParam(c);
+      await readJson(c, IgnoredBody, bodyLimitBytes);
       const circuit = breaker.reset(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);
@@ -160,10 +179,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       summary: 'May a call go ahead? In half-open an admitted call takes a probe slot',
       request: { params: NameParam },
       responses: {
-        200: ok(
-          'Allowed; circuit is null for a circuit never recorded (closed by definition)',
-          z.object({ allowed: z.literal(true), state: z.enum(['closed', 'half_open']), circuit: CircuitSchema.nullable() }),
-        ),
+        200: ok('Allowed; circuit is null for a circuit never recorded (closed by definition)', AllowedSchema),
         ...common,
         503: open503,
       },
@@ -211,13 +227,14 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     (c) => {
       const query = parseQuery(c, ListQuery);
       const limit = query.limit ?? 50;
-      const circuits = breaker.list({ state: query.state, afterId: query.cursor, limit });
+      // One row past the page says whether another page exists: an exactly full last page gets null.
+      const rows = breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 });
+      const page = rows.slice(0, limit);
       const now = breaker.now();
-      const last = circuits.at(-1);
       return c.json(
         {
-          circuits: circuits.map((circuit) => circuitJson(circuit, now)),
-          next_cursor: circuits.length === limit && last ? String(last.id) : null,
+          circuits: page.map((circuit) => circuitJson(circuit, now)),
+          next_cursor: rows.length > limit ? String(page.at(-1)!.id) : null,
         },
         200,
       );

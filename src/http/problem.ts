@@ -17,6 +17,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   METHOD_NOT_ALLOWED: { status: 405, type: '/problems/method-not-allowed', title: 'Method not allowed' },
   UNAUTHORIZED: { status: 401, type: '/problems/unauthorized', title: 'Missing or invalid bearer token' },
   STORAGE_BUSY: { status: 503, type: '/problems/storage-busy', title: 'Storage busy' },
+  STORAGE_FULL: { status: 503, type: '/problems/storage-full', title: 'Storage full' },
+  STORAGE_UNAVAILABLE: { status: 503, type: '/problems/storage-unavailable', title: 'Storage unavailable' },
   UPSTREAM_NOT_FOUND: { status: 404, type: '/problems/upstream-not-found', title: 'Unknown upstream' },
   NO_NODE_AVAILABLE: { status: 503, type: '/problems/no-node-available', title: 'No upstream node available' },
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
@@ -27,6 +29,21 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
+/**
+ * A request path as a valid URI reference (RFC 9457's `instance`): what was sent, with a
+ * stray '%' and any character RFC 3986 does not allow in a path percent-encoded.
+ */
+export function uriReference(path: string): string {
+  return path.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]/gu, percentEncode);
+}
+
+/** UTF-8 percent-encoding that, unlike encodeURIComponent, never throws (a lone surrogate becomes U+FFFD). */
+function percentEncode(ch: string): string {
+  let out = '';
+  for (const byte of Buffer.from(ch, 'utf8')) out += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  return out;
+}
+
 /** The status, headers and body of the problem document for an AppError. */
 export function problemParts(error: AppError, instance: string, now: number): { status: number; headers: Record<string, string>; body: string } {
   const entry = PROBLEMS[error.code];
@@ -36,7 +53,7 @@ export function problemParts(error: AppError, instance: string, now: number): { 
     title: entry.title,
     status: entry.status,
     detail: error.message,
-    instance,
+    instance: uriReference(instance),
     code: error.code,
     ...extensions,
   };

@@ -65,6 +65,14 @@ function nodeRequest(c: Context): IncomingMessage | undefined {
   return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
 }
 
+/** The caller closed the connection before its body arrived: nobody is left to answer. */
+export class ClientClosedError extends Error {
+  constructor(cause?: unknown) {
+    super('The caller closed the connection before sending the whole body.', { cause });
+    this.name = 'ClientClosedError';
+  }
+}
+
 function tooLarge(limitBytes: number): AppError {
   return new AppError('PAYLOAD_TOO_LARGE', `Request bodies are limited to ${limitBytes} bytes.`);
 }
@@ -96,17 +104,24 @@ async function readBody(c: Context, incoming: IncomingMessage | undefined, limit
       cleanup();
       resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
     };
+    // A reset mid-body surfaces as 'error' (ECONNRESET, "aborted") or as 'close' before 'end'.
     const onError = (error: Error) => {
       cleanup();
-      reject(error);
+      reject(new ClientClosedError(error));
+    };
+    const onClose = () => {
+      cleanup();
+      reject(new ClientClosedError());
     };
     const cleanup = () => {
       incoming.off('data', onData);
       incoming.off('end', onEnd);
       incoming.off('error', onError);
+      incoming.off('close', onClose);
     };
     incoming.on('data', onData);
     incoming.on('end', onEnd);
     incoming.on('error', onError);
+    incoming.on('close', onClose);
   });
 }

@@ -90,8 +90,10 @@ export const OpenProblemSchema = ProblemSchema.extend({
 export const NameParam = z.object({
   name: z.string().openapi({
     param: { name: 'name', in: 'path' },
-    description: "Circuit name, percent-encoded ('/' as %2F). Letters, digits and _ . : ~ - in '/'-separated segments; 1-200 characters.",
-    example: 'payment-gateway%2Fcharge',
+    description:
+      "Circuit name: letters, digits and _ . : ~ - in '/'-separated segments; 1-200 characters. In the URL each '/' is sent as %2F (Try it out encodes it).",
+    // Unencoded: Swagger UI percent-encodes path parameters itself.
+    example: 'payment-gateway/charge',
   }),
 });
 
@@ -125,7 +127,7 @@ export const ListQuery = z.object({
     .transform(Number)
     .pipe(z.number().int().min(1).max(500))
     .optional()
-    .openapi({ type: 'integer', description: 'Page size, 1-500 (default 50).' }),
+    .openapi({ type: 'integer', minimum: 1, maximum: 500, default: 50, description: 'Page size, 1-500 (default 50).' }),
   cursor: z
     .string()
     .regex(/^\d+$/, 'must be the next_cursor of a previous page')
@@ -133,6 +135,11 @@ export const ListQuery = z.object({
     .optional()
     .openapi({ type: 'string', description: 'next_cursor from the previous page.' }),
 });
+
+/** `GET /allowed`: `circuit` is null for a circuit never recorded (a union, so the document says `null` too). */
+export const AllowedSchema = z
+  .object({ allowed: z.literal(true), state: z.enum(['closed', 'half_open']), circuit: z.union([CircuitSchema, z.null()]) })
+  .openapi('Allowed');
 
 export const EventsQuery = z.object({
   limit: ListQuery.shape.limit,

@@ -235,6 +235,9 @@ export class SqliteCircuitStore implements CircuitStore {
       if (isBusy(error)) {
         throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', { retryAfterSeconds: 1, cause: error });
       }
+      if ((error as { code?: unknown } | null)?.code === 'SQLITE_FULL') {
+        throw new AppError('STORAGE_FULL', 'The disk holding the database is full; nothing was written.', { retryAfterSeconds: 10, cause: error });
+      }
       throw error;
     }
   }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { createFolder } from './db-file.js';
 
 export type SynchronousMode = 'NORMAL' | 'FULL';
 
@@ -20,7 +21,7 @@ export interface OpenOptions {
 
 /** Open (creating the folder) a database file in WAL mode with a busy timeout. */
 export function openDatabase(file: string, options: OpenOptions = {}): Database.Database {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  if (file !== ':memory:') createFolder(path.dirname(file));
   const db = new Database(file);
   // Must precede the first WAL access: the WAL index then lives in heap memory, not -shm
   // (https://www.sqlite.org/pragma.html#pragma_locking_mode).

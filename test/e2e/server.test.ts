@@ -47,13 +47,14 @@ describe('real server process', () => {
     const server = await start({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite') });
     for (let i = 0; i < 5; i++) await post(`${server.url}/circuits/svc/outcomes`, { success: false });
     await post(`${server.url}/circuits/other/outcomes`, { success: true });
-    await fetch(`${server.url}/circuits/svc/allowed`);
+    await fetch(`${server.url}/circuits/svc/allowed`); // refused: the transition says it all, no line
+    await post(`${server.url}/circuits/svc/outcomes`, { success: 'no' });
     await new Promise((r) => setTimeout(r, 200));
     const transitions = server.logs.filter((l) => l.event === 'transition');
     expect(transitions).toEqual([
       expect.objectContaining({ circuit: 'svc', from: 'closed', to: 'open', reason: 'failure_threshold_reached', failure_count: 5, open_until: expect.any(String) }),
     ]);
-    expect(server.logs.filter((l) => l.event === 'request_failed')).toEqual([expect.objectContaining({ status: 503, code: 'CIRCUIT_OPEN' })]);
+    expect(server.logs.filter((l) => l.event === 'request_failed')).toEqual([expect.objectContaining({ status: 422, code: 'VALIDATION_FAILED' })]);
   });
 
   it('stops at start with a message naming a bad variable', async () => {

@@ -121,6 +121,8 @@ describe('described API', () => {
       '/circuits/{name}/outcomes',
       '/circuits/{name}/reset',
       '/circuits/{name}/success',
+      '/health',
+      '/problems/{kind}',
     ]);
     expect(doc.paths['/circuits/{name}/allowed'].get.responses['503']).toBeDefined();
   });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../helper.js';
+import { rawRequest, useServedApp } from '../http/served-app.js';
 
 const TOKEN = 'property-token-0123456789';
 
@@ -52,6 +53,9 @@ const query = fc.oneof(
   fc.string({ maxLength: 20 }).map((s) => `?${encodeURI(s)}`),
 );
 
+// RFC 3986 path characters: unreserved, pct-encoded, sub-delims, ':', '@' and '/'.
+const URI_PATH = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
+
 describe('hostile input', () => {
   it.each([
     ['without a token', undefined],
@@ -73,11 +77,38 @@ describe('hostile input', () => {
         expect(res.status < 500 || isOpenCircuit, `${method} ${path(n)}${q} -> ${res.status} ${text}`).toBe(true);
         if (res.status >= 400) {
           expect(res.headers.get('content-type')).toBe('application/problem+json');
-          expect(JSON.parse(text)).toMatchObject({ status: res.status, type: expect.any(String), title: expect.any(String) });
+          const problem = JSON.parse(text);
+          expect(problem).toMatchObject({ status: res.status, type: expect.any(String), title: expect.any(String) });
+          expect(problem.instance, 'instance is a valid URI path').toMatch(URI_PATH);
           expect(changes.get(), `${method} ${path(n)} changed state`).toBe(before);
         }
       }),
       { numRuns: 1500 },
+    );
+  });
+});
+
+describe('hostile raw paths', () => {
+  const serveApp = useServedApp();
+  const dot = fc.constantFrom('.', '..', '%2e', '%2E', '%2e%2e', '%2E%2e', '.%2E', '%2e.', '..%2F', 'a%2F..%2Fvictim');
+  const other = fc.constantFrom('circuits', 'x', 'docs', 'health', '', '%63ircuits');
+  // `/circuits/<x, dots...>/victim/reset` and relatives: what a path-resolving router would send to victim.
+  const hostilePath = fc
+    .tuple(fc.array(fc.oneof(other, dot), { maxLength: 2 }), fc.array(fc.oneof(dot, other), { minLength: 1, maxLength: 4 }))
+    .map(([head, middle]) => `/${[...head, ...middle, 'victim', 'reset'].join('/')}`)
+    .filter((path) => path !== '/circuits/victim/reset');
+
+  it('never resets circuit victim except as /circuits/victim/reset, however dot segments are spelled', async () => {
+    const t = await serveApp();
+    for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/victim/outcomes', { success: false });
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(hostilePath, fc.constant('/circuits/x/%2e%2e/victim/reset')), async (path) => {
+        const res = await rawRequest(t.url, 'POST', path);
+        expect(res.status, `${path} -> ${res.status} ${res.body}`).toBeLessThan(500);
+        expect(t.breaker.get('victim')!.state, path).toBe('open');
+        if (res.status >= 400) expect(JSON.parse(res.body).instance).toMatch(URI_PATH);
+      }),
+      { numRuns: 300 },
     );
   });
 });

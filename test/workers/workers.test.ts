@@ -97,6 +97,7 @@ describe('several workers on one database file', () => {
     const server = await start({
       CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
       CIRCUITLOG_CONFIG: writeConfig(dir, 'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 1\n  half_open_max_calls: 2\n'),
+      CIRCUITLOG_LOG_LEVEL: 'debug', // refusals are logged at debug only
     });
     await request(`${server.url}/circuits/probe/failure`, 'POST');
     await new Promise((r) => setTimeout(r, 1_050)); // the 1 s open time, the shortest there is
