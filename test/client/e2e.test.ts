@@ -195,4 +195,21 @@ describe('client against the real server', () => {
     await client.ready();
     await vi.waitFor(() => expect(seen).toEqual(['before:open', 'missed:open']));
   });
+
+  it('works the same against 2 server workers: exact counts, and a trip seen by every client', async () => {
+    const { server } = await serve({ failure_threshold: NEVER_TRIPS }, { CIRCUITLOG_WORKERS: '2' });
+    const patch = await fetch(`${server.url}/circuits/trip`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"failure_threshold":1}' });
+    expect(patch.status).toBe(201);
+    const [a, b] = await Promise.all([connect(server.url), connect(server.url)]);
+    await b.allowed('trip');
+    const seen = new Promise((resolve) => b.on('transition', (e) => e.circuit === 'trip' && e.to === 'open' && resolve(e)));
+    await a.call('trip', boom).catch(() => undefined);
+    await seen;
+    const fn = vi.fn(async () => 'ran');
+    await expect(b.call('trip', fn)).rejects.toBeInstanceOf(CircuitOpenError);
+    expect(fn).not.toHaveBeenCalled();
+    await Promise.all([a, b].map((c) => Promise.all(Array.from({ length: 1_000 }, () => c.call('counted', boom).catch(() => undefined)))));
+    await Promise.all([a.close(), b.close()]);
+    expect((await circuit(server, 'counted')).failure_count).toBe(2_000);
+  });
 });
