@@ -1,10 +1,11 @@
-// `npm run bench`: four sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: five sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, node-http-proxy and
 //               nginx (one worker, when installed) (goals: ≥1.20x http-proxy, ≥0.50x nginx)
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
+//   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
@@ -39,6 +40,7 @@ import {
   writeJson,
 } from './lib.mjs';
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
+import { policySection } from './policy.mjs';
 import { clientSection } from './client.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -47,15 +49,16 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'client'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'client'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, client: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, client: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
 const rounds = envInt('BENCH_ROUNDS', 1, 1, 50);
 const upstreamBytes = envInt('BENCH_UPSTREAM_BYTES', 300, 120, 1_000_000);
 const cpuProf = process.env.BENCH_CPU_PROF === '1';
+const proxyWorkers = envInt('BENCH_PROXY_WORKERS', 1, 1, 8); // proxy section: circuitlog and the featureless proxy
 const tool = pickTool();
 const log = (m) => process.stderr.write(`${m}\n`);
 
@@ -305,9 +308,11 @@ async function proxySection() {
     procs.push(upstream);
     log(`upstream-server pid ${upstream.pid} on ${upstream.url}`);
     const config = writeProxyConfig(tmp, upstream.url);
-    const server = await startCircuitlog({ name: 'circuitlog-proxy', db: path.join(tmp, 'proxy.db'), config });
+    const server = await startCircuitlog({ name: 'circuitlog-proxy', db: path.join(tmp, 'proxy.db'), config, workers: proxyWorkers });
     procs.push(server);
     log(`circuitlog (proxy) pid ${server.pid} on ${server.url}`);
+    const bare = await startFeatureless(upstream.url, proxyWorkers);
+    procs.push(bare);
     const hp = await startProcess({
       name: 'http-proxy-server',
       args: [path.join(benchDir, 'http-proxy-server.mjs')],
@@ -337,6 +342,7 @@ async function proxySection() {
     const direct = await probeOk(`${upstream.url}${PROXY_PATH}`);
     const viaCl = await probeOk(`${server.url}/proxy/bench${PROXY_PATH}`);
     if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1') throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
+    if ((await probeOk(`${bare.url}${PROXY_PATH}`)).body !== direct.body) throw new Error('featureless proxy answered differently');
     const viaHp = await probeOk(`${hp.url}${PROXY_PATH}`);
     if (viaHp.body !== direct.body) throw new Error(`http-proxy answered differently: ${viaHp.body.slice(0, 200)}`);
     if (nginx) {
@@ -347,7 +353,8 @@ async function proxySection() {
 
     const targets = [
       { id: 'direct', label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`, url: `${upstream.url}${PROXY_PATH}`, pid: upstream.pid },
-      { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: server.pid },
+      { id: 'featureless', label: `featureless Node proxy (node:http + undici Pool.stream), ${proxyWorkers} process(es)`, url: `${bare.url}${PROXY_PATH}`, pid: () => bare.pids() },
+      { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}, ${proxyWorkers} worker(s)`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: () => server.pids() },
       { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
     ];
     if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
@@ -358,6 +365,7 @@ async function proxySection() {
         baseline: 'direct',
         targets,
         comparisons: [
+          { subject: 'circuitlog', baseline: 'featureless', goal: 0.85, label: 'circuitlog /proxy vs featureless Node proxy' },
           { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
           { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
           { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
@@ -388,6 +396,12 @@ async function proxySection() {
     await stopEach(procs.reverse());
     removeTemp(tmp);
   }
+}
+
+/** bench/featureless-proxy.mjs: the featureless Node proxy (issue 12's baseline). */
+function startFeatureless(target, workers) {
+  const args = [path.join(benchDir, 'featureless-proxy.mjs')];
+  return startProcess({ name: 'featureless-proxy', args, cwd: repoRoot, port: 'auto', env: { HOST: LOOPBACK, PROXY_TARGET: target, PROXY_WORKERS: String(workers) } });
 }
 
 function httpProxyVersion() {
@@ -555,7 +569,8 @@ async function main() {
   const startedAt = new Date().toISOString();
   const t0 = Date.now();
 
-  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection };
+  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
+    policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   const sections = [];
   for (const id of SECTIONS) {

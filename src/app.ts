@@ -1,11 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
+import { registerPolicyRoutes } from './http/policy-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
@@ -25,6 +27,8 @@ export interface AppDeps {
   /** When set, /circuits routes need `Authorization: Bearer <token>`. */
   readonly token?: string;
   readonly apiBodyLimitBytes?: number;
+  /** Group-commit the outcomes of the HTTP routes (default on). */
+  readonly groupCommit?: boolean;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
@@ -40,6 +44,8 @@ export interface App {
    * cost). main.ts routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+  /** With a proxy configured: node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
+  readonly upgradeListener?: (incoming: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
 
 /** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
@@ -60,16 +66,19 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
+    app.use('/outcomes', requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
-  const proxyHandler = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
+  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const proxyHandler = proxyRoutes?.handler;
 
   app.get('/health', (c) => {
     const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
@@ -135,7 +144,28 @@ export function createApp(deps: AppDeps): App {
       });
     });
 
-  return { app, breaker, proxyListener };
+  const upgradeListener =
+    proxyRoutes &&
+    ((incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
+      socket.on('error', () => {}); // a caller resetting its tunnel is no error of ours
+      proxyRoutes.upgrade(incoming, socket, head).catch((thrown: unknown) => {
+        const error = toAppError(thrown);
+        const path = (incoming.url ?? '/').split('?')[0] ?? '/';
+        logFailure(incoming.method ?? 'GET', path, error);
+        const problem = problemParts(error, path, deps.clock());
+        const head = Object.entries({ ...problem.headers, 'content-length': String(Buffer.byteLength(problem.body)), connection: 'close' });
+        const lines = head.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+        socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n${lines}\r\n${problem.body}`);
+      });
+    });
+
+  return { app, breaker, proxyListener, upgradeListener };
+}
+
+/** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
+function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
+  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => `${u}/${n.id}`)));
+  return (name) => names.has(name);
 }
 
 /** Under /circuits, the likely cause of a 404: a name whose '/' was sent as is. */

@@ -5,6 +5,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { checkPolicy, policyFields, policySchema } from './policy-schema.js';
 
 import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from './domain/circuit-name.js';
 
@@ -18,9 +19,25 @@ const circuitDefaultsSchema = z
     failure_threshold: positiveInt(1_000_000_000).default(5),
     timeout_seconds: positiveInt(30 * 86_400).default(30), // 30 s; at most 30 days
     half_open_max_calls: positiveInt(10_000).default(1),
+    success_threshold: policyFields.success_threshold.default(1),
+    window: policyFields.window.default(null),
+    backoff: policyFields.backoff.default(null),
+    forced_state: policyFields.forced_state.default(null),
     probe_lease_seconds: positiveInt(86_400).default(10), // 10 s
   })
-  .strict();
+  .strict()
+  .superRefine(checkPolicy);
+
+/** Policy fields an upstream or a declared circuit may set; the rest come from elsewhere. */
+const policyOverrides = {
+  success_threshold: policyFields.success_threshold.optional(),
+  window: policyFields.window.optional(),
+  backoff: policyFields.backoff.optional(),
+  forced_state: policyFields.forced_state.optional(),
+};
+
+/** `circuits:` entries: any policy fields, over `circuit_defaults`. */
+const declaredCircuitSchema = z.object(policyFields).partial().strict();
 
 /** A node id or upstream name: one circuit-name segment, never '.' or '..'. */
 const segmentName = z
@@ -97,6 +114,15 @@ const fallbackSchema = z
   })
   .strict();
 
+/** Request coalescing: concurrent identical reads share one upstream call (docs/proxy.md). */
+const coalesceSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    max_waiters: positiveInt(1_000_000).default(1000),
+    max_body_bytes: positiveInt(64 * 1024 * 1024).default(1024 * 1024), // 1 MiB
+  })
+  .strict();
+
 const upstreamSchema = z
   .object({
     nodes: z.array(nodeSchema).min(1),
@@ -109,9 +135,12 @@ const upstreamSchema = z
     health_check: healthCheckSchema.default({ enabled: true, path: '/health', interval_ms: 5_000, timeout_ms: 2_000 }),
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
+    coalesce: coalesceSchema.default({ enabled: false, max_waiters: 1000, max_body_bytes: 1024 * 1024 }),
+    ...policyOverrides,
   })
   .strict()
   .superRefine((u, ctx) => {
+    checkPolicy(u, ctx);
     const seen = new Set<string>();
     u.nodes.forEach((node, i) => {
       if (seen.has(node.id)) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'id'], message: `duplicate node id '${node.id}'` });
@@ -141,8 +170,14 @@ const fileSchema = z
       failure_threshold: 5,
       timeout_seconds: 30,
       half_open_max_calls: 1,
+      success_threshold: 1,
+      window: null,
+      backoff: null,
+      forced_state: null,
       probe_lease_seconds: 10,
     }),
+    /** Circuits created, or updated to this policy, at every start (state kept). */
+    circuits: z.record(z.string(), declaredCircuitSchema).default({}),
     local_dc: z.string().regex(SEGMENT).max(64).optional(),
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
@@ -153,6 +188,15 @@ const fileSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
+    const { probe_lease_seconds: _lease, ...defaults } = cfg.circuit_defaults;
+    for (const [name, fields] of Object.entries(cfg.circuits)) {
+      const problem = circuitNameProblem(name);
+      if (problem !== null) ctx.addIssue({ code: 'custom', path: ['circuits', name], message: `circuit name ${problem}` });
+      const full = policySchema.safeParse({ ...defaults, ...fields });
+      for (const issue of full.success ? [] : full.error.issues) {
+        ctx.addIssue({ code: 'custom', path: ['circuits', name, ...issue.path], message: issue.message });
+      }
+    }
     if (Object.keys(cfg.upstreams).length > 0 && cfg.local_dc === undefined) {
       ctx.addIssue({ code: 'custom', path: ['local_dc'], message: 'is required when upstreams are configured' });
     }
@@ -177,6 +221,7 @@ export interface Config extends FileConfig {
   readonly logLevel: string;
   readonly synchronous: 'NORMAL' | 'FULL';
   readonly workers: number;
+  readonly groupCommit: boolean;
 }
 
 /** Raised for a bad environment variable or config key; the message names it. */
@@ -276,6 +321,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   const workersName = flags.workers === undefined ? 'CIRCUITLOG_WORKERS' : '--workers';
   const workersRaw = flags.workers ?? (env.CIRCUITLOG_WORKERS || '1');
   const workers = parseWorkers(workersName, workersRaw);
+  const groupCommit = (env.CIRCUITLOG_GROUP_COMMIT || 'on').toLowerCase();
+  if (groupCommit !== 'on' && groupCommit !== 'off') {
+    throw new ConfigError(`CIRCUITLOG_GROUP_COMMIT: must be on or off, got '${env.CIRCUITLOG_GROUP_COMMIT}'`);
+  }
   const configPath = env.CIRCUITLOG_CONFIG || undefined;
   let file: FileConfig = parseConfigText('{}', 'defaults');
   if (configPath !== undefined) {
@@ -297,6 +346,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     logLevel,
     synchronous,
     workers,
+    groupCommit: groupCommit === 'on',
   };
 }
 
@@ -309,6 +359,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     token: config.token === undefined ? 'off' : 'on',
     workers: config.workers,
     synchronous: config.synchronous,
+    group_commit: config.groupCommit ? 'on' : 'off',
+    declared_circuits: Object.keys(config.circuits).length,
     db: config.dbPath,
     host: config.host,
     port: config.port,

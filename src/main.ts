@@ -3,12 +3,14 @@ import os from 'node:os';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
+import { adapterErrorHandler } from './server/request-error.js';
 import type Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
@@ -69,26 +71,26 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
-  const d = config.circuit_defaults;
+  const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
       : undefined;
-  const { app, breaker, proxyListener } = createApp({
+  const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
     health: () => store.health(),
     clock: Date.now,
     logger,
-    circuitDefaults: {
-      failureThreshold: d.failure_threshold,
-      timeoutSeconds: d.timeout_seconds,
-      halfOpenMaxCalls: d.half_open_max_calls,
-    },
-    policy: { probeLeaseMs: d.probe_lease_seconds * 1000 },
+    circuitDefaults: policyFromWire(defaults),
+    policy: { probeLeaseMs: probeLeaseSeconds * 1000 },
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
+    groupCommit: config.groupCommit,
     proxy,
   });
+  for (const [name, fields] of Object.entries(config.circuits)) {
+    breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
+  }
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
   const leader =
     health && shared
@@ -102,11 +104,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
         })
       : null;
 
-  const honoListener = getRequestListener(app.fetch);
+  const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
   if (shared) await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';

@@ -1,77 +1,49 @@
 /**
- * The breaker state machine: pure functions `(circuit, ..., now) -> step`.
+ * The breaker state machine: pure functions `(circuit, event, now, policy) -> step`.
  * Nothing here does I/O or reads a clock; every store wraps these in one atomic
  * read-modify-write. A function that changes nothing returns the circuit it was given
  * (same reference), which lets a store skip the write entirely.
  */
+import {
+  nextOpenTimeoutSeconds,
+  policyOf,
+  resolvePolicy,
+  samePolicy,
+  sameWindow,
+  type CircuitPolicy,
+  type CircuitSettings,
+} from './policy.js';
+import { addOutcome, isSlow, windowFigures, windowTrip, type WindowFigures } from './window.js';
+import type {
+  Admission,
+  BreakerEvent,
+  BreakerPolicy,
+  Circuit,
+  EpochMs,
+  FailureOptions,
+  Outcome,
+  Step,
+  Transition,
+  TransitionReason,
+  Verdict,
+} from './types.js';
 
-export type CircuitState = 'closed' | 'open' | 'half_open';
-
-/** Epoch milliseconds. */
-export type EpochMs = number;
-
-export interface Circuit {
-  readonly id: number; // 0 until the store has inserted it
-  readonly name: string;
-  readonly state: CircuitState;
-  readonly failureCount: number;
-  readonly failureThreshold: number;
-  readonly timeoutSeconds: number;
-  readonly halfOpenMaxCalls: number;
-  /** Expiry times of the probe leases handed out while half-open, oldest first. */
-  readonly probeLeases: readonly EpochMs[];
-  readonly openUntil: EpochMs | null;
-  readonly halfOpenAt: EpochMs | null;
-  readonly lastFailureAt: EpochMs | null;
-  readonly createdAt: EpochMs;
-  readonly updatedAt: EpochMs;
-}
-
-export type TransitionReason =
-  | 'failure_threshold_reached'
-  | 'probe_failed'
-  | 'open_timeout_elapsed'
-  | 'probe_succeeded'
-  | 'success_recorded'
-  | 'manual_reset';
-
-export interface Transition {
-  readonly from: CircuitState;
-  readonly to: CircuitState;
-  readonly reason: TransitionReason;
-  readonly at: EpochMs;
-}
-
-/** What a step did: the circuit after it and the state changes it made, in order. */
-export interface Step {
-  readonly circuit: Circuit;
-  readonly transitions: readonly Transition[];
-}
-
-/** Settings a circuit is created with. */
-export interface CircuitSettings {
-  readonly failureThreshold: number;
-  readonly timeoutSeconds: number;
-  readonly halfOpenMaxCalls: number;
-}
-
-/** Settings that apply to every circuit at every step. */
-export interface BreakerPolicy {
-  /** How long an admitted half-open probe holds its slot without reporting. */
-  readonly probeLeaseMs: number;
-}
+export type { CircuitPolicy, CircuitSettings } from './policy.js';
+export type * from './types.js';
 
 export function newCircuit(name: string, settings: CircuitSettings, now: EpochMs): Circuit {
   return {
     id: 0,
     name,
+    ...resolvePolicy(settings),
     state: 'closed',
     failureCount: 0,
-    failureThreshold: settings.failureThreshold,
-    timeoutSeconds: settings.timeoutSeconds,
-    halfOpenMaxCalls: settings.halfOpenMaxCalls,
     probeLeases: [],
+    probeSuccesses: 0,
     openUntil: null,
+    openTimeoutSeconds: null,
+    reopenCount: 0,
+    windowState: null,
     halfOpenAt: null,
     lastFailureAt: null,
     createdAt: now,
@@ -92,13 +64,43 @@ function chain(first: Step, next: (c: Circuit) => Step): Step {
   return { circuit: second.circuit, transitions: [...first.transitions, ...second.transitions] };
 }
 
-/** The lazy open -> half-open transition: due once `now >= openUntil`. */
+/** The open time in force, in seconds: the one set at the last opening, else the base. */
+export function effectiveTimeoutSeconds(c: Circuit): number {
+  return c.openTimeoutSeconds ?? c.timeoutSeconds;
+}
+
+/** Dispatch one event to its step; `admit` answers an Admission. */
+export function step(circuit: Circuit, event: BreakerEvent, now: EpochMs, policy: BreakerPolicy): Step | Admission {
+  switch (event.type) {
+    case 'refresh':
+      return refresh(circuit, now);
+    case 'admit':
+      return admit(circuit, now, policy);
+    case 'outcome':
+      return recordOutcome(circuit, event, now);
+    case 'reset':
+      return reset(circuit, now);
+    case 'configure':
+      return configure(circuit, event.policy, now);
+    default:
+      return assertNever(event);
+  }
+}
+
+/**
+ * The lazy open -> half-open transition, due once `now >= openUntil`. A wall clock that
+ * stepped back must not keep a circuit open longer than its open time from now, so an
+ * `openUntil` beyond `now + open time` is pulled in to that.
+ */
 export function refresh(circuit: Circuit, now: EpochMs): Step {
-  if (circuit.state !== 'open' || circuit.openUntil === null || now < circuit.openUntil) {
-    return withoutTransition(circuit);
+  if (circuit.state !== 'open' || circuit.openUntil === null) return withoutTransition(circuit);
+  if (now < circuit.openUntil) {
+    const latest = now + effectiveTimeoutSeconds(circuit) * 1000;
+    if (circuit.openUntil <= latest) return withoutTransition(circuit);
+    return withoutTransition({ ...circuit, openUntil: latest, updatedAt: now });
   }
   return {
-    circuit: { ...circuit, state: 'half_open', halfOpenAt: now, probeLeases: [], updatedAt: now },
+    circuit: { ...circuit, state: 'half_open', halfOpenAt: now, probeLeases: [], probeSuccesses: 0, windowState: null, updatedAt: now },
     transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at: now }],
   };
 }
@@ -108,12 +110,13 @@ export function activeLeases(circuit: Circuit, now: EpochMs): readonly EpochMs[]
   return circuit.probeLeases.filter((expiresAt) => expiresAt > now);
 }
 
-export type Verdict =
-  | { readonly allowed: true }
-  | { readonly allowed: false; readonly retryAt: EpochMs };
-
 /** Read-only: may a call go ahead now? Expects a refreshed circuit. */
 export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
+  if (circuit.forcedState === 'closed') return ALLOWED;
+  if (circuit.forcedState === 'open') {
+    // No end is known; the open time in force is the hint a refused caller gets.
+    return { allowed: false, retryAt: now + effectiveTimeoutSeconds(circuit) * 1000, forced: true };
+  }
   switch (circuit.state) {
     case 'closed':
       return ALLOWED;
@@ -129,75 +132,155 @@ export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
   }
 }
 
-export interface Admission extends Step {
-  readonly verdict: Verdict;
-}
-
 /**
  * Refresh, then decide; an admitted half-open call takes a probe slot until its outcome
  * is recorded or its lease runs out, so at most `halfOpenMaxCalls` probes are in flight.
+ * A forced state decides alone and takes no slot.
  */
 export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
-  if (circuit.state === 'closed') return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
+  if (circuit.forcedState === null ? circuit.state === 'closed' : circuit.forcedState === 'closed') {
+    return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
+  }
   const refreshed = refresh(circuit, now);
   const c = refreshed.circuit;
   const verdict = isCallAllowed(c, now);
-  if (!verdict.allowed || c.state !== 'half_open') return { ...refreshed, verdict };
+  if (!verdict.allowed || c.state !== 'half_open' || c.forcedState !== null) return { ...refreshed, verdict };
   const leases = [...activeLeases(c, now), now + policy.probeLeaseMs];
   return { circuit: { ...c, probeLeases: leases, updatedAt: now }, transitions: refreshed.transitions, verdict };
 }
 
-export interface FailureOptions {
-  /** Open time for this failure; remembered as the circuit's timeout. */
-  readonly timeoutSeconds?: number;
-}
-
-/**
- * Count a failure. A failure while half-open, or one that brings the count to the
- * threshold, opens the circuit until `now + timeoutSeconds`.
- */
-export function recordFailure(circuit: Circuit, now: EpochMs, options: FailureOptions = {}): Step {
+/** Record the outcome of a call (after the lazy refresh). */
+export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs): Step {
   return chain(refresh(circuit, now), (c) => {
-    const timeoutSeconds = options.timeoutSeconds ?? c.timeoutSeconds;
-    const failureCount = c.failureCount + 1;
-    const opens = c.state === 'half_open' || failureCount >= c.failureThreshold;
-    if (!opens) {
-      return withoutTransition({ ...c, failureCount, timeoutSeconds, lastFailureAt: now, updatedAt: now });
+    switch (c.state) {
+      case 'closed':
+        return outcomeWhileClosed(c, outcome, now);
+      case 'half_open':
+        return outcomeWhileHalfOpen(c, outcome, now);
+      case 'open':
+        return outcomeWhileOpen(c, outcome, now);
+      default:
+        return assertNever(c.state);
     }
-    const opened: Circuit = {
-      ...c,
-      state: 'open',
-      failureCount,
-      timeoutSeconds,
-      openUntil: now + timeoutSeconds * 1000,
-      lastFailureAt: now,
-      probeLeases: [],
-      updatedAt: now,
-    };
-    if (c.state === 'open') return withoutTransition(opened); // a late failure extends the open time
-    const reason: TransitionReason = c.state === 'half_open' ? 'probe_failed' : 'failure_threshold_reached';
-    return { circuit: opened, transitions: [{ from: c.state, to: 'open', reason, at: now }] };
   });
+}
+
+/** The circuit with the outcome counted (failure count and window), no state change. */
+function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
+  const windowState =
+    c.window === null
+      ? c.windowState
+      : addOutcome(c.window, c.windowState, { failure: !outcome.success, slow: isSlow(c.window, outcome.durationMs) }, now);
+  return {
+    ...c,
+    failureCount,
+    windowState,
+    timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds,
+    lastFailureAt: outcome.success ? c.lastFailureAt : now,
+    updatedAt: now,
+  };
+}
+
+function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
+  // A success on a healthy circuit without a window changes nothing: no write at all.
+  if (outcome.success && c.failureCount === 0 && c.window === null && outcome.timeoutSeconds === undefined) {
+    return withoutTransition(c);
+  }
+  const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
+  if (!outcome.success && next.failureCount >= c.failureThreshold) return open(next, now, 'failure_threshold_reached');
+  if (c.window !== null) {
+    const trip = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
+    if (trip !== null) return open(next, now, trip);
+  }
+  return withoutTransition(next);
+}
+
+function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step {
+  if (!outcome.success) {
+    const reopened = { ...c, failureCount: c.failureCount + 1, lastFailureAt: now, reopenCount: c.reopenCount + 1 };
+    const seconds = outcome.timeoutSeconds ?? nextOpenTimeoutSeconds(c, effectiveTimeoutSeconds(c));
+    return open({ ...reopened, timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds }, now, 'probe_failed', seconds);
+  }
+  const probeSuccesses = c.probeSuccesses + 1;
+  if (probeSuccesses >= c.successThreshold) return close(c, now, 'probe_succeeded');
+  // This probe has reported: its slot (the oldest lease) is free for the next one.
+  return withoutTransition({ ...c, probeSuccesses, probeLeases: activeLeases(c, now).slice(1), updatedAt: now });
+}
+
+function outcomeWhileOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step {
+  if ((outcome.late ?? 'circuitlog') === 'count_only') {
+    return withoutTransition(counted(c, outcome, now, outcome.success ? c.failureCount : c.failureCount + 1));
+  }
+  if (outcome.success) return close(c, now, 'success_recorded');
+  // circuitlog: a failure reported while open starts the open time again.
+  const seconds = outcome.timeoutSeconds ?? effectiveTimeoutSeconds(c);
+  return withoutTransition({
+    ...c,
+    failureCount: c.failureCount + 1,
+    timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds,
+    openTimeoutSeconds: seconds,
+    openUntil: now + seconds * 1000,
+    lastFailureAt: now,
+    updatedAt: now,
+  });
+}
+
+/** Count a failure under circuitlog's rules. */
+export function recordFailure(circuit: Circuit, now: EpochMs, options: FailureOptions = {}): Step {
+  return recordOutcome(circuit, { success: false, timeoutSeconds: options.timeoutSeconds }, now);
+}
+
+/** Count a success under circuitlog's rules. */
+export function recordSuccess(circuit: Circuit, now: EpochMs): Step {
+  return recordOutcome(circuit, { success: true }, now);
+}
+
+/** Operator reset: closed, count 0, window empty, whatever the state was. */
+export function reset(circuit: Circuit, now: EpochMs): Step {
+  const c = circuit;
+  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null) {
+    return withoutTransition(c);
+  }
+  return close(c, now, 'manual_reset');
 }
 
 /**
- * Count a success: from half-open, or with failures counted, back to closed with the
- * count at 0. A success on a closed circuit with no failures changes nothing.
+ * Apply a new policy from the next call on: counts and state are kept, except that a
+ * changed window starts empty. Setting, changing or clearing the force is an event.
  */
-export function recordSuccess(circuit: Circuit, now: EpochMs): Step {
-  return chain(refresh(circuit, now), (c) => {
-    if (c.state === 'closed' && c.failureCount === 0) return withoutTransition(c);
-    return close(c, now, c.state === 'half_open' ? 'probe_succeeded' : 'success_recorded');
-  });
+export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
+  if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
+  const next: Circuit = {
+    ...circuit,
+    ...policyOf(policy),
+    windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
+    updatedAt: now,
+  };
+  if (circuit.forcedState === policy.forcedState) return withoutTransition(next);
+  const reason = policy.forcedState === 'open' ? 'forced_open' : policy.forcedState === 'closed' ? 'forced_closed' : 'force_cleared';
+  return { circuit: next, transitions: [{ from: circuit.state, to: next.state, reason, at: now }] };
 }
 
-/** Operator reset: closed, count 0, whatever the state was. */
-export function reset(circuit: Circuit, now: EpochMs): Step {
-  if (circuit.state === 'closed' && circuit.failureCount === 0 && circuit.probeLeases.length === 0) {
-    return withoutTransition(circuit);
-  }
-  return close(circuit, now, 'manual_reset');
+/** The window's live figures at `now`, or null without a window. */
+export function windowStats(c: Circuit, now: EpochMs): WindowFigures | null {
+  return c.window === null ? null : windowFigures(c.window, c.windowState, now);
+}
+
+function open(c: Circuit, now: EpochMs, reason: TransitionReason, seconds = c.timeoutSeconds): Step {
+  const opened: Circuit = {
+    ...c,
+    state: 'open',
+    openTimeoutSeconds: seconds,
+    openUntil: now + seconds * 1000,
+    reopenCount: c.state === 'half_open' ? c.reopenCount : 0,
+    probeLeases: [],
+    probeSuccesses: 0,
+    windowState: null,
+    halfOpenAt: c.state === 'half_open' ? c.halfOpenAt : null,
+    updatedAt: now,
+  };
+  return { circuit: opened, transitions: [{ from: c.state, to: 'open', reason, at: now }] };
 }
 
 function close(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
@@ -206,8 +289,12 @@ function close(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
     state: 'closed',
     failureCount: 0,
     openUntil: null,
+    openTimeoutSeconds: null,
+    reopenCount: 0,
     halfOpenAt: null,
     probeLeases: [],
+    probeSuccesses: 0,
+    windowState: null,
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);
@@ -215,5 +302,5 @@ function close(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
 }
 
 function assertNever(value: never): never {
-  throw new Error(`unexpected state ${String(value)}`);
+  throw new Error(`unexpected value ${JSON.stringify(value)}`);
 }

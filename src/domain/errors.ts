@@ -1,10 +1,13 @@
 /** Stable error codes; the HTTP layer maps each to a status and a problem type. */
 export type ErrorCode =
   | 'CIRCUIT_OPEN'
+  | 'CIRCUIT_FORCED_OPEN'
+  | 'CIRCUIT_DEFINED_BY_CONFIG'
   | 'NOT_FOUND'
   | 'CIRCUIT_NOT_FOUND'
   | 'INVALID_NAME'
   | 'INVALID_PATH'
+  | 'BAD_REQUEST'
   | 'INVALID_JSON'
   | 'VALIDATION_FAILED'
   | 'INVALID_QUERY'
@@ -20,6 +23,7 @@ export type ErrorCode =
   | 'BULKHEAD_FULL'
   | 'UPSTREAM_TIMEOUT'
   | 'UPSTREAM_UNREACHABLE'
+  | 'UPGRADE_NOT_SUPPORTED'
   | 'INTERNAL';
 
 export interface FieldError {

@@ -21,15 +21,15 @@ import {
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
-const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
+export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
   description,
   content: { 'application/problem+json': { schema } },
   ...(headers && { headers }),
 });
-const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
+export const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
 const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({ required, content: { 'application/json': { schema } } });
 
-const common = {
+export const common = {
   400: problem('Invalid circuit name, JSON or query'),
   401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)'),
   405: problem('Another method than the ones this path answers; Allow lists them'),
@@ -41,9 +41,9 @@ const common = {
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
-const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
+export const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
 const open503 = problem(
-  'circuit-open: the circuit is open, or half-open with every probe slot taken; or a storage problem (storage-busy, ...)',
+  'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
@@ -109,10 +109,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, CallBody, bodyLimitBytes);
       const success = body.success ?? true;
-      const circuit = breaker.call(name, success, {
+      const { circuit, verdict } = await breaker.callGrouped(name, success, {
         create: body.threshold === undefined ? undefined : { failureThreshold: body.threshold },
         timeoutSeconds: body.timeout_seconds,
       });
+      // circuitlog's 503 carries the whole circuit as `circuit`.
+      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
       return c.json({ result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
@@ -130,7 +132,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       await readJson(c, IgnoredBody, bodyLimitBytes);
-      return c.json(circuitJson(breaker.record(name, true), breaker.now()), 200);
+      return c.json(circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
 
@@ -147,7 +149,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       const body = await readJson(c, FailureBody, bodyLimitBytes);
-      return c.json(circuitJson(breaker.record(name, false, { timeoutSeconds: body.timeout_seconds }), breaker.now()), 200);
+      const circuit = await breaker.recordGrouped(name, { success: false, timeoutSeconds: body.timeout_seconds });
+      return c.json(circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -189,7 +192,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const admission = breaker.check(name);
       if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
       const { circuit, verdict } = admission;
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt);
+      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
       return jsonText(c, allowedText(circuit, breaker.now()));
     },
   );
@@ -207,7 +210,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
-      return jsonText(c, circuitText(breaker.record(name, body.success), breaker.now()));
+      // A late outcome (the circuit opened since the call was admitted) changes no state.
+      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only' });
+      return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );
 
@@ -228,7 +233,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const query = parseQuery(c, ListQuery);
       const limit = query.limit ?? 50;
       // One row past the page says whether another page exists: an exactly full last page gets null.
-      const rows = breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 });
+      const rows = breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
       const page = rows.slice(0, limit);
       const now = breaker.now();
       return c.json(

@@ -101,7 +101,7 @@ function buildDocument(app: OpenAPIHono, options: DocumentOptions): ReturnType<O
     info: { title: 'circuitlog', version: '0.1.0', description: 'Circuit breakers as a service, and a guarded proxy.' },
   });
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
-    if (!path.startsWith('/circuits')) continue;
+    if (!path.startsWith('/circuits') && path !== '/outcomes') continue;
     for (const operation of Object.values(item)) {
       if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue;
       if (options.token) operation.security = [{ bearer: [] }];

@@ -5,10 +5,13 @@ import { AppError } from '../domain/errors.js';
 /** One row per error code: HTTP status, stable problem type and title (RFC 9457 section 3.1). */
 export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: string }> = {
   CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
+  CIRCUIT_FORCED_OPEN: { status: 503, type: '/problems/circuit-forced-open', title: 'Circuit is forced open' },
+  CIRCUIT_DEFINED_BY_CONFIG: { status: 409, type: '/problems/circuit-defined-by-config', title: 'Circuit is defined by the config' },
   NOT_FOUND: { status: 404, type: '/problems/not-found', title: 'Not found' },
   CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },
   INVALID_NAME: { status: 400, type: '/problems/invalid-name', title: 'Invalid circuit name' },
   INVALID_PATH: { status: 400, type: '/problems/invalid-path', title: 'Invalid proxied path' },
+  BAD_REQUEST: { status: 400, type: '/problems/bad-request', title: 'Malformed request' },
   INVALID_JSON: { status: 400, type: '/problems/invalid-json', title: 'Request body is not valid JSON' },
   INVALID_QUERY: { status: 400, type: '/problems/invalid-query', title: 'Invalid query parameters' },
   VALIDATION_FAILED: { status: 422, type: '/problems/validation-failed', title: 'Request body failed validation' },
@@ -24,6 +27,7 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
   UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
   UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
+  UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
 

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
-import { activeLeases } from '../domain/circuit.js';
+import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
+import { backoffSchema, policyToWire, windowSchema } from '../policy-schema.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -13,6 +14,16 @@ export const CircuitSchema = z
     failure_threshold: z.number().int(),
     timeout_seconds: z.number().int(),
     half_open_max_calls: z.number().int(),
+    success_threshold: z.number().int(),
+    window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
+    backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
+    forced_state: z.enum(['open', 'closed']).nullable(),
+    effective_timeout_seconds: z.number().int().openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
+    reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
+    window_stats: z
+      .object({ calls: z.number().int(), failures: z.number().int(), slow_calls: z.number().int(), failure_rate: z.number(), slow_call_rate: z.number() })
+      .nullable()
+      .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
     probes_in_flight: z.number().int(),
     open_until: isoTime.nullable(),
     half_open_at: isoTime.nullable(),
@@ -26,6 +37,8 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
+  const policy = policyToWire(c, true);
+  const stats = windowStats(c, now);
   return {
     id: c.id,
     name: c.name,
@@ -34,6 +47,16 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     failure_threshold: c.failureThreshold,
     timeout_seconds: c.timeoutSeconds,
     half_open_max_calls: c.halfOpenMaxCalls,
+    success_threshold: c.successThreshold,
+    window: policy.window,
+    backoff: policy.backoff,
+    forced_state: c.forcedState,
+    effective_timeout_seconds: effectiveTimeoutSeconds(c),
+    reopen_count: c.reopenCount,
+    window_stats:
+      stats === null
+        ? null
+        : { calls: stats.calls, failures: stats.failures, slow_calls: stats.slowCalls, failure_rate: stats.failureRate, slow_call_rate: stats.slowCallRate },
     probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
     open_until: iso(c.openUntil),
     half_open_at: iso(c.halfOpenAt),
@@ -46,7 +69,8 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
 /**
  * Memoise a circuit's serialisation per circuit object. The store hands out the same
  * object until the circuit changes, so a healthy circuit is serialised once, not per
- * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ * request. Half-open circuits and time windows are not kept: their `probes_in_flight` and
+ * `window_stats` depend on `now`.
  */
 function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
   const memo = new WeakMap<Circuit, string>();
@@ -54,7 +78,7 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
     let text = memo.get(c);
     if (text === undefined) {
       text = serialize(c, now);
-      if (c.state !== 'half_open') memo.set(c, text);
+      if (c.state !== 'half_open' && c.window?.type !== 'time') memo.set(c, text);
     }
     return text;
   };
@@ -82,9 +106,10 @@ export const ProblemSchema = z
   .openapi('Problem');
 
 export const OpenProblemSchema = ProblemSchema.extend({
-  circuit: z.string(),
-  state: z.enum(['open', 'half_open']),
+  circuit: z.union([z.string(), CircuitSchema]).openapi({ description: 'The name; the whole circuit on circuitlog\'s POST /call.' }),
+  state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
+  forced_state: z.literal('open').optional(),
 }).openapi('CircuitOpenProblem');
 
 export const NameParam = z.object({
@@ -115,7 +140,7 @@ export const FailureBody = z
 export const OutcomeBody = z
   .object({
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
-    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: 'How long the call took (accepted, not yet used).' }),
+    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms." }),
   })
   .openapi('OutcomeRequest');
 

@@ -7,12 +7,20 @@ export interface FallbackAnswer {
 }
 
 /**
- * What to answer when no node can serve: the last good GET answer for the same path if
- * young enough (seed 003: stale data beats a spreading failure), else the configured
- * static response, else null (the caller gets the problem document).
+ * Methods that get a fallback: only reads. A stale or static answer stands in for data the
+ * caller asked to see; to a POST/PUT/PATCH/DELETE it would claim (with a configured 2xx) a
+ * change that never happened, so those get the problem document (502/503/504) instead.
+ */
+const FALLBACK_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * What to answer when no node can serve a GET or HEAD: the last good GET answer for the same
+ * path if young enough (seed 003: stale data beats a spreading failure), else the configured
+ * static response, else null (the caller gets the problem document). HEAD gets the head only.
  */
 export function fallbackResponse(upstream: Upstream, method: string, key: string, now: number): FallbackAnswer | null {
-  const entry = method === 'GET' ? upstream.stale?.get(key, now) : null;
+  if (!FALLBACK_METHODS.has(method)) return null;
+  const entry = upstream.stale?.get(key, now);
   if (entry) {
     return {
       status: entry.status,

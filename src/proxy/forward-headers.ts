@@ -63,10 +63,6 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   return out;
 }
 
-/** Response fields for the caller: the node's end-to-end ones. */
-export function downstreamResponseHeaders(upstream: HeaderRecord): Record<string, string | string[]> {
-  return endToEnd(upstream, null);
-}
 
 /** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
 export function toWebHeaders(record: Record<string, string | string[]>): Headers {
@@ -77,4 +73,45 @@ export function toWebHeaders(record: Record<string, string | string[]>): Headers
     else headers.set(name, value);
   }
   return headers;
+}
+
+/** A flat `[name, value, name, value, …]` list, as `writeHead` takes it (names lower-case). */
+export type FlatHeaders = string[];
+
+/**
+ * Response fields for the caller from undici's raw list (Buffers, names in any case), as a
+ * flat list: `writeHead` stores it without building an object (issue 12).
+ */
+export function downstreamFlatHeaders(raw: readonly Buffer[]): FlatHeaders {
+  const out: FlatHeaders = [];
+  let connection: string | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1').toLowerCase();
+    const value = raw[i + 1]!.toString('latin1');
+    if (HOP_BY_HOP.has(name)) {
+      if (name === 'connection') connection = connection === null ? value : `${connection}, ${value}`;
+      continue;
+    }
+    out.push(name, value);
+  }
+  const named = namedInConnection(connection ?? undefined);
+  if (named === null || (named.size === 1 && (named.has('keep-alive') || named.has('close')))) return out;
+  return out.filter((_, i) => !named.has(out[i - (i % 2)]!));
+}
+
+/** Drop every field called `name` from a flat list. */
+export function removeFlat(headers: FlatHeaders, name: string): FlatHeaders {
+  for (let i = headers.length - 2; i >= 0; i -= 2) if (headers[i] === name) headers.splice(i, 2);
+  return headers;
+}
+
+/** A record (repeated fields as arrays) from a flat list. */
+export function flatToRecord(headers: FlatHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!;
+    const prior = out[name];
+    out[name] = prior === undefined ? headers[i + 1]! : Array.isArray(prior) ? [...prior, headers[i + 1]!] : [prior, headers[i + 1]!];
+  }
+  return out;
 }

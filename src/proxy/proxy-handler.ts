@@ -1,18 +1,20 @@
-import { EventEmitter } from 'node:events';
 import type { TLSSocket } from 'node:tls';
 import { Readable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
-import { downstreamResponseHeaders, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { Attempt, DiscardSink } from './attempt.js';
+import { ForwardSink, type Call } from './forward-sink.js';
+import { Coalescer, type FlightResult } from './coalesce.js';
+import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
-import { discardBody, sendResponse } from './send-response.js';
-import { StaleCache } from './stale-cache.js';
-import { parseProxyTarget, type ProxyTarget } from './target-path.js';
-import type { UpstreamClient, UpstreamResponse } from './upstream-client.js';
-import { isNothingSent } from './upstream-client.js';
+import { sendResponse } from './send-response.js';
+import { StaleCache, type StaleCapture } from './stale-cache.js';
+import { parseProxyTarget } from './target-path.js';
+import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
@@ -21,6 +23,8 @@ export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', '
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 const REPLAY_BUFFER_BYTES = 1024 * 1024; // 1 MiB of request body kept for a retry
 const NO_BODY_STATUSES = new Set([204, 205, 304]);
+/** No Content-Length on these (RFC 9110 section 8.6; nginx drops it too): they never have content. */
+const NO_LENGTH_STATUSES = new Set([204, 304]);
 
 export interface ProxyHandlerDeps {
   readonly upstreams: ReadonlyMap<string, Upstream>;
@@ -29,6 +33,8 @@ export interface ProxyHandlerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly localDc: string;
+  /** Called once per follower served from another request's call (for a metric). */
+  readonly onCoalesced?: (upstream: string) => void;
 }
 
 /** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
@@ -43,20 +49,9 @@ export interface ProxyInput {
 
 export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
 
-interface Call {
-  readonly input: ProxyInput;
-  readonly upstream: Upstream;
-  readonly target: ProxyTarget;
-  readonly method: string;
-  readonly requestHeaders: HeaderRecord;
-  readonly headers: Record<string, string | string[]>;
-  readonly body: ReplayableBody | null;
-  /** Hands the bulkhead slot to the response body; true once handed over. */
-  handedOff: boolean;
-}
 
 type Outcome =
-  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly response: UpstreamResponse; readonly failed: boolean }
+  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode }
   | { readonly kind: 'caller_gone' };
 
@@ -65,60 +60,45 @@ function hasBody(headers: HeaderRecord): boolean {
   return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
-/** The abort signal of one attempt: fired by its timer, or by the caller leaving (see `attempt`). */
-class AttemptAbort extends EventEmitter {
-  aborted = false;
-  reason: 'timeout' | 'caller_gone' | null = null;
-
-  fire(reason: 'timeout' | 'caller_gone'): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    this.emit('abort');
-  }
-}
+const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
 
 /** The `/proxy/:upstream/*` handler: pick a node, forward, fail over, fall back. */
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
 
-  async function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
+  function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
     const cfg = call.upstream.config;
-    // A plain EventEmitter as the abort signal: an AbortController (an EventTarget) per
-    // attempt costs more than all of the breaker bookkeeping of a proxied request.
-    const abort = new AttemptAbort();
-    const timer = setTimeout(() => abort.fire('timeout'), cfg.request_timeout_ms);
-    // A caller that hangs up before the head arrives cancels the attempt: the node's work
-    // and the bulkhead slot are freed at once, and it says nothing against the node.
-    const outgoing = call.input.outgoing;
-    const onCallerGone = () => abort.fire('caller_gone');
-    outgoing?.once('close', onCallerGone);
-    try {
-      const response = await client.request({
-        origin: node.origin,
-        path: node.basePath + call.target.path,
-        method: call.method,
-        headers: call.headers,
-        body: call.body?.attempt() ?? null,
-        signal: abort,
-        bodyTimeoutMs: cfg.request_timeout_ms,
-      });
-      return { kind: 'answer', node, response, failed: call.upstream.failureStatuses.has(response.status) };
-    } catch (error) {
-      if (call.body?.sourceError || abort.reason === 'caller_gone') return { kind: 'caller_gone' };
-      const kind = abort.reason === 'timeout' ? 'timeout' : isNothingSent(error) ? 'refused' : 'unreachable';
-      logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind, err: (error as Error).message }, `${node.circuit}: ${kind}`);
-      return { kind, node };
-    } finally {
-      clearTimeout(timer);
-      outgoing?.off('close', onCallerGone);
-    }
+    return new Promise((resolve) => {
+      const settle = (a: Attempt) => {
+        if (a.failure === null) {
+          resolve({ kind: 'answer', node, attempt: a, failed: call.upstream.failureStatuses.has(a.status) });
+          return;
+        }
+        call.current = null;
+        if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
+        logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
+        resolve({ kind: a.failure, node });
+      };
+      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null);
+      call.current = a;
+      client.dispatch(
+        {
+          origin: node.origin,
+          path: node.basePath + call.target.path,
+          method: call.method,
+          headers: call.headers,
+          body: call.body?.attempt() ?? null,
+          bodyTimeoutMs: cfg.request_timeout_ms,
+        },
+        a,
+      );
+    });
   }
 
   async function forward(call: Call): Promise<Response> {
     const { upstream } = call;
-    const create = { create: upstream.settings };
-    const tried = new Set<ProxyNode>();
+    const create = upstream.recordOptions;
+    let tried: Set<ProxyNode> | null = null;
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
@@ -127,12 +107,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
         if (last === null) return noNodeAvailable(call, pick.retryAt);
         return giveUp(call, last);
       }
-      if (last?.kind === 'answer') discardBody(last.response.body);
-      tried.add(pick.node);
+      if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
       const outcome = await attempt(call, pick.node);
-      if (outcome.kind === 'caller_gone') return new Response(null, { status: 499 });
-      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.response, true);
+      if (outcome.kind === 'caller_gone') return callerGone(call);
+      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
       breaker.record(pick.node.circuit, false, create);
+      (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
       if (outcome.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
@@ -144,15 +124,20 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   function giveUp(call: Call, last: Outcome): Response {
     switch (last.kind) {
       case 'answer':
-        return answer(call, last.node, last.response, false); // an upstream 5xx goes back as sent
+        return answer(call, last.node, last.attempt, false); // an upstream 5xx goes back as sent
       case 'timeout':
         return fallbackOr(call, new AppError('UPSTREAM_TIMEOUT', `No node of '${call.upstream.name}' answered within ${call.upstream.config.request_timeout_ms} ms.`));
       case 'refused':
       case 'unreachable':
         return fallbackOr(call, new AppError('UPSTREAM_UNREACHABLE', `No node of '${call.upstream.name}' could be reached.`));
       case 'caller_gone':
-        return new Response(null, { status: 499 });
+        return callerGone(call);
     }
+  }
+
+  function callerGone(call: Call): Response {
+    call.flight?.release();
+    return new Response(null, { status: 499 });
   }
 
   function noNodeAvailable(call: Call, retryAt: number | null): Response {
@@ -163,57 +148,75 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   function fallbackOr(call: Call, error: AppError): Response {
     call.body?.discard();
     const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
-    if (fallback === null) throw error;
+    if (fallback === null) {
+      call.flight?.fail(error);
+      throw error;
+    }
+    call.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
-    return sendResponse(call.input.outgoing, fallback.status, fallback.headers, fallback.body);
-  }
-
-  /** Pass a node's answer on; with `judge`, its outcome goes to the node's circuit. */
-  function answer(call: Call, node: ProxyNode, res: UpstreamResponse, judge: boolean): Response {
-    const headers = downstreamResponseHeaders(res.headers);
-    headers['x-node'] = node.id;
-    headers['x-dc'] = node.dc;
-    headers['x-degraded'] = node.local ? 'false' : 'true';
-    if (call.method === 'HEAD' || NO_BODY_STATUSES.has(res.status)) {
-      if (judge) breaker.record(node.circuit, true, { create: call.upstream.settings });
-      discardBody(res.body);
-      return sendResponse(call.input.outgoing, res.status, headers, null);
-    }
-    if (judge) judgeByBody(call, node, res.body);
-    const stale = call.upstream.stale;
-    if (stale !== null && call.method === 'GET' && StaleCache.mayStore(call.requestHeaders, res.status, res.headers)) {
-      stale.capture(staleKey(call), res.status, downstreamResponseHeaders(res.headers), res.body, deps.clock);
-    }
-    call.handedOff = true;
-    res.body.once('close', () => call.upstream.inFlight--);
-    return sendResponse(call.input.outgoing, res.status, headers, res.body);
+    const outgoing = call.detached ? undefined : call.input.outgoing;
+    return sendResponse(outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
   }
 
   /**
-   * A forwarded answer is a success only once its body has ended: a reset or a silence
-   * over request_timeout_ms inside the body is a node failure, even though the head was
-   * already passed on. A body cut by the caller leaving says nothing against the node.
+   * Pass a node's answer on; with `judge`, its outcome goes to the node's circuit once the
+   * body has ended: a reset or a silence over request_timeout_ms inside the body is a node
+   * failure, even though the head was already passed on. A body cut by the caller leaving
+   * says nothing against the node.
    */
-  function judgeByBody(call: Call, node: ProxyNode, body: Readable): void {
-    let judged = false;
-    const judge = (success: boolean) => {
-      if (judged) return;
-      judged = true;
-      breaker.record(node.circuit, success, { create: call.upstream.settings });
-    };
-    body.once('end', () => judge(true));
-    body.once('error', (error: Error & { code?: string }) => {
-      // Runs before pipeline() reacts to the error: a destroyed `outgoing` means the caller broke first.
-      const nodeFault = call.input.outgoing?.destroyed !== true && isNodeBodyError(error);
-      if (nodeFault) {
-        logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: 'body', err: error.message }, `${node.circuit}: body failed`);
-      }
-      judge(!nodeFault);
-    });
-    body.once('close', () => judge(true));
+  function answer(call: Call, node: ProxyNode, attempt: Attempt, judge: boolean): Response {
+    const status = attempt.status;
+    const headers = downstreamFlatHeaders(attempt.rawHeaders);
+    if (NO_LENGTH_STATUSES.has(status)) removeFlat(headers, 'content-length');
+    headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', node.local ? 'false' : 'true');
+    const noBody = call.method === 'HEAD' || NO_BODY_STATUSES.has(status);
+    const stale = call.upstream.stale;
+    const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
+    call.handedOff = true;
+    const flight = call.flight !== null && call.flight.head(status, headers.slice(), contentLength(headers)) ? call.flight : null;
+    const sink = new ForwardSink(deps, call, node, judge, keep, flight);
+    const outgoing = call.input.outgoing;
+    // An answer without content is complete with its head; whatever undici says of its body
+    // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
+    const feed = (target: ForwardSink) => (noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target));
+    if (outgoing !== undefined) {
+      if (!call.detached) outgoing.writeHead(status, headers);
+      sink.outgoing = outgoing;
+      feed(sink);
+      return RESPONSE_ALREADY_SENT;
+    }
+    const web = noBody ? null : new Readable({ read: () => sink.resume() });
+    // A web reader that cancels (the caller left) stops the node's body as a hang-up would.
+    web?.once('close', () => call.done || attempt.cancel('caller_gone', CALLER_GONE));
+    sink.web = web;
+    feed(sink);
+    return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), { status, headers: toWebHeaders(flatToRecord(headers)) });
   }
 
-  return async (input) => {
+  function staleCapture(call: Call, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
+    const record = flatToRecord(headers);
+    if (!StaleCache.mayStore(call.requestHeaders, 200, record)) return null;
+    delete record['x-node'];
+    delete record['x-dc'];
+    delete record['x-degraded'];
+    return stale.capture(staleKey(call), 200, record, deps.clock);
+  }
+
+  /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
+  async function follow(input: ProxyInput, upstream: Upstream, waiting: Promise<FlightResult>): Promise<Response> {
+    const result = await waiting;
+    if (result.kind === 'alone') return handle(input, false);
+    if (result.kind === 'problem') throw result.error;
+    deps.onCoalesced?.(upstream.name);
+    const headers = [...result.headers, 'x-coalesced', 'true'];
+    const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(result.status) ? null : result.body;
+    const outgoing = input.outgoing;
+    if (outgoing === undefined) return new Response(body === null ? null : new Uint8Array(body), { status: result.status, headers: toWebHeaders(flatToRecord(headers)) });
+    if (!outgoing.destroyed) outgoing.writeHead(result.status, headers).end(body ?? undefined); // a follower that left is simply not answered
+    return RESPONSE_ALREADY_SENT;
+  }
+
+  async function handle(input: ProxyInput, coalesce: boolean): Promise<Response> {
     const { incoming, method } = input;
     if (!FORWARDED_METHODS.includes(method)) {
       throw new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
@@ -222,11 +225,17 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
+    const key = coalesce && upstream.coalescer !== null ? Coalescer.keyOf(method, target.path, requestHeaders) : null;
+    const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
+    if (inFlight !== undefined) {
+      const waiting = inFlight.join();
+      if (waiting !== null) return follow(input, upstream, waiting); // a follower holds no bulkhead slot: it makes no call
+    }
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
       throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
     }
-    const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
     const headers = upstreamRequestHeaders(requestHeaders, {
       clientIp: incoming?.socket.remoteAddress,
       proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(input.url).protocol.slice(0, -1),
@@ -237,21 +246,48 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, handedOff: false };
+    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key) : null;
+    const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false, flight, detached: false };
+    // A caller that hangs up cancels the attempt in progress: before the head, the node's
+    // work and the bulkhead slot are freed at once; either way it says nothing against the
+    // node. A leader with followers waiting is only detached: its call goes on for them.
+    input.outgoing?.once('close', () => {
+      if (call.done) return;
+      if (call.flight !== null && call.flight.followers > 0 && !call.flight.settled) {
+        call.detached = true;
+        return;
+      }
+      call.done = true;
+      call.current?.cancel('caller_gone', CALLER_GONE);
+    });
     upstream.inFlight++;
     try {
       return await forward(call);
+    } catch (error) {
+      if (error instanceof AppError) call.flight?.fail(error);
+      else call.flight?.release();
+      throw error;
     } finally {
       if (!call.handedOff) upstream.inFlight--;
     }
-  };
+  }
+
+  return (input) => handle(input, true);
 }
 
-/** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
-const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'ECONNRESET']);
+function contentLength(headers: FlatHeaders): number {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'content-length') return Number(headers[i + 1]);
+  return 0;
+}
 
-function isNodeBodyError(error: { code?: string }): boolean {
-  return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
+function recordToFlat(record: Record<string, string | string[]>): FlatHeaders {
+  const out: FlatHeaders = [];
+  for (const name in record) {
+    const value = record[name]!;
+    if (Array.isArray(value)) for (const v of value) out.push(name, v);
+    else out.push(name, value);
+  }
+  return out;
 }
 
 function rawTarget(url: string): string {

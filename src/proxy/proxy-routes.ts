@@ -5,6 +5,7 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
+import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
 
@@ -13,6 +14,8 @@ export interface ProxyOptions {
   readonly localDc: string;
   readonly upstreams: Record<string, UpstreamConfig>;
   readonly client: UpstreamClient;
+  /** Counter hook: one call per follower answered from a coalesced call (`circuitlog_proxy_coalesced_total{upstream}`). */
+  readonly onCoalesced?: (upstream: string) => void;
 }
 
 export interface ProxyRouteDeps {
@@ -27,7 +30,7 @@ export interface ProxyRouteDeps {
  * Mount `/proxy/:upstream/*` for every method. No bearer token and no body limit: this is
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
-export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): ProxyHandler {
+export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
   ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
   const handler = createProxyHandler({
@@ -37,9 +40,11 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    onCoalesced: deps.proxy.onCoalesced,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
-  return handler;
+  const upgrade = createUpgradeHandler({ upstreams, breaker: deps.breaker, logger: deps.logger, localDc: deps.proxy.localDc });
+  return { handler, upgrade };
 }

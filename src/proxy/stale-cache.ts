@@ -1,4 +1,8 @@
-import type { Readable } from 'node:stream';
+/** A body being copied into the cache: every chunk, then `end` once the body is complete. */
+export interface StaleCapture {
+  chunk(chunk: Buffer): void;
+  end(): void;
+}
 
 /** A successful GET answer kept for the stale fallback. */
 export interface StaleEntry {
@@ -52,21 +56,23 @@ export class StaleCache {
     return !cacheControlForbids(responseHeaders['cache-control']) && !cacheControlForbids(requestHeaders['cache-control']);
   }
 
-  /** Keep a copy of `body` as it streams past, if it ends within the size limit. */
-  capture(key: string, status: number, headers: Record<string, string | string[]>, body: Readable, now: () => number): void {
+  /** Keep a copy of a body as it streams past (fed by the caller), if it ends within the size limit. */
+  capture(key: string, status: number, headers: Record<string, string | string[]>, now: () => number): StaleCapture | null {
     const declared = Number(headers['content-length'] ?? 0);
-    if (declared > this.limits.maxEntryBytes) return;
+    if (declared > this.limits.maxEntryBytes) return null;
     let chunks: Buffer[] | null = [];
     let size = 0;
-    body.on('data', (chunk: Buffer) => {
-      if (chunks === null) return;
-      size += chunk.length;
-      if (size > this.limits.maxEntryBytes) chunks = null;
-      else chunks.push(chunk);
-    });
-    body.once('end', () => {
-      if (chunks !== null) this.store(key, { status, headers, body: Buffer.concat(chunks, size), storedAt: now() });
-    });
+    return {
+      chunk: (chunk) => {
+        if (chunks === null) return;
+        size += chunk.length;
+        if (size > this.limits.maxEntryBytes) chunks = null;
+        else chunks.push(chunk);
+      },
+      end: () => {
+        if (chunks !== null) this.store(key, { status, headers, body: Buffer.concat(chunks, size), storedAt: now() });
+      },
+    };
   }
 
   /** The kept answer if younger than the limit. */

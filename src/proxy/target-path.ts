@@ -8,6 +8,8 @@ export interface ProxyTarget {
 }
 
 const PREFIX = '/proxy/';
+/** What only the careful segment-by-segment path below handles: dots, escapes, empty segments. */
+const UNUSUAL = /[.%]|\/\//;
 
 function decodeFully(segment: string): string {
   // Decode until stable so double-encoded dots (%252e) cannot reach an upstream that decodes twice.
@@ -39,6 +41,13 @@ export function parseProxyTarget(rawTarget: string): ProxyTarget {
   const rawPath = queryAt === -1 ? rawTarget : rawTarget.slice(0, queryAt);
   const query = queryAt === -1 ? '' : rawTarget.slice(queryAt);
   if (!rawPath.startsWith(PREFIX)) return { upstream: '', path: '/' }; // bare /proxy: no upstream named
+  const after = rawPath.slice(PREFIX.length);
+  if (!UNUSUAL.test(after)) {
+    // The common case, one regex test: nothing to decode, no dot segment possible, no '//'.
+    const slash = after.indexOf('/');
+    const rest = slash === -1 ? '' : after.slice(slash);
+    return { upstream: slash === -1 ? after : after.slice(0, slash), path: `${rest.length > 1 ? rest : '/'}${query}` };
+  }
   const segments = rawPath.slice(PREFIX.length).split('/');
   const upstream = decodeFully(segments[0] ?? '');
   const rest: string[] = [];

@@ -1,5 +1,7 @@
 import type { Readable } from 'node:stream';
-import { Agent } from 'undici';
+import type { Socket } from 'node:net';
+import { Agent, buildConnector } from 'undici';
+import { skipInterimResponses } from './interim-responses.js';
 
 /** One request to one configured node; `origin` and `path` are always sent separately. */
 export interface UpstreamRequest {
@@ -30,9 +32,29 @@ export interface UpstreamResponse {
   readonly body: Readable;
 }
 
+/** One forwarded request; how it ends is told to the handler. */
+export type UpstreamDispatch = Omit<UpstreamRequest, 'signal'>;
+
+/**
+ * undici's dispatch handler: the callback API under `request()` and `stream()`. The proxy
+ * forwards through it with no promise, stream or AbortSignal per response (issue 12).
+ * `onConnect` hands over the function that aborts the request; returning false from
+ * `onHeaders`/`onData` pauses reading until `resume` is called.
+ */
+export interface DispatchHandler {
+  onConnect(abort: (reason?: Error) => void): void;
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean;
+  onData(chunk: Buffer): boolean;
+  onComplete(trailers: unknown): void;
+  onError(error: Error): void;
+}
+
 /** How the proxy talks to nodes; tests may pass their own. */
 export interface UpstreamClient {
+  /** For health checks: a promise of the head, the body as a stream. */
   request(request: UpstreamRequest): Promise<UpstreamResponse>;
+  /** For forwarding: every event of the exchange goes to `handler`. */
+  dispatch(request: UpstreamDispatch, handler: DispatchHandler): void;
   close(): Promise<void>;
 }
 
@@ -57,9 +79,14 @@ export interface UndiciClientOptions {
 
 /** The production client: one undici Agent, which keeps a keep-alive pool per node origin. */
 export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamClient {
+  const connect = buildConnector({ timeout: options.connectTimeoutMs ?? 10_000 }); // 10 s; the per-attempt timer usually fires first
   const agent = new Agent({
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 4_000, // 4 s, under Node's 5 s server default
-    connect: { timeout: options.connectTimeoutMs ?? 10_000 }, // 10 s; the per-attempt timer usually fires first
+    connect: (opts, callback) =>
+      connect(opts, (error, socket) => {
+        if (socket) skipInterimResponses(socket as Socket);
+        (callback as (e: Error | null, s: Socket | null) => void)(error, socket);
+      }),
   });
   return {
     async request(r) {
@@ -74,6 +101,20 @@ export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamC
         bodyTimeout: r.bodyTimeoutMs,
       });
       return { status: res.statusCode, headers: res.headers, body: res.body };
+    },
+    dispatch(r, handler) {
+      agent.dispatch(
+        {
+          origin: r.origin,
+          path: r.path,
+          method: r.method as 'GET',
+          headers: r.headers,
+          body: r.body,
+          headersTimeout: 0, // the caller's per-attempt timer covers connect + headers
+          bodyTimeout: r.bodyTimeoutMs,
+        },
+        handler as unknown as Parameters<Agent['dispatch']>[1],
+      );
     },
     close: () => agent.close(),
   };

@@ -1,7 +1,9 @@
 import type { UpstreamConfig } from '../config.js';
-import { newCircuit, type CircuitSettings } from '../domain/circuit.js';
+import { configure, newCircuit, type CircuitPolicy } from '../domain/circuit.js';
+import { policyFromWire } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { Coalescer } from './coalesce.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -20,12 +22,17 @@ export interface ProxyNode {
 export interface Upstream {
   readonly name: string;
   readonly config: UpstreamConfig;
-  readonly settings: CircuitSettings;
+  /** The policy of its node circuits, from the upstream's config block. */
+  readonly settings: CircuitPolicy;
+  /** `{ create: settings }`, made once: passed to every `breaker.record` of a node. */
+  readonly recordOptions: { readonly create: CircuitPolicy };
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
   readonly failureStatuses: ReadonlySet<number>;
   readonly stale: StaleCache | null;
+  /** With `coalesce.enabled`: the calls identical concurrent reads wait on. */
+  readonly coalescer: Coalescer | null;
   /** Round-robin position per group. */
   readonly cursors: number[];
   inFlight: number;
@@ -42,10 +49,12 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
     const fb = config.fallback;
+    const settings = upstreamPolicy(config);
     out.set(name, {
       name,
       config,
-      settings: { failureThreshold: config.failure_threshold, timeoutSeconds: config.timeout_seconds, halfOpenMaxCalls: config.half_open_max_calls },
+      settings,
+      recordOptions: { create: settings },
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),
@@ -54,6 +63,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
         maxEntryBytes: fb.stale_max_body_bytes,
         maxTotalBytes: fb.stale_max_total_bytes,
       }),
+      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes }) : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
     });
@@ -61,8 +71,21 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
   return out;
 }
 
+/** The policy fields of an upstream block; those it leaves out take the built-in defaults. */
+function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
+  return policyFromWire({
+    failure_threshold: u.failure_threshold,
+    timeout_seconds: u.timeout_seconds,
+    half_open_max_calls: u.half_open_max_calls,
+    success_threshold: u.success_threshold ?? 1,
+    window: u.window ?? null,
+    backoff: u.backoff ?? null,
+    forced_state: u.forced_state ?? null,
+  });
+}
+
 /**
- * Create every node circuit that does not exist yet, and bring the settings of existing
+ * Create every node circuit that does not exist yet, and bring the policy of existing
  * ones in line with the config; state (open, failure count) is kept across restarts.
  */
 export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upstream>, now: number): void {
@@ -71,8 +94,7 @@ export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upst
     for (const node of u.nodes) {
       store.apply(node.circuit, (c) => {
         if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
-        if (c.failureThreshold === s.failureThreshold && c.timeoutSeconds === s.timeoutSeconds && c.halfOpenMaxCalls === s.halfOpenMaxCalls) return null;
-        return { circuit: { ...c, ...s, updatedAt: now }, transitions: [] };
+        return configure(c, s, now);
       });
     }
   }

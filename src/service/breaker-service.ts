@@ -1,21 +1,23 @@
 import type { Logger } from 'pino';
 import {
   admit,
+  configure,
   newCircuit,
-  recordFailure,
-  recordSuccess,
+  recordOutcome,
   refresh,
   reset,
   type Admission,
   type BreakerPolicy,
   type Circuit,
-  type CircuitSettings,
   type CircuitState,
+  type Outcome,
   type Step,
   type Transition,
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
-import type { CircuitStore } from '../store/circuit-store.js';
+import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
+import { GroupCommit } from './group-commit.js';
 
 /** Epoch milliseconds now; tests pass a fake. */
 export type Clock = () => number;
@@ -24,20 +26,46 @@ export interface OutcomeOptions {
   /** Settings used only if this call creates the circuit. */
   readonly create?: Partial<CircuitSettings>;
   readonly timeoutSeconds?: number;
+  /** How long the call took; judged against a window's slow-call duration. */
+  readonly durationMs?: number;
+}
+
+/** One outcome of a batch. */
+export interface BatchOutcome extends Outcome {
+  readonly name: string;
+}
+
+/** A batch step that records an outcome carries it, for `settle`. */
+interface ServiceItem extends BatchItem {
+  readonly outcome?: Outcome;
 }
 
 /**
- * The breaker use cases: each one is a pure step from `domain/` run through the
- * store's atomic read-modify-write, with one log line per state transition.
+ * The breaker use cases: each one is a pure step from `domain/` run through the store's
+ * atomic read-modify-write. Every stored result, single or group-committed, passes
+ * through `settle` (one log line per transition; the one hook for observers). The
+ * synchronous methods (`get`, `check`, `record`) serve the proxy; the HTTP routes record
+ * through the group-committed `*Grouped` methods.
  */
 export class BreakerService {
+  readonly defaults: CircuitPolicy;
+  private readonly group: GroupCommit<ServiceItem>;
+
   constructor(
     private readonly store: CircuitStore,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    readonly defaults: CircuitSettings,
+    defaults: CircuitSettings,
     private readonly policy: BreakerPolicy,
-  ) {}
+    /** Off: each outcome is its own transaction (for comparison; see docs/performance.md). */
+    private readonly groupCommit = true,
+  ) {
+    this.defaults = resolvePolicy(defaults);
+    this.group = new GroupCommit<ServiceItem>(
+      (items) => this.store.applyBatch(items),
+      (items, results) => items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome)),
+    );
+  }
 
   now(): number {
     return this.clock();
@@ -58,35 +86,53 @@ export class BreakerService {
     return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
   }
 
-  /** Record an outcome, creating the circuit with defaults (or `options.create`) if missing. */
+  /** Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing. */
   record(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
-    const now = this.clock();
-    // A new circuit is written even when the outcome changes nothing: the store writes
-    // whenever the step's circuit is not the one it read, and it read none.
-    const step = this.run(name, (current) => {
-      const c = current ?? newCircuit(name, { ...this.defaults, ...options.create }, now);
-      return success ? recordSuccess(c, now) : recordFailure(c, now, { timeoutSeconds: options.timeoutSeconds });
-    });
-    return step!.circuit;
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs: options.durationMs };
+    return this.run(name, this.outcomeStep(name, outcome, options.create), outcome)!.circuit;
+  }
+
+  /** `record`, group-committed: resolves once the transaction holding it committed. */
+  async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
+    // A failure always changes the circuit (its count at least): no point trying it as a no-op.
+    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit;
+  }
+
+  /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
+  async recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
+    const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
+    const results = this.groupCommit ? await this.group.submit(items) : this.store.applyBatch(items);
+    if (!this.groupCommit) items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome));
+    return results.map((r) => r!.circuit);
   }
 
   /**
-   * The circuitlog `call`: refuse with CIRCUIT_OPEN when not allowed, else record the
-   * outcome; the check and the record are one atomic step.
+   * The circuitlog `call`: refuse with CIRCUIT_OPEN (or CIRCUIT_FORCED_OPEN) when not
+   * allowed, else record the outcome; the check and the record are one atomic step.
    */
   call(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const step = this.run(name, this.callStep(name, outcome, options.create), outcome)!;
+    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt, { forced: step.verdict.forced });
+    return step.circuit;
+  }
+
+  /** `call`, group-committed; answers the admission instead of throwing. */
+  async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission;
+  }
+
+  private callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
     const now = this.clock();
-    const step = this.run(name, (current) => {
-      const c = current ?? newCircuit(name, { ...this.defaults, ...options.create }, now);
+    const record = this.outcomeStep(name, outcome, create);
+    return (current) => {
+      const c = current ?? newCircuit(name, this.settingsFor(create), now);
       const admission = admit(c, now, this.policy);
       if (!admission.verdict.allowed) return admission;
-      const next = success
-        ? recordSuccess(admission.circuit, now)
-        : recordFailure(admission.circuit, now, { timeoutSeconds: options.timeoutSeconds });
+      const next = record(admission.circuit);
       return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
-    })!;
-    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt);
-    return step.circuit;
+    };
   }
 
   /** Close the circuit; null if unknown. */
@@ -95,10 +141,40 @@ export class BreakerService {
     return this.run(name, (c) => (c === null ? null : reset(c, now)))?.circuit ?? null;
   }
 
-  list(query: { state?: CircuitState; afterId?: number; limit: number }): Circuit[] {
-    // Lazy transitions first, so a state filter sees what a GET of each circuit would.
-    for (const name of this.store.findExpiredOpen(this.clock())) this.get(name);
-    return this.store.list(query);
+  /**
+   * Set a circuit's policy, creating it with that policy when missing. `policyFor` sees
+   * the stored circuit (inside the write transaction) and may throw to change nothing.
+   */
+  configure(name: string, policyFor: (current: Circuit | null) => CircuitPolicy): { circuit: Circuit; created: boolean } {
+    const now = this.clock();
+    let created = false;
+    const step = this.run(name, (current) => {
+      const policy = policyFor(current);
+      created = current === null;
+      // A new circuit starts unforced, so that a force it is created with is an event too.
+      if (current === null) return configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now);
+      const refreshed = refresh(current, now);
+      const next = configure(refreshed.circuit, policy, now);
+      return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
+    });
+    return { circuit: step!.circuit, created };
+  }
+
+  /** Remove the circuit and its events; false if unknown. */
+  delete(name: string): boolean {
+    return this.store.delete(name);
+  }
+
+  /**
+   * A page of circuits as a read of each would show them. Only the first `pageSize` (the
+   * page; a row past it only tells whether more exist) get their lazy transition written;
+   * the state filter judges open circuits by `now`.
+   */
+  list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): Circuit[] {
+    const now = this.clock();
+    return this.store
+      .list({ ...query, now })
+      .map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : (this.get(c.name) ?? c)));
   }
 
   events(name: string, limit: number): Transition[] | null {
@@ -106,39 +182,83 @@ export class BreakerService {
     return circuit === null ? null : this.store.events(circuit.id, limit);
   }
 
-  /** The CIRCUIT_OPEN error for a refused call. */
-  openError(circuit: Circuit, retryAt: number): AppError {
+  /**
+   * The error for a refused call: CIRCUIT_FORCED_OPEN when forced, else CIRCUIT_OPEN.
+   * `circuit` replaces the `circuit` member (circuitlog's `/call` sends the whole object).
+   */
+  openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; circuit?: unknown } = {}): AppError {
+    const extensions = {
+      circuit: options.circuit ?? circuit.name,
+      state: circuit.state,
+      open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
+    };
+    if (options.forced) {
+      const detail = `Circuit '${circuit.name}' is forced open by an operator; every call is refused until the force is cleared.`;
+      return new AppError('CIRCUIT_FORCED_OPEN', detail, { retryAt, extensions: { ...extensions, forced_state: 'open' } });
+    }
     const detail =
       circuit.state === 'open'
         ? `Circuit '${circuit.name}' is open; calls are refused until ${new Date(retryAt).toISOString()}.`
         : `Circuit '${circuit.name}' is half-open and all ${circuit.halfOpenMaxCalls} probe slot(s) are taken.`;
-    return new AppError('CIRCUIT_OPEN', detail, {
-      retryAt,
-      extensions: {
-        circuit: circuit.name,
-        state: circuit.state,
-        open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
-      },
-    });
+    return new AppError('CIRCUIT_OPEN', detail, { retryAt, extensions });
   }
 
-  private run<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null {
-    const result = this.store.apply(name, step);
-    if (result !== null) {
-      for (const t of result.transitions) {
-        this.logger.info(
-          {
-            event: 'transition',
-            circuit: name,
-            from: t.from,
-            to: t.to,
-            reason: t.reason,
-            failure_count: result.circuit.failureCount,
-            open_until: result.circuit.openUntil === null ? null : new Date(result.circuit.openUntil).toISOString(),
-          },
-          `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`,
-        );
+  private settingsFor(create: Partial<CircuitSettings> | undefined): CircuitPolicy {
+    return create === undefined ? this.defaults : { ...this.defaults, ...create };
+  }
+
+  /**
+   * The step recording one outcome, creating the circuit if missing. Every outcome, on
+   * every route and the proxy, is turned into its step here and stored through `settle`.
+   */
+  private outcomeStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Step {
+    const now = this.clock();
+    // A new circuit is written even when the outcome changes nothing: the store writes
+    // whenever the step's circuit is not the one it read, and it read none.
+    return (current) => recordOutcome(current ?? newCircuit(name, this.settingsFor(create), now), outcome, now);
+  }
+
+  /**
+   * One step through the group commit. A step that would change nothing on the circuit as
+   * stored (a success on a healthy circuit), with nothing queued for that circuit before
+   * it, is answered at once: there is nothing to make durable.
+   */
+  private async submitOne(item: ServiceItem, mayChangeNothing: boolean): Promise<Step> {
+    if (!this.groupCommit) return this.run(item.name, item.step, item.outcome)!;
+    if (mayChangeNothing && !this.group.isPending(item.name)) {
+      const current = this.store.find(item.name);
+      if (current !== null) {
+        const result = item.step(current);
+        if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
       }
+    }
+    const [result] = await this.group.submit([item]);
+    return result!;
+  }
+
+  private run<S extends Step>(name: string, step: (current: Circuit | null) => S | null, outcome?: Outcome): S | null {
+    return this.settle(name, this.store.apply(name, step), outcome);
+  }
+
+  /**
+   * Every stored result passes here once, after its commit: the one place transitions are
+   * logged, and where an observer would count outcomes (`outcome` set) and transitions.
+   */
+  private settle<S extends Step>(name: string, result: S | null, _outcome?: Outcome): S | null {
+    if (result === null) return null;
+    for (const t of result.transitions) {
+      this.logger.info(
+        {
+          event: 'transition',
+          circuit: name,
+          from: t.from,
+          to: t.to,
+          reason: t.reason,
+          failure_count: result.circuit.failureCount,
+          open_until: result.circuit.openUntil === null ? null : new Date(result.circuit.openUntil).toISOString(),
+        },
+        `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`,
+      );
     }
     return result;
   }

@@ -1,5 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.js';
+import type { BackoffPolicy, ForcedState, WindowPolicy } from '../domain/policy.js';
+import type { WindowState } from '../domain/window.js';
 import { AppError } from '../domain/errors.js';
 
 export interface ListQuery {
@@ -7,6 +9,14 @@ export interface ListQuery {
   /** Keyset cursor: only circuits with a larger id. */
   readonly afterId?: number;
   readonly limit: number;
+  /** With `state`: filter by the state a read at `now` would show (expired open is half-open). */
+  readonly now?: number;
+}
+
+/** One step of a batch: the circuit it applies to and the pure step. */
+export interface BatchItem {
+  readonly name: string;
+  readonly step: (current: Circuit | null) => Step | null;
 }
 
 /**
@@ -20,9 +30,14 @@ export interface CircuitStore {
    * atomically. A step returning null, or the very circuit it was given, writes nothing.
    */
   apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null;
+  /**
+   * Apply the steps in order in one write transaction; a circuit created by one step is
+   * seen by the next, and each changed circuit is written once. All or nothing.
+   */
+  applyBatch(items: readonly BatchItem[]): (Step | null)[];
+  /** Remove the circuit and its events; false if unknown. */
+  delete(name: string): boolean;
   list(query: ListQuery): Circuit[];
-  /** Names of open circuits whose open time has passed at `now`. */
-  findExpiredOpen(now: number): string[];
   events(circuitId: number, limit: number): Transition[];
   ping(): boolean;
 }
@@ -41,6 +56,14 @@ interface CircuitRow {
   last_failure_at: number | null;
   created_at: number;
   updated_at: number;
+  success_threshold: number;
+  window_policy: string | null;
+  backoff_policy: string | null;
+  forced_state: ForcedState | null;
+  probe_successes: number;
+  open_timeout_seconds: number | null;
+  reopen_count: number;
+  window_state: string | null;
 }
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -62,8 +85,18 @@ function fromRow(row: CircuitRow): Circuit {
     lastFailureAt: row.last_failure_at,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    successThreshold: row.success_threshold,
+    window: row.window_policy === null ? null : (JSON.parse(row.window_policy) as WindowPolicy),
+    backoff: row.backoff_policy === null ? null : (JSON.parse(row.backoff_policy) as BackoffPolicy),
+    forcedState: row.forced_state,
+    probeSuccesses: row.probe_successes,
+    openTimeoutSeconds: row.open_timeout_seconds,
+    reopenCount: row.reopen_count,
+    windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
   };
 }
+
+const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
 function toParams(c: Circuit) {
   return {
@@ -80,11 +113,20 @@ function toParams(c: Circuit) {
     last_failure_at: c.lastFailureAt,
     created_at: c.createdAt,
     updated_at: c.updatedAt,
+    success_threshold: c.successThreshold,
+    window_policy: json(c.window),
+    backoff_policy: json(c.backoff),
+    forced_state: c.forcedState,
+    probe_successes: c.probeSuccesses,
+    open_timeout_seconds: c.openTimeoutSeconds,
+    reopen_count: c.reopenCount,
+    window_state: json(c.windowState),
   };
 }
 
 const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
-  probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at`;
+  probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state`;
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -97,7 +139,10 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly insertCircuit;
   private readonly updateCircuit;
   private readonly insertTransition;
-  private readonly selectExpiredOpen;
+  private readonly listOpenAt;
+  private readonly listHalfOpenAt;
+  private readonly deleteByName;
+  private readonly writeBatch;
   private readonly selectEvents;
   private readonly selectPing;
   private readonly listAll;
@@ -117,21 +162,28 @@ export class SqliteCircuitStore implements CircuitStore {
     private readonly exclusive = false,
   ) {
     this.selectByName = db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`);
-    this.insertCircuit = db.prepare(`INSERT INTO circuits (name, state, failure_count, failure_threshold,
-      timeout_seconds, half_open_max_calls, probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at)
-      VALUES (@name, @state, @failure_count, @failure_threshold, @timeout_seconds, @half_open_max_calls,
-      @probe_leases, @open_until, @half_open_at, @last_failure_at, @created_at, @updated_at)`);
+    this.insertCircuit = db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
+      VALUES (${COLUMNS.replace('id, ', '').split(',').map((col) => `@${col.trim()}`).join(', ')})`);
     this.updateCircuit = db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
       failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
       half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
-      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at
+      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
+      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
+      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
+      reopen_count = @reopen_count, window_state = @window_state
       WHERE id = @id`);
     this.insertTransition = db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
     );
-    this.selectExpiredOpen = db
-      .prepare<[number], string>(`SELECT name FROM circuits WHERE state = 'open' AND open_until <= ?`)
-      .pluck();
+    // The state a read would show: an open circuit whose time has passed is half-open.
+    this.listOpenAt = db.prepare<[number, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
+    );
+    this.listHalfOpenAt = db.prepare<[number, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
+       AND id > ? ORDER BY id LIMIT ?`,
+    );
+    this.deleteByName = db.prepare<[string]>('DELETE FROM circuits WHERE name = ?');
     this.selectEvents = db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number }>(
       'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
     );
@@ -159,6 +211,38 @@ export class SqliteCircuitStore implements CircuitStore {
       for (const t of result.transitions) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
       return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
     });
+    this.writeBatch = db.transaction((items: readonly BatchItem[]) => this.runBatch(items));
+  }
+
+  /** The body of `applyBatch`'s transaction; see there. */
+  private runBatch(items: readonly BatchItem[]): { results: (Step | null)[]; latest: Map<string, Circuit | null> } {
+    const latest = new Map<string, Circuit | null>(); // each circuit after the steps so far
+    const stored = new Map<string, Circuit | null>(); // each circuit as its row now holds it
+    const events: [number, Transition][] = [];
+    const results = items.map(({ name, step }) => {
+      if (!latest.has(name)) {
+        const row = this.read(name);
+        latest.set(name, row);
+        stored.set(name, row);
+      }
+      const current = latest.get(name) ?? null;
+      let result = step(current);
+      if (result === null || result.circuit === current) return result;
+      if (current === null) {
+        // Insert at once: the id is needed for its events and by the following steps.
+        const id = Number(this.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+        result = { ...result, circuit: { ...result.circuit, id } };
+        stored.set(name, result.circuit);
+      }
+      latest.set(name, result.circuit);
+      for (const t of result.transitions) events.push([result.circuit.id, t]);
+      return result;
+    });
+    for (const [name, circuit] of latest) {
+      if (circuit !== null && circuit !== stored.get(name)) this.updateCircuit.run(toParams(circuit));
+    }
+    for (const [id, t] of events) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    return { results, latest };
   }
 
   private read(name: string): Circuit | null {
@@ -204,18 +288,35 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
-  list(query: ListQuery): Circuit[] {
+  applyBatch(items: readonly BatchItem[]): (Step | null)[] {
+    if (items.length === 0) return [];
     return this.guard(() => {
-      const after = query.afterId ?? 0;
-      const rows = query.state
-        ? this.listByState.all(query.state, after, query.limit)
-        : this.listAll.all(after, query.limit);
-      return rows.map(fromRow);
+      for (const item of items) this.cache.delete(item.name); // until the commit succeeds
+      const { results, latest } = this.writeBatch.immediate(items);
+      for (const [name, circuit] of latest) this.cache.set(name, circuit);
+      return results;
     });
   }
 
-  findExpiredOpen(now: number): string[] {
-    return this.guard(() => this.selectExpiredOpen.all(now));
+  delete(name: string): boolean {
+    return this.guard(() => {
+      const deleted = this.deleteByName.run(name).changes > 0;
+      this.cache.set(name, null);
+      return deleted;
+    });
+  }
+
+  list(query: ListQuery): Circuit[] {
+    return this.guard(() => {
+      const after = query.afterId ?? 0;
+      const now = query.now;
+      let rows: CircuitRow[];
+      if (query.state === undefined) rows = this.listAll.all(after, query.limit);
+      else if (now !== undefined && query.state === 'open') rows = this.listOpenAt.all(now, after, query.limit);
+      else if (now !== undefined && query.state === 'half_open') rows = this.listHalfOpenAt.all(now, after, query.limit);
+      else rows = this.listByState.all(query.state, after, query.limit);
+      return rows.map(fromRow);
+    });
   }
 
   events(circuitId: number, limit: number): Transition[] {

@@ -61,11 +61,24 @@ export class StorageHealth {
         throw error;
       }
     };
+    // A batch (group commit) and a delete are writes whatever their steps say.
+    const write = <T>(run: () => T): T => {
+      this.assertFileIntact();
+      try {
+        const result = run();
+        this.noteRoom('a write committed');
+        return result;
+      } catch (error) {
+        if (error instanceof AppError && error.code === 'STORAGE_FULL') this.noteFull();
+        throw error;
+      }
+    };
     return {
       find: (name) => store.find(name),
       apply,
+      applyBatch: (items) => write(() => store.applyBatch(items)),
+      delete: (name) => write(() => store.delete(name)),
       list: (query) => store.list(query),
-      findExpiredOpen: (now) => store.findExpiredOpen(now),
       events: (id, limit) => store.events(id, limit),
       ping: () => store.ping(),
       health: () => this.report(() => store.ping()),

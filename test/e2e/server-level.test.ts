@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 const running: ServerProcess[] = [];
@@ -62,7 +62,10 @@ describe('CONNECT', () => {
     expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
     expect(head).toMatch(/\r\nallow: \r\n/i);
     expect(JSON.parse(body!)).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED', type: '/problems/method-not-allowed', instance: 'example.com:443' });
-    expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({ status: 405 });
+    // The log line and the socket's close race each other: wait for the line, don't assume it came first.
+    await vi.waitFor(() => {
+      expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({ status: 405 });
+    }, { timeout: 5_000 });
   });
 });
 
@@ -101,5 +104,22 @@ describe('server timeouts', () => {
     socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
     await new Promise<void>((resolve) => socket.once('data', () => resolve()));
     expect(received()).toMatch(/\r\nKeep-Alive: timeout=5\r\n/i);
+  });
+});
+
+describe('requests the HTTP adapter cannot route', () => {
+  it.each([
+    ['a backslash in the path', 'GET /circuits\\x/allowed HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'],
+    ['no Host header', 'GET /health HTTP/1.0\r\nConnection: close\r\n\r\n'],
+  ])('answer %s with a 400 problem+json, not a bare 400', async (_case, request) => {
+    const server = await start();
+    const { socket, received, closed } = await connect(server.port);
+    socket.write(request);
+    await closed;
+    const [head = '', body = ''] = received().split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.[01] 400/);
+    expect(head.toLowerCase()).toContain('content-type: application/problem+json');
+    const problem = JSON.parse(body) as Record<string, unknown>;
+    expect(problem).toMatchObject({ status: 400, code: 'BAD_REQUEST', type: '/problems/bad-request' });
   });
 });

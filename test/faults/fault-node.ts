@@ -11,9 +11,11 @@ import type { AddressInfo } from 'node:net';
  * - `huge-headers`: a 100 KiB header block, over undici's 16 KiB limit;
  * - `garbage`: `HELLO` instead of a status line;
  * - `storm`: always `503`;
+ * - `continue`: an unsolicited `100 Continue` and a `103 Early Hints`, split over packets, then a small 200;
+ * - `no-content`: `204` with `Content-Length: 0`; `not-modified`: `304` with `Content-Length: 300`;
  * - `ok`: a small 200.
  */
-export type FaultKind = 'refuse' | 'reset' | 'hang' | 'slow' | 'stall' | 'huge-headers' | 'garbage' | 'storm' | 'ok';
+export type FaultKind = 'refuse' | 'reset' | 'hang' | 'slow' | 'stall' | 'huge-headers' | 'garbage' | 'storm' | 'continue' | 'no-content' | 'not-modified' | 'ok';
 
 export interface FaultOptions {
   /** Body length for `slow`, `stall` and `reset` (announced in Content-Length). */
@@ -24,6 +26,7 @@ export interface FaultOptions {
 
 const HUGE_HEADER_BYTES = 100 * 1024; // 100 KiB, over undici's (and Node's) 16 KiB default
 const RESET_AFTER_MS = 30; // let the proxy forward the head before the RST arrives
+const INTERIM_GAP_MS = 15; // separate TCP packets for the pieces of a `continue` answer
 
 function head(status: string, length: number, extra = ''): string {
   return `HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${length}\r\n${extra}\r\n`;
@@ -121,6 +124,18 @@ export class FaultNode {
         return;
       case 'storm':
         socket.write(head('503 Service Unavailable', 5) + 'storm');
+        return;
+      case 'continue':
+        // Split inside the status line and between interim answers: the proxy must reassemble them.
+        socket.write('HTTP/1.1 100 Cont');
+        this.later(INTERIM_GAP_MS, () => socket.write('inue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n'));
+        this.later(2 * INTERIM_GAP_MS, () => socket.write(head('200 OK', 2) + 'ok'));
+        return;
+      case 'no-content':
+        socket.write('HTTP/1.1 204 No Content\r\ncontent-length: 0\r\nx-from: fault\r\n\r\n');
+        return;
+      case 'not-modified':
+        socket.write('HTTP/1.1 304 Not Modified\r\ncontent-length: 300\r\netag: "v1"\r\n\r\n');
         return;
       case 'garbage':
         socket.end('HELLO\r\n\r\n');

@@ -68,9 +68,9 @@ describe('bad input', () => {
   it('answers 404 for an unknown route and 405 with Allow for a wrong method', async () => {
     const t = buildApp();
     await expectProblem(await t.request('GET', '/nowhere'), 404, 'NOT_FOUND');
-    const res = await t.request('DELETE', '/circuits/svc');
+    const res = await t.request('PUT', '/circuits/svc');
     await expectProblem(res, 405, 'METHOD_NOT_ALLOWED');
-    expect(res.headers.get('allow')).toBe('GET, HEAD');
+    expect(res.headers.get('allow')).toBe('DELETE, GET, HEAD, PATCH');
     const post = await t.request('GET', '/circuits/svc/outcomes');
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('POST');
@@ -122,8 +122,10 @@ describe('described API', () => {
       '/circuits/{name}/reset',
       '/circuits/{name}/success',
       '/health',
+      '/outcomes',
       '/problems/{kind}',
     ]);
+    expect(Object.keys(doc.paths['/circuits/{name}']).sort()).toEqual(['delete', 'get', 'patch']);
     expect(doc.paths['/circuits/{name}/allowed'].get.responses['503']).toBeDefined();
   });
 

@@ -69,3 +69,19 @@ describe('hostile input on /proxy', () => {
     expect(Object.values(nodes).reduce((n, node) => n + node.hits, 0), 'some requests were forwarded').toBeGreaterThan(20);
   });
 });
+
+describe('hostile upgrade requests on the server', () => {
+  it('answers every one with the node\'s non-101 answer or a problem, never 5xx but 501, and never walks out of the node', async () => {
+    const upgrade = fc.constantFrom('websocket', 'WebSocket', 'h2c', 'tls/1.2', 'websocket, h2c', '');
+    const where = fc.oneof(target, fc.constantFrom('/circuits', '/health', '/', '/proxy'));
+    await fc.assert(
+      fc.asyncProperty(where, upgrade, fc.constantFrom('GET', 'POST'), async (path, up, m) => {
+        const res = await rawRequest(proxy.url, m, path, { connection: 'Upgrade', upgrade: up, 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+        expect(res.status === 501 || res.status < 500, `${m} ${path} (${up}) -> ${res.status} ${res.body}`).toBe(true);
+        if (res.status >= 400 && res.headers['x-node'] === undefined) expect(res.headers['content-type']).toBe('application/problem+json');
+      }),
+      { numRuns: 150 },
+    );
+    for (const node of Object.values(nodes)) for (const seen of node.seen) expect(seen.url.split('?')[0]!.split('/')).not.toContain('..');
+  });
+});

@@ -17,6 +17,12 @@ export interface Seen {
  */
 export class FakeNode {
   mode: NodeMode = 'ok';
+  /** Wait this long before answering (`ok` and `fail`). */
+  delayMs = 0;
+  /** While set, requests wait for it before being answered. */
+  gate: Promise<void> | null = null;
+  /** Answer `ok` requests with this body instead of the JSON echo. */
+  fixedBody: Buffer | null = null;
   readonly seen: Seen[] = [];
   healthChecks = 0;
   /** Requests whose connection closed before this node answered them. */
@@ -71,6 +77,19 @@ export class FakeNode {
       if (!res.writableEnded) this.abandoned++;
     });
     if (this.mode === 'hang') return;
+    if (this.gate !== null) {
+      void this.gate.then(() => this.answer(req, res));
+      return;
+    }
+    if (this.delayMs > 0) {
+      const timer = setTimeout(() => this.answer(req, res), this.delayMs);
+      res.on('close', () => clearTimeout(timer));
+      return;
+    }
+    this.answer(req, res);
+  }
+
+  private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
     if (this.mode === 'fail') {
       req.resume();
       res.writeHead(500, { 'content-type': 'text/plain', 'x-from': this.id }).end(`boom from ${this.id}`);
@@ -85,7 +104,7 @@ export class FakeNode {
       chunks.push(chunk);
     });
     req.on('end', () => {
-      const body = size > 0 ? Buffer.concat(chunks) : Buffer.from(JSON.stringify({ node: this.id, method: req.method, url: req.url }));
+      const body = size > 0 ? Buffer.concat(chunks) : (this.fixedBody ?? Buffer.from(JSON.stringify({ node: this.id, method: req.method, url: req.url })));
       res.writeHead(200, {
         'content-type': size > 0 ? 'application/octet-stream' : 'application/json',
         'x-body-sha256': hash.digest('hex'),
@@ -106,7 +125,7 @@ export async function startNodes(...ids: string[]): Promise<Record<string, FakeN
 }
 
 /** The config YAML for one upstream `users` over the given nodes (dc = id before the first '-'). */
-export function proxyYaml(nodes: Record<string, FakeNode>, extra = ''): string {
+export function proxyYaml(nodes: Record<string, { readonly id: string; readonly url: string }>, extra = ''): string {
   const lines = Object.values(nodes).map((n) => `      - { id: ${n.id}, dc: ${n.id.split('-')[0]}, url: "${n.url}" }`);
   return `local_dc: dc1
 upstreams:

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { parseConfigText } from '../../src/config.js';
 import { createHealthChecker } from '../../src/proxy/health-checker.js';
+import type { ProxyOptions } from '../../src/proxy/proxy-routes.js';
 import { createUndiciClient, type UpstreamClient } from '../../src/proxy/upstream-client.js';
 import { buildApp, silentLogger } from '../helper.js';
 import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
@@ -13,18 +14,30 @@ import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
  * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served by a
  * real @hono/node-server listener on 127.0.0.1, port 0.
  */
-export async function startProxyApp(nodes: Record<string, FakeNode>, extraYaml = '', client: UpstreamClient = createUndiciClient()) {
+export async function startProxyApp(
+  nodes: Record<string, { readonly id: string; readonly url: string }>,
+  extraYaml = '',
+  client: UpstreamClient = createUndiciClient(),
+  hooks: Pick<ProxyOptions, 'onCoalesced'> = {},
+) {
   const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
-  const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client };
+  const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client, ...hooks };
   const built = buildApp({ proxy });
   const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
   await once(server, 'listening');
+  server.on('upgrade', built.upgradeListener!);
+  let requests = 0;
+  server.on('request', () => requests++);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const health = createHealthChecker({ ...proxy, breaker: built.breaker, logger: silentLogger });
   return {
     ...built,
     url,
     health,
+    /** Requests the proxy's server has received so far. */
+    get requests() {
+      return requests;
+    },
     /** A GET through the proxy; the body is read. */
     async get(path: string, init: RequestInit = {}) {
       const res = await fetch(`${url}${path}`, init);
@@ -75,4 +88,9 @@ export function useProxyFixture() {
     proxy = null;
   });
   return fixture;
+}
+
+/** Poll until `condition` holds (no time bound of its own: the test's timeout is the limit). */
+export async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
 }

@@ -1,12 +1,10 @@
-import { Readable } from 'node:stream';
-import { finished } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import { StaleCache } from '../../src/proxy/stale-cache.js';
 
 async function keep(cache: StaleCache, key: string, body: string, now = 0) {
-  const stream = Readable.from([Buffer.from(body)]);
-  cache.capture(key, 200, {}, stream, () => now);
-  await finished(stream);
+  const capture = cache.capture(key, 200, {}, () => now);
+  capture?.chunk(Buffer.from(body));
+  capture?.end();
 }
 
 describe('stale cache', () => {

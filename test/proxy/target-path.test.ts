@@ -11,6 +11,18 @@ describe('parseProxyTarget', () => {
     expect(parseProxyTarget('/proxy/users//evil.example//x').path).toBe('/evil.example/x');
   });
 
+  it.each([
+    ['/proxy/users', '/'],
+    ['/proxy/users/', '/'],
+    ['/proxy/users?q=1', '/?q=1'],
+    ['/proxy/users/a/', '/a/'],
+    ['/proxy/users/a/b?x=1', '/a/b?x=1'],
+    ['/proxy/users/a.b/', '/a.b/'], // the careful path, same shape
+    ['/proxy/users//a/', '/a/'],
+  ])('maps %s to %s (plain targets take a fast path with the same result)', (raw, path) => {
+    expect(parseProxyTarget(raw)).toEqual({ upstream: 'users', path });
+  });
+
   it('allows dots inside names', () => {
     expect(parseProxyTarget('/proxy/users/v1.2/file.tar.gz').path).toBe('/v1.2/file.tar.gz');
   });

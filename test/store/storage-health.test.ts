@@ -86,6 +86,17 @@ describe('the database file deleted while running', () => {
     expect((await t.request('POST', '/circuits/svc/failure')).status).toBe(503);
   });
 
+  it('refuses a batch of outcomes, a PATCH and a DELETE too, writing nothing', async () => {
+    const t = appOnFile();
+    await t.request('POST', '/circuits/svc/failure');
+    fs.unlinkSync(t.file);
+    const batch = await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', success: false }] });
+    expect(batch.status).toBe(503);
+    expect((await t.request('PATCH', '/circuits/svc', { failure_threshold: 9 })).status).toBe(503);
+    expect((await t.request('DELETE', '/circuits/svc')).status).toBe(503);
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ failure_count: 1, failure_threshold: 5 });
+  });
+
   it('still answers calls that write nothing', async () => {
     const t = appOnFile();
     await t.request('POST', '/circuits/svc/failure');

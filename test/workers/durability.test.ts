@@ -17,8 +17,10 @@ afterEach(async () => {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 
-/** POST one failure; resolves with the status, or 0 when the connection died first. */
-function postFailure(url: string): Promise<number> {
+const BATCH = 10; // outcomes per batch request in batch mode
+
+/** POST a body; resolves with the status, or 0 when the connection died first. */
+function postJson(url: string, body: string): Promise<number> {
   return new Promise((resolve) => {
     const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
       res.resume();
@@ -26,7 +28,7 @@ function postFailure(url: string): Promise<number> {
       res.on('error', () => resolve(0));
     });
     req.on('error', () => resolve(0));
-    req.end('{"success":false}');
+    req.end(body);
   });
 }
 
@@ -34,7 +36,7 @@ function postFailure(url: string): Promise<number> {
  * Bounded write load from CONCURRENCY loops until `stop()`; counts per circuit the
  * failures the server acknowledged (200) and the ones sent at all.
  */
-function writeLoad(baseUrl: string) {
+function writeLoad(baseUrl: string, batch: boolean) {
   const acked = new Array<number>(CIRCUITS).fill(0);
   const sent = new Array<number>(CIRCUITS).fill(0);
   const statuses = new Map<number, number>();
@@ -43,10 +45,13 @@ function writeLoad(baseUrl: string) {
   const loops = Array.from({ length: CONCURRENCY }, async () => {
     for (let i = 0; i < 5_000 && !stopped; i++) {
       const k = next++ % CIRCUITS;
-      sent[k]!++;
-      const status = await postFailure(`${baseUrl}/circuits/durable-${k}/outcomes`);
+      const n = batch ? BATCH : 1;
+      sent[k]! += n;
+      const status = batch
+        ? await postJson(`${baseUrl}/outcomes`, JSON.stringify({ outcomes: Array(BATCH).fill({ circuit: `durable-${k}`, success: false }) }))
+        : await postJson(`${baseUrl}/circuits/durable-${k}/outcomes`, '{"success":false}');
       statuses.set(status, (statuses.get(status) ?? 0) + 1);
-      if (status === 200) acked[k]!++;
+      if (status === 200) acked[k]! += n;
       if (status === 0) return; // server gone
     }
   });
@@ -61,7 +66,7 @@ function writeLoad(baseUrl: string) {
   };
 }
 
-async function crashRounds(workers: string): Promise<void> {
+async function crashRounds(workers: string, batch = false): Promise<void> {
   const dir = tempDir();
   const db = path.join(dir, 'db.sqlite');
   const config = path.join(dir, 'c.yaml');
@@ -73,7 +78,7 @@ async function crashRounds(workers: string): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
     const server = await startServer(env, { detached: true });
     running.push(server);
-    const load = writeLoad(server.url);
+    const load = writeLoad(server.url, batch);
     await new Promise((r) => setTimeout(r, LOAD_MS));
     await server.killGroup(); // kill -9 primary and workers in the middle of the load
     running.splice(running.indexOf(server), 1);
@@ -110,4 +115,12 @@ describe('crash safety under write load', () => {
   it('keeps every acknowledged outcome across SIGKILLs, two workers', async () => {
     await crashRounds('2');
   });
+
+  it('keeps every acknowledged outcome of batched writes (POST /outcomes) across SIGKILLs, one worker', async () => {
+    await crashRounds('1', true);
+  }, 60_000);
+
+  it('keeps every acknowledged outcome of batched writes (POST /outcomes) across SIGKILLs, two workers', async () => {
+    await crashRounds('2', true);
+  }, 60_000);
 });

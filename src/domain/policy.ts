@@ -1,0 +1,133 @@
+/**
+ * A circuit's policy: the settings that decide when it opens, for how long, and how it
+ * closes again. Pure data (it serialises to JSON and fits a database row); the HTTP and
+ * config layers translate their snake_case wire form to and from it.
+ */
+
+/** The sliding window a circuit judges failure and slow-call rates over. */
+export interface WindowPolicy {
+  /** `count`: the last `size` outcomes; `time`: the outcomes of the last `size` seconds. */
+  readonly type: 'count' | 'time';
+  /** Outcomes (count, 1-10,000) or seconds (time, 1-3,600). */
+  readonly size: number;
+  /** Fewest outcomes in the window before a rate can open the circuit; null: the default (see `minimumCalls`). */
+  readonly minimumCalls: number | null;
+  /** Failure rate, in percent, at or above which the circuit opens. */
+  readonly failureRateThreshold: number;
+  /** An outcome at least this slow counts as a slow call; null: slow calls are not judged. */
+  readonly slowCallDurationMs: number | null;
+  /** Slow-call rate, in percent, at or above which the circuit opens. */
+  readonly slowCallRateThreshold: number;
+}
+
+/** Open-time growth after each failed half-open probe (APISIX-style). */
+export interface BackoffPolicy {
+  /** The next open time is the previous one times this (> 1). */
+  readonly multiplier: number;
+  /** Cap on the open time, in seconds. */
+  readonly maxTimeoutSeconds: number;
+}
+
+/** An operator override: `open` refuses every call, `closed` admits every call. */
+export type ForcedState = 'open' | 'closed';
+
+/** Every per-circuit setting. */
+export interface CircuitPolicy {
+  /** Consecutive failures that open a closed circuit. */
+  readonly failureThreshold: number;
+  /** Base open time, in seconds. */
+  readonly timeoutSeconds: number;
+  /** Probes admitted at once while half-open. */
+  readonly halfOpenMaxCalls: number;
+  /** Successful probes in a row that close a half-open circuit. */
+  readonly successThreshold: number;
+  readonly window: WindowPolicy | null;
+  readonly backoff: BackoffPolicy | null;
+  readonly forcedState: ForcedState | null;
+}
+
+/** The three settings every caller names; the rest default as in `DEFAULT_POLICY`. */
+export type CircuitSettings = Pick<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'> &
+  Partial<CircuitPolicy>;
+
+/** Defaults of the fields beyond the three every caller names. */
+export const POLICY_EXTRA_DEFAULTS = Object.freeze({
+  successThreshold: 1,
+  window: null,
+  backoff: null,
+  forcedState: null,
+} satisfies Omit<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'>);
+
+/** Window defaults: minimum calls `size` (count) or 10 (time), failure rate 50 %, slow-call rate 100 %. */
+export const WINDOW_DEFAULTS = Object.freeze({ timeMinimumCalls: 10, failureRateThreshold: 50, slowCallRateThreshold: 100 });
+/** Backoff defaults: doubling, capped at 300 s (APISIX's `max_breaker_sec` default). */
+export const BACKOFF_DEFAULTS = Object.freeze({ multiplier: 2, maxTimeoutSeconds: 300 });
+
+/** Settings completed with the defaults. */
+export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
+  return {
+    failureThreshold: settings.failureThreshold,
+    timeoutSeconds: settings.timeoutSeconds,
+    halfOpenMaxCalls: settings.halfOpenMaxCalls,
+    successThreshold: settings.successThreshold ?? POLICY_EXTRA_DEFAULTS.successThreshold,
+    window: settings.window ?? null,
+    backoff: settings.backoff ?? null,
+    forcedState: settings.forcedState ?? null,
+  };
+}
+
+/** The window's minimum number of calls, with its default resolved. */
+export function minimumCalls(window: WindowPolicy): number {
+  return window.minimumCalls ?? (window.type === 'count' ? window.size : WINDOW_DEFAULTS.timeMinimumCalls);
+}
+
+/** Field-by-field equality of two windows (null equals null). */
+export function sameWindow(a: WindowPolicy | null, b: WindowPolicy | null): boolean {
+  if (a === null || b === null) return a === b;
+  return (
+    a.type === b.type &&
+    a.size === b.size &&
+    a.minimumCalls === b.minimumCalls &&
+    a.failureRateThreshold === b.failureRateThreshold &&
+    a.slowCallDurationMs === b.slowCallDurationMs &&
+    a.slowCallRateThreshold === b.slowCallRateThreshold
+  );
+}
+
+function sameBackoff(a: BackoffPolicy | null, b: BackoffPolicy | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.multiplier === b.multiplier && a.maxTimeoutSeconds === b.maxTimeoutSeconds;
+}
+
+/** Whether two policies are equal in every field. */
+export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
+  return (
+    a.failureThreshold === b.failureThreshold &&
+    a.timeoutSeconds === b.timeoutSeconds &&
+    a.halfOpenMaxCalls === b.halfOpenMaxCalls &&
+    a.successThreshold === b.successThreshold &&
+    a.forcedState === b.forcedState &&
+    sameWindow(a.window, b.window) &&
+    sameBackoff(a.backoff, b.backoff)
+  );
+}
+
+/** The policy fields of a circuit (or any object carrying them). */
+export function policyOf(p: CircuitPolicy): CircuitPolicy {
+  return {
+    failureThreshold: p.failureThreshold,
+    timeoutSeconds: p.timeoutSeconds,
+    halfOpenMaxCalls: p.halfOpenMaxCalls,
+    successThreshold: p.successThreshold,
+    window: p.window,
+    backoff: p.backoff,
+    forcedState: p.forcedState,
+  };
+}
+
+/** The open time after a failed probe: the previous one grown by the backoff, capped; whole seconds. */
+export function nextOpenTimeoutSeconds(policy: CircuitPolicy, previousSeconds: number): number {
+  if (policy.backoff === null) return policy.timeoutSeconds;
+  const grown = Math.ceil(previousSeconds * policy.backoff.multiplier);
+  return Math.min(grown, Math.max(policy.backoff.maxTimeoutSeconds, policy.timeoutSeconds));
+}

@@ -1,0 +1,109 @@
+/**
+ * The breaker's data: a circuit (its policy, flat, and its run-time state), the events that
+ * can happen to it, and what a step answers. Plain serialisable data, documented once here;
+ * `circuit.ts` holds the pure functions over it.
+ */
+import type { CircuitPolicy } from './policy.js';
+import type { WindowState } from './window.js';
+
+export type CircuitState = 'closed' | 'open' | 'half_open';
+
+/** Epoch milliseconds. */
+export type EpochMs = number;
+
+/** A named circuit: its policy (flat) and its run-time state. */
+export interface Circuit extends CircuitPolicy {
+  readonly id: number; // 0 until the store has inserted it
+  readonly name: string;
+  /** The state by the rules, whatever `forcedState` says. */
+  readonly state: CircuitState;
+  /** Consecutive failures while closed (late failures while open add to it). */
+  readonly failureCount: number;
+  /** Expiry times of the probe leases handed out while half-open, oldest first. */
+  readonly probeLeases: readonly EpochMs[];
+  /** Successful probes in a row while half-open. */
+  readonly probeSuccesses: number;
+  readonly openUntil: EpochMs | null;
+  /** The open time in force, in seconds, set at each opening; null while closed. */
+  readonly openTimeoutSeconds: number | null;
+  /** Re-openings in a row (after failed probes); 0 when closed and on a first opening. */
+  readonly reopenCount: number;
+  /** Outcomes in the window; null when empty (emptied on every state change). */
+  readonly windowState: WindowState | null;
+  readonly halfOpenAt: EpochMs | null;
+  readonly lastFailureAt: EpochMs | null;
+  readonly createdAt: EpochMs;
+  readonly updatedAt: EpochMs;
+}
+
+export type TransitionReason =
+  | 'failure_threshold_reached'
+  | 'failure_rate_exceeded'
+  | 'slow_call_rate_exceeded'
+  | 'probe_failed'
+  | 'open_timeout_elapsed'
+  | 'probe_succeeded'
+  | 'success_recorded'
+  | 'manual_reset'
+  | 'forced_open'
+  | 'forced_closed'
+  | 'force_cleared';
+
+/** A state change, or a force set or cleared (then `from` and `to` may be equal). */
+export interface Transition {
+  readonly from: CircuitState;
+  readonly to: CircuitState;
+  readonly reason: TransitionReason;
+  readonly at: EpochMs;
+}
+
+/** What a step did: the circuit after it and the state changes it made, in order. */
+export interface Step {
+  readonly circuit: Circuit;
+  readonly transitions: readonly Transition[];
+}
+
+/** Settings that apply to every circuit at every step. */
+export interface BreakerPolicy {
+  /** How long an admitted half-open probe holds its slot without reporting. */
+  readonly probeLeaseMs: number;
+}
+
+/**
+ * How an outcome reported while the circuit is open is treated. `circuitlog` (its own
+ * routes): a success closes, a failure extends the open time. `count_only` (a late
+ * outcome of a call admitted before the circuit opened): counted, no state change.
+ */
+export type LateOutcomeRule = 'circuitlog' | 'count_only';
+
+/** The outcome of one call. */
+export interface Outcome {
+  readonly success: boolean;
+  /** How long the call took; judged against the window's slow-call duration. */
+  readonly durationMs?: number;
+  /** circuitlog's per-failure open time: used for an opening this failure causes, and remembered. */
+  readonly timeoutSeconds?: number;
+  /** Default `circuitlog`. */
+  readonly late?: LateOutcomeRule;
+}
+
+/** Everything that can happen to a circuit. */
+export type BreakerEvent =
+  | { readonly type: 'refresh' }
+  | { readonly type: 'admit' }
+  | ({ readonly type: 'outcome' } & Outcome)
+  | { readonly type: 'reset' }
+  | { readonly type: 'configure'; readonly policy: CircuitPolicy };
+
+export type Verdict =
+  | { readonly allowed: true }
+  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true };
+
+export interface Admission extends Step {
+  readonly verdict: Verdict;
+}
+
+export interface FailureOptions {
+  /** Open time for this failure; remembered as the circuit's timeout. */
+  readonly timeoutSeconds?: number;
+}

@@ -1,0 +1,131 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { policyOf } from '../domain/policy.js';
+import { AppError, type FieldError } from '../domain/errors.js';
+import { circuitNameProblem } from '../config.js';
+import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
+import type { BreakerService } from '../service/breaker-service.js';
+import { common, ok, problem, withBody } from './circuit-routes.js';
+import { circuitNameParam, readJson } from './request.js';
+import { CircuitSchema, NameParam, circuitJson } from './schemas.js';
+
+/** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
+export const MAX_BATCH_OUTCOMES = 1_000;
+const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
+
+const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
+  description:
+    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state.',
+  example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
+});
+
+const BatchItem = z.object({
+  circuit: z.string().superRefine((name, ctx) => {
+    const reason = circuitNameProblem(name);
+    if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
+  }),
+  success: z.boolean(),
+  duration_ms: z.number().min(0).max(86_400_000).optional(),
+});
+const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).openapi('OutcomeBatch');
+const BatchAnswer = z.object({
+  results: z.array(z.object({ circuit: z.string(), state: z.enum(['closed', 'open', 'half_open']) })),
+});
+
+/** Zod issues as field errors, one per unknown key too (zod reports those together). */
+function policyFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
+  return issues.flatMap((issue): FieldError[] => {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: 'is not a policy field' }));
+    }
+    return [{ field: at.join('.') || '(body)', message: issue.message }];
+  });
+}
+
+export interface PolicyRouteOptions {
+  readonly bodyLimitBytes: number;
+  /** Circuits defined by the config (proxy nodes): they cannot be deleted. */
+  readonly isConfigCircuit: (name: string) => boolean;
+}
+
+/** PATCH and DELETE of a circuit, and the batch of outcomes. */
+export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, options: PolicyRouteOptions): void {
+  const patchRoute = createRoute({
+    method: 'patch',
+    path: '/circuits/{name}',
+    tags: ['circuits'],
+    summary: "Change a circuit's policy (JSON merge patch); creates the circuit with the defaults first when missing",
+    request: {
+      params: NameParam,
+      body: { required: true, content: { 'application/merge-patch+json': { schema: PatchBody }, 'application/json': { schema: PatchBody } } },
+    },
+    responses: {
+      200: ok('The changed circuit', CircuitSchema),
+      201: ok('The new circuit', CircuitSchema),
+      ...withBody,
+      422: problem('Invalid policy fields (each named in errors); nothing changed'),
+    },
+  });
+  app.openAPIRegistry.registerPath(patchRoute);
+  app.patch('/circuits/:name', async (c) => {
+    const name = circuitNameParam(c);
+    const patch = await readJson(c, PatchBody, options.bodyLimitBytes);
+    // The merge runs inside the store's write transaction, on the circuit as stored.
+    const { circuit, created } = breaker.configure(name, (current) => {
+      const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
+      if (!merged.success) {
+        throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
+          fields: policyFieldErrors(merged.error.issues),
+        });
+      }
+      return policyFromWire(merged.data);
+    });
+    const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
+    return c.json(circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
+  });
+
+  const deleteRoute = createRoute({
+    method: 'delete',
+    path: '/circuits/{name}',
+    tags: ['circuits'],
+    summary: 'Delete a circuit and its events',
+    request: { params: NameParam },
+    responses: {
+      204: { description: 'Deleted' },
+      ...common,
+      404: problem('Unknown circuit'),
+      409: problem("A proxy node's circuit: defined by the config"),
+    },
+  });
+  app.openAPIRegistry.registerPath(deleteRoute);
+  app.delete('/circuits/:name', (c) => {
+    const name = circuitNameParam(c);
+    if (options.isConfigCircuit(name)) {
+      throw new AppError('CIRCUIT_DEFINED_BY_CONFIG', `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`);
+    }
+    if (!breaker.delete(name)) throw new AppError('CIRCUIT_NOT_FOUND', `No circuit named '${name}'.`);
+    return c.body(null, 204);
+  });
+
+  const batchRoute = createRoute({
+    method: 'post',
+    path: '/outcomes',
+    tags: ['circuits'],
+    summary: `Record 1-${MAX_BATCH_OUTCOMES} outcomes in order, in one transaction (creating circuits with the defaults)`,
+    request: { body: { required: true, content: { 'application/json': { schema: BatchBody } } } },
+    responses: {
+      200: ok("Each item's circuit and its state after it, in order", BatchAnswer),
+      ...withBody,
+      413: problem('Body over 1 MiB (or api_body_limit_bytes, the larger)'),
+      422: problem('An invalid item (errors name it as outcomes.<index>.<field>); nothing was recorded'),
+    },
+  });
+  app.openAPIRegistry.registerPath(batchRoute);
+  app.post('/outcomes', async (c) => {
+    const body = await readJson(c, BatchBody, Math.max(options.bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const circuits = await breaker.recordBatch(
+      body.outcomes.map((o) => ({ name: o.circuit, success: o.success, durationMs: o.duration_ms, late: 'count_only' as const })),
+    );
+    return c.json({ results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
+  });
+}

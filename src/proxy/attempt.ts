@@ -1,0 +1,155 @@
+import type { DispatchHandler } from './upstream-client.js';
+import { isNothingSent } from './upstream-client.js';
+
+/** Why an attempt ended before a head arrived. */
+export type AttemptFailure = 'timeout' | 'unreachable' | 'refused' | 'caller_gone';
+
+/** Where the body of an answer goes once the proxy has decided what to do with it. */
+export interface BodySink {
+  /** Returns false to stop reading until `resume` is called. */
+  write(chunk: Buffer, resume: () => void): boolean;
+  end(): void;
+  /** The body broke: the node's fault, or our own abort (`Attempt.abort`). */
+  fail(error: Error): void;
+}
+
+const HOLD_BYTES = 64 * 1024; // 64 KiB of body held while the head is being judged
+const TIMEOUT = Object.assign(new Error('attempt timed out'), { code: 'CIRCUITLOG_ATTEMPT_TIMEOUT' });
+
+function onTimeout(attempt: Attempt): void {
+  attempt.cancel('timeout', TIMEOUT);
+}
+
+/**
+ * One try of one node, as undici's dispatch handler: `settle` is called once, with the head
+ * (`status`, `rawHeaders`) or a `failure`. Body bytes that arrive before `attach` are held
+ * (reading pauses past 64 KiB); then they go to the sink. One object per attempt, no
+ * promise, stream or AbortSignal of its own: the forwarding hot path (issue 12).
+ */
+export class Attempt implements DispatchHandler {
+  status = 0;
+  rawHeaders: Buffer[] = [];
+  failure: AttemptFailure | null = null;
+  error: Error | null = null;
+  private abortFn: ((reason?: Error) => void) | null = null;
+  private cancelled: Error | null = null;
+  private timer: NodeJS.Timeout | null;
+  private settle: ((attempt: Attempt) => void) | null;
+  private resumeFn: () => void = noop;
+  private sink: BodySink | null = null;
+  private held: Buffer[] | null = null;
+  private heldBytes = 0;
+  private ended = false;
+  private bodyError: Error | null = null;
+
+  constructor(
+    timeoutMs: number,
+    settle: (attempt: Attempt) => void,
+    /** True when the caller's own side broke (its upload failed): not the node's fault. */
+    private readonly callerBroke: () => boolean,
+  ) {
+    this.settle = settle;
+    this.timer = setTimeout(onTimeout, timeoutMs, this);
+  }
+
+  get answered(): boolean {
+    return this.status !== 0;
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abortFn = abort;
+    if (this.cancelled !== null) abort(this.cancelled);
+  }
+
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (status < 200) return true; // interim answers other than 100 reach here; skip them (RFC 9110 section 15.2)
+    this.clearTimer();
+    this.status = status;
+    this.rawHeaders = rawHeaders;
+    this.resumeFn = resume;
+    this.finish();
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.sink !== null) return this.sink.write(chunk, this.resumeFn);
+    (this.held ??= []).push(chunk);
+    this.heldBytes += chunk.length;
+    return this.heldBytes < HOLD_BYTES;
+  }
+
+  onComplete(): void {
+    this.ended = true;
+    this.sink?.end();
+  }
+
+  onError(error: Error): void {
+    this.clearTimer();
+    if (this.answered) {
+      this.bodyError = error;
+      this.sink?.fail(error);
+      return;
+    }
+    if (this.settle === null) return; // already settled by our own timeout or cancel
+    this.error = error;
+    this.failure = this.callerBroke() ? 'caller_gone' : isNothingSent(error) ? 'refused' : 'unreachable';
+    this.finish();
+  }
+
+  /** Stop this attempt: before the head it settles at once with `failure`; after, the body fails. */
+  cancel(failure: 'timeout' | 'caller_gone', reason: Error): void {
+    this.clearTimer();
+    if (!this.answered && this.settle !== null) {
+      this.failure = failure;
+      this.error = reason;
+      this.finish();
+    }
+    if (this.ended || this.bodyError !== null) return;
+    this.cancelled = reason;
+    this.abortFn?.(reason);
+  }
+
+  /** Send the body (held bytes first) to `sink`; a body already over is reported at once. */
+  attach(sink: BodySink): void {
+    this.sink = sink;
+    const held = this.held;
+    this.held = null;
+    if (held !== null) for (const chunk of held) sink.write(chunk, this.resumeFn);
+    if (this.bodyError !== null) sink.fail(this.bodyError);
+    else if (this.ended) sink.end();
+    else if (this.heldBytes >= HOLD_BYTES) this.resumeFn();
+  }
+
+  private finish(): void {
+    const settle = this.settle;
+    this.settle = null;
+    settle?.(this);
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
+
+function noop(): void {}
+
+/** A sink that throws the body away, keeping the connection for reuse unless it is large. */
+export class DiscardSink implements BodySink {
+  private bytes = 0;
+  constructor(
+    private readonly attempt: Attempt,
+    private readonly limitBytes = 256 * 1024, // 256 KiB, then the connection is closed instead
+  ) {}
+
+  write(chunk: Buffer): boolean {
+    this.bytes += chunk.length;
+    if (this.bytes > this.limitBytes) this.attempt.cancel('caller_gone', DISCARDED);
+    return true;
+  }
+
+  end(): void {}
+  fail(): void {}
+}
+
+const DISCARDED = new Error('answer discarded');

@@ -1,0 +1,24 @@
+import type { Logger } from 'pino';
+import { AppError } from '../domain/errors.js';
+import { problemParts } from '../http/problem.js';
+
+/**
+ * `errorHandler` for @hono/node-server's request listener. The adapter refuses some requests
+ * before the app sees them (a backslash in the path, no Host header, an invalid absolute
+ * URL) and would answer a bare 400 with no body; this answers problem+json instead. Anything
+ * else reaching here is a bug: a 500 problem, with the error logged, never returned.
+ */
+export function adapterErrorHandler(logger: Logger, clock: () => number) {
+  return (error: unknown): Response => {
+    const refused = (error as { name?: unknown } | null)?.name === 'RequestError';
+    const appError = refused
+      ? new AppError('BAD_REQUEST', `The request cannot be routed: ${(error as Error).message}.`)
+      : new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
+    if (refused) logger.info({ event: 'request_failed', status: 400, code: appError.code }, appError.message);
+    else logger.error({ event: 'request_failed', status: 500, code: appError.code, err: error }, appError.message);
+    const { status, headers, body } = problemParts(appError, '', clock());
+    // The adapter hands over only the error, not the request: leave `instance` out rather than guess it.
+    const { instance: _unknown, ...problem } = JSON.parse(body) as Record<string, unknown>;
+    return new Response(JSON.stringify(problem), { status, headers });
+  };
+}
