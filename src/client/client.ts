@@ -321,7 +321,7 @@ export class CircuitlogClient {
 
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.reachable;
-    if (offline) this.local.record(name, success, this.known(name));
+    if (offline) this.local.record(name, success, durationMs, this.known(name));
     this.queue.push(
       durationMs === undefined ? { circuit: name, success } : { circuit: name, success, duration_ms: round3(durationMs) },
       offline,

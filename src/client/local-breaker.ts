@@ -5,7 +5,8 @@
  * state wins).
  */
 
-import { admit, newCircuit, recordFailure, recordSuccess, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
+import { admit, newCircuit, recordOutcome, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
+import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
 import type { CircuitJson } from './transport.js';
 
 /** What the client last knew of a circuit from circuitlog. */
@@ -33,10 +34,14 @@ export class LocalBreakers {
     return step.verdict;
   }
 
-  record(name: string, success: boolean, known: KnownCircuit | undefined): void {
+  /**
+   * Count an outcome. One that arrives while the local circuit is open (a call admitted
+   * before it opened) changes no state: the rule circuitlog applies to batched outcomes.
+   */
+  record(name: string, success: boolean, durationMs: number | undefined, known: KnownCircuit | undefined): void {
     const now = this.clock();
     const c = this.get(name, known, now);
-    this.circuits.set(name, (success ? recordSuccess(c, now) : recordFailure(c, now)).circuit);
+    this.circuits.set(name, recordOutcome(c, { success, durationMs, late: 'count_only' }, now).circuit);
   }
 
   state(name: string): CircuitState | undefined {
@@ -64,15 +69,46 @@ export class LocalBreakers {
   }
 }
 
-function positiveInt(value: unknown, fallback: number): number {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : fallback;
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+function positive(value: unknown, fallback: number, integer = true): number {
+  return typeof value === 'number' && value > 0 && (!integer || Number.isInteger(value)) ? value : fallback;
 }
 
-/** The domain's settings from a circuit's JSON, field by field, defaults where missing. */
-export function settingsFrom(json: CircuitJson | null, defaults: CircuitSettings): CircuitSettings {
+function windowFrom(w: unknown): WindowPolicy | null {
+  if (!isRecord(w) || (w.type !== 'count' && w.type !== 'time') || typeof w.size !== 'number') return null;
   return {
-    failureThreshold: positiveInt(json?.failure_threshold, defaults.failureThreshold),
-    timeoutSeconds: positiveInt(json?.timeout_seconds, defaults.timeoutSeconds),
-    halfOpenMaxCalls: positiveInt(json?.half_open_max_calls, defaults.halfOpenMaxCalls),
+    type: w.type,
+    size: w.size,
+    minimumCalls: typeof w.minimum_calls === 'number' ? w.minimum_calls : null,
+    failureRateThreshold: positive(w.failure_rate_threshold, WINDOW_DEFAULTS.failureRateThreshold, false),
+    slowCallDurationMs: typeof w.slow_call_duration_ms === 'number' ? w.slow_call_duration_ms : null,
+    slowCallRateThreshold: positive(w.slow_call_rate_threshold, WINDOW_DEFAULTS.slowCallRateThreshold, false),
+  };
+}
+
+function backoffFrom(b: unknown, timeoutSeconds: number): BackoffPolicy | null {
+  if (!isRecord(b)) return null;
+  return {
+    multiplier: positive(b.multiplier, BACKOFF_DEFAULTS.multiplier, false),
+    maxTimeoutSeconds: positive(b.max_timeout_seconds, Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, timeoutSeconds)),
+  };
+}
+
+/**
+ * The domain's settings from a circuit's JSON (docs/api.md), field by field, defaults
+ * where a field is missing or malformed, so an older server's JSON works too.
+ */
+export function settingsFrom(json: CircuitJson | null, defaults: CircuitSettings): CircuitSettings {
+  const timeoutSeconds = positive(json?.timeout_seconds, defaults.timeoutSeconds);
+  return {
+    ...defaults,
+    failureThreshold: positive(json?.failure_threshold, defaults.failureThreshold),
+    timeoutSeconds,
+    halfOpenMaxCalls: positive(json?.half_open_max_calls, defaults.halfOpenMaxCalls),
+    successThreshold: positive(json?.success_threshold, defaults.successThreshold ?? 1),
+    window: json?.window === undefined ? (defaults.window ?? null) : windowFrom(json.window),
+    backoff: json?.backoff === undefined ? (defaults.backoff ?? null) : backoffFrom(json.backoff, timeoutSeconds),
+    forcedState: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
   };
 }
