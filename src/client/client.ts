@@ -336,7 +336,10 @@ export class CircuitlogClient {
     const after = this.connection;
     if (after === before) return;
     if (before === 'offline') this.local.clear(); // back in touch: the server's state wins
-    if (after === 'offline') this.stream.retryNow();
+    if (after === 'offline') {
+      this.queue.releaseWaiters(); // calls waiting for room go on behind the local breaker
+      this.stream.retryNow();
+    }
     if (after === 'connected') for (const resolve of this.readyWaiters.splice(0)) resolve();
     this.events.emit('connection', error === undefined ? { state: after } : { state: after, error });
   }

@@ -96,6 +96,11 @@ export class OutcomeQueue {
     );
   }
 
+  /** Let every waiting caller go on (circuitlog became unreachable: the queue is a bounded buffer now). */
+  releaseWaiters(): void {
+    for (const resolve of this.spaceWaiters.splice(0)) resolve();
+  }
+
   /** Resolves once every outcome queued so far has been acknowledged (or dropped). */
   drained(): Promise<void> {
     if (this.pending === 0) return Promise.resolve();

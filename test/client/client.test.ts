@@ -181,6 +181,18 @@ describe('outcomes', () => {
     expect(client.stats().outcomesDropped).toBe(0);
   });
 
+  it('lets calls waiting for room go on when circuitlog becomes unreachable', async () => {
+    const { transport, client } = await connected({ maxQueuedOutcomes: 10, maxBatch: 10 });
+    let release!: () => void;
+    transport.holdPosts = new Promise<void>((resolve) => (release = resolve));
+    for (let i = 0; i < 20; i++) await client.record('svc', { success: true });
+    const waiting = client.call('svc', async () => 'went on');
+    transport.down = true;
+    release(); // the batch in flight fails: circuitlog is unreachable
+    expect(await waiting).toBe('went on');
+    expect(client.connection).toBe('offline');
+  });
+
   it('retries a batch circuitlog could not take, without losing or repeating it', async () => {
     const { transport, client } = await connected();
     transport.postError = new TransportError('unreachable', 'storage busy', 503);
