@@ -6,6 +6,7 @@
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
+//   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
@@ -41,6 +42,7 @@ import {
 } from './lib.mjs';
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
 import { policySection } from './policy.mjs';
+import { metricsSection } from './observe.mjs';
 import { clientSection } from './client.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -49,9 +51,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'client'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, client: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -571,6 +573,7 @@ async function main() {
 
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
+  runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   const sections = [];
   for (const id of SECTIONS) {

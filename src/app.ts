@@ -16,6 +16,10 @@ import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
+import type { Observability } from './observe/observability.js';
+import { registerObserveRoutes } from './observe/observe-routes.js';
+import { documentObserveRoutes } from './observe/observe-openapi.js';
+import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
 
 export interface AppDeps {
@@ -31,6 +35,8 @@ export interface AppDeps {
   readonly groupCommit?: boolean;
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
+  /** /metrics, /events/stream and /dashboard (src/observe, src/dashboard). */
+  readonly observe?: Observability;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
   readonly health?: () => HealthReport;
 }
@@ -66,20 +72,26 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
     app.use('/outcomes', requireToken(deps.token));
+    for (const path of ['/metrics', '/events/*', '/dashboard/api/*']) app.use(path, requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
   registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
-  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker }) : undefined;
+  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, hooks: deps.observe?.proxyHooks }) : undefined;
   const proxyHandler = proxyRoutes?.handler;
 
+  if (deps.observe) {
+    registerObserveRoutes(app, deps.observe);
+    documentObserveRoutes(app, deps.observe.metrics !== undefined);
+    registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
+  }
   app.get('/health', (c) => {
     const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
     return c.json(report, report.status === 'ok' ? 200 : 503);

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
+import { serveClusterMetrics } from './observe/cluster-metrics.js';
 
 /** What a worker sends the primary before it exits because it could not start. */
 export interface StartFailedMessage {
@@ -149,6 +150,7 @@ export function runPrimary(options: PrimaryOptions): Primary {
     });
   };
 
+  serveClusterMetrics(); // a worker's /metrics asks here for the counters of all workers
   for (let i = 0; i < options.workers; i++) start();
   return { shutdown };
 }

@@ -164,6 +164,22 @@ const serverSchema = z
     message: 'must not exceed server.request_timeout_ms',
   });
 
+const metricsSchema = z
+  .object({
+    /** Serve /metrics and count; off takes the counters off the hot path too. */
+    enabled: z.boolean().default(true),
+    /** Circuits with their own series (the first by creation); the rest only in circuitlog_circuits. */
+    max_circuits: z.number().int().min(0).max(1_000_000).default(10_000),
+  })
+  .strict();
+
+const eventsSchema = z
+  .object({
+    /** Open /events/stream connections per worker; one more gets a 503. */
+    max_streams: positiveInt(1_000_000).default(1_000),
+  })
+  .strict();
+
 const fileSchema = z
   .object({
     circuit_defaults: circuitDefaultsSchema.default({
@@ -185,6 +201,8 @@ const fileSchema = z
     /** Largest request body accepted by the /circuits API. */
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
+    metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
+    events: eventsSchema.default({ max_streams: 1_000 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {

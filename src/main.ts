@@ -10,6 +10,7 @@ import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
@@ -72,9 +73,11 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
+  const { metrics, events } = config;
+  const observe = createObservability({ db, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
-      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient() }
+      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
   const { app, breaker, proxyListener, upgradeListener } = createApp({
     store,
@@ -87,11 +90,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     apiBodyLimitBytes: config.api_body_limit_bytes,
     groupCommit: config.groupCommit,
     proxy,
+    observe,
   });
   for (const [name, fields] of Object.entries(config.circuits)) {
     breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
   }
-  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger }) : null;
+  const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
   const leader =
     health && shared
       ? new LeaderElection(new SqliteLeaseStore(db), Date.now, logger, {
@@ -116,7 +120,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   logger.info({ event, host: config.host, port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${port}`);
   if (leader) leader.start();
   else health?.start();
-  onSignals((signal) => drain(signal, { server, db, logger, config, stopJobs: () => (leader ? leader.stop() : health?.stop()), proxy }));
+  const stopJobs = () => {
+    observe.hub.closeAll(); // event streams never end by themselves
+    if (leader) leader.stop();
+    else health?.stop();
+  };
+  onSignals((signal) => drain(signal, { server, db, logger, config, stopJobs, proxy }));
 }
 
 interface Running {

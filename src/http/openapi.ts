@@ -1,4 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
+import { OBSERVE_TOKEN_PATHS } from '../observe/observe-openapi.js';
 import { PROBLEMS } from './problem.js';
 import { ProblemSchema } from './schemas.js';
 
@@ -101,7 +102,7 @@ function buildDocument(app: OpenAPIHono, options: DocumentOptions): ReturnType<O
     info: { title: 'circuitlog', version: '0.1.0', description: 'Circuit breakers as a service, and a guarded proxy.' },
   });
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
-    if (!path.startsWith('/circuits') && path !== '/outcomes') continue;
+    if (!path.startsWith('/circuits') && path !== '/outcomes' && !OBSERVE_TOKEN_PATHS.includes(path)) continue;
     for (const operation of Object.values(item)) {
       if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue;
       if (options.token) operation.security = [{ bearer: [] }];

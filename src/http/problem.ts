@@ -27,6 +27,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
   UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
   UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
+  INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
+  TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };

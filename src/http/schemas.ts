@@ -140,7 +140,7 @@ export const FailureBody = z
 export const OutcomeBody = z
   .object({
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
-    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms." }),
+    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
   })
   .openapi('OutcomeRequest');
 

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { discardBody } from './send-response.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, type ProxyNode, type Upstream } from './upstreams.js';
 
@@ -19,6 +20,7 @@ export interface HealthCheckerDeps {
   readonly breaker: BreakerService;
   readonly client: UpstreamClient;
   readonly logger: Logger;
+  readonly hooks?: ProxyHooks;
 }
 
 /**
@@ -62,6 +64,7 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
       const circuit = deps.breaker.get(node.circuit); // also turns an expired open into half-open
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
       const healthy = await probe(upstream, node);
+      deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');
       const create = { create: upstream.settings };
       if (!healthy) {
         deps.logger.info({ event: 'health_check_failed', upstream: upstream.name, node: node.id }, `${node.circuit}: health check failed`);

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import { Attempt, DiscardSink } from './attempt.js';
 import { ForwardSink, type Call } from './forward-sink.js';
 import { Coalescer, type FlightResult } from './coalesce.js';
@@ -35,6 +36,7 @@ export interface ProxyHandlerDeps {
   readonly localDc: string;
   /** Called once per follower served from another request's call (for a metric). */
   readonly onCoalesced?: (upstream: string) => void;
+  readonly hooks?: ProxyHooks;
 }
 
 /** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
@@ -48,6 +50,13 @@ export interface ProxyInput {
 }
 
 export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
+
+/** For the hooks: which upstream a request was for, who answered and with what status. */
+interface Report {
+  upstream?: string;
+  node: { readonly id: string; readonly dc: string; readonly local: boolean } | null;
+  status: number;
+}
 
 
 type Outcome =
@@ -65,6 +74,7 @@ const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRC
 /** The `/proxy/:upstream/*` handler: pick a node, forward, fail over, fall back. */
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
+  const reports = new WeakMap<ProxyInput, Report>(); // only with hooks
 
   function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
     const cfg = call.upstream.config;
@@ -153,6 +163,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       throw error;
     }
     call.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
+    deps.hooks?.proxyFallback(call.upstream.name, fallback.headers['x-fallback'] as 'stale' | 'static');
+    report(call.input, null, fallback.status);
     logger.info({ event: 'fallback', upstream: call.upstream.name, kind: fallback.headers['x-fallback'], code: error.code }, error.message);
     const outgoing = call.detached ? undefined : call.input.outgoing;
     return sendResponse(outgoing, fallback.status, fallback.headers, call.method === 'HEAD' ? null : fallback.body);
@@ -169,6 +181,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const headers = downstreamFlatHeaders(attempt.rawHeaders);
     if (NO_LENGTH_STATUSES.has(status)) removeFlat(headers, 'content-length');
     headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', node.local ? 'false' : 'true');
+    report(call.input, node, status);
     const noBody = call.method === 'HEAD' || NO_BODY_STATUSES.has(status);
     const stale = call.upstream.stale;
     const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
@@ -208,6 +221,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     if (result.kind === 'alone') return handle(input, false);
     if (result.kind === 'problem') throw result.error;
     deps.onCoalesced?.(upstream.name);
+    report(input, nodeOfHeaders(result.headers), result.status);
     const headers = [...result.headers, 'x-coalesced', 'true'];
     const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(result.status) ? null : result.body;
     const outgoing = input.outgoing;
@@ -225,6 +239,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    const r = reports.get(input);
+    if (r !== undefined) r.upstream = upstream.name;
     const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
     const key = coalesce && upstream.coalescer !== null ? Coalescer.keyOf(method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
@@ -272,7 +288,39 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     }
   }
 
-  return (input) => handle(input, true);
+  function report(input: ProxyInput, node: Report['node'], status: number): void {
+    const r = reports.get(input);
+    if (r === undefined) return;
+    r.node = node;
+    r.status = status;
+  }
+
+  const hooks = deps.hooks;
+  if (hooks === undefined) return (input) => handle(input, true);
+  return async (input) => {
+    const started = performance.now();
+    const r: Report = { node: null, status: 0 };
+    reports.set(input, r);
+    try {
+      const response = await handle(input, true);
+      if (r.upstream !== undefined) hooks.proxyRequest(r.upstream, r.node, r.status || response.status, performance.now() - started);
+      return response;
+    } catch (error) {
+      if (r.upstream !== undefined) hooks.proxyError(r.upstream, error, performance.now() - started);
+      throw error;
+    }
+  };
+}
+
+/** The node named in a coalesced answer's X-Node / X-Dc / X-Degraded headers. */
+function nodeOfHeaders(headers: FlatHeaders): Report['node'] {
+  const get = (name: string) => {
+    for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) return headers[i + 1];
+    return undefined;
+  };
+  const id = get('x-node');
+  const dc = get('x-dc');
+  return id === undefined || dc === undefined ? null : { id, dc, local: get('x-degraded') === 'false' };
 }
 
 function contentLength(headers: FlatHeaders): number {

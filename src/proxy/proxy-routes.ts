@@ -5,6 +5,7 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
@@ -24,6 +25,7 @@ export interface ProxyRouteDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly hooks?: ProxyHooks;
 }
 
 /**
@@ -40,6 +42,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    hooks: deps.hooks,
     onCoalesced: deps.proxy.onCoalesced,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target

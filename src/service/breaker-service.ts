@@ -17,6 +17,7 @@ import {
 import { AppError } from '../domain/errors.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
+import type { BreakerObserver } from './breaker-observer.js';
 import { GroupCommit } from './group-commit.js';
 
 /** Epoch milliseconds now; tests pass a fake. */
@@ -59,6 +60,8 @@ export class BreakerService {
     private readonly policy: BreakerPolicy,
     /** Off: each outcome is its own transaction (for comparison; see docs/performance.md). */
     private readonly groupCommit = true,
+    /** Told of every stored transition, outcome and refusal (metrics, the event stream). */
+    private readonly observer?: BreakerObserver,
   ) {
     this.defaults = resolvePolicy(defaults);
     this.group = new GroupCommit<ServiceItem>(
@@ -244,7 +247,7 @@ export class BreakerService {
    * Every stored result passes here once, after its commit: the one place transitions are
    * logged, and where an observer would count outcomes (`outcome` set) and transitions.
    */
-  private settle<S extends Step>(name: string, result: S | null, _outcome?: Outcome): S | null {
+  private settle<S extends Step>(name: string, result: S | null, outcome?: Outcome): S | null {
     if (result === null) return null;
     for (const t of result.transitions) {
       this.logger.info(
@@ -259,7 +262,10 @@ export class BreakerService {
         },
         `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`,
       );
+      this.observer?.transition(result.circuit, t);
     }
+    if ((result as Partial<Admission>).verdict?.allowed === false) this.observer?.rejected(result.circuit);
+    else if (outcome !== undefined) this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs);
     return result;
   }
 }

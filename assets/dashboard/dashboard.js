@@ -1,0 +1,326 @@
+// circuitlog dashboard: lists every circuit, follows /events/stream, and offers the
+// operator actions. Plain browser JavaScript, no build step and no CDN. The stream is read
+// with fetch(), not EventSource, so the bearer token can go in a header (never in a URL).
+
+const TOKEN_KEY = 'circuitlog-token';
+const REFRESH_MS = 15_000; // full reload of figures that change without a transition (failure counts)
+const RECONNECT_MS = 1_000;
+const TIMELINE_MAX = 100;
+const STATE_WORDS = { closed: 'closed', open: 'open', half_open: 'half-open' };
+
+const $ = (id) => document.getElementById(id);
+const view = {
+  circuits: new Map(), // name -> circuit JSON (+ last_transition)
+  upstreams: [],
+  localDc: null,
+  timeline: [],
+  lastEventId: 0,
+  skewMs: 0, // server clock minus this browser's, for the countdowns
+  filter: '',
+  streaming: false,
+};
+
+// ---- HTTP with the token -------------------------------------------------------------
+
+class Unauthorized extends Error {}
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+async function api(method, path, body) {
+  const headers = { ...authHeaders() };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (res.status === 401) {
+    askForToken('The token was refused; enter it again.');
+    throw new Unauthorized();
+  }
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new Error(json?.detail ?? `${method} ${path}: ${res.status}`);
+  return json;
+}
+
+function askForToken(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('token-form').hidden = false;
+  setMessage(message ?? '');
+  $('token').focus();
+}
+
+function setMessage(text, isError = false) {
+  $('message').textContent = text;
+  $('message').className = isError ? 'error' : '';
+}
+
+const circuitPath = (name) => `/circuits/${encodeURIComponent(name)}`;
+
+// ---- data ------------------------------------------------------------------------------
+
+async function loadState() {
+  const s = await api('GET', '/dashboard/api/state');
+  view.skewMs = Date.parse(s.now) - Date.now();
+  view.upstreams = s.upstreams;
+  view.localDc = s.local_dc;
+  view.circuits = new Map(s.circuits.map((c) => [c.name, c]));
+  if (view.timeline.length === 0) view.timeline = s.recent;
+  if (!view.streaming) view.lastEventId = s.last_event_id;
+  render();
+}
+
+const refreshing = new Set();
+/** Fetch one circuit again after an event: open_until and counts are not in the event. */
+async function refreshCircuit(name) {
+  if (refreshing.has(name)) return;
+  refreshing.add(name);
+  try {
+    const c = await api('GET', circuitPath(name));
+    const known = view.circuits.get(name);
+    view.circuits.set(name, { ...c, last_transition: known?.last_transition ?? null });
+    render();
+  } catch (error) {
+    if (!(error instanceof Unauthorized)) setMessage(error.message, true);
+  } finally {
+    refreshing.delete(name);
+  }
+}
+
+function onTransition(id, event) {
+  view.lastEventId = id;
+  const entry = { id, ...event };
+  view.timeline = [entry, ...view.timeline].slice(0, TIMELINE_MAX);
+  const known = view.circuits.get(event.circuit);
+  view.circuits.set(event.circuit, { ...(known ?? { name: event.circuit }), state: event.to, last_transition: entry });
+  render();
+  void refreshCircuit(event.circuit);
+}
+
+// ---- the event stream, read with fetch -----------------------------------------------
+
+async function followStream() {
+  for (;;) {
+    try {
+      const headers = { ...authHeaders(), accept: 'text/event-stream' };
+      if (view.lastEventId > 0) headers['last-event-id'] = String(view.lastEventId);
+      const res = await fetch('/events/stream', { headers, cache: 'no-store' });
+      if (res.status === 401) {
+        askForToken('The token was refused; enter it again.');
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(`event stream: ${res.status}`);
+      view.streaming = true;
+      setLive(true);
+      await readEvents(res.body);
+    } catch (error) {
+      if (error instanceof TypeError || error instanceof Error) setLive(false);
+    }
+    view.streaming = false;
+    setLive(false);
+    await new Promise((r) => setTimeout(r, RECONNECT_MS));
+  }
+}
+
+/** Parse text/event-stream; the format: https://html.spec.whatwg.org/multipage/server-sent-events.html */
+async function readEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.search(/\r?\n\r?\n/)) !== -1) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, '');
+      const fields = {};
+      for (const line of block.split(/\r?\n/)) {
+        if (line === '' || line.startsWith(':')) continue; // comments: heartbeats
+        const colon = line.indexOf(':');
+        const key = colon === -1 ? line : line.slice(0, colon);
+        const val = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        fields[key] = key === 'data' && fields.data !== undefined ? `${fields.data}\n${val}` : val;
+      }
+      if (fields.event === 'transition' && fields.data !== undefined) onTransition(Number(fields.id), JSON.parse(fields.data));
+    }
+  }
+}
+
+function setLive(on) {
+  $('live').textContent = on ? 'live' : 'reconnecting';
+  $('live').className = on ? 'live on' : 'live';
+}
+
+// ---- rendering -------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') node.className = v;
+    else if (k.startsWith('data-')) node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const child of children) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+function ago(iso) {
+  const s = Math.max(0, Math.round((Date.now() + view.skewMs - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  return `${Math.floor(s / 3600)}h ago`;
+}
+
+function countdownText(untilIso) {
+  const ms = Date.parse(untilIso) - (Date.now() + view.skewMs);
+  if (ms <= 0) return 'half-open due';
+  return `probes in ${Math.ceil(ms / 1000)}s`;
+}
+
+function failures(c) {
+  const stats = c.window_stats;
+  if (stats && stats.failure_rate !== null && stats.failure_rate !== undefined) return `${stats.failure_rate}% of ${stats.calls}`;
+  return c.failure_threshold === undefined ? '' : `${c.failure_count}/${c.failure_threshold}`;
+}
+
+function actionButton(label, action, name) {
+  return el('button', { type: 'button', 'data-action': action, 'data-circuit': name, textContent: label });
+}
+
+function row(c) {
+  const t = c.last_transition;
+  const forced = c.forced_state ?? null;
+  return el(
+    'tr',
+    { 'data-circuit': c.name, class: `state-${c.state}` },
+    el('td', { class: 'name', textContent: c.name }),
+    el('td', {}, el('span', { class: `state ${c.state}`, textContent: STATE_WORDS[c.state] ?? c.state })),
+    el('td', { class: 'failures', textContent: failures(c) }),
+    el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
+    el('td', { class: 'forced' }, forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null),
+    el('td', { class: 'last', 'data-at': t ? t.at : '', 'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–' }),
+    el(
+      'td',
+      { class: 'actions' },
+      actionButton('Reset', 'reset', c.name),
+      actionButton('Force open', 'force-open', c.name),
+      actionButton('Force closed', 'force-closed', c.name),
+      actionButton('Clear', 'clear', c.name),
+    ),
+  );
+}
+
+function table(circuits) {
+  return el(
+    'table',
+    {},
+    el('thead', {}, el('tr', {}, ...['circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) => el('th', { textContent: h })))),
+    el('tbody', {}, ...circuits.map(row)),
+  );
+}
+
+/** Does the circuit refuse calls now? A force decides alone (a node forced open is down). */
+const refusing = (c) => (c.forced_state ? c.forced_state === 'open' : c.state !== 'closed');
+
+function render() {
+  const match = (c) => c.name.toLowerCase().includes(view.filter);
+  const all = [...view.circuits.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const groups = [];
+  const nodeCircuits = new Set();
+  for (const u of view.upstreams) {
+    const dcs = [...new Set(u.nodes.map((n) => n.dc))].sort((a, b) => Number(b === view.localDc) - Number(a === view.localDc));
+    const parts = dcs.map((dc) => {
+      const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c));
+      u.nodes.forEach((n) => nodeCircuits.add(n.circuit));
+      const open = circuits.filter(refusing).length;
+      const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
+      return circuits.length ? el('div', { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc }, el('h3', { textContent: title }), table(circuits)) : null;
+    });
+    if (parts.some(Boolean)) groups.push(el('section', { class: 'group', 'data-upstream': u.name }, el('h2', { textContent: `upstream ${u.name}` }), ...parts));
+  }
+  const others = all.filter((c) => !nodeCircuits.has(c.name) && match(c));
+  if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others)));
+  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size ? 'No circuit matches the filter.' : 'No circuits yet.' }));
+  $('groups').replaceChildren(...groups);
+
+  const counts = { closed: 0, open: 0, half_open: 0 };
+  for (const c of all) counts[c.state] = (counts[c.state] ?? 0) + 1;
+  $('summary').textContent = `${all.length} circuits: ${counts.open} open, ${counts.half_open} half-open, ${counts.closed} closed`;
+  $('timeline').replaceChildren(
+    ...view.timeline.map((t) =>
+      el('li', { class: `to-${t.to}` }, el('time', { dateTime: t.at, textContent: new Date(t.at).toLocaleTimeString() }), ` ${t.circuit}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`),
+    ),
+  );
+  tick();
+}
+
+/** Once a second: the open_until countdowns and how long ago each last transition was. */
+function tick() {
+  for (const cell of document.querySelectorAll('td.countdown')) {
+    const until = cell.getAttribute('data-until');
+    cell.textContent = until ? countdownText(until) : '';
+  }
+  for (const cell of document.querySelectorAll('td.last')) {
+    const at = cell.getAttribute('data-at');
+    cell.textContent = at ? `${cell.getAttribute('data-what')}, ${ago(at)}` : cell.getAttribute('data-what');
+  }
+}
+
+// ---- actions ---------------------------------------------------------------------------
+
+const ACTIONS = {
+  reset: (name) => api('POST', `${circuitPath(name)}/reset`),
+  'force-open': (name) => api('PATCH', circuitPath(name), { forced_state: 'open' }),
+  'force-closed': (name) => api('PATCH', circuitPath(name), { forced_state: 'closed' }),
+  clear: (name) => api('PATCH', circuitPath(name), { forced_state: null }),
+};
+
+async function onAction(event) {
+  const button = event.target.closest('button[data-action]');
+  if (!button) return;
+  const { action, circuit } = button.dataset;
+  try {
+    const c = await ACTIONS[action](circuit);
+    const known = view.circuits.get(circuit);
+    view.circuits.set(circuit, { ...c, last_transition: known?.last_transition ?? null });
+    setMessage(`${circuit}: ${button.textContent.toLowerCase()} done`);
+    render();
+  } catch (error) {
+    if (!(error instanceof Unauthorized)) setMessage(`${circuit}: ${error.message}`, true);
+  }
+}
+
+// ---- start -----------------------------------------------------------------------------
+
+let started = false;
+async function start() {
+  try {
+    await loadState();
+  } catch (error) {
+    if (!(error instanceof Unauthorized)) setMessage(error.message, true);
+    return;
+  }
+  setMessage('');
+  if (started) return; // a token entered again after a 401: the stream loop and timer run already
+  started = true;
+  void followStream();
+  setInterval(() => loadState().catch(() => {}), REFRESH_MS);
+}
+
+$('filter').addEventListener('input', (e) => {
+  view.filter = e.target.value.trim().toLowerCase();
+  render();
+});
+$('groups').addEventListener('click', (e) => void onAction(e));
+$('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('token').value);
+  $('token').value = '';
+  $('token-form').hidden = true;
+  void start();
+});
+setInterval(tick, 1_000);
+
+if (document.body.dataset.tokenRequired === 'true' && !sessionStorage.getItem(TOKEN_KEY)) askForToken();
+else void start();

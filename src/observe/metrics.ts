@@ -1,0 +1,181 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
+import { AppError } from '../domain/errors.js';
+import { PROBLEMS } from '../http/problem.js';
+import type { ProxyHooks } from '../proxy/proxy-hooks.js';
+import type { BreakerObserver } from '../service/breaker-observer.js';
+import type { CircuitSnapshot } from '../store/circuit-snapshot.js';
+import { isSlow } from '../domain/window.js';
+import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
+
+export interface MetricsOptions {
+  readonly snapshot: CircuitSnapshot;
+  /** Circuits with per-circuit series: the first this many by creation (config `metrics.max_circuits`). */
+  readonly maxCircuits: number;
+  readonly clock: () => number;
+}
+
+const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
+const FORCED = ['open', 'closed'] as const;
+/**
+ * A label value as the text format wants it: backslash, double quote and newline escaped
+ * (https://prometheus.io/docs/instrumenting/exposition_formats/, "Text format details").
+ */
+function escapeLabel(value: string): string {
+  return /[\\"\n]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : value;
+}
+
+const NEGATIVE_CACHE_MS = 10_000; // 10 s: a deleted circuit lets a later one into the cap within this
+
+/**
+ * The Prometheus registry. Counters and histograms live in this process (summed across
+ * workers by the primary); state gauges are read from the database at each scrape, so
+ * every worker and every scrape agree and a gauge never reads N with N workers.
+ */
+export class Metrics implements BreakerObserver, ProxyHooks {
+  /** Counters, histograms and prom-client's default process metrics. */
+  readonly counters = new Registry();
+  private readonly transitions;
+  private readonly outcomes;
+  private readonly slowCalls;
+  private readonly rejections;
+  private readonly outcomeDuration;
+  private readonly proxyRequests;
+  private readonly proxyDuration;
+  private readonly fallbacks;
+  private readonly healthChecks;
+  private readonly degraded;
+  private readonly coalesced;
+  /** Circuit ids known to be inside the cap (final: ids only move down the order). */
+  private readonly labelled = new Set<number>();
+  private readonly unlabelled = new Set<number>();
+  private unlabelledSince = 0;
+  /**
+   * In a cluster worker: the counters summed over every worker (asked of the primary).
+   * Unset in a single process, where this process's counters are the whole truth.
+   */
+  clusterCounters: (() => Promise<string>) | undefined;
+
+  constructor(private readonly options: MetricsOptions) {
+    const registers = [this.counters];
+    collectDefaultMetrics({ register: this.counters });
+    this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
+    this.outcomes = new Counter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
+    this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
+    this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
+    this.outcomeDuration = new Histogram({ name: 'circuitlog_outcome_duration_seconds', help: 'duration_ms of recorded outcomes that carry one', labelNames: ['circuit'], registers });
+    this.proxyRequests = new Counter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
+    this.proxyDuration = new Histogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', labelNames: ['upstream', 'node'], registers });
+    this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
+    this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
+    this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
+    this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
+  }
+
+  transition(circuit: Circuit, t: Transition): void {
+    if (this.isLabelled(circuit)) this.transitions.inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
+  }
+
+  outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
+    if (!this.isLabelled(circuit)) return;
+    this.outcomes.inc({ circuit: circuit.name, outcome: success ? 'success' : 'failure' });
+    if (durationMs === undefined) return;
+    this.outcomeDuration.observe({ circuit: circuit.name }, durationMs / 1000);
+    if (circuit.window !== null && isSlow(circuit.window, durationMs)) this.slowCalls.inc({ circuit: circuit.name });
+  }
+
+  rejected(circuit: Circuit): void {
+    if (this.isLabelled(circuit)) this.rejections.inc({ circuit: circuit.name });
+  }
+
+  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void {
+    const nodeId = node?.id ?? 'none';
+    if (node?.local === false) this.degraded.inc({ upstream });
+    this.proxyRequests.inc({ upstream, node: nodeId, dc: node?.dc ?? 'none', status: String(status) });
+    this.proxyDuration.observe({ upstream, node: nodeId }, durationMs / 1000);
+  }
+
+  proxyError(upstream: string, error: unknown, durationMs: number): void {
+    const status = error instanceof AppError ? PROBLEMS[error.code].status : 500;
+    this.proxyRequest(upstream, null, status, durationMs);
+  }
+
+  proxyFallback(upstream: string, kind: 'stale' | 'static'): void {
+    this.fallbacks.inc({ upstream, kind });
+    this.degraded.inc({ upstream });
+  }
+
+  /** The proxy's `onCoalesced` hook (an arrow: it is passed around unbound). */
+  readonly proxyCoalesced = (upstream: string): void => {
+    this.coalesced.inc({ upstream });
+  };
+
+  healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {
+    this.healthChecks.inc({ upstream, node, result });
+  }
+
+  /** The whole exposition: gauges from the database, then counters (cluster-wide when clustered). */
+  async render(): Promise<string> {
+    const gauges = this.renderGauges();
+    const counters = this.clusterCounters ? await this.clusterCounters() : await this.counters.metrics();
+    return `${gauges}${counters}`;
+  }
+
+  get contentType(): string {
+    return this.counters.contentType;
+  }
+
+  /**
+   * Per-circuit gauges for the first `maxCircuits` circuits, and the count per state of all,
+   * written in the text format directly: with 10,000 circuits (50,000 series) prom-client's
+   * Gauge objects took about ten times as long, all of it blocking the event loop.
+   */
+  private renderGauges(): string {
+    const now = this.options.clock();
+    const counts = this.options.snapshot.stateCounts(now);
+    const circuits = this.options.snapshot.first(this.options.maxCircuits, now);
+    const labels = circuits.map((c) => `circuit="${escapeLabel(c.name)}"`);
+    const out = [
+      '# HELP circuitlog_circuits Circuits in each state',
+      '# TYPE circuitlog_circuits gauge',
+      ...STATES.map((s) => `circuitlog_circuits{state="${s}"} ${counts[s]}`),
+      '# HELP circuitlog_circuit_state 1 for the current state of a circuit, 0 for the others',
+      '# TYPE circuitlog_circuit_state gauge',
+    ];
+    circuits.forEach((c, i) => {
+      for (const s of STATES) out.push(`circuitlog_circuit_state{${labels[i]},state="${s}"} ${c.state === s ? 1 : 0}`);
+    });
+    out.push('# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state', '# TYPE circuitlog_circuit_forced gauge');
+    circuits.forEach((c, i) => {
+      const forced = forcedStateOfRow(c.row);
+      for (const s of FORCED) out.push(`circuitlog_circuit_forced{${labels[i]},forced_state="${s}"} ${forced === s ? 1 : 0}`);
+    });
+    out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
+    circuits.forEach((c, i) => {
+      const rate = failureRateOfRow(c.row, now);
+      if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${labels[i]}} ${rate}`);
+    });
+    out.push('');
+    return out.join('\n');
+  }
+
+  /**
+   * Is the circuit among the first `maxCircuits` by creation? The same rule as the gauges,
+   * so every worker labels the same circuits. Memoised: a yes never changes, a no is
+   * re-checked after a while (deleting circuits can move a later one inside the cap).
+   */
+  private isLabelled(circuit: Circuit): boolean {
+    const { id } = circuit;
+    if (this.labelled.has(id)) return true;
+    const now = this.options.clock();
+    if (now - this.unlabelledSince > NEGATIVE_CACHE_MS) {
+      this.unlabelled.clear();
+      this.unlabelledSince = now;
+    }
+    if (this.unlabelled.has(id)) return false;
+    const inside = this.options.snapshot.isAmongFirst(id, this.options.maxCircuits);
+    if (inside) this.labelled.add(id);
+    else if (this.unlabelled.size < 100_000) this.unlabelled.add(id);
+    return inside;
+  }
+}

@@ -1,0 +1,54 @@
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
+
+/** Paths that follow the token rules of /circuits (the OpenAPI document marks them so). */
+export const OBSERVE_TOKEN_PATHS = ['/metrics', '/events/stream', '/dashboard/api/state'];
+
+const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: z.object({}).passthrough() } } });
+const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
+
+/**
+ * Describe /metrics, /events/stream and the dashboard in the OpenAPI document. They are
+ * served by plain handlers (text, an event stream, HTML); see docs/observability.md.
+ */
+export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void {
+  const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
+  if (metrics) {
+    app.openAPIRegistry.registerPath({
+      method: 'get',
+      path: '/metrics',
+      tags: ['observability'],
+      summary: 'Prometheus metrics (text format 0.0.4); absent with metrics.enabled false',
+      responses: { 200: text('text/plain', 'The exposition'), ...unauthorized, 503: problem('Metrics could not be gathered; Retry-After') },
+    });
+  }
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/events/stream',
+    tags: ['observability'],
+    summary: 'Server-Sent Events: one `transition` event per state change; Last-Event-ID replays',
+    request: {
+      query: z.object({ circuit: z.string().optional(), prefix: z.string().optional() }),
+      headers: z.object({ 'last-event-id': z.string().regex(/^\d+$/).optional() }),
+    },
+    responses: {
+      200: text('text/event-stream', 'event: transition, id: <transition id>, data: {circuit, from, to, reason, at}; a comment heartbeat every 15 s'),
+      400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not a number'),
+      ...unauthorized,
+      503: problem('events.max_streams streams already open; Retry-After'),
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/dashboard',
+    tags: ['observability'],
+    summary: 'The dashboard page (holds no data; never needs the token)',
+    responses: { 200: text('text/html', 'The page') },
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/dashboard/api/state',
+    tags: ['observability'],
+    summary: "The dashboard's data: circuits with their last transition, recent transitions, upstreams",
+    responses: { 200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } }, ...unauthorized },
+  });
+}

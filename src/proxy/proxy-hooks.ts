@@ -1,0 +1,14 @@
+/**
+ * What the proxy reports as it works (metrics count these). Optional in the proxy's deps;
+ * a node is `null` when no node answered.
+ */
+export interface ProxyHooks {
+  /** One proxied request finished its head: the status sent to the caller and who answered. */
+  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void;
+  /** A proxied request ended in a problem document (`error` is what was thrown). */
+  proxyError(upstream: string, error: unknown, durationMs: number): void;
+  /** A fallback answer was served instead of a node's. */
+  proxyFallback(upstream: string, kind: 'stale' | 'static'): void;
+  /** One active health check of a node. */
+  healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void;
+}

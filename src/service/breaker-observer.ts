@@ -1,0 +1,14 @@
+import type { Circuit, Transition } from '../domain/circuit.js';
+
+/**
+ * What the breaker service reports as it works (metrics count these). Optional: without
+ * one the service does no extra work at all.
+ */
+export interface BreakerObserver {
+  /** A state change, after it committed; `circuit` is the circuit after the step. */
+  transition(circuit: Circuit, transition: Transition): void;
+  /** An outcome was recorded, whatever the route; `durationMs` when the caller gave one. */
+  outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void;
+  /** A call was refused (open, half-open without a free probe slot, forced open). */
+  rejected(circuit: Circuit): void;
+}

@@ -1,0 +1,58 @@
+import type Database from 'better-sqlite3';
+import type { CircuitState } from '../domain/circuit.js';
+
+/** One circuit as the metrics and the dashboard read it; `row` holds every column there is. */
+export interface CircuitSnapshotRow {
+  readonly id: number;
+  readonly name: string;
+  /** The state a GET would show now: an open circuit past `open_until` reads half_open. */
+  readonly state: CircuitState;
+  readonly row: Readonly<Record<string, unknown>>;
+}
+
+export type StateCounts = Record<CircuitState, number>;
+
+/**
+ * Read-only views of the circuits table for /metrics, with prepared statements of its
+ * own. It never writes: the lazy open -> half-open step is computed in SQL, not stored.
+ */
+export class CircuitSnapshot {
+  private readonly countByState;
+  private readonly firstCircuits;
+  private readonly countBefore;
+
+  constructor(db: Database.Database) {
+    const effective = `CASE WHEN state = 'open' AND open_until <= @now THEN 'half_open' ELSE state END`;
+    this.countByState = db.prepare<{ now: number }, { state: CircuitState; n: number }>(
+      `SELECT ${effective} AS state, count(*) AS n FROM circuits GROUP BY 1`,
+    );
+    // SELECT *: the columns later migrations add (forced state, window) come along as they appear.
+    this.firstCircuits = db.prepare<{ now: number; limit: number }, Record<string, unknown>>(
+      `SELECT *, ${effective} AS effective_state FROM circuits ORDER BY id LIMIT @limit`,
+    );
+    this.countBefore = db.prepare<[number], number>('SELECT count(*) FROM circuits WHERE id < ?').pluck();
+  }
+
+  /** How many circuits are in each state now; every state present, 0 when none. */
+  stateCounts(now: number): StateCounts {
+    const counts: StateCounts = { closed: 0, open: 0, half_open: 0 };
+    for (const { state, n } of this.countByState.all({ now })) counts[state] += n;
+    return counts;
+  }
+
+  /** The first `limit` circuits by creation (id), with their state as of `now`. */
+  first(limit: number, now: number): CircuitSnapshotRow[] {
+    if (limit <= 0) return [];
+    return this.firstCircuits.all({ now, limit }).map((row) => ({
+      id: row.id as number,
+      name: row.name as string,
+      state: row.effective_state as CircuitState,
+      row,
+    }));
+  }
+
+  /** Is the circuit with this id among the first `limit` by creation? */
+  isAmongFirst(id: number, limit: number): boolean {
+    return this.countBefore.get(id)! < limit;
+  }
+}

@@ -1,0 +1,180 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
+import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+
+// Debian's chromium, installed by scripts/provision.mjs (npm test's pretest step).
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const TOKEN = 'dashboard-token-0123456789';
+/** Set to a path (e.g. docs/images/dashboard.png) to refresh the README's screenshot. */
+const SCREENSHOT = process.env.DASHBOARD_SCREENSHOT;
+
+let context: BrowserContext;
+const servers: ServerProcess[] = [];
+let nodes: Record<string, FakeNode> = {};
+
+beforeAll(async () => {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
+  // A fresh profile per run: no cache, cookies or storage from an earlier run.
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });
+  nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1');
+}, 60_000);
+afterAll(async () => {
+  await context?.close();
+  await Promise.all(Object.values(nodes).map((n) => n.stop()));
+});
+afterEach(async () => {
+  for (const page of context.pages()) await page.close();
+  await Promise.all(servers.splice(0).map((s) => s.stop()));
+});
+
+async function start(env: Record<string, string> = {}): Promise<ServerProcess> {
+  const dir = tempDir();
+  const config = path.join(dir, 'circuitlog.yaml');
+  fs.writeFileSync(config, proxyYaml(nodes, 'health_check: { enabled: false }'));
+  const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config, ...env });
+  servers.push(server);
+  return server;
+}
+
+/** A page that records console errors and uncaught exceptions. */
+async function openPage(): Promise<{ page: Page; errors: string[] }> {
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(e.message));
+  return { page, errors };
+}
+
+const api = (server: ServerProcess, method: string, name: string, action = '', headers: Record<string, string> = {}) =>
+  fetch(`${server.url}/circuits/${encodeURIComponent(name)}${action}`, { method, headers });
+
+const stateOf = (page: Page, name: string) => page.locator(`tr[data-circuit="${name}"] .state`);
+
+describe('dashboard in headless Chromium', () => {
+  it('lists circuits, turns a tripped circuit open live within 2 s, closes it with Reset, with no console errors', async () => {
+    const server = await start();
+    for (const name of ['payments/charge', 'payments/refund', 'email/send']) await api(server, 'POST', name, '/success');
+    for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
+    for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
+    const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+    expect((await fetch(`${server.url}/circuits/payments%2Frefund`, force)).status).toBe(200);
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/`);
+    expect(page.url()).toBe(`${server.url}/dashboard`);
+    await page.locator('#live.on').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#token-form').isVisible()).toBe(false);
+    expect(await stateOf(page, 'payments/charge').textContent()).toBe('closed');
+    expect(await stateOf(page, 'search/query').textContent()).toBe('open');
+    expect(await page.locator('tr[data-circuit="payments/refund"] .forced-badge').textContent()).toBe('forced open');
+    await expect.poll(() => page.locator('tr[data-circuit="search/query"] td.countdown').textContent()).toMatch(/^probes in \d+s$/);
+
+    for (let i = 0; i < 5; i++) await api(server, 'POST', 'payments/charge', '/failure');
+    await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 2_000 });
+    expect(await stateOf(page, 'payments/charge').textContent()).toBe('open');
+    await page.locator('#timeline li', { hasText: 'payments/charge: closed → open (failure_threshold_reached)' }).waitFor({ timeout: 5_000 });
+    if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+    await page.locator('tr[data-circuit="payments/charge"] button[data-action="reset"]').click();
+    await page.locator('tr[data-circuit="payments/charge"] .state.closed').waitFor({ timeout: 5_000 });
+    expect((await (await api(server, 'GET', 'payments/charge')).json()).state).toBe('closed');
+    expect(await page.locator('tr[data-circuit="payments/charge"] td.last').textContent()).toMatch(/^open → closed \(manual_reset\)/);
+
+    expect(errors).toEqual([]);
+  });
+
+  it('forces a circuit open and closed with the buttons and clears the force, showing it on the row', async () => {
+    const server = await start();
+    await api(server, 'POST', 'payments/charge', '/success');
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const row = page.locator('tr[data-circuit="payments/charge"]');
+    await row.locator('.state.closed').waitFor({ timeout: 10_000 });
+    await row.locator('button[data-action="force-open"]').click();
+    await row.locator('.forced-badge.open', { hasText: 'forced open' }).waitFor({ timeout: 5_000 });
+    expect((await (await api(server, 'GET', 'payments/charge')).json()).forced_state).toBe('open');
+    expect((await api(server, 'GET', 'payments/charge', '/allowed')).status).toBe(503);
+    await row.locator('button[data-action="force-closed"]').click();
+    await row.locator('.forced-badge.closed', { hasText: 'forced closed' }).waitFor({ timeout: 5_000 });
+    await row.locator('button[data-action="clear"]').click();
+    await row.locator('.forced-badge').waitFor({ state: 'detached', timeout: 5_000 });
+    expect((await (await api(server, 'GET', 'payments/charge')).json()).forced_state).toBeNull();
+    await page.locator('#timeline li', { hasText: 'payments/charge: closed → closed (force_cleared)' }).waitFor({ timeout: 5_000 });
+    expect(errors).toEqual([]);
+  });
+
+  it('shows the failure rate of a circuit with a window', async () => {
+    const server = await start();
+    const patch = (body: unknown) => fetch(`${server.url}/circuits/search%2Fquery`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await patch({ window: { type: 'count', size: 10 } })).status).toBe(201);
+    for (const success of [false, true, true, true]) {
+      await fetch(`${server.url}/circuits/search%2Fquery/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success }) });
+    }
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const cell = page.locator('tr[data-circuit="search/query"] td.failures');
+    await cell.waitFor({ timeout: 10_000 });
+    expect(await cell.textContent()).toBe('25% of 4');
+    expect(errors).toEqual([]);
+  });
+
+  it('groups node circuits by upstream and data centre, local DC first', async () => {
+    const server = await start();
+    for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const group = page.locator('section[data-upstream="users"]');
+    await group.waitFor({ timeout: 10_000 });
+    expect(await group.locator('div[data-dc]').evaluateAll((els) => els.map((e) => e.getAttribute('data-dc')))).toEqual(['dc1', 'dc2']);
+    expect(await group.locator('div[data-dc="dc1"] h3').textContent()).toBe('dc1 (local): 1 of 2 nodes closed');
+    expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc degraded');
+    expect(await group.locator('div[data-dc="dc2"] tr[data-circuit="users/dc2-1"] .state').textContent()).toBe('closed');
+    // A node forced open is down for its DC, whatever its state says.
+    const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+    expect((await fetch(`${server.url}/circuits/users%2Fdc1-2`, force)).status).toBe(200);
+    await group.locator('div[data-dc="dc1"] h3', { hasText: 'dc1 (local): 0 of 2 nodes closed' }).waitFor({ timeout: 5_000 });
+    expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc down');
+    expect(errors).toEqual([]);
+  });
+
+  it('filters circuits by name', async () => {
+    const server = await start();
+    for (const name of ['payments/charge', 'email/send']) await api(server, 'POST', name, '/success');
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    await stateOf(page, 'email/send').waitFor({ timeout: 10_000 });
+    await page.fill('#filter', 'PAY');
+    await page.locator('tr[data-circuit="email/send"]').waitFor({ state: 'detached', timeout: 5_000 });
+    expect(await page.locator('tr[data-circuit="payments/charge"]').count()).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it('with a token set, loads without it, asks for it, keeps it in sessionStorage and never puts it in a URL', async () => {
+    const server = await start({ CIRCUITLOG_TOKEN: TOKEN });
+    await api(server, 'POST', 'payments/charge', '/success', { authorization: `Bearer ${TOKEN}` });
+    const { page, errors } = await openPage();
+    const urls: string[] = [];
+    page.on('request', (r) => urls.push(r.url()));
+    const res = await page.goto(`${server.url}/dashboard`);
+    expect(res?.status()).toBe(200);
+    await page.locator('#token-form').waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await page.locator('tr[data-circuit]').count()).toBe(0);
+    await page.fill('#token', TOKEN);
+    await page.click('#token-form button');
+    await page.locator('#live.on').waitFor({ timeout: 10_000 });
+    expect(await stateOf(page, 'payments/charge').textContent()).toBe('closed');
+    expect(await page.evaluate(() => sessionStorage.getItem('circuitlog-token'))).toBe(TOKEN);
+    for (let i = 0; i < 5; i++) await api(server, 'POST', 'payments/charge', '/failure', { authorization: `Bearer ${TOKEN}` });
+    await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 5_000 });
+    expect(urls.some((u) => u.includes('/events/stream'))).toBe(true);
+    expect(urls.filter((u) => u.includes(TOKEN))).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+});

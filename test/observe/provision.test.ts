@@ -1,0 +1,18 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+describe('scripts/provision.mjs (npm pretest)', () => {
+  it('passes when every required program is installed', () => {
+    const result = spawnSync(process.execPath, ['scripts/provision.mjs'], { encoding: 'utf8' });
+    expect(result.status).toBe(0);
+  });
+
+  it('fails, naming the programs and the command to run, when it cannot install them', () => {
+    // No PATH: nothing is found, and apt-get cannot be run either.
+    const result = spawnSync(process.execPath, ['scripts/provision.mjs'], { encoding: 'utf8', env: { PATH: '/nonexistent' } });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("'chromium' is missing (Debian package chromium)");
+    expect(result.stderr).toContain("'promtool' is missing (Debian package prometheus)");
+    expect(result.stderr).toContain('apt-get update && apt-get install -y --no-install-recommends chromium prometheus fonts-liberation');
+  });
+});
