@@ -67,6 +67,7 @@ export class CircuitlogClient {
       {
         flushAt: Math.min(options.flushAt ?? 250, options.maxBatch ?? 1_000),
         maxBatch: options.maxBatch ?? 1_000,
+        maxInFlight: 2,
         flushDelayMs: options.flushDelayMs ?? 5, // 5 ms
         capacity: options.maxQueuedOutcomes ?? 10_000,
         retryDelayMs: (attempt) => backoffDelay(attempt, reconnectMaxDelayMs),

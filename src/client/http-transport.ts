@@ -1,6 +1,6 @@
 /** The Transport over HTTP, with undici (which the service already ships) and keep-alive. */
 
-import { Pool } from 'undici';
+import { Client, Pool } from 'undici';
 import type { CircuitState } from '../domain/circuit.js';
 import { SseParser } from './sse.js';
 import { TransportError, type AllowedAnswer, type OpenStream, type Transport, type TransitionEvent } from './transport.js';
@@ -27,6 +27,9 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
   const base = new URL(options.url);
   const prefix = base.pathname.replace(/\/+$/, '');
   const pool = new Pool(base.origin, { connections: options.connections });
+  // Batches of outcomes go on one connection of their own, pipelined two deep: circuitlog
+  // reads them in the order sent, and starts on the next while answering the previous.
+  const outcomes = new Client(base.origin, { pipelining: 2 });
   const auth: Headers = options.token ? { authorization: `Bearer ${options.token}` } : {};
   const streams = new Set<AbortController>();
   const timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
@@ -61,8 +64,21 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
       throw failure(res.statusCode, body);
     },
 
-    async postOutcomes(outcomes) {
-      const res = await send('POST', '/outcomes', { 'content-type': 'application/json' }, JSON.stringify({ outcomes }));
+    async postOutcomes(items) {
+      let res: Response;
+      try {
+        res = (await outcomes.request({
+          method: 'POST',
+          path: `${prefix}/outcomes`,
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: JSON.stringify({ outcomes: items }),
+          // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
+          idempotent: true,
+          ...timeouts,
+        })) as Response;
+      } catch (error) {
+        throw unreachable(error);
+      }
       const body = await readJson(res);
       if (res.statusCode !== 200) throw failure(res.statusCode, body);
     },
@@ -111,7 +127,7 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
 
     async close() {
       for (const controller of streams) controller.abort();
-      await pool.close();
+      await Promise.all([pool.close(), outcomes.close()]);
     },
   };
 }

@@ -1,6 +1,7 @@
 /**
  * Outcomes on their way to `POST /outcomes`: batched (a flush after `flushDelayMs` or at
- * `flushAt` items, at most `maxBatch` per request), one batch in flight at a time so they arrive in the order recorded,
+ * `flushAt` items, at most `maxBatch` per request), up to `maxInFlight` batches at once
+ * (pipelined on one connection, so circuitlog takes them in the order recorded),
  * and never dropped while circuitlog is reachable: at `capacity` the caller waits for
  * space (backpressure). While it is unreachable the queue is a bounded buffer instead:
  * past `capacity` the oldest outcome is dropped and counted.
@@ -13,6 +14,8 @@ export interface OutcomeQueueOptions {
   readonly flushAt: number;
   /** Most outcomes in one request (what piled up while the previous one was in flight). */
   readonly maxBatch: number;
+  /** Batches sent before the first is answered: 2 keeps circuitlog busy while the next is built. */
+  readonly maxInFlight: number;
   readonly flushDelayMs: number;
   readonly capacity: number;
   /** Delay before the `attempt`-th retry of a batch that could not be delivered. */
@@ -37,7 +40,10 @@ export interface QueueCounts {
 
 export class OutcomeQueue {
   private items: OutcomeItem[] = [];
-  private inFlight = 0;
+  /** Batches sent and not answered yet, oldest first. */
+  private sending: { readonly batch: OutcomeItem[]; failed: boolean }[] = [];
+  private inFlight = 0; // outcomes in `sending`
+  private retryTimer: NodeJS.Timeout | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private retryAttempt = 0;
   private spaceWaiters: (() => void)[] = [];
@@ -77,23 +83,37 @@ export class OutcomeQueue {
       this.counts.dropped++;
     }
     this.items.push(item);
-    if (this.inFlight > 0 || this.flushTimer !== null) return;
-    if (this.items.length >= this.options.flushAt) this.flush();
-    else this.flushTimer = setTimeout(() => this.flush(), this.options.flushDelayMs);
+    // With a batch out already, the next goes only once it is full: few large batches.
+    if (this.items.length >= (this.sending.length === 0 ? this.options.flushAt : this.options.maxBatch)) this.flush();
+    else if (this.sending.length === 0 && this.flushTimer === null && this.retryTimer === null) {
+      this.flushTimer = setTimeout(() => this.flush(), this.options.flushDelayMs);
+    }
   }
 
   /** Send now (for example after a reconnect), rather than at the next timer. */
   flush(): void {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     this.flushTimer = null;
-    if (this.inFlight > 0 || this.items.length === 0) return;
-    const batch = this.items.splice(0, this.options.maxBatch);
-    this.inFlight = batch.length;
+    if (this.retryTimer !== null) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+    }
+    // After a failure nothing new is sent until every batch in flight has come back.
+    if (this.sending.some((s) => s.failed)) return;
+    while (
+      this.sending.length < this.options.maxInFlight &&
+      this.items.length > 0 &&
+      (this.sending.length === 0 || this.items.length >= this.options.maxBatch)
+    ) {
+      const entry = { batch: this.items.splice(0, this.options.maxBatch), failed: false };
+      this.sending.push(entry);
+      this.inFlight += entry.batch.length;
+      this.hooks.send(entry.batch).then(
+        () => this.delivered(entry),
+        (error: unknown) => this.failed(entry, error),
+      );
+    }
     this.wakeSpaceWaiters();
-    this.hooks.send(batch).then(
-      () => this.delivered(batch.length),
-      (error: unknown) => this.failed(batch, error),
-    );
   }
 
   /** Let every waiting caller go on (circuitlog became unreachable: the queue is a bounded buffer now). */
@@ -110,34 +130,56 @@ export class OutcomeQueue {
   /** Stop retrying; what is still queued stays counted in `pending`. */
   stop(): void {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.flushTimer = null;
+    this.retryTimer = null;
   }
 
-  private delivered(count: number): void {
-    this.inFlight = 0;
+  private delivered(entry: { readonly batch: OutcomeItem[] }): void {
+    this.settle(entry);
     this.retryAttempt = 0;
-    this.counts.acknowledged += count;
+    this.counts.acknowledged += entry.batch.length;
     this.hooks.onDelivered();
     this.afterBatch();
   }
 
-  private failed(batch: OutcomeItem[], error: unknown): void {
-    this.inFlight = 0;
+  private failed(entry: { readonly batch: OutcomeItem[]; failed: boolean }, error: unknown): void {
     const err = error instanceof TransportError ? error : new TransportError('unreachable', String(error), undefined, undefined, { cause: error });
     if (err.kind === 'rejected') {
-      this.counts.rejected += batch.length;
-      this.hooks.onRejected(batch.length, err);
+      this.settle(entry);
+      this.counts.rejected += entry.batch.length;
+      this.hooks.onRejected(entry.batch.length, err);
       this.afterBatch();
       return;
     }
-    // Not delivered: back to the front, in order, and try again later.
-    this.items.unshift(...batch);
+    // Not delivered: once every batch in flight is back, the failed ones return to the
+    // front in the order they were sent, and are tried again later.
+    entry.failed = true;
     this.hooks.onUnreachable(err);
-    this.flushTimer = setTimeout(() => this.flush(), this.options.retryDelayMs(this.retryAttempt++));
+    this.requeueFailed();
+  }
+
+  /** When every batch still out has failed: back to the front, in the order sent; retry later. */
+  private requeueFailed(): boolean {
+    if (this.sending.length === 0 || this.sending.some((s) => !s.failed)) return false;
+    this.items.unshift(...this.sending.flatMap((s) => s.batch));
+    this.sending = [];
+    this.inFlight = 0;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.flush();
+    }, this.options.retryDelayMs(this.retryAttempt++));
+    return true;
+  }
+
+  private settle(entry: { readonly batch: OutcomeItem[] }): void {
+    this.sending = this.sending.filter((s) => s !== entry);
+    this.inFlight -= entry.batch.length;
   }
 
   private afterBatch(): void {
     this.wakeSpaceWaiters();
+    if (this.requeueFailed()) return;
     if (this.items.length > 0) this.flush();
     else if (this.pending === 0) for (const resolve of this.drainWaiters.splice(0)) resolve();
   }

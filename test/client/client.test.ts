@@ -168,7 +168,7 @@ describe('outcomes', () => {
     const { transport, client } = await connected({ maxQueuedOutcomes: 10, maxBatch: 10 });
     let release!: () => void;
     transport.holdPosts = new Promise<void>((resolve) => (release = resolve));
-    for (let i = 0; i < 20; i++) await client.record('svc', { success: true }); // 10 in flight, 10 queued
+    for (let i = 0; i < 30; i++) await client.record('svc', { success: true }); // 2 batches of 10 in flight, 10 queued
     let ran = false;
     const waiting = client.call('svc', async () => (ran = true));
     await new Promise((r) => setTimeout(r, 20));
@@ -177,7 +177,7 @@ describe('outcomes', () => {
     await waiting;
     expect(ran).toBe(true);
     await client.close();
-    expect(transport.outcomes).toHaveLength(21);
+    expect(transport.outcomes).toHaveLength(31);
     expect(client.stats().outcomesDropped).toBe(0);
   });
 
@@ -185,7 +185,7 @@ describe('outcomes', () => {
     const { transport, client } = await connected({ maxQueuedOutcomes: 10, maxBatch: 10 });
     let release!: () => void;
     transport.holdPosts = new Promise<void>((resolve) => (release = resolve));
-    for (let i = 0; i < 20; i++) await client.record('svc', { success: true });
+    for (let i = 0; i < 30; i++) await client.record('svc', { success: true });
     const waiting = client.call('svc', async () => 'went on');
     transport.down = true;
     release(); // the batch in flight fails: circuitlog is unreachable
@@ -201,6 +201,26 @@ describe('outcomes', () => {
     transport.postError = null;
     await client.close();
     expect(transport.outcomes).toHaveLength(1);
+  });
+
+  it('keeps two batches in flight, and retries a failed one without losing or repeating any outcome', async () => {
+    const { transport, client } = await connected({ maxBatch: 10 });
+    let calls = 0;
+    let inFlight = 0;
+    let most = 0;
+    const post = transport.postOutcomes.bind(transport);
+    transport.postOutcomes = async (batch) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setTimeout(r, 5));
+      inFlight--;
+      if (++calls === 1) throw new TransportError('unreachable', 'reset');
+      return post(batch);
+    };
+    for (let i = 0; i < 40; i++) await client.record('svc', { success: true, durationMs: i });
+    await client.close();
+    expect(most).toBe(2);
+    expect(transport.outcomes.map((o) => o.duration_ms).sort((a, b) => a! - b!)).toEqual(Array.from({ length: 40 }, (_, i) => i));
   });
 
   it('drops and counts a batch circuitlog rejects with a 4xx', async () => {
