@@ -107,6 +107,15 @@ describe('client against the real server', () => {
     expect([(await circuit(server, 'sum/0')).failure_count, (await circuit(server, 'sum/1')).failure_count]).toEqual([5000, 5000]);
   });
 
+  it('has circuitlog apply pipelined batches in the order recorded', async () => {
+    const { server } = await serve({ failure_threshold: NEVER_TRIPS });
+    const client = await connect(server.url, { flushDelayMs: 60_000 });
+    for (let i = 0; i < 1_999; i++) await client.record('ordered', { success: false });
+    await client.record('ordered', { success: true }); // last of the second full batch, sent while the first is out
+    await client.close();
+    expect((await circuit(server, 'ordered')).failure_count).toBe(0); // the success came last
+  });
+
   it('times a slow call out, aborts its signal and records one failure', async () => {
     const { server } = await serve({ failure_threshold: NEVER_TRIPS });
     const client = await connect(server.url);
