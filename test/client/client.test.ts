@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { CallTimeoutError, CircuitOpenError, CircuitlogUnavailableError, createClient, type ClientOptions } from '../../src/client/index.js';
+import { CallTimeoutError, CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError, createClient, type ClientOptions } from '../../src/client/index.js';
 import { TransportError } from '../../src/client/transport.js';
 import { FakeTransport, open } from './fake-transport.js';
 
@@ -85,6 +85,15 @@ describe('decisions', () => {
     const error = await client.call('svc', async () => 1).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'CIRCUIT_FORCED_OPEN' });
     expect(client.state('svc')).toBe('open');
+  });
+
+  it('throws a 4xx from circuitlog (a wrong token) even with a fallback: a configuration error', async () => {
+    const { transport, client } = await connected();
+    transport.allowed = () => Promise.reject(new TransportError('rejected', 'unauthorized', 401, { code: 'UNAUTHORIZED', detail: 'no token' }));
+    const error = await client.call('svc', async () => 1, { fallback: () => 'cached' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CircuitlogRequestError);
+    expect(error).toMatchObject({ status: 401, code: 'CIRCUITLOG_REJECTED' });
+    expect(client.connection).toBe('connected');
   });
 
   it('rejects a bad circuit name before anything is queued', async () => {
