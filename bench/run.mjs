@@ -7,6 +7,7 @@
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
+//   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
@@ -42,6 +43,7 @@ import {
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
 import { policySection } from './policy.mjs';
 import { metricsSection } from './observe.mjs';
+import { clientSection } from './client.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -49,9 +51,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -572,6 +574,7 @@ async function main() {
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
+  runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;
