@@ -8,21 +8,10 @@ import { z } from 'zod';
 import { checkPolicy, policyFields, policySchema } from './policy-schema.js';
 import { DEFAULT_DB_PATH, parseStoreChoice, redactUrl, type StoreChoice } from './store/store-choice.js';
 
-/** Characters a circuit name may hold, and how long it may be. See README "Circuit names". */
-export const CIRCUIT_NAME_MAX_LENGTH = 200;
+import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from './domain/circuit-name.js';
+
+export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem };
 const SEGMENT = /^[A-Za-z0-9_.:~-]+$/;
-
-// Segments of [A-Za-z0-9_.:~-] joined by single '/', none of them '.' or '..'.
-const CIRCUIT_NAME = /^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[A-Za-z0-9_.:~-]+(?:\/[A-Za-z0-9_.:~-]+)*$/;
-
-/** `null` when valid, else why not (one regex test on the hot path). */
-export function circuitNameProblem(name: string): string | null {
-  if (name.length > CIRCUIT_NAME_MAX_LENGTH) return `must be at most ${CIRCUIT_NAME_MAX_LENGTH} characters`;
-  if (CIRCUIT_NAME.test(name)) return null;
-  if (name.length === 0) return 'must not be empty';
-  if (/(?:^|\/)\.\.?(?:\/|$)/.test(name)) return "must not have '.' or '..' segments";
-  return "may hold only letters, digits and _ . : ~ -, in segments separated by single '/'";
-}
 
 const positiveInt = (max: number) => z.number().int().min(1).max(max);
 

@@ -1,0 +1,72 @@
+/** Errors the client throws; each has a stable string `code`, like the server's problems. */
+
+import type { CircuitState } from '../domain/circuit.js';
+
+/** The circuit refused the call: it is open, half-open with every probe slot taken, or forced open. */
+export class CircuitOpenError extends Error {
+  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN';
+  readonly circuit: string;
+  readonly state: CircuitState;
+  /** When a call may be admitted again (for a forced-open circuit: when to ask again). */
+  readonly retryAt: Date;
+  /** True when the client's own breaker refused, while circuitlog was unreachable. */
+  readonly local: boolean;
+
+  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean } = {}) {
+    const forced = options.forced === true;
+    super(
+      forced
+        ? `Circuit '${circuit}' is forced open.`
+        : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
+    );
+    this.name = 'CircuitOpenError';
+    this.code = forced ? 'CIRCUIT_FORCED_OPEN' : 'CIRCUIT_OPEN';
+    this.circuit = circuit;
+    this.state = state;
+    this.retryAt = new Date(retryAt);
+    this.local = options.local === true;
+  }
+}
+
+/** circuitlog could not be reached and the client was created with `failOpen: false`. */
+export class CircuitlogUnavailableError extends Error {
+  readonly code = 'CIRCUITLOG_UNAVAILABLE';
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CircuitlogUnavailableError';
+  }
+}
+
+/** The protected call ran past `timeoutMs`; its signal was aborted with this error. */
+export class CallTimeoutError extends Error {
+  readonly code = 'CALL_TIMEOUT';
+  readonly circuit: string;
+  readonly timeoutMs: number;
+
+  constructor(circuit: string, timeoutMs: number) {
+    super(`Call on circuit '${circuit}' took longer than ${timeoutMs} ms.`);
+    this.name = 'CallTimeoutError';
+    this.circuit = circuit;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * circuitlog answered with a 4xx (a wrong token, a name it rejects): a configuration error
+ * that retrying cannot fix, so it is thrown rather than treated as an outage.
+ */
+export class CircuitlogRequestError extends Error {
+  readonly code = 'CIRCUITLOG_REJECTED';
+  readonly status: number;
+  /** The problem document circuitlog sent, when it sent one. */
+  readonly problem: unknown;
+
+  constructor(status: number, problem: unknown) {
+    const detail = typeof problem === 'object' && problem !== null && 'detail' in problem ? String(problem.detail) : '';
+    super(`circuitlog answered ${status}${detail ? `: ${detail}` : ''}`);
+    this.name = 'CircuitlogRequestError';
+    this.status = status;
+    this.problem = problem;
+  }
+}

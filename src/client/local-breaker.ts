@@ -1,0 +1,114 @@
+/**
+ * The in-process breakers used while circuitlog is unreachable: the server's own pure state
+ * machine from `domain/` (imported, never copied), seeded with each circuit's last known
+ * policy and state, and thrown away once the client is connected again (the server's
+ * state wins).
+ */
+
+import { admit, newCircuit, recordOutcome, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
+import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
+import type { CircuitJson } from './transport.js';
+
+/** What the client last knew of a circuit from circuitlog. */
+export interface KnownCircuit {
+  readonly state: CircuitState | undefined;
+  /** The circuit's JSON from its last snapshot (policy fields), or null. */
+  readonly json: CircuitJson | null;
+}
+
+export class LocalBreakers {
+  private readonly circuits = new Map<string, Circuit>();
+
+  constructor(
+    private readonly clock: () => number,
+    /** Policy for a circuit the client never saw a snapshot of. */
+    private readonly defaults: CircuitSettings,
+    /** How long a locally admitted half-open probe holds its slot. */
+    private readonly probeLeaseMs: number,
+  ) {}
+
+  admit(name: string, known: KnownCircuit | undefined): Verdict {
+    const now = this.clock();
+    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs });
+    this.circuits.set(name, step.circuit);
+    return step.verdict;
+  }
+
+  /**
+   * Count an outcome. One that arrives while the local circuit is open (a call admitted
+   * before it opened) changes no state: the rule circuitlog applies to batched outcomes.
+   */
+  record(name: string, success: boolean, durationMs: number | undefined, known: KnownCircuit | undefined): void {
+    const now = this.clock();
+    const c = this.get(name, known, now);
+    this.circuits.set(name, recordOutcome(c, { success, durationMs, late: 'count_only' }, now).circuit);
+  }
+
+  state(name: string): CircuitState | undefined {
+    return this.circuits.get(name)?.state;
+  }
+
+  clear(): void {
+    this.circuits.clear();
+  }
+
+  private get(name: string, known: KnownCircuit | undefined, now: number): Circuit {
+    const existing = this.circuits.get(name);
+    if (existing !== undefined) return existing;
+    const circuit = newCircuit(name, settingsFrom(known?.json ?? null, this.defaults), now);
+    if (known?.state === 'half_open') return { ...circuit, state: 'half_open', halfOpenAt: now };
+    if (known?.state !== 'open') return circuit;
+    // A circuit last known open stays open locally until its known open_until (else its timeout).
+    const openUntil = typeof known.json?.open_until === 'string' ? Date.parse(known.json.open_until) : NaN;
+    return {
+      ...circuit,
+      state: 'open',
+      // A known open_until already past makes it half-open at once, as on the server.
+      openUntil: Number.isFinite(openUntil) ? openUntil : now + circuit.timeoutSeconds * 1000,
+    };
+  }
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+function positive(value: unknown, fallback: number, integer = true): number {
+  return typeof value === 'number' && value > 0 && (!integer || Number.isInteger(value)) ? value : fallback;
+}
+
+function windowFrom(w: unknown): WindowPolicy | null {
+  if (!isRecord(w) || (w.type !== 'count' && w.type !== 'time') || typeof w.size !== 'number') return null;
+  return {
+    type: w.type,
+    size: w.size,
+    minimumCalls: typeof w.minimum_calls === 'number' ? w.minimum_calls : null,
+    failureRateThreshold: positive(w.failure_rate_threshold, WINDOW_DEFAULTS.failureRateThreshold, false),
+    slowCallDurationMs: typeof w.slow_call_duration_ms === 'number' ? w.slow_call_duration_ms : null,
+    slowCallRateThreshold: positive(w.slow_call_rate_threshold, WINDOW_DEFAULTS.slowCallRateThreshold, false),
+  };
+}
+
+function backoffFrom(b: unknown, timeoutSeconds: number): BackoffPolicy | null {
+  if (!isRecord(b)) return null;
+  return {
+    multiplier: positive(b.multiplier, BACKOFF_DEFAULTS.multiplier, false),
+    maxTimeoutSeconds: positive(b.max_timeout_seconds, Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, timeoutSeconds)),
+  };
+}
+
+/**
+ * The domain's settings from a circuit's JSON (docs/api.md), field by field, defaults
+ * where a field is missing or malformed, so an older server's JSON works too.
+ */
+export function settingsFrom(json: CircuitJson | null, defaults: CircuitSettings): CircuitSettings {
+  const timeoutSeconds = positive(json?.timeout_seconds, defaults.timeoutSeconds);
+  return {
+    ...defaults,
+    failureThreshold: positive(json?.failure_threshold, defaults.failureThreshold),
+    timeoutSeconds,
+    halfOpenMaxCalls: positive(json?.half_open_max_calls, defaults.halfOpenMaxCalls),
+    successThreshold: positive(json?.success_threshold, defaults.successThreshold ?? 1),
+    window: json?.window === undefined ? (defaults.window ?? null) : windowFrom(json.window),
+    backoff: json?.backoff === undefined ? (defaults.backoff ?? null) : backoffFrom(json.backoff, timeoutSeconds),
+    forcedState: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
+  };
+}

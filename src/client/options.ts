@@ -1,0 +1,79 @@
+/** The client's options, call options, events and counters. */
+
+import type { CircuitSettings } from '../domain/circuit.js';
+import type { Transport, TransitionEvent } from './transport.js';
+
+export interface ClientOptions {
+  /** circuitlog's base URL, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  /** Sent as `Authorization: Bearer <token>` (circuitlog's `CIRCUITLOG_TOKEN`). */
+  readonly token?: string;
+  /** While circuitlog is unreachable: true (default) runs calls behind a local breaker; false refuses them. */
+  readonly failOpen?: boolean;
+  /** Outcomes wait at most this long before they are sent (default 5 ms). */
+  readonly flushDelayMs?: number;
+  /** Queued outcomes that are sent at once, without waiting for `flushDelayMs` (default 250). */
+  readonly flushAt?: number;
+  /** Most outcomes per `POST /outcomes` (default 1,000, circuitlog's limit); more pile up while one is in flight. */
+  readonly maxBatch?: number;
+  /**
+   * Outcomes not yet acknowledged (default 10,000). At this many, calls wait while circuitlog is
+   * reachable (backpressure); while it is unreachable, the oldest are dropped and counted.
+   */
+  readonly maxQueuedOutcomes?: number;
+  /** Longest wait for one answer from circuitlog (default 2 s). */
+  readonly requestTimeoutMs?: number;
+  /** Cap of the reconnect backoff (default 5 s). */
+  readonly reconnectMaxDelayMs?: number;
+  /** A stream silent this long is reconnected (default 45 s; circuitlog sends a heartbeat every 15 s). */
+  readonly streamIdleTimeoutMs?: number;
+  /** How long `close()` tries to deliver what is queued (default 10 s). */
+  readonly closeTimeoutMs?: number;
+  /** Local breaker policy for circuits never seen while connected (default 5 failures, 30 s, 1 probe). */
+  readonly localDefaults?: Partial<CircuitSettings>;
+  /** Connections to circuitlog, besides the stream's (default 8). */
+  readonly connections?: number;
+  /** For tests: replaces HTTP. */
+  readonly transport?: Transport;
+  /** For tests: epoch milliseconds now. */
+  readonly clock?: () => number;
+}
+
+export interface CallOptions<T, F> {
+  /** Called instead of throwing when the call is refused, throws or times out; its result is returned. */
+  readonly fallback?: (error: unknown) => F;
+  /**
+   * Decides only what is recorded (default: a thrown error is a failure, a result a success);
+   * the result is still returned and the error still thrown.
+   */
+  readonly isFailure?: (error: unknown, result: T | undefined) => boolean;
+  /** A slower call is recorded as a failure, its signal aborted, and `CallTimeoutError` thrown. */
+  readonly timeoutMs?: number;
+}
+
+/** `connected`: stream open, closed circuits decided locally; `syncing`: every call asks circuitlog; `offline`: local breakers. */
+export type ConnectionState = 'connected' | 'syncing' | 'offline';
+
+export interface ClientEvents {
+  transition: TransitionEvent;
+  connection: { readonly state: ConnectionState; readonly error?: Error };
+  /** circuitlog refused a batch with a 4xx (never expected: names are checked first); it is dropped. */
+  rejected: { readonly count: number; readonly error: Error };
+}
+
+export interface ClientStats {
+  readonly connection: ConnectionState;
+  /** Calls admitted without asking circuitlog (closed in the local view). */
+  readonly localDecisions: number;
+  /** `GET /allowed` requests answered. */
+  readonly serverChecks: number;
+  /** Calls decided by the local breaker while circuitlog was unreachable. */
+  readonly offlineDecisions: number;
+  readonly outcomesPending: number;
+  readonly outcomesAcknowledged: number;
+  /** Dropped while unreachable, past `maxQueuedOutcomes`. */
+  readonly outcomesDropped: number;
+  /** Refused by circuitlog with a 4xx. */
+  readonly outcomesRejected: number;
+  readonly lastEventId: string | undefined;
+}

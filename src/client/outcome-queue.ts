@@ -1,0 +1,190 @@
+/**
+ * Outcomes on their way to `POST /outcomes`: batched (a flush after `flushDelayMs` or at
+ * `flushAt` items, at most `maxBatch` per request), up to `maxInFlight` batches at once
+ * (pipelined on one connection, so circuitlog takes them in the order recorded),
+ * and never dropped while circuitlog is reachable: at `capacity` the caller waits for
+ * space (backpressure). While it is unreachable the queue is a bounded buffer instead:
+ * past `capacity` the oldest outcome is dropped and counted.
+ */
+
+import { TransportError, type OutcomeItem } from './transport.js';
+
+export interface OutcomeQueueOptions {
+  /** Queued outcomes that trigger a send at once, without waiting for `flushDelayMs`. */
+  readonly flushAt: number;
+  /** Most outcomes in one request (what piled up while the previous one was in flight). */
+  readonly maxBatch: number;
+  /** Batches sent before the first is answered: 2 keeps circuitlog busy while the next is built. */
+  readonly maxInFlight: number;
+  readonly flushDelayMs: number;
+  readonly capacity: number;
+  /** Delay before the `attempt`-th retry of a batch that could not be delivered. */
+  readonly retryDelayMs: (attempt: number) => number;
+}
+
+export interface OutcomeQueueHooks {
+  send(batch: readonly OutcomeItem[]): Promise<void>;
+  /** A batch was delivered: circuitlog is reachable. */
+  onDelivered(): void;
+  /** A batch could not be delivered; it stays queued and is retried. */
+  onUnreachable(error: TransportError): void;
+  /** circuitlog refused a batch with a 4xx: retrying cannot help, so it is dropped (counted). */
+  onRejected(count: number, error: TransportError): void;
+}
+
+export interface QueueCounts {
+  readonly acknowledged: number;
+  readonly dropped: number;
+  readonly rejected: number;
+}
+
+export class OutcomeQueue {
+  private items: OutcomeItem[] = [];
+  /** Batches sent and not answered yet, oldest first. */
+  private sending: { readonly batch: OutcomeItem[]; failed: boolean }[] = [];
+  private inFlight = 0; // outcomes in `sending`
+  private retryTimer: NodeJS.Timeout | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private retryAttempt = 0;
+  private spaceWaiters: (() => void)[] = [];
+  private drainWaiters: (() => void)[] = [];
+  private counts = { acknowledged: 0, dropped: 0, rejected: 0 };
+
+  constructor(
+    private readonly options: OutcomeQueueOptions,
+    private readonly hooks: OutcomeQueueHooks,
+  ) {}
+
+  /** Outcomes not yet acknowledged by circuitlog (queued or in flight). */
+  get pending(): number {
+    return this.items.length + this.inFlight;
+  }
+
+  get full(): boolean {
+    return this.items.length >= this.options.capacity;
+  }
+
+  stats(): QueueCounts {
+    return { ...this.counts };
+  }
+
+  /** Resolves once there is room (call only when `full`). */
+  waitForSpace(): Promise<void> {
+    return new Promise((resolve) => this.spaceWaiters.push(resolve));
+  }
+
+  /**
+   * Queue an outcome. `bounded` (circuitlog unreachable): when full, drop the oldest
+   * instead of growing; otherwise the caller has waited for space first (backpressure).
+   */
+  push(item: OutcomeItem, bounded: boolean): void {
+    while (bounded && this.items.length >= this.options.capacity) {
+      this.items.shift();
+      this.counts.dropped++;
+    }
+    this.items.push(item);
+    // With a batch out already, the next goes only once it is full: few large batches.
+    if (this.items.length >= (this.sending.length === 0 ? this.options.flushAt : this.options.maxBatch)) this.flush();
+    else if (this.sending.length === 0 && this.flushTimer === null && this.retryTimer === null) {
+      this.flushTimer = setTimeout(() => this.flush(), this.options.flushDelayMs);
+    }
+  }
+
+  /** Send now (for example after a reconnect), rather than at the next timer. */
+  flush(): void {
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    if (this.retryTimer !== null) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+    }
+    // After a failure nothing new is sent until every batch in flight has come back.
+    if (this.sending.some((s) => s.failed)) return;
+    while (
+      this.sending.length < this.options.maxInFlight &&
+      this.items.length > 0 &&
+      (this.sending.length === 0 || this.items.length >= this.options.maxBatch)
+    ) {
+      const entry = { batch: this.items.splice(0, this.options.maxBatch), failed: false };
+      this.sending.push(entry);
+      this.inFlight += entry.batch.length;
+      this.hooks.send(entry.batch).then(
+        () => this.delivered(entry),
+        (error: unknown) => this.failed(entry, error),
+      );
+    }
+    this.wakeSpaceWaiters();
+  }
+
+  /** Let every waiting caller go on (circuitlog became unreachable: the queue is a bounded buffer now). */
+  releaseWaiters(): void {
+    for (const resolve of this.spaceWaiters.splice(0)) resolve();
+  }
+
+  /** Resolves once every outcome queued so far has been acknowledged (or dropped). */
+  drained(): Promise<void> {
+    if (this.pending === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Stop retrying; what is still queued stays counted in `pending`. */
+  stop(): void {
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.flushTimer = null;
+    this.retryTimer = null;
+  }
+
+  private delivered(entry: { readonly batch: OutcomeItem[] }): void {
+    this.settle(entry);
+    this.retryAttempt = 0;
+    this.counts.acknowledged += entry.batch.length;
+    this.hooks.onDelivered();
+    this.afterBatch();
+  }
+
+  private failed(entry: { readonly batch: OutcomeItem[]; failed: boolean }, error: unknown): void {
+    const err = error instanceof TransportError ? error : new TransportError('unreachable', String(error), undefined, undefined, { cause: error });
+    if (err.kind === 'rejected') {
+      this.settle(entry);
+      this.counts.rejected += entry.batch.length;
+      this.hooks.onRejected(entry.batch.length, err);
+      this.afterBatch();
+      return;
+    }
+    // Not delivered: once every batch in flight is back, the failed ones return to the
+    // front in the order they were sent, and are tried again later.
+    entry.failed = true;
+    this.hooks.onUnreachable(err);
+    this.requeueFailed();
+  }
+
+  /** When every batch still out has failed: back to the front, in the order sent; retry later. */
+  private requeueFailed(): boolean {
+    if (this.sending.length === 0 || this.sending.some((s) => !s.failed)) return false;
+    this.items.unshift(...this.sending.flatMap((s) => s.batch));
+    this.sending = [];
+    this.inFlight = 0;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.flush();
+    }, this.options.retryDelayMs(this.retryAttempt++));
+    return true;
+  }
+
+  private settle(entry: { readonly batch: OutcomeItem[] }): void {
+    this.sending = this.sending.filter((s) => s !== entry);
+    this.inFlight -= entry.batch.length;
+  }
+
+  private afterBatch(): void {
+    this.wakeSpaceWaiters();
+    if (this.requeueFailed()) return;
+    if (this.items.length > 0) this.flush();
+    else if (this.pending === 0) for (const resolve of this.drainWaiters.splice(0)) resolve();
+  }
+
+  private wakeSpaceWaiters(): void {
+    while (this.spaceWaiters.length > 0 && !this.full) this.spaceWaiters.shift()!();
+  }
+}

@@ -1,0 +1,39 @@
+/** Running the protected function: its deadline, and what its outcome counts as. */
+
+import { CallTimeoutError } from './errors.js';
+
+/** Run `fn` with a deadline: past it, abort its signal and fail; its late finish is ignored. */
+export function withTimeout<T>(name: string, fn: (signal: AbortSignal) => T, timeoutMs: number): Promise<Awaited<T>> {
+  const controller = new AbortController();
+  return new Promise<Awaited<T>>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const error = new CallTimeoutError(name, timeoutMs);
+      controller.abort(error);
+      reject(error);
+    }, timeoutMs);
+    (async (): Promise<Awaited<T>> => await fn(controller.signal))().then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+export function classify<T>(
+  thrown: { error: unknown } | null,
+  result: T | undefined,
+  isFailure: ((error: unknown, result: T | undefined) => boolean) | undefined,
+): { failed: boolean; classifierError?: unknown } {
+  if (thrown !== null && thrown.error instanceof CallTimeoutError) return { failed: true }; // always a failure
+  if (isFailure === undefined) return { failed: thrown !== null };
+  try {
+    return { failed: thrown === null ? isFailure(undefined, result) : isFailure(thrown.error, undefined) };
+  } catch (classifierError) {
+    return { failed: true, classifierError };
+  }
+}

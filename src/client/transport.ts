@@ -1,0 +1,74 @@
+/**
+ * What the client needs from circuitlog, as a port: the HTTP implementation is
+ * `http-transport.ts`; unit tests pass a fake.
+ */
+
+import type { CircuitState } from '../domain/circuit.js';
+
+/** A circuit as circuitlog's JSON shows it (snake_case, as in docs/api.md). */
+export type CircuitJson = Readonly<Record<string, unknown>> & { readonly state?: CircuitState };
+
+export type AllowedAnswer =
+  | { readonly allowed: true; readonly state: CircuitState; readonly circuit: CircuitJson | null }
+  | {
+      readonly allowed: false;
+      readonly state: CircuitState;
+      /** Epoch ms: `open_until` when open, else now + `Retry-After`. */
+      readonly retryAt: number;
+      /** `Retry-After`, in ms: unlike `retryAt`, free of any clock difference between hosts. */
+      readonly retryAfterMs: number;
+      readonly forced: boolean;
+    };
+
+/** One item of `POST /outcomes`. */
+export interface OutcomeItem {
+  readonly circuit: string;
+  readonly success: boolean;
+  readonly duration_ms?: number;
+}
+
+/** One `event: transition` of `/events/stream`, with its `id:`. */
+export interface TransitionEvent {
+  readonly id: string;
+  readonly circuit: string;
+  readonly from: CircuitState;
+  readonly to: CircuitState;
+  readonly reason: string;
+  /** ISO 8601, as the server sent it. */
+  readonly at: string;
+}
+
+export interface OpenStream {
+  /** Settles when the stream ends, for whatever reason. */
+  readonly ended: Promise<void>;
+  close(): void;
+}
+
+export interface Transport {
+  /** `GET /circuits/:name/allowed`; in half-open an admitted call holds a probe lease. */
+  allowed(name: string): Promise<AllowedAnswer>;
+  /** `GET /circuits/:name`: its JSON, or null when circuitlog has no such circuit yet. */
+  circuit(name: string): Promise<CircuitJson | null>;
+  /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
+  postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
+  /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */
+  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void): Promise<OpenStream>;
+  close(): Promise<void>;
+}
+
+/**
+ * A request that failed. `unreachable`: no answer, or a 5xx (circuitlog is down, restarting
+ * or overloaded; try again later). `rejected`: a 4xx (retrying the same request cannot help).
+ */
+export class TransportError extends Error {
+  constructor(
+    readonly kind: 'unreachable' | 'rejected',
+    message: string,
+    readonly status?: number,
+    readonly problem?: unknown,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'TransportError';
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * The client's local view of the circuits it uses: a snapshot per circuit (from its first
+ * `GET /allowed`), kept current by `/events/stream`. An entry is trusted for local decisions
+ * only while the stream that was open when it was taken is still open (same `generation`).
+ */
+
+import type { CircuitState } from '../domain/circuit.js';
+import type { CircuitJson, TransitionEvent } from './transport.js';
+
+export type ForcedState = 'open' | 'closed' | null;
+
+export interface ViewEntry {
+  state: CircuitState;
+  forced: ForcedState;
+  /** Last snapshot's JSON (the policy fields the local breaker needs), or null. */
+  json: CircuitJson | null;
+  /** Epoch ms after which the JSON is fetched again, off the call path. */
+  policyDueAt: number;
+  /** Stream generation the snapshot was taken under; -1: taken with no stream open. */
+  generation: number;
+  /** Bumped by every stream event for this circuit, so an older snapshot cannot overwrite it. */
+  eventSeq: number;
+  /** Epoch ms until which circuitlog's last refusal stands (0: none); any event clears it. */
+  refusedUntil: number;
+  retryAt: number;
+}
+
+const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
+  forced_open: 'open',
+  forced_closed: 'closed',
+  force_cleared: null,
+};
+
+export class CircuitView {
+  private readonly entries = new Map<string, ViewEntry>();
+
+  get(name: string): ViewEntry | undefined {
+    return this.entries.get(name);
+  }
+
+  getOrCreate(name: string): ViewEntry {
+    let entry = this.entries.get(name);
+    if (entry === undefined) {
+      entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0 };
+      this.entries.set(name, entry);
+    }
+    return entry;
+  }
+
+  /** A stream event: the circuit is now in `to`, and any refusal on record is stale. */
+  apply(event: TransitionEvent): void {
+    const entry = this.entries.get(event.circuit);
+    if (entry === undefined) return;
+    entry.state = event.to;
+    entry.eventSeq++;
+    entry.refusedUntil = 0;
+    if (event.reason in FORCED_BY_REASON) entry.forced = FORCED_BY_REASON[event.reason] ?? null;
+  }
+}
+
+/** May a call on this circuit be decided here, without asking circuitlog? */
+export function admitsLocally(entry: ViewEntry): boolean {
+  return entry.forced === 'closed' || (entry.forced === null && entry.state === 'closed');
+}
+
+/** The state a call sees: a forced state wins over the counted one. */
+export function effectiveState(entry: ViewEntry): CircuitState {
+  return entry.forced ?? entry.state;
+}
+
+export function forcedFrom(json: CircuitJson | null): ForcedState {
+  const forced = json?.forced_state;
+  return forced === 'open' || forced === 'closed' ? forced : null;
+}
