@@ -1,11 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
+/** Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`). */
+const BOTH_STORES = ['test/http/api.test.ts', 'test/http/circuitlog-compat.test.ts', 'test/http/errors-and-security.test.ts', 'test/http/policy.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // End-to-end tests spawn `node dist/main.js`; build it once before any test runs.
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'redis', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis.ts'] } },
+    ],
   },
 });

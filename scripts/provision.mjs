@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 
 /** System programs the test suite runs, and the Debian package of each. */
 export const REQUIRED = [
+  { command: 'redis-server', pkg: 'redis-server', why: 'Redis store tests (test/store/redis-store.test.ts, test/e2e/redis-*.test.ts); each starts its own server on a random loopback port' },
   { command: 'chromium', pkg: 'chromium', why: 'dashboard tests in a real browser (test/dashboard/)' },
   { command: 'promtool', pkg: 'prometheus', why: 'alert rule tests (test/observe/alerts.test.ts)' },
 ];

@@ -21,6 +21,7 @@ import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
+import { chain, type MaybePromise } from './store/maybe-promise.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -33,12 +34,14 @@ export interface AppDeps {
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
+  /** The proxy when the store cannot be reached: the local DC's nodes unguarded (default), or 503. */
+  readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */
   readonly proxy?: ProxyOptions;
   /** /metrics, /events/stream and /dashboard (src/observe, src/dashboard). */
   readonly observe?: Observability;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
-  readonly health?: () => HealthReport;
+  readonly health?: () => MaybePromise<HealthReport>;
 }
 
 export interface App {
@@ -50,6 +53,8 @@ export interface App {
    * cost). main.ts routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+  /** Resolves once start-up writes (proxy node circuits) are stored; at once on SQLite. */
+  readonly ready: Promise<void>;
   /** With a proxy configured: node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
   readonly upgradeListener?: (incoming: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
@@ -84,7 +89,8 @@ export function createApp(deps: AppDeps): App {
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
   registerPolicyRoutes(app, breaker, { bodyLimitBytes: deps.apiBodyLimitBytes ?? 16 * 1024, isConfigCircuit: nodeCircuitNames(deps.proxy) });
-  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, hooks: deps.observe?.proxyHooks }) : undefined;
+  const pending: Promise<unknown>[] = [];
+  const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, pending, hooks: deps.observe?.proxyHooks }) : undefined;
   const proxyHandler = proxyRoutes?.handler;
 
   if (deps.observe) {
@@ -92,8 +98,8 @@ export function createApp(deps: AppDeps): App {
     documentObserveRoutes(app, deps.observe.metrics !== undefined);
     registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
   }
-  app.get('/health', (c) => {
-    const report = deps.health?.() ?? { status: deps.store.ping() ? 'ok' : 'unavailable' };
+  app.get('/health', async (c) => {
+    const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
     return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   app.get('/problems/:kind', (c) => {
@@ -171,7 +177,7 @@ export function createApp(deps: AppDeps): App {
       });
     });
 
-  return { app, breaker, proxyListener, upgradeListener };
+  return { app, breaker, proxyListener, upgradeListener, ready: Promise.all(pending).then(() => {}) };
 }
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */

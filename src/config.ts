@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { checkPolicy, policyFields, policySchema } from './policy-schema.js';
+import { DEFAULT_DB_PATH, parseStoreChoice, redactUrl, type StoreChoice } from './store/store-choice.js';
 
 import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from './domain/circuit-name.js';
 
@@ -240,6 +241,10 @@ export interface Config extends FileConfig {
   readonly synchronous: 'NORMAL' | 'FULL';
   readonly workers: number;
   readonly groupCommit: boolean;
+  /** `CIRCUITLOG_STORE`; SQLite at `dbPath` unless it names a Redis. */
+  readonly store: StoreChoice;
+  /** What the proxy does when the store cannot be reached: the local DC's nodes unguarded, or 503. */
+  readonly proxyOnStorageOutage: 'fail_open' | 'refuse';
 }
 
 /** Raised for a bad environment variable or config key; the message names it. */
@@ -319,7 +324,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
   const host = env.HOST || '127.0.0.1';
   if (!isHost(host)) throw new ConfigError(`HOST: must be an IP address or a host name (letters, digits, '-' and '.'), got '${host}'`);
-  const dbPath = env.CIRCUITLOG_DB || './data/circuitlog.db';
+  const store = parseStoreChoice(env, (message) => new ConfigError(message));
+  const dbPath = store.kind === 'sqlite' ? store.path : env.CIRCUITLOG_DB || DEFAULT_DB_PATH;
+  const proxyOnStorageOutage = (env.CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE || 'fail_open').toLowerCase();
+  if (proxyOnStorageOutage !== 'fail_open' && proxyOnStorageOutage !== 'refuse') {
+    throw new ConfigError(`CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: must be fail_open or refuse, got '${env.CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE}'`);
+  }
   const token = env.CIRCUITLOG_TOKEN;
   if (token !== undefined && token.trim() !== token) {
     // HTTP strips the spaces around a header value, so such a token could never match.
@@ -359,6 +369,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     port,
     host,
     dbPath,
+    store,
+    proxyOnStorageOutage,
     configPath,
     token: token || undefined,
     logLevel,
@@ -379,7 +391,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     synchronous: config.synchronous,
     group_commit: config.groupCommit ? 'on' : 'off',
     declared_circuits: Object.keys(config.circuits).length,
-    db: config.dbPath,
+    db: config.store.kind === 'sqlite' ? config.dbPath : null,
+    store: config.store.kind === 'sqlite' ? `sqlite:${config.dbPath}` : redactUrl(config.store.url),
     host: config.host,
     port: config.port,
     log_level: config.logLevel,

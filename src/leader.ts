@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { SqliteLeaseStore } from './store/lease-store.js';
+import type { LeaseStore } from './store/lease-store.js';
+import { isPromise, type MaybePromise } from './store/maybe-promise.js';
 
 export interface LeaderOptions {
   readonly lease: string;
@@ -20,9 +21,11 @@ export class LeaderElection {
   private timer: NodeJS.Timeout | undefined;
   private leading = false;
   private heldUntil = 0;
+  private asking = false;
+  private stopped = false;
 
   constructor(
-    private readonly leases: SqliteLeaseStore,
+    private readonly leases: LeaseStore,
     private readonly clock: () => number,
     private readonly logger: Logger,
     private readonly options: LeaderOptions,
@@ -40,16 +43,38 @@ export class LeaderElection {
 
   /** Try to take or renew the lease once; start or stop the job on a change. */
   tick(): void {
+    if (this.asking) return; // the previous round trip (Redis) is still out
     const now = this.clock();
-    let held: boolean;
+    let held: MaybePromise<boolean>;
     try {
       held = this.leases.tryAcquire(this.options.lease, this.options.owner, now, this.options.ttlMs);
-      if (held) this.heldUntil = now + this.options.ttlMs;
     } catch (error) {
-      // A busy database is no proof that someone else leads: keep the role until our own
+      this.settle(now, null, error);
+      return;
+    }
+    if (!isPromise(held)) {
+      this.settle(now, held, null);
+      return;
+    }
+    this.asking = true;
+    held.then(
+      (h) => this.settle(now, h, null),
+      (error: unknown) => this.settle(now, null, error),
+    );
+  }
+
+  private settle(now: number, acquired: boolean | null, error: unknown): void {
+    this.asking = false;
+    if (this.stopped) return;
+    let held: boolean;
+    if (acquired === null) {
+      // An unreachable store is no proof that someone else leads: keep the role until our own
       // lease would have expired, after which another process may have taken over.
       this.logger.warn({ event: 'lease_error', lease: this.options.lease, err: error }, 'lease renewal failed');
       held = this.leading && now < this.heldUntil;
+    } else {
+      held = acquired;
+      if (held) this.heldUntil = now + this.options.ttlMs;
     }
     if (held && !this.leading) {
       this.leading = true;
@@ -63,12 +88,14 @@ export class LeaderElection {
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     if (this.leading) {
       this.leading = false;
       this.options.onLose();
-      this.leases.release(this.options.lease, this.options.owner);
+      const released = this.leases.release(this.options.lease, this.options.owner);
+      if (isPromise(released)) released.catch(() => {}); // it expires on its own anyway
     }
   }
 }

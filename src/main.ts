@@ -4,7 +4,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { adapterErrorHandler } from './server/request-error.js';
-import type Database from 'better-sqlite3';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
@@ -17,11 +16,15 @@ import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
 import { listen, probeListen } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
-import { SqliteCircuitStore } from './store/circuit-store.js';
+import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
 import { databaseFileProblem } from './store/db-file.js';
-import { SqliteLeaseStore } from './store/lease-store.js';
-import { StorageHealth } from './store/storage-health.js';
+import { SqliteLeaseStore, type LeaseStore } from './store/lease-store.js';
+import type { MaybePromise } from './store/maybe-promise.js';
+import { redactUrl } from './store/store-choice.js';
+import { CircuitSnapshot, type SnapshotReader } from './store/circuit-snapshot.js';
+import { TransitionLog, type TransitionReader } from './store/transition-log.js';
+import { StorageHealth, type HealthReport } from './store/storage-health.js';
 
 const LEASE_RENEW_MS = 1_000; // 1 s
 const LEASE_TTL_MS = 3_000; // 3 s: a dead leader's job moves to another worker within this
@@ -57,6 +60,42 @@ function migrateDatabase(config: Config, logger: Logger): void {
   if (applied.length > 0) logger.info({ event: 'migrated', applied }, `applied ${applied.length} migration(s)`);
 }
 
+interface OpenedStore {
+  readonly store: CircuitStore;
+  /** What /events/stream, the dashboard and the state gauges read. */
+  readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
+  /** Wakes the event streams when transitions arrive from other hosts (Redis). */
+  readonly onForeignTransitions?: (listener: () => void) => void;
+  readonly health: () => MaybePromise<HealthReport>;
+  readonly leases: LeaseStore;
+  readonly close: () => void;
+}
+
+/** The store `CIRCUITLOG_STORE` names; an unreachable Redis is a ConfigError naming the variable. */
+async function openStore(config: Config, logger: Logger, shared: boolean): Promise<OpenedStore> {
+  if (config.store.kind === 'redis') {
+    const { url, timeoutMs } = config.store;
+    const { openRedisStore } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const redis = await openRedisStore({ url, timeoutMs, logger }).catch((error: unknown) => {
+      throw new ConfigError(`CIRCUITLOG_STORE: cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`);
+    });
+    const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
+    // The state gauges count every circuit of every host: a mirror of them all, loaded before serving.
+    const mirror = config.metrics.enabled ? await redis.mirror() : null;
+    const readers = { transitions: redis.feed, snapshot: () => mirror! };
+    const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close() };
+  }
+  const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
+  const storage = new StorageHealth(config.dbPath, logger);
+  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
+  const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+}
+
+/** Which variable named the SQLite file, for messages. */
+const dbVariable = (_config: Config) => (process.env.CIRCUITLOG_STORE ? 'CIRCUITLOG_STORE' : 'CIRCUITLOG_DB');
+
 /**
  * One server process. Alone (`workers = 1`) it holds the database file exclusively and checks
  * HOST/PORT before it migrates; as one of several workers it shares the file (the primary
@@ -67,21 +106,20 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   server.on('connect', rejectConnect(logger, Date.now));
   if (!shared) {
     await listen(server, config.port, config.host);
-    migrateDatabase(config, logger);
+    if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
-  const storage = new StorageHealth(config.dbPath, logger);
-  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
-  const observe = createObservability({ db, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  onForeignTransitions?.(() => observe.hub.nudge());
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
-  const { app, breaker, proxyListener, upgradeListener } = createApp({
+  const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
     store,
-    health: () => store.health(),
+    health: storeHealth,
     clock: Date.now,
     logger,
     circuitDefaults: policyFromWire(defaults),
@@ -90,15 +128,17 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     apiBodyLimitBytes: config.api_body_limit_bytes,
     groupCommit: config.groupCommit,
     proxy,
+    proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
   });
   for (const [name, fields] of Object.entries(config.circuits)) {
-    breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
+    await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
   }
+  await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
   const leader =
-    health && shared
-      ? new LeaderElection(new SqliteLeaseStore(db), Date.now, logger, {
+    health && (shared || config.store.kind === 'redis') // on Redis: one checker across all hosts
+      ? new LeaderElection(leases, Date.now, logger, {
           lease: 'health-checks',
           owner: `${os.hostname()}:${process.pid}`,
           renewMs: LEASE_RENEW_MS,
@@ -117,7 +157,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   if (shared) await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
-  logger.info({ event, host: config.host, port, db: config.dbPath }, `circuitlog listening on http://${config.host}:${port}`);
+  const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
+  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
   if (leader) leader.start();
   else health?.start();
   const stopJobs = () => {
@@ -125,12 +166,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     if (leader) leader.stop();
     else health?.stop();
   };
-  onSignals((signal) => drain(signal, { server, db, logger, config, stopJobs, proxy }));
+  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
 }
 
 interface Running {
   readonly server: http.Server;
-  readonly db: Database.Database;
+  readonly close: () => void;
   readonly logger: Logger;
   readonly config: Config;
   readonly stopJobs: () => void;
@@ -138,7 +179,7 @@ interface Running {
 }
 
 /** SIGTERM: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
-function drain(signal: string, { server, db, logger, config, stopJobs, proxy }: Running): void {
+function drain(signal: string, { server, close, logger, config, stopJobs, proxy }: Running): void {
   logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
   stopJobs();
   const timer = setTimeout(() => {
@@ -148,7 +189,7 @@ function drain(signal: string, { server, db, logger, config, stopJobs, proxy }: 
   timer.unref();
   server.close(() => {
     void (proxy?.client.close() ?? Promise.resolve()).finally(() => {
-      db.close();
+      close();
       logger.info({ event: 'stopped' }, 'stopped');
       process.exit(0);
     });
@@ -173,11 +214,11 @@ async function main(): Promise<void> {
   const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
   if (cluster.isWorker) return startServer(config, logger, true);
   logger.info({ event: 'starting', ...describeConfig(config) }, 'starting circuitlog');
-  const dbProblem = databaseFileProblem(config.dbPath);
-  if (dbProblem) throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' ${dbProblem}`);
+  const dbProblem = config.store.kind === 'sqlite' ? databaseFileProblem(config.dbPath) : null;
+  if (dbProblem) throw new ConfigError(`${dbVariable(config)}: '${config.dbPath}' ${dbProblem}`);
   if (config.workers === 1) return startServer(config, logger, false);
   await probeListen(config.port, config.host);
-  migrateDatabase(config, logger);
+  if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
   onSignals((signal) => primary.shutdown(signal));
 }

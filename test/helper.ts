@@ -1,7 +1,8 @@
 import pino from 'pino';
 import { createApp, type AppDeps } from '../src/app.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../src/store/database.js';
-import { SqliteCircuitStore } from '../src/store/circuit-store.js';
+import { SqliteCircuitStore, type CircuitStore } from '../src/store/circuit-store.js';
+import { redisTestStore } from './redis/test-store.js';
 
 /** A clock the test moves by hand. */
 export class FakeClock {
@@ -21,10 +22,17 @@ export function memoryStore() {
   return { db, store: new SqliteCircuitStore(db) };
 }
 
-/** The app on an in-memory database with a fake clock; requests go through `app.request()`. */
+/**
+ * The app on an in-memory database with a fake clock; requests go through `app.request()`.
+ * In the `redis` test project (CIRCUITLOG_TEST_REDIS_URL set) the store is a Redis one
+ * instead: the same suites prove the same behaviour on both stores.
+ */
 export function buildApp(overrides: Partial<AppDeps> = {}) {
   const clock = new FakeClock();
-  const { db, store } = memoryStore();
+  const sqlite = memoryStore();
+  const redisUrl = process.env.CIRCUITLOG_TEST_REDIS_URL;
+  const { db } = sqlite;
+  const store: CircuitStore = redisUrl ? redisTestStore(redisUrl) : sqlite.store;
   const built = createApp({
     store,
     clock: clock.now,

@@ -6,13 +6,13 @@ import type { UpstreamConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import type { TransitionLog } from '../store/transition-log.js';
+import type { TransitionReader } from '../store/transition-log.js';
 import { transitionData } from '../observe/observe-routes.js';
 import { dashboardPage } from './page.js';
 
 export interface DashboardDeps {
   readonly breaker: BreakerService;
-  readonly transitions: TransitionLog;
+  readonly transitions: TransitionReader;
   readonly proxy?: { readonly localDc: string; readonly upstreams: Record<string, UpstreamConfig> };
   readonly tokenRequired: boolean;
 }
@@ -42,18 +42,18 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     if (text === undefined) throw new AppError('NOT_FOUND', `No dashboard asset '${file.slice(0, 100)}'.`);
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
-  app.get('/dashboard/api/state', (c) => c.json(dashboardState(deps), 200, { 'cache-control': 'no-store' }));
+  app.get('/dashboard/api/state', async (c) => c.json(await dashboardState(deps), 200, { 'cache-control': 'no-store' }));
 }
 
 /** Everything the page shows, in one answer; `last_event_id` is where its stream resumes. */
-function dashboardState(deps: DashboardDeps) {
+async function dashboardState(deps: DashboardDeps) {
   // Read before the circuits: whatever changes after this is replayed on the stream.
   const lastEventId = deps.transitions.maxId();
   const now = deps.breaker.now();
   const circuits = [];
   let afterId = 0;
   while (circuits.length < MAX_CIRCUITS) {
-    const page = deps.breaker.list({ afterId, limit: 500 });
+    const page = await deps.breaker.list({ afterId, limit: 500 });
     circuits.push(...page);
     if (page.length < 500) break;
     afterId = page.at(-1)!.id;

@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
+import { chain } from '../store/maybe-promise.js';
 import {
   AllowedSchema,
   CallBody,
@@ -43,7 +44,7 @@ export const common = {
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
 export const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
 const open503 = problem(
-  'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, ...)',
+  'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
@@ -83,9 +84,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       request: { params: NameParam },
       responses: { 200: ok('The circuit', CircuitSchema), ...common, 404: problem('Unknown circuit') },
     }),
-    (c) => {
+    async (c) => {
       const name = circuitNameParam(c);
-      const circuit = breaker.get(name);
+      const circuit = await breaker.get(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);
     },
@@ -167,7 +168,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       await readJson(c, IgnoredBody, bodyLimitBytes);
-      const circuit = breaker.reset(name);
+      const circuit = await breaker.reset(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);
     },
@@ -189,11 +190,13 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     }),
     (c) => {
       const name = circuitNameParam(c);
-      const admission = breaker.check(name);
-      if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
-      const { circuit, verdict } = admission;
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
-      return jsonText(c, allowedText(circuit, breaker.now()));
+      // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
+      return chain(breaker.check(name), (admission) => {
+        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
+        const { circuit, verdict } = admission;
+        if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
+        return jsonText(c, allowedText(circuit, breaker.now()));
+      });
     },
   );
 
@@ -229,11 +232,11 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
         ...common,
       },
     }),
-    (c) => {
+    async (c) => {
       const query = parseQuery(c, ListQuery);
       const limit = query.limit ?? 50;
       // One row past the page says whether another page exists: an exactly full last page gets null.
-      const rows = breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
+      const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
       const page = rows.slice(0, limit);
       const now = breaker.now();
       return c.json(
@@ -256,9 +259,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       request: { params: NameParam, query: EventsQuery },
       responses: { 200: ok('Transitions', z.object({ events: z.array(EventSchema) })), ...common, 404: problem('Unknown circuit') },
     }),
-    (c) => {
+    async (c) => {
       const name = circuitNameParam(c);
-      const events = breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
+      const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
       if (events === null) throw notFound(name);
       return c.json({ events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
     },

@@ -71,7 +71,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     const name = circuitNameParam(c);
     const patch = await readJson(c, PatchBody, options.bodyLimitBytes);
     // The merge runs inside the store's write transaction, on the circuit as stored.
-    const { circuit, created } = breaker.configure(name, (current) => {
+    const { circuit, created } = await breaker.configure(name, (current) => {
       const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
       if (!merged.success) {
         throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
@@ -98,12 +98,12 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     },
   });
   app.openAPIRegistry.registerPath(deleteRoute);
-  app.delete('/circuits/:name', (c) => {
+  app.delete('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);
     if (options.isConfigCircuit(name)) {
       throw new AppError('CIRCUIT_DEFINED_BY_CONFIG', `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`);
     }
-    if (!breaker.delete(name)) throw new AppError('CIRCUIT_NOT_FOUND', `No circuit named '${name}'.`);
+    if (!(await breaker.delete(name))) throw new AppError('CIRCUIT_NOT_FOUND', `No circuit named '${name}'.`);
     return c.body(null, 204);
   });
 

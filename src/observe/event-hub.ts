@@ -1,8 +1,8 @@
 import { AppError } from '../domain/errors.js';
-import { matchesFilter, type LoggedTransition, type TransitionFilter, type TransitionLog } from '../store/transition-log.js';
+import { matchesFilter, type LoggedTransition, type TransitionFilter, type TransitionReader } from '../store/transition-log.js';
 
 export interface EventHubOptions {
-  readonly log: TransitionLog;
+  readonly log: TransitionReader;
   /** Open streams in this process; one more is refused (config `events.max_streams`). */
   readonly maxStreams: number;
   /** How often the transitions table is read while a stream is open. */

@@ -4,12 +4,12 @@ import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../http/problem.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
-import type { CircuitSnapshot } from '../store/circuit-snapshot.js';
+import type { SnapshotReader } from '../store/circuit-snapshot.js';
 import { isSlow } from '../domain/window.js';
 import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
 
 export interface MetricsOptions {
-  readonly snapshot: CircuitSnapshot;
+  readonly snapshot: SnapshotReader;
   /** Circuits with per-circuit series: the first this many by creation (config `metrics.max_circuits`). */
   readonly maxCircuits: number;
   readonly clock: () => number;

@@ -2,8 +2,8 @@ import type Database from 'better-sqlite3';
 import type { Circuit, Transition } from '../domain/circuit.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
-import { CircuitSnapshot } from '../store/circuit-snapshot.js';
-import { TransitionLog } from '../store/transition-log.js';
+import { CircuitSnapshot, type SnapshotReader } from '../store/circuit-snapshot.js';
+import { TransitionLog, type TransitionReader } from '../store/transition-log.js';
 import { clusterCountersClient } from './cluster-metrics.js';
 import { EventHub } from './event-hub.js';
 import { Metrics } from './metrics.js';
@@ -13,7 +13,7 @@ export interface Observability {
   /** Absent with `metrics.enabled: false`: no /metrics, and no counting on the hot path. */
   readonly metrics?: Metrics;
   readonly hub: EventHub;
-  readonly transitions: TransitionLog;
+  readonly transitions: TransitionReader;
   /** For the breaker service: counts (when metrics are on) and wakes the event hub. */
   readonly observer: BreakerObserver;
   readonly proxyHooks?: ProxyHooks;
@@ -24,7 +24,10 @@ export interface Observability {
 }
 
 export interface ObservabilityOptions {
-  readonly db: Database.Database;
+  /** SQLite: the transitions table and the circuits table are read from this connection. */
+  readonly db?: Database.Database;
+  /** Another store (Redis): its readers instead; `snapshot` is only called with metrics on. */
+  readonly readers?: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
   readonly clock: () => number;
   readonly metricsEnabled: boolean;
   readonly maxCircuits: number;
@@ -37,11 +40,12 @@ export interface ObservabilityOptions {
 
 /** Build the metrics registry and the event hub over one database connection. */
 export function createObservability(options: ObservabilityOptions): Observability {
-  const transitions = new TransitionLog(options.db);
+  const transitions = options.readers?.transitions ?? new TransitionLog(options.db!);
   const hub = new EventHub({ log: transitions, maxStreams: options.maxStreams });
   let metrics: Metrics | undefined;
   if (options.metricsEnabled) {
-    metrics = new Metrics({ snapshot: new CircuitSnapshot(options.db), maxCircuits: options.maxCircuits, clock: options.clock });
+    const snapshot = options.readers?.snapshot() ?? new CircuitSnapshot(options.db!);
+    metrics = new Metrics({ snapshot, maxCircuits: options.maxCircuits, clock: options.clock });
     if (options.clustered) metrics.clusterCounters = clusterCountersClient(metrics.counters);
   }
   const m = metrics;

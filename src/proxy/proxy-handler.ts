@@ -17,6 +17,7 @@ import { StaleCache, type StaleCapture } from './stale-cache.js';
 import { parseProxyTarget } from './target-path.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
+import { isPromise } from '../store/maybe-promise.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'];
@@ -34,6 +35,8 @@ export interface ProxyHandlerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly localDc: string;
+  /** On a storage outage, send to the local DC's nodes without their breakers (else 503 STORAGE_UNAVAILABLE). */
+  readonly failOpen?: boolean;
   /** Called once per follower served from another request's call (for a metric). */
   readonly onCoalesced?: (upstream: string) => void;
   readonly hooks?: ProxyHooks;
@@ -112,7 +115,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
-      const pick = pickNode(upstream, breaker, tried);
+      const picked = pickNode(upstream, breaker, tried, deps.failOpen ?? true);
+      const pick = isPromise(picked) ? await picked : picked;
       if (pick.node === null) {
         if (last === null) return noNodeAvailable(call, pick.retryAt);
         return giveUp(call, last);

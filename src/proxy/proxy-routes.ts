@@ -9,6 +9,7 @@ import type { ProxyHooks } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+import { isPromise } from '../store/maybe-promise.js';
 
 /** What createApp needs to serve /proxy. */
 export interface ProxyOptions {
@@ -25,6 +26,9 @@ export interface ProxyRouteDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
+  /** Start-up work an asynchronous store is still doing (node circuits); main awaits it. */
+  readonly pending?: Promise<unknown>[];
   readonly hooks?: ProxyHooks;
 }
 
@@ -34,7 +38,8 @@ export interface ProxyRouteDeps {
  */
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
-  ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  if (isPromise(created)) deps.pending?.push(created);
   const handler = createProxyHandler({
     upstreams,
     breaker: deps.breaker,
@@ -42,12 +47,15 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     clock: deps.clock,
     logger: deps.logger,
     localDc: deps.proxy.localDc,
+    failOpen: deps.proxyOnStorageOutage !== 'refuse',
     hooks: deps.hooks,
     onCoalesced: deps.proxy.onCoalesced,
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
-  const upgrade = createUpgradeHandler({ upstreams, breaker: deps.breaker, logger: deps.logger, localDc: deps.proxy.localDc });
+  const upgrade = createUpgradeHandler({
+    upstreams, breaker: deps.breaker, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
+  });
   return { handler, upgrade };
 }

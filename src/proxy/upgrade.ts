@@ -8,6 +8,7 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { upstreamRequestHeaders } from './forward-headers.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import { isNothingSent } from './upstream-client.js';
+import { isPromise } from '../store/maybe-promise.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
 export interface UpgradeDeps {
@@ -15,6 +16,8 @@ export interface UpgradeDeps {
   readonly breaker: BreakerService;
   readonly logger: Logger;
   readonly localDc: string;
+  /** On a storage outage, tunnel to the local DC's nodes without their breakers (else 503). */
+  readonly failOpen?: boolean;
 }
 
 /** Handles node:http's 'upgrade' event; throws an AppError for the caller to render. */
@@ -100,7 +103,8 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       let budget = upstream.config.retries;
       let last: { outcome: Handshake; node: ProxyNode } | null = null;
       for (;;) {
-        const pick = pickNode(upstream, breaker, tried);
+        const picked = pickNode(upstream, breaker, tried, deps.failOpen ?? true);
+        const pick = isPromise(picked) ? await picked : picked;
         if (pick.node === null) {
           if (last === null) {
             throw new AppError('NO_NODE_AVAILABLE', `Every node of '${upstream.name}' has an open circuit; no node was contacted.`, pick.retryAt === null ? { retryAfterSeconds: 1 } : { retryAt: pick.retryAt });

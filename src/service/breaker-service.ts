@@ -17,6 +17,7 @@ import {
 import { AppError } from '../domain/errors.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
+import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
 import { GroupCommit } from './group-commit.js';
 
@@ -45,12 +46,14 @@ interface ServiceItem extends BatchItem {
  * The breaker use cases: each one is a pure step from `domain/` run through the store's
  * atomic read-modify-write. Every stored result, single or group-committed, passes
  * through `settle` (one log line per transition; the one hook for observers). The
- * synchronous methods (`get`, `check`, `record`) serve the proxy; the HTTP routes record
- * through the group-committed `*Grouped` methods.
+ * direct methods (`get`, `check`, `record`) serve the proxy; the HTTP routes record
+ * through the group-committed `*Grouped` methods. Answers are synchronous whenever the
+ * store's are (SQLite always; Redis from its cache, see `maybe-promise.ts`).
  */
 export class BreakerService {
   readonly defaults: CircuitPolicy;
   private readonly group: GroupCommit<ServiceItem>;
+  private lastRecordWarning = -Infinity;
 
   constructor(
     private readonly store: CircuitStore,
@@ -75,24 +78,35 @@ export class BreakerService {
   }
 
   /** The circuit after the lazy open -> half-open transition, or null if unknown. */
-  get(name: string): Circuit | null {
+  get(name: string): MaybePromise<Circuit | null> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : refresh(c, now)))?.circuit ?? null;
+    return chain(this.run(name, (c) => (c === null ? null : refresh(c, now))), (step) => step?.circuit ?? null);
   }
 
   /**
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
    */
-  check(name: string): Admission | null {
+  check(name: string): MaybePromise<Admission | null> {
     const now = this.clock();
     return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
   }
 
-  /** Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing. */
-  record(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
+  /**
+   * Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing.
+   * The proxy fires and forgets: a failed write (storage down) is logged here, never an unhandled rejection.
+   */
+  record(name: string, success: boolean, options: OutcomeOptions = {}): MaybePromise<Circuit> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs: options.durationMs };
-    return this.run(name, this.outcomeStep(name, outcome, options.create), outcome)!.circuit;
+    const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
+    if (isPromise(result)) {
+      result.catch((error: unknown) => {
+        if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
+        this.lastRecordWarning = this.clock();
+        this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
+      });
+    }
+    return result;
   }
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
@@ -104,7 +118,7 @@ export class BreakerService {
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
   async recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
     const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
-    const results = this.groupCommit ? await this.group.submit(items) : this.store.applyBatch(items);
+    const results = this.groupCommit ? await this.group.submit(items) : await this.store.applyBatch(items);
     if (!this.groupCommit) items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome));
     return results.map((r) => r!.circuit);
   }
@@ -113,11 +127,12 @@ export class BreakerService {
    * The circuitlog `call`: refuse with CIRCUIT_OPEN (or CIRCUIT_FORCED_OPEN) when not
    * allowed, else record the outcome; the check and the record are one atomic step.
    */
-  call(name: string, success: boolean, options: OutcomeOptions = {}): Circuit {
+  call(name: string, success: boolean, options: OutcomeOptions = {}): MaybePromise<Circuit> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
-    const step = this.run(name, this.callStep(name, outcome, options.create), outcome)!;
-    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt, { forced: step.verdict.forced });
-    return step.circuit;
+    return chain(this.run(name, this.callStep(name, outcome, options.create), outcome), (step) => {
+      if (!step!.verdict.allowed) throw this.openError(step!.circuit, step!.verdict.retryAt, { forced: step!.verdict.forced });
+      return step!.circuit;
+    });
   }
 
   /** `call`, group-committed; answers the admission instead of throwing. */
@@ -139,16 +154,16 @@ export class BreakerService {
   }
 
   /** Close the circuit; null if unknown. */
-  reset(name: string): Circuit | null {
+  reset(name: string): MaybePromise<Circuit | null> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : reset(c, now)))?.circuit ?? null;
+    return chain(this.run(name, (c) => (c === null ? null : reset(c, now))), (step) => step?.circuit ?? null);
   }
 
   /**
    * Set a circuit's policy, creating it with that policy when missing. `policyFor` sees
    * the stored circuit (inside the write transaction) and may throw to change nothing.
    */
-  configure(name: string, policyFor: (current: Circuit | null) => CircuitPolicy): { circuit: Circuit; created: boolean } {
+  configure(name: string, policyFor: (current: Circuit | null) => CircuitPolicy): MaybePromise<{ circuit: Circuit; created: boolean }> {
     const now = this.clock();
     let created = false;
     const step = this.run(name, (current) => {
@@ -160,11 +175,11 @@ export class BreakerService {
       const next = configure(refreshed.circuit, policy, now);
       return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
     });
-    return { circuit: step!.circuit, created };
+    return chain(step, (s) => ({ circuit: s!.circuit, created }));
   }
 
   /** Remove the circuit and its events; false if unknown. */
-  delete(name: string): boolean {
+  delete(name: string): MaybePromise<boolean> {
     return this.store.delete(name);
   }
 
@@ -173,16 +188,16 @@ export class BreakerService {
    * page; a row past it only tells whether more exist) get their lazy transition written;
    * the state filter judges open circuits by `now`.
    */
-  list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): Circuit[] {
+  list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): MaybePromise<Circuit[]> {
     const now = this.clock();
-    return this.store
-      .list({ ...query, now })
-      .map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : (this.get(c.name) ?? c)));
+    return chain(this.store.list({ ...query, now }), (rows) => {
+      const circuits = rows.map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : chain(this.get(c.name), (got) => got ?? c)));
+      return circuits.some(isPromise) ? Promise.all(circuits) : (circuits as Circuit[]);
+    });
   }
 
-  events(name: string, limit: number): Transition[] | null {
-    const circuit = this.store.find(name);
-    return circuit === null ? null : this.store.events(circuit.id, limit);
+  events(name: string, limit: number): MaybePromise<Transition[] | null> {
+    return chain(this.store.find(name), (circuit) => (circuit === null ? null : this.store.events(circuit.id, limit)));
   }
 
   /**
@@ -227,10 +242,12 @@ export class BreakerService {
    * it, is answered at once: there is nothing to make durable.
    */
   private async submitOne(item: ServiceItem, mayChangeNothing: boolean): Promise<Step> {
-    if (!this.groupCommit) return this.run(item.name, item.step, item.outcome)!;
+    if (!this.groupCommit) return (await this.run(item.name, item.step, item.outcome))!;
     if (mayChangeNothing && !this.group.isPending(item.name)) {
-      const current = this.store.find(item.name);
-      if (current !== null) {
+      const found = this.store.find(item.name);
+      const current = isPromise(found) ? await found : found;
+      // Re-checked: while the read was on its way, a step for this circuit may have been queued.
+      if (current !== null && !this.group.isPending(item.name)) {
         const result = item.step(current);
         if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
       }
@@ -239,8 +256,8 @@ export class BreakerService {
     return result!;
   }
 
-  private run<S extends Step>(name: string, step: (current: Circuit | null) => S | null, outcome?: Outcome): S | null {
-    return this.settle(name, this.store.apply(name, step), outcome);
+  private run<S extends Step>(name: string, step: (current: Circuit | null) => S | null, outcome?: Outcome): MaybePromise<S | null> {
+    return chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome));
   }
 
   /**

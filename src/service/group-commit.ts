@@ -1,5 +1,6 @@
 import type { Step } from '../domain/circuit.js';
 import type { BatchItem } from '../store/circuit-store.js';
+import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 
 interface Entry<I extends BatchItem> {
   readonly items: readonly I[];
@@ -16,16 +17,18 @@ const MAX_STEPS_PER_COMMIT = 4_096;
  * `setImmediate` so every request whose bytes arrived in this turn joins it. The batch is
  * gathered asynchronously and applied synchronously, so no transaction spans an `await`;
  * each submitter's promise settles only after the transaction holding its steps
- * committed (or failed, for all of them alike).
+ * committed (or failed, for all of them alike). An asynchronous commit (Redis) runs one at
+ * a time: what arrives meanwhile waits for the next one, so one process never races itself.
  */
 export class GroupCommit<I extends BatchItem = BatchItem> {
   private queue: Entry<I>[] = [];
   private scheduled = false;
+  private committing = false;
   /** How many queued steps name each circuit: a caller must not overtake queued work. */
   private readonly pendingByName = new Map<string, number>();
 
   constructor(
-    private readonly commit: (items: readonly BatchItem[]) => (Step | null)[],
+    private readonly commit: (items: readonly BatchItem[]) => MaybePromise<(Step | null)[]>,
     private readonly onCommitted: (items: readonly I[], results: readonly (Step | null)[]) => void,
   ) {}
 
@@ -51,6 +54,7 @@ export class GroupCommit<I extends BatchItem = BatchItem> {
 
   private flush(): void {
     this.scheduled = false;
+    if (this.committing) return; // the running commit schedules the next flush when it ends
     let steps = 0;
     let taken = 0;
     while (taken < this.queue.length && (taken === 0 || steps + this.queue[taken]!.items.length <= MAX_STEPS_PER_COMMIT)) {
@@ -58,17 +62,36 @@ export class GroupCommit<I extends BatchItem = BatchItem> {
       taken++;
     }
     const batch = this.queue.splice(0, taken);
-    if (this.queue.length > 0) this.schedule();
     const items = batch.length === 1 ? batch[0]!.items : batch.flatMap((e) => e.items);
+    let results: MaybePromise<(Step | null)[]>;
+    try {
+      results = this.commit(items);
+    } catch (error) {
+      this.settle(batch, items, error, null);
+      return;
+    }
+    if (!isPromise(results)) {
+      this.settle(batch, items, null, results);
+      return;
+    }
+    this.committing = true;
+    results.then(
+      (done) => this.settle(batch, items, null, done),
+      (error: unknown) => this.settle(batch, items, error, null),
+    );
+  }
+
+  /** After a commit (or its failure): answer its submitters, then go on with the queue. */
+  private settle(batch: readonly Entry<I>[], items: readonly I[], error: unknown, results: (Step | null)[] | null): void {
+    this.committing = false;
+    // Only now: until the commit ends, a caller for these circuits must wait behind it.
     for (const { name } of items) {
       const left = this.pendingByName.get(name)! - 1;
       if (left === 0) this.pendingByName.delete(name);
       else this.pendingByName.set(name, left);
     }
-    let results: (Step | null)[];
-    try {
-      results = this.commit(items);
-    } catch (error) {
+    if (this.queue.length > 0) this.schedule();
+    if (results === null) {
       for (const entry of batch) entry.reject(error);
       return;
     }

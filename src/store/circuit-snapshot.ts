@@ -12,11 +12,18 @@ export interface CircuitSnapshotRow {
 
 export type StateCounts = Record<CircuitState, number>;
 
+/** The circuits as the state gauges read them (SQLite table, or the Redis store's mirror). */
+export interface SnapshotReader {
+  stateCounts(now: number): StateCounts;
+  first(limit: number, now: number): CircuitSnapshotRow[];
+  isAmongFirst(id: number, limit: number): boolean;
+}
+
 /**
  * Read-only views of the circuits table for /metrics, with prepared statements of its
  * own. It never writes: the lazy open -> half-open step is computed in SQL, not stored.
  */
-export class CircuitSnapshot {
+export class CircuitSnapshot implements SnapshotReader {
   private readonly countByState;
   private readonly firstCircuits;
   private readonly countBefore;

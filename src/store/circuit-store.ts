@@ -3,6 +3,7 @@ import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.
 import type { BackoffPolicy, ForcedState, WindowPolicy } from '../domain/policy.js';
 import type { WindowState } from '../domain/window.js';
 import { AppError } from '../domain/errors.js';
+import type { MaybePromise } from './maybe-promise.js';
 
 export interface ListQuery {
   readonly state?: CircuitState;
@@ -22,24 +23,27 @@ export interface BatchItem {
 /**
  * Where circuits live. `apply` is the one atomic read-modify-write around the pure
  * state machine: the step sees the current circuit (or null) and returns the next one.
+ * Answers may be synchronous (SQLite always; Redis from its cache) or a Promise (a Redis
+ * round trip): see `maybe-promise.ts`. A step may run more than once (a retry after a
+ * conflicting write elsewhere), so it must be pure.
  */
 export interface CircuitStore {
-  find(name: string): Circuit | null;
+  find(name: string): MaybePromise<Circuit | null>;
   /**
    * Run `step` on the stored circuit and persist what it returns, with its transitions,
    * atomically. A step returning null, or the very circuit it was given, writes nothing.
    */
-  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null;
+  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): MaybePromise<S | null>;
   /**
    * Apply the steps in order in one write transaction; a circuit created by one step is
    * seen by the next, and each changed circuit is written once. All or nothing.
    */
-  applyBatch(items: readonly BatchItem[]): (Step | null)[];
+  applyBatch(items: readonly BatchItem[]): MaybePromise<(Step | null)[]>;
   /** Remove the circuit and its events; false if unknown. */
-  delete(name: string): boolean;
-  list(query: ListQuery): Circuit[];
-  events(circuitId: number, limit: number): Transition[];
-  ping(): boolean;
+  delete(name: string): MaybePromise<boolean>;
+  list(query: ListQuery): MaybePromise<Circuit[]>;
+  events(circuitId: number, limit: number): MaybePromise<Transition[]>;
+  ping(): MaybePromise<boolean>;
 }
 
 interface CircuitRow {
@@ -98,7 +102,8 @@ function fromRow(row: CircuitRow): Circuit {
 
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
-function toParams(c: Circuit) {
+/** A circuit as its SQLite row (snake_case columns, JSON text): also what the metrics read. */
+export function toParams(c: Circuit) {
   return {
     id: c.id,
     name: c.name,

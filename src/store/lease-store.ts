@@ -1,10 +1,19 @@
 import type Database from 'better-sqlite3';
+import type { MaybePromise } from './maybe-promise.js';
+
+/** Leases on named singleton jobs (the health checks), shared by every process of the store. */
+export interface LeaseStore {
+  /** True when `owner` holds `name` until `now + ttlMs` after this call. */
+  tryAcquire(name: string, owner: string, now: number, ttlMs: number): MaybePromise<boolean>;
+  /** Give the lease up early (on shutdown) so another process need not wait for expiry. */
+  release(name: string, owner: string): MaybePromise<void>;
+}
 
 /**
  * Leases on named singleton jobs, shared by every process on the database file.
  * `tryAcquire` both takes a free or expired lease and renews one already held.
  */
-export class SqliteLeaseStore {
+export class SqliteLeaseStore implements LeaseStore {
   private readonly upsert;
   private readonly remove;
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Circuit, Step } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
-import type { CircuitStore } from './circuit-store.js';
+import type { CircuitStore, SqliteCircuitStore } from './circuit-store.js';
 
 /** What `/health` answers: `ok` is 200, anything else 503. */
 export interface HealthReport {
@@ -42,7 +42,7 @@ export class StorageHealth {
   }
 
   /** The store with these checks around every write. */
-  wrap(store: CircuitStore): CircuitStore & { health(): HealthReport } {
+  wrap(store: SqliteCircuitStore): CircuitStore & { health(): HealthReport } {
     const apply = <S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null => {
       let writes = false;
       // The step runs just before its result is written (and once more under the lock).

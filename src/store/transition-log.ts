@@ -31,11 +31,19 @@ const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reas
 
 const toTransition = (r: Row): LoggedTransition => ({ id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at });
 
+/** Transitions in id order, as the event stream and the dashboard read them (SQLite table or Redis stream). */
+export interface TransitionReader {
+  maxId(): number;
+  after(afterId: number, limit: number, filter?: TransitionFilter): LoggedTransition[];
+  latest(limit: number): LoggedTransition[];
+  lastPerCircuit(): Map<string, LoggedTransition>;
+}
+
 /**
  * Reads the transitions table in id order, for the event stream (live tail and
  * Last-Event-ID replay) and the dashboard; prepared statements of its own, never writes.
  */
-export class TransitionLog {
+export class TransitionLog implements TransitionReader {
   private readonly selectMaxId;
   private readonly selectAfter;
   private readonly selectAfterByName;

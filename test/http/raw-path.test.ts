@@ -11,7 +11,7 @@ async function withOpenVictim() {
   return t;
 }
 
-const victimState = (t: Awaited<ReturnType<typeof withOpenVictim>>) => t.breaker.get('victim')!.state;
+const victimState = async (t: Awaited<ReturnType<typeof withOpenVictim>>) => (await t.breaker.get('victim'))!.state;
 
 describe('routing on the raw path', () => {
   it('refuses POST /circuits/x/%2e%2e/victim/reset with 400 invalid-name and leaves victim open', async () => {
@@ -20,7 +20,7 @@ describe('routing on the raw path', () => {
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toBe('application/problem+json');
     expect(JSON.parse(res.body)).toMatchObject({ code: 'INVALID_NAME', type: '/problems/invalid-name', instance: '/circuits/x/%2e%2e/victim/reset' });
-    expect(victimState(t)).toBe('open');
+    expect(await victimState(t)).toBe('open');
   });
 
   it.each([
@@ -39,7 +39,7 @@ describe('routing on the raw path', () => {
     const res = await rawRequest(t.url, method, path);
     expect(res.status).toBe(400);
     expect(JSON.parse(res.body)).toMatchObject({ code: 'INVALID_NAME', instance: path });
-    expect(victimState(t)).toBe('open');
+    expect(await victimState(t)).toBe('open');
   });
 
   it.each([
@@ -52,7 +52,7 @@ describe('routing on the raw path', () => {
     const res = await rawRequest(t.url, method, path);
     expect(res.status).toBe(404);
     expect(JSON.parse(res.body)).toMatchObject({ code: 'NOT_FOUND', instance: path });
-    expect(victimState(t)).toBe('open');
+    expect(await victimState(t)).toBe('open');
   });
 
   it('keeps the bearer-token check on a raw path that decodes to /circuits', async () => {

@@ -13,6 +13,7 @@ describe('scripts/provision.mjs (npm pretest)', () => {
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("'chromium' is missing (Debian package chromium)");
     expect(result.stderr).toContain("'promtool' is missing (Debian package prometheus)");
-    expect(result.stderr).toContain('apt-get update && apt-get install -y --no-install-recommends chromium prometheus fonts-liberation');
+    expect(result.stderr).toContain("'redis-server' is missing (Debian package redis-server)");
+    expect(result.stderr).toContain('apt-get update && apt-get install -y --no-install-recommends redis-server chromium prometheus fonts-liberation');
   });
 });

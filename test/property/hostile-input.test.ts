@@ -122,7 +122,7 @@ describe('hostile raw paths', () => {
       fc.asyncProperty(fc.oneof(hostilePath, fc.constant('/circuits/x/%2e%2e/victim/reset')), async (path) => {
         const res = await rawRequest(t.url, 'POST', path);
         expect(res.status, `${path} -> ${res.status} ${res.body}`).toBeLessThan(500);
-        expect(t.breaker.get('victim')!.state, path).toBe('open');
+        expect((await t.breaker.get('victim'))!.state, path).toBe('open');
         if (res.status >= 400) expect(JSON.parse(res.body).instance).toMatch(URI_PATH);
       }),
       { numRuns: 300 },

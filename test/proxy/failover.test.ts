@@ -31,8 +31,8 @@ describe('node selection and failover', () => {
     expect(answers.map((a) => a.res.status)).toEqual(Array(12).fill(200));
     expect(new Set(answers.map((a) => a.res.headers.get('x-dc')))).toEqual(new Set(['dc2']));
     expect(answers.every((a) => a.res.headers.get('x-degraded') === 'true')).toBe(true);
-    expect(app.breaker.get('users/dc1-1')?.state).toBe('open');
-    expect(app.breaker.get('users/dc1-2')?.state).toBe('open');
+    expect((await app.breaker.get('users/dc1-1'))?.state).toBe('open');
+    expect((await app.breaker.get('users/dc1-2'))?.state).toBe('open');
   });
 
   it('moves traffic back to dc1 once its open time passes and a health check succeeds', async () => {
@@ -45,7 +45,7 @@ describe('node selection and failover', () => {
     expect((await app.get('/proxy/users/x')).res.headers.get('x-dc')).toBe('dc2'); // still open
     app.clock.advance(5_000); // timeout_seconds
     await app.health.checkOnce();
-    expect(app.breaker.get('users/dc1-1')?.state).toBe('closed');
+    expect((await app.breaker.get('users/dc1-1'))?.state).toBe('closed');
     const answers = await getMany(app, 4);
     expect(answers.every((a) => a.res.headers.get('x-dc') === 'dc1' && a.res.status === 200)).toBe(true);
   });
@@ -58,7 +58,7 @@ describe('node selection and failover', () => {
     const answers = await getMany(app, 6);
     expect(answers.every((a) => a.res.status === 200)).toBe(true);
     expect(fixture.nodes['dc1-1']!.hits - before).toBeGreaterThanOrEqual(1);
-    expect(app.breaker.get('users/dc1-1')?.state).toBe('closed');
+    expect((await app.breaker.get('users/dc1-1'))?.state).toBe('closed');
   });
 
   it('answers 503 with Retry-After at once, contacting no node, when every circuit is open', async () => {
@@ -140,7 +140,7 @@ describe('node selection and failover', () => {
     expect(await pending).toBe('aborted');
     for (let i = 0; i < 100 && node.abandoned === 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(node.abandoned).toBe(1); // well before the 5 s request timeout
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(0);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(0);
     expect(Object.values(fixture.nodes).reduce((n, x) => n + x.hits, 0)).toBe(1); // no retry elsewhere
   });
 });

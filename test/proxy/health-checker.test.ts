@@ -13,8 +13,8 @@ describe('active health checks', () => {
     await fixture.nodes['dc1-1']!.stop();
     await app.health.checkOnce();
     await app.health.checkOnce();
-    expect(app.breaker.get('users/dc1-1')?.state).toBe('open');
-    expect(app.breaker.get('users/dc1-2')?.state).toBe('closed');
+    expect((await app.breaker.get('users/dc1-1'))?.state).toBe('open');
+    expect((await app.breaker.get('users/dc1-2'))?.state).toBe('closed');
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push((await app.get('/proxy/users/x')).res);
     expect(answers.map((r) => r.headers.get('x-node'))).toEqual(['dc1-2', 'dc1-2', 'dc1-2', 'dc1-2']);
@@ -26,7 +26,7 @@ describe('active health checks', () => {
     const started = Date.now();
     await app.health.checkOnce();
     expect(Date.now() - started).toBeLessThan(1_000);
-    expect(app.breaker.get('users/dc1-2')?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-2'))?.failureCount).toBe(1);
   });
 
   it('does not probe an open node inside its open time', async () => {
@@ -42,7 +42,7 @@ describe('active health checks', () => {
     for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
     app.clock.advance(10_000);
     await app.health.checkOnce();
-    expect(app.breaker.get('users/dc2-1')?.state).toBe('closed');
+    expect((await app.breaker.get('users/dc2-1'))?.state).toBe('closed');
   });
 
   it('re-opens a half-open node whose health check fails', async () => {
@@ -51,14 +51,14 @@ describe('active health checks', () => {
     app.clock.advance(10_000);
     fixture.nodes['dc2-1']!.mode = 'fail';
     await app.health.checkOnce();
-    expect(app.breaker.get('users/dc2-1')?.state).toBe('open');
+    expect((await app.breaker.get('users/dc2-1'))?.state).toBe('open');
   });
 
   it('leaves the failure count of a closed node to real traffic', async () => {
     const app = await setup();
     app.breaker.record('users/dc1-1', false);
     await app.health.checkOnce();
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
   });
 
   it('checks on its own interval after start() and stops after stop()', async () => {

@@ -64,8 +64,8 @@ describe('WebSocket pass-through', () => {
     expect(res.headers['x-node']).toBe('dc1-2');
     ws.send('m');
     expect(String((await once(ws, 'message'))[0])).toBe('m');
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
-    expect(app.breaker.get('users/dc1-2')?.failureCount).toBe(0);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-2'))?.failureCount).toBe(0);
   });
 
   it('fails over on a status in failure_statuses and on a handshake timeout, within the retry budget', async () => {
@@ -79,8 +79,8 @@ describe('WebSocket pass-through', () => {
     expect(res.headers['x-degraded']).toBe('true');
     ws.send('m');
     expect(String((await once(ws, 'message'))[0])).toBe('m');
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
-    expect(app.breaker.get('users/dc1-2')?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-2'))?.failureCount).toBe(1);
   });
 
   it('passes the last failing answer back as sent when the retry budget is spent', async () => {
@@ -89,7 +89,7 @@ describe('WebSocket pass-through', () => {
     const res = await rawRequest(app.url, 'GET', '/proxy/users/chat', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
     expect(res.status).toBe(503);
     expect(res.headers['x-node']).toBe('dc1-1');
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(1);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
   });
 
   it('closes the client when the node closes mid-stream', async () => {
@@ -111,7 +111,7 @@ describe('WebSocket pass-through', () => {
     const [, res] = (await once(ws, 'unexpected-response')) as [unknown, import('node:http').IncomingMessage];
     expect(res.statusCode).toBe(403);
     expect(res.headers['x-node']).toBe('dc1-1');
-    expect(app.breaker.get('users/dc1-1')?.failureCount).toBe(0);
+    expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(0);
   });
 
   it('answers other upgrades with a 501 problem', async () => {

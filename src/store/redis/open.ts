@@ -1,0 +1,90 @@
+import type { Logger } from 'pino';
+import { connectRedis } from './connect.js';
+import { RedisLeaseStore } from './redis-lease-store.js';
+import { RedisCircuitStore } from './redis-store.js';
+import { TransitionFeed } from './transition-feed.js';
+import { CircuitMirror } from './circuit-mirror.js';
+
+export interface OpenRedisOptions {
+  readonly url: string;
+  readonly logger: Logger;
+  /** Give up at start after this long (default 8 s: the process must stop within 10 s). */
+  readonly startTimeoutMs?: number;
+  /** Per-command timeout; past it a write answers 503 STORAGE_UNAVAILABLE (default 1 s). */
+  readonly timeoutMs?: number;
+  readonly prefix?: string;
+  /** Queue commands while disconnected instead of failing them at once (tests). */
+  readonly queueOffline?: boolean;
+}
+
+export interface OpenedRedis {
+  readonly store: RedisCircuitStore;
+  readonly leases: RedisLeaseStore;
+  /** Every host's transitions as they happen, for `/events/stream` (started). */
+  readonly feed: TransitionFeed;
+  /** A loaded mirror of every circuit (for the state gauges); made on the first call. */
+  mirror(): Promise<CircuitMirror>;
+  close(): Promise<void>;
+}
+
+/**
+ * Connect the two connections the store needs (commands, and the `changes` subscription)
+ * and resolve once the subscription is live, so the cache works from the first request.
+ */
+export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedRedis> {
+  const startTimeoutMs = options.startTimeoutMs ?? 8_000; // 8 s
+  // A server that accepts the connection but never answers would hang the handshake: bound it all.
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${startTimeoutMs} ms`)), startTimeoutMs);
+  });
+  const opening = open(options, startTimeoutMs);
+  try {
+    return await Promise.race([opening, deadline]);
+  } catch (error) {
+    void opening.then((opened) => opened.close(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<OpenedRedis> {
+  const common = {
+    url: options.url,
+    startTimeoutMs,
+    failFastOffline: !options.queueOffline,
+    logger: options.logger,
+  };
+  const client = await connectRedis({ ...common, name: 'circuitlog' });
+  const connections = [client];
+  const more = async (name: string) => {
+    const c = await connectRedis({ ...common, name }).catch((error: unknown) => {
+      for (const open of connections) open.destroy();
+      throw error;
+    });
+    connections.push(c);
+    return c;
+  };
+  const subscriber = await more('circuitlog-changes');
+  const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
+  const db = Number(new URL(options.url).pathname.slice(1) || 0);
+  const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
+  await store.ready();
+  const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
+  await feed.start();
+  return {
+    store,
+    leases: new RedisLeaseStore(store, options.prefix),
+    feed,
+    mirror: async () => {
+      const mirror = new CircuitMirror(store);
+      await mirror.load();
+      return mirror;
+    },
+    close: async () => {
+      feed.stop();
+      for (const c of connections) c.destroy();
+    },
+  };
+}

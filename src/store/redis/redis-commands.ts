@@ -1,0 +1,57 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { AppError } from '../../domain/errors.js';
+import type { RedisConnection } from './connect.js';
+
+const sha1 = (script: string) => createHash('sha1').update(script).digest('hex');
+
+/** Commands and scripts on one connection, each bounded by a timeout. */
+export class RedisCommands {
+  private readonly shas = new Map<string, string>();
+  private lastWarningMs = -Infinity;
+
+  constructor(
+    private readonly client: RedisConnection,
+    private readonly timeoutMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** One command with the store's timeout; any failure is a 503 STORAGE_UNAVAILABLE. */
+  command<T>(args: string[]): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
+    });
+    return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
+      .catch((error: unknown) => {
+        if (error instanceof AppError) throw error;
+        const noScript = String((error as Error).message).startsWith('NOSCRIPT'); // expected once per script: eval() loads it
+        // One line a second during an outage, not one per request.
+        if (!noScript && Date.now() - this.lastWarningMs >= 1_000) {
+          this.lastWarningMs = Date.now();
+          this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
+        }
+        throw new AppError('STORAGE_UNAVAILABLE', 'The shared store (Redis) is unavailable; the change may or may not have been applied.', {
+          retryAfterSeconds: 1,
+          cause: error,
+        });
+      })
+      .finally(() => clearTimeout(timer));
+  }
+
+  /** EVALSHA, loading the script on NOSCRIPT (a restarted or failed-over Redis forgets scripts). */
+  async eval<T>(source: string, keys: string[], args: string[]): Promise<T> {
+    let sha = this.shas.get(source);
+    if (sha === undefined) {
+      sha = sha1(source);
+      this.shas.set(source, sha);
+    }
+    const call = [String(keys.length), ...keys, ...args];
+    try {
+      return await this.command<T>(['EVALSHA', sha, ...call]);
+    } catch (error) {
+      if (!String((error as AppError).options?.cause ?? '').includes('NOSCRIPT')) throw error;
+      return this.command<T>(['EVAL', source, ...call]);
+    }
+  }
+}

@@ -1,0 +1,57 @@
+/** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
+export type StoreChoice =
+  | { readonly kind: 'sqlite'; readonly path: string }
+  | { readonly kind: 'redis'; readonly url: string; readonly timeoutMs: number };
+
+export const DEFAULT_DB_PATH = './data/circuitlog.db';
+const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answers 503 within this
+
+/**
+ * `CIRCUITLOG_STORE`: `sqlite:<path>` or `redis://[user:pass@]host[:port][/db]` (also
+ * `rediss://`); unset means SQLite at `CIRCUITLOG_DB`. When both are set, STORE wins.
+ * Returns the choice, or throws a message naming the variable (via `fail`).
+ */
+export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string) => Error): StoreChoice {
+  const raw = env.CIRCUITLOG_STORE;
+  if (raw === undefined || raw === '') return { kind: 'sqlite', path: env.CIRCUITLOG_DB || DEFAULT_DB_PATH };
+  if (raw.startsWith('sqlite:')) {
+    const path = raw.slice('sqlite:'.length);
+    if (path === '') throw fail("CIRCUITLOG_STORE: 'sqlite:' needs a file path (sqlite:./data/circuitlog.db)");
+    return { kind: 'sqlite', path };
+  }
+  const problem = redisUrlProblem(raw);
+  const shown = raw.replace(/:[^:@/]*@/, ':***@'); // never print a password
+  if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
+  const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
+  const timeoutMs = Number(timeoutRaw);
+  if (!/^\d+$/.test(timeoutRaw) || timeoutMs < 50 || timeoutMs > 10_000) {
+    throw fail(`CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${timeoutRaw}'`);
+  }
+  return { kind: 'redis', url: raw, timeoutMs };
+}
+
+/**
+ * Check a `redis://` or `rediss://` URL as `redis://[user:pass@]host[:port][/db]` (port
+ * 6379 by default); returns why it is refused, or null.
+ */
+export function redisUrlProblem(raw: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return 'is not a URL (sqlite:<path>, redis://host[:port][/db] or rediss://...)';
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis:// or rediss://';
+  if (url.hostname === '') return 'has no host (redis://host[:port][/db])';
+  const db = url.pathname.replace(/^\//, '');
+  if (db !== '' && !/^\d{1,5}$/.test(db)) return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
+  if (url.search !== '' || url.hash !== '') return 'must not have a query or a fragment';
+  return null;
+}
+
+/** The URL with its password replaced, for logs. */
+export function redactUrl(raw: string): string {
+  const url = new URL(raw);
+  if (url.password !== '') url.password = '***';
+  return url.toString();
+}

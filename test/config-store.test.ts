@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { describeConfig, loadConfig } from '../src/config.js';
+
+describe('CIRCUITLOG_STORE', () => {
+  it('defaults to SQLite at CIRCUITLOG_DB', () => {
+    expect(loadConfig({}, []).store).toEqual({ kind: 'sqlite', path: './data/circuitlog.db' });
+    expect(loadConfig({ CIRCUITLOG_DB: '/tmp/x.db' }, []).store).toEqual({ kind: 'sqlite', path: '/tmp/x.db' });
+  });
+
+  it('wins over CIRCUITLOG_DB, for sqlite: and redis:// alike', () => {
+    const sqlite = loadConfig({ CIRCUITLOG_DB: '/tmp/x.db', CIRCUITLOG_STORE: 'sqlite:/tmp/y.db' }, []);
+    expect(sqlite.store).toEqual({ kind: 'sqlite', path: '/tmp/y.db' });
+    expect(sqlite.dbPath).toBe('/tmp/y.db');
+    const redis = loadConfig({ CIRCUITLOG_DB: '/tmp/x.db', CIRCUITLOG_STORE: 'rediss://u:p@cache.example:6380/2' }, []);
+    expect(redis.store).toEqual({ kind: 'redis', url: 'rediss://u:p@cache.example:6380/2', timeoutMs: 1_000 });
+  });
+
+  it('takes the per-command timeout from CIRCUITLOG_STORE_TIMEOUT_MS, 50 to 10000 ms', () => {
+    const env = { CIRCUITLOG_STORE: 'redis://127.0.0.1' };
+    expect(loadConfig({ ...env, CIRCUITLOG_STORE_TIMEOUT_MS: '2000' }, []).store).toMatchObject({ timeoutMs: 2_000 });
+    for (const bad of ['0', '49', '10001', '1.5', 'soon']) {
+      expect(() => loadConfig({ ...env, CIRCUITLOG_STORE_TIMEOUT_MS: bad }, [])).toThrow(/CIRCUITLOG_STORE_TIMEOUT_MS/);
+    }
+  });
+
+  it('refuses a URL with no host, an unknown scheme or a path that is no database number, naming the variable and hiding the password', () => {
+    for (const bad of ['redis://', 'redis:///3', 'http://127.0.0.1', 'redis://h/db1', 'redis://h:6379/0?x=1', 'sqlite:', 'nonsense']) {
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: /);
+    }
+    expect(() => loadConfig({ CIRCUITLOG_STORE: 'ftp://user:hunter2@h' }, [])).toThrow(/ftp:\/\/user:\*\*\*@h/);
+  });
+
+  it('logs where the state lives without the password', () => {
+    const described = describeConfig(loadConfig({ CIRCUITLOG_STORE: 'redis://user:hunter2@h:6379/1' }, []));
+    expect(described).toMatchObject({ store: 'redis://user:***@h:6379/1', db: null });
+    expect(JSON.stringify(described)).not.toContain('hunter2');
+  });
+
+  it('takes the proxy choice on a storage outage: fail_open (default) or refuse', () => {
+    expect(loadConfig({}, []).proxyOnStorageOutage).toBe('fail_open');
+    expect(loadConfig({ CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: 'REFUSE' }, []).proxyOnStorageOutage).toBe('refuse');
+    expect(() => loadConfig({ CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: 'maybe' }, [])).toThrow(/CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE/);
+  });
+});

@@ -1,0 +1,87 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { tempDir } from '../server-process.js';
+
+/** A real `redis-server` of the test's own: loopback, a random port, a temp dir; never the system service. */
+export interface RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  readonly child: ChildProcess;
+  url(db?: number): string;
+  /** Stop it (SIGTERM: with AOF on, it fsyncs and exits) and wait for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Start it again on the same port and dir (same data, if persisted). */
+  restart(): Promise<RedisServer>;
+}
+
+export interface RedisServerOptions {
+  /** `appendonly yes` with this `appendfsync`; default: no persistence at all. */
+  readonly appendfsync?: 'always' | 'everysec';
+  readonly port?: number;
+  readonly dir?: string;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Start `redis-server` and resolve once it accepts connections. */
+export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const port = options.port ?? (await freePort());
+  const dir = options.dir ?? tempDir('circuitlog-redis-');
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', '--loglevel', 'warning'];
+  args.push('--appendonly', options.appendfsync ? 'yes' : 'no');
+  if (options.appendfsync) args.push('--appendfsync', options.appendfsync, '--appenddirname', 'aof');
+  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${output}`)), 15_000);
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
+    const poll = setInterval(() => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.write('PING\r\n');
+        socket.once('data', (data) => {
+          socket.destroy();
+          if (!data.toString().startsWith('+PONG')) return; // still loading its data
+          clearInterval(poll);
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      socket.once('error', () => socket.destroy());
+    }, 50);
+    child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  });
+  const server: RedisServer = {
+    port,
+    dir,
+    child,
+    url: (db = 0) => `redis://127.0.0.1:${port}/${db}`,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) {
+        if (signal !== 'SIGKILL') child.kill('SIGCONT'); // a frozen server cannot exit otherwise
+        child.kill(signal);
+      }
+      await exited;
+    },
+    restart: async () => {
+      await server.stop();
+      return startRedis({ ...options, port, dir });
+    },
+  };
+  return server;
+}
+
+export const aofDir = (server: RedisServer) => path.join(server.dir, 'aof');

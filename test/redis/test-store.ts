@@ -1,0 +1,27 @@
+import { randomUUID } from 'node:crypto';
+import { createClient } from '@redis/client';
+import pino from 'pino';
+import type { RedisConnection } from '../../src/store/redis/connect.js';
+import { RedisCircuitStore } from '../../src/store/redis/redis-store.js';
+
+const open: RedisConnection[] = [];
+
+/**
+ * A Redis store made synchronously for `buildApp`, on the test's own redis-server
+ * (`CIRCUITLOG_TEST_REDIS_URL`, set by `setup-redis.ts`): its connections queue commands
+ * until connected, and a key prefix of its own keeps each app's circuits apart.
+ */
+export function redisTestStore(url: string): RedisCircuitStore {
+  const connect = () => {
+    const client = createClient({ url, RESP: 2 }) as unknown as RedisConnection;
+    client.on('error', () => {}); // a test that stops its server sees the errors through the store
+    client.connect().catch(() => {}); // destroyed before it connected: nothing to report
+    open.push(client);
+    return client;
+  };
+  return new RedisCircuitStore(connect(), connect(), { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
+}
+
+export function closeTestStores(): void {
+  for (const client of open.splice(0)) client.destroy();
+}
