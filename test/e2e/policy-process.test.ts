@@ -1,8 +1,8 @@
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { requestJson } from '../fresh-request.js';
 
 const running: ServerProcess[] = [];
 afterEach(async () => {
@@ -15,20 +15,7 @@ async function start(env: Record<string, string>) {
   return server;
 }
 
-/** One request on a fresh connection, so node:cluster hands requests to both workers. */
-function request(url: string, method = 'GET', body?: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(url, { method, agent: false, headers: payload ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : null }));
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+const request = (url: string, method = 'GET', body?: unknown) => requestJson(url, method, body);
 
 describe('group commit across two workers', () => {
   it('keeps counts exact with concurrent single and batched outcomes, one transition at the threshold', async () => {

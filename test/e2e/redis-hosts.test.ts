@@ -6,6 +6,7 @@ import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { openStream } from '../observe/sse-client.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { requestJson } from '../fresh-request.js';
 
 // Two circuitlog processes on different ports sharing one real redis-server: two hosts.
 let redis: RedisServer;
@@ -39,19 +40,7 @@ async function twoHosts(yaml = ''): Promise<[ServerProcess, ServerProcess]> {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-function request(url: string, method = 'GET', body?: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(url, { method, agent, headers: payload ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : null }));
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+const request = (url: string, method = 'GET', body?: unknown) => requestJson(url, method, body, agent);
 
 /** Poll (bounded) until `check` holds; what is asserted afterwards is the value, not the time. */
 async function until(check: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {

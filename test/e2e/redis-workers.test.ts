@@ -1,9 +1,9 @@
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { requestJson } from '../fresh-request.js';
 
 // CIRCUITLOG_WORKERS=2 on CIRCUITLOG_STORE=redis://: each worker is a Redis client of its own.
 let redis: RedisServer;
@@ -42,20 +42,7 @@ async function twoWorkers(yaml: string): Promise<ServerProcess> {
   return server;
 }
 
-/** One request on a fresh connection, so node:cluster hands it to the next worker. */
-function request(url: string, method = 'GET', body?: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(url, { method, agent: false, headers: payload ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : null }));
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+const request = (url: string, method = 'GET', body?: unknown) => requestJson(url, method, body);
 
 const many = (n: number, send: (i: number) => Promise<{ status: number; json: any }>) => Promise.all(Array.from({ length: n }, (_, i) => send(i)));
 

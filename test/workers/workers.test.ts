@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startNodes, proxyYaml, type FakeNode } from '../proxy/fake-node.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { requestJson } from '../fresh-request.js';
 
 const running: ServerProcess[] = [];
 const nodes: FakeNode[] = [];
@@ -26,28 +27,7 @@ function writeConfig(dir: string, yaml: string): string {
   return file;
 }
 
-/** One request on a fresh connection, so node:cluster hands it to the next worker. */
-function request(url: string, method = 'GET', body?: unknown): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(url, { method, agent: false, headers: payload ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => {
-        let json: any = null;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          // not JSON: callers that need the body check the status first
-        }
-        resolve({ status: res.statusCode ?? 0, json });
-      });
-    });
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+const request = (url: string, method = 'GET', body?: unknown) => requestJson(url, method, body);
 
 const pids = (server: ServerProcess, event: string) =>
   new Set(server.logs.filter((l) => l.event === event).map((l) => l.pid as number));

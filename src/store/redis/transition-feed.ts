@@ -1,16 +1,10 @@
 import type { Logger } from 'pino';
 import type { CircuitState } from '../../domain/circuit.js';
+import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-log.js';
 import type { RedisConnection } from './connect.js';
 
-/** One transition of the `transitions` stream, with its number (the stream id `<n>-0`). */
-export interface FedTransition {
-  readonly id: number;
-  readonly circuit: string;
-  readonly from: CircuitState;
-  readonly to: CircuitState;
-  readonly reason: string;
-  readonly at: number;
-}
+/** One transition of the `transitions` stream, with its number (the stream id `<n>-0`): the same shape as SQLite's log. */
+export type FedTransition = LoggedTransition;
 
 export interface TransitionFeedOptions {
   readonly prefix?: string;
@@ -101,7 +95,7 @@ export class TransitionFeed {
   }
 
   /** Up to `limit` transitions with id > `afterId` matching `filter`, oldest first. */
-  after(afterId: number, limit: number, filter: { circuit?: string; prefix?: string } = {}): FedTransition[] {
+  after(afterId: number, limit: number, filter: TransitionFilter = {}): FedTransition[] {
     const out: FedTransition[] = [];
     let lo = 0;
     let hi = this.entries.length;
@@ -112,7 +106,7 @@ export class TransitionFeed {
     }
     for (let i = lo; i < this.entries.length && out.length < limit; i++) {
       const t = this.entries[i]!;
-      if (filter.circuit !== undefined ? t.circuit === filter.circuit : filter.prefix === undefined || t.circuit.startsWith(filter.prefix)) out.push(t);
+      if (matchesFilter(t.circuit, filter)) out.push(t);
     }
     return out;
   }
