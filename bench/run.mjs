@@ -1,8 +1,9 @@
 // `npm run bench`: eight sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
-//   proxy       GET through circuitlog /proxy vs the same upstream direct, node-http-proxy and
-//               nginx (one worker, when installed) (goals: ≥1.20x http-proxy, ≥0.50x nginx)
+//   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
+//               node-http-proxy and nginx (one worker, when installed)
+//               (goals: ≥0.85x featureless, ≥1.20x http-proxy, ≥0.50x nginx)
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)

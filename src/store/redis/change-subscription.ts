@@ -1,0 +1,70 @@
+import type { Logger } from 'pino';
+import type { Circuit } from '../../domain/circuit.js';
+import type { RedisConnection } from './connect.js';
+import type { CircuitCache } from './redis-cache.js';
+import { decodeCircuit } from './redis-keys.js';
+
+/**
+ * The `changes` channel every write publishes on: it keeps this host's cache current and
+ * tells listeners (the mirror of all circuits) of every committed change of any host. The
+ * cache is trusted only while the subscription is up: any sign of a lost connection
+ * distrusts it, and a confirmed (re)subscription trusts it again, starting empty.
+ */
+export class ChangeSubscription {
+  private subscribed: Promise<void> | null = null;
+  private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
+  private readonly resubscribeListeners: (() => void)[] = [];
+
+  constructor(
+    subscriber: RedisConnection,
+    private readonly channel: string,
+    private readonly cache: CircuitCache,
+    private readonly logger: Logger,
+  ) {
+    subscriber.on('ready', () => {
+      this.subscribed = this.subscribe(subscriber);
+    });
+    subscriber.on('end', () => this.cache.distrust());
+    subscriber.on('reconnecting', () => this.cache.distrust());
+    subscriber.on('error', () => this.cache.distrust());
+    if (subscriber.isReady) this.subscribed = this.subscribe(subscriber);
+  }
+
+  /** Resolves once the first subscription is live (the cache works from then on). */
+  ready(): Promise<void> {
+    return this.subscribed ?? Promise.resolve();
+  }
+
+  /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
+  onChange(listener: (name: string, circuit: Circuit | null) => void): void {
+    this.changeListeners.push(listener);
+  }
+
+  /** After the subscription came back: messages may have been missed meanwhile. */
+  onResubscribed(listener: () => void): void {
+    this.resubscribeListeners.push(listener);
+  }
+
+  /** (Re)subscribe; the cache is trusted from the moment the subscription is confirmed. */
+  private async subscribe(subscriber: RedisConnection): Promise<void> {
+    try {
+      // After a reconnect: one listener, not one more per reconnect (the client resubscribes on its own too).
+      if (this.subscribed !== null) await subscriber.UNSUBSCRIBE(this.channel);
+      const again = this.subscribed !== null;
+      await subscriber.SUBSCRIBE(this.channel, (message: string) => this.onMessage(message));
+      this.cache.trust();
+      if (again) for (const listener of this.resubscribeListeners) listener();
+    } catch (error) {
+      this.logger.warn({ event: 'redis_subscribe_failed', err: (error as Error).message }, 'subscribing to changes failed');
+    }
+  }
+
+  /** `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. */
+  private onMessage(message: string): void {
+    const [v, id, name, ...rest] = message.split('\n');
+    const json = rest.join('\n');
+    const circuit = json === '' ? null : decodeCircuit(Number(id), json);
+    this.cache.onMessage(name!, { version: Number(v), circuit });
+    for (const listener of this.changeListeners) listener(name!, circuit);
+  }
+}

@@ -1,0 +1,102 @@
+import type { Circuit, Step } from '../../domain/circuit.js';
+import { AppError } from '../../domain/errors.js';
+import type { CircuitCache, Versioned } from './redis-cache.js';
+import type { RedisCommands } from './redis-commands.js';
+import { decodeCircuit, type RedisKeys } from './redis-keys.js';
+import { CAS_SCRIPT } from './scripts.js';
+
+/**
+ * Most attempts of one compare-and-set. An attempt fails only when another writer committed
+ * to one of its circuits since it read, so with at most 64 concurrent writers a write fails
+ * at most 63 times; within one process writes to a circuit are queued (see the store's
+ * `apply`), so concurrent writers are per host, not per request.
+ */
+export const MAX_ATTEMPTS = 100;
+
+/** The steps to write to one circuit, in order; the last one's circuit is stored. */
+export interface Write {
+  readonly name: string;
+  readonly steps: Step[];
+}
+
+/** What one step came to: its result, or the error it threw. */
+export type Answer = { readonly result: Step | null } | { readonly error: unknown };
+
+/** Runs the steps on the states read and says what to write and what to answer each caller. */
+export type Plan = (states: Map<string, Versioned>) => { writes: Write[]; answer: Answer[] };
+
+/**
+ * The optimistic loop: read the circuits (cache or Redis) with their versions, compute
+ * the writes, and commit them with the Lua script only if no version changed; on a
+ * conflict the script answers the current states and the steps run again on those.
+ */
+export class CompareAndSet {
+  constructor(
+    private readonly redis: RedisCommands,
+    private readonly keys: RedisKeys,
+    private readonly channel: string,
+    private readonly cache: CircuitCache,
+    /** A versioned read from Redis, for circuits the cache does not hold. */
+    private readonly read: (name: string) => Promise<Versioned>,
+  ) {}
+
+  async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
+    // Circuits not in the cache are read in parallel: one round trip for a whole batch.
+    let states = new Map(await Promise.all(names.map(async (name) => [name, this.cache.get(name) ?? (await this.read(name))] as const)));
+    for (let attempt = 1; ; attempt++) {
+      const { writes, answer } = plan(states);
+      if (writes.length === 0) return answer;
+      const reply = await this.send(writes, states);
+      if (reply[0] === 1) return this.committed(writes, reply, answer);
+      if (attempt >= MAX_ATTEMPTS) {
+        throw new AppError('STORAGE_BUSY', `Too many concurrent writes to ${writes.map((w) => `'${w.name}'`).join(', ')}; try again.`, {
+          retryAfterSeconds: 1,
+        });
+      }
+      states = this.conflictStates(writes, reply, states);
+    }
+  }
+
+  private send(writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
+    const { keys } = this;
+    const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions];
+    const args = [this.channel];
+    for (const { name, steps } of writes) {
+      const read = states.get(name)!;
+      const final = steps.at(-1)!.circuit;
+      const transitions = steps.flatMap((s) => s.transitions.map((t) => [t.from, t.to, t.reason, t.at]));
+      scriptKeys.push(keys.circuit(name), keys.events(name));
+      args.push(name, read.circuit === null ? '0' : String(read.version), JSON.stringify(final), JSON.stringify(transitions));
+    }
+    return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
+  }
+
+  /** After a commit: ids into the results (a new circuit got its id in the script), versions into the cache. */
+  private committed(writes: Write[], reply: (string | number)[], answer: Answer[]): Answer[] {
+    const fixed = new Map<Circuit, Circuit>();
+    writes.forEach(({ name, steps }, i) => {
+      const version = Number(reply[1 + 2 * i]);
+      const id = Number(reply[2 + 2 * i]);
+      for (const s of steps) if (s.circuit.id !== id) fixed.set(s.circuit, { ...s.circuit, id });
+      const final = steps.at(-1)!.circuit;
+      this.cache.offer(name, { version, circuit: fixed.get(final) ?? final });
+    });
+    if (fixed.size === 0) return answer;
+    return answer.map((a) => {
+      const circuit = 'result' in a && a.result !== null ? fixed.get(a.result.circuit) : undefined;
+      return circuit === undefined ? a : { result: { ...(a as { result: Step }).result, circuit } };
+    });
+  }
+
+  /** After a conflict: the states the script answered, for the next attempt (and the cache). */
+  private conflictStates(writes: { name: string }[], reply: (string | number)[], previous: Map<string, Versioned>): Map<string, Versioned> {
+    const states = new Map(previous);
+    writes.forEach(({ name }, i) => {
+      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]];
+      const value: Versioned = json === '' ? { version: 0, circuit: null } : { version: Number(v), circuit: decodeCircuit(Number(id), String(json)) };
+      states.set(name, value);
+      this.cache.offer(name, value);
+    });
+    return states;
+  }
+}
