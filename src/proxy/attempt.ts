@@ -47,6 +47,8 @@ export class Attempt implements DispatchHandler {
     settle: (attempt: Attempt) => void,
     /** True when the caller's own side broke (its upload failed): not the node's fault. */
     private readonly callerBroke: () => boolean,
+    /** When it was dispatched (the injected clock, ms): its outcome's duration runs from here. */
+    readonly startedAt = 0,
   ) {
     this.settle = settle;
     this.timer = setTimeout(onTimeout, timeoutMs, this);
@@ -133,6 +135,12 @@ export class Attempt implements DispatchHandler {
 }
 
 function noop(): void {}
+
+/** Milliseconds since `startedAt` on `clock`; never negative (a wall clock may step back). */
+export function elapsedMs(clock: () => number, startedAt: number): number {
+  const ms = clock() - startedAt;
+  return ms > 0 ? ms : 0;
+}
 
 /** A sink that throws the body away, keeping the connection for reuse unless it is large. */
 export class DiscardSink implements BodySink {

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BreakerService } from '../service/breaker-service.js';
-import type { Attempt, BodySink } from './attempt.js';
+import { elapsedMs, type Attempt, type BodySink } from './attempt.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './forward-headers.js';
 import type { ProxyInput } from './proxy-handler.js';
@@ -49,12 +49,14 @@ export class ForwardSink implements BodySink {
   private over = false;
 
   constructor(
-    private readonly deps: { readonly breaker: BreakerService; readonly logger: Logger },
+    private readonly deps: { readonly breaker: BreakerService; readonly logger: Logger; readonly clock: () => number },
     private readonly call: Call,
     private readonly node: ProxyNode,
     private readonly judge: boolean,
     private readonly keep: StaleCapture | null,
     private readonly flight: Flight | null,
+    /** When the attempt was dispatched: its outcome's duration runs to the end of the body. */
+    private readonly startedAt: number,
   ) {}
 
   write(chunk: Buffer, resume: () => void): boolean {
@@ -106,6 +108,6 @@ export class ForwardSink implements BodySink {
     call.done = true;
     call.current = null;
     call.upstream.inFlight--;
-    if (this.judge) this.deps.breaker.record(this.node.circuit, success, call.upstream.recordOptions);
+    if (this.judge) this.deps.breaker.record(this.node.circuit, success, call.upstream.recordOptions, elapsedMs(this.deps.clock, this.startedAt));
   }
 }

@@ -7,7 +7,7 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { fallbackResponse } from './fallback.js';
 import type { ProxyHooks } from './proxy-hooks.js';
-import { Attempt, DiscardSink } from './attempt.js';
+import { Attempt, DiscardSink, elapsedMs } from './attempt.js';
 import { ForwardSink, type Call } from './forward-sink.js';
 import { Coalescer, type FlightResult } from './coalesce.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
@@ -79,7 +79,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
   const reports = new WeakMap<ProxyInput, Report>(); // only with hooks
 
-  function attempt(call: Call, node: ProxyNode): Promise<Outcome> {
+  function attempt(call: Call, node: ProxyNode, startedAt: number): Promise<Outcome> {
     const cfg = call.upstream.config;
     return new Promise((resolve) => {
       const settle = (a: Attempt) => {
@@ -92,7 +92,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
         logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
         resolve({ kind: a.failure, node });
       };
-      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null);
+      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null, startedAt);
       call.current = a;
       client.dispatch(
         {
@@ -122,10 +122,11 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
         return giveUp(call, last);
       }
       if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
-      const outcome = await attempt(call, pick.node);
+      const startedAt = deps.clock();
+      const outcome = await attempt(call, pick.node, startedAt);
       if (outcome.kind === 'caller_gone') return callerGone(call);
       if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
-      breaker.record(pick.node.circuit, false, create);
+      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, startedAt));
       (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
@@ -191,7 +192,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const keep = stale !== null && call.method === 'GET' && status === 200 ? staleCapture(call, stale, headers) : null;
     call.handedOff = true;
     const flight = call.flight !== null && call.flight.head(status, headers.slice(), contentLength(headers)) ? call.flight : null;
-    const sink = new ForwardSink(deps, call, node, judge, keep, flight);
+    const sink = new ForwardSink(deps, call, node, judge, keep, flight, attempt.startedAt);
     const outgoing = call.input.outgoing;
     // An answer without content is complete with its head; whatever undici says of its body
     // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.

@@ -56,6 +56,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
   const upgrade = createUpgradeHandler({
     upstreams, breaker: deps.breaker, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
+    hooks: deps.hooks,
   });
   return { handler, upgrade };
 }

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { upstreamRequestHeaders } from './forward-headers.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import { isNothingSent } from './upstream-client.js';
 import { isPromise } from '../store/maybe-promise.js';
@@ -18,6 +19,15 @@ export interface UpgradeDeps {
   readonly localDc: string;
   /** On a storage outage, tunnel to the local DC's nodes without their breakers (else 503). */
   readonly failOpen?: boolean;
+  /** Each upgrade attempt is counted as a proxied request (status 101, or what was sent instead). */
+  readonly hooks?: ProxyHooks;
+}
+
+/** For the hooks: the upstream (once known), the node whose answer was relayed, the status sent. */
+interface UpgradeReport {
+  upstream?: string;
+  node: ProxyNode | null;
+  status: number;
 }
 
 /** Handles node:http's 'upgrade' event; throws an AppError for the caller to render. */
@@ -82,7 +92,21 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     });
   }
 
+  const hooks = deps.hooks;
+  if (hooks === undefined) return (incoming, client, head) => switchProtocols(incoming, client, head, null);
   return async (incoming, client, head) => {
+    const started = performance.now();
+    const r: UpgradeReport = { node: null, status: 0 };
+    try {
+      await switchProtocols(incoming, client, head, r);
+      if (r.upstream !== undefined) hooks.proxyRequest(r.upstream, r.node, r.status, performance.now() - started);
+    } catch (error) {
+      if (r.upstream !== undefined) hooks.proxyError(r.upstream, error, performance.now() - started); // the problem's status
+      throw error;
+    }
+  };
+
+  async function switchProtocols(incoming: http.IncomingMessage, client: Duplex, head: Buffer, r: UpgradeReport | null): Promise<void> {
     const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
     const raw = incoming.url ?? '/';
     if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET') {
@@ -91,6 +115,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     const target = parseProxyTarget(raw);
     const upstream = deps.upstreams.get(target.upstream);
     if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    if (r !== null) r.upstream = upstream.name;
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
       throw new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
@@ -109,38 +134,44 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
           if (last === null) {
             throw new AppError('NO_NODE_AVAILABLE', `Every node of '${upstream.name}' has an open circuit; no node was contacted.`, pick.retryAt === null ? { retryAfterSeconds: 1 } : { retryAt: pick.retryAt });
           }
-          return giveUp(upstream, last.outcome, last.node, client);
+          return giveUp(upstream, last.outcome, last.node, client, r);
         }
         if (last?.outcome.kind === 'answer') last.outcome.res.resume();
         const outcome = await handshake(upstream, pick.node, target, incoming, client);
-        if (outcome.kind === 'caller_gone') return;
+        if (outcome.kind === 'caller_gone') return report(r, null, 499); // as on the HTTP path: nothing was sent
         if (outcome.kind === 'upgraded') {
           breaker.record(pick.node.circuit, true, create);
           holding = false;
           tunnel(upstream, pick.node, outcome, client, head);
-          return;
+          return report(r, pick.node, 101);
         }
         if (outcome.kind === 'answer' && !outcome.failed) {
           breaker.record(pick.node.circuit, true, create);
-          return relayAnswer(outcome.res, pick.node, client);
+          return relayAnswer(outcome.res, pick.node, client, r);
         }
         breaker.record(pick.node.circuit, false, create);
         (tried ??= new Set()).add(pick.node);
         last = { outcome, node: pick.node };
         if (outcome.kind === 'refused') continue; // nothing was sent: free to move on
-        if (budget === 0) return giveUp(upstream, outcome, pick.node, client);
+        if (budget === 0) return giveUp(upstream, outcome, pick.node, client, r);
         budget--;
       }
     } finally {
       if (holding) upstream.inFlight--;
     }
-  };
+  }
 }
 
-function giveUp(upstream: Upstream, last: Handshake, node: ProxyNode, client: Duplex): void {
+function report(r: UpgradeReport | null, node: ProxyNode | null, status: number): void {
+  if (r === null) return;
+  r.node = node;
+  r.status = status;
+}
+
+function giveUp(upstream: Upstream, last: Handshake, node: ProxyNode, client: Duplex, r: UpgradeReport | null): void {
   switch (last.kind) {
     case 'answer':
-      return relayAnswer(last.res, node, client); // a failure status goes back as sent
+      return relayAnswer(last.res, node, client, r); // a failure status goes back as sent
     case 'timeout':
       throw new AppError('UPSTREAM_TIMEOUT', `No node of '${upstream.name}' answered within ${upstream.config.request_timeout_ms} ms.`);
     default:
@@ -153,7 +184,8 @@ function markers(node: ProxyNode): string {
 }
 
 /** A non-101 answer, passed back as sent; the connection closes after it (it was an upgrade request). */
-function relayAnswer(res: http.IncomingMessage, node: ProxyNode, client: Duplex): void {
+function relayAnswer(res: http.IncomingMessage, node: ProxyNode, client: Duplex, r: UpgradeReport | null): void {
+  report(r, node, res.statusCode ?? 0);
   let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? ''}\r\n`;
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
     const name = res.rawHeaders[i]!.toLowerCase();

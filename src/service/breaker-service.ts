@@ -96,8 +96,9 @@ export class BreakerService {
    * Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing.
    * The proxy fires and forgets: a failed write (storage down) is logged here, never an unhandled rejection.
    */
-  record(name: string, success: boolean, options: OutcomeOptions = {}): MaybePromise<Circuit> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs: options.durationMs };
+  record(name: string, success: boolean, options: OutcomeOptions = {}, durationMs = options.durationMs): MaybePromise<Circuit> {
+    // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (isPromise(result)) {
       result.catch((error: unknown) => {

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { Duplex } from 'node:stream';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
@@ -44,9 +45,10 @@ export function buildObservedApp(options: ObservedOptions = {}) {
 }
 
 /** Serve an app on 127.0.0.1 with a real @hono/node-server listener. */
-export async function listen(fetch: (req: Request) => Response | Promise<Response>) {
+export async function listen(fetch: (req: Request) => Response | Promise<Response>, upgrade?: (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => void) {
   const server = serve({ fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
   await once(server, 'listening');
+  if (upgrade !== undefined) server.on('upgrade', upgrade);
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     async close() {

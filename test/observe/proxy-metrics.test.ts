@@ -1,9 +1,12 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
 import { parseConfigText } from '../../src/config.js';
 import { createHealthChecker } from '../../src/proxy/health-checker.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
 import { silentLogger } from '../helper.js';
-import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
+import { FakeNode, proxyYaml, startNodes } from '../proxy/fake-node.js';
 import type { Metrics } from '../../src/observe/metrics.js';
 import { buildObservedApp, listen } from './observe-app.js';
 
@@ -13,8 +16,8 @@ afterEach(async () => {
 });
 
 /** A proxy over fake nodes dc1-1 and dc2-1 with metrics on, served on loopback. */
-async function startObservedProxy(extraYaml: string) {
-  const nodes: Record<string, FakeNode> = await startNodes('dc1-1', 'dc2-1');
+async function startObservedProxy(extraYaml: string, nodes: Record<string, FakeNode> = {}) {
+  if (Object.keys(nodes).length === 0) nodes = await startNodes('dc1-1', 'dc2-1');
   cleanup.push(() => Promise.all(Object.values(nodes).map((n) => n.stop())));
   const config = parseConfigText(proxyYaml(nodes, `request_timeout_ms: 500\nretries: 0\n${extraYaml}`), 'test');
   let metrics: Metrics | undefined; // the app's, once built
@@ -23,14 +26,14 @@ async function startObservedProxy(extraYaml: string) {
   cleanup.push(() => proxy.client.close());
   const app = buildObservedApp({ deps: { proxy } });
   metrics = app.observe.metrics;
-  const server = await listen(app.app.fetch);
+  const server = await listen(app.app.fetch, app.upgradeListener);
   cleanup.push(() => server.close());
   const get = async (path: string, init: RequestInit = {}) => {
     const res = await fetch(`${server.url}${path}`, init);
     await res.text();
     return res;
   };
-  return { app, nodes, proxy, get };
+  return { app, nodes, proxy, get, url: server.url };
 }
 
 describe('proxy metrics', () => {
@@ -46,6 +49,8 @@ describe('proxy metrics', () => {
     // The proxy's node outcomes are outcomes too.
     expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",outcome="success"}')).toBe(1);
     expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",outcome="failure"}')).toBe(1);
+    // Each carries its attempt's duration (dispatch to body end), so the histogram sees both.
+    expect(m.get('circuitlog_outcome_duration_seconds_count{circuit="users/dc1-1"}')).toBe(2);
   });
 
   it('counts answers from another DC as degraded', async () => {
@@ -126,4 +131,38 @@ describe('proxy metrics', () => {
     expect(m.get('circuitlog_health_checks_total{upstream="users",node="dc1-1",result="success"}')).toBe(1);
     expect(m.get('circuitlog_health_checks_total{upstream="users",node="dc2-1",result="failure"}')).toBe(1);
   });
+
+  it('counts each WebSocket upgrade with the status sent: 101, a node\'s refusal, or a problem', async () => {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, verifyClient: (info, done) => (info.req.url?.includes('refuse') ? done(false, 403) : done(true)) });
+    await once(wss, 'listening');
+    cleanup.push(() => new Promise((resolve) => wss.close(resolve)));
+    cleanup.push(async () => wss.clients.forEach((c) => c.terminate()));
+    const [fake] = Object.values(await startNodes('dc2-1'));
+    const wsNode = new FakeNode('dc1-1'); // never started: only its url, pointing at the WebSocket server
+    wsNode.port = (wss.address() as AddressInfo).port;
+    const { app, url } = await startObservedProxy('health_check: { enabled: false }', { 'dc1-1': wsNode, 'dc2-1': fake! });
+    expect(await upgradeStatus(url, '/proxy/users/chat')).toBe(101);
+    expect(await upgradeStatus(url, '/proxy/users/refuse')).toBe(403); // not a failure status: relayed as sent
+    for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+    expect(await upgradeStatus(url, '/proxy/users/chat')).toBe(503); // every circuit open: a problem, no node
+    expect(await upgradeStatus(url, '/proxy/nope/chat')).toBe(404); // no such upstream: not labelled
+    const m = await app.scrape();
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="dc1-1",dc="dc1",status="101"}')).toBe(1);
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="dc1-1",dc="dc1",status="403"}')).toBe(1);
+    expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}')).toBe(1);
+    expect(m.get('circuitlog_proxy_request_duration_seconds_count{upstream="users",node="dc1-1"}')).toBe(2);
+    expect([...m.keys()].some((k) => k.includes('upstream="nope"'))).toBe(false);
+  });
 });
+
+/** The status a WebSocket handshake through the proxy got (101 once open; else the answer's). */
+async function upgradeStatus(base: string, path: string): Promise<number> {
+  const ws = new WebSocket(`${base.replace('http', 'ws')}${path}`);
+  ws.on('error', () => {});
+  const status = await new Promise<number>((resolve) => {
+    ws.once('open', () => resolve(101));
+    ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+  });
+  ws.terminate();
+  return status;
+}
