@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../http/problem.js';
@@ -7,6 +7,7 @@ import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { SnapshotReader } from '../store/circuit-snapshot.js';
 import { isSlow } from '../domain/window.js';
 import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
+import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
 
 export interface MetricsOptions {
   readonly snapshot: SnapshotReader;
@@ -60,12 +61,12 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const registers = [this.counters];
     collectDefaultMetrics({ register: this.counters });
     this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
-    this.outcomes = new Counter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
+    this.outcomes = new BatchedCounter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
     this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
     this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
-    this.outcomeDuration = new Histogram({ name: 'circuitlog_outcome_duration_seconds', help: 'duration_ms of recorded outcomes that carry one', labelNames: ['circuit'], registers });
-    this.proxyRequests = new Counter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
-    this.proxyDuration = new Histogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', labelNames: ['upstream', 'node'], registers });
+    this.outcomeDuration = new BatchedHistogram({ name: 'circuitlog_outcome_duration_seconds', help: 'duration_ms of recorded outcomes that carry one', registers });
+    this.proxyRequests = new BatchedCounter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
+    this.proxyDuration = new BatchedHistogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', registers });
     this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
     this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
     this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
@@ -78,9 +79,11 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
     if (!this.isLabelled(circuit)) return;
-    this.outcomes.inc({ circuit: circuit.name, outcome: success ? 'success' : 'failure' });
+    const outcome = success ? 'success' : 'failure';
+    // Keys: label values joined by NUL (a character a label value here never holds).
+    this.outcomes.inc(`${circuit.name}\0${outcome}`, { circuit: circuit.name, outcome });
     if (durationMs === undefined) return;
-    this.outcomeDuration.observe({ circuit: circuit.name }, durationMs / 1000);
+    this.outcomeDuration.observe(circuit.name, { circuit: circuit.name }, durationMs / 1000);
     if (circuit.window !== null && isSlow(circuit.window, durationMs)) this.slowCalls.inc({ circuit: circuit.name });
   }
 
@@ -91,8 +94,9 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void {
     const nodeId = node?.id ?? 'none';
     if (node?.local === false) this.degraded.inc({ upstream });
-    this.proxyRequests.inc({ upstream, node: nodeId, dc: node?.dc ?? 'none', status: String(status) });
-    this.proxyDuration.observe({ upstream, node: nodeId }, durationMs / 1000);
+    const dc = node?.dc ?? 'none';
+    this.proxyRequests.inc(`${upstream}\0${nodeId}\0${dc}\0${status}`, { upstream, node: nodeId, dc, status: String(status) });
+    this.proxyDuration.observe(`${upstream}\0${nodeId}`, { upstream, node: nodeId }, durationMs / 1000);
   }
 
   proxyError(upstream: string, error: unknown, durationMs: number): void {
