@@ -9,6 +9,7 @@
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
+//   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
@@ -45,6 +46,7 @@ import {
 import { findNginx, nginxVersion, startNginx } from './nginx.mjs';
 import { policySection } from './policy.mjs';
 import { metricsSection } from './observe.mjs';
+import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
 import { clientSection } from './client.mjs';
 
@@ -54,9 +56,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'redis'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'redis', 'stalls'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, redis: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, redis: 5, stalls: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -577,6 +579,7 @@ async function main() {
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
+  runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];

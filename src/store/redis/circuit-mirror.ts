@@ -1,4 +1,5 @@
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
+import type { CapCutoff } from '../circuit-snapshot.js';
 import { toParams } from '../circuit-store.js';
 import type { RedisCircuitStore } from './redis-store.js';
 
@@ -23,6 +24,8 @@ const LOAD_PAGE = 500; // circuits read per round trip at (re)load
 export class CircuitMirror {
   private readonly byName = new Map<string, Circuit>();
   private sorted: Circuit[] | null = null;
+  /** The cap's cutoff as last computed; kept current as circuits come and go (see `set`). */
+  private cut: (CapCutoff & { readonly limit: number; readonly count: number }) | null = null;
 
   constructor(private readonly store: RedisCircuitStore) {
     store.onChange((name, circuit) => this.set(name, circuit));
@@ -41,9 +44,20 @@ export class CircuitMirror {
   }
 
   private set(name: string, circuit: Circuit | null): void {
+    const known = this.byName.get(name);
     if (circuit === null) this.byName.delete(name);
     else this.byName.set(name, circuit);
     this.sorted = null;
+    if (known === undefined && circuit !== null) this.added(circuit.id);
+    else if (known !== undefined && circuit === null && this.cut !== null && known.id <= this.cut.lastId) this.cut = null;
+  }
+
+  /** A new circuit: past a full cap nothing moves; below it, the newest id is the new end. */
+  private added(id: number): void {
+    const cut = this.cut;
+    if (cut === null || (cut.full && id > cut.lastId)) return;
+    if (id <= cut.lastId) this.cut = null; // out of id order (a reload): count again
+    else this.cut = { limit: cut.limit, lastId: id, count: cut.count + 1, full: cut.count + 1 >= cut.limit };
   }
 
   private inIdOrder(): Circuit[] {
@@ -63,10 +77,14 @@ export class CircuitMirror {
       .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), row: { ...toParams(c), effective_state: stateAt(c, now) } }));
   }
 
-  isAmongFirst(id: number, limit: number): boolean {
-    let before = 0;
-    for (const c of this.byName.values()) if (c.id < id) before++;
-    return before < limit;
+  /** O(1) while circuits are only added; counted again (one sort) after a delete inside the cap. */
+  capCutoff(limit: number): CapCutoff {
+    if (limit <= 0) return { lastId: 0, full: true };
+    if (this.cut?.limit === limit) return this.cut;
+    const ids = Float64Array.from(this.byName.values(), (c) => c.id).sort();
+    const full = ids.length >= limit;
+    this.cut = { limit, full, lastId: full ? ids[limit - 1]! : (ids.at(-1) ?? 0), count: Math.min(ids.length, limit) };
+    return this.cut;
   }
 }
 
