@@ -94,7 +94,7 @@ export function createApp(deps: AppDeps): App {
   const proxyHandler = proxyRoutes?.handler;
 
   if (deps.observe) {
-    registerObserveRoutes(app, deps.observe);
+    registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined);
     registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
   }

@@ -178,6 +178,8 @@ const eventsSchema = z
   .object({
     /** Open /events/stream connections per worker; one more gets a 503. */
     max_streams: positiveInt(1_000_000).default(1_000),
+    /** Unsent bytes one stream may hold; past it the stream is destroyed (the client resumes with Last-Event-ID). */
+    max_stream_buffer_bytes: z.number().int().min(16 * 1024).max(1024 * 1024 * 1024).default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
   })
   .strict();
 
@@ -203,7 +205,7 @@ const fileSchema = z
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
     metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
-    events: eventsSchema.default({ max_streams: 1_000 }),
+    events: eventsSchema.default({ max_streams: 1_000, max_stream_buffer_bytes: 1024 * 1024 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {

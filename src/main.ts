@@ -111,7 +111,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
-  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, maxStreamBufferBytes: events.max_stream_buffer_bytes, clustered: shared });
   onForeignTransitions?.(() => observe.hub.nudge());
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0

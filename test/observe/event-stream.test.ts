@@ -104,17 +104,25 @@ describe('GET /events/stream', () => {
     expect((await open()).status).toBe(200);
   });
 
-  it('cuts off a client too slow to take its events; it can resume with Last-Event-ID', async () => {
-    const app = buildObservedApp({ maxQueuedWrites: 5 });
-    for (let i = 0; i < 10; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/c${i}/failure`);
-    // app.request: nothing reads the body yet, so every write stays queued.
-    const res = await app.request('GET', '/events/stream', undefined, { 'last-event-id': '0' });
+  it('destroys a stream whose unsent bytes pass events.max_stream_buffer_bytes, and lets it go', async () => {
+    const app = buildObservedApp({ maxStreamBufferBytes: 16 * 1024 });
+    // app.request: nothing reads the body, so every event stays unsent.
+    const res = await app.request('GET', '/events/stream');
     expect(res.status).toBe(200);
-    while (app.observe.hub.size > 0) await new Promise((r) => setTimeout(r, 10));
-    const text = await res.text(); // the stream has ended
-    const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    expect(ids.length).toBeLessThan(10);
-    expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1));
+    expect(app.observe.hub.size).toBe(1);
+    for (let i = 0; i < 120; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/${'c'.repeat(100)}${i}/failure`);
+    app.observe.hub.poll();
+    expect(app.observe.hub.size).toBe(0);
+    await expect(res.text()).rejects.toThrow();
+  });
+
+  it('replays past the buffer bound by waiting for the reader, not by cutting it off', async () => {
+    const { app, open } = await start({ maxStreamBufferBytes: 16 * 1024 });
+    const outcomes = Array.from({ length: 300 }, (_, i) => ({ circuit: `replay-${'x'.repeat(60)}-${i}`, success: false }));
+    for (let k = 0; k < 5; k++) expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
+    const stream = await open('', { 'last-event-id': '0' });
+    const events = await drain(stream, 300); // about 60 KiB: four times the bound
+    expect(events.map((e) => e.id)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
   });
 
   it('refuses a bad Last-Event-ID, both filters at once, and unknown parameters with 400', async () => {
