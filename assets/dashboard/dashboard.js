@@ -6,6 +6,8 @@ const TOKEN_KEY = 'circuitlog-token';
 const REFRESH_MS = 15_000; // full reload of figures that change without a transition (failure counts)
 const RECONNECT_MS = 1_000;
 const TIMELINE_MAX = 100;
+const PAGE = 500; // circuits per /dashboard/api/state answer
+const MAX_CIRCUITS = 10_000; // circuits the page lists; a wall screen shows no more
 const STATE_WORDS = { closed: 'closed', open: 'open', half_open: 'half-open' };
 
 const $ = (id) => document.getElementById(id);
@@ -59,12 +61,33 @@ const circuitPath = (name) => `/circuits/${encodeURIComponent(name)}`;
 
 // ---- data ------------------------------------------------------------------------------
 
+/** Every page of one listing (all circuits, or one state), up to `max` circuits. */
+async function loadPages(state, max, into) {
+  let after = 0;
+  let first = null;
+  while (after !== null && into.size < max) {
+    const s = await api('GET', `/dashboard/api/state?limit=${PAGE}&after=${after}${state ? `&state=${state}` : ''}`);
+    first ??= s;
+    for (const c of s.circuits) into.set(c.name, c);
+    after = s.next_after;
+  }
+  return first;
+}
+
+/**
+ * The circuits a page at a time (each answer a short task for the server): open and
+ * half-open ones first, so a wall screen over MAX_CIRCUITS circuits still shows every
+ * circuit that refuses calls, then the rest up to MAX_CIRCUITS.
+ */
 async function loadState() {
-  const s = await api('GET', '/dashboard/api/state');
+  const circuits = new Map();
+  const s = await loadPages('open', MAX_CIRCUITS, circuits);
+  await loadPages('half_open', MAX_CIRCUITS, circuits);
+  await loadPages(null, MAX_CIRCUITS, circuits);
   view.skewMs = Date.parse(s.now) - Date.now();
   view.upstreams = s.upstreams;
   view.localDc = s.local_dc;
-  view.circuits = new Map(s.circuits.map((c) => [c.name, c]));
+  view.circuits = circuits;
   if (view.timeline.length === 0) view.timeline = s.recent;
   if (!view.streaming) view.lastEventId = s.last_event_id;
   render();

@@ -125,6 +125,34 @@ describe('GET /events/stream', () => {
     expect(events.map((e) => e.id)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
   });
 
+  it('answers a Last-Event-ID above the newest id with a reset event, then goes on live from the newest', async () => {
+    const { app, open, trip } = await start();
+    await trip('a');
+    const stream = await open('', { 'last-event-id': '999' });
+    const reset = await stream.next();
+    expect(reset).toEqual({ id: 1, event: 'reset', data: { reason: 'unknown-event-id', newest_id: 1 } });
+    await trip('b');
+    expect(await stream.next()).toMatchObject({ id: 2, event: 'transition', data: { circuit: 'b' } });
+    expect(app.db.prepare('SELECT count(*) FROM transitions').pluck().get()).toBe(2);
+  });
+
+  it('answers a Last-Event-ID older than the oldest kept transition with reset "expired"', async () => {
+    const { app, open, trip } = await start();
+    for (const name of ['a', 'b', 'c', 'd']) await trip(name);
+    app.db.prepare('DELETE FROM transitions WHERE id <= 2').run(); // as retention would
+    const expired = await open('', { 'last-event-id': '1' });
+    expect(await expired.next()).toEqual({ id: 4, event: 'reset', data: { reason: 'expired', newest_id: 4 } });
+    const resumable = await open('', { 'last-event-id': '2' }); // 3 is the next id, and it is kept
+    expect((await drain(resumable, 2)).map((e) => [e.event, e.id])).toEqual([['transition', 3], ['transition', 4]]);
+  });
+
+  it('names an unknown query parameter in its 400', async () => {
+    const { open } = await start();
+    const res = await open('?foo=1');
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body).errors).toEqual([{ field: 'foo', message: expect.stringContaining('unknown') }]);
+  });
+
   it('refuses a bad Last-Event-ID, both filters at once, and unknown parameters with 400', async () => {
     const { open } = await start();
     const badId = await open('', { 'last-event-id': 'abc' });
