@@ -10,6 +10,7 @@
 //
 // The databases are filled with SQL before the servers start (minutes over HTTP otherwise).
 
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -46,25 +47,33 @@ async function timeOutcomes(url, fromIndex, count) {
   return performance.now() - t0;
 }
 
-/** Poll GET /health every 20 ms while `work` runs; the slowest answer in ms. */
+// The poller runs in a process of its own: this one is busy reading the streams it measures.
+const POLLER = `
+let worst = 0, done = false;
+process.stdin.on('data', () => {}).on('end', () => (done = true));
+while (!done) {
+  const t0 = performance.now();
+  await (await fetch(process.argv[1] + '/health')).arrayBuffer();
+  worst = Math.max(worst, performance.now() - t0);
+  await new Promise((r) => setTimeout(r, 20));
+}
+process.stdout.write(String(worst));
+`;
+
+/** Poll GET /health every 20 ms (from another process) while \`work\` runs; the slowest answer in ms. */
 async function healthDuring(url, work) {
-  let done = false;
-  let worst = 0;
-  const poll = (async () => {
-    while (!done) {
-      const t0 = performance.now();
-      await (await fetch(`${url}/health`)).arrayBuffer();
-      worst = Math.max(worst, performance.now() - t0);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
+  const poller = spawn(process.execPath, ['--input-type=module', '-e', POLLER, url], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  poller.stdout.on('data', (d) => (out += d));
+  const exited = new Promise((resolve) => poller.once('exit', resolve));
+  await new Promise((r) => setTimeout(r, 200)); // the poller is up and has answers
   try {
     await work();
   } finally {
-    done = true;
-    await poll;
+    poller.stdin.end();
+    await exited;
   }
-  return worst;
+  return Number(out);
 }
 
 /** Open `n` replaying streams and read each until it has `expect` transition events. */

@@ -158,6 +158,14 @@ const serverSchema = z
     request_timeout_ms: positiveInt(3_600_000).default(60_000), // 60 s
     /** How long an idle keep-alive connection stays open between requests. */
     keep_alive_timeout_ms: positiveInt(600_000).default(5_000), // 5 s
+    /**
+     * Host names answered besides IP literals and localhost (`.example.com`: the domain and
+     * its subdomains); others get 421. Unset: only those on loopback, no check elsewhere.
+     */
+    allowed_hosts: z
+      .array(z.string().regex(/^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/, 'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains'))
+      .max(1_000)
+      .optional(),
   })
   .strict()
   .refine((s) => s.headers_timeout_ms <= s.request_timeout_ms, {

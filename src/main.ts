@@ -6,6 +6,7 @@ import { getRequestListener } from '@hono/node-server';
 import { adapterErrorHandler } from './server/request-error.js';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
+import { hostRule } from './http/browser-guard.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
@@ -130,6 +131,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
+    hosts: hostRule(config.host, config.server.allowed_hosts),
   });
   for (const [name, fields] of Object.entries(config.circuits)) {
     await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start

@@ -26,6 +26,8 @@ export type ErrorCode =
   | 'INVALID_HEADER'
   | 'TOO_MANY_STREAMS'
   | 'UPGRADE_NOT_SUPPORTED'
+  | 'CROSS_SITE_REQUEST'
+  | 'MISDIRECTED_REQUEST'
   | 'INTERNAL';
 
 export interface FieldError {

@@ -30,6 +30,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
   TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
+  CROSS_SITE_REQUEST: { status: 403, type: '/problems/cross-site-request', title: 'Cross-site request refused' },
+  MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
 

@@ -43,6 +43,8 @@ export class EventHub {
   private cursor = 0;
   private timer: NodeJS.Timeout | undefined;
   private nudged = false;
+  private readonly replayQueue: (() => void)[] = [];
+  private pumping = false;
 
   constructor(private readonly options: EventHubOptions) {}
 
@@ -138,6 +140,8 @@ export class EventHub {
    */
   private async replay(sub: Subscriber): Promise<void> {
     for (;;) {
+      await this.replayTurn();
+      if (sub.gone) return;
       const rows = this.options.log.after(sub.lastId, PAGE, sub.filter);
       let paused = false;
       for (const t of rows) {
@@ -154,9 +158,29 @@ export class EventHub {
         sub.replaying = false;
         return;
       }
-      if (!paused) await new Promise<void>((resolve) => setImmediate(resolve));
-      if (sub.gone) return;
     }
+  }
+
+  /**
+   * Wait for this replay's turn: one page of one replay per turn of the event loop, across
+   * every replaying stream (20 streams replaying at once still read one page between two
+   * rounds of I/O, not twenty).
+   */
+  private replayTurn(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.replayQueue.push(resolve);
+      this.pumpReplays();
+    });
+  }
+
+  private pumpReplays(): void {
+    if (this.pumping || this.replayQueue.length === 0) return;
+    this.pumping = true;
+    setImmediate(() => {
+      this.pumping = false;
+      this.replayQueue.shift()!();
+      this.pumpReplays();
+    });
   }
 
 }

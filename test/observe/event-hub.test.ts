@@ -26,8 +26,10 @@ describe('EventHub replay (Last-Event-ID)', () => {
     const hub = new EventHub({ log, maxStreams: 10 });
     const got: number[] = [];
     const unsubscribe = hub.subscribe({}, 0, { send: (t) => got.push(t.id) });
-    expect(got.length).toBe(1_000); // one page in the subscribing tick, not all 5,000
-    let turns = 0;
+    expect(got.length).toBe(0); // nothing in the subscribing tick
+    await turn();
+    expect(got.length).toBe(1_000); // one page per turn, not all 5,000
+    let turns = 1;
     while (got.length < 5_000 && turns < 100) {
       await turn();
       turns++;
@@ -35,6 +37,18 @@ describe('EventHub replay (Last-Event-ID)', () => {
     expect(turns).toBeGreaterThanOrEqual(4);
     expect(got).toEqual(Array.from({ length: 5_000 }, (_, i) => i + 1));
     unsubscribe();
+  });
+
+  it('reads one page of one replay per turn of the event loop, however many streams replay', async () => {
+    const { log } = fakeLog(3_000);
+    const hub = new EventHub({ log, maxStreams: 10 });
+    const got = [[], [], []] as number[][];
+    got.forEach((ids) => hub.subscribe({}, 0, { send: (t) => ids.push(t.id) }));
+    const sent = () => got.reduce((n, ids) => n + ids.length, 0);
+    for (let i = 1; i <= 6; i++) {
+      await turn();
+      expect(sent()).toBe(1_000 * i);
+    }
   });
 
   it('waits while the stream is backlogged and goes on from where it paused once drained', async () => {
