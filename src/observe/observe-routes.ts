@@ -83,18 +83,26 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     const lastId = lastEventId(c.req.header('last-event-id'));
     hub.ensureRoom(); // refuse with a problem document before the stream starts
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+    const reset = storageRead(() => resetFor(deps.transitions, lastId));
     const sink = openStreamSink(outgoing, maxBytes, (buffered) => {
       deps.logger?.warn({ event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes }, 'event stream client too slow; stream destroyed');
     });
     sink.write(': circuitlog event stream\n\n'); // sends the head at once, before any event
-    const reset = resetFor(deps.transitions, lastId);
     if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
-    const unsubscribe = hub.subscribe(query, reset === null ? lastId : reset.newest_id, {
-      send: (t) => sink.write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`),
-      close: () => sink.end(),
-      backlogged: () => sink.backlogged(),
-      drained: () => sink.drained(),
-    });
+    let unsubscribe: () => void;
+    try {
+      unsubscribe = storageRead(() =>
+        hub.subscribe(query, reset === null ? lastId : reset.newest_id, {
+          send: (t) => sink.write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`),
+          close: () => sink.end(),
+          backlogged: () => sink.backlogged(),
+          drained: () => sink.drained(),
+        }),
+      );
+    } catch (error) {
+      sink.end();
+      throw error;
+    }
     const heartbeat = setInterval(() => sink.write(': heartbeat\n\n'), deps.heartbeatMs ?? HEARTBEAT_MS);
     void sink.closed.then(() => {
       clearInterval(heartbeat);
@@ -103,6 +111,16 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     // x-accel-buffering: nginx in front passes events on at once instead of buffering them.
     return c.body(sink.readable, 200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   });
+}
+
+/** A read of the transitions log; a busy or failing store is a 503 to retry, not a 500. */
+function storageRead<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    throw new AppError('STORAGE_BUSY', 'The transitions log could not be read; try again shortly.', { retryAfterSeconds: 1, cause: error });
+  }
 }
 
 /**
