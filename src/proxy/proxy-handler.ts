@@ -9,11 +9,13 @@ import { fallbackResponse } from './fallback.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { Attempt, DiscardSink, elapsedMs } from './attempt.js';
 import { ForwardSink, type Call } from './forward-sink.js';
-import { Coalescer, type FlightResult } from './coalesce.js';
+import type { FlightResult } from './coalesce.js';
+import { primaryKey } from './cache-rules.js';
+import { unknownUpstream } from './unknown-upstream.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
 import { sendResponse } from './send-response.js';
-import { StaleCache, type StaleCapture } from './stale-cache.js';
+import type { StaleCache, StaleCapture } from './stale-cache.js';
 import { parseProxyTarget } from './target-path.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
@@ -162,7 +164,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   function fallbackOr(call: Call, error: AppError): Response {
     call.body?.discard();
-    const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
+    const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), call.requestHeaders, deps.clock());
     if (fallback === null) {
       call.flight?.fail(error);
       throw error;
@@ -213,11 +215,11 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   function staleCapture(call: Call, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
     const record = flatToRecord(headers);
-    if (!StaleCache.mayStore(call.requestHeaders, 200, record)) return null;
+    if (!stale.mayStore(call.requestHeaders, 200, record)) return null;
     delete record['x-node'];
     delete record['x-dc'];
     delete record['x-degraded'];
-    return stale.capture(staleKey(call), 200, record, deps.clock);
+    return stale.capture(staleKey(call), call.requestHeaders, 200, record, deps.clock);
   }
 
   /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
@@ -243,14 +245,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     // The raw target, before URL normalisation resolves dot segments we must refuse.
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
-    if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    if (upstream === undefined) throw unknownUpstream(target.upstream, deps.upstreams);
     const r = reports.get(input);
     if (r !== undefined) r.upstream = upstream.name;
     const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
-    const key = coalesce && upstream.coalescer !== null ? Coalescer.keyOf(method, target.path, requestHeaders) : null;
+    const key = coalesce && upstream.coalescer !== null ? upstream.coalescer.keyOf(method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     if (inFlight !== undefined) {
-      const waiting = inFlight.join();
+      const waiting = inFlight.join(requestHeaders);
       if (waiting !== null) return follow(input, upstream, waiting); // a follower holds no bulkhead slot: it makes no call
     }
     const max = upstream.config.max_concurrent;
@@ -267,7 +269,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key) : null;
+    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
     const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false, flight, detached: false };
     // A caller that hangs up cancels the attempt in progress: before the head, the node's
     // work and the bulkhead slot are freed at once; either way it says nothing against the
@@ -348,6 +350,7 @@ function rawTarget(url: string): string {
   return start === -1 ? '/' : url.slice(start);
 }
 
+/** The stale cache's key: the coalescing one (Host, path and query); the Vary'd fields select the variant. */
 function staleKey(call: Call): string {
-  return call.target.path;
+  return primaryKey(call.requestHeaders, call.target.path);
 }

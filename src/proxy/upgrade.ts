@@ -9,6 +9,7 @@ import { upstreamRequestHeaders } from './forward-headers.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import { isNothingSent } from './upstream-client.js';
+import { unknownUpstream } from './unknown-upstream.js';
 import { isPromise } from '../store/maybe-promise.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
@@ -114,7 +115,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     }
     const target = parseProxyTarget(raw);
     const upstream = deps.upstreams.get(target.upstream);
-    if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    if (upstream === undefined) throw unknownUpstream(target.upstream, deps.upstreams);
     if (r !== null) r.upstream = upstream.name;
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {
