@@ -66,7 +66,7 @@ interface Report {
 
 type Outcome =
   | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
-  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode }
+  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode; readonly startedAt: number }
   | { readonly kind: 'caller_gone' };
 
 function hasBody(headers: HeaderRecord): boolean {
@@ -90,12 +90,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
           return;
         }
         call.current = null;
+        if (call.body !== null) call.body.watcher = null;
         if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
         logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
-        resolve({ kind: a.failure, node });
+        resolve({ kind: a.failure, node, startedAt: a.startedAt });
       };
-      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null, startedAt);
+      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null, startedAt, deps.clock);
       call.current = a;
+      if (call.body !== null) call.body.watcher = a; // the node's timer runs only while the upload waits on it
       client.dispatch(
         {
           origin: node.origin,
@@ -126,9 +128,9 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
       const startedAt = deps.clock();
       const outcome = await attempt(call, pick.node, startedAt);
-      if (outcome.kind === 'caller_gone') return callerGone(call);
+      if (outcome.kind === 'caller_gone') return call.body?.timedOut ? bodyTimedOut(call) : callerGone(call);
       if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
-      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, startedAt));
+      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, outcome.kind === 'answer' ? outcome.attempt.startedAt : outcome.startedAt));
       (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
@@ -150,6 +152,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       case 'caller_gone':
         return callerGone(call);
     }
+  }
+
+  /** The caller fell silent mid-upload: its fault, so no node outcome; nginx's 408, and the connection closes. */
+  function bodyTimedOut(call: Call): never {
+    call.body?.discard();
+    throw new AppError('REQUEST_BODY_TIMEOUT', `The request body stopped arriving for ${call.upstream.config.client_body_timeout_ms} ms; nothing was counted against '${call.upstream.name}'.`, {
+      headers: { connection: 'close' },
+    });
   }
 
   function callerGone(call: Call): Response {
@@ -268,7 +278,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     if (incoming !== undefined) source = hasBody(requestHeaders) ? incoming : null;
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
-    const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
+    const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0, upstream.config.client_body_timeout_ms);
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
     const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false, flight, detached: false };
     // A caller that hangs up cancels the attempt in progress: before the head, the node's
