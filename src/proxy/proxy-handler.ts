@@ -10,7 +10,7 @@ import type { ProxyHooks } from './proxy-hooks.js';
 import { Attempt, DiscardSink, elapsedMs } from './attempt.js';
 import { ForwardSink, type Call } from './forward-sink.js';
 import type { FlightResult } from './coalesce.js';
-import { primaryKey } from './cache-rules.js';
+import { hasRequestBody, primaryKey } from './cache-rules.js';
 import { unknownUpstream } from './unknown-upstream.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
@@ -68,11 +68,6 @@ type Outcome =
   | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode; readonly startedAt: number }
   | { readonly kind: 'caller_gone' };
-
-function hasBody(headers: HeaderRecord): boolean {
-  const length = headers['content-length'];
-  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
-}
 
 const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
 
@@ -275,7 +270,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       localDc: deps.localDc,
     });
     let source: Readable | null = null;
-    if (incoming !== undefined) source = hasBody(requestHeaders) ? incoming : null;
+    if (incoming !== undefined) source = hasRequestBody(requestHeaders) ? incoming : null;
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0, upstream.config.client_body_timeout_ms);
