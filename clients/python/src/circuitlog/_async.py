@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import time
 import weakref
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 import httpx
 
@@ -49,8 +51,6 @@ class AsyncClient:
         **options: Any,
     ) -> None:
         self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, **options}))
-        o = self._core.options
-        self._make_transport = lambda: AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
         self._transport = self._make_transport()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -64,12 +64,24 @@ class AsyncClient:
         _clients.add(self)
 
     @overload
-    async def call(self, name: str, fn: Callable[[], Awaitable[T]], *, timeout: float | None = ...,
-                   is_failure: IsFailure | None = ...) -> T: ...
+    async def call(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        timeout: float | None = ...,
+        is_failure: IsFailure | None = ...,
+    ) -> T: ...
     @overload
-    async def call(self, name: str, fn: Callable[[], Awaitable[T]], *,
-                   fallback: Callable[[Exception], Union[F, Awaitable[F]]],
-                   timeout: float | None = ..., is_failure: IsFailure | None = ...) -> T | F: ...
+    async def call(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        fallback: Callable[[Exception], F | Awaitable[F]],
+        timeout: float | None = ...,
+        is_failure: IsFailure | None = ...,
+    ) -> T | F: ...
 
     async def call(
         self,
@@ -111,7 +123,11 @@ class AsyncClient:
                 self._idle.set()
 
     def protect(
-        self, name: str, *, fallback: Callable[[Exception], Any] | None = None, timeout: float | None = None,
+        self,
+        name: str,
+        *,
+        fallback: Callable[[Exception], Any] | None = None,
+        timeout: float | None = None,
         is_failure: IsFailure | None = None,
     ) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
         """Decorator for ``async def`` functions: every call goes through ``call(name, ...)``."""
@@ -122,7 +138,7 @@ class AsyncClient:
                 run: Callable[[], Awaitable[T]] = lambda: fn(*args, **kwargs)  # noqa: E731
                 if fallback is None:
                     return await self.call(name, run, timeout=timeout, is_failure=is_failure)
-                return await self.call(name, run, fallback=fallback, timeout=timeout, is_failure=is_failure)  # type: ignore[no-any-return]
+                return await self.call(name, run, fallback=fallback, timeout=timeout, is_failure=is_failure)
 
             return wrapper
 
@@ -208,6 +224,10 @@ class AsyncClient:
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    def _make_transport(self) -> AsyncTransport:
+        o = self._core.options
+        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+
     # -- internals --------------------------------------------------------------------------
 
     _idle: asyncio.Event | None = None
@@ -224,10 +244,8 @@ class AsyncClient:
 
     async def _wait_for_space(self) -> None:
         self._space.clear()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._space.wait(), 0.5)
-        except asyncio.TimeoutError:
-            pass
 
     def _push(self, name: str, success: bool, duration_ms: float | None) -> None:
         with self._core.lock:
@@ -263,8 +281,14 @@ class AsyncClient:
         with core.lock:
             core.answered(name, answer, generation, seq)
 
-    async def _run(self, name: str, fn: Callable[[], Awaitable[Any]], fallback: Callable[[Exception], Any] | None,
-                   timeout: float | None, is_failure: IsFailure | None) -> Any:
+    async def _run(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[Any]],
+        fallback: Callable[[Exception], Any] | None,
+        timeout: float | None,
+        is_failure: IsFailure | None,
+    ) -> Any:
         error: Exception | None = None
         result: Any = None
         started = time.perf_counter()
@@ -291,10 +315,8 @@ class AsyncClient:
 
     async def _sleep(self, seconds: float) -> None:
         self._stream_waker = asyncio.Event()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stream_waker.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
         self._stream_waker = None
 
     async def _stream_loop(self) -> None:
@@ -348,10 +370,8 @@ class AsyncClient:
 
     async def _wait_wake(self, timeout: float | None) -> None:
         self._wake.clear()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
 
     async def _flush_loop(self) -> None:
         core, o = self._core, self._core.options
@@ -390,7 +410,7 @@ class AsyncClient:
                 core.batch_done(batch, "failed")
             self._link(core.stream_up, False)
             self._stream_wake()
-            self._retry_at = time.monotonic() + backoff_delay(attempt, o_delay(core))
+            self._retry_at = time.monotonic() + backoff_delay(attempt, core.options.reconnect_max_delay)
             return attempt + 1
         with core.lock:
             core.batch_done(batch, "delivered")
@@ -438,10 +458,6 @@ class AsyncClient:
         self._loop = None
         self._tasks = []
         self._transport = self._make_transport()
-
-
-def o_delay(core: Core) -> float:
-    return core.options.reconnect_max_delay
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -36,7 +36,7 @@ _FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_close
 
 def backoff_delay(attempt: int, max_delay_s: float) -> float:
     """Exponential backoff with jitter: 0.1 s, 0.2 s, ... capped at ``max_delay_s``."""
-    ceiling = min(max_delay_s, 0.1 * 2 ** min(attempt, 16))
+    ceiling: float = min(max_delay_s, 0.1 * 2.0 ** min(attempt, 16))
     return ceiling / 2 + random.random() * ceiling / 2
 
 
@@ -61,8 +61,17 @@ class Options:
 class Entry:
     """A circuit in the local view: a snapshot (its first GET /allowed) kept current by the stream."""
 
-    __slots__ = ("event_seq", "forced", "generation", "json", "local_ok", "policy_due_at", "refused_until",
-                 "retry_at", "state")
+    __slots__ = (
+        "event_seq",
+        "forced",
+        "generation",
+        "json",
+        "local_ok",
+        "policy_due_at",
+        "refused_until",
+        "retry_at",
+        "state",
+    )
 
     def __init__(self) -> None:
         self.state = "closed"
@@ -100,9 +109,15 @@ class Core:
         self.calls_running = 0
         self.closing = False
         self.last_event_id: str | None = None
-        self.counts = {"local_decisions": 0, "server_checks": 0, "offline_decisions": 0,
-                       "outcomes_acknowledged": 0, "outcomes_dropped": 0, "outcomes_rejected": 0,
-                       "events_discarded": 0}
+        self.counts = {
+            "local_decisions": 0,
+            "server_checks": 0,
+            "offline_decisions": 0,
+            "outcomes_acknowledged": 0,
+            "outcomes_dropped": 0,
+            "outcomes_rejected": 0,
+            "events_discarded": 0,
+        }
         self.listeners: list[TransitionCallback] = []
         self.connection_listeners: list[Callable[[Connection], None]] = []
 
@@ -283,8 +298,12 @@ class Core:
         self.lock.notify_all()
 
     def stats(self) -> dict[str, object]:
-        return {"connection": self.connection, **self.counts, "outcomes_pending": self.pending,
-                "last_event_id": self.last_event_id}
+        return {
+            "connection": self.connection,
+            **self.counts,
+            "outcomes_pending": self.pending,
+            "last_event_id": self.last_event_id,
+        }
 
     def after_fork(self) -> None:
         """In a forked child: fresh lock, no stream, nothing queued (the parent delivers its own)."""

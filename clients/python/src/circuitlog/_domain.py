@@ -246,8 +246,8 @@ def _counted(
     c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float, failure_count: int
 ) -> Circuit:
     w = c.policy.window
-    window_state = c.window_state if w is None else add_outcome(
-        w, c.window_state, not success, is_slow(w, duration_ms), now
+    window_state = (
+        c.window_state if w is None else add_outcome(w, c.window_state, not success, is_slow(w, duration_ms), now)
     )
     policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
     return replace(
@@ -260,7 +260,9 @@ def _counted(
     )
 
 
-def _while_closed(c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float) -> Step:
+def _while_closed(
+    c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float
+) -> Step:
     w = c.policy.window
     if success and c.failure_count == 0 and w is None and timeout_seconds is None:
         return Step(c)
@@ -276,8 +278,10 @@ def _while_closed(c: Circuit, success: bool, duration_ms: float | None, timeout_
 
 def _while_half_open(c: Circuit, success: bool, timeout_seconds: int | None, now: float) -> Step:
     if not success:
-        seconds = timeout_seconds if timeout_seconds is not None else next_open_timeout_seconds(
-            c.policy, effective_timeout_seconds(c)
+        seconds = (
+            timeout_seconds
+            if timeout_seconds is not None
+            else next_open_timeout_seconds(c.policy, effective_timeout_seconds(c))
         )
         policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
         reopened = replace(

@@ -21,7 +21,7 @@ from ._errors import ClientClosedError as _Closed
 from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._transport import SyncTransport, shutdown_socket
-from ._wire import TransportError, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, outcomes_body, parse_event
 
 if TYPE_CHECKING:
     import sys
@@ -65,8 +65,6 @@ class Client:
         **options: Any,
     ) -> None:
         self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, **options}))
-        o = self._core.options
-        self._make_transport = lambda: SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
         self._transport = self._make_transport()
         self._timeout_workers = timeout_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -88,11 +86,19 @@ class Client:
     # -- public API -------------------------------------------------------------------------
 
     @overload
-    def call(self, name: str, fn: Callable[[], T], *, timeout: float | None = ...,
-             is_failure: IsFailure | None = ...) -> T: ...
+    def call(
+        self, name: str, fn: Callable[[], T], *, timeout: float | None = ..., is_failure: IsFailure | None = ...
+    ) -> T: ...
     @overload
-    def call(self, name: str, fn: Callable[[], T], *, fallback: Callable[[Exception], F],
-             timeout: float | None = ..., is_failure: IsFailure | None = ...) -> T | F: ...
+    def call(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        fallback: Callable[[Exception], F],
+        timeout: float | None = ...,
+        is_failure: IsFailure | None = ...,
+    ) -> T | F: ...
 
     def call(
         self,
@@ -137,7 +143,11 @@ class Client:
                     core.lock.notify_all()
 
     def protect(
-        self, name: str, *, fallback: Callable[[Exception], Any] | None = None, timeout: float | None = None,
+        self,
+        name: str,
+        *,
+        fallback: Callable[[Exception], Any] | None = None,
+        timeout: float | None = None,
         is_failure: IsFailure | None = None,
     ) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Decorator: every call of the function goes through ``call(name, ...)``."""
@@ -148,7 +158,7 @@ class Client:
                 run: Callable[[], T] = lambda: fn(*args, **kwargs)  # noqa: E731
                 if fallback is None:
                     return self.call(name, run, timeout=timeout, is_failure=is_failure)
-                return self.call(name, run, fallback=fallback, timeout=timeout, is_failure=is_failure)  # type: ignore[no-any-return]
+                return self.call(name, run, fallback=fallback, timeout=timeout, is_failure=is_failure)
 
             return wrapper
 
@@ -264,6 +274,10 @@ class Client:
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
+    def _make_transport(self) -> SyncTransport:
+        o = self._core.options
+        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+
     # -- calls ------------------------------------------------------------------------------
 
     def _admit_remotely(self, name: str) -> None:
@@ -292,8 +306,14 @@ class Client:
         with core.lock:
             core.answered(name, answer, generation, seq)
 
-    def _run(self, name: str, fn: Callable[[], Any], fallback: Callable[[Exception], Any] | None,
-             timeout: float | None, is_failure: IsFailure | None) -> Any:
+    def _run(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        fallback: Callable[[Exception], Any] | None,
+        timeout: float | None,
+        is_failure: IsFailure | None,
+    ) -> Any:
         error: Exception | None = None
         result: Any = None
         started = time.perf_counter()
@@ -416,24 +436,29 @@ class Client:
             return
         with core.lock:
             core.apply(event)
-        if not hasattr(event, "newest_id"):
-            core.emit(event)  # type: ignore[arg-type]
+        if not isinstance(event, ResetEvent):
+            core.emit(event)
 
     def _flush_loop(self) -> None:
         core, o = self._core, self._core.options
         attempt = 0
         while True:
             with core.lock:
-                while not self._stop and not self._policy_wanted and (
-                    not core.items or time.monotonic() < self._retry_at
+                while (
+                    not self._stop and not self._policy_wanted and (not core.items or time.monotonic() < self._retry_at)
                 ):
                     wait = self._retry_at - time.monotonic()
                     core.lock.wait(wait if wait > 0 else None)
                 if self._stop:
                     return
                 deadline = time.monotonic() + o.flush_delay
-                while (core.items and len(core.items) < o.flush_at and not self._flush_now and not self._stop
-                       and time.monotonic() < deadline):
+                while (
+                    core.items
+                    and len(core.items) < o.flush_at
+                    and not self._flush_now
+                    and not self._stop
+                    and time.monotonic() < deadline
+                ):
                     core.lock.wait(deadline - time.monotonic())
                 batch = core.take_batch() if core.items else []
                 wanted, self._policy_wanted = self._policy_wanted, set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any
 
@@ -55,10 +56,8 @@ def shutdown_socket(response: httpx.Response) -> None:
     stream = response.extensions.get("network_stream")
     sock: Any = stream.get_extra_info("socket") if stream is not None else None
     if isinstance(sock, socket.socket):
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class SyncTransport:
@@ -69,8 +68,7 @@ class SyncTransport:
         t = httpx.Timeout(timeout)
         self.requests = httpx.Client(base_url=base, headers=headers, timeout=t)
         # Batches go on a connection of their own, in the order recorded.
-        self.outcomes = httpx.Client(base_url=base, headers=headers, timeout=t,
-                                     limits=httpx.Limits(max_connections=1))
+        self.outcomes = httpx.Client(base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1))
         self.streams = httpx.Client(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
     def allowed(self, name: str) -> Answer:
@@ -125,8 +123,9 @@ class AsyncTransport:
         self.token = token
         t = httpx.Timeout(timeout)
         self.requests = httpx.AsyncClient(base_url=base, headers=headers, timeout=t)
-        self.outcomes = httpx.AsyncClient(base_url=base, headers=headers, timeout=t,
-                                          limits=httpx.Limits(max_connections=1))
+        self.outcomes = httpx.AsyncClient(
+            base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1)
+        )
         self.streams = httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
     async def allowed(self, name: str) -> Answer:

@@ -51,7 +51,7 @@ class ResetEvent:
     """``event: reset``: the server cannot replay from our ``Last-Event-ID``; resume at ``newest_id``."""
 
     reason: str
-    newest_id: Optional[str]
+    newest_id: str | None
 
 
 class TransportError(Exception):
