@@ -57,7 +57,9 @@ class Server:
             **self.env,
         }
         stderr = open(self.dir / "stderr.log", "a")  # noqa: SIM115 (a file, never a pipe nobody reads)
-        proc = subprocess.Popen(["node", str(DIST)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = subprocess.Popen(
+            ["node", str(DIST)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
         stderr.close()
         self.proc = proc
         listening = threading.Event()

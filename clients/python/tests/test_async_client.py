@@ -65,7 +65,10 @@ def test_times_out_cancels_the_call_and_uses_the_fallback(server: Server) -> Non
             async def async_fallback(e: Exception) -> str:
                 return "async cached"
 
-            assert await breakers.call("pya/timeout", boom, fallback=async_fallback) == "async cached"
+            async def fails() -> str:
+                raise RuntimeError("boom")
+
+            assert await breakers.call("pya/timeout", fails, fallback=async_fallback) == "async cached"
 
     asyncio.run(main())
     assert cancelled == [True, True]

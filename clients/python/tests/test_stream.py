@@ -7,7 +7,7 @@ import threading
 import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 from conftest import Server, wait_for
 
@@ -24,7 +24,7 @@ def parse(chunks: list[bytes], **bounds: int) -> list[SseMessage]:
 
 
 def test_parses_events_split_anywhere_with_any_line_ending() -> None:
-    raw = "event: transition\r\nid: 7\r\ndata: {\"a\":\"é\"}\r\n\r\n: heartbeat\n\nevent: reset\rdata: {}\r\r\n".encode()
+    raw = 'event: transition\r\nid: 7\r\ndata: {"a":"é"}\r\n\r\n: heartbeat\n\nevent: reset\rdata: {}\r\r\n'.encode()
     for size in (1, 2, 3, 7, len(raw)):
         got = parse([raw[i : i + size] for i in range(0, len(raw), size)])
         assert [(m.event, m.data, m.id) for m in got] == [("transition", '{"a":"é"}', "7"), ("reset", "{}", "7")]
@@ -49,7 +49,7 @@ def test_memory_stays_bounded_on_a_stream_without_newlines() -> None:
 class FakeStream(BaseHTTPRequestHandler):
     """/events/stream sends `event: reset`, then a transition; /circuits/x/allowed answers closed."""
 
-    seen_ids: list[str | None] = []
+    seen_ids: ClassVar[list[str | None]] = []
     allowed_calls = 0
 
     def do_GET(self) -> None:
@@ -62,8 +62,10 @@ class FakeStream(BaseHTTPRequestHandler):
                 self.wfile.write(b'event: reset\ndata: {"reason":"history_pruned","newest_id":"500"}\n\n')
                 self.wfile.flush()
                 time.sleep(0.3)
-                self.wfile.write(b'event: transition\nid: 501\ndata: {"circuit":"f/x","from":"closed","to":"open",'
-                                 b'"reason":"failure_threshold_reached","at":"2026-12-01T00:00:00.000Z"}\n\n')
+                self.wfile.write(
+                    b'event: transition\nid: 501\ndata: {"circuit":"f/x","from":"closed","to":"open",'
+                    b'"reason":"failure_threshold_reached","at":"2026-12-01T00:00:00.000Z"}\n\n'
+                )
                 self.wfile.flush()
                 time.sleep(0.3)
                 return  # the stream ends; the client reconnects with Last-Event-ID 501

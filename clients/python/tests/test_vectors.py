@@ -24,10 +24,8 @@ def policy(wire: dict[str, Any]) -> d.Policy:
 def observe(c: d.Circuit, step: d.Step, event: dict[str, Any], now: float) -> dict[str, Any]:
     w = c.policy.window
     leases = d.active_leases(c, now) if c.state == "half_open" else ()
-    if event["type"] == "admit":
-        verdict = step.verdict
-    else:
-        verdict = d.is_call_allowed(d.refresh(c, now).circuit, now)
+    admitted = event["type"] == "admit"
+    verdict = step.verdict if admitted else d.is_call_allowed(d.refresh(c, now).circuit, now)
     calls, failures, slow = d.window_figures(w, c.window_state, now) if w is not None else (0, 0, 0)
     return {
         "state": c.state,

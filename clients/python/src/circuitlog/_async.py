@@ -78,7 +78,17 @@ class AsyncClient:
         name: str,
         fn: Callable[[], Awaitable[T]],
         *,
-        fallback: Callable[[Exception], F | Awaitable[F]],
+        fallback: Callable[[Exception], Awaitable[F]],
+        timeout: float | None = ...,
+        is_failure: IsFailure | None = ...,
+    ) -> T | F: ...
+    @overload
+    async def call(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        fallback: Callable[[Exception], F],
         timeout: float | None = ...,
         is_failure: IsFailure | None = ...,
     ) -> T | F: ...
