@@ -13,8 +13,21 @@ from conftest import REPO, Server
 
 PACKAGE = REPO / "clients" / "python"
 # httpx and what httpx itself needs; nothing else may come with the client.
-ALLOWED = {"circuitlog", "httpx", "httpcore", "h11", "anyio", "idna", "sniffio", "certifi", "typing-extensions",
-           "typing_extensions", "exceptiongroup", "pip", "setuptools"}
+ALLOWED = {
+    "circuitlog",
+    "httpx",
+    "httpcore",
+    "h11",
+    "anyio",
+    "idna",
+    "sniffio",
+    "certifi",
+    "typing-extensions",
+    "typing_extensions",
+    "exceptiongroup",
+    "pip",
+    "setuptools",
+}
 SMOKE = """
 import sys, circuitlog
 with circuitlog.Client(sys.argv[1]) as c:
