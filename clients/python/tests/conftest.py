@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-DIST = REPO / "dist" / "main.js"
+# CIRCUITLOG_SERVER_DIST: run the suite against another build of the server (e.g. a branch under review).
+DIST = Path(os.environ.get("CIRCUITLOG_SERVER_DIST") or REPO / "dist" / "main.js")
 NEVER_TRIPS = 1_000_000_000
 
 

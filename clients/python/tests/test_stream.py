@@ -128,3 +128,15 @@ def test_a_reset_makes_every_circuit_snapshot_again() -> None:
     core.apply(ResetEvent("history_pruned", "500"))
     assert entry.generation != core.trusted_generation  # asks circuitlog on its next call
     assert core.last_event_id == "500"
+
+
+def test_outcomes_from_a_clock_far_ahead_are_still_counted(server: Server) -> None:
+    client = Client(server.url)
+    client._core.wall = lambda: time.time() + 3600  # this host's clock runs an hour ahead
+    assert client.ready(10)
+    for _ in range(3):
+        client.call("py/ahead", lambda: None, is_failure=lambda e, r: True)
+    client.close()
+    assert client.stats()["outcomes_acknowledged"] == 3
+    assert client.stats()["outcomes_rejected"] == 0
+    assert server.circuit("py/ahead")["failure_count"] == 3

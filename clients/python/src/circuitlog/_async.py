@@ -21,7 +21,7 @@ from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._sync import IsFailure, classify, options_from
 from ._transport import AsyncTransport
-from ._wire import ResetEvent, TransportError, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
 
 if TYPE_CHECKING:
     import sys
@@ -409,7 +409,14 @@ class AsyncClient:
     async def _send(self, batch: list[Any], attempt: int) -> int:
         core = self._core
         try:
-            await self._transport.post_outcomes(outcomes_body(batch))
+            try:
+                await self._transport.post_outcomes(outcomes_body(batch))
+            except TransportError as error:
+                if not only_at_refused(error):
+                    raise
+                # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
+                log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
+                await self._transport.post_outcomes(outcomes_body(batch, with_at=False))
         except TransportError as error:
             if error.kind == "rejected":
                 with core.lock:

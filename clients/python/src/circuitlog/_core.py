@@ -96,6 +96,8 @@ class Core:
     def __init__(self, options: Options, clock_ms: Callable[[], float] | None = None):
         self.options = options
         self.clock_ms = clock_ms or (lambda: time.time() * 1000)
+        #: Epoch seconds for each outcome's ``at`` (replaceable in tests: a host clock running ahead).
+        self.wall: Callable[[], float] = time.time
         self.lock = threading.Condition(threading.Lock())
         self.entries: dict[str, Entry] = {}
         self.generation = 0
@@ -263,7 +265,7 @@ class Core:
             while len(self.items) >= self.options.max_queued_outcomes:
                 self.items.popleft()  # offline: a bounded buffer, the oldest go first
                 self.counts["outcomes_dropped"] += 1
-        self.items.append((name, success, duration_ms, time.time()))
+        self.items.append((name, success, duration_ms, self.wall()))
         n = len(self.items)
         return n == 1 or n == self.options.flush_at
 

@@ -21,7 +21,7 @@ from ._errors import ClientClosedError as _Closed
 from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._transport import SyncTransport, shutdown_socket
-from ._wire import ResetEvent, TransportError, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
 
 if TYPE_CHECKING:
     import sys
@@ -470,7 +470,14 @@ class Client:
     def _send(self, batch: list[Any], attempt: int) -> int:
         core = self._core
         try:
-            self._transport.post_outcomes(outcomes_body(batch))
+            try:
+                self._transport.post_outcomes(outcomes_body(batch))
+            except TransportError as error:
+                if not only_at_refused(error):
+                    raise
+                # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
+                log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
+                self._transport.post_outcomes(outcomes_body(batch, with_at=False))
         except TransportError as error:
             with core.lock:
                 if error.kind == "rejected":

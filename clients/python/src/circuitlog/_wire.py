@@ -141,11 +141,25 @@ def rfc3339(epoch_s: float) -> str:
 Outcome = tuple[str, bool, Optional[float], float]
 
 
-def outcomes_body(batch: list[Outcome]) -> bytes:
+def outcomes_body(batch: list[Outcome], with_at: bool = True) -> bytes:
     items = []
     for name, success, duration_ms, at in batch:
-        item: dict[str, object] = {"circuit": name, "success": success, "at": rfc3339(at)}
+        item: dict[str, object] = {"circuit": name, "success": success}
+        if with_at:
+            item["at"] = rfc3339(at)
         if duration_ms is not None:
             item["duration_ms"] = round(duration_ms, 3)
         items.append(item)
     return json.dumps({"outcomes": items}, separators=(",", ":")).encode()
+
+
+def only_at_refused(error: TransportError) -> bool:
+    """A 422 whose every error is an item's ``at`` (this host's clock too far ahead of circuitlog's)."""
+    p = error.problem
+    errors = p.get("errors") if isinstance(p, dict) else None
+    return (
+        error.status == 422
+        and isinstance(errors, list)
+        and len(errors) > 0
+        and all(isinstance(e, dict) and str(e.get("field", "")).endswith(".at") for e in errors)
+    )
