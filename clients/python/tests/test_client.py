@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -247,3 +249,15 @@ def test_a_wrong_token_is_a_configuration_error(server_factory: Any) -> None:
     with Client(s.url, token="right-token-0123456789") as good:
         assert good.ready(10)
         assert good.call("py/token", lambda: "ok") == "ok"
+
+
+def test_a_script_that_never_calls_close_still_delivers_at_exit(server: Server) -> None:
+    script = (
+        "import sys, circuitlog\n"
+        "c = circuitlog.Client(sys.argv[1], flush_delay=30)\n"
+        "assert c.ready(10)\n"
+        "for _ in range(7):\n"
+        "    c.call('py/atexit', lambda: None, is_failure=lambda e, r: True)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, server.url], check=True, timeout=60)
+    assert server.circuit("py/atexit")["failure_count"] == 7

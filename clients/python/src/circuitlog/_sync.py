@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import threading
@@ -362,16 +363,32 @@ class Client:
                 return
             self._pid = pid
             self._threads = [
-                threading.Thread(target=self._stream_loop, name="circuitlog-stream", daemon=True),
-                threading.Thread(target=self._flush_loop, name="circuitlog-flush", daemon=True),
+                threading.Thread(
+                    target=self._guarded, args=(self._stream_loop,), name="circuitlog-stream", daemon=True
+                ),
+                threading.Thread(target=self._guarded, args=(self._flush_loop,), name="circuitlog-flush", daemon=True),
             ]
         for t in self._threads:
             t.start()
+
+    def _guarded(self, loop: Callable[[], None]) -> None:
+        """Run a background loop; a bug in it is logged and the loop starts again, rather than silently ending."""
+        while not self._stop:
+            try:
+                loop()
+                return
+            except Exception:
+                log.exception("circuitlog: background thread failed; restarting it")
+                with self._core.lock:
+                    changed = self._core.set_link(False, self._core.reachable)  # trust nothing until resynced
+                self._core.emit_connection(changed)
+                time.sleep(1.0)
 
     def _after_fork(self) -> None:
         """In a forked child: nothing of the parent's threads or sockets is used; a new stream starts on next use."""
         self._core.after_fork()
         self._wake_stream = threading.Event()
+        self._closed = threading.Event()
         self._response = None
         self._executor = None
         self._threads = []
@@ -527,6 +544,19 @@ def classify(error: BaseException | None, result: Any, is_failure: IsFailure | N
         return bool(is_failure(error, None if error is not None else result)), None
     except Exception as exc:
         return True, exc
+
+
+def _close_at_exit() -> None:
+    """At interpreter exit, deliver what clients that were never closed still hold (each within its close_timeout)."""
+    for client in list(_clients):
+        if not client._core.closing and client._pid == os.getpid():
+            try:
+                client.close()
+            except CircuitlogUnavailableError as error:
+                log.warning("circuitlog: at exit: %s", error)
+
+
+atexit.register(_close_at_exit)
 
 
 def _after_fork_in_child() -> None:
