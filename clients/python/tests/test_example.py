@@ -51,3 +51,16 @@ def test_stops_calling_a_failing_users_api_once_the_circuit_opens(server_factory
     assert lines[-2] == {"event": "answer", "user": "4", "source": "error", "error": "CircuitOpenError"}
     assert {"event": "circuit", "from": "closed", "to": "open", "reason": "failure_threshold_reached"} in lines
     assert s.circuit("users-api/get")["state"] == "open"
+
+
+def test_the_async_example_runs(server: Server) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE.parent / "async_service.py")],
+        env={**os.environ, "CIRCUITLOG_URL": server.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "basket 9.99, apple 9.99, allowed True"
+    assert server.circuit("prices/get")["state"] == "closed"

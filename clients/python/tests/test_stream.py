@@ -140,3 +140,13 @@ def test_outcomes_from_a_clock_far_ahead_are_still_counted(server: Server) -> No
     assert client.stats()["outcomes_acknowledged"] == 3
     assert client.stats()["outcomes_rejected"] == 0
     assert server.circuit("py/ahead")["failure_count"] == 3
+
+
+def test_reconnect_backoff_doubles_with_jitter_and_is_capped() -> None:
+    from circuitlog._core import backoff_delay
+
+    for attempt in range(40):
+        ceiling = min(5.0, 0.1 * 2**attempt)
+        for _ in range(20):
+            assert ceiling / 2 <= backoff_delay(attempt, 5.0) <= ceiling
+    assert max(backoff_delay(30, 5.0) for _ in range(200)) <= 5.0

@@ -250,7 +250,21 @@ class AsyncClient:
             return
         self._loop = loop
         self._wake, self._space, self._idle = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        self._tasks = [loop.create_task(self._stream_loop()), loop.create_task(self._flush_loop())]
+        self._tasks = [
+            loop.create_task(self._guarded(self._stream_loop)),
+            loop.create_task(self._guarded(self._flush_loop)),
+        ]
+
+    async def _guarded(self, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run a background loop; a bug in it is logged and the loop starts again, rather than silently ending."""
+        while not self._stop:
+            try:
+                await loop()
+                return
+            except Exception:
+                log.exception("circuitlog: background task failed; restarting it")
+                self._link(False, self._core.reachable)  # trust nothing until resynced
+                await asyncio.sleep(1.0)
 
     async def _wait_for_space(self) -> None:
         self._space.clear()
