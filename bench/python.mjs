@@ -3,7 +3,8 @@
 //   - sync Client.call() on a closed circuit with a no-op vs sequential GET /allowed round trips
 //     from Python (httpx, one keep-alive connection): goal >= 20x; and the time call() adds per
 //     call to calling the no-op directly (p50 of 100,000 interleaved samples): goal <= 5 us;
-//   - 4 Python processes x 1,000 calls/s, half failing: the server's counts equal the calls made.
+//   - 4 Python processes x 1,000 calls/s, half failing: the server's counts equal the calls made;
+//   - the stream's lag: from client A's call that trips a circuit to client B's on_transition.
 // The measuring is done by bench/python_client.py; results join the same table and JSON.
 
 import { spawn } from 'node:child_process';
@@ -16,6 +17,7 @@ const GOAL_ADDED_P50_US = 5;
 const FLEET = 4;
 const FLEET_RATE = 1_000; // calls per second per process
 const FLEET_SECONDS = 2;
+const LAG_SAMPLES = 30;
 
 function python(repoRoot, args) {
   const bin = path.join(repoRoot, '.venv-python', 'bin', 'python');
@@ -73,6 +75,12 @@ export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stop
     const exact = counts.success === made.success && counts.failure === made.failure;
     const dropped = fleet.reduce((n, f) => n + f.stats.outcomes_dropped, 0);
 
+    log('python: stream lag (client A trips a circuit, client B sees the transition)');
+    fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 3600\n');
+    const lagServer = await startCircuitlog({ name: 'circuitlog-python-lag', db: path.join(tmp, 'lag.db'), config });
+    procs.push(lagServer);
+    const lag = await python(repoRoot, ['lag', lagServer.url, String(LAG_SAMPLES)]);
+
     const baseline = target('Python: sequential GET /allowed round trips (httpx, one keep-alive connection)', allowedRps, {
       isBaseline: true,
       valid: calls.rounds.allowed.every((r) => r.errors === 0),
@@ -96,10 +104,11 @@ export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stop
       results: [{ id: 'python-call', title: 'Client.call() vs GET /allowed (Python)', targets: [baseline, subject] }],
       notes: [
         `Client.call() adds ${fmt(added.added_p50_us, 2)} µs p50 per call to a no-op (${fmt(added.client_p50_us, 2)} µs via call() vs ${fmt(added.direct_p50_us, 2)} µs direct; 100,000 interleaved samples): goal ≤ ${GOAL_ADDED_P50_US} µs ${added.added_p50_us <= GOAL_ADDED_P50_US ? 'met' : 'NOT met'}.`,
+        `Stream lag, Python client A's call that trips a circuit → client B's on_transition (${LAG_SAMPLES} samples, includes the 5 ms batch delay): p50 ${fmt(lag.p50_ms)} ms, p99 ${fmt(lag.p99_ms)} ms, max ${fmt(lag.max_ms)} ms.`,
         `${FLEET} Python processes × ${FLEET_RATE} calls/s for ${FLEET_SECONDS} s, every other call failing: ${total} calls made (${made.success} ok, ${made.failure} failed); server counts ${counts.success} ok, ${counts.failure} failed (/metrics circuitlog_outcomes_total); dropped ${dropped}.`,
       ],
       checks: [{ what: 'server outcome counts equal the calls the 4 Python processes made', ok: exact, detail: `${counts.success + counts.failure} of ${total}` }],
-      pythonMetrics: { allowedRps, callRps, ratio, added, fleet: { made, counts } },
+      pythonMetrics: { allowedRps, callRps, ratio, added, fleet: { made, counts }, streamLagMs: lag },
     };
   } finally {
     await stopEach(procs.reverse());

@@ -102,8 +102,45 @@ def fleet(url: str, seconds: float, rate: int) -> None:
     print(json.dumps({"made": made, "seconds": time.perf_counter() - started, "stats": client.stats()}))
 
 
+def lag(url: str, samples: int) -> None:
+    """From client A's call that trips `bench/py-lag` (threshold 1) to client B's transition callback, in ms."""
+    import threading
+
+    a, b = Client(url), Client(url)
+    assert a.ready(10) and b.ready(10), "no event stream"
+    seen = threading.Condition()
+    last: list[tuple[str, float]] = []
+
+    def on(e: object) -> None:
+        with seen:
+            last.append((getattr(e, "to_state", ""), time.perf_counter()))
+            seen.notify_all()
+
+    b.on_transition(lambda e: on(e) if e.circuit == "bench/py-lag" else None)
+    b.call("bench/py-lag", noop)
+    lags: list[float] = []
+    for _ in range(samples):
+        with seen:
+            last.clear()
+        t0 = time.perf_counter()
+        a.call("bench/py-lag", boom, fallback=lambda e: None)
+        with seen:
+            seen.wait_for(lambda: any(to == "open" for to, _ in last), 10)
+            lags.append((next(t for to, t in last if to == "open") - t0) * 1000)
+            last.clear()
+        httpx.post(f"{url}/circuits/bench%2Fpy-lag/reset")
+        with seen:
+            seen.wait_for(lambda: any(to == "closed" for to, _ in last), 10)
+    a.close()
+    b.close()
+    lags.sort()
+    print(json.dumps({"p50_ms": statistics.median(lags), "p99_ms": lags[int(len(lags) * 0.99)], "max_ms": lags[-1]}))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "calls":
         calls(sys.argv[2], float(sys.argv[3]))
+    elif sys.argv[1] == "lag":
+        lag(sys.argv[2], int(sys.argv[3]))
     else:
         fleet(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
