@@ -106,3 +106,32 @@ def test_protect_and_record(server: Server) -> None:
 
     asyncio.run(main())
     assert server.circuit("pya/protect")["failure_count"] == 4
+
+
+def test_keeps_working_while_down_behind_the_local_breaker_and_resyncs(server_factory: Any) -> None:
+    s = server_factory()
+    s.patch("pya/dep", {"failure_threshold": 2, "timeout_seconds": 60})
+
+    async def main() -> dict[str, object]:
+        async with AsyncClient(s.url, reconnect_max_delay=0.2, request_timeout=0.5) as breakers:
+            assert await breakers.ready(10)
+            assert await breakers.call("pya/dep", ok) == "ok"
+            await until(lambda: breakers.stats()["outcomes_pending"] == 0)
+            s.stop()
+            await until(lambda: breakers.connection == "offline")
+            for _ in range(2):
+                with pytest.raises(RuntimeError):
+                    await breakers.call("pya/dep", boom)
+            with pytest.raises(CircuitOpenError) as refused:
+                await breakers.call("pya/dep", ok)
+            assert refused.value.local
+            await asyncio.get_running_loop().run_in_executor(None, s.start)
+            await until(lambda: breakers.connection == "connected", timeout=15)
+            await until(lambda: breakers.stats()["outcomes_pending"] == 0, timeout=15)
+            # The server counted the two failures: with its threshold 2 it is open too, and its state wins.
+            assert await breakers.call("pya/dep", ok, fallback=lambda e: type(e).__name__) == "CircuitOpenError"
+        return breakers.stats()
+
+    stats = asyncio.run(main())
+    assert stats["outcomes_acknowledged"] == 3
+    assert s.circuit("pya/dep")["state"] == "open"
