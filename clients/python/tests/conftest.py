@@ -33,7 +33,10 @@ def _build() -> None:
 
 
 def _die_with_parent() -> None:
-    """Linux: the server gets SIGKILL when this test process dies, however it dies (a killed pytest leaves no server)."""
+    """Linux: the server gets SIGKILL when the thread that started it dies (a killed pytest leaves no server).
+
+    So start servers from the test's main thread only.
+    """
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 

@@ -125,7 +125,7 @@ def test_keeps_working_while_down_behind_the_local_breaker_and_resyncs(server_fa
             with pytest.raises(CircuitOpenError) as refused:
                 await breakers.call("pya/dep", ok)
             assert refused.value.local
-            await asyncio.get_running_loop().run_in_executor(None, s.start)
+            s.start()  # from the main thread (the server dies with the thread that started it)
             await until(lambda: breakers.connection == "connected", timeout=15)
             await until(lambda: breakers.stats()["outcomes_pending"] == 0, timeout=15)
             # The server counted the two failures: with its threshold 2 it is open too, and its state wins.
