@@ -4,6 +4,7 @@
  * client's local breaker must pass runs through the Node client's (src/client/local-breaker.ts).
  */
 import { readFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { runOnDomain, wireVerdict } from '../../clients/spec/generator/domain-runner.js';
 import type { StateMachineSpec, Vector } from '../../clients/spec/generator/format.js';
@@ -54,6 +55,11 @@ const policiesOf = (v: Vector) => [v.policy, ...v.steps.flatMap((s) => (s.event.
 describe('clients/spec/state-machine.json', () => {
   it('is exactly what the generator makes from src/domain today (run npm run spec:generate after a domain change)', () => {
     expect(text).toBe(stateMachineText());
+  });
+
+  it('matches its JSON Schema (clients/spec/state-machine.schema.json)', () => {
+    const validate = new Ajv2020({ allErrors: true }).compile(JSON.parse(readFileSync('clients/spec/state-machine.schema.json', 'utf8')) as object);
+    expect(validate(spec) ? [] : validate.errors?.slice(0, 5)).toEqual([]);
   });
 
   it('has at least 150 vectors, all of them for every client local breaker but the circuitlog-route ones', () => {
