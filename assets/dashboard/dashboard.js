@@ -168,6 +168,12 @@ async function readEvents(body) {
         fields[key] = key === 'data' && fields.data !== undefined ? `${fields.data}\n${val}` : val;
       }
       if (fields.event === 'transition' && fields.data !== undefined) onTransition(Number(fields.id), JSON.parse(fields.data));
+      // The server cannot resume from our id (unknown or expired): take a new snapshot.
+      if (fields.event === 'reset' && fields.data !== undefined) {
+        view.lastEventId = JSON.parse(fields.data).newest_id;
+        view.timeline = [];
+        void loadState().catch(() => {});
+      }
     }
   }
 }
