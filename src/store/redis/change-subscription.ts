@@ -53,9 +53,19 @@ export class ChangeSubscription {
       const again = this.subscribed !== null;
       await subscriber.SUBSCRIBE(this.channel, (message: string) => this.onMessage(message));
       this.cache.trust();
-      if (again) for (const listener of this.resubscribeListeners) listener();
+      if (again) this.notifyResubscribed();
     } catch (error) {
       this.logger.warn({ event: 'redis_subscribe_failed', err: (error as Error).message }, 'subscribing to changes failed');
+    }
+  }
+
+  private notifyResubscribed(): void {
+    for (const listener of this.resubscribeListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.logger.error({ event: 'redis_resubscribe_listener_failed', err: (error as Error).message }, 'a resubscription listener failed');
+      }
     }
   }
 

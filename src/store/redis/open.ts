@@ -73,18 +73,26 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   await store.ready();
   const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
   await feed.start();
+  let mirror: CircuitMirror | undefined;
   return {
     store,
     leases: new RedisLeaseStore(store, options.prefix),
     feed,
     mirror: async () => {
-      const mirror = new CircuitMirror(store);
+      mirror = new CircuitMirror(store, options.logger);
       await mirror.load();
       return mirror;
     },
     close: async () => {
       feed.stop();
-      for (const c of connections) c.destroy();
+      mirror?.stop();
+      for (const c of connections) {
+        try {
+          c.destroy();
+        } catch {
+          // already closed
+        }
+      }
     },
   };
 }

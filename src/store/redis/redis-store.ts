@@ -72,8 +72,11 @@ export class RedisCircuitStore implements CircuitStore {
     this.changes.onChange(listener);
   }
 
-  /** After the subscription came back: messages may have been missed meanwhile. */
-  onResubscribed(listener: () => void): void {
+  /**
+   * After the subscription came back (messages may have been missed meanwhile): whoever keeps
+   * a copy of the circuits reads them again. The listener must not throw or reject.
+   */
+  onRebuild(listener: () => void): void {
     this.changes.onResubscribed(listener);
   }
 
@@ -121,7 +124,11 @@ export class RedisCircuitStore implements CircuitStore {
         return;
       }
       this.queues.set(name, [queued]);
-      void this.drain(name);
+      this.drain(name).catch((error: unknown) => {
+        // drain() settles every caller itself; this is only a last guard against a bug there.
+        for (const q of this.queues.get(name)?.splice(0) ?? []) q.reject(error);
+        this.queues.delete(name);
+      });
     });
   }
 
