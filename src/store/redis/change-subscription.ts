@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
 import type { RedisConnection } from './connect.js';
 import type { CircuitCache } from './redis-cache.js';
-import { decodeCircuit } from './redis-keys.js';
+import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
 
 /**
  * The `changes` channel every write publishes on: it keeps this host's cache current and
@@ -20,6 +20,7 @@ export class ChangeSubscription {
     private readonly channel: string,
     private readonly cache: CircuitCache,
     private readonly logger: Logger,
+    private readonly malformed: Malformed,
   ) {
     subscriber.on('ready', () => {
       this.subscribed = this.subscribe(subscriber);
@@ -69,12 +70,34 @@ export class ChangeSubscription {
     }
   }
 
-  /** `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. */
+  /**
+   * `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. Anything else
+   * on the channel (a stray PUBLISH) is skipped and logged once: it came from no write, so the
+   * cache stays trusted. Nothing here may throw into the client's message dispatch.
+   */
   private onMessage(message: string): void {
     const [v, id, name, ...rest] = message.split('\n');
     const json = rest.join('\n');
-    const circuit = json === '' ? null : decodeCircuit(Number(id), json);
-    this.cache.onMessage(name!, { version: Number(v), circuit });
-    for (const listener of this.changeListeners) listener(name!, circuit);
+    if (v === undefined || !isWhole(v) || id === undefined || name === undefined || name === '') {
+      this.malformed.report(this.channel, `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`);
+      return;
+    }
+    let circuit: Circuit | null = null;
+    if (json !== '') {
+      const parsed = parseCircuit(name, id, json);
+      if ('problem' in parsed) {
+        this.malformed.report(this.channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);
+        return;
+      }
+      circuit = parsed.circuit;
+    }
+    this.cache.onMessage(name, { version: Number(v), circuit });
+    for (const listener of this.changeListeners) {
+      try {
+        listener(name, circuit);
+      } catch (error) {
+        this.logger.error({ event: 'redis_change_listener_failed', err: (error as Error).message }, 'a change listener failed');
+      }
+    }
   }
 }

@@ -71,8 +71,11 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   const db = Number(new URL(options.url).pathname.slice(1) || 0);
   const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
   await store.ready();
+  await store.epoch.sync(); // adopt the store's epoch, or write one into an empty store
   const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
   await feed.start();
+  store.seqSeen = () => feed.maxId(); // after a reset, transition numbers go on above what this host served
+  store.epoch.watch();
   let mirror: CircuitMirror | undefined;
   return {
     store,
@@ -84,6 +87,7 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
       return mirror;
     },
     close: async () => {
+      store.epoch.stop();
       feed.stop();
       mirror?.stop();
       for (const c of connections) {
