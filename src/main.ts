@@ -77,9 +77,9 @@ interface OpenedStore {
 async function openStore(config: Config, logger: Logger, shared: boolean): Promise<OpenedStore> {
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
-    const { openRedisStore } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const { openRedisStore, describeStartFailure } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
     const redis = await openRedisStore({ url, timeoutMs, logger }).catch((error: unknown) => {
-      throw new ConfigError(`CIRCUITLOG_STORE: cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`);
+      throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
     });
     const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
     // The state gauges count every circuit of every host: a mirror of them all, loaded before serving.

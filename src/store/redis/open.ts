@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { connectRedis } from './connect.js';
+import { connectRedis, RedisStartError } from './connect.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
@@ -25,6 +25,15 @@ export interface OpenedRedis {
   /** A loaded mirror of every circuit (for the state gauges); made on the first call. */
   mirror(): Promise<CircuitMirror>;
   close(): Promise<void>;
+}
+
+/**
+ * The start failure as one line after `CIRCUITLOG_STORE: ` (`shownUrl` has no password): what
+ * Redis said when it said why (credentials, database, DNS, TLS), else that it cannot be reached.
+ */
+export function describeStartFailure(shownUrl: string, error: unknown): string {
+  if (error instanceof RedisStartError) return `Redis at ${shownUrl}: ${error.message}`;
+  return `cannot reach Redis at ${shownUrl}: ${(error as Error).message}`;
 }
 
 /**
