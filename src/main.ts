@@ -78,7 +78,8 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
     const { openRedisStore, describeStartFailure } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
-    const redis = await openRedisStore({ url, timeoutMs, logger }).catch((error: unknown) => {
+    const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
+    const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
       throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
     });
     const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));

@@ -22,6 +22,8 @@ export interface RedisServerOptions {
   readonly dir?: string;
   /** `requirepass`: clients must AUTH with this password. */
   readonly password?: string;
+  /** A replica of the redis-server on this loopback port. */
+  readonly replicaOf?: number;
 }
 
 function freePort(): Promise<number> {
@@ -43,6 +45,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   args.push('--appendonly', options.appendfsync ? 'yes' : 'no');
   if (options.appendfsync) args.push('--appendfsync', options.appendfsync, '--appenddirname', 'aof');
   if (options.password !== undefined) args.push('--requirepass', options.password);
+  if (options.replicaOf !== undefined) args.push('--replicaof', '127.0.0.1', String(options.replicaOf));
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

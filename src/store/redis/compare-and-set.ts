@@ -6,6 +6,7 @@ import type { RedisKeys } from './redis-keys.js';
 import { CAS_SCRIPT } from './scripts.js';
 import type { StoreEpoch } from './store-epoch.js';
 import type { Malformed } from './stored-circuit.js';
+import type { ReplicaAck } from './replica-ack.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -43,6 +44,7 @@ export class CompareAndSet {
     /** The store's life this host writes to (`store-epoch.ts`): the script refuses any other. */
     private readonly epoch: StoreEpoch,
     private readonly malformed: Malformed,
+    private readonly replicated: ReplicaAck,
   ) {}
 
   async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
@@ -52,7 +54,11 @@ export class CompareAndSet {
       const { writes, answer } = plan(states);
       if (writes.length === 0) return answer;
       const reply = await this.send(writes, states);
-      if (reply[0] === 1) return this.committed(writes, reply, answer);
+      if (reply[0] === 1) {
+        const committed = this.committed(writes, reply, answer);
+        await this.replicated.confirm(); // with replicas_ack: acknowledged only once that many replicas have it
+        return committed;
+      }
       if (reply[0] === -1) {
         // Not synced yet, or the store was emptied since: adopt its epoch, then read again from it.
         await this.epoch.sync();

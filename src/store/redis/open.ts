@@ -15,6 +15,9 @@ export interface OpenRedisOptions {
   readonly prefix?: string;
   /** Queue commands while disconnected instead of failing them at once (tests). */
   readonly queueOffline?: boolean;
+  /** Replicas that must confirm each write (`WAIT`), and how long they get (`store.redis` in the config). */
+  readonly replicasAck?: number;
+  readonly replicasAckTimeoutMs?: number;
 }
 
 export interface OpenedRedis {
@@ -78,7 +81,8 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   const subscriber = await more('circuitlog-changes');
   const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
   const db = Number(new URL(options.url).pathname.slice(1) || 0);
-  const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
+  const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
+  const store = new RedisCircuitStore(client, subscriber, { db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
   await store.ready();
   await store.epoch.sync(); // adopt the store's epoch, or write one into an empty store
   const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });

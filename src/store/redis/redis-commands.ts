@@ -24,10 +24,10 @@ export class RedisCommands {
    * detail says what a caller can know: a read changed nothing, while a write that got no
    * answer may have been applied (a frozen Redis runs it when it wakes up).
    */
-  command<T>(args: string[], kind: 'read' | 'write' = 'write'): Promise<T> {
+  command<T>(args: string[], kind: 'read' | 'write' = 'write', timeoutMs = this.timeoutMs): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
     });
     return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
       .catch((error: unknown) => {

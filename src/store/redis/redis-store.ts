@@ -12,6 +12,7 @@ import { circuitEvents, listCircuits } from './redis-listing.js';
 import { DELETE_SCRIPT } from './scripts.js';
 import { StoreEpoch } from './store-epoch.js';
 import { Malformed } from './stored-circuit.js';
+import { ReplicaAck } from './replica-ack.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -23,6 +24,9 @@ export interface RedisStoreOptions {
   /** A command with no answer within this long fails with 503 STORAGE_UNAVAILABLE. */
   readonly timeoutMs?: number;
   readonly logger: Logger;
+  /** Replicas that must confirm each write (`WAIT`) before it is acknowledged; default 0. */
+  readonly replicasAck?: number;
+  readonly replicasAckTimeoutMs?: number;
 }
 
 const DEFAULT_TIMEOUT_MS = 1_000; // 1 s
@@ -54,6 +58,7 @@ export class RedisCircuitStore implements CircuitStore {
   /** Which life of the store this host writes to (a FLUSHALL starts a new one). */
   readonly epoch: StoreEpoch;
   readonly malformed: Malformed;
+  private readonly replicated: ReplicaAck;
   /** The newest transition number this host has seen (the feed sets it): a floor after a reset. */
   seqSeen: () => number = () => 0;
 
@@ -71,7 +76,8 @@ export class RedisCircuitStore implements CircuitStore {
     this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
     this.changes.onResubscribed(() => this.epoch.syncQuietly());
-    this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name), this.epoch, this.malformed);
+    this.replicated = new ReplicaAck(this.redis, options.replicasAck ?? 0, options.replicasAckTimeoutMs ?? 1_000);
+    this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name), this.epoch, this.malformed, this.replicated);
   }
 
   /** Resolves once the first subscription is live (the cache works from then on). */
@@ -211,6 +217,7 @@ export class RedisCircuitStore implements CircuitStore {
     }
     if (version <= 0) return false;
     this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
+    await this.replicated.confirm();
     return true;
   }
 
