@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
 import type { RedisConnection } from './connect.js';
 import type { CircuitCache } from './redis-cache.js';
+import { RESET_VERSION_MARGIN } from './scripts.js';
 import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
 
 /**
@@ -14,6 +15,7 @@ export class ChangeSubscription {
   private subscribed: Promise<void> | null = null;
   private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
   private readonly resubscribeListeners: (() => void)[] = [];
+  private readonly jumpListeners: (() => void)[] = [];
 
   constructor(
     subscriber: RedisConnection,
@@ -39,6 +41,11 @@ export class ChangeSubscription {
   /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
   onChange(listener: (name: string, circuit: Circuit | null) => void): void {
     this.changeListeners.push(listener);
+  }
+
+  /** A message with a version far above any seen (the store was emptied, and another host noticed first). */
+  onVersionJump(listener: () => void): void {
+    this.jumpListeners.push(listener);
   }
 
   /** After the subscription came back: messages may have been missed meanwhile. */
@@ -91,6 +98,9 @@ export class ChangeSubscription {
       }
       circuit = parsed.circuit;
     }
+    // A version far above any seen: another host found the store emptied and raised the counter.
+    const highest = this.cache.highestVersion;
+    if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2) for (const listener of this.jumpListeners) listener();
     this.cache.onMessage(name, { version: Number(v), circuit });
     for (const listener of this.changeListeners) {
       try {

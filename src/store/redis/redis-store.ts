@@ -76,6 +76,7 @@ export class RedisCircuitStore implements CircuitStore {
     this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
     this.changes.onResubscribed(() => this.epoch.syncQuietly());
+    this.changes.onVersionJump(() => this.epoch.syncQuietly());
     this.replicated = new ReplicaAck(this.redis, options.replicasAck ?? 0, options.replicasAckTimeoutMs ?? 1_000);
     this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name), this.epoch, this.malformed, this.replicated);
   }
