@@ -76,7 +76,7 @@ function fakeRedisStore(circuits: Circuit[]) {
   let onChange: (name: string, c: Circuit | null) => void = () => {};
   const store = {
     onChange: (listener: typeof onChange) => (onChange = listener),
-    onResubscribed: () => {},
+    onRebuild: () => {},
     list: ({ afterId, limit }: { afterId: number; limit: number }) => Promise.resolve(circuits.filter((c) => c.id > afterId).slice(0, limit)),
   };
   return { store: store as unknown as RedisCircuitStore, change: (name: string, c: Circuit | null) => onChange(name, c) };
