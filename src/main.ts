@@ -9,6 +9,9 @@ import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { activityStampMs, Housekeeping } from './service/housekeeping.js';
+import type { HousekeepingStore } from './store/housekeeping-store.js';
+import { SqliteHousekeeping } from './store/sqlite-housekeeping.js';
 import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
@@ -68,6 +71,8 @@ interface OpenedStore {
   readonly onForeignTransitions?: (listener: () => void) => void;
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
+  /** Retention and idle deletion, run by the lease holder. */
+  readonly housekeeping: HousekeepingStore;
   readonly close: () => void;
 }
 
@@ -76,6 +81,7 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
     const { openRedisStore } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const { RedisHousekeeping } = await import('./store/redis/redis-housekeeping.js');
     const redis = await openRedisStore({ url, timeoutMs, logger }).catch((error: unknown) => {
       throw new ConfigError(`CIRCUITLOG_STORE: cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`);
     });
@@ -84,13 +90,23 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
     const mirror = config.metrics.enabled ? await redis.mirror() : null;
     const readers = { transitions: redis.feed, snapshot: () => mirror! };
     const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
-    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close() };
+    const housekeeping = new RedisHousekeeping(redis.store);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, housekeeping, close: () => void redis.close() };
   }
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
-  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
+  const sqlite = new SqliteCircuitStore(db, !shared);
+  const store = storage.wrap(sqlite);
   const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+  const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close() };
+}
+
+/** Circuits the config defines (declared, and proxy nodes): housekeeping never deletes them as idle. */
+function declaredNames(config: Config): (name: string) => boolean {
+  const names = new Set(Object.keys(config.circuits));
+  for (const [upstream, { nodes }] of Object.entries(config.upstreams)) for (const node of nodes) names.add(`${upstream}/${node.id}`);
+  return (name) => names.has(name);
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -108,7 +124,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     await listen(server, config.port, config.host);
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, housekeeping: housekeepingStore, close } = await openStore(config, logger, shared);
+  const { limits } = config;
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
@@ -130,21 +147,41 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
+    limits: {
+      maxCircuits: limits.max_circuits,
+      activityStampMs: limits.idle_circuit_days === null ? undefined : activityStampMs(limits.idle_circuit_days),
+    },
   });
   for (const [name, fields] of Object.entries(config.circuits)) {
     await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
   }
   await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
+  const housekeeping = new Housekeeping(housekeepingStore, Date.now, logger, {
+    maxAgeDays: events.retention.max_age_days,
+    maxPerCircuit: events.retention.max_per_circuit,
+    idleCircuitDays: limits.idle_circuit_days,
+    isDeclared: declaredNames(config),
+  });
+  const jobs = {
+    start: () => {
+      health?.start();
+      housekeeping.start();
+    },
+    stop: () => {
+      health?.stop();
+      housekeeping.stop();
+    },
+  };
   const leader =
-    health && (shared || config.store.kind === 'redis') // on Redis: one checker across all hosts
+    shared || config.store.kind === 'redis' // on Redis: one process across all hosts runs the jobs
       ? new LeaderElection(leases, Date.now, logger, {
-          lease: 'health-checks',
+          lease: 'health-checks', // the name predates housekeeping, which the same holder runs
           owner: `${os.hostname()}:${process.pid}`,
           renewMs: LEASE_RENEW_MS,
           ttlMs: LEASE_TTL_MS,
-          onAcquire: () => health.start(),
-          onLose: () => health.stop(),
+          onAcquire: jobs.start,
+          onLose: jobs.stop,
         })
       : null;
 
@@ -160,11 +197,11 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
   logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
   if (leader) leader.start();
-  else health?.start();
+  else jobs.start();
   const stopJobs = () => {
     observe.hub.closeAll(); // event streams never end by themselves
     if (leader) leader.stop();
-    else health?.stop();
+    else jobs.stop();
   };
   onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
 }

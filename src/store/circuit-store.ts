@@ -44,6 +44,8 @@ export interface CircuitStore {
   list(query: ListQuery): MaybePromise<Circuit[]>;
   events(circuitId: number, limit: number): MaybePromise<Transition[]>;
   ping(): MaybePromise<boolean>;
+  /** How many circuits are stored, in O(1) (`limits.max_circuits`); absent: unbounded. */
+  count?(): MaybePromise<number>;
 }
 
 interface CircuitRow {
@@ -154,6 +156,7 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly listByState;
   private readonly writeStep;
   private readonly selectDataVersion;
+  private readonly selectCount;
   /** Circuits as last read or written by this connection; see `cached`. */
   private readonly cache = new Map<string, Circuit | null>();
   private cacheVersion = -1;
@@ -194,6 +197,7 @@ export class SqliteCircuitStore implements CircuitStore {
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
     this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.selectCount = db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck();
     this.listAll = db.prepare<[number, number], CircuitRow>(
       `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
     );
@@ -332,6 +336,16 @@ export class SqliteCircuitStore implements CircuitStore {
 
   ping(): boolean {
     return this.guard(() => this.selectPing.get() === 1);
+  }
+
+  /** The circuit count the triggers of migration 0004 keep: one row, not a table scan. */
+  count(): number {
+    return this.guard(() => this.selectCount.get() ?? 0);
+  }
+
+  /** Drop a circuit from the cache after a statement outside this class deleted it (housekeeping). */
+  forget(name: string): void {
+    this.cache.delete(name);
   }
 
   private guard<T>(fn: () => T): T {

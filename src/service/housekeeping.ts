@@ -1,0 +1,138 @@
+import type { Logger } from 'pino';
+import type { HousekeepingStore } from '../store/housekeeping-store.js';
+import type { Clock } from './breaker-service.js';
+
+const DAY_MS = 86_400_000;
+const DEFAULT_BATCH = 1_000; // rows per statement: about a millisecond of SQLite work (docs/performance.md#retention)
+const DEFAULT_INTERVAL_MS = 60_000; // 60 s between sweeps
+
+export interface HousekeepingOptions {
+  /** `events.retention`: 0 turns a bound off. */
+  readonly maxAgeDays: number;
+  readonly maxPerCircuit: number;
+  /** `limits.idle_circuit_days`; null: idle circuits are kept. */
+  readonly idleCircuitDays: number | null;
+  /** Circuits the config declares (and proxy nodes): never deleted as idle. */
+  readonly isDeclared: (name: string) => boolean;
+  readonly batch?: number;
+  readonly intervalMs?: number;
+  /** Waits between two batches so requests run in between (default: setImmediate). */
+  readonly yieldBetween?: () => Promise<void>;
+}
+
+/** What one sweep did. */
+export interface SweepReport {
+  readonly trimmedByAge: number;
+  readonly trimmedPerCircuit: number;
+  readonly idleDeleted: number;
+}
+
+/**
+ * How far ahead of "no outcome for idle_circuit_days" a closed circuit's `updatedAt` is
+ * refreshed by an outcome that changes nothing else (see BreakerService): at most one write per
+ * circuit per this long, at most an hour.
+ */
+export function activityStampMs(idleCircuitDays: number): number {
+  return Math.min(3_600_000, (idleCircuitDays * DAY_MS) / 24);
+}
+
+/**
+ * The housekeeping job: transition-log retention and idle-circuit deletion, run by the one
+ * process that holds the lease (main.ts). A sweep is many small batches with a yield to the
+ * event loop between them, so no request ever waits behind more than one batch.
+ */
+export class Housekeeping {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<SweepReport> | null = null;
+  private cancelled = false;
+  /** Where the per-circuit trim goes on next (the store's meaning: see HousekeepingStore). */
+  private trimCursor = 0;
+  private readonly batch: number;
+  private readonly yieldBetween: () => Promise<void>;
+
+  constructor(
+    private readonly store: HousekeepingStore,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly options: HousekeepingOptions,
+  ) {
+    this.batch = options.batch ?? DEFAULT_BATCH;
+    this.yieldBetween = options.yieldBetween ?? (() => new Promise((resolve) => setImmediate(resolve)));
+  }
+
+  /** Sweep now and then every interval, until `stop()`. */
+  start(): void {
+    this.cancelled = false;
+    const tick = () => {
+      void this.sweep().catch((error: unknown) => {
+        this.logger.warn({ event: 'housekeeping_failed', err: error }, 'housekeeping sweep failed; trying again at the next interval');
+      });
+    };
+    tick();
+    this.timer = setInterval(tick, this.options.intervalMs ?? DEFAULT_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  /** Stops after the batch in progress. */
+  stop(): void {
+    this.cancelled = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One full sweep (a sweep already running is joined, not doubled). */
+  sweep(): Promise<SweepReport> {
+    this.running ??= this.sweepOnce().finally(() => {
+      this.running = null;
+    });
+    return this.running;
+  }
+
+  private async sweepOnce(): Promise<SweepReport> {
+    const now = this.clock();
+    const { maxAgeDays, maxPerCircuit, idleCircuitDays } = this.options;
+    const before = maxAgeDays > 0 ? now - maxAgeDays * DAY_MS : 0;
+    let trimmedByAge = 0;
+    let trimmedPerCircuit = 0;
+    let idleDeleted = 0;
+    if (before > 0) {
+      for (let n = this.batch; n === this.batch && this.live(); await this.yieldBetween()) {
+        n = await this.store.trimByAge(before, this.batch);
+        trimmedByAge += n;
+      }
+    }
+    if (maxPerCircuit > 0 || before > 0) {
+      for (let done = false; !done && this.live(); await this.yieldBetween()) {
+        const step = await this.store.trimPerCircuit(maxPerCircuit, before, this.trimCursor, this.batch);
+        trimmedPerCircuit += step.deleted;
+        this.trimCursor = step.cursor;
+        done = step.done;
+      }
+    }
+    if (idleCircuitDays !== null) idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays));
+    const report = { trimmedByAge, trimmedPerCircuit, idleDeleted };
+    if (trimmedByAge + trimmedPerCircuit + idleDeleted > 0) {
+      this.logger.info({ event: 'housekeeping', trimmed_by_age: trimmedByAge, trimmed_per_circuit: trimmedPerCircuit, idle_deleted: idleDeleted }, 'housekeeping sweep done');
+    }
+    return report;
+  }
+
+  private async deleteIdle(before: number): Promise<number> {
+    let deleted = 0;
+    for (let cursor = 0, done = false; !done && this.live(); await this.yieldBetween()) {
+      const step = await this.store.deleteIdle(before, this.options.isDeclared, cursor, this.batch);
+      for (const name of step.deleted) {
+        this.logger.info({ event: 'circuit_deleted', circuit: name, reason: 'idle', idle_since: new Date(before).toISOString() }, `circuit ${name} deleted: no outcome for limits.idle_circuit_days`);
+      }
+      deleted += step.deleted.length;
+      cursor = step.cursor;
+      done = step.done;
+    }
+    return deleted;
+  }
+
+  /** A sweep in progress ends after its current batch once `stop()` was called. */
+  private live(): boolean {
+    return !this.cancelled;
+  }
+}

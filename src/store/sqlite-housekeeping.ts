@@ -1,0 +1,91 @@
+import type Database from 'better-sqlite3';
+import type { HousekeepingStore, IdleProgress, TrimProgress } from './housekeeping-store.js';
+
+interface IdleRow {
+  id: number;
+  name: string;
+  state: string;
+  forced_state: string | null;
+  updated_at: number;
+}
+
+/**
+ * Housekeeping on SQLite. Every statement looks at a bounded window of rows found through
+ * an index (the rowid, `transitions_circuit`), never a scan that grows with the table.
+ * The age trim relies on transition ids growing with time, which holds for one clock and
+ * within clock skew across processes: a row younger than the cut-off stops it.
+ */
+export class SqliteHousekeeping implements HousekeepingStore {
+  private readonly deleteOldest;
+  private readonly circuitsAfter;
+  private readonly cutoffId;
+  private readonly deleteBelow;
+  private readonly idleWindow;
+  private readonly deleteIfIdle;
+
+  constructor(
+    db: Database.Database,
+    /** Tells the store's cache that a circuit is gone (it cannot see our statements otherwise). */
+    private readonly forget: (name: string) => void,
+  ) {
+    this.deleteOldest = db.prepare<[number, number]>(
+      `DELETE FROM transitions WHERE id IN
+        (SELECT id FROM (SELECT id, at FROM transitions ORDER BY id LIMIT ?) WHERE at < ?)`,
+    );
+    this.circuitsAfter = db.prepare<[number, number], { circuit_id: number; id: number }>(
+      'SELECT circuit_id, id FROM transitions WHERE id > ? ORDER BY id LIMIT ?',
+    );
+    // The id of the circuit's `max`-th newest transition: everything below it goes.
+    this.cutoffId = db
+      .prepare<[number, number], number>('SELECT id FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?')
+      .pluck();
+    this.deleteBelow = db.prepare<[number, number, number]>(
+      'DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE circuit_id = ? AND id < ? ORDER BY id LIMIT ?)',
+    );
+    this.idleWindow = db.prepare<[number, number], IdleRow>(
+      'SELECT id, name, state, forced_state, updated_at FROM circuits WHERE id > ? ORDER BY id LIMIT ?',
+    );
+    this.deleteIfIdle = db.prepare<[number, number]>(
+      "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
+    );
+  }
+
+  trimByAge(before: number, batch: number): number {
+    return this.deleteOldest.run(batch, before).changes;
+  }
+
+  /**
+   * Looks at the transitions after `cursor` (only circuits with new transitions can be
+   * over the bound): each circuit among them loses at most `batch` rows per call; when one
+   * had more to lose the cursor stays, so the next call goes on with it.
+   */
+  trimPerCircuit(max: number, _before: number, cursor: number, batch: number): TrimProgress {
+    const rows = this.circuitsAfter.all(cursor, batch);
+    if (rows.length === 0) return { deleted: 0, cursor, done: true };
+    let deleted = 0;
+    let more = false;
+    for (const circuitId of new Set(rows.map((r) => r.circuit_id))) {
+      const cutoff = this.cutoffId.get(circuitId, max - 1);
+      if (cutoff === undefined) continue;
+      const n = this.deleteBelow.run(circuitId, cutoff, batch).changes;
+      deleted += n;
+      if (n === batch) more = true;
+    }
+    const next = more ? cursor : rows.at(-1)!.id;
+    return { deleted, cursor: next, done: !more && rows.length < batch };
+  }
+
+  deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): IdleProgress {
+    const rows = this.idleWindow.all(cursor, batch);
+    const deleted: string[] = [];
+    for (const row of rows) {
+      if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
+      // Re-checked by the DELETE itself: an outcome since the SELECT keeps the circuit.
+      if (this.deleteIfIdle.run(row.id, before).changes === 1) {
+        this.forget(row.name);
+        deleted.push(row.name);
+      }
+    }
+    return { deleted, cursor: rows.at(-1)?.id ?? cursor, done: rows.length < batch };
+  }
+}
