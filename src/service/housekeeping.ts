@@ -1,9 +1,12 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
 import type { Clock } from './breaker-service.js';
 
 const DAY_MS = 86_400_000;
-const DEFAULT_BATCH = 1_000; // rows per statement: about a millisecond of SQLite work (docs/performance.md#retention)
+const DEFAULT_BATCH = 1_000; // most rows one call looks at or deletes
+const FIRST_BATCH = 100; // rows in a phase's first call; later calls are sized by the time taken
+const BATCH_TARGET_MS = 2; // 2 ms: how long one call may hold the event loop (or Redis)
 const DEFAULT_INTERVAL_MS = 60_000; // 60 s between sweeps
 
 export interface HousekeepingOptions {
@@ -14,6 +17,7 @@ export interface HousekeepingOptions {
   readonly idleCircuitDays: number | null;
   /** Circuits the config declares (and proxy nodes): never deleted as idle. */
   readonly isDeclared: (name: string) => boolean;
+  /** Most rows one call looks at or deletes (default 1,000); calls are sized to take about 2 ms. */
   readonly batch?: number;
   readonly intervalMs?: number;
   /** Waits between two batches so requests run in between (default: setImmediate). */
@@ -96,14 +100,19 @@ export class Housekeeping {
     let trimmedPerCircuit = 0;
     let idleDeleted = 0;
     if (before > 0) {
-      for (let n = this.batch; n === this.batch && this.live(); await this.yieldBetween()) {
-        n = await this.store.trimByAge(before, this.batch);
+      const size = this.sizer();
+      for (let full = true; full && this.live(); await this.yieldBetween()) {
+        const batch = size.next();
+        const n = await size.time(() => this.store.trimByAge(before, batch));
         trimmedByAge += n;
+        full = n === batch;
       }
     }
     if (maxPerCircuit > 0 || before > 0) {
+      const size = this.sizer();
       for (let done = false; !done && this.live(); await this.yieldBetween()) {
-        const step = await this.store.trimPerCircuit(maxPerCircuit, before, this.trimCursor, this.batch);
+        const batch = size.next();
+        const step = await size.time(() => this.store.trimPerCircuit(maxPerCircuit, before, this.trimCursor, batch));
         trimmedPerCircuit += step.deleted;
         this.trimCursor = step.cursor;
         done = step.done;
@@ -119,8 +128,10 @@ export class Housekeeping {
 
   private async deleteIdle(before: number): Promise<number> {
     let deleted = 0;
+    const size = this.sizer();
     for (let cursor = 0, done = false; !done && this.live(); await this.yieldBetween()) {
-      const step = await this.store.deleteIdle(before, this.options.isDeclared, cursor, this.batch);
+      const batch = size.next();
+      const step = await size.time(() => this.store.deleteIdle(before, this.options.isDeclared, cursor, batch));
       for (const name of step.deleted) {
         this.logger.info({ event: 'circuit_deleted', circuit: name, reason: 'idle', idle_since: new Date(before).toISOString() }, `circuit ${name} deleted: no outcome for limits.idle_circuit_days`);
       }
@@ -129,6 +140,26 @@ export class Housekeeping {
       done = step.done;
     }
     return deleted;
+  }
+
+  /**
+   * Batch sizes for one phase: doubled while a call takes under half of BATCH_TARGET_MS, halved
+   * while it takes longer (rows cost very different amounts: a circuit's deletion cascades to its
+   * transitions, an index of ten million rows is slower than a small one, the machine may be busy).
+   */
+  private sizer(): { next(): number; time<T>(call: () => T | Promise<T>): Promise<T> } {
+    let size = Math.min(FIRST_BATCH, this.batch);
+    return {
+      next: () => size,
+      time: async (call) => {
+        const started = performance.now();
+        const result = await call();
+        const ms = performance.now() - started;
+        if (ms < BATCH_TARGET_MS / 2) size = Math.min(this.batch, size * 2);
+        else if (ms > BATCH_TARGET_MS) size = Math.max(1, Math.floor(size / 2));
+        return result;
+      },
+    };
   }
 
   /** A sweep in progress ends after its current batch once `stop()` was called. */

@@ -18,8 +18,9 @@ export interface IdleProgress extends PassProgress {
 
 /**
  * What the housekeeping job (src/service/housekeeping.ts) needs of a store: each call does
- * one small, bounded batch of work (at most `batch` rows looked at or deleted), so that
- * a request waits behind at most one batch.
+ * one small, bounded batch of work (about `batch` rows looked at or deleted; the job sizes
+ * `batch` so that a call takes a couple of milliseconds), so that a request waits behind at
+ * most one batch.
  */
 export interface HousekeepingStore {
   /** Delete up to `batch` of the oldest transitions older than `before` (epoch ms); how many went. */
@@ -27,8 +28,9 @@ export interface HousekeepingStore {
   /** Keep each circuit's newest `max` transitions (and none older than `before`), one batch after `cursor`. */
   trimPerCircuit(max: number, before: number, cursor: number, batch: number): MaybePromise<TrimProgress>;
   /**
-   * Delete circuits after `cursor` (one batch of ids) that are closed, not forced, not
-   * `keep`-listed and unchanged since before `before` (epoch ms); checked and deleted atomically.
+   * Delete up to `batch` circuits after `cursor` (one window of ids) that are closed, not
+   * forced, not `keep`-listed and unchanged since before `before` (epoch ms); each is checked
+   * and deleted atomically.
    */
   deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): MaybePromise<IdleProgress>;
 }

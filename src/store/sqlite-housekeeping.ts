@@ -1,6 +1,9 @@
 import type Database from 'better-sqlite3';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from './housekeeping-store.js';
 
+/** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
+const IDLE_SCAN = 1_000;
+
 interface IdleRow {
   id: number;
   name: string;
@@ -55,28 +58,29 @@ export class SqliteHousekeeping implements HousekeepingStore {
   }
 
   /**
-   * Looks at the transitions after `cursor` (only circuits with new transitions can be
-   * over the bound): each circuit among them loses at most `batch` rows per call; when one
-   * had more to lose the cursor stays, so the next call goes on with it.
+   * Looks at the `batch` transitions after `cursor` (only circuits with new transitions can be
+   * over the bound) and deletes at most `batch` rows in all; when that budget runs out the
+   * cursor stays, so the next call goes on with the same window.
    */
   trimPerCircuit(max: number, _before: number, cursor: number, batch: number): TrimProgress {
     const rows = this.circuitsAfter.all(cursor, batch);
     if (rows.length === 0) return { deleted: 0, cursor, done: true };
     let deleted = 0;
-    let more = false;
     for (const circuitId of new Set(rows.map((r) => r.circuit_id))) {
       const cutoff = this.cutoffId.get(circuitId, max - 1);
       if (cutoff === undefined) continue;
-      const n = this.deleteBelow.run(circuitId, cutoff, batch).changes;
-      deleted += n;
-      if (n === batch) more = true;
+      deleted += this.deleteBelow.run(circuitId, cutoff, batch - deleted).changes;
+      if (deleted >= batch) return { deleted, cursor, done: false };
     }
-    const next = more ? cursor : rows.at(-1)!.id;
-    return { deleted, cursor: next, done: !more && rows.length < batch };
+    return { deleted, cursor: rows.at(-1)!.id, done: rows.length < batch };
   }
 
+  /**
+   * Looks at up to IDLE_SCAN circuits after `cursor` and deletes at most `batch` of them (each
+   * deletion also deletes the circuit's transitions: ON DELETE CASCADE, up to max_per_circuit rows).
+   */
   deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): IdleProgress {
-    const rows = this.idleWindow.all(cursor, batch);
+    const rows = this.idleWindow.all(cursor, IDLE_SCAN);
     const deleted: string[] = [];
     for (const row of rows) {
       if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
@@ -84,8 +88,9 @@ export class SqliteHousekeeping implements HousekeepingStore {
       if (this.deleteIfIdle.run(row.id, before).changes === 1) {
         this.forget(row.name);
         deleted.push(row.name);
+        if (deleted.length >= batch) return { deleted, cursor: row.id, done: false };
       }
     }
-    return { deleted, cursor: rows.at(-1)?.id ?? cursor, done: rows.length < batch };
+    return { deleted, cursor: rows.at(-1)?.id ?? cursor, done: rows.length < IDLE_SCAN };
   }
 }
