@@ -338,7 +338,7 @@ export class SqliteCircuitStore implements CircuitStore {
     return this.guard(() => this.selectPing.get() === 1);
   }
 
-  /** The circuit count the triggers of migration 0004 keep: one row, not a table scan. */
+  /** The circuit count the triggers of migration 0005 keep: one row, not a table scan. */
   count(): number {
     return this.guard(() => this.selectCount.get() ?? 0);
   }
