@@ -9,7 +9,8 @@
 //   - server RSS after the load, and (RSS at N - RSS at 1) / N bytes per circuit;
 //   - start-up time to the first /health 200 (goal < 5 s at N = 1,000,000);
 //   - GET /metrics render time, p50 of 10 scrapes (metrics.max_circuits = 10,000 labelled).
-// The N - 2 filler circuits are written into the store directly before the server starts
+// One server per N runs at once and the loads are interleaved (alternating order with BENCH_ROUNDS > 1),
+// so that every N sees the same machine. The N - 2 filler circuits are written into the store directly before the server starts
 // (SQLite: one INSERT transaction on the migrated file; Redis: the store's key layout, pipelined),
 // not through the API: a million POSTs would take longer than the whole section. bench-ok and
 // bench-fail are then made through the API as in the other sections.
@@ -49,7 +50,7 @@ export async function scaleSection(ctx) {
   try {
     for (const store of stores) {
       if (store === 'redis' && spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) continue;
-      for (const n of ns) rows.push(await measure(ctx, libs, tmp, store, n, durationSec));
+      rows.push(...(await measureStore(ctx, libs, tmp, store, ns, durationSec)));
     }
     const retention = oldRows > 0 ? await retentionRun(ctx, libs, tmp, oldRows, durationSec) : null;
     for (const r of rows) {
@@ -57,6 +58,7 @@ export async function scaleSection(ctx) {
       r.allowedRatio = r.allowedRps / base.allowedRps;
       r.failRatio = r.failRps / base.failRps;
       r.bytesPerCircuit = r.n > base.n ? (r.rssBytes - base.rssBytes) / (r.n - base.n) : null;
+      r.redisBytesPerCircuit = r.redisBytes !== null && r.n > base.n ? (r.redisBytes - base.redisBytes) / (r.n - base.n) : null;
     }
     const svg = path.join(ctx.repoRoot, 'bench', 'results', 'scale.svg');
     fs.mkdirSync(path.dirname(svg), { recursive: true });
@@ -81,8 +83,42 @@ export async function scaleSection(ctx) {
   }
 }
 
-/** One store at one N: seed, start (timed), load, list, RSS, metrics. */
-async function measure(ctx, libs, tmp, store, n, durationSec) {
+/**
+ * One store at every N: seed and start one server per N (start-up timed), then load them all in
+ * one suite, interleaved and in alternating order per round (BENCH_ROUNDS), so that each N sees
+ * the same machine; then the list, RSS and /metrics figures per server.
+ */
+async function measureStore(ctx, libs, tmp, store, ns, durationSec) {
+  const servers = [];
+  try {
+    for (const n of ns) servers.push(await startAt(ctx, libs, tmp, store, n));
+    const targets = servers.flatMap(({ n, server }) => [
+      { id: `allowed-${n}`, label: `${store} N=${n}: GET /circuits/bench-ok/allowed`, url: `${server.url}/circuits/bench-ok/allowed`, pid: server.pid },
+      { id: `fail-${n}`, label: `${store} N=${n}: POST failure outcome`, url: `${server.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', pid: server.pid },
+    ]);
+    const [result] = await ctx.runSuite([{ id: `scale-${store}`, title: `scale: ${store}`, baseline: `allowed-${ns[0]}`, targets }], { ...ctx.suiteOptions(durationSec), warmupSec: 1 });
+    const rows = [];
+    for (const { n, server, redis, startupMs } of servers) {
+      const allowed = result.targets.find((t) => t.id === `allowed-${n}`);
+      const fail = result.targets.find((t) => t.id === `fail-${n}`);
+      const rssBytes = rssOf(server.pid);
+      const listP50 = await timeList(server.url, Math.max(0, Math.floor(n * 0.9)));
+      const metricsP50 = await timeMetrics(server.url);
+      const redisBytes = redis ? await redisUsedMemory(libs, redis.url) : null;
+      rows.push({ store, n, redisBytes, startupMs, allowedRps: allowed.rps, allowedP99: allowed.p99, failRps: fail.rps, failP99: fail.p99, listP50, rssBytes, metricsP50, valid: allowed.valid && fail.valid });
+      ctx.log(`scale :: ${store} N=${n}: start ${startupMs.toFixed(0)} ms, allowed ${allowed.rps.toFixed(0)}/s, fail ${fail.rps.toFixed(0)}/s, list p50 ${listP50.toFixed(2)} ms, RSS ${(rssBytes / 2 ** 20).toFixed(0)} MiB, /metrics ${metricsP50.toFixed(1)} ms`);
+    }
+    return rows;
+  } finally {
+    for (const { server, redis } of servers) {
+      await server.stop();
+      redis?.stop();
+    }
+  }
+}
+
+/** Seed N - 2 filler circuits, start circuitlog on them (timed to the first /health 200), make bench-ok and bench-fail. */
+async function startAt(ctx, libs, tmp, store, n) {
   const filler = Math.max(0, n - 2);
   const dir = path.join(tmp, `${store}-${n}`);
   fs.mkdirSync(dir);
@@ -101,35 +137,8 @@ async function measure(ctx, libs, tmp, store, n, durationSec) {
   const startedAt = performance.now();
   const server = await startProcess({ name: `circuitlog-${store}-${n}`, args: [path.join(ctx.repoRoot, 'dist', 'main.js')], cwd: ctx.repoRoot, port: 'auto', readyPath: '/health', timeoutMs: 120_000, env });
   const startupMs = performance.now() - startedAt;
-  try {
-    await ctx.setupBenchCircuits(server.url);
-    const target = (id, label, url, extra = {}) => ({ id, label, url, pid: server.pid, ...extra });
-    const [result] = await ctx.runSuite(
-      [
-        {
-          id: `scale-${store}-${n}`,
-          title: `scale: ${store}, N = ${n}`,
-          baseline: 'allowed',
-          targets: [
-            target('allowed', `${store} N=${n}: GET /circuits/bench-ok/allowed`, `${server.url}/circuits/bench-ok/allowed`),
-            target('fail', `${store} N=${n}: POST failure outcome`, `${server.url}/circuits/bench-fail/outcomes`, { method: 'POST', headers: JSON_HEADERS, body: '{"success":false}' }),
-          ],
-        },
-      ],
-      { ...ctx.suiteOptions(durationSec), warmupSec: 1 },
-    );
-    const [allowed, fail] = result.targets;
-    const rssBytes = rssOf(server.pid);
-    const listP50 = await timeList(server.url, Math.max(0, Math.floor(n * 0.9)));
-    const metricsP50 = await timeMetrics(server.url);
-    const row = { store, n, startupMs, allowedRps: allowed.rps, allowedP99: allowed.p99, failRps: fail.rps, failP99: fail.p99, listP50, rssBytes, metricsP50, valid: allowed.valid && fail.valid };
-    ctx.log(`scale :: ${store} N=${n}: start ${startupMs.toFixed(0)} ms, allowed ${allowed.rps.toFixed(0)}/s, fail ${fail.rps.toFixed(0)}/s, list p50 ${listP50.toFixed(2)} ms, RSS ${(rssBytes / 2 ** 20).toFixed(0)} MiB, /metrics ${metricsP50.toFixed(1)} ms`);
-    return row;
-  } finally {
-    await server.stop();
-    redis?.stop();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  await ctx.setupBenchCircuits(server.url);
+  return { n, server, redis, startupMs };
 }
 
 function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir }, file, count, now = Date.now()) {
@@ -144,27 +153,39 @@ function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir },
   db.close();
 }
 
-/** Circuits in the Redis store's layout (src/store/redis/scripts.ts): hash, index entry, counters. */
-async function seedRedis({ newCircuit, require }, url, count) {
-  const { createClient } = require('@redis/client');
-  const client = createClient({ url, RESP: 2 });
-  await client.connect();
+/**
+ * Circuits in the Redis store's layout (src/store/redis/scripts.ts): hash, index entry, counters,
+ * as RESP piped into `redis-cli --pipe` (about a million commands a second).
+ */
+async function seedRedis({ newCircuit }, url, count) {
+  const port = new URL(url).port;
+  const pipe = spawn('redis-cli', ['-p', port, '--pipe'], { stdio: ['pipe', 'ignore', 'inherit'] });
+  const done = new Promise((resolve, reject) => pipe.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`redis-cli --pipe exited ${code}`)))));
+  const resp = (args) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
   const now = Date.now();
   const template = newCircuit('x', { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 }, now);
-  const CHUNK = 5_000;
+  const CHUNK = 10_000;
   for (let from = 0; from < count; from += CHUNK) {
-    const sent = [];
+    let text = '';
     for (let i = from; i < Math.min(count, from + CHUNK); i++) {
       const name = `scale/c${i}`;
       const id = String(i + 1);
-      sent.push(client.sendCommand(['HSET', `circuitlog:c:{${name}}`, 'v', id, 'id', id, 'c', JSON.stringify({ ...template, id: i + 1, name })]));
-      sent.push(client.sendCommand(['ZADD', 'circuitlog:index', id, name]));
+      text += resp(['HSET', `circuitlog:c:{${name}}`, 'v', id, 'id', id, 'c', JSON.stringify({ ...template, id: i + 1, name })]);
+      text += resp(['ZADD', 'circuitlog:index', id, name]);
     }
-    await Promise.all(sent);
+    if (!pipe.stdin.write(text)) await new Promise((r) => pipe.stdin.once('drain', r));
   }
-  await client.sendCommand(['SET', 'circuitlog:ids', String(count)]);
-  await client.sendCommand(['SET', 'circuitlog:version', String(count)]);
+  pipe.stdin.end(resp(['SET', 'circuitlog:ids', String(count)]) + resp(['SET', 'circuitlog:version', String(count)]));
+  await done;
+}
+
+async function redisUsedMemory({ require }, url) {
+  const { createClient } = require('@redis/client');
+  const client = createClient({ url, RESP: 2 });
+  await client.connect();
+  const info = await client.sendCommand(['INFO', 'memory']);
   await client.quit();
+  return Number(/used_memory:(\d+)/.exec(info)[1]);
 }
 
 function rssOf(pid) {
@@ -270,10 +291,10 @@ const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
 function tableMarkdown(rows, retention) {
   const lines = [
-    '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | bytes/circuit | start-up ms | /metrics p50 ms |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | RSS bytes/circuit | redis-server bytes/circuit | start-up ms | /metrics p50 ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map((r) =>
-      `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${f0(r.startupMs)} | ${f2(r.metricsP50)} |`,
+      `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${r.redisBytesPerCircuit == null ? '–' : f0(r.redisBytesPerCircuit)} | ${f0(r.startupMs)} | ${f2(r.metricsP50)} |`,
     ),
   ];
   const big = rows.filter((r) => r.n === Math.max(...rows.map((x) => x.n)));
@@ -293,8 +314,8 @@ function tableMarkdown(rows, retention) {
   return lines.join('\n');
 }
 
-/** Two small panels: req/s ratio to N = 1, and RSS in MiB, against N (log scale). */
-function plot(rows, ns) {
+/** Two small panels: req/s ratio to N = 1, and RSS in MiB, against N (log scale); exported to redraw a saved run. */
+export function plot(rows, ns) {
   const W = 360;
   const H = 220;
   const pad = { l: 48, r: 12, t: 28, b: 36 };
@@ -302,17 +323,18 @@ function plot(rows, ns) {
   const x = (n) => pad.l + ((Math.log10(Math.max(1, n)) - Math.min(...xs)) / (Math.max(...xs) - Math.min(...xs) || 1)) * (W - pad.l - pad.r);
   const series = [
     { key: 'allowedRatio', store: 'sqlite', label: 'SQLite /allowed', color: '#1f77b4' },
-    { key: 'failRatio', store: 'sqlite', label: 'SQLite failure', color: '#1f77b4', dash: '4 3' },
+    { key: 'failRatio', store: 'sqlite', label: 'SQLite failure (dashed)', color: '#1f77b4', dash: '4 3' },
     { key: 'allowedRatio', store: 'redis', label: 'Redis /allowed', color: '#d62728' },
-    { key: 'failRatio', store: 'redis', label: 'Redis failure', color: '#d62728', dash: '4 3' },
+    { key: 'failRatio', store: 'redis', label: 'Redis failure (dashed)', color: '#d62728', dash: '4 3' },
   ];
-  const panel = (ox, title, ymax, lines, yfmt) => {
+  const panel = (ox, title, ymax, lines, yfmt, goal = null) => {
     const y = (v) => pad.t + (1 - v / ymax) * (H - pad.t - pad.b);
     const parts = [`<g transform="translate(${ox},0)">`, `<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${title}</text>`];
     for (let k = 0; k <= 4; k++) {
       const v = (ymax * k) / 4;
       parts.push(`<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${yfmt(v)}</text>`);
     }
+    if (goal !== null) parts.push(`<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(goal)}" y2="${y(goal)}" stroke="#999" stroke-dasharray="2 2"/><text x="${W - pad.r}" y="${y(goal) - 3}" text-anchor="end" font-size="9" fill="#777">goal ${goal}x</text>`);
     for (const n of ns) parts.push(`<text x="${x(n)}" y="${H - pad.b + 14}" text-anchor="middle" font-size="10">${n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : n}</text>`);
     parts.push(`<text x="${W / 2}" y="${H - 6}" text-anchor="middle" font-size="11">circuits (N, log scale)</text>`);
     lines.forEach((s, i) => {
@@ -326,7 +348,7 @@ function plot(rows, ns) {
   };
   const ratioMax = Math.max(1.2, ...rows.flatMap((r) => [r.allowedRatio, r.failRatio]).filter(Number.isFinite));
   const rssMax = Math.max(...rows.map((r) => r.rssBytes / 2 ** 20)) * 1.1;
-  const left = panel(0, 'req/s at N / req/s at N = 1', Math.ceil(ratioMax * 5) / 5, series.map((s) => ({ ...s, value: (r) => r[s.key] })), (v) => v.toFixed(1));
+  const left = panel(0, 'req/s at N / req/s at N = 1', Math.ceil(ratioMax * 5) / 5, series.map((s) => ({ ...s, value: (r) => r[s.key] })), (v) => v.toFixed(1), 0.8);
   const rss = [
     { store: 'sqlite', label: 'SQLite RSS', color: '#1f77b4', value: (r) => r.rssBytes / 2 ** 20 },
     { store: 'redis', label: 'Redis host RSS', color: '#d62728', value: (r) => r.rssBytes / 2 ** 20 },
