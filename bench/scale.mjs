@@ -146,10 +146,11 @@ function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir },
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = OFF');
   migrate(db, readMigrations(defaultMigrationsDir()));
-  const insert = db.prepare(`INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, ?, ?)`);
-  db.transaction(() => {
-    for (let i = 0; i < count; i++) insert.run(`scale/c${i}`, now, now);
-  })();
+  // One statement generating the rows (a recursive CTE): several times faster than a loop of INSERTs.
+  db.prepare(`INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at)
+    WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+    SELECT 'scale/c' || i, 5, 30, ?, ? FROM n`).run(count, now, now);
+  if (count === 0) db.prepare("DELETE FROM circuits WHERE name = 'scale/c0'").run(); // the CTE yields at least one row
   db.close();
 }
 
@@ -229,14 +230,13 @@ async function retentionRun(ctx, libs, tmp, rows, durationSec) {
   seedSqlite(libs, file, circuits);
   const db = new libs.Database(file);
   db.pragma('synchronous = OFF');
+  db.pragma('cache_size = -1000000'); // 1 GB while seeding: the circuit index takes its rows in random order
   const old = Date.now() - 60 * DAY_MS;
-  const insert = db.prepare("INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, 'closed', 'open', 'failure_threshold_reached', ?)");
   const PER_TX = 1_000_000;
-  for (let from = 0; from < rows; from += PER_TX) {
-    db.transaction(() => {
-      for (let i = from; i < Math.min(rows, from + PER_TX); i++) insert.run((i % circuits) + 1, old + Math.floor(i / 100));
-    })();
-  }
+  const insert = db.prepare(`INSERT INTO transitions (circuit_id, from_state, to_state, reason, at)
+    WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+    SELECT (i % ${circuits}) + 1, 'closed', 'open', 'failure_threshold_reached', ? + i / 100 FROM n`);
+  for (let from = 0; from < rows; from += PER_TX) insert.run(from, Math.min(rows, from + PER_TX), old);
   db.close();
   ctx.log(`scale :: retention: seeded ${rows} transitions in ${((performance.now() - seeded) / 1000).toFixed(1)} s`);
   const off = path.join(tmp, 'retention-off.yaml');

@@ -7,6 +7,12 @@ const DAY_MS = 86_400_000;
 const DEFAULT_BATCH = 1_000; // most rows one call looks at or deletes
 const FIRST_BATCH = 100; // rows in a phase's first call; later calls are sized by the time taken
 const BATCH_TARGET_MS = 2; // 2 ms: how long one call may hold the event loop (or Redis)
+/**
+ * Share of the time the job may take: after a call of `ms` it waits `ms * (1 / DUTY - 1)`. A
+ * batch is cheap, but the WAL checkpoints its deletions cause run inside one and take 100 ms and
+ * more on a slow disk: at 2 % of the time, few requests ever meet one (docs/operations.md#retention-and-idle-circuits).
+ */
+const DUTY = 0.02;
 const DEFAULT_INTERVAL_MS = 60_000; // 60 s between sweeps
 
 export interface HousekeepingOptions {
@@ -20,8 +26,8 @@ export interface HousekeepingOptions {
   /** Most rows one call looks at or deletes (default 1,000); calls are sized to take about 2 ms. */
   readonly batch?: number;
   readonly intervalMs?: number;
-  /** Waits between two batches so requests run in between (default: setImmediate). */
-  readonly yieldBetween?: () => Promise<void>;
+  /** Waits between two batches so requests run in between, given the last call's ms (default: 49 times that). */
+  readonly yieldBetween?: (lastCallMs: number) => Promise<void>;
 }
 
 /** What one sweep did. */
@@ -52,7 +58,8 @@ export class Housekeeping {
   /** Where the per-circuit trim goes on next (the store's meaning: see HousekeepingStore). */
   private trimCursor = 0;
   private readonly batch: number;
-  private readonly yieldBetween: () => Promise<void>;
+  private readonly pause: (lastCallMs: number) => Promise<void>;
+  private lastCallMs = 0;
 
   constructor(
     private readonly store: HousekeepingStore,
@@ -61,7 +68,7 @@ export class Housekeeping {
     private readonly options: HousekeepingOptions,
   ) {
     this.batch = options.batch ?? DEFAULT_BATCH;
-    this.yieldBetween = options.yieldBetween ?? (() => new Promise((resolve) => setImmediate(resolve)));
+    this.pause = options.yieldBetween ?? pace;
   }
 
   /** Sweep now and then every interval, until `stop()`. */
@@ -155,6 +162,7 @@ export class Housekeeping {
         const started = performance.now();
         const result = await call();
         const ms = performance.now() - started;
+        this.lastCallMs = ms;
         if (ms < BATCH_TARGET_MS / 2) size = Math.min(this.batch, size * 2);
         else if (ms > BATCH_TARGET_MS) size = Math.max(1, Math.floor(size / 2));
         return result;
@@ -162,8 +170,21 @@ export class Housekeeping {
     };
   }
 
+  private yieldBetween(): Promise<void> {
+    return this.pause(this.lastCallMs);
+  }
+
   /** A sweep in progress ends after its current batch once `stop()` was called. */
   private live(): boolean {
     return !this.cancelled;
   }
+}
+
+/** The default pause between two calls: DUTY of the time for the job, the rest for requests. */
+function pace(lastCallMs: number): Promise<void> {
+  const waitMs = lastCallMs * (1 / DUTY - 1);
+  return new Promise((resolve) => {
+    if (waitMs < 1) setImmediate(resolve);
+    else setTimeout(resolve, waitMs).unref();
+  });
 }
