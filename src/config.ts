@@ -402,6 +402,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
   };
 }
 
+/** Whether the config defines a circuit (declared under `circuits:`, or a proxy node's): never deleted as idle. */
+export function configDefinedCircuit(config: Pick<FileConfig, 'circuits' | 'upstreams'>): (name: string) => boolean {
+  const names = new Set(Object.keys(config.circuits));
+  for (const [upstream, { nodes }] of Object.entries(config.upstreams)) for (const node of nodes) names.add(`${upstream}/${node.id}`);
+  return (name) => names.has(name);
+}
+
 /** What the service runs with, for the one start-up log line: never the token itself. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {

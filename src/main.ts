@@ -7,7 +7,7 @@ import { adapterErrorHandler } from './server/request-error.js';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
-import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
+import { ConfigError, configDefinedCircuit, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
 import { activityStampMs, Housekeeping } from './service/housekeeping.js';
 import type { HousekeepingStore } from './store/housekeeping-store.js';
@@ -102,13 +102,6 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close() };
 }
 
-/** Circuits the config defines (declared, and proxy nodes): housekeeping never deletes them as idle. */
-function declaredNames(config: Config): (name: string) => boolean {
-  const names = new Set(Object.keys(config.circuits));
-  for (const [upstream, { nodes }] of Object.entries(config.upstreams)) for (const node of nodes) names.add(`${upstream}/${node.id}`);
-  return (name) => names.has(name);
-}
-
 /** Which variable named the SQLite file, for messages. */
 const dbVariable = (_config: Config) => (process.env.CIRCUITLOG_STORE ? 'CIRCUITLOG_STORE' : 'CIRCUITLOG_DB');
 
@@ -161,7 +154,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     maxAgeDays: events.retention.max_age_days,
     maxPerCircuit: events.retention.max_per_circuit,
     idleCircuitDays: limits.idle_circuit_days,
-    isDeclared: declaredNames(config),
+    isDeclared: configDefinedCircuit(config),
   });
   const jobs = {
     start: () => {
