@@ -105,7 +105,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const server = http.createServer(serverTimeoutOptions(config.server));
   server.on('connect', rejectConnect(logger, Date.now));
   if (!shared) {
-    await listen(server, config.port, config.host);
+    await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
   const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
@@ -154,7 +154,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     else void honoListener(incoming, outgoing);
   });
   if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
-  if (shared) await listen(server, config.port, config.host);
+  // Listen only now, with every listener attached: a connection accepted is a connection answered.
+  await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };

@@ -26,6 +26,7 @@ export type ErrorCode =
   | 'INVALID_HEADER'
   | 'TOO_MANY_STREAMS'
   | 'UPGRADE_NOT_SUPPORTED'
+  | 'NOT_READY'
   | 'INTERNAL';
 
 export interface FieldError {
