@@ -22,6 +22,7 @@ import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
+import { registerReadiness, type Readiness } from './server/readiness.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -42,6 +43,8 @@ export interface AppDeps {
   readonly observe?: Observability;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
   readonly health?: () => MaybePromise<HealthReport>;
+  /** For `GET /health/ready` (draining after SIGTERM); ready throughout when absent. */
+  readonly readiness?: Readiness;
 }
 
 export interface App {
@@ -102,6 +105,7 @@ export function createApp(deps: AppDeps): App {
     const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
     return c.json(report, report.status === 'ok' ? 200 : 503);
   });
+  registerReadiness(app, deps.readiness);
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
     if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);

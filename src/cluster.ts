@@ -21,7 +21,7 @@ export interface PrimaryOptions {
   readonly workers: number;
   readonly port: number;
   readonly host: string;
-  /** How long SIGTERM waits for workers to drain before killing them. */
+  /** How long SIGTERM waits for workers to drain (their shutdown delay and grace) before killing them. */
   readonly shutdownGraceMs: number;
   readonly logger: Logger;
   readonly clock?: () => number;

@@ -117,7 +117,9 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
+  const readiness = { draining: false };
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
+    readiness,
     store,
     health: storeHealth,
     clock: Date.now,
@@ -150,6 +152,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
 
   const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
+    if (readiness.draining) outgoing.shouldKeepAlive = false; // `Connection: close`: move callers off, as Envoy drains
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
@@ -167,7 +170,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     if (leader) leader.stop();
     else health?.stop();
   };
-  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
+  onSignals((signal) => {
+    readiness.draining = true;
+    const delayMs = config.shutdown_delay_ms;
+    logger.info({ event: 'not_ready', signal, shutdown_delay_ms: delayMs }, `not ready; serving ${delayMs} ms more before closing the port`);
+    setTimeout(() => drain(signal, { server, close, logger, config, stopJobs, proxy }), delayMs);
+  });
 }
 
 interface Running {
@@ -179,7 +187,7 @@ interface Running {
   readonly proxy: { client: { close(): Promise<void> } } | undefined;
 }
 
-/** SIGTERM: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
+/** After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
 function drain(signal: string, { server, close, logger, config, stopJobs, proxy }: Running): void {
   logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
   stopJobs();
@@ -220,7 +228,7 @@ async function main(): Promise<void> {
   if (config.workers === 1) return startServer(config, logger, false);
   await probeListen(config.port, config.host);
   if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
-  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_delay_ms + config.shutdown_grace_ms, logger });
   onSignals((signal) => primary.shutdown(signal));
 }
 

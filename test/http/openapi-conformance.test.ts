@@ -24,6 +24,8 @@ interface Case {
   readonly headers?: Record<string, string>;
   /** The store answers every call with storage-busy during this request. */
   readonly busy?: boolean;
+  /** The process drains after SIGTERM during this request. */
+  readonly draining?: boolean;
 }
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
@@ -126,6 +128,11 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /health', status: 405 },
     { send: 'GET /health', status: 503, busy: true },
   ],
+  'get /health/ready': [
+    { send: 'GET /health/ready', status: 200, ...noAuth },
+    { send: 'POST /health/ready', status: 405 },
+    { send: 'GET /health/ready', status: 503, draining: true },
+  ],
   'get /problems/{kind}': [
     { send: 'GET /problems/circuit-open', status: 200 },
     { send: 'GET /problems/nope', status: 404 },
@@ -162,6 +169,7 @@ const client = createUndiciClient();
 let app: Awaited<ReturnType<typeof serveApp>>;
 let busy: ReturnType<typeof switchableBusyStore>;
 let doc: Doc;
+const readiness = { draining: false };
 // ajv-formats is CommonJS: its default export is the module object under TypeScript's view.
 const addFormats = ajvFormats as unknown as typeof ajvFormats.default;
 const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }));
@@ -170,7 +178,7 @@ beforeAll(async () => {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
   busy = switchableBusyStore();
-  app = await serveApp({ token: TOKEN, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
+  app = await serveApp({ token: TOKEN, readiness, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
   doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as Doc;
   await seed();
 });
@@ -191,10 +199,12 @@ async function send(c: Case) {
   const headers: Record<string, string> = { ...AUTH, ...c.headers };
   if (headers.authorization === '') delete headers.authorization;
   busy.state.busy = c.busy ?? false;
+  readiness.draining = c.draining ?? false;
   try {
     return await rawRequest(app.url, method, path, headers, c.body);
   } finally {
     busy.state.busy = false;
+    readiness.draining = false;
   }
 }
 
