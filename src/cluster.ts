@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { serveClusterMetrics } from './observe/cluster-metrics.js';
+import { urlHost } from './server/listen.js';
 
 /** What a worker sends the primary before it exits because it could not start. */
 export interface StartFailedMessage {
@@ -124,7 +125,7 @@ export function runPrimary(options: PrimaryOptions): Primary {
         announced = true;
         logger.info(
           { event: 'listening', host: options.host, port: address.port, workers: options.workers },
-          `circuitlog listening on http://${options.host}:${address.port} with ${options.workers} workers`,
+          `circuitlog listening on http://${urlHost(options.host)}:${address.port} with ${options.workers} workers`,
         );
       }
     });

@@ -14,7 +14,7 @@ import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
-import { listen, probeListen } from './server/listen.js';
+import { listen, probeListen, urlHost } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
 import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
@@ -162,7 +162,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
-  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
+  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${urlHost(config.host)}:${port}`);
   if (leader) leader.start();
   else health?.start();
   const stopJobs = () => {

@@ -2,6 +2,11 @@ import net from 'node:net';
 import { ConfigError } from '../config.js';
 import { answerStarting } from './starting.js';
 
+/** `host` as the host of a URL: an IPv6 literal in brackets (RFC 3986 section 3.2.2), `http://[::1]:8080`. */
+export function urlHost(host: string): string {
+  return net.isIPv6(host) ? `[${host}]` : host;
+}
+
 /** Why listening failed, naming the variable to fix (`HOST` or `PORT`). */
 export function listenProblem(error: NodeJS.ErrnoException, host: string, port: number): string {
   switch (error.code) {
