@@ -23,6 +23,7 @@ import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
 import { registerReadiness, type Readiness } from './server/readiness.js';
+import { registerBackup, type BackupSource } from './server/backup-route.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -45,6 +46,8 @@ export interface AppDeps {
   readonly health?: () => MaybePromise<HealthReport>;
   /** For `GET /health/ready` (draining after SIGTERM); ready throughout when absent. */
   readonly readiness?: Readiness;
+  /** The SQLite store's online backup for `GET /admin/backup`; absent on Redis. */
+  readonly backup?: BackupSource;
 }
 
 export interface App {
@@ -87,7 +90,7 @@ export function createApp(deps: AppDeps): App {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
     app.use('/outcomes', requireToken(deps.token));
-    for (const path of ['/metrics', '/events/*', '/dashboard/api/*']) app.use(path, requireToken(deps.token));
+    for (const path of ['/metrics', '/events/*', '/dashboard/api/*', '/admin/*']) app.use(path, requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
@@ -106,6 +109,7 @@ export function createApp(deps: AppDeps): App {
     return c.json(report, report.status === 'ok' ? 200 : 503);
   });
   registerReadiness(app, deps.readiness);
+  registerBackup(app, deps.backup, deps.token !== undefined && deps.token !== '');
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
     if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);

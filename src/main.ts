@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -16,6 +17,7 @@ import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
 import { listen, probeListen, urlHost } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
+import type { BackupSource } from './server/backup-route.js';
 import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
 import { databaseFileProblem } from './store/db-file.js';
@@ -69,6 +71,8 @@ interface OpenedStore {
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
   readonly close: () => void;
+  /** SQLite only: the online backup behind GET /admin/backup. */
+  readonly backup?: BackupSource;
 }
 
 /** The store `CIRCUITLOG_STORE` names; an unreachable Redis is a ConfigError naming the variable. */
@@ -90,7 +94,12 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
   const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+  // Alone, this connection makes every write, and SQLite carries them into a running backup:
+  // copy 16 MiB per step and let requests run between steps. With several workers another
+  // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
+  const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
+  const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close(), backup };
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -108,7 +117,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, backup } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
@@ -120,6 +129,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const readiness = { draining: false };
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
     readiness,
+    backup,
     store,
     health: storeHealth,
     clock: Date.now,

@@ -27,6 +27,7 @@ export type ErrorCode =
   | 'TOO_MANY_STREAMS'
   | 'UPGRADE_NOT_SUPPORTED'
   | 'NOT_READY'
+  | 'ADMIN_DISABLED'
   | 'INTERNAL';
 
 export interface FieldError {

@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
@@ -128,6 +131,11 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /health', status: 405 },
     { send: 'GET /health', status: 503, busy: true },
   ],
+  'get /admin/backup': [
+    { send: 'GET /admin/backup', status: 200 },
+    { send: 'GET /admin/backup', status: 401, ...noAuth },
+    { send: 'POST /admin/backup', status: 405 },
+  ],
   'get /health/ready': [
     { send: 'GET /health/ready', status: 200, ...noAuth },
     { send: 'POST /health/ready', status: 405 },
@@ -178,7 +186,8 @@ beforeAll(async () => {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
   busy = switchableBusyStore();
-  app = await serveApp({ token: TOKEN, readiness, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
+  const backup = { backup: (file: string) => busy.db.backup(file), folder: fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')) };
+  app = await serveApp({ token: TOKEN, readiness, backup, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
   doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as Doc;
   await seed();
 });
