@@ -24,6 +24,7 @@ import type { HealthReport } from './store/storage-health.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
 import { registerReadiness, type Readiness } from './server/readiness.js';
 import { registerBackup, type BackupSource } from './server/backup-route.js';
+import { jsonEndsWithNewline } from './server/json-newline.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -86,6 +87,7 @@ export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
+  app.use(jsonEndsWithNewline);
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));

@@ -53,7 +53,7 @@ const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
-/** A 200 answer with an already-serialised JSON body. */
+/** A 200 answer with an already-serialised JSON body (ending in a newline, as every JSON answer). */
 function jsonText(c: Context, text: string): Response {
   return c.body(text, 200, { 'content-type': 'application/json' });
 }
@@ -192,7 +192,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
       return chain(breaker.check(name), (admission) => {
-        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
+        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
         const { circuit, verdict } = admission;
         if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
         return jsonText(c, allowedText(circuit, breaker.now()));

@@ -73,7 +73,7 @@ export function problemParts(error: AppError, instance: string, now: number): { 
   } else if (retryAfterSeconds !== undefined) {
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
   }
-  return { status: entry.status, headers: responseHeaders, body: JSON.stringify(body) };
+  return { status: entry.status, headers: responseHeaders, body: `${JSON.stringify(body)}\n` }; // JSON answers end with a newline
 }
 
 /** Render an AppError as an `application/problem+json` Response, with `Retry-After` when it says when. */

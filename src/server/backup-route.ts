@@ -58,6 +58,7 @@ export function registerBackup(app: OpenAPIHono, source: BackupSource | undefine
       await fs.rm(dir, { recursive: true, force: true });
     }
   });
+  if (!source) return; // documented only where there is one
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: BACKUP_PATH,
@@ -68,7 +69,6 @@ export function registerBackup(app: OpenAPIHono, source: BackupSource | undefine
       200: { description: 'The database file (SQLite 3)', content: { [SQLITE_MEDIA_TYPE]: {} } },
       401: problem('unauthorized: no or a wrong bearer token'),
       403: problem('admin-disabled: CIRCUITLOG_TOKEN is unset'),
-      404: problem('not-found: the store is Redis'),
       405: problem('Another method than GET or HEAD'),
       503: problem('storage-busy: a backup is already running; storage-full: no space for the copy'),
     },

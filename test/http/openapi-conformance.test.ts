@@ -236,6 +236,11 @@ function expectConforms(label: string, schema: object, body: string): void {
   expect(validate(value), `${label}: ${ajv.errorsText(validate.errors)}\n${body}`).toBe(true);
 }
 
+/** A JSON or problem+json answer ends with "\n" (curl's output then ends its line). */
+function expectNewlineIfJson(contentType: string | undefined, body: string): void {
+  if (/^application\/(problem\+)?json/.test(contentType ?? '')) expect(JSON.stringify(body.slice(-2))).toMatch(/^"[}\]]\\n"$/);
+}
+
 const documentedOperations = () =>
   Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((method) => `${method} ${path}`));
 
@@ -259,6 +264,7 @@ describe('live answers match the document', () => {
   it.each(cases)('%s: %s -> %i', async (key, _send, _status, c) => {
     const res = await send(c);
     expect(res.status, res.body).toBe(c.status);
+    if (!key.includes('/proxy/')) expectNewlineIfJson(res.headers['content-type'], res.body); // a proxied answer is the node's
     const schema = documented(key, res.status, res.headers['content-type']);
     expect(typeof schema === 'string' ? schema : null).toBeNull();
     if (schema !== null && typeof schema === 'object') expectConforms(`${c.send} -> ${res.status}`, schema, res.body);
@@ -268,6 +274,7 @@ describe('live answers match the document', () => {
     const res = await send(c);
     expect(res.status).toBe(c.status);
     expect(res.headers['content-type']).toBe('application/problem+json');
+    expectNewlineIfJson(res.headers['content-type'], res.body);
     expectConforms(c.send, { $ref: '#/components/schemas/Problem' }, res.body);
   });
 });

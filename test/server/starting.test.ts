@@ -36,6 +36,7 @@ describe('a connection accepted while starting (the HOST/PORT probe)', () => {
     expect(head).toContain('\r\nconnection: close');
     expect(head).toContain('\r\ncontent-type: application/problem+json');
     expect(head).toContain(`\r\ncontent-length: ${Buffer.byteLength(body!)}`);
+    expect(body!.endsWith('}\n')).toBe(true); // as every JSON answer
     expect(JSON.parse(body!)).toMatchObject({ status: 503, code: 'NOT_READY', type: '/problems/not-ready', instance: '/health/ready' });
   });
 
