@@ -30,6 +30,7 @@ export function registerBackup(app: OpenAPIHono, source: BackupSource | undefine
   app.get(BACKUP_PATH, async (c) => {
     if (!source) throw new AppError('NOT_FOUND', 'Online backup is for the SQLite store; back up Redis with its own persistence (BGSAVE, AOF).');
     if (!tokenSet) throw new AppError('ADMIN_DISABLED', `${BACKUP_PATH} is off while CIRCUITLOG_TOKEN is unset: set a token to take online backups.`);
+    if (c.req.method === 'HEAD') return c.body(null, 200, { 'content-type': SQLITE_MEDIA_TYPE, 'cache-control': 'no-store' }); // no copy for nobody
     if (running) throw new AppError('STORAGE_BUSY', 'A backup is already being taken; try again shortly.', { retryAfterSeconds: 5 });
     running = true;
     const dir = await fs.mkdtemp(path.join(source.folder, '.circuitlog-backup-')).catch((error: unknown) => {

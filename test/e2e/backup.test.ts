@@ -98,6 +98,8 @@ describe('GET /admin/backup', () => {
     const refused = await send(`${withToken.url}/admin/backup`, 'GET');
     expect(refused.status).toBe(401);
     expect(JSON.parse(refused.body.toString()).code).toBe('UNAUTHORIZED');
+    const head = await send(`${withToken.url}/admin/backup`, 'HEAD', auth); // answered without taking a copy
+    expect([head.status, head.headers['content-type'], head.body.length]).toEqual([200, 'application/vnd.sqlite3', 0]);
     const open = await startServer({ CIRCUITLOG_DB: path.join(dir, 'b.sqlite') }, { detached: true });
     running.push(open);
     const off = await send(`${open.url}/admin/backup`, 'GET');
