@@ -13,6 +13,7 @@ import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
 import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
+import { json } from './http/json.js';
 import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
@@ -24,7 +25,6 @@ import type { HealthReport } from './store/storage-health.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
 import { registerReadiness, type Readiness } from './server/readiness.js';
 import { registerBackup, type BackupSource } from './server/backup-route.js';
-import { jsonEndsWithNewline } from './server/json-newline.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -87,7 +87,6 @@ export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
-  app.use(jsonEndsWithNewline);
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
@@ -108,14 +107,14 @@ export function createApp(deps: AppDeps): App {
   }
   app.get('/health', async (c) => {
     const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
-    return c.json(report, report.status === 'ok' ? 200 : 503);
+    return json(c, report, report.status === 'ok' ? 200 : 503);
   });
   registerReadiness(app, deps.readiness);
   registerBackup(app, deps.backup, deps.token !== undefined && deps.token !== '');
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
     if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);
-    return c.json(entry);
+    return json(c, entry);
   });
   registerDocument(app, { token: deps.token !== undefined && deps.token !== '', proxy: deps.proxy !== undefined });
   registerDocsPage(app, '/openapi.json');

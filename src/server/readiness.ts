@@ -1,6 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
 import { ProblemSchema } from '../http/schemas.js';
+import { json } from '../http/json.js';
 
 /** Where the process is in its life, for `GET /health/ready`; main.ts flips it on SIGTERM. */
 export interface Readiness {
@@ -21,7 +22,7 @@ const ReadySchema = z.object({ status: z.literal('ready') }).openapi('Ready');
 export function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): void {
   app.get(READY_PATH, (c) => {
     if (readiness?.draining) throw new AppError('NOT_READY', 'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.');
-    return c.json({ status: 'ready' as const }, 200);
+    return json(c, { status: 'ready' as const }, 200);
   });
   app.openAPIRegistry.registerPath({
     method: 'get',
