@@ -70,7 +70,8 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       responses: {
         default: { description: "The node's answer, as the node sent it" },
         400: problem('invalid-path: a dot segment, or bad percent-encoding'),
-        404: problem('upstream-not-found'),
+        404: problem('upstream-not-found: the configured names in `upstreams`'),
+        408: problem('request-body-timeout: the request body fell silent for client_body_timeout_ms'),
         502: problem('upstream-unreachable'),
         503: problem('no-node-available or bulkhead-full; see Retry-After'),
         504: problem('upstream-timeout'),
