@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -14,8 +15,9 @@ import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
-import { listen, probeListen } from './server/listen.js';
+import { listen, probeListen, urlHost } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
+import type { BackupSource } from './server/backup-route.js';
 import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
 import { databaseFileProblem } from './store/db-file.js';
@@ -69,6 +71,8 @@ interface OpenedStore {
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
   readonly close: () => void;
+  /** SQLite only: the online backup behind GET /admin/backup. */
+  readonly backup?: BackupSource;
   /** Redis: the store was emptied under us (FLUSHALL, a restart without data); listeners re-declare. */
   readonly onReset?: (listener: () => void) => void;
 }
@@ -94,7 +98,12 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   const storage = new StorageHealth(config.dbPath, logger);
   const store = storage.wrap(new SqliteCircuitStore(db, !shared));
   const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+  // Alone, this connection makes every write, and SQLite carries them into a running backup:
+  // copy 16 MiB per step and let requests run between steps. With several workers another
+  // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
+  const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
+  const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close(), backup };
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -109,10 +118,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const server = http.createServer(serverTimeoutOptions(config.server));
   server.on('connect', rejectConnect(logger, Date.now));
   if (!shared) {
-    await listen(server, config.port, config.host);
+    await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, onReset } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, backup, onReset } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
@@ -121,7 +130,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
+  const readiness = { draining: false };
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
+    readiness,
+    backup,
     store,
     health: storeHealth,
     clock: Date.now,
@@ -161,15 +173,17 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
 
   const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
+    if (readiness.draining) outgoing.shouldKeepAlive = false; // `Connection: close`: move callers off, as Envoy drains
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
   if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
-  if (shared) await listen(server, config.port, config.host);
+  // Listen only now, with every listener attached: a connection accepted is a connection answered.
+  await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
-  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
+  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${urlHost(config.host)}:${port}`);
   if (leader) leader.start();
   else health?.start();
   const stopJobs = () => {
@@ -177,7 +191,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     if (leader) leader.stop();
     else health?.stop();
   };
-  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
+  onSignals((signal) => {
+    readiness.draining = true;
+    const delayMs = config.shutdown_delay_ms;
+    logger.info({ event: 'not_ready', signal, shutdown_delay_ms: delayMs }, `not ready; serving ${delayMs} ms more before closing the port`);
+    setTimeout(() => drain(signal, { server, close, logger, config, stopJobs, proxy }), delayMs);
+  });
 }
 
 interface Running {
@@ -189,7 +208,7 @@ interface Running {
   readonly proxy: { client: { close(): Promise<void> } } | undefined;
 }
 
-/** SIGTERM: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
+/** After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
 function drain(signal: string, { server, close, logger, config, stopJobs, proxy }: Running): void {
   logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
   stopJobs();
@@ -230,7 +249,7 @@ async function main(): Promise<void> {
   if (config.workers === 1) return startServer(config, logger, false);
   await probeListen(config.port, config.host);
   if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
-  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_delay_ms + config.shutdown_grace_ms, logger });
   onSignals((signal) => primary.shutdown(signal));
 }
 

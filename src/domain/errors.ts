@@ -27,6 +27,8 @@ export type ErrorCode =
   | 'INVALID_HEADER'
   | 'TOO_MANY_STREAMS'
   | 'UPGRADE_NOT_SUPPORTED'
+  | 'NOT_READY'
+  | 'ADMIN_DISABLED'
   | 'INTERNAL';
 
 export interface FieldError {

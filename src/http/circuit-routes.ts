@@ -4,6 +4,7 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
 import { chain } from '../store/maybe-promise.js';
+import { json } from './json.js';
 import {
   AllowedSchema,
   CallBody,
@@ -53,7 +54,7 @@ const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
-/** A 200 answer with an already-serialised JSON body. */
+/** A 200 answer with an already-serialised JSON body (ending in a newline, as every JSON answer). */
 function jsonText(c: Context, text: string): Response {
   return c.body(text, 200, { 'content-type': 'application/json' });
 }
@@ -88,7 +89,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const circuit = await breaker.get(name);
       if (circuit === null) throw notFound(name);
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -116,7 +117,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       });
       // circuitlog's 503 carries the whole circuit as `circuit`.
       if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
-      return c.json({ result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
+      return json(c, { result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
 
@@ -133,7 +134,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     async (c) => {
       const name = circuitNameParam(c);
       await readJson(c, IgnoredBody, bodyLimitBytes);
-      return c.json(circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
+      return json(c, circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
 
@@ -151,7 +152,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, FailureBody, bodyLimitBytes);
       const circuit = await breaker.recordGrouped(name, { success: false, timeoutSeconds: body.timeout_seconds });
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -170,7 +171,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       await readJson(c, IgnoredBody, bodyLimitBytes);
       const circuit = await breaker.reset(name);
       if (circuit === null) throw notFound(name);
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -192,7 +193,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
       return chain(breaker.check(name), (admission) => {
-        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
+        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
         const { circuit, verdict } = admission;
         if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
         return jsonText(c, allowedText(circuit, breaker.now()));
@@ -239,7 +240,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
       const page = rows.slice(0, limit);
       const now = breaker.now();
-      return c.json(
+      return json(c,
         {
           circuits: page.map((circuit) => circuitJson(circuit, now)),
           next_cursor: rows.length > limit ? String(page.at(-1)!.id) : null,
@@ -263,7 +264,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
       if (events === null) throw notFound(name);
-      return c.json({ events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
+      return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
     },
   );
 }

@@ -6,6 +6,7 @@ import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js
 import type { BreakerService } from '../service/breaker-service.js';
 import { common, ok, problem, withBody } from './circuit-routes.js';
 import { circuitNameParam, readJson } from './request.js';
+import { json } from './json.js';
 import { CircuitSchema, NameParam, circuitJson } from './schemas.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
@@ -81,7 +82,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
       return policyFromWire(merged.data);
     });
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
-    return c.json(circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
+    return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });
 
   const deleteRoute = createRoute({
@@ -126,6 +127,6 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     const circuits = await breaker.recordBatch(
       body.outcomes.map((o) => ({ name: o.circuit, success: o.success, durationMs: o.duration_ms, late: 'count_only' as const })),
     );
-    return c.json({ results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
+    return json(c, { results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
   });
 }

@@ -84,12 +84,12 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
   };
 }
 
-/** `JSON.stringify(circuitJson(c, now))`, memoised. */
-export const circuitText = memoPerCircuit((c, now) => JSON.stringify(circuitJson(c, now)));
+/** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
+export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
 
 /** The `GET /allowed` answer for an admitted call, memoised. */
 export const allowedText = memoPerCircuit(
-  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}`,
+  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
 );
 
 export const ProblemSchema = z
