@@ -68,6 +68,7 @@ interface CircuitRow {
   open_timeout_seconds: number | null;
   reopen_count: number;
   window_state: string | null;
+  state_changed_at: number | null;
 }
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -97,6 +98,7 @@ function fromRow(row: CircuitRow): Circuit {
     openTimeoutSeconds: row.open_timeout_seconds,
     reopenCount: row.reopen_count,
     windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
+    stateChangedAt: row.state_changed_at,
   };
 }
 
@@ -126,12 +128,13 @@ export function toParams(c: Circuit) {
     open_timeout_seconds: c.openTimeoutSeconds,
     reopen_count: c.reopenCount,
     window_state: json(c.windowState),
+    state_changed_at: c.stateChangedAt ?? null,
   };
 }
 
 const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
-  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state`;
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -175,7 +178,7 @@ export class SqliteCircuitStore implements CircuitStore {
       half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
       WHERE id = @id`);
     this.insertTransition = db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
