@@ -8,6 +8,7 @@ import {
   AllowedSchema,
   CallBody,
   CircuitSchema,
+  EmptyBody,
   EventSchema,
   EventsQuery,
   FailureBody,
@@ -48,8 +49,6 @@ const open503 = problem(
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
-/** Any JSON value: the body of /success and /reset is read only to enforce the 415 and 413 rules. */
-const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
@@ -127,12 +126,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/success',
       tags: ['circuits'],
       summary: 'Record a success (creates the circuit with defaults if missing)',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The circuit', CircuitSchema), ...anyBody },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The circuit', CircuitSchema), ...withBody },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
+      await readJson(c, EmptyBody, bodyLimitBytes);
       return c.json(circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
@@ -162,12 +161,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/reset',
       tags: ['circuits'],
       summary: 'Close a circuit',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The closed circuit', CircuitSchema), ...anyBody, 404: problem('Unknown circuit') },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The closed circuit', CircuitSchema), ...withBody, 404: problem('Unknown circuit') },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
+      await readJson(c, EmptyBody, bodyLimitBytes);
       const circuit = await breaker.reset(name);
       if (circuit === null) throw notFound(name);
       return c.json(circuitJson(circuit, breaker.now()), 200);

@@ -129,19 +129,27 @@ export const CallBody = z
   .object({
     success: z.boolean().optional().openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
     threshold: threshold.optional().openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
-    timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time after a failure that opens the circuit (default 30).' }),
+    timeout_seconds: timeoutSeconds
+      .optional()
+      .openapi({ description: "Open time of the opening this failure causes (default: the circuit's timeout_seconds); the policy is unchanged." }),
   })
+  .strict()
   .openapi('CallRequest');
 
 export const FailureBody = z
-  .object({ timeout_seconds: timeoutSeconds.optional() })
+  .object({ timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time of the opening this failure causes; the policy is unchanged.' }) })
+  .strict()
   .openapi('FailureRequest');
+
+/** `/success` and `/reset` take no fields: no body or `{}`. */
+export const EmptyBody = z.object({}).strict().openapi('EmptyRequest');
 
 export const OutcomeBody = z
   .object({
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
     duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
   })
+  .strict()
   .openapi('OutcomeRequest');
 
 export const ListQuery = z.object({
