@@ -323,8 +323,11 @@ export class CircuitlogClient {
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.reachable;
     if (offline) this.local.record(name, success, durationMs, this.known(name));
+    // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
+    // (older than the circuit's last state change) from a fresh one.
+    const at = new Date(this.clock()).toISOString();
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success } : { circuit: name, success, duration_ms: round3(durationMs) },
+      durationMs === undefined ? { circuit: name, success, at } : { circuit: name, success, duration_ms: round3(durationMs), at },
       offline,
     );
   }

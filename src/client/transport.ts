@@ -25,6 +25,8 @@ export interface OutcomeItem {
   readonly circuit: string;
   readonly success: boolean;
   readonly duration_ms?: number;
+  /** When the call ended (RFC 3339); circuitlog applies an outcome older than the circuit's last state change as a late one. */
+  readonly at?: string;
 }
 
 /** One `event: transition` of `/events/stream`, with its `id:`. */

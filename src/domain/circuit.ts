@@ -46,7 +46,7 @@ export function newCircuit(name: string, settings: CircuitSettings, now: EpochMs
     windowState: null,
     halfOpenAt: null,
     lastFailureAt: null,
-    stateChangedAt: now,
+    stateChangedAt: null, // closed since creation: no change yet that would make an outcome stale
     createdAt: now,
     updatedAt: now,
   };

@@ -33,7 +33,7 @@ export interface Circuit extends CircuitPolicy {
   readonly halfOpenAt: EpochMs | null;
   readonly lastFailureAt: EpochMs | null;
   /**
-   * When this service applied the last state change (creation for a new circuit): an
+   * When this service applied the last state change (null: none since creation): an
    * outcome whose call ended before it is stale. Unlike a transition's stamp (open ->
    * half-open is stamped at `openUntil`), this is the moment the change was written.
    * Missing (undefined) on circuits stored before it existed: then only the window rule applies.

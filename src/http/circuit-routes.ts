@@ -20,6 +20,7 @@ import {
   circuitJson,
   circuitText,
   allowedText,
+  outcomeTime,
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
@@ -213,7 +214,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
       // A late outcome (the circuit opened since the call was admitted) changes no state.
-      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only' });
+      const at = outcomeTime(body.at, breaker.now(), 'at');
+      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only', at });
       return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );

@@ -6,7 +6,7 @@ import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js
 import type { BreakerService } from '../service/breaker-service.js';
 import { common, ok, problem, withBody } from './circuit-routes.js';
 import { circuitNameParam, fieldErrors, readJson } from './request.js';
-import { CircuitSchema, NameParam, circuitJson } from './schemas.js';
+import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -25,6 +25,7 @@ const BatchItem = z.object({
   }),
   success: z.boolean(),
   duration_ms: z.number().min(0).max(86_400_000).optional(),
+  at: outcomeAt,
 }).strict();
 const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).strict().openapi('OutcomeBatch');
 const BatchAnswer = z.object({
@@ -137,8 +138,15 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
   app.openAPIRegistry.registerPath(batchRoute);
   app.post('/outcomes', async (c) => {
     const body = await readJson(c, BatchBody, Math.max(options.bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const now = breaker.now();
     const circuits = await breaker.recordBatch(
-      body.outcomes.map((o) => ({ name: o.circuit, success: o.success, durationMs: o.duration_ms, late: 'count_only' as const })),
+      body.outcomes.map((o, i) => ({
+        name: o.circuit,
+        success: o.success,
+        durationMs: o.duration_ms,
+        late: 'count_only' as const,
+        at: outcomeTime(o.at, now, `outcomes.${i}.at`),
+      })),
     );
     return c.json({ results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
   });
