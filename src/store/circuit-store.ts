@@ -44,6 +44,8 @@ export interface CircuitStore {
   list(query: ListQuery): MaybePromise<Circuit[]>;
   events(circuitId: number, limit: number): MaybePromise<Transition[]>;
   ping(): MaybePromise<boolean>;
+  /** Names of up to `limit` circuits stored open whose `openUntil` is at or before `now`, earliest first. */
+  dueOpen(now: number, limit: number): MaybePromise<string[]>;
 }
 
 interface CircuitRow {
@@ -157,6 +159,7 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly listByState;
   private readonly writeStep;
   private readonly selectDataVersion;
+  private readonly selectDueOpen;
   /** Circuits as last read or written by this connection; see `cached`. */
   private readonly cache = new Map<string, Circuit | null>();
   private cacheVersion = -1;
@@ -197,6 +200,10 @@ export class SqliteCircuitStore implements CircuitStore {
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
     this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    // Uses the (state, id) index: only the open circuits are read.
+    this.selectDueOpen = db.prepare<[number, number], string>(
+      `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
+    ).pluck();
     this.listAll = db.prepare<[number, number], CircuitRow>(
       `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
     );
@@ -335,6 +342,10 @@ export class SqliteCircuitStore implements CircuitStore {
 
   ping(): boolean {
     return this.guard(() => this.selectPing.get() === 1);
+  }
+
+  dueOpen(now: number, limit: number): string[] {
+    return this.guard(() => this.selectDueOpen.all(now, limit) as string[]);
   }
 
   private guard<T>(fn: () => T): T {
