@@ -40,6 +40,16 @@ export interface TransitionEvent {
   readonly at: string;
 }
 
+/**
+ * `event: reset` of `/events/stream`: the `Last-Event-ID` sent was unknown or too old, so
+ * transitions may have been missed; resume after `newestId`, with fresh snapshots.
+ */
+export interface StreamReset {
+  /** `unknown-event-id` or `expired`, as circuitlog sent it. */
+  readonly reason: string;
+  readonly newestId: string;
+}
+
 export interface OpenStream {
   /** Settles when the stream ends, for whatever reason. */
   readonly ended: Promise<void>;
@@ -54,7 +64,7 @@ export interface Transport {
   /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
   postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
   /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */
-  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void): Promise<OpenStream>;
+  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void, onReset?: (reset: StreamReset) => void): Promise<OpenStream>;
   close(): Promise<void>;
 }
 
