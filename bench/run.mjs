@@ -1,4 +1,4 @@
-// `npm run bench`: eight sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: nine sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
@@ -10,6 +10,7 @@
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
+//   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
@@ -47,6 +48,7 @@ import { policySection } from './policy.mjs';
 import { metricsSection } from './observe.mjs';
 import { redisSection } from './redis.mjs';
 import { clientSection } from './client.mjs';
+import { pythonSection } from './python.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -54,9 +56,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'redis'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, redis: 5 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, python: 6, redis: 5 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -578,6 +580,7 @@ async function main() {
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
+  runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];
   for (const id of SECTIONS) {

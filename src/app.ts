@@ -13,7 +13,7 @@ import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
 import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
-import { registerProxyRoutes, type ProxyOptions } from './proxy/proxy-routes.js';
+import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { Observability } from './observe/observability.js';
@@ -92,6 +92,7 @@ export function createApp(deps: AppDeps): App {
   const pending: Promise<unknown>[] = [];
   const proxyRoutes = deps.proxy ? registerProxyRoutes(app, { ...deps, proxy: deps.proxy, breaker, pending, hooks: deps.observe?.proxyHooks }) : undefined;
   const proxyHandler = proxyRoutes?.handler;
+  if (!deps.proxy) registerUnconfiguredProxy(app);
 
   if (deps.observe) {
     registerObserveRoutes(app, deps.observe);

@@ -131,6 +131,14 @@ const upstreamSchema = z
     timeout_seconds: positiveInt(30 * 86_400).default(30), // 30 s
     half_open_max_calls: positiveInt(10_000).default(1),
     request_timeout_ms: positiveInt(600_000).default(3_000), // 3 s
+    /** Longest silence between two chunks of a caller's request body; then 408, no node outcome (nginx's client_body_timeout). */
+    client_body_timeout_ms: positiveInt(600_000).default(10_000), // 10 s
+    /** Request fields besides Authorization and Cookie that carry credentials: never coalesced, never kept for the stale fallback. */
+    credential_headers: z
+      .array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header field name (RFC 9110 section 5.1)').max(128))
+      .max(64)
+      .default(['X-Api-Key', 'Api-Key', 'X-Auth-Token'])
+      .transform((names) => names.map((n) => n.toLowerCase())),
     retries: z.number().int().min(0).max(10).default(1),
     failure_statuses: z.array(z.number().int().min(100).max(599)).default([500, 502, 503, 504]),
     health_check: healthCheckSchema.default({ enabled: true, path: '/health', interval_ms: 5_000, timeout_ms: 2_000 }),

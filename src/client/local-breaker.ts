@@ -5,8 +5,8 @@
  * state wins).
  */
 
-import { admit, newCircuit, recordOutcome, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
-import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
+import { admit, configure, newCircuit, recordOutcome, reset, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
+import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, policyOf, resolvePolicy, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
 import type { CircuitJson } from './transport.js';
 
 /** What the client last knew of a circuit from circuitlog. */
@@ -42,6 +42,19 @@ export class LocalBreakers {
     const now = this.clock();
     const c = this.get(name, known, now);
     this.circuits.set(name, recordOutcome(c, { success, durationMs, late: 'count_only' }, now).circuit);
+  }
+
+  /** An operator reset seen at circuitlog: closed, counts 0, as the server's own reset. */
+  reset(name: string, known: KnownCircuit | undefined): void {
+    const now = this.clock();
+    this.circuits.set(name, reset(this.get(name, known, now), now).circuit);
+  }
+
+  /** A circuit's newer JSON (a fresh snapshot): its policy applies from the next call, counts kept. */
+  configure(name: string, json: CircuitJson): void {
+    const now = this.clock();
+    const c = this.get(name, { state: undefined, json }, now);
+    this.circuits.set(name, configure(c, resolvePolicy(settingsFrom(json, policyOf(c))), now).circuit);
   }
 
   state(name: string): CircuitState | undefined {

@@ -1,5 +1,6 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { OBSERVE_TOKEN_PATHS } from '../observe/observe-openapi.js';
+import { OPERATION_IDS, SERVERS } from './operation-ids.js';
 import { PROBLEMS } from './problem.js';
 import { ProblemSchema } from './schemas.js';
 
@@ -69,7 +70,8 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       responses: {
         default: { description: "The node's answer, as the node sent it" },
         400: problem('invalid-path: a dot segment, or bad percent-encoding'),
-        404: problem('upstream-not-found'),
+        404: problem('upstream-not-found: the configured names in `upstreams`'),
+        408: problem('request-body-timeout: the request body fell silent for client_body_timeout_ms'),
         502: problem('upstream-unreachable'),
         503: problem('no-node-available or bulkhead-full; see Retry-After'),
         504: problem('upstream-timeout'),
@@ -100,8 +102,13 @@ function buildDocument(app: OpenAPIHono, options: DocumentOptions): ReturnType<O
   const doc = app.getOpenAPI31Document({
     openapi: '3.1.0',
     info: { title: 'circuitlog', version: '0.1.0', description: 'Circuit breakers as a service, and a guarded proxy.' },
+    servers: SERVERS,
   });
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const [method, operation] of Object.entries(item)) {
+      const id = OPERATION_IDS[`${method} ${path}`];
+      if (id !== undefined && typeof operation === 'object' && operation !== null && 'responses' in operation) operation.operationId = id;
+    }
     if (!path.startsWith('/circuits') && path !== '/outcomes' && !OBSERVE_TOKEN_PATHS.includes(path)) continue;
     for (const operation of Object.values(item)) {
       if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue;

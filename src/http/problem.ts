@@ -27,6 +27,7 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
   UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
   UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
+  REQUEST_BODY_TIMEOUT: { status: 408, type: '/problems/request-body-timeout', title: 'Request body timed out' },
   INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
   TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },

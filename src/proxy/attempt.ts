@@ -1,5 +1,6 @@
 import type { DispatchHandler } from './upstream-client.js';
 import { isNothingSent } from './upstream-client.js';
+import type { UploadWatcher } from './replayable-body.js';
 
 /** Why an attempt ended before a head arrived. */
 export type AttemptFailure = 'timeout' | 'unreachable' | 'refused' | 'caller_gone';
@@ -26,7 +27,7 @@ function onTimeout(attempt: Attempt): void {
  * (reading pauses past 64 KiB); then they go to the sink. One object per attempt, no
  * promise, stream or AbortSignal of its own: the forwarding hot path (issue 12).
  */
-export class Attempt implements DispatchHandler {
+export class Attempt implements DispatchHandler, UploadWatcher {
   status = 0;
   rawHeaders: Buffer[] = [];
   failure: AttemptFailure | null = null;
@@ -43,15 +44,35 @@ export class Attempt implements DispatchHandler {
   private bodyError: Error | null = null;
 
   constructor(
-    timeoutMs: number,
+    private readonly timeoutMs: number,
     settle: (attempt: Attempt) => void,
     /** True when the caller's own side broke (its upload failed): not the node's fault. */
     private readonly callerBroke: () => boolean,
-    /** When it was dispatched (the injected clock, ms): its outcome's duration runs from here. */
-    readonly startedAt = 0,
+    /** When it was dispatched (the injected clock, ms): its outcome's duration runs from here (or from the end of the request body). */
+    public startedAt = 0,
+    private readonly clock: () => number = () => 0,
   ) {
     this.settle = settle;
     this.timer = setTimeout(onTimeout, timeoutMs, this);
+  }
+
+  /** The upload waits on the caller: the node's clock stops. */
+  callerTurn(): void {
+    this.clearTimer();
+  }
+
+  /** The upload waits on the node (connecting, not reading): its full timeout starts again. */
+  nodeTurn(): void {
+    if (this.answered || this.settle === null || this.timer !== null) return;
+    this.timer = setTimeout(onTimeout, this.timeoutMs, this);
+  }
+
+  /** The request body is complete: the node is timed (and its outcome's duration runs) from now. */
+  bodyEnded(): void {
+    if (this.answered || this.settle === null) return;
+    this.clearTimer();
+    this.startedAt = this.clock();
+    this.timer = setTimeout(onTimeout, this.timeoutMs, this);
   }
 
   get answered(): boolean {

@@ -1,4 +1,5 @@
 import type { AppError } from '../domain/errors.js';
+import { flatGet, mayShareAnswer, mayShareRequest, primaryKey, varyMatches, varyNames, varyValues } from './cache-rules.js';
 import type { FlatHeaders, HeaderRecord } from './forward-headers.js';
 
 /** What the followers of a flight get: the leader's answer, its problem, or "call yourself". */
@@ -12,15 +13,24 @@ export interface CoalesceLimits {
   readonly maxWaiters: number;
   /** A leader's body over this is streamed to the leader only; the followers call themselves. */
   readonly maxBodyBytes: number;
+  /** Request fields that carry credentials (Authorization, Cookie, the configured API-key fields). */
+  readonly credentials: readonly string[];
+}
+
+interface Waiter {
+  readonly resolve: (result: FlightResult) => void;
+  readonly headers: HeaderRecord;
 }
 
 /**
  * One upstream call that identical concurrent requests wait on. The leader feeds it (`head`,
  * `chunk`, `end`, or `fail`/`release`); it settles once, and leaves the table as it settles,
- * so a request that comes later starts a call of its own.
+ * so a request that comes later starts a call of its own. An answer goes only to followers
+ * whose values of the fields its `Vary` names equal the leader's (RFC 9111 section 4.1);
+ * the others make their own calls.
  */
 export class Flight {
-  private readonly waiters: ((result: FlightResult) => void)[] = [];
+  private readonly waiters: Waiter[] = [];
   private status = 0;
   private headers: FlatHeaders = [];
   private chunks: Buffer[] = [];
@@ -30,6 +40,8 @@ export class Flight {
   constructor(
     private readonly table: Coalescer,
     readonly key: string,
+    /** The leader's request fields: the Vary'd values a follower must match. */
+    private readonly leaderHeaders: HeaderRecord,
   ) {}
 
   get followers(): number {
@@ -37,14 +49,17 @@ export class Flight {
   }
 
   /** A follower's place: resolves with the leader's result, or null when the flight is full. */
-  join(): Promise<FlightResult> | null {
+  join(headers: HeaderRecord): Promise<FlightResult> | null {
     if (this.waiters.length >= this.table.limits.maxWaiters) return null;
-    return new Promise((resolve) => this.waiters.push(resolve));
+    return new Promise((resolve) => this.waiters.push({ resolve, headers }));
   }
 
-  /** The leader's head; false when its declared length is already over the limit (followers released). */
+  /**
+   * The leader's head; false (followers released) when the answer may not be shared (Set-Cookie,
+   * `private`, `no-store`, `no-cache`, `Vary: *`, a 206 or 304) or its declared length is over the limit.
+   */
   head(status: number, headers: FlatHeaders, contentLength: number): boolean {
-    if (contentLength > this.table.limits.maxBodyBytes) {
+    if (contentLength > this.table.limits.maxBodyBytes || !mayShareAnswer(status, (name) => flatGet(headers, name))) {
       this.release();
       return false;
     }
@@ -69,13 +84,14 @@ export class Flight {
     this.settle({ kind: 'problem', error });
   }
 
-  /** The followers make their own calls (body too large, or the leader's body broke). */
+  /** The followers make their own calls (body too large, the leader's body broke, not shareable). */
   release(): void {
     this.settle({ kind: 'alone' });
   }
 
   /** Settle with a complete answer known at once (a fallback). */
   answer(status: number, headers: FlatHeaders, body: Buffer): void {
+    if (!mayShareAnswer(status, (name) => flatGet(headers, name))) return this.release();
     this.settle({ kind: 'answer', status, headers, body });
   }
 
@@ -84,16 +100,23 @@ export class Flight {
     this.settled = true;
     this.chunks = [];
     this.table.forget(this);
-    for (const resolve of this.waiters) resolve(result);
+    const vary = result.kind === 'answer' ? varyNames(flatGet(result.headers, 'vary')) : [];
+    const leader = vary === '*' || vary.length === 0 ? [] : varyValues(this.leaderHeaders, vary);
+    for (const { resolve, headers } of this.waiters) {
+      resolve(vary !== '*' && (vary.length === 0 || varyMatches(headers, vary, leader)) ? result : ALONE);
+    }
     this.waiters.length = 0;
   }
 }
 
+const ALONE: FlightResult = { kind: 'alone' };
+
 /**
- * Request coalescing for one upstream (issue 12): concurrent identical reads share one call.
- * Only GET and HEAD without credentials or `Cache-Control: no-cache` may share, keyed on
- * method, path and query, `Accept` and `Accept-Encoding`: the fields an answer may vary on
- * that an anonymous cacheable read carries.
+ * Request coalescing for one upstream (issue 12, rules of issue 15): concurrent reads that a
+ * shared cache could answer from one answer share one call (`mayShareRequest`), keyed on
+ * method, Host, path and query, `Accept` and `Accept-Encoding` (the fields answers most
+ * often vary on, so such requests need not wait only to be sent away), then on every field
+ * the answer's `Vary` names.
  */
 export class Coalescer {
   private readonly flights = new Map<string, Flight>();
@@ -101,12 +124,9 @@ export class Coalescer {
   constructor(readonly limits: CoalesceLimits) {}
 
   /** The key for a request that may share a call, or null when it must call alone. */
-  static keyOf(method: string, path: string, headers: HeaderRecord): string | null {
-    if (method !== 'GET' && method !== 'HEAD') return null;
-    if (headers.authorization !== undefined || headers.cookie !== undefined) return null;
-    const cacheControl = headers['cache-control'];
-    if (cacheControl !== undefined && /no-cache/i.test(String(cacheControl))) return null;
-    return `${method} ${path}\n${String(headers.accept ?? '')}\n${String(headers['accept-encoding'] ?? '')}`;
+  keyOf(method: string, path: string, headers: HeaderRecord): string | null {
+    if (!mayShareRequest(method, headers, this.limits.credentials)) return null;
+    return `${method} ${primaryKey(headers, path)}\n${String(headers.accept ?? '')}\n${String(headers['accept-encoding'] ?? '')}`;
   }
 
   /** The flight in progress for `key`, if any. */
@@ -114,9 +134,9 @@ export class Coalescer {
     return this.flights.get(key);
   }
 
-  /** Start a flight; the caller is its leader. */
-  start(key: string): Flight {
-    const flight = new Flight(this, key);
+  /** Start a flight; the caller (with these request fields) is its leader. */
+  start(key: string, headers: HeaderRecord): Flight {
+    const flight = new Flight(this, key, headers);
     this.flights.set(key, flight);
     return flight;
   }

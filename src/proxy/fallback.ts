@@ -1,3 +1,4 @@
+import type { HeaderRecord } from './forward-headers.js';
 import type { Upstream } from './upstreams.js';
 
 export interface FallbackAnswer {
@@ -15,19 +16,22 @@ const FALLBACK_METHODS = new Set(['GET', 'HEAD']);
 
 /**
  * What to answer when no node can serve a GET or HEAD: the last good GET answer for the same
- * path if young enough (seed 003: stale data beats a spreading failure), else the configured
- * static response, else null (the caller gets the problem document). HEAD gets the head only.
+ * key (Host, path and query, Vary'd fields) if it may still be served (seed 003: stale data
+ * beats a spreading failure; RFC 9111 section 4.2.4 says when it may not), else the
+ * configured static response, else null (the caller gets the problem document). HEAD gets
+ * the head only.
  */
-export function fallbackResponse(upstream: Upstream, method: string, key: string, now: number): FallbackAnswer | null {
+export function fallbackResponse(upstream: Upstream, method: string, key: string, requestHeaders: HeaderRecord, now: number): FallbackAnswer | null {
   if (!FALLBACK_METHODS.has(method)) return null;
-  const entry = upstream.stale?.get(key, now);
+  const entry = upstream.stale?.get(key, requestHeaders, now);
   if (entry) {
+    const ageOnArrival = Number(entry.headers.age ?? 0) || 0;
     return {
       status: entry.status,
       headers: {
         ...entry.headers,
         'content-length': String(entry.body.length),
-        age: String(Math.max(0, Math.floor((now - entry.storedAt) / 1000))), // RFC 9111 section 5.1
+        age: String(ageOnArrival + Math.max(0, Math.floor((now - entry.storedAt) / 1000))), // RFC 9111 section 5.1
         'x-degraded': 'true',
         'x-fallback': 'stale',
       },

@@ -9,11 +9,13 @@ import { fallbackResponse } from './fallback.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { Attempt, DiscardSink, elapsedMs } from './attempt.js';
 import { ForwardSink, type Call } from './forward-sink.js';
-import { Coalescer, type FlightResult } from './coalesce.js';
+import type { FlightResult } from './coalesce.js';
+import { hasRequestBody, primaryKey } from './cache-rules.js';
+import { unknownUpstream } from './unknown-upstream.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, upstreamRequestHeaders, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 import { ReplayableBody } from './replayable-body.js';
 import { sendResponse } from './send-response.js';
-import { StaleCache, type StaleCapture } from './stale-cache.js';
+import type { StaleCache, StaleCapture } from './stale-cache.js';
 import { parseProxyTarget } from './target-path.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
@@ -64,13 +66,8 @@ interface Report {
 
 type Outcome =
   | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
-  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode }
+  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode; readonly startedAt: number }
   | { readonly kind: 'caller_gone' };
-
-function hasBody(headers: HeaderRecord): boolean {
-  const length = headers['content-length'];
-  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
-}
 
 const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
 
@@ -88,12 +85,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
           return;
         }
         call.current = null;
+        if (call.body !== null) call.body.watcher = null;
         if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
         logger.warn({ event: 'upstream_failed', upstream: call.upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
-        resolve({ kind: a.failure, node });
+        resolve({ kind: a.failure, node, startedAt: a.startedAt });
       };
-      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null, startedAt);
+      const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || call.body?.sourceError != null, startedAt, deps.clock);
       call.current = a;
+      if (call.body !== null) call.body.watcher = a; // the node's timer runs only while the upload waits on it
       client.dispatch(
         {
           origin: node.origin,
@@ -124,9 +123,9 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
       const startedAt = deps.clock();
       const outcome = await attempt(call, pick.node, startedAt);
-      if (outcome.kind === 'caller_gone') return callerGone(call);
+      if (outcome.kind === 'caller_gone') return call.body?.timedOut ? bodyTimedOut(call) : callerGone(call);
       if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
-      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, startedAt));
+      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, outcome.kind === 'answer' ? outcome.attempt.startedAt : outcome.startedAt));
       (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
@@ -150,6 +149,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     }
   }
 
+  /** The caller fell silent mid-upload: its fault, so no node outcome; nginx's 408, and the connection closes. */
+  function bodyTimedOut(call: Call): never {
+    call.body?.discard();
+    throw new AppError('REQUEST_BODY_TIMEOUT', `The request body stopped arriving for ${call.upstream.config.client_body_timeout_ms} ms; nothing was counted against '${call.upstream.name}'.`, {
+      headers: { connection: 'close' },
+    });
+  }
+
   function callerGone(call: Call): Response {
     call.flight?.release();
     return new Response(null, { status: 499 });
@@ -162,7 +169,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   function fallbackOr(call: Call, error: AppError): Response {
     call.body?.discard();
-    const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), deps.clock());
+    const fallback = fallbackResponse(call.upstream, call.method, staleKey(call), call.requestHeaders, deps.clock());
     if (fallback === null) {
       call.flight?.fail(error);
       throw error;
@@ -213,11 +220,11 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   function staleCapture(call: Call, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
     const record = flatToRecord(headers);
-    if (!StaleCache.mayStore(call.requestHeaders, 200, record)) return null;
+    if (!stale.mayStore(call.requestHeaders, 200, record)) return null;
     delete record['x-node'];
     delete record['x-dc'];
     delete record['x-degraded'];
-    return stale.capture(staleKey(call), 200, record, deps.clock);
+    return stale.capture(staleKey(call), call.requestHeaders, 200, record, deps.clock);
   }
 
   /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
@@ -243,14 +250,14 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     // The raw target, before URL normalisation resolves dot segments we must refuse.
     const target = parseProxyTarget(incoming?.url ?? rawTarget(input.url));
     const upstream = deps.upstreams.get(target.upstream);
-    if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    if (upstream === undefined) throw unknownUpstream(target.upstream, deps.upstreams);
     const r = reports.get(input);
     if (r !== undefined) r.upstream = upstream.name;
     const requestHeaders: HeaderRecord = incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
-    const key = coalesce && upstream.coalescer !== null ? Coalescer.keyOf(method, target.path, requestHeaders) : null;
+    const key = coalesce && upstream.coalescer !== null ? upstream.coalescer.keyOf(method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     if (inFlight !== undefined) {
-      const waiting = inFlight.join();
+      const waiting = inFlight.join(requestHeaders);
       if (waiting !== null) return follow(input, upstream, waiting); // a follower holds no bulkhead slot: it makes no call
     }
     const max = upstream.config.max_concurrent;
@@ -263,11 +270,11 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       localDc: deps.localDc,
     });
     let source: Readable | null = null;
-    if (incoming !== undefined) source = hasBody(requestHeaders) ? incoming : null;
+    if (incoming !== undefined) source = hasRequestBody(requestHeaders) ? incoming : null;
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
-    const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0);
-    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key) : null;
+    const body = source === null ? null : new ReplayableBody(source, IDEMPOTENT.has(method) ? REPLAY_BUFFER_BYTES : 0, upstream.config.client_body_timeout_ms);
+    const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
     const call: Call = { input, upstream, target, method, requestHeaders, headers, body, current: null, handedOff: false, done: false, flight, detached: false };
     // A caller that hangs up cancels the attempt in progress: before the head, the node's
     // work and the bulkhead slot are freed at once; either way it says nothing against the
@@ -348,6 +355,7 @@ function rawTarget(url: string): string {
   return start === -1 ? '/' : url.slice(start);
 }
 
+/** The stale cache's key: the coalescing one (Host, path and query); the Vary'd fields select the variant. */
 function staleKey(call: Call): string {
-  return call.target.path;
+  return primaryKey(call.requestHeaders, call.target.path);
 }

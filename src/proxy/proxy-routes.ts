@@ -10,6 +10,8 @@ import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
 import { isPromise } from '../store/maybe-promise.js';
+import { parseProxyTarget } from './target-path.js';
+import { unknownUpstream } from './unknown-upstream.js';
 
 /** What createApp needs to serve /proxy. */
 export interface ProxyOptions {
@@ -59,4 +61,14 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     hooks: deps.hooks,
   });
   return { handler, upgrade };
+}
+
+/**
+ * Without any upstream configured, `/proxy/<name>/…` is still answered as an unknown
+ * upstream, with the hint to set CIRCUITLOG_CONFIG (a new user's first proxied request).
+ */
+export function registerUnconfiguredProxy<E extends object>(app: Hono<E>): void {
+  app.all('/proxy/*', (c) => {
+    throw unknownUpstream(parseProxyTarget(c.req.path).upstream, new Map());
+  });
 }

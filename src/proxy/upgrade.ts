@@ -9,6 +9,8 @@ import { upstreamRequestHeaders } from './forward-headers.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
 import { isNothingSent } from './upstream-client.js';
+import { unknownUpstream } from './unknown-upstream.js';
+import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { isPromise } from '../store/maybe-promise.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
 
@@ -46,7 +48,8 @@ const NOT_RELAYED = new Set(['keep-alive', 'proxy-connection', 'te', 'trailer', 
  * GET (local DC first, breaker check); a refused connection, a timeout or a status in
  * `failure_statuses` is a node failure and fails over like a GET; any other non-101 answer is
  * passed back as sent. Once switched, bytes flow both ways (with backpressure) until either
- * side closes; the tunnel holds a bulkhead slot while open. Only `Upgrade: websocket`.
+ * side closes; the tunnel holds a bulkhead slot while open. Only `Upgrade: websocket`; any
+ * other offer (`h2c`) is declined and the request served as plain HTTP/1.1 (ignore-upgrade.ts).
  */
 export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   const { breaker, logger } = deps;
@@ -93,8 +96,14 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   }
 
   const hooks = deps.hooks;
-  if (hooks === undefined) return (incoming, client, head) => switchProtocols(incoming, client, head, null);
+  if (hooks === undefined) {
+    return async (incoming, client, head) => {
+      if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return;
+      await switchProtocols(incoming, client, head, null);
+    };
+  }
   return async (incoming, client, head) => {
+    if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return; // counted as the plain request it becomes
     const started = performance.now();
     const r: UpgradeReport = { node: null, status: 0 };
     try {
@@ -114,7 +123,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     }
     const target = parseProxyTarget(raw);
     const upstream = deps.upstreams.get(target.upstream);
-    if (upstream === undefined) throw new AppError('UPSTREAM_NOT_FOUND', `No upstream named '${target.upstream.slice(0, 100)}'.`);
+    if (upstream === undefined) throw unknownUpstream(target.upstream, deps.upstreams);
     if (r !== null) r.upstream = upstream.name;
     const max = upstream.config.max_concurrent;
     if (max !== undefined && upstream.inFlight >= max) {

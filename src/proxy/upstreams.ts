@@ -5,6 +5,7 @@ import { policyFromWire } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
+import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
 import { StaleCache } from './stale-cache.js';
 
@@ -52,6 +53,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
     const fb = config.fallback;
     const settings = upstreamPolicy(config);
+    const credentials = credentialFields(config.credential_headers);
     out.set(name, {
       name,
       config,
@@ -64,8 +66,9 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
         maxAgeMs: fb.stale_seconds * 1000,
         maxEntryBytes: fb.stale_max_body_bytes,
         maxTotalBytes: fb.stale_max_total_bytes,
+        credentials,
       }),
-      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes }) : null,
+      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes, credentials }) : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
     });

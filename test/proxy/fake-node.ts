@@ -23,6 +23,8 @@ export class FakeNode {
   gate: Promise<void> | null = null;
   /** Answer `ok` requests with this body instead of the JSON echo. */
   fixedBody: Buffer | null = null;
+  /** When set, `ok` requests (their body read) get this answer instead of the echo. */
+  respond: ((req: http.IncomingMessage) => { status?: number; headers?: http.OutgoingHttpHeaders; body?: string }) | null = null;
   readonly seen: Seen[] = [];
   healthChecks = 0;
   /** Requests whose connection closed before this node answered them. */
@@ -104,6 +106,11 @@ export class FakeNode {
       chunks.push(chunk);
     });
     req.on('end', () => {
+      const custom = this.respond?.(req);
+      if (custom) {
+        res.writeHead(custom.status ?? 200, { 'x-from': this.id, ...custom.headers }).end(custom.body ?? '');
+        return;
+      }
       const body = size > 0 ? Buffer.concat(chunks) : (this.fixedBody ?? Buffer.from(JSON.stringify({ node: this.id, method: req.method, url: req.url })));
       res.writeHead(200, {
         'content-type': size > 0 ? 'application/octet-stream' : 'application/json',

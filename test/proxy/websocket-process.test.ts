@@ -5,7 +5,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
-import { proxyYaml } from './fake-node.js';
+import { proxyYaml, startNodes } from './fake-node.js';
+import { rawRequest } from './proxy-app.js';
 
 let server: ServerProcess | null = null;
 let wss: WebSocketServer | null = null;
@@ -34,5 +35,21 @@ describe('WebSocket pass-through in the real process', () => {
     expect(String(data)).toBe('ping');
     ws.close();
     await once(ws, 'close');
+  });
+
+  it('serves Upgrade: h2c as HTTP/1.1 through dist/main.js, on /proxy and on /health', async () => {
+    const { 'dc1-1': node } = await startNodes('dc1-1');
+    try {
+      const dir = tempDir();
+      const configPath = path.join(dir, 'proxy.yaml');
+      fs.writeFileSync(configPath, proxyYaml({ 'dc1-1': node! }, 'health_check: { enabled: false }'));
+      server = await startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_DB: path.join(dir, 'db.sqlite') });
+      const h2c = { connection: 'Upgrade, HTTP2-Settings', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA' };
+      const proxied = await rawRequest(server.url, 'GET', '/proxy/users/x', h2c);
+      expect([proxied.status, proxied.headers['x-node']]).toEqual([200, 'dc1-1']);
+      expect((await rawRequest(server.url, 'GET', '/health', h2c)).status).toBe(200);
+    } finally {
+      await node!.stop();
+    }
   });
 });

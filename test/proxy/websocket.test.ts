@@ -114,11 +114,11 @@ describe('WebSocket pass-through', () => {
     expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(0);
   });
 
-  it('answers other upgrades with a 501 problem', async () => {
+  it('answers a WebSocket upgrade outside /proxy/ with a 501 problem', async () => {
     const { 'dc1-1': node } = await startNodes('dc1-1');
     cleanups.push(() => node!.stop());
     const app = await proxyOver({ 'dc1-1': node! });
-    const res = await rawRequest(app.url, 'GET', '/proxy/users/x', { connection: 'Upgrade', upgrade: 'h2c' });
+    const res = await rawRequest(app.url, 'GET', '/health', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
     expect(res.status).toBe(501);
     expect(res.headers['content-type']).toBe('application/problem+json');
     expect(JSON.parse(res.body).code).toBe('UPGRADE_NOT_SUPPORTED');

@@ -1,0 +1,318 @@
+"""What the sync and the async client share, without I/O: the local view, the link state,
+the local breakers, the outcome buffer and the counters.
+
+Every mutation happens under ``lock`` (a ``threading.Condition``), never held across I/O or
+an ``await``. The hot path (a call on a circuit the view shows closed) reads without the lock:
+attribute reads are atomic under the GIL and a stale read is no staler than the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from . import _domain as d
+from ._errors import CircuitlogUnavailableError, CircuitOpenError
+from ._local import Json, LocalBreakers
+from ._names import check_name
+from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
+
+log = logging.getLogger("circuitlog")
+
+Connection = Literal["connected", "syncing", "offline"]
+TransitionCallback = Callable[[TransitionEvent], None]
+
+# How often a circuit's policy (which changes without a transition) is fetched again; sooner
+# while circuitlog does not know the circuit yet (it is created by its first outcome).
+POLICY_REFRESH_MS = 60_000  # 60 s
+UNKNOWN_POLICY_REFRESH_MS = 1_000  # 1 s
+_FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_closed": "closed", "force_cleared": None}
+
+
+def backoff_delay(attempt: int, max_delay_s: float) -> float:
+    """Exponential backoff with jitter: 0.1 s, 0.2 s, ... capped at ``max_delay_s``."""
+    ceiling: float = min(max_delay_s, 0.1 * 2.0 ** min(attempt, 16))
+    return ceiling / 2 + random.random() * ceiling / 2
+
+
+@dataclass
+class Options:
+    url: str
+    token: str | None = None
+    fail_open: bool = True
+    flush_delay: float = 0.005  # 5 ms
+    flush_at: int = 250
+    max_batch: int = 1_000  # circuitlog's limit per POST /outcomes
+    max_queued_outcomes: int = 10_000
+    request_timeout: float = 2.0  # s
+    reconnect_max_delay: float = 5.0  # s
+    stream_idle_timeout: float = 45.0  # s: three missed heartbeats
+    close_timeout: float = 10.0  # s
+    local_defaults: d.Policy = field(default_factory=lambda: d.Policy(5, 30, 1))
+    max_sse_line_bytes: int = 64 * 1024
+    max_sse_event_bytes: int = 256 * 1024
+
+
+class Entry:
+    """A circuit in the local view: a snapshot (its first GET /allowed) kept current by the stream."""
+
+    __slots__ = (
+        "event_seq",
+        "forced",
+        "generation",
+        "json",
+        "local_ok",
+        "policy_due_at",
+        "refused_until",
+        "retry_at",
+        "state",
+    )
+
+    def __init__(self) -> None:
+        self.state = "closed"
+        self.forced: str | None = None
+        self.json: Json | None = None
+        self.policy_due_at = 0.0
+        self.generation = -1  # stream generation of the snapshot; -1: taken with no stream open
+        self.event_seq = 0  # bumped by every stream event, so an older snapshot cannot overwrite it
+        self.refused_until = 0.0  # epoch ms until which circuitlog's last refusal stands
+        self.retry_at = 0.0
+        self.local_ok = True
+
+    def update(self) -> None:
+        self.local_ok = self.forced == "closed" or (self.forced is None and self.state == "closed")
+
+    @property
+    def effective_state(self) -> str:
+        return self.forced or self.state
+
+
+class Core:
+    def __init__(self, options: Options, clock_ms: Callable[[], float] | None = None):
+        self.options = options
+        self.clock_ms = clock_ms or (lambda: time.time() * 1000)
+        #: Epoch seconds for each outcome's ``at`` (replaceable in tests: a host clock running ahead).
+        self.wall: Callable[[], float] = time.time
+        self.lock = threading.Condition(threading.Lock())
+        self.entries: dict[str, Entry] = {}
+        self.generation = 0
+        #: ``generation`` while the stream is open and circuitlog answers, else -2: entries match only then.
+        self.trusted_generation = -2
+        self.stream_up = False
+        self.reachable = True  # until a request fails, assume circuitlog answers
+        self.local = LocalBreakers(self.clock_ms, options.local_defaults)
+        self.items: deque[Outcome] = deque()
+        self.in_flight = 0  # outcomes in the batch being sent
+        self.calls_running = 0
+        self.closing = False
+        self.last_event_id: str | None = None
+        self.counts = {
+            "local_decisions": 0,
+            "server_checks": 0,
+            "offline_decisions": 0,
+            "outcomes_acknowledged": 0,
+            "outcomes_dropped": 0,
+            "outcomes_rejected": 0,
+            "events_discarded": 0,
+        }
+        self.listeners: list[TransitionCallback] = []
+        self.connection_listeners: list[Callable[[Connection], None]] = []
+
+    # -- link state -------------------------------------------------------------------------
+
+    @property
+    def connection(self) -> Connection:
+        return "offline" if not self.reachable else "connected" if self.stream_up else "syncing"
+
+    def set_link(self, stream_up: bool, reachable: bool) -> Connection | None:
+        """Record the link; returns the new connection state when it changed (call under lock)."""
+        before = self.connection
+        self.stream_up, self.reachable = stream_up, reachable
+        self.trusted_generation = self.generation if stream_up and reachable else -2
+        after = self.connection
+        if after == before:
+            return None
+        if before == "offline":
+            self.local.clear()  # back in touch: the server's state wins
+        self.lock.notify_all()  # calls waiting for room go on (offline: the queue is a bounded buffer)
+        return after
+
+    def stream_opened(self) -> Connection | None:
+        self.generation += 1  # every snapshot taken before this is re-taken on its next use
+        return self.set_link(True, True)
+
+    def resync(self) -> None:
+        """Every circuit is snapshotted again on its next use (a reset event, a discarded event)."""
+        self.generation += 1
+        if self.trusted_generation >= 0:
+            self.trusted_generation = self.generation
+        for entry in self.entries.values():
+            entry.refused_until = 0
+
+    # -- the stream -------------------------------------------------------------------------
+
+    def apply(self, event: TransitionEvent | ResetEvent) -> None:
+        if isinstance(event, ResetEvent):
+            self.resync()
+            if event.newest_id is not None:
+                self.last_event_id = event.newest_id
+            return
+        self.last_event_id = event.id
+        entry = self.entries.get(event.circuit)
+        if entry is None:
+            return
+        entry.state = event.to_state
+        entry.event_seq += 1
+        entry.refused_until = 0
+        if event.reason in _FORCED_BY_REASON:
+            entry.forced = _FORCED_BY_REASON[event.reason]
+        entry.update()
+
+    def emit(self, event: TransitionEvent) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("circuitlog: an on_transition callback raised")
+
+    def emit_connection(self, state: Connection | None) -> None:
+        if state is None:
+            return
+        for listener in list(self.connection_listeners):
+            try:
+                listener(state)
+            except Exception:
+                log.exception("circuitlog: a connection callback raised")
+
+    # -- decisions --------------------------------------------------------------------------
+
+    def before_ask(self, name: str) -> tuple[int, int]:
+        """Under lock: raise a refusal still standing, else note what the answer must not overwrite."""
+        if name not in self.entries:
+            check_name(name)
+        entry = self.entries.setdefault(name, Entry())
+        if entry.generation == self.trusted_generation and entry.refused_until > self.clock_ms():
+            raise CircuitOpenError(name, entry.effective_state, entry.retry_at, forced=entry.forced == "open")
+        return (self.generation if self.stream_up else -1), entry.event_seq
+
+    def answered(self, name: str, answer: Answer, generation: int, seq: int) -> None:
+        """Under lock: take circuitlog's answer into the view; raises CircuitOpenError on a refusal."""
+        self.counts["server_checks"] += 1
+        entry = self.entries.setdefault(name, Entry())
+        now = self.clock_ms()
+        if entry.event_seq == seq:  # no stream event since we asked: this answer is the newest
+            entry.state = answer.state
+            if isinstance(answer, Admitted):
+                fs = (answer.circuit or {}).get("forced_state")
+                entry.forced = fs if fs in ("open", "closed") else None
+            else:
+                entry.forced = "open" if answer.forced else None
+            entry.update()
+        if isinstance(answer, Admitted):
+            if answer.circuit is not None:
+                entry.json = answer.circuit
+            entry.policy_due_at = now + (UNKNOWN_POLICY_REFRESH_MS if entry.json is None else POLICY_REFRESH_MS)
+        entry.generation = generation if self.stream_up and self.generation == generation else -1
+        if isinstance(answer, Refused):
+            entry.retry_at = answer.retry_at
+            # Kept until retry_at, by this host's clock at most Retry-After from now (hosts' clocks differ).
+            entry.refused_until = float("inf") if answer.forced else min(answer.retry_at, now + answer.retry_after_ms)
+            raise CircuitOpenError(name, answer.state, answer.retry_at, forced=answer.forced)
+
+    def admit_offline(self, name: str) -> None:
+        """Under lock: the local breaker decides; raises on refusal."""
+        if not self.options.fail_open:
+            raise CircuitlogUnavailableError(
+                f"circuitlog is unreachable and fail_open is False: call on '{name}' refused"
+            )
+        self.counts["offline_decisions"] += 1
+        entry = self.entries.get(name)
+        verdict = self.local.admit(name, *self._known(entry))
+        if not verdict.allowed:
+            raise CircuitOpenError(name, self.local.state(name) or "open", verdict.retry_at, local=True)
+
+    def _known(self, entry: Entry | None) -> tuple[str | None, Json | None]:
+        return (None, None) if entry is None else (entry.effective_state, entry.json)
+
+    def policy_fetched(self, name: str, json: Json | None) -> None:
+        entry = self.entries.get(name)
+        if entry is None:
+            return
+        if json is not None:
+            entry.json = json
+        entry.policy_due_at = self.clock_ms() + (UNKNOWN_POLICY_REFRESH_MS if json is None else POLICY_REFRESH_MS)
+
+    def state(self, name: str) -> str | None:
+        if not self.reachable:
+            local = self.local.state(name)
+            if local is not None:
+                return local
+        entry = self.entries.get(name)
+        return None if entry is None else entry.effective_state
+
+    # -- outcomes ---------------------------------------------------------------------------
+
+    def push(self, name: str, success: bool, duration_ms: float | None) -> bool:
+        """Under lock: queue an outcome; True when the flusher should be woken."""
+        if not self.reachable:
+            entry = self.entries.get(name)
+            self.local.record(name, success, duration_ms, *self._known(entry))
+            while len(self.items) >= self.options.max_queued_outcomes:
+                self.items.popleft()  # offline: a bounded buffer, the oldest go first
+                self.counts["outcomes_dropped"] += 1
+        self.items.append((name, success, duration_ms, self.wall()))
+        n = len(self.items)
+        return n == 1 or n == self.options.flush_at
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.options.max_queued_outcomes
+
+    @property
+    def pending(self) -> int:
+        return len(self.items) + self.in_flight
+
+    def take_batch(self) -> list[Outcome]:
+        n = min(len(self.items), self.options.max_batch)
+        batch = [self.items.popleft() for _ in range(n)]
+        self.in_flight = len(batch)
+        self.lock.notify_all()  # room for calls waiting on a full queue
+        return batch
+
+    def batch_done(self, batch: list[Outcome], result: Literal["delivered", "rejected", "failed"]) -> None:
+        self.in_flight = 0
+        if result == "delivered":
+            self.counts["outcomes_acknowledged"] += len(batch)
+        elif result == "rejected":
+            self.counts["outcomes_rejected"] += len(batch)
+        else:
+            # Not delivered: back to the front, before anything recorded after it.
+            self.items.extendleft(reversed(batch))
+            if not self.reachable:
+                while len(self.items) > self.options.max_queued_outcomes:
+                    self.items.popleft()
+                    self.counts["outcomes_dropped"] += 1
+        self.lock.notify_all()
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "connection": self.connection,
+            **self.counts,
+            "outcomes_pending": self.pending,
+            "last_event_id": self.last_event_id,
+        }
+
+    def after_fork(self) -> None:
+        """In a forked child: fresh lock, no stream, nothing queued (the parent delivers its own)."""
+        self.lock = threading.Condition(threading.Lock())
+        self.items.clear()
+        self.in_flight = 0
+        self.calls_running = 0
+        self.generation += 1
+        self.stream_up = False
+        self.trusted_generation = -2

@@ -1,0 +1,376 @@
+"""The breaker state machine, as pure functions over immutable data.
+
+A port of circuitlog's ``src/domain/circuit.ts``, ``policy.ts`` and ``window.ts``: the local
+breaker the client falls back on while circuitlog is unreachable. ``clients/spec/state-machine.json``
+holds vectors that both the server's domain and this module must pass (tests/test_vectors.py),
+so the two cannot drift apart. Times are epoch milliseconds; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal, Optional, Union
+
+State = Literal["closed", "open", "half_open"]
+Forced = Optional[Literal["open", "closed"]]
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    type: Literal["count", "time"]
+    size: int
+    minimum_calls: int | None = None
+    failure_rate_threshold: float = 50
+    slow_call_duration_ms: float | None = None
+    slow_call_rate_threshold: float = 100
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    multiplier: float = 2
+    max_timeout_seconds: int = 300
+
+
+@dataclass(frozen=True)
+class Policy:
+    failure_threshold: int = 5
+    timeout_seconds: int = 30
+    half_open_max_calls: int = 1
+    success_threshold: int = 1
+    window: WindowPolicy | None = None
+    backoff: BackoffPolicy | None = None
+    forced_state: Forced = None
+
+
+@dataclass(frozen=True)
+class CountWindow:
+    outcomes: str = ""  # one character per outcome: '0' + 1 (failure) + 2 (slow)
+    failures: int = 0
+    slow_calls: int = 0
+
+
+Bucket = tuple[int, int, int, int]  # (epoch second, calls, failures, slow calls)
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    buckets: tuple[Bucket, ...] = ()
+
+
+WindowState = Union[CountWindow, TimeWindow]
+
+
+@dataclass(frozen=True)
+class Circuit:
+    policy: Policy
+    state: State = "closed"
+    failure_count: int = 0
+    probe_leases: tuple[float, ...] = ()
+    probe_successes: int = 0
+    open_until: float | None = None
+    open_timeout_seconds: int | None = None
+    reopen_count: int = 0
+    window_state: WindowState | None = None
+    half_open_at: float | None = None
+    last_failure_at: float | None = None
+    updated_at: float = 0
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_state: State
+    to_state: State
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_at: float = 0
+    forced: bool = False
+
+
+ALLOWED = Verdict(True)
+
+
+@dataclass(frozen=True)
+class Step:
+    circuit: Circuit
+    transitions: tuple[Transition, ...] = ()
+    verdict: Verdict = field(default=ALLOWED)
+
+
+LateRule = Literal["circuitlog", "count_only"]
+
+
+def minimum_calls(w: WindowPolicy) -> int:
+    if w.minimum_calls is not None:
+        return w.minimum_calls
+    return w.size if w.type == "count" else 10
+
+
+def next_open_timeout_seconds(p: Policy, previous_seconds: int) -> int:
+    if p.backoff is None:
+        return p.timeout_seconds
+    grown = math.ceil(previous_seconds * p.backoff.multiplier)
+    return min(grown, max(p.backoff.max_timeout_seconds, p.timeout_seconds))
+
+
+def effective_timeout_seconds(c: Circuit) -> int:
+    return c.open_timeout_seconds if c.open_timeout_seconds is not None else c.policy.timeout_seconds
+
+
+def is_slow(w: WindowPolicy, duration_ms: float | None) -> bool:
+    return w.slow_call_duration_ms is not None and duration_ms is not None and duration_ms >= w.slow_call_duration_ms
+
+
+def _first_live_second(size: int, now: float) -> int:
+    return math.floor(now / 1000) - size + 1
+
+
+def add_outcome(w: WindowPolicy, state: WindowState | None, failure: bool, slow: bool, now: float) -> WindowState:
+    if w.type == "count":
+        s = state if isinstance(state, CountWindow) else CountWindow()
+        outcomes, failures, slows = s.outcomes, s.failures, s.slow_calls
+        if len(outcomes) >= w.size:
+            drop = outcomes[: len(outcomes) - w.size + 1]
+            for ch in drop:
+                code = ord(ch) - 48
+                failures -= code & 1
+                slows -= (code & 2) >> 1
+            outcomes = outcomes[len(drop) :]
+        code = (1 if failure else 0) + (2 if slow else 0)
+        return CountWindow(outcomes + chr(48 + code), failures + int(failure), slows + int(slow))
+    start = _first_live_second(w.size, now)
+    buckets = [b for b in (state.buckets if isinstance(state, TimeWindow) else ()) if b[0] >= start]
+    second = math.floor(now / 1000)
+    f, sl = int(failure), int(slow)
+    if buckets and buckets[-1][0] >= second:  # a clock stepping back lands in the newest bucket
+        last = buckets[-1]
+        buckets[-1] = (last[0], last[1] + 1, last[2] + f, last[3] + sl)
+    else:
+        buckets.append((second, 1, f, sl))
+    return TimeWindow(tuple(buckets))
+
+
+def window_figures(w: WindowPolicy, state: WindowState | None, now: float) -> tuple[int, int, int]:
+    """(calls, failures, slow calls) live in the window at ``now``."""
+    if w.type == "count" and isinstance(state, CountWindow):
+        return len(state.outcomes), state.failures, state.slow_calls
+    if w.type == "time" and isinstance(state, TimeWindow):
+        start = _first_live_second(w.size, now)
+        live = [b for b in state.buckets if b[0] >= start]
+        return sum(b[1] for b in live), sum(b[2] for b in live), sum(b[3] for b in live)
+    return 0, 0, 0
+
+
+def window_trip(w: WindowPolicy, calls: int, failures: int, slow_calls: int) -> str | None:
+    if calls == 0 or calls < minimum_calls(w):
+        return None
+    if failures * 100 >= w.failure_rate_threshold * calls:
+        return "failure_rate_exceeded"
+    if w.slow_call_duration_ms is not None and slow_calls * 100 >= w.slow_call_rate_threshold * calls:
+        return "slow_call_rate_exceeded"
+    return None
+
+
+def refresh(c: Circuit, now: float) -> Step:
+    """The lazy open -> half-open transition; an ``open_until`` beyond now + open time is pulled in."""
+    if c.state != "open" or c.open_until is None:
+        return Step(c)
+    if now < c.open_until:
+        latest = now + effective_timeout_seconds(c) * 1000
+        return Step(c) if c.open_until <= latest else Step(replace(c, open_until=latest, updated_at=now))
+    opened = replace(
+        c, state="half_open", half_open_at=now, probe_leases=(), probe_successes=0, window_state=None, updated_at=now
+    )
+    return Step(opened, (Transition("open", "half_open", "open_timeout_elapsed", now),))
+
+
+def active_leases(c: Circuit, now: float) -> tuple[float, ...]:
+    return tuple(t for t in c.probe_leases if t > now)
+
+
+def is_call_allowed(c: Circuit, now: float) -> Verdict:
+    forced = c.policy.forced_state
+    if forced == "closed":
+        return ALLOWED
+    if forced == "open":
+        return Verdict(False, now + effective_timeout_seconds(c) * 1000, forced=True)
+    if c.state == "closed":
+        return ALLOWED
+    if c.state == "open":
+        return Verdict(False, c.open_until if c.open_until is not None else now)
+    leases = active_leases(c, now)
+    if len(leases) < c.policy.half_open_max_calls:
+        return ALLOWED
+    return Verdict(False, min(leases))
+
+
+def admit(c: Circuit, now: float, probe_lease_ms: float) -> Step:
+    """Refresh, then decide; an admitted half-open call holds a probe slot until its outcome or lease end."""
+    forced = c.policy.forced_state
+    if (c.state == "closed") if forced is None else (forced == "closed"):
+        return Step(c)
+    refreshed = refresh(c, now)
+    r = refreshed.circuit
+    verdict = is_call_allowed(r, now)
+    if not verdict.allowed or r.state != "half_open" or r.policy.forced_state is not None:
+        return Step(r, refreshed.transitions, verdict)
+    leases = (*active_leases(r, now), now + probe_lease_ms)
+    return Step(replace(r, probe_leases=leases, updated_at=now), refreshed.transitions, verdict)
+
+
+def record_outcome(
+    c: Circuit,
+    success: bool,
+    now: float,
+    duration_ms: float | None = None,
+    timeout_seconds: int | None = None,
+    late: LateRule = "circuitlog",
+) -> Step:
+    first = refresh(c, now)
+    r = first.circuit
+    if r.state == "closed":
+        second = _while_closed(r, success, duration_ms, timeout_seconds, now)
+    elif r.state == "half_open":
+        second = _while_half_open(r, success, timeout_seconds, now)
+    else:
+        second = _while_open(r, success, duration_ms, timeout_seconds, late, now)
+    return Step(second.circuit, first.transitions + second.transitions)
+
+
+def _counted(
+    c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float, failure_count: int
+) -> Circuit:
+    w = c.policy.window
+    window_state = (
+        c.window_state if w is None else add_outcome(w, c.window_state, not success, is_slow(w, duration_ms), now)
+    )
+    policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
+    return replace(
+        c,
+        policy=policy,
+        failure_count=failure_count,
+        window_state=window_state,
+        last_failure_at=c.last_failure_at if success else now,
+        updated_at=now,
+    )
+
+
+def _while_closed(
+    c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float
+) -> Step:
+    w = c.policy.window
+    if success and c.failure_count == 0 and w is None and timeout_seconds is None:
+        return Step(c)
+    n = _counted(c, success, duration_ms, timeout_seconds, now, 0 if success else c.failure_count + 1)
+    if not success and n.failure_count >= c.policy.failure_threshold:
+        return _open(n, now, "failure_threshold_reached")
+    if w is not None:
+        trip = window_trip(w, *window_figures(w, n.window_state, now))
+        if trip is not None:
+            return _open(n, now, trip)
+    return Step(n)
+
+
+def _while_half_open(c: Circuit, success: bool, timeout_seconds: int | None, now: float) -> Step:
+    if not success:
+        seconds = (
+            timeout_seconds
+            if timeout_seconds is not None
+            else next_open_timeout_seconds(c.policy, effective_timeout_seconds(c))
+        )
+        policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
+        reopened = replace(
+            c, policy=policy, failure_count=c.failure_count + 1, last_failure_at=now, reopen_count=c.reopen_count + 1
+        )
+        return _open(reopened, now, "probe_failed", seconds)
+    successes = c.probe_successes + 1
+    if successes >= c.policy.success_threshold:
+        return _close(c, now, "probe_succeeded")
+    # This probe has reported: its slot (the oldest lease) is free for the next one.
+    return Step(replace(c, probe_successes=successes, probe_leases=active_leases(c, now)[1:], updated_at=now))
+
+
+def _while_open(
+    c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, late: LateRule, now: float
+) -> Step:
+    if late == "count_only":
+        count = c.failure_count if success else c.failure_count + 1
+        return Step(_counted(c, success, duration_ms, timeout_seconds, now, count))
+    if success:
+        return _close(c, now, "success_recorded")
+    seconds = timeout_seconds if timeout_seconds is not None else effective_timeout_seconds(c)
+    policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
+    return Step(
+        replace(
+            c,
+            policy=policy,
+            failure_count=c.failure_count + 1,
+            open_timeout_seconds=seconds,
+            open_until=now + seconds * 1000,
+            last_failure_at=now,
+            updated_at=now,
+        )
+    )
+
+
+def reset(c: Circuit, now: float) -> Step:
+    if c.state == "closed" and c.failure_count == 0 and not c.probe_leases and c.window_state is None:
+        return Step(c)
+    return _close(c, now, "manual_reset")
+
+
+def configure(c: Circuit, policy: Policy, now: float) -> Step:
+    """A new policy from the next call on; a changed window starts empty; a force change is an event."""
+    if policy == c.policy:
+        return Step(c)
+    n = replace(
+        c,
+        policy=policy,
+        window_state=c.window_state if c.policy.window == policy.window else None,
+        updated_at=now,
+    )
+    if c.policy.forced_state == policy.forced_state:
+        return Step(n)
+    reason = {"open": "forced_open", "closed": "forced_closed"}.get(policy.forced_state or "", "force_cleared")
+    return Step(n, (Transition(c.state, n.state, reason, now),))
+
+
+def _open(c: Circuit, now: float, reason: str, seconds: int | None = None) -> Step:
+    secs = c.policy.timeout_seconds if seconds is None else seconds
+    opened = replace(
+        c,
+        state="open",
+        open_timeout_seconds=secs,
+        open_until=now + secs * 1000,
+        reopen_count=c.reopen_count if c.state == "half_open" else 0,
+        probe_leases=(),
+        probe_successes=0,
+        window_state=None,
+        half_open_at=c.half_open_at if c.state == "half_open" else None,
+        updated_at=now,
+    )
+    return Step(opened, (Transition(c.state, "open", reason, now),))
+
+
+def _close(c: Circuit, now: float, reason: str) -> Step:
+    closed = replace(
+        c,
+        state="closed",
+        failure_count=0,
+        open_until=None,
+        open_timeout_seconds=None,
+        reopen_count=0,
+        half_open_at=None,
+        probe_leases=(),
+        probe_successes=0,
+        window_state=None,
+        updated_at=now,
+    )
+    if c.state == "closed":
+        return Step(closed)
+    return Step(closed, (Transition(c.state, "closed", reason, now),))

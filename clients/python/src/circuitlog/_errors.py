@@ -1,0 +1,65 @@
+"""Errors the client raises; each has a stable string ``code``, like circuitlog's problems."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+class CircuitlogError(Exception):
+    """Base class of every error this package raises."""
+
+    code: str = "CIRCUITLOG_ERROR"
+
+
+class CircuitOpenError(CircuitlogError):
+    """The circuit refused the call: open, half-open with every probe slot taken, or forced open."""
+
+    def __init__(self, circuit: str, state: str, retry_at_ms: float, *, forced: bool = False, local: bool = False):
+        self.code = "CIRCUIT_FORCED_OPEN" if forced else "CIRCUIT_OPEN"
+        self.circuit = circuit
+        self.state = state
+        #: When a call may be admitted again (for a forced-open circuit: when to ask again), UTC.
+        self.retry_at = datetime.fromtimestamp(retry_at_ms / 1000, tz=timezone.utc)
+        #: True when the client's own breaker refused, while circuitlog was unreachable.
+        self.local = local
+        if forced:
+            message = f"Circuit '{circuit}' is forced open."
+        else:
+            what = "open" if state == "open" else "half-open with every probe slot taken"
+            message = f"Circuit '{circuit}' is {what}; retry at {self.retry_at.isoformat()}."
+        super().__init__(message)
+
+
+class CircuitlogUnavailableError(CircuitlogError):
+    """circuitlog could not be reached and ``fail_open`` is False, or ``close()`` could not deliver everything."""
+
+    code = "CIRCUITLOG_UNAVAILABLE"
+
+
+class CallTimeoutError(CircuitlogError, TimeoutError):
+    """The protected call ran past its ``timeout`` (recorded as a failure)."""
+
+    code = "CALL_TIMEOUT"
+
+    def __init__(self, circuit: str, timeout: float):
+        self.circuit = circuit
+        self.timeout = timeout
+        super().__init__(f"Call on circuit '{circuit}' took longer than {timeout} s.")
+
+
+class CircuitlogRequestError(CircuitlogError):
+    """circuitlog answered a 4xx (a wrong token): a configuration error, raised even with a fallback."""
+
+    code = "CIRCUITLOG_REJECTED"
+
+    def __init__(self, status: int, problem: object):
+        self.status = status
+        self.problem = problem
+        detail = problem.get("detail") if isinstance(problem, dict) else None
+        super().__init__(f"circuitlog answered {status}" + (f": {detail}" if detail else ""))
+
+
+class ClientClosedError(CircuitlogError, RuntimeError):
+    """The client was closed; it accepts no new calls."""
+
+    code = "CLIENT_CLOSED"

@@ -1,0 +1,165 @@
+"""circuitlog's HTTP wire format, shared by the sync and the async transport (no I/O here)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Optional, Union
+from urllib.parse import quote
+
+from ._local import Json, parse_time_ms
+
+STATES = ("closed", "open", "half_open")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    state: str
+    circuit: Json | None
+
+
+@dataclass(frozen=True)
+class Refused:
+    state: str
+    #: Epoch ms: ``open_until`` when open, else now + ``Retry-After``.
+    retry_at: float
+    #: ``Retry-After`` in ms: unlike ``retry_at``, free of any clock difference between hosts.
+    retry_after_ms: float
+    forced: bool
+
+
+Answer = Union[Admitted, Refused]
+
+
+@dataclass(frozen=True)
+class TransitionEvent:
+    """One ``event: transition`` of ``/events/stream``: what ``on_transition`` callbacks get."""
+
+    id: str
+    circuit: str
+    from_state: str
+    to_state: str
+    reason: str
+    #: ISO 8601, as the server sent it.
+    at: str
+
+
+@dataclass(frozen=True)
+class ResetEvent:
+    """``event: reset``: the server cannot replay from our ``Last-Event-ID``; resume at ``newest_id``."""
+
+    reason: str
+    newest_id: str | None
+
+
+class TransportError(Exception):
+    """``unreachable``: no answer or a 5xx (retry later). ``rejected``: a 4xx (retrying cannot help)."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None, problem: object = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.problem = problem
+
+
+def circuit_path(name: str, suffix: str = "") -> str:
+    return f"/circuits/{quote(name, safe='')}{suffix}"
+
+
+def parse_json(content: bytes) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def _state(value: object, fallback: str) -> str:
+    return value if isinstance(value, str) and value in STATES else fallback
+
+
+def failure(status: int, body: object) -> TransportError:
+    return TransportError("unreachable" if status >= 500 else "rejected", f"circuitlog answered {status}", status, body)
+
+
+def allowed_answer(status: int, headers: Any, body: object) -> Answer:
+    """The answer of ``GET /circuits/:name/allowed``; raises TransportError for anything else."""
+    b = body if isinstance(body, dict) else {}
+    if status == 200:
+        circuit = b.get("circuit")
+        return Admitted(_state(b.get("state"), "closed"), circuit if isinstance(circuit, dict) else None)
+    code = b.get("code")
+    if status == 503 and code in ("CIRCUIT_OPEN", "CIRCUIT_FORCED_OPEN"):
+        forced = code == "CIRCUIT_FORCED_OPEN"
+        state = _state(b.get("state"), "open")
+        try:
+            after = float(headers.get("retry-after", "1"))
+        except ValueError:
+            after = 1.0
+        after_ms = (after if after >= 0 else 1.0) * 1000
+        until = parse_time_ms(b.get("open_until"))
+        retry_at = until if not forced and state == "open" and until is not None else time.time() * 1000 + after_ms
+        return Refused(state, retry_at, after_ms, forced)
+    raise failure(status, body)
+
+
+def is_problem(body: object) -> bool:
+    return isinstance(body, dict) and isinstance(body.get("code"), str)
+
+
+def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent | ResetEvent | None:
+    try:
+        d = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    if event == "reset":
+        newest = d.get("newest_id")
+        return ResetEvent(str(d.get("reason", "")), None if newest is None else str(newest))
+    if event != "transition" or event_id is None:
+        return None
+    if not isinstance(d.get("circuit"), str) or not isinstance(d.get("to"), str):
+        return None
+    return TransitionEvent(
+        event_id,
+        d["circuit"],
+        _state(d.get("from"), "closed"),
+        _state(d.get("to"), "closed"),
+        str(d.get("reason", "")),
+        str(d.get("at", "")),
+    )
+
+
+def rfc3339(epoch_s: float) -> str:
+    """UTC, milliseconds, ``Z``: 2026-12-01T13:30:00.123Z."""
+    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# A queued outcome: (circuit, success, duration in ms or None, epoch seconds when it happened).
+Outcome = tuple[str, bool, Optional[float], float]
+
+
+def outcomes_body(batch: list[Outcome], with_at: bool = True) -> bytes:
+    items = []
+    for name, success, duration_ms, at in batch:
+        item: dict[str, object] = {"circuit": name, "success": success}
+        if with_at:
+            item["at"] = rfc3339(at)
+        if duration_ms is not None:
+            item["duration_ms"] = round(duration_ms, 3)
+        items.append(item)
+    return json.dumps({"outcomes": items}, separators=(",", ":")).encode()
+
+
+def only_at_refused(error: TransportError) -> bool:
+    """A 422 whose every error is an item's ``at`` (this host's clock too far ahead of circuitlog's)."""
+    p = error.problem
+    errors = p.get("errors") if isinstance(p, dict) else None
+    return (
+        error.status == 422
+        and isinstance(errors, list)
+        and len(errors) > 0
+        and all(isinstance(e, dict) and str(e.get("field", "")).endswith(".at") for e in errors)
+    )
