@@ -38,10 +38,11 @@ export class SseLimitError extends Error {
 const NEWLINE = /\r\n|\r|\n/g;
 
 export class SseParser {
-  /** The characters after the last complete line (at most `maxLineChars`). */
-  private buffer = '';
-  /** Where the search for the next newline resumes: nothing before it is scanned twice. */
-  private scanFrom = 0;
+  /** The pieces of the line not yet ended, as they arrived: never one growing string (V8 would flatten it on every search). */
+  private parts: string[] = [];
+  private partsChars = 0;
+  /** The last chunk ended in '\r': a '\n' starting the next one belongs to it. */
+  private skipLineFeed = false;
   private event = '';
   private data: string[] = [];
   private dataChars = 0;
@@ -53,24 +54,34 @@ export class SseParser {
     private readonly limits: SseLimits = SSE_LIMITS,
   ) {}
 
-  /** Feed bytes as they arrive; chunks may split lines and UTF-8 characters anywhere. Throws `SseLimitError`. */
+  /**
+   * Feed bytes as they arrive; chunks may split lines and UTF-8 characters anywhere. Only the
+   * new chunk is searched. Throws `SseLimitError`.
+   */
   push(chunk: Uint8Array): void {
-    this.buffer += this.decoder.decode(chunk, { stream: true });
-    let start = 0; // start of the line being looked at
-    NEWLINE.lastIndex = this.scanFrom;
+    const text = this.decoder.decode(chunk, { stream: true });
+    if (text.length === 0) return;
+    let pos = 0;
+    if (this.skipLineFeed && text.charCodeAt(0) === 10) pos = 1;
+    this.skipLineFeed = false;
+    NEWLINE.lastIndex = pos;
     let match: RegExpExecArray | null;
-    while ((match = NEWLINE.exec(this.buffer)) !== null) {
-      // A lone '\r' at the very end may be the first half of '\r\n': wait for more.
-      if (match[0] === '\r' && match.index === this.buffer.length - 1) break;
-      const line = this.buffer.slice(start, match.index);
-      start = NEWLINE.lastIndex;
-      if (line.length > this.limits.maxLineChars) throw this.tooLong();
+    while ((match = NEWLINE.exec(text)) !== null) {
+      const piece = text.slice(pos, match.index);
+      if (this.partsChars + piece.length > this.limits.maxLineChars) throw this.tooLong();
+      const line = this.parts.length === 0 ? piece : this.parts.join('') + piece;
+      this.parts = [];
+      this.partsChars = 0;
+      pos = NEWLINE.lastIndex;
+      // A '\r' ending the chunk may be the first half of '\r\n': skip a '\n' that starts the next.
+      if (match[0] === '\r' && pos === text.length) this.skipLineFeed = true;
       this.line(line);
     }
-    this.buffer = this.buffer.slice(start);
-    // Resume at a trailing '\r' (it may pair with the next '\n'), else after what was scanned.
-    this.scanFrom = this.buffer.endsWith('\r') ? this.buffer.length - 1 : this.buffer.length;
-    if (this.buffer.length > this.limits.maxLineChars) throw this.tooLong();
+    if (pos < text.length) {
+      this.partsChars += text.length - pos;
+      if (this.partsChars > this.limits.maxLineChars) throw this.tooLong();
+      this.parts.push(text.slice(pos));
+    }
   }
 
   private tooLong(): SseLimitError {
