@@ -46,8 +46,8 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
   const timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
 
   /** One request and its whole answer, within `requestTimeoutMs` in total. */
-  async function exchange(dispatcher: Pool | Client, request: Record<string, unknown>): Promise<Answer> {
-    const deadline = AbortSignal.timeout(options.requestTimeoutMs);
+  async function exchange(dispatcher: Pool | Client, request: Record<string, unknown>, timeoutMs = options.requestTimeoutMs): Promise<Answer> {
+    const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
     try {
       const res = (await dispatcher.request({ ...request, signal: deadline, ...timeouts } as Parameters<Pool['request']>[0])) as unknown as Response;
       return { statusCode: res.statusCode, headers: res.headers, json: await readJson(res.body, maxBytes) };
@@ -57,16 +57,18 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
     }
   }
 
-  function send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string): Promise<Answer> {
-    return exchange(pool, { method, path: prefix + path, headers: { ...auth, ...headers }, body });
+  function send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string, timeoutMs?: number): Promise<Answer> {
+    return exchange(pool, { method, path: prefix + path, headers: { ...auth, ...headers }, body }, timeoutMs);
   }
 
   return {
     async allowed(name) {
       const path = `/circuits/${encodeURIComponent(name)}/allowed`;
-      // A GET is safe to repeat: once more when a kept-alive socket was closed under us.
+      // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
+      // within what is left of the same deadline.
+      const deadlineAt = Date.now() + options.requestTimeoutMs;
       const res = await send('GET', path, {}).catch((error: TransportError) => {
-        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {});
+        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {}, undefined, deadlineAt - Date.now());
         throw error;
       });
       const body = res.json;
