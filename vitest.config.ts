@@ -7,6 +7,10 @@ export default defineConfig({
   test: {
     // End-to-end tests spawn `node dist/main.js`; build it once before any test runs.
     globalSetup: ['test/global-setup.ts'],
+    // An unhandled rejection anywhere fails the run (vitest's default, kept explicit), and a
+    // spawned server that crashes fails the test it crashed in (test/no-crash-setup.ts).
+    dangerouslyIgnoreUnhandledErrors: false,
+    setupFiles: ['test/no-crash-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [

@@ -189,6 +189,23 @@ const eventsSchema = z
   })
   .strict();
 
+const storeSchema = z
+  .object({
+    redis: z
+      .object({
+        /**
+         * Replicas that must confirm a write (Redis `WAIT`) before it is acknowledged; 0: Redis's
+         * asynchronous replication (an acknowledged write can be lost in a failover).
+         */
+        replicas_ack: z.number().int().min(0).max(16).default(0),
+        /** How long `WAIT` waits for them; past it the write answers 503 storage-unavailable. */
+        replicas_ack_timeout_ms: positiveInt(60_000).default(1_000), // 1 s
+      })
+      .strict()
+      .default({ replicas_ack: 0, replicas_ack_timeout_ms: 1_000 }),
+  })
+  .strict();
+
 const fileSchema = z
   .object({
     circuit_defaults: circuitDefaultsSchema.default({
@@ -212,6 +229,8 @@ const fileSchema = z
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
     metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
     events: eventsSchema.default({ max_streams: 1_000 }),
+    /** Settings of the store `CIRCUITLOG_STORE` names (Redis only, so far); `Config.storeOptions`. */
+    store: storeSchema.default({ redis: { replicas_ack: 0, replicas_ack_timeout_ms: 1_000 } }),
   })
   .strict()
   .superRefine((cfg, ctx) => {
@@ -239,7 +258,9 @@ export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type NodeConfig = z.infer<typeof nodeSchema>;
 export type ServerConfig = z.infer<typeof serverSchema>;
 
-export interface Config extends FileConfig {
+export interface Config extends Omit<FileConfig, 'store'> {
+  /** The config file's `store:` section (the store itself comes from `CIRCUITLOG_STORE`). */
+  readonly storeOptions: FileConfig['store'];
   readonly port: number;
   readonly host: string;
   readonly dbPath: string;
@@ -372,8 +393,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     }
     file = parseConfigText(text, `CIRCUITLOG_CONFIG ${configPath}`);
   }
+  const { store: storeOptions, ...rest } = file;
   return {
-    ...file,
+    ...rest,
+    storeOptions,
     port,
     host,
     dbPath,

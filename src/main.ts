@@ -70,22 +70,26 @@ interface OpenedStore {
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
   readonly close: () => void;
+  /** Redis: the store was emptied under us (FLUSHALL, a restart without data); listeners re-declare. */
+  readonly onReset?: (listener: () => void) => void;
 }
 
 /** The store `CIRCUITLOG_STORE` names; an unreachable Redis is a ConfigError naming the variable. */
 async function openStore(config: Config, logger: Logger, shared: boolean): Promise<OpenedStore> {
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
-    const { openRedisStore } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
-    const redis = await openRedisStore({ url, timeoutMs, logger }).catch((error: unknown) => {
-      throw new ConfigError(`CIRCUITLOG_STORE: cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`);
+    const { openRedisStore, describeStartFailure } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
+    const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
+      throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
     });
     const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
     // The state gauges count every circuit of every host: a mirror of them all, loaded before serving.
     const mirror = config.metrics.enabled ? await redis.mirror() : null;
     const readers = { transitions: redis.feed, snapshot: () => mirror! };
     const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
-    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close() };
+    const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close(), onReset };
   }
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
@@ -109,7 +113,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     await listen(server, config.port, config.host);
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, onReset } = await openStore(config, logger, shared);
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
@@ -132,9 +136,16 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
   });
-  for (const [name, fields] of Object.entries(config.circuits)) {
-    await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
-  }
+  const declare = async () => {
+    for (const [name, fields] of Object.entries(config.circuits)) {
+      await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields })); // declared again at every start
+    }
+  };
+  await declare();
+  // An emptied Redis lost the declared policies too: declare them again (every host does; the same values).
+  onReset?.(() => {
+    declare().catch((error: unknown) => logger.warn({ event: 'redeclare_failed', err: (error as Error).message }, 'declaring circuits again after a store reset failed'));
+  });
   await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
   // The singleton jobs: health checks, and publishing due open -> half-open transitions.

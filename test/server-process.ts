@@ -13,6 +13,27 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** SIGKILL the whole process group (primary and workers); needs `detached`. */
   killGroup(): Promise<void>;
+  /** Everything the server wrote to stderr so far. */
+  stderr(): string;
+}
+
+/** A spawned server that died of an uncaught exception or an unhandled rejection. */
+export interface Crash {
+  readonly pid: number;
+  readonly stderr: string;
+}
+
+const crashes: Crash[] = [];
+
+/**
+ * Node prints its version after the stack of an uncaught exception or unhandled rejection
+ * (`Node.js v20...`); circuitlog's own refusals (exit 2) and deliberate exits never do.
+ */
+const CRASH = /^Node\.js v\d+/m;
+
+/** The crashes seen since the last call (`test/no-crash-setup.ts` fails the test with them). */
+export function takeCrashes(): Crash[] {
+  return crashes.splice(0);
 }
 
 export interface StartOptions {
@@ -39,7 +60,14 @@ export function startServer(env: Record<string, string>, options: StartOptions =
   });
   const logs: Record<string, unknown>[] = [];
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  let reported = false;
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+    if (!reported && CRASH.test(stderr)) {
+      reported = true; // a worker may crash and be replaced while the primary lives on: still a bug
+      crashes.push({ pid: child.pid!, stderr: stderr.slice(-4_000) });
+    }
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -80,6 +108,7 @@ export function startServer(env: Record<string, string>, options: StartOptions =
             }
             await exited;
           },
+          stderr: () => stderr,
         });
       }
     });

@@ -20,6 +20,10 @@ export interface RedisServerOptions {
   readonly appendfsync?: 'always' | 'everysec';
   readonly port?: number;
   readonly dir?: string;
+  /** `requirepass`: clients must AUTH with this password. */
+  readonly password?: string;
+  /** A replica of the redis-server on this loopback port. */
+  readonly replicaOf?: number;
 }
 
 function freePort(): Promise<number> {
@@ -40,6 +44,8 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', '--loglevel', 'warning'];
   args.push('--appendonly', options.appendfsync ? 'yes' : 'no');
   if (options.appendfsync) args.push('--appendfsync', options.appendfsync, '--appenddirname', 'aof');
+  if (options.password !== undefined) args.push('--requirepass', options.password);
+  if (options.replicaOf !== undefined) args.push('--replicaof', '127.0.0.1', String(options.replicaOf));
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -53,7 +59,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
         socket.write('PING\r\n');
         socket.once('data', (data) => {
           socket.destroy();
-          if (!data.toString().startsWith('+PONG')) return; // still loading its data
+          if (!data.toString().startsWith('+PONG') && !data.toString().startsWith('-NOAUTH')) return; // still loading its data
           clearInterval(poll);
           clearTimeout(timer);
           resolve();
@@ -68,7 +74,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
     port,
     dir,
     child,
-    url: (db = 0) => `redis://127.0.0.1:${port}/${db}`,
+    url: (db = 0) => `redis://${options.password === undefined ? '' : `:${options.password}@`}127.0.0.1:${port}/${db}`,
     stop: async (signal = 'SIGTERM') => {
       if (child.exitCode === null && child.signalCode === null) {
         if (signal !== 'SIGKILL') child.kill('SIGCONT'); // a frozen server cannot exit otherwise

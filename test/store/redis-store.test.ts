@@ -135,6 +135,26 @@ describe('RedisCircuitStore', () => {
     expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 0, half_open: 0 });
   });
 
+  it('reloads the mirror into a fresh copy: circuits deleted or changed while its messages were missed do not linger', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const a = await open(prefix);
+    await a.store.apply('kept', failure('kept'));
+    await a.store.apply('gone', failure('gone'));
+    const mirror = new CircuitMirror(a.store);
+    await mirror.load();
+    expect(mirror.stateCounts(1_000)).toEqual({ closed: 2, open: 0, half_open: 0 });
+    // Changes this mirror never heard of (as while its subscription was down): keys changed directly.
+    const other = await open(prefix);
+    const opened = { ...(await other.store.find('kept'))!, state: 'open', openUntil: 31_000, openTimeoutSeconds: 30 };
+    const raw = other.store.redis;
+    await raw.command(['HSET', `${prefix}c:{kept}`, 'v', '999999', 'c', JSON.stringify(opened)]);
+    await raw.command(['DEL', `${prefix}c:{gone}`]);
+    await raw.command(['ZREM', `${prefix}index`, 'gone']);
+    await mirror.load();
+    expect(mirror.stateCounts(1_000)).toEqual({ closed: 0, open: 1, half_open: 0 });
+    expect(mirror.first(10, 1_000).map((c) => c.name)).toEqual(['kept']);
+  });
+
   it('answers 503 STORAGE_UNAVAILABLE within its timeout while Redis is frozen, and works again after', async () => {
     const own = await startRedis();
     const o = await openRedisStore({ url: own.url(), logger: silentLogger, timeoutMs: 300 });

@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
 import type { RedisConnection } from './connect.js';
 import type { CircuitCache } from './redis-cache.js';
-import { decodeCircuit } from './redis-keys.js';
+import { RESET_VERSION_MARGIN } from './scripts.js';
+import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
 
 /**
  * The `changes` channel every write publishes on: it keeps this host's cache current and
@@ -14,12 +15,14 @@ export class ChangeSubscription {
   private subscribed: Promise<void> | null = null;
   private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
   private readonly resubscribeListeners: (() => void)[] = [];
+  private readonly jumpListeners: (() => void)[] = [];
 
   constructor(
     subscriber: RedisConnection,
     private readonly channel: string,
     private readonly cache: CircuitCache,
     private readonly logger: Logger,
+    private readonly malformed: Malformed,
   ) {
     subscriber.on('ready', () => {
       this.subscribed = this.subscribe(subscriber);
@@ -40,6 +43,11 @@ export class ChangeSubscription {
     this.changeListeners.push(listener);
   }
 
+  /** A message with a version far above any seen (the store was emptied, and another host noticed first). */
+  onVersionJump(listener: () => void): void {
+    this.jumpListeners.push(listener);
+  }
+
   /** After the subscription came back: messages may have been missed meanwhile. */
   onResubscribed(listener: () => void): void {
     this.resubscribeListeners.push(listener);
@@ -53,18 +61,53 @@ export class ChangeSubscription {
       const again = this.subscribed !== null;
       await subscriber.SUBSCRIBE(this.channel, (message: string) => this.onMessage(message));
       this.cache.trust();
-      if (again) for (const listener of this.resubscribeListeners) listener();
+      if (again) this.notifyResubscribed();
     } catch (error) {
       this.logger.warn({ event: 'redis_subscribe_failed', err: (error as Error).message }, 'subscribing to changes failed');
     }
   }
 
-  /** `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. */
+  private notifyResubscribed(): void {
+    for (const listener of this.resubscribeListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.logger.error({ event: 'redis_resubscribe_listener_failed', err: (error as Error).message }, 'a resubscription listener failed');
+      }
+    }
+  }
+
+  /**
+   * `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. Anything else
+   * on the channel (a stray PUBLISH) is skipped and logged once: it came from no write, so the
+   * cache stays trusted. Nothing here may throw into the client's message dispatch.
+   */
   private onMessage(message: string): void {
     const [v, id, name, ...rest] = message.split('\n');
     const json = rest.join('\n');
-    const circuit = json === '' ? null : decodeCircuit(Number(id), json);
-    this.cache.onMessage(name!, { version: Number(v), circuit });
-    for (const listener of this.changeListeners) listener(name!, circuit);
+    if (v === undefined || !isWhole(v) || id === undefined || name === undefined || name === '') {
+      this.malformed.report(this.channel, `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`);
+      return;
+    }
+    let circuit: Circuit | null = null;
+    if (json !== '') {
+      const parsed = parseCircuit(name, id, json);
+      if ('problem' in parsed) {
+        this.malformed.report(this.channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);
+        return;
+      }
+      circuit = parsed.circuit;
+    }
+    // A version far above any seen: another host found the store emptied and raised the counter.
+    const highest = this.cache.highestVersion;
+    if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2) for (const listener of this.jumpListeners) listener();
+    this.cache.onMessage(name, { version: Number(v), circuit });
+    for (const listener of this.changeListeners) {
+      try {
+        listener(name, circuit);
+      } catch (error) {
+        this.logger.error({ event: 'redis_change_listener_failed', err: (error as Error).message }, 'a change listener failed');
+      }
+    }
   }
 }

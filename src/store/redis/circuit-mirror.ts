@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import { toParams } from '../circuit-store.js';
 import type { RedisCircuitStore } from './redis-store.js';
@@ -13,36 +14,76 @@ export interface MirroredCircuit {
 }
 
 const LOAD_PAGE = 500; // circuits read per round trip at (re)load
+const RETRY_MS = 1_000; // 1 s between attempts when a reload fails (Redis still away)
 
 /**
  * Every circuit of the store, in this host's memory, for the state gauges of `/metrics`
- * (counts per state across all circuits, and the first N by id): loaded at start and after
- * every resubscription, and kept current by the same `changes` messages as the store's cache.
+ * (counts per state across all circuits, and the first N by id): loaded at start and again
+ * after every resubscription or store reset (messages may have been missed meanwhile), and
+ * kept current by the same `changes` messages as the store's cache. A reload reads into a
+ * fresh map and swaps it in when complete, so circuits deleted or changed while this host was
+ * cut off do not linger; a failed reload is logged and retried, never left unhandled.
  * Costs one copy of every circuit per host; only built when metrics are on.
  */
 export class CircuitMirror {
-  private readonly byName = new Map<string, Circuit>();
+  private byName = new Map<string, Circuit>();
   private sorted: Circuit[] | null = null;
+  /** The reload in progress: changes arriving meanwhile go into it too, and win over what it lists. */
+  private loading: { fresh: Map<string, Circuit>; touched: Set<string> } | null = null;
+  private generation = 0;
+  private retry: NodeJS.Timeout | undefined;
 
-  constructor(private readonly store: RedisCircuitStore) {
+  constructor(
+    private readonly store: RedisCircuitStore,
+    private readonly logger?: Logger,
+  ) {
     store.onChange((name, circuit) => this.set(name, circuit));
-    store.onResubscribed(() => void this.load());
+    store.onRebuild(() => this.reload());
   }
 
-  /** Read every circuit (in pages); the changes that arrive meanwhile are applied as well. */
+  /** Read every circuit (in pages) into a fresh copy, then swap it in. Rejects if Redis fails. */
   async load(): Promise<void> {
-    let after = 0;
-    for (;;) {
-      const page = await this.store.list({ afterId: after, limit: LOAD_PAGE });
-      for (const c of page) if (!this.byName.has(c.name)) this.set(c.name, c);
-      if (page.length < LOAD_PAGE) return;
-      after = page.at(-1)!.id;
+    const generation = ++this.generation;
+    const loading = { fresh: new Map<string, Circuit>(), touched: new Set<string>() };
+    this.loading = loading;
+    try {
+      let after = 0;
+      for (;;) {
+        const page = await this.store.list({ afterId: after, limit: LOAD_PAGE });
+        if (generation !== this.generation) return; // a newer reload took over
+        for (const c of page) if (!loading.touched.has(c.name)) loading.fresh.set(c.name, c);
+        if (page.length < LOAD_PAGE) break;
+        after = page.at(-1)!.id;
+      }
+      this.byName = loading.fresh;
+      this.sorted = null;
+    } finally {
+      if (this.loading === loading) this.loading = null;
     }
   }
 
+  /** A reload after a resubscription or reset: failures are logged and retried, never thrown. */
+  private reload(): void {
+    clearTimeout(this.retry);
+    this.load().catch((error: unknown) => {
+      this.logger?.warn({ event: 'redis_mirror_reload_failed', err: (error as Error).message }, 'reloading the circuits for the state gauges failed; retrying');
+      this.retry = setTimeout(() => this.reload(), RETRY_MS);
+      this.retry.unref();
+    });
+  }
+
+  /** Stop retrying (the store is closing). */
+  stop(): void {
+    clearTimeout(this.retry);
+    this.generation++;
+  }
+
   private set(name: string, circuit: Circuit | null): void {
-    if (circuit === null) this.byName.delete(name);
-    else this.byName.set(name, circuit);
+    for (const map of this.loading ? [this.byName, this.loading.fresh] : [this.byName]) {
+      if (circuit === null) map.delete(name);
+      else map.set(name, circuit);
+    }
+    this.loading?.touched.add(name);
     this.sorted = null;
   }
 

@@ -2,8 +2,11 @@ import type { Circuit, Step } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { CircuitCache, Versioned } from './redis-cache.js';
 import type { RedisCommands } from './redis-commands.js';
-import { decodeCircuit, type RedisKeys } from './redis-keys.js';
+import type { RedisKeys } from './redis-keys.js';
 import { CAS_SCRIPT } from './scripts.js';
+import type { StoreEpoch } from './store-epoch.js';
+import type { Malformed } from './stored-circuit.js';
+import type { ReplicaAck } from './replica-ack.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -38,6 +41,10 @@ export class CompareAndSet {
     private readonly cache: CircuitCache,
     /** A versioned read from Redis, for circuits the cache does not hold. */
     private readonly read: (name: string) => Promise<Versioned>,
+    /** The store's life this host writes to (`store-epoch.ts`): the script refuses any other. */
+    private readonly epoch: StoreEpoch,
+    private readonly malformed: Malformed,
+    private readonly replicated: ReplicaAck,
   ) {}
 
   async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
@@ -47,7 +54,17 @@ export class CompareAndSet {
       const { writes, answer } = plan(states);
       if (writes.length === 0) return answer;
       const reply = await this.send(writes, states);
-      if (reply[0] === 1) return this.committed(writes, reply, answer);
+      if (reply[0] === 1) {
+        const committed = this.committed(writes, reply, answer);
+        await this.replicated.confirm(); // with replicas_ack: acknowledged only once that many replicas have it
+        return committed;
+      }
+      if (reply[0] === -1) {
+        // Not synced yet, or the store was emptied since: adopt its epoch, then read again from it.
+        await this.epoch.sync();
+        states = new Map(await Promise.all(names.map(async (name) => [name, await this.read(name)] as const)));
+        if (attempt < MAX_ATTEMPTS) continue;
+      }
       if (attempt >= MAX_ATTEMPTS) {
         throw new AppError('STORAGE_BUSY', `Too many concurrent writes to ${writes.map((w) => `'${w.name}'`).join(', ')}; try again.`, {
           retryAfterSeconds: 1,
@@ -59,14 +76,15 @@ export class CompareAndSet {
 
   private send(writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
     const { keys } = this;
-    const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions];
-    const args = [this.channel];
+    const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch];
+    const args = [this.channel, this.epoch.current];
     for (const { name, steps } of writes) {
       const read = states.get(name)!;
       const final = steps.at(-1)!.circuit;
       const transitions = steps.flatMap((s) => s.transitions.map((t) => [t.from, t.to, t.reason, t.at]));
       scriptKeys.push(keys.circuit(name), keys.events(name));
-      args.push(name, read.circuit === null ? '0' : String(read.version), JSON.stringify(final), JSON.stringify(transitions));
+      const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
+      args.push(name, version, JSON.stringify(final), JSON.stringify(transitions));
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }
@@ -92,10 +110,11 @@ export class CompareAndSet {
   private conflictStates(writes: { name: string }[], reply: (string | number)[], previous: Map<string, Versioned>): Map<string, Versioned> {
     const states = new Map(previous);
     writes.forEach(({ name }, i) => {
-      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]];
-      const value: Versioned = json === '' ? { version: 0, circuit: null } : { version: Number(v), circuit: decodeCircuit(Number(id), String(json)) };
+      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]].map(String) as [string, string, string];
+      const absent = v === '0' && id === '0' && json === '';
+      const value: Versioned = absent ? { version: 0, circuit: null } : this.malformed.versioned(this.keys.circuit(name), name, [v, id, json === '' ? null : json]);
       states.set(name, value);
-      this.cache.offer(name, value);
+      if (value.corruptVersion === undefined) this.cache.offer(name, value);
     });
     return states;
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { connectRedis } from './connect.js';
+import { connectRedis, RedisStartError } from './connect.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
@@ -15,6 +15,9 @@ export interface OpenRedisOptions {
   readonly prefix?: string;
   /** Queue commands while disconnected instead of failing them at once (tests). */
   readonly queueOffline?: boolean;
+  /** Replicas that must confirm each write (`WAIT`), and how long they get (`store.redis` in the config). */
+  readonly replicasAck?: number;
+  readonly replicasAckTimeoutMs?: number;
 }
 
 export interface OpenedRedis {
@@ -25,6 +28,15 @@ export interface OpenedRedis {
   /** A loaded mirror of every circuit (for the state gauges); made on the first call. */
   mirror(): Promise<CircuitMirror>;
   close(): Promise<void>;
+}
+
+/**
+ * The start failure as one line after `CIRCUITLOG_STORE: ` (`shownUrl` has no password): what
+ * Redis said when it said why (credentials, database, DNS, TLS), else that it cannot be reached.
+ */
+export function describeStartFailure(shownUrl: string, error: unknown): string {
+  if (error instanceof RedisStartError) return `Redis at ${shownUrl}: ${error.message}`;
+  return `cannot reach Redis at ${shownUrl}: ${(error as Error).message}`;
 }
 
 /**
@@ -69,22 +81,35 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   const subscriber = await more('circuitlog-changes');
   const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
   const db = Number(new URL(options.url).pathname.slice(1) || 0);
-  const store = new RedisCircuitStore(client, subscriber, { db, prefix: options.prefix, timeoutMs: options.timeoutMs, logger: options.logger });
+  const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
+  const store = new RedisCircuitStore(client, subscriber, { db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
   await store.ready();
+  await store.epoch.sync(); // adopt the store's epoch, or write one into an empty store
   const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
   await feed.start();
+  store.seqSeen = () => feed.maxId(); // after a reset, transition numbers go on above what this host served
+  store.epoch.watch();
+  let mirror: CircuitMirror | undefined;
   return {
     store,
     leases: new RedisLeaseStore(store, options.prefix),
     feed,
     mirror: async () => {
-      const mirror = new CircuitMirror(store);
+      mirror = new CircuitMirror(store, options.logger);
       await mirror.load();
       return mirror;
     },
     close: async () => {
+      store.epoch.stop();
       feed.stop();
-      for (const c of connections) c.destroy();
+      mirror?.stop();
+      for (const c of connections) {
+        try {
+          c.destroy();
+        } catch {
+          // already closed
+        }
+      }
     },
   };
 }

@@ -4,6 +4,8 @@ import type { Circuit } from '../../domain/circuit.js';
 export interface Versioned {
   readonly version: number;
   readonly circuit: Circuit | null;
+  /** The stored `v` as read, when the hash is there but unusable (corrupt): a write replaces it. */
+  readonly corruptVersion?: string;
 }
 
 const MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -21,6 +23,12 @@ export class CircuitCache {
   private readonly reading = new Map<string, number>();
   private trustedSince = -1;
   private epoch = 0;
+  private highest = 0;
+
+  /** The highest version seen (reads, writes, messages): the floor after a store reset. */
+  get highestVersion(): number {
+    return this.highest;
+  }
 
   /** Whether entries may answer reads (the subscription is live). */
   get trusted(): boolean {
@@ -45,12 +53,21 @@ export class CircuitCache {
     this.epoch++;
   }
 
+  /** The store was emptied: drop every entry (reads in flight are void), trusted or not as before. */
+  reset(): void {
+    const trusted = this.trusted;
+    this.entries.clear();
+    this.epoch++;
+    if (trusted) this.trustedSince = this.epoch;
+  }
+
   get(name: string): Versioned | undefined {
     return this.trusted ? this.entries.get(name) : undefined;
   }
 
   /** Keep `value` unless a newer version is held; returns what is held afterwards. */
   offer(name: string, value: Versioned, epoch = this.epoch): Versioned {
+    if (value.version > this.highest) this.highest = value.version;
     if (epoch !== this.epoch || !this.trusted) return value;
     const held = this.entries.get(name);
     if (held !== undefined && held.version >= value.version) return held;
@@ -61,6 +78,7 @@ export class CircuitCache {
 
   /** A published change: applied to names this host holds or is reading. */
   onMessage(name: string, value: Versioned): void {
+    if (value.version > this.highest) this.highest = value.version;
     if (this.entries.has(name) || this.reading.has(name)) this.offer(name, value);
   }
 

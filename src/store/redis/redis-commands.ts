@@ -3,6 +3,9 @@ import type { Logger } from 'pino';
 import { AppError } from '../../domain/errors.js';
 import type { RedisConnection } from './connect.js';
 
+const READ_FAILED = 'The shared store (Redis) is unavailable; nothing was read or changed. Try again.';
+const WRITE_FAILED = 'The shared store (Redis) is unavailable; the change may or may not have been applied.';
+
 const sha1 = (script: string) => createHash('sha1').update(script).digest('hex');
 
 /** Commands and scripts on one connection, each bounded by a timeout. */
@@ -16,11 +19,15 @@ export class RedisCommands {
     private readonly logger: Logger,
   ) {}
 
-  /** One command with the store's timeout; any failure is a 503 STORAGE_UNAVAILABLE. */
-  command<T>(args: string[]): Promise<T> {
+  /**
+   * One command with the store's timeout; any failure is a 503 STORAGE_UNAVAILABLE whose
+   * detail says what a caller can know: a read changed nothing, while a write that got no
+   * answer may have been applied (a frozen Redis runs it when it wakes up).
+   */
+  command<T>(args: string[], kind: 'read' | 'write' = 'write', timeoutMs = this.timeoutMs): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
     });
     return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
       .catch((error: unknown) => {
@@ -31,7 +38,7 @@ export class RedisCommands {
           this.lastWarningMs = Date.now();
           this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
         }
-        throw new AppError('STORAGE_UNAVAILABLE', 'The shared store (Redis) is unavailable; the change may or may not have been applied.', {
+        throw new AppError('STORAGE_UNAVAILABLE', kind === 'read' ? READ_FAILED : WRITE_FAILED, {
           retryAfterSeconds: 1,
           cause: error,
         });

@@ -1,5 +1,3 @@
-import type { Circuit } from '../../domain/circuit.js';
-
 /** The store's key names under its prefix (the layout is described in `scripts.ts`). */
 export class RedisKeys {
   readonly ids: string;
@@ -7,6 +5,7 @@ export class RedisKeys {
   readonly index: string;
   readonly seq: string;
   readonly transitions: string;
+  readonly epoch: string;
 
   constructor(readonly prefix: string) {
     this.ids = `${prefix}ids`;
@@ -14,6 +13,7 @@ export class RedisKeys {
     this.index = `${prefix}index`;
     this.seq = `${prefix}seq`;
     this.transitions = `${prefix}transitions`;
+    this.epoch = `${prefix}epoch`;
   }
 
   /** The circuit's hash; the name is a hash tag, so a circuit's keys share one Cluster slot. */
@@ -25,10 +25,4 @@ export class RedisKeys {
   events(name: string): string {
     return `${this.prefix}e:{${name}}`;
   }
-}
-
-/** A stored circuit; its id lives beside the JSON (a new circuit gets it inside the script). */
-export function decodeCircuit(id: number, json: string): Circuit {
-  const circuit = JSON.parse(json) as Circuit;
-  return circuit.id === id ? circuit : { ...circuit, id };
 }

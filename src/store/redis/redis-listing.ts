@@ -1,23 +1,28 @@
 import type { Circuit, CircuitState, Transition } from '../../domain/circuit.js';
 import type { ListQuery } from '../circuit-store.js';
 import type { RedisCommands } from './redis-commands.js';
-import { decodeCircuit, type RedisKeys } from './redis-keys.js';
+import type { RedisKeys } from './redis-keys.js';
+import { isState, parseCircuit, type Malformed } from './stored-circuit.js';
 
 const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters by state
 
-/** `GET /circuits`: pages of the `index` in id order, filtered by the state a read at `now` shows. */
-export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query: ListQuery): Promise<Circuit[]> {
+/**
+ * `GET /circuits`: pages of the `index` in id order, filtered by the state a read at `now`
+ * shows. A circuit whose hash is malformed (not JSON, a bad field, a key of another type) is
+ * skipped and logged once, so one bad value never fails the listing (nor a host's start: the
+ * state-gauge mirror loads through here).
+ */
+export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query: ListQuery, malformed: Malformed): Promise<Circuit[]> {
   const out: Circuit[] = [];
   let after = query.afterId ?? 0;
   for (;;) {
-    const flat = await redis.command<string[]>(['ZRANGE', keys.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(LIST_SCAN_PAGE), 'WITHSCORES']);
+    const flat = await redis.command<string[]>(['ZRANGE', keys.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(LIST_SCAN_PAGE), 'WITHSCORES'], 'read');
     const page = flat.filter((_, i) => i % 2 === 0);
     if (page.length === 0) return out;
     after = Number(flat.at(-1));
-    const rows = await Promise.all(page.map((name) => redis.command<(string | null)[]>(['HMGET', keys.circuit(name), 'id', 'c'])));
-    for (const [id, json] of rows) {
-      if (id == null || json == null) continue; // deleted meanwhile
-      const circuit = decodeCircuit(Number(id), json);
+    const rows = await Promise.all(page.map((name) => readRow(redis, keys, name, malformed)));
+    for (const circuit of rows) {
+      if (circuit === null) continue; // deleted meanwhile, or malformed
       if (query.state === undefined || stateAt(circuit, query.now) === query.state) out.push(circuit);
       if (out.length >= query.limit) return out;
     }
@@ -25,15 +30,48 @@ export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query:
   }
 }
 
-/** `GET /circuits/{name}/events`: the circuit's newest transitions, newest first. */
-export async function circuitEvents(redis: RedisCommands, keys: RedisKeys, circuitId: number, limit: number): Promise<Transition[]> {
-  const [name] = await redis.command<string[]>(['ZRANGE', keys.index, String(circuitId), String(circuitId), 'BYSCORE']);
-  if (name === undefined) return [];
-  const rows = await redis.command<string[]>(['LRANGE', keys.events(name), '0', String(limit - 1)]);
-  return rows.map((row) => {
-    const [from, to, reason, at] = JSON.parse(row) as [CircuitState, CircuitState, Transition['reason'], number];
-    return { from, to, reason, at };
+async function readRow(redis: RedisCommands, keys: RedisKeys, name: string, malformed: Malformed): Promise<Circuit | null> {
+  const key = keys.circuit(name);
+  const [id, json] = await redis.command<(string | null)[]>(['HMGET', key, 'id', 'c'], 'read').catch((error: unknown) => {
+    const reply = String((error as { options?: { cause?: unknown } }).options?.cause ?? '');
+    if (!reply.includes('WRONGTYPE')) throw error; // an outage: the whole listing answers 503
+    malformed.report(key, 'the key is not a hash');
+    return [null, null];
   });
+  if (id == null && json == null) return null; // deleted meanwhile
+  const parsed = parseCircuit(name, id, json);
+  if ('problem' in parsed) {
+    malformed.report(key, parsed.problem);
+    return null;
+  }
+  return parsed.circuit;
+}
+
+/** `GET /circuits/{name}/events`: the circuit's newest transitions, newest first (malformed entries skipped, logged once). */
+export async function circuitEvents(redis: RedisCommands, keys: RedisKeys, circuitId: number, limit: number, malformed: Malformed): Promise<Transition[]> {
+  const [name] = await redis.command<string[]>(['ZRANGE', keys.index, String(circuitId), String(circuitId), 'BYSCORE'], 'read');
+  if (name === undefined) return [];
+  const rows = await redis.command<string[]>(['LRANGE', keys.events(name), '0', String(limit - 1)], 'read');
+  const out: Transition[] = [];
+  for (const row of rows) {
+    const transition = parseTransition(row);
+    if (transition === null) malformed.report(keys.events(name), `an entry is not [from, to, reason, at]: ${row.slice(0, 100)}`);
+    else out.push(transition);
+  }
+  return out;
+}
+
+function parseTransition(row: string): Transition | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(row);
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(raw) || raw.length !== 4) return null;
+  const [from, to, reason, at] = raw as unknown[];
+  if (!isState(from) || !isState(to) || typeof reason !== 'string' || typeof at !== 'number' || !Number.isFinite(at)) return null;
+  return { from, to, reason: reason as Transition['reason'], at };
 }
 
 /** The state a read at `now` would show: an open circuit whose time has passed is half-open. */

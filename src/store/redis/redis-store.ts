@@ -7,9 +7,12 @@ import { CompareAndSet, type Answer } from './compare-and-set.js';
 import type { RedisConnection } from './connect.js';
 import { CircuitCache, type Versioned } from './redis-cache.js';
 import { RedisCommands } from './redis-commands.js';
-import { decodeCircuit, RedisKeys } from './redis-keys.js';
+import { RedisKeys } from './redis-keys.js';
 import { circuitEvents, listCircuits } from './redis-listing.js';
 import { DELETE_SCRIPT } from './scripts.js';
+import { StoreEpoch } from './store-epoch.js';
+import { Malformed } from './stored-circuit.js';
+import { ReplicaAck } from './replica-ack.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -21,6 +24,9 @@ export interface RedisStoreOptions {
   /** A command with no answer within this long fails with 503 STORAGE_UNAVAILABLE. */
   readonly timeoutMs?: number;
   readonly logger: Logger;
+  /** Replicas that must confirm each write (`WAIT`) before it is acknowledged; default 0. */
+  readonly replicasAck?: number;
+  readonly replicasAckTimeoutMs?: number;
 }
 
 const DEFAULT_TIMEOUT_MS = 1_000; // 1 s
@@ -49,6 +55,12 @@ export class RedisCircuitStore implements CircuitStore {
   private readonly cas: CompareAndSet;
   /** Commands with the timeout and the 503 mapping; the lease store uses them too. */
   readonly redis: RedisCommands;
+  /** Which life of the store this host writes to (a FLUSHALL starts a new one). */
+  readonly epoch: StoreEpoch;
+  readonly malformed: Malformed;
+  private readonly replicated: ReplicaAck;
+  /** The newest transition number this host has seen (the feed sets it): a floor after a reset. */
+  seqSeen: () => number = () => 0;
 
   constructor(
     client: RedisConnection,
@@ -58,8 +70,15 @@ export class RedisCircuitStore implements CircuitStore {
     this.keys = new RedisKeys(options.prefix ?? 'circuitlog:');
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
-    this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger);
-    this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name));
+    this.malformed = new Malformed(options.logger);
+    this.epoch = new StoreEpoch(this.redis, this.keys, () => ({ seq: this.seqSeen(), version: this.cache.highestVersion }), options.logger);
+    this.epoch.onReset(() => this.cache.reset());
+    this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
+    // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
+    this.changes.onResubscribed(() => this.epoch.syncQuietly());
+    this.changes.onVersionJump(() => this.epoch.syncQuietly());
+    this.replicated = new ReplicaAck(this.redis, options.replicasAck ?? 0, options.replicasAckTimeoutMs ?? 1_000);
+    this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name), this.epoch, this.malformed, this.replicated);
   }
 
   /** Resolves once the first subscription is live (the cache works from then on). */
@@ -72,9 +91,13 @@ export class RedisCircuitStore implements CircuitStore {
     this.changes.onChange(listener);
   }
 
-  /** After the subscription came back: messages may have been missed meanwhile. */
-  onResubscribed(listener: () => void): void {
+  /**
+   * After the subscription came back (messages may have been missed meanwhile): whoever keeps
+   * a copy of the circuits reads them again. The listener must not throw or reject.
+   */
+  onRebuild(listener: () => void): void {
     this.changes.onResubscribed(listener);
+    this.epoch.onReset(listener);
   }
 
   find(name: string): MaybePromise<Circuit | null> {
@@ -89,10 +112,11 @@ export class RedisCircuitStore implements CircuitStore {
     if (running) return running;
     const epoch = this.cache.currentEpoch;
     this.cache.startRead(name);
-    const read = this.redis.command<(string | null)[]>(['HMGET', this.keys.circuit(name), 'v', 'id', 'c'])
-      .then(([v, id, json]) => {
-        const value: Versioned = v === null ? { version: 0, circuit: null } : { version: Number(v), circuit: decodeCircuit(Number(id), json!) };
-        return this.cache.offer(name, value, epoch);
+    const key = this.keys.circuit(name);
+    const read = this.redis.command<(string | null)[]>(['HMGET', key, 'v', 'id', 'c'], 'read')
+      .then((fields) => {
+        const value = this.malformed.versioned(key, name, fields);
+        return value.corruptVersion === undefined ? this.cache.offer(name, value, epoch) : value; // a corrupt hash is never cached
       })
       .finally(() => {
         this.cache.endRead(name);
@@ -121,7 +145,11 @@ export class RedisCircuitStore implements CircuitStore {
         return;
       }
       this.queues.set(name, [queued]);
-      void this.drain(name);
+      this.drain(name).catch((error: unknown) => {
+        // drain() settles every caller itself; this is only a last guard against a bug there.
+        for (const q of this.queues.get(name)?.splice(0) ?? []) q.reject(error);
+        this.queues.delete(name);
+      });
     });
   }
 
@@ -181,21 +209,25 @@ export class RedisCircuitStore implements CircuitStore {
     }).then((answers) => answers.map((a) => (a as { result: Step | null }).result));
   }
 
-  delete(name: string): MaybePromise<boolean> {
-    const keys = [this.keys.circuit(name), this.keys.events(name), this.keys.index, this.keys.version];
-    return this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name]).then((version) => {
-      if (version === 0) return false;
-      this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
-      return true;
-    });
+  async delete(name: string): Promise<boolean> {
+    const keys = [this.keys.circuit(name), this.keys.events(name), this.keys.index, this.keys.version, this.keys.epoch];
+    let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.current]);
+    if (version === -1) {
+      await this.epoch.sync(); // not synced yet, or the store was emptied since
+      version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.current]);
+    }
+    if (version <= 0) return false;
+    this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
+    await this.replicated.confirm();
+    return true;
   }
 
   list(query: ListQuery): Promise<Circuit[]> {
-    return listCircuits(this.redis, this.keys, query);
+    return listCircuits(this.redis, this.keys, query, this.malformed);
   }
 
   events(circuitId: number, limit: number): Promise<Transition[]> {
-    return circuitEvents(this.redis, this.keys, circuitId, limit);
+    return circuitEvents(this.redis, this.keys, circuitId, limit, this.malformed);
   }
 
   /** Scans the index (see `listCircuits`): one page of round trips per call, on the lease holder only. */
@@ -205,7 +237,7 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   ping(): Promise<boolean> {
-    return this.redis.command<string>(['PING']).then(
+    return this.redis.command<string>(['PING'], 'read').then(
       (pong) => pong === 'PONG',
       () => false,
     );

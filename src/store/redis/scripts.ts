@@ -10,29 +10,37 @@
  * for all circuits, so a version is never reused, not even after a DELETE and a re-create.
  * Every write publishes `<version>\n<id>\n<name>\n<json>` (json empty: deleted) on
  * `changes:<db>` (channels are not per database), from inside the script: a host sees a change only once it is committed.
+ * `epoch` names the store's life (SYNC_SCRIPT): writes check it, so none lands in a store
+ * emptied since the writer last synced.
  */
 
 /** Newest transitions kept per circuit for `GET /circuits/{name}/events` (its limit is at most 500). */
 export const EVENTS_PER_CIRCUIT = 1_000;
 /** Transitions kept in the `transitions` stream (approximately: `MAXLEN ~`). */
 export const STREAM_MAX_LENGTH = 100_000;
+/** How far `seq` and `version` jump past what a host saw when it finds the store emptied. */
+export const RESET_SEQ_MARGIN = 1_000;
+export const RESET_VERSION_MARGIN = 1_000_000;
 
 /**
  * Write circuits if none changed since it was read. KEYS: ids, version, index, seq,
- * transitions, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, then per
- * circuit: name, the version read (`0` = absent), the new JSON, its transitions as a
- * JSON array of `[from, to, reason, at]`.
+ * transitions, epoch, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, the
+ * writer's epoch, then per circuit: name, the version read (`0` = absent), the new JSON,
+ * its transitions as a JSON array of `[from, to, reason, at]`.
  * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, ...}`: the
- * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read.
+ * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
+ * or `{-1}` when the store's epoch is not the writer's (emptied since: see SYNC_SCRIPT).
+ * A stored `id` that is not a number (a corrupt hash) is replaced by a new one.
  */
 export const CAS_SCRIPT = `
-local n = (#ARGV - 1) / 4
+if redis.call('GET', KEYS[6]) ~= ARGV[2] then return {-1} end
+local n = (#ARGV - 2) / 4
 for i = 1, n do
-  local v = redis.call('HGET', KEYS[4 + 2 * i], 'v') or '0'
-  if v ~= ARGV[2 + 4 * (i - 1) + 1] then
+  local v = redis.call('HGET', KEYS[5 + 2 * i], 'v') or '0'
+  if v ~= ARGV[3 + 4 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
-      local cur = redis.call('HMGET', KEYS[4 + 2 * j], 'v', 'id', 'c')
+      local cur = redis.call('HMGET', KEYS[5 + 2 * j], 'v', 'id', 'c')
       out[#out + 1] = cur[1] or '0'
       out[#out + 1] = cur[2] or '0'
       out[#out + 1] = cur[3] or ''
@@ -42,10 +50,10 @@ for i = 1, n do
 end
 local out = {1}
 for i = 1, n do
-  local base = 2 + 4 * (i - 1)
+  local base = 3 + 4 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
-  local key, events = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
-  local id = redis.call('HGET', key, 'id')
+  local key, events = KEYS[5 + 2 * i], KEYS[6 + 2 * i]
+  local id = tonumber(redis.call('HGET', key, 'id'))
   if not id then
     id = redis.call('INCR', KEYS[1])
     redis.call('ZADD', KEYS[3], id, name)
@@ -62,23 +70,52 @@ for i = 1, n do
   if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
   redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)
   out[#out + 1] = v
-  out[#out + 1] = tonumber(id)
+  out[#out + 1] = id
 end
 return out
 `;
 
 /**
- * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version.
- * ARGV: channel, name. Answers the version of the deletion, or 0 if unknown.
+ * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version, epoch.
+ * ARGV: channel, name, the writer's epoch. Answers the version of the deletion, 0 if
+ * unknown, -1 when the store's epoch is not the writer's.
  */
 export const DELETE_SCRIPT = `
+if redis.call('GET', KEYS[5]) ~= ARGV[3] then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local id = redis.call('HGET', KEYS[1], 'id')
+local id = redis.call('HGET', KEYS[1], 'id') or '0'
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
 local v = redis.call('INCR', KEYS[4])
 redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[2] .. '\\n')
 return v
+`;
+
+/**
+ * The store's epoch: a random id written once into an empty store, so a host can tell that
+ * the store it writes to is still the one it read (a FLUSHALL, or a Redis restarted without
+ * its data, removes it). KEYS: epoch, seq, version. ARGV: the epoch the host holds (`''` at
+ * start), a new random epoch, the highest transition number and version the host has seen.
+ * Adopts the stored epoch, or writes the new one when there is none; then raises `seq` and
+ * `version` to at least the host's figures, plus a margin of 1,000 transitions and 1,000,000
+ * versions when the epoch is not the one the host held (the store was emptied), so transition
+ * numbers keep increasing for every event stream and versions for every host's cache, even
+ * when other hosts saw a little more than this one. Answers the epoch in force.
+ */
+export const SYNC_SCRIPT = `
+local epoch = redis.call('GET', KEYS[1])
+if not epoch then
+  epoch = ARGV[2]
+  redis.call('SET', KEYS[1], epoch)
+end
+local seqFloor, versionFloor = tonumber(ARGV[3]), tonumber(ARGV[4])
+if ARGV[1] ~= '' and epoch ~= ARGV[1] then
+  seqFloor, versionFloor = seqFloor + ${RESET_SEQ_MARGIN}, versionFloor + ${RESET_VERSION_MARGIN}
+end
+for i, floor in ipairs({seqFloor, versionFloor}) do
+  if (tonumber(redis.call('GET', KEYS[i + 1])) or 0) < floor then redis.call('SET', KEYS[i + 1], floor) end
+end
+return epoch
 `;
 
 /**

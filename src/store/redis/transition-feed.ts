@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import type { CircuitState } from '../../domain/circuit.js';
 import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-log.js';
 import type { RedisConnection } from './connect.js';
+import { isState } from './stored-circuit.js';
 
 /** One transition of the `transitions` stream, with its number (the stream id `<n>-0`): the same shape as SQLite's log. */
 export type FedTransition = LoggedTransition;
@@ -31,6 +31,7 @@ export class TransitionFeed {
   private entries: FedTransition[] = [];
   private lastStreamId = '0-0';
   private running = false;
+  private lastWarningMs = -Infinity;
   private readonly listeners: (() => void)[] = [];
 
   constructor(
@@ -74,14 +75,24 @@ export class TransitionFeed {
   private append(raw: StreamEntry[]): void {
     if (raw.length === 0) return;
     for (const [streamId, fields] of raw) {
-      const f: Record<string, string> = {};
-      for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
-      const id = Number(streamId.split('-')[0]);
-      this.entries.push({ id, circuit: f.circuit!, from: f.from as CircuitState, to: f.to as CircuitState, reason: f.reason!, at: Number(f.at) });
       this.lastStreamId = streamId;
+      const entry = parseEntry(streamId, fields);
+      if (typeof entry === 'string') {
+        this.warnMalformed(streamId, entry);
+        continue;
+      }
+      if (entry.id <= this.maxId()) continue; // never out of order: readers page by id
+      this.entries.push(entry);
     }
     if (this.entries.length > this.keep * 2) this.entries = this.entries.slice(-this.keep);
     for (const listener of this.listeners) listener();
+  }
+
+  /** A malformed entry is skipped; one warning a minute at most (a stream may hold many). */
+  private warnMalformed(streamId: string, problem: string): void {
+    if (Date.now() - this.lastWarningMs < 60_000) return;
+    this.lastWarningMs = Date.now();
+    this.options.logger.warn({ event: 'redis_malformed', key: this.key, entry: streamId, problem }, `skipping malformed data in Redis at ${this.key} entry ${streamId}: ${problem}`);
   }
 
   /** Called after new transitions arrived, from any host (the event stream wakes its readers). */
@@ -120,4 +131,20 @@ export class TransitionFeed {
   lastPerCircuit(): Map<string, FedTransition> {
     return new Map(this.entries.map((t) => [t.circuit, t]));
   }
+}
+
+/** One stream entry as a transition, or why it cannot be one (the fields circuitlog writes, each checked). */
+function parseEntry(streamId: string, fields: string[]): FedTransition | string {
+  const f = new Map<string, string>();
+  for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
+  const [seq, part] = streamId.split('-');
+  const id = Number(seq);
+  if (!Number.isSafeInteger(id) || id <= 0 || part !== '0') return `the id ${streamId} is not <n>-0`;
+  const [circuit, from, to, reason, at] = ['circuit', 'from', 'to', 'reason', 'at'].map((k) => f.get(k));
+  if (circuit === undefined || circuit === '') return 'circuit is missing';
+  if (!isState(from) || !isState(to)) return `from/to ${JSON.stringify(from ?? null)}/${JSON.stringify(to ?? null)} are not states`;
+  if (reason === undefined || reason === '') return 'reason is missing';
+  const when = Number(at);
+  if (at === undefined || at.trim() === '' || !Number.isFinite(when)) return `at ${JSON.stringify(at ?? null)} is not a number`;
+  return { id, circuit, from, to, reason, at: when };
 }

@@ -1,0 +1,40 @@
+import net from 'node:net';
+
+/**
+ * Why a Redis connection at start will never succeed however long it is retried, as a
+ * sentence for the operator; null when retrying may help (refused: Redis may be starting).
+ * Follows nginx, which stops at start on an upstream host name that does not resolve.
+ * Redis's own words are quoted; they never contain the password.
+ */
+export function permanentStartFailure(error: unknown, url: URL): string | null {
+  const message = String((error as Error)?.message ?? error);
+  const code = String((error as { code?: unknown })?.code ?? '');
+  if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(message) || /^ERR (invalid (username-)?password|Client sent AUTH|AUTH )/i.test(message)) {
+    const who = url.username === '' ? (url.password === '' ? 'no credentials given' : 'the password given') : `user '${decodeURIComponent(url.username)}'`;
+    return `authentication failed (${who}): Redis answered "${message}"`;
+  }
+  if (/^ERR (DB index is out of range|invalid DB index)/i.test(message)) return `database ${url.pathname.slice(1)} cannot be selected: Redis answered "${message}"`;
+  if (['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL'].includes(code) || /getaddrinfo/.test(message)) {
+    return `the host name '${url.hostname}' does not resolve (DNS: ${message})`;
+  }
+  if (/CERT|SSL|TLS|ERR_OSSL/.test(code) || /certificate|SSL routines|TLS/i.test(message)) return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}`;
+  return null;
+}
+
+/**
+ * `rediss://` whose handshake got no answer: ask the port in plain text. A Redis that answers
+ * `PING` in RESP is not speaking TLS there, which is worth saying at once.
+ */
+export function speaksPlainRedis(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (answer: boolean) => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.once('data', (data) => done(/^[+-]/.test(data.toString('latin1'))));
+  });
+}
