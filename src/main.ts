@@ -10,6 +10,7 @@ import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { DueTransitions } from './service/due-transitions.js';
 import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
@@ -159,15 +160,21 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   });
   await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
+  // The singleton jobs: health checks, and publishing due open -> half-open transitions.
+  const due = new DueTransitions(breaker, logger);
+  const jobs = {
+    start: () => (health?.start(), due.start()),
+    stop: () => (health?.stop(), due.stop()),
+  };
   const leader =
-    health && (shared || config.store.kind === 'redis') // on Redis: one checker across all hosts
+    shared || config.store.kind === 'redis' // on Redis: one process across all hosts
       ? new LeaderElection(leases, Date.now, logger, {
           lease: 'health-checks',
           owner: `${os.hostname()}:${process.pid}`,
           renewMs: LEASE_RENEW_MS,
           ttlMs: LEASE_TTL_MS,
-          onAcquire: () => health.start(),
-          onLose: () => health.stop(),
+          onAcquire: jobs.start,
+          onLose: jobs.stop,
         })
       : null;
 
@@ -185,11 +192,11 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
   logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${urlHost(config.host)}:${port}`);
   if (leader) leader.start();
-  else health?.start();
+  else jobs.start();
   const stopJobs = () => {
     observe.hub.closeAll(); // event streams never end by themselves
     if (leader) leader.stop();
-    else health?.stop();
+    else jobs.stop();
   };
   onSignals((signal) => {
     readiness.draining = true;

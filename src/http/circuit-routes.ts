@@ -9,6 +9,7 @@ import {
   AllowedSchema,
   CallBody,
   CircuitSchema,
+  EmptyBody,
   EventSchema,
   EventsQuery,
   FailureBody,
@@ -20,6 +21,7 @@ import {
   circuitJson,
   circuitText,
   allowedText,
+  outcomeTime,
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
@@ -49,8 +51,6 @@ const open503 = problem(
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
-/** Any JSON value: the body of /success and /reset is read only to enforce the 415 and 413 rules. */
-const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
@@ -128,12 +128,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/success',
       tags: ['circuits'],
       summary: 'Record a success (creates the circuit with defaults if missing)',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The circuit', CircuitSchema), ...anyBody },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The circuit', CircuitSchema), ...withBody },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
+      await readJson(c, EmptyBody, bodyLimitBytes);
       return json(c, circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
@@ -163,12 +163,12 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/reset',
       tags: ['circuits'],
       summary: 'Close a circuit',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The closed circuit', CircuitSchema), ...anyBody, 404: problem('Unknown circuit') },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The closed circuit', CircuitSchema), ...withBody, 404: problem('Unknown circuit') },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
+      await readJson(c, EmptyBody, bodyLimitBytes);
       const circuit = await breaker.reset(name);
       if (circuit === null) throw notFound(name);
       return json(c, circuitJson(circuit, breaker.now()), 200);
@@ -215,7 +215,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
       // A late outcome (the circuit opened since the call was admitted) changes no state.
-      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only' });
+      const at = outcomeTime(body.at, breaker.now(), 'at');
+      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only', at });
       return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );
