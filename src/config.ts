@@ -245,6 +245,11 @@ const fileSchema = z
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
+    /**
+     * After SIGTERM, how long to keep serving with /health/ready at 503 before the port closes,
+     * so load balancers stop sending first (kube-apiserver's --shutdown-delay-duration).
+     */
+    shutdown_delay_ms: z.number().int().min(0).max(600_000).default(0),
     /** Largest request body accepted by the /circuits API. */
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),

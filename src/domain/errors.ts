@@ -28,6 +28,8 @@ export type ErrorCode =
   | 'TOO_MANY_STREAMS'
   | 'TOO_MANY_CIRCUITS'
   | 'UPGRADE_NOT_SUPPORTED'
+  | 'NOT_READY'
+  | 'ADMIN_DISABLED'
   | 'INTERNAL';
 
 export interface FieldError {

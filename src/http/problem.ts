@@ -33,6 +33,8 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   // RFC 4918 section 11.5: the server cannot store what the request needs (limits.max_circuits).
   TOO_MANY_CIRCUITS: { status: 507, type: '/problems/too-many-circuits', title: 'Too many circuits' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
+  ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
+  NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
 
@@ -74,7 +76,7 @@ export function problemParts(error: AppError, instance: string, now: number): { 
   } else if (retryAfterSeconds !== undefined) {
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
   }
-  return { status: entry.status, headers: responseHeaders, body: JSON.stringify(body) };
+  return { status: entry.status, headers: responseHeaders, body: `${JSON.stringify(body)}\n` }; // JSON answers end with a newline
 }
 
 /** Render an AppError as an `application/problem+json` Response, with `Retry-After` when it says when. */

@@ -227,6 +227,22 @@ export class BreakerService {
     return chain(step, (s) => ({ circuit: s!.circuit, created }));
   }
 
+  /**
+   * Write the open -> half-open transitions that are due (up to `limit`), each stamped at
+   * its `openUntil`, so stream listeners and the timeline see them without traffic. Run by
+   * one process (see `DueTransitions`); answers how many circuits it changed.
+   */
+  async publishDue(limit = 500): Promise<number> {
+    const names = await this.store.dueOpen(this.clock(), limit);
+    let changed = 0;
+    for (const name of names) {
+      const now = this.clock();
+      const step = await this.run(name, (c) => (c === null ? null : refresh(c, now)));
+      if (step !== null && step.transitions.length > 0) changed++;
+    }
+    return changed;
+  }
+
   /** Remove the circuit and its events; false if unknown. */
   delete(name: string): MaybePromise<boolean> {
     return this.store.delete(name);

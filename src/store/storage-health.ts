@@ -82,6 +82,7 @@ export class StorageHealth {
       events: (id, limit) => store.events(id, limit),
       ping: () => store.ping(),
       count: () => store.count(),
+      dueOpen: (now, limit) => store.dueOpen(now, limit),
       health: () => this.report(() => store.ping()),
     };
   }

@@ -112,12 +112,21 @@ describe('decisions', () => {
 });
 
 describe('calls', () => {
+  it('sends when each call ended (at, by its clock) with every outcome', async () => {
+    let now = Date.parse('2026-11-30T03:30:00.000Z');
+    const { transport, client } = await connected({ clock: () => now });
+    await client.call('svc', async () => (now += 40));
+    await client.record('svc', { success: false });
+    await client.close();
+    expect(transport.outcomes.map((o) => o.at)).toEqual(['2026-11-30T03:30:00.040Z', '2026-11-30T03:30:00.040Z']);
+  });
+
   it('rethrows fn’s own error unchanged and records a failure', async () => {
     const { transport, client } = await connected();
     const error = new Error('mine');
     await expect(client.call('svc', () => Promise.reject(error))).rejects.toBe(error);
     await client.close();
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
   });
 
   it('uses the fallback when the call is refused, throws, or times out', async () => {
@@ -155,7 +164,7 @@ describe('calls', () => {
     expect(signal?.reason).toBe(error);
     finish(1);
     await vi.advanceTimersByTimeAsync(10);
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
   });
 
   it('gives fn a signal that never aborts when no timeout is set', async () => {

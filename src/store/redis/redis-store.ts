@@ -236,6 +236,12 @@ export class RedisCircuitStore implements CircuitStore {
     return this.redis.command<number>(['ZCARD', this.keys.index]);
   }
 
+  /** Scans the index (see `listCircuits`): one page of round trips per call, on the lease holder only. */
+  async dueOpen(now: number, limit: number): Promise<string[]> {
+    const due = await listCircuits(this.redis, this.keys, { state: 'half_open', now, limit: Number.MAX_SAFE_INTEGER }, this.malformed);
+    return due.filter((c) => c.state === 'open').slice(0, limit).map((c) => c.name);
+  }
+
   ping(): Promise<boolean> {
     return this.redis.command<string>(['PING'], 'read').then(
       (pong) => pong === 'PONG',
