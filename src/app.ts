@@ -15,7 +15,7 @@ import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
 import { json } from './http/json.js';
 import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions } from './proxy/proxy-routes.js';
-import { BreakerService, type Clock } from './service/breaker-service.js';
+import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -45,6 +45,8 @@ export interface AppDeps {
   readonly observe?: Observability;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
   readonly health?: () => MaybePromise<HealthReport>;
+  /** `limits.max_circuits` and the activity stamp idle deletion needs (default: none). */
+  readonly limits?: ServiceLimits;
   /** For `GET /health/ready` (draining after SIGTERM); ready throughout when absent. */
   readonly readiness?: Readiness;
   /** The SQLite store's online backup for `GET /admin/backup`; absent on Redis. */
@@ -84,7 +86,7 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   if (deps.token) {

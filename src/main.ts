@@ -8,8 +8,11 @@ import { adapterErrorHandler } from './server/request-error.js';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
-import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
+import { ConfigError, configDefinedCircuit, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { activityStampMs, Housekeeping } from './service/housekeeping.js';
+import type { HousekeepingStore } from './store/housekeeping-store.js';
+import { SqliteHousekeeping } from './store/sqlite-housekeeping.js';
 import { DueTransitions } from './service/due-transitions.js';
 import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
@@ -71,6 +74,8 @@ interface OpenedStore {
   readonly onForeignTransitions?: (listener: () => void) => void;
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
+  /** Retention and idle deletion, run by the lease holder. */
+  readonly housekeeping: HousekeepingStore;
   readonly close: () => void;
   /** SQLite only: the online backup behind GET /admin/backup. */
   readonly backup?: BackupSource;
@@ -83,6 +88,7 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
     const { openRedisStore, describeStartFailure } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const { RedisHousekeeping } = await import('./store/redis/redis-housekeeping.js');
     const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
     const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
       throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
@@ -93,18 +99,21 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
     const readers = { transitions: redis.feed, snapshot: () => mirror! };
     const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
     const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);
-    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close(), onReset };
+    const housekeeping = new RedisHousekeeping(redis.store);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, housekeeping, close: () => void redis.close(), onReset };
   }
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
-  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
+  const sqlite = new SqliteCircuitStore(db, !shared);
+  const store = storage.wrap(sqlite);
   const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
   // Alone, this connection makes every write, and SQLite carries them into a running backup:
   // copy 16 MiB per step and let requests run between steps. With several workers another
   // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
   const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
   const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close(), backup };
+  const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -122,7 +131,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, backup, onReset } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, housekeeping: housekeepingStore, close, backup, onReset } = await openStore(config, logger, shared);
+  const { limits } = config;
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
@@ -147,6 +157,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
+    limits: {
+      maxCircuits: limits.max_circuits,
+      activityStampMs: limits.idle_circuit_days === null ? undefined : activityStampMs(limits.idle_circuit_days),
+    },
   });
   const declare = async () => {
     for (const [name, fields] of Object.entries(config.circuits)) {
@@ -160,16 +174,22 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   });
   await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
-  // The singleton jobs: health checks, and publishing due open -> half-open transitions.
+  const housekeeping = new Housekeeping(housekeepingStore, Date.now, logger, {
+    maxAgeDays: events.retention.max_age_days,
+    maxPerCircuit: events.retention.max_per_circuit,
+    idleCircuitDays: limits.idle_circuit_days,
+    isDeclared: configDefinedCircuit(config),
+  });
+  // The singleton jobs: health checks, publishing due open -> half-open transitions, housekeeping.
   const due = new DueTransitions(breaker, logger);
   const jobs = {
-    start: () => (health?.start(), due.start()),
-    stop: () => (health?.stop(), due.stop()),
+    start: () => (health?.start(), due.start(), housekeeping.start()),
+    stop: () => (health?.stop(), due.stop(), housekeeping.stop()),
   };
   const leader =
     shared || config.store.kind === 'redis' // on Redis: one process across all hosts
       ? new LeaderElection(leases, Date.now, logger, {
-          lease: 'health-checks',
+          lease: 'health-checks', // the name predates housekeeping, which the same holder runs
           owner: `${os.hostname()}:${process.pid}`,
           renewMs: LEASE_RENEW_MS,
           ttlMs: LEASE_TTL_MS,

@@ -31,7 +31,7 @@ export class CircuitlogClient {
   private readonly clock: () => number;
   private readonly failOpen: boolean;
   private readonly closeTimeoutMs: number;
-  private readonly view = new CircuitView();
+  private readonly view: CircuitView;
   private readonly local: LocalBreakers;
   private readonly queue: OutcomeQueue;
   private readonly stream: StreamKeeper;
@@ -64,10 +64,14 @@ export class CircuitlogClient {
         streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 45_000, // 45 s: three missed heartbeats
         connections: options.connections ?? 8,
       });
+    const maxCircuits = options.maxCircuits ?? 10_000;
+    if (!Number.isInteger(maxCircuits) || maxCircuits < 1) throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
+    this.view = new CircuitView(maxCircuits);
     this.local = new LocalBreakers(
       this.clock,
       { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, ...options.localDefaults },
       10_000, // 10 s: a local probe's lease, as the server's default
+      maxCircuits,
     );
     this.queue = new OutcomeQueue(
       {

@@ -21,6 +21,11 @@ export interface ClientOptions {
    * reachable (backpressure); while it is unreachable, the oldest are dropped and counted.
    */
   readonly maxQueuedOutcomes?: number;
+  /**
+   * Circuits the client keeps in its local view (and local breakers), default 10,000; past it the
+   * least recently used is dropped and asked of circuitlog again on its next call.
+   */
+  readonly maxCircuits?: number;
   /** Deadline of one request to circuitlog, its whole answer included (default 2 s). */
   readonly requestTimeoutMs?: number;
   /** Largest answer read from circuitlog; a longer one counts as no answer (default 1 MiB). */

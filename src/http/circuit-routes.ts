@@ -45,7 +45,8 @@ export const common = {
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
-export const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
+const tooManyCircuits = { 507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written') };
+export const withBody = { ...anyBody, 422: problem('Body fields failed validation'), ...tooManyCircuits };
 const open503 = problem(
   'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),

@@ -87,7 +87,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     requireMergePatch(c.req.header('content-type'));
     const patch = await readJson(c, PatchBody, options.bodyLimitBytes);
     // The merge runs inside the store's write transaction, on the circuit as stored.
-    const { circuit, created } = await breaker.configure(name, (current) => {
+    const { circuit, created } = await breaker.withRoom([name], async () => breaker.configure(name, (current) => {
       const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
       if (!merged.success) {
         throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
@@ -95,7 +95,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
         });
       }
       return policyFromWire(merged.data);
-    });
+    }));
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
     return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });

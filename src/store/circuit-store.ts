@@ -44,6 +44,8 @@ export interface CircuitStore {
   list(query: ListQuery): MaybePromise<Circuit[]>;
   events(circuitId: number, limit: number): MaybePromise<Transition[]>;
   ping(): MaybePromise<boolean>;
+  /** How many circuits are stored, in O(1) (`limits.max_circuits`); absent: unbounded. */
+  count?(): MaybePromise<number>;
   /** Names of up to `limit` circuits stored open whose `openUntil` is at or before `now`, earliest first. */
   dueOpen(now: number, limit: number): MaybePromise<string[]>;
 }
@@ -159,6 +161,7 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly listByState;
   private readonly writeStep;
   private readonly selectDataVersion;
+  private readonly selectCount;
   private readonly selectDueOpen;
   /** Circuits as last read or written by this connection; see `cached`. */
   private readonly cache = new Map<string, Circuit | null>();
@@ -200,6 +203,7 @@ export class SqliteCircuitStore implements CircuitStore {
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
     this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.selectCount = db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck();
     // Uses the (state, id) index: only the open circuits are read.
     this.selectDueOpen = db.prepare<[number, number], string>(
       `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
@@ -342,6 +346,16 @@ export class SqliteCircuitStore implements CircuitStore {
 
   ping(): boolean {
     return this.guard(() => this.selectPing.get() === 1);
+  }
+
+  /** The circuit count the triggers of migration 0005 keep: one row, not a table scan. */
+  count(): number {
+    return this.guard(() => this.selectCount.get() ?? 0);
+  }
+
+  /** Drop a circuit from the cache after a statement outside this class deleted it (housekeeping). */
+  forget(name: string): void {
+    this.cache.delete(name);
   }
 
   dueOpen(now: number, limit: number): string[] {

@@ -340,3 +340,28 @@ describe('when circuitlog is unreachable', () => {
     expect(client.state('svc')).toBe('closed'); // what circuitlog answered
   });
 });
+
+describe('the local view bound (maxCircuits)', () => {
+  it('keeps at most maxCircuits circuits, dropping the least recently used', async () => {
+    const { transport, client } = await connected({ maxCircuits: 2 });
+    for (const name of ['a', 'b', 'a', 'c']) await client.call(name, async () => 1); // c pushes out b, not a (used after b)
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c']);
+    await client.call('a', async () => 1); // still in the view: decided locally
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c']);
+    await client.call('b', async () => 1); // dropped: a fresh snapshot
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c', 'b']);
+  });
+
+  it('stays at 10,000 circuits by default however many names are used', async () => {
+    const { transport, client } = await connected();
+    for (let i = 0; i < 10_050; i++) await client.call(`dyn-${i}`, async () => i);
+    transport.allowedCalls.length = 0;
+    await client.call('dyn-10049', async () => 1); // recent: kept
+    await client.call('dyn-0', async () => 1); // oldest: dropped
+    expect(transport.allowedCalls).toEqual(['dyn-0']);
+  });
+
+  it('refuses a maxCircuits that is not a positive integer', () => {
+    expect(() => createClient({ url: 'http://127.0.0.1:1', maxCircuits: 0 })).toThrow(/maxCircuits/);
+  });
+});

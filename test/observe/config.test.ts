@@ -5,12 +5,12 @@ describe('metrics and events configuration', () => {
   it('defaults to metrics on, 10,000 labelled circuits and 1,000 streams', () => {
     const config = loadConfig({}, []);
     expect(config.metrics).toEqual({ enabled: true, max_circuits: 10_000 });
-    expect(config.events).toEqual({ max_streams: 1_000 });
+    expect(config.events).toEqual({ max_streams: 1_000, retention: { max_age_days: 30, max_per_circuit: 1_000 } });
   });
 
   it('reads the keys and names a wrong one', () => {
     const config = parseConfigText('metrics: { enabled: false, max_circuits: 5 }\nevents: { max_streams: 2 }\n', 'f');
-    expect([config.metrics, config.events]).toEqual([{ enabled: false, max_circuits: 5 }, { max_streams: 2 }]);
+    expect([config.metrics, config.events]).toEqual([{ enabled: false, max_circuits: 5 }, { max_streams: 2, retention: { max_age_days: 30, max_per_circuit: 1_000 } }]);
     expect(() => parseConfigText('metrics: { max_circuit: 5 }\n', 'f')).toThrow(/metrics/);
     expect(() => parseConfigText('events: { max_streams: 0 }\n', 'f')).toThrow(/events\.max_streams/);
   });
