@@ -1,4 +1,4 @@
-// `npm run bench`: nine sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: ten sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
@@ -12,6 +12,8 @@
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
+//   scale       N = 1 .. 1,000,000 circuits: req/s ratios, deep list p50, RSS per circuit, start-up, /metrics;
+//               retention's effect on GET /allowed p99 over 10M old transitions (bench/scale.mjs)
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
@@ -51,6 +53,7 @@ import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
 import { clientSection } from './client.mjs';
 import { pythonSection } from './python.mjs';
+import { scaleSection } from './scale.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -58,9 +61,9 @@ const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis', 'stalls'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, python: 6, redis: 5, stalls: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, python: 6, redis: 5, scale: 3, stalls: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -555,6 +558,8 @@ function sectionMarkdown(sec) {
   const parts = [`### ${sec.title}`, '', `${sec.durationSec}s per run × ${rounds} round(s) (median), ${warmupSec}s warm-up per target.`, ''];
   for (const n of sec.notes ?? []) parts.push(`- ${n}`);
   if (sec.notes?.length) parts.push('');
+  if (sec.markdownExtra) parts.push(sec.markdownExtra, '');
+  if (sec.results.length === 0) return parts.join('\n');
   parts.push(markdownTable(sec.results), '');
   const cmp = markdownComparisons(sec.results);
   if (cmp) parts.push(cmp, '');
@@ -584,6 +589,7 @@ async function main() {
   runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
+  runners.scale = () => scaleSection({ setupBenchCircuits, startCircuitlog, tempDir, removeTemp, stopEach, suiteOptions, durationFor, envInt, log, runSuite, repoRoot });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];
   for (const id of SECTIONS) {

@@ -14,8 +14,9 @@ import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
 import { ClientClosedError } from './http/request.js';
 import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
+import { json } from './http/json.js';
 import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions } from './proxy/proxy-routes.js';
-import { BreakerService, type Clock } from './service/breaker-service.js';
+import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -23,6 +24,8 @@ import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { HealthReport } from './store/storage-health.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
+import { registerReadiness, type Readiness } from './server/readiness.js';
+import { registerBackup, type BackupSource } from './server/backup-route.js';
 
 export interface AppDeps {
   readonly store: CircuitStore;
@@ -48,6 +51,12 @@ export interface AppDeps {
   readonly hosts?: HostRule;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
   readonly health?: () => MaybePromise<HealthReport>;
+  /** `limits.max_circuits` and the activity stamp idle deletion needs (default: none). */
+  readonly limits?: ServiceLimits;
+  /** For `GET /health/ready` (draining after SIGTERM); ready throughout when absent. */
+  readonly readiness?: Readiness;
+  /** The SQLite store's online backup for `GET /admin/backup`; absent on Redis. */
+  readonly backup?: BackupSource;
 }
 
 export interface App {
@@ -83,7 +92,7 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   const hosts = deps.hosts ?? null;
@@ -95,7 +104,7 @@ export function createApp(deps: AppDeps): App {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
     app.use('/outcomes', requireToken(deps.token));
-    for (const path of ['/metrics', '/events/*', '/dashboard/api/*']) app.use(path, requireToken(deps.token));
+    for (const path of ['/metrics', '/events/*', '/dashboard/api/*', '/admin/*']) app.use(path, requireToken(deps.token));
   }
 
   registerCircuitRoutes(app, breaker, deps.apiBodyLimitBytes ?? 16 * 1024); // 16 KiB
@@ -112,12 +121,14 @@ export function createApp(deps: AppDeps): App {
   }
   app.get('/health', async (c) => {
     const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
-    return c.json(report, report.status === 'ok' ? 200 : 503);
+    return json(c, report, report.status === 'ok' ? 200 : 503);
   });
+  registerReadiness(app, deps.readiness);
+  registerBackup(app, deps.backup, deps.token !== undefined && deps.token !== '');
   app.get('/problems/:kind', (c) => {
     const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
     if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);
-    return c.json(entry);
+    return json(c, entry);
   });
   registerDocument(app, { token: deps.token !== undefined && deps.token !== '', proxy: deps.proxy !== undefined });
   registerDocsPage(app, '/openapi.json');

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { serveClusterMetrics } from './observe/cluster-metrics.js';
+import { urlHost } from './server/listen.js';
 
 /** What a worker sends the primary before it exits because it could not start. */
 export interface StartFailedMessage {
@@ -21,7 +22,7 @@ export interface PrimaryOptions {
   readonly workers: number;
   readonly port: number;
   readonly host: string;
-  /** How long SIGTERM waits for workers to drain before killing them. */
+  /** How long SIGTERM waits for workers to drain (their shutdown delay and grace) before killing them. */
   readonly shutdownGraceMs: number;
   readonly logger: Logger;
   readonly clock?: () => number;
@@ -124,7 +125,7 @@ export function runPrimary(options: PrimaryOptions): Primary {
         announced = true;
         logger.info(
           { event: 'listening', host: options.host, port: address.port, workers: options.workers },
-          `circuitlog listening on http://${options.host}:${address.port} with ${options.workers} workers`,
+          `circuitlog listening on http://${urlHost(options.host)}:${address.port} with ${options.workers} workers`,
         );
       }
     });

@@ -190,12 +190,33 @@ const metricsSchema = z
   })
   .strict();
 
+/** How long the transition log keeps its rows (docs/operations.md#retention); 0 turns a bound off. */
+const retentionSchema = z
+  .object({
+    /** Transitions older than this are deleted. */
+    max_age_days: z.number().int().min(0).max(36_500).default(30), // 30 days
+    /** Only each circuit's newest this many transitions are kept. */
+    max_per_circuit: z.number().int().min(0).max(1_000_000).default(1_000),
+  })
+  .strict();
+
 const eventsSchema = z
   .object({
     /** Open /events/stream connections per worker; one more gets a 503. */
     max_streams: positiveInt(1_000_000).default(1_000),
     /** Unsent bytes one stream may hold; past it the stream is destroyed (the client resumes with Last-Event-ID). */
     max_stream_buffer_bytes: z.number().int().min(16 * 1024).max(1024 * 1024 * 1024).default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
+    retention: retentionSchema.default({ max_age_days: 30, max_per_circuit: 1_000 }),
+  })
+  .strict();
+
+/** Bounds on what callers can make the service hold (docs/operations.md#limits). */
+const limitsSchema = z
+  .object({
+    /** Closed, unforced, undeclared circuits with no outcome for this long are deleted; null: never. */
+    idle_circuit_days: positiveInt(36_500).nullable().default(null),
+    /** Circuits the store may hold; a new name past it gets 507 too-many-circuits. */
+    max_circuits: positiveInt(1_000_000_000).default(1_000_000),
   })
   .strict();
 
@@ -234,11 +255,17 @@ const fileSchema = z
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
+    /**
+     * After SIGTERM, how long to keep serving with /health/ready at 503 before the port closes,
+     * so load balancers stop sending first (kube-apiserver's --shutdown-delay-duration).
+     */
+    shutdown_delay_ms: z.number().int().min(0).max(600_000).default(0),
     /** Largest request body accepted by the /circuits API. */
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
     metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
-    events: eventsSchema.default({ max_streams: 1_000, max_stream_buffer_bytes: 1024 * 1024 }),
+    events: eventsSchema.default({ max_streams: 1_000, max_stream_buffer_bytes: 1024 * 1024, retention: { max_age_days: 30, max_per_circuit: 1_000 } }),
+    limits: limitsSchema.default({ idle_circuit_days: null, max_circuits: 1_000_000 }),
     /** Settings of the store `CIRCUITLOG_STORE` names (Redis only, so far); `Config.storeOptions`. */
     store: storeSchema.default({ redis: { replicas_ack: 0, replicas_ack_timeout_ms: 1_000 } }),
   })
@@ -419,6 +446,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     workers,
     groupCommit: groupCommit === 'on',
   };
+}
+
+/** Whether the config defines a circuit (declared under `circuits:`, or a proxy node's): never deleted as idle. */
+export function configDefinedCircuit(config: Pick<FileConfig, 'circuits' | 'upstreams'>): (name: string) => boolean {
+  const names = new Set(Object.keys(config.circuits));
+  for (const [upstream, { nodes }] of Object.entries(config.upstreams)) for (const node of nodes) names.add(`${upstream}/${node.id}`);
+  return (name) => names.has(name);
 }
 
 /** What the service runs with, for the one start-up log line: never the token itself. */

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -8,15 +9,20 @@ import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
 import { hostRule } from './http/browser-guard.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
-import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
+import { ConfigError, configDefinedCircuit, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
+import { activityStampMs, Housekeeping } from './service/housekeeping.js';
+import type { HousekeepingStore } from './store/housekeeping-store.js';
+import { SqliteHousekeeping } from './store/sqlite-housekeeping.js';
+import { DueTransitions } from './service/due-transitions.js';
 import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
 import { createHealthChecker } from './proxy/health-checker.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
 import { rejectConnect } from './server/connect.js';
-import { listen, probeListen } from './server/listen.js';
+import { listen, probeListen, urlHost } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
+import type { BackupSource } from './server/backup-route.js';
 import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
 import { databaseFileProblem } from './store/db-file.js';
@@ -69,7 +75,11 @@ interface OpenedStore {
   readonly onForeignTransitions?: (listener: () => void) => void;
   readonly health: () => MaybePromise<HealthReport>;
   readonly leases: LeaseStore;
+  /** Retention and idle deletion, run by the lease holder. */
+  readonly housekeeping: HousekeepingStore;
   readonly close: () => void;
+  /** SQLite only: the online backup behind GET /admin/backup. */
+  readonly backup?: BackupSource;
   /** Redis: the store was emptied under us (FLUSHALL, a restart without data); listeners re-declare. */
   readonly onReset?: (listener: () => void) => void;
 }
@@ -79,6 +89,7 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   if (config.store.kind === 'redis') {
     const { url, timeoutMs } = config.store;
     const { openRedisStore, describeStartFailure } = await import('./store/redis/open.js'); // SQLite users never load the Redis client
+    const { RedisHousekeeping } = await import('./store/redis/redis-housekeeping.js');
     const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
     const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
       throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
@@ -89,13 +100,21 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
     const readers = { transitions: redis.feed, snapshot: () => mirror! };
     const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
     const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);
-    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, close: () => void redis.close(), onReset };
+    const housekeeping = new RedisHousekeeping(redis.store);
+    return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, housekeeping, close: () => void redis.close(), onReset };
   }
   const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
   const storage = new StorageHealth(config.dbPath, logger);
-  const store = storage.wrap(new SqliteCircuitStore(db, !shared));
+  const sqlite = new SqliteCircuitStore(db, !shared);
+  const store = storage.wrap(sqlite);
   const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), close: () => db.close() };
+  // Alone, this connection makes every write, and SQLite carries them into a running backup:
+  // copy 16 MiB per step and let requests run between steps. With several workers another
+  // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
+  const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
+  const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
+  const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
 }
 
 /** Which variable named the SQLite file, for messages. */
@@ -110,10 +129,11 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const server = http.createServer(serverTimeoutOptions(config.server));
   server.on('connect', rejectConnect(logger, Date.now));
   if (!shared) {
-    await listen(server, config.port, config.host);
+    await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   }
-  const { store, readers, onForeignTransitions, health: storeHealth, leases, close, onReset } = await openStore(config, logger, shared);
+  const { store, readers, onForeignTransitions, health: storeHealth, leases, housekeeping: housekeepingStore, close, backup, onReset } = await openStore(config, logger, shared);
+  const { limits } = config;
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
   const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, maxStreamBufferBytes: events.max_stream_buffer_bytes, clustered: shared });
@@ -122,7 +142,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
       ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
       : undefined;
+  const readiness = { draining: false };
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({
+    readiness,
+    backup,
     store,
     health: storeHealth,
     clock: Date.now,
@@ -136,6 +159,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
     hosts: hostRule(config.host, config.server.allowed_hosts),
+    limits: {
+      maxCircuits: limits.max_circuits,
+      activityStampMs: limits.idle_circuit_days === null ? undefined : activityStampMs(limits.idle_circuit_days),
+    },
   });
   const declare = async () => {
     for (const [name, fields] of Object.entries(config.circuits)) {
@@ -149,37 +176,56 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   });
   await ready;
   const health = proxy ? createHealthChecker({ ...proxy, breaker, logger, hooks: observe.proxyHooks }) : null;
+  const housekeeping = new Housekeeping(housekeepingStore, Date.now, logger, {
+    maxAgeDays: events.retention.max_age_days,
+    maxPerCircuit: events.retention.max_per_circuit,
+    idleCircuitDays: limits.idle_circuit_days,
+    isDeclared: configDefinedCircuit(config),
+  });
+  // The singleton jobs: health checks, publishing due open -> half-open transitions, housekeeping.
+  const due = new DueTransitions(breaker, logger);
+  const jobs = {
+    start: () => (health?.start(), due.start(), housekeeping.start()),
+    stop: () => (health?.stop(), due.stop(), housekeeping.stop()),
+  };
   const leader =
-    health && (shared || config.store.kind === 'redis') // on Redis: one checker across all hosts
+    shared || config.store.kind === 'redis' // on Redis: one process across all hosts
       ? new LeaderElection(leases, Date.now, logger, {
-          lease: 'health-checks',
+          lease: 'health-checks', // the name predates housekeeping, which the same holder runs
           owner: `${os.hostname()}:${process.pid}`,
           renewMs: LEASE_RENEW_MS,
           ttlMs: LEASE_TTL_MS,
-          onAcquire: () => health.start(),
-          onLose: () => health.stop(),
+          onAcquire: jobs.start,
+          onLose: jobs.stop,
         })
       : null;
 
   const honoListener = getRequestListener(app.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   server.on('request', (incoming, outgoing) => {
+    if (readiness.draining) outgoing.shouldKeepAlive = false; // `Connection: close`: move callers off, as Envoy drains
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
   if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
-  if (shared) await listen(server, config.port, config.host);
+  // Listen only now, with every listener attached: a connection accepted is a connection answered.
+  await listen(server, config.port, config.host);
   const { port } = server.address() as AddressInfo;
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
-  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${config.host}:${port}`);
+  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${urlHost(config.host)}:${port}`);
   if (leader) leader.start();
-  else health?.start();
+  else jobs.start();
   const stopJobs = () => {
     observe.hub.closeAll(); // event streams never end by themselves
     if (leader) leader.stop();
-    else health?.stop();
+    else jobs.stop();
   };
-  onSignals((signal) => drain(signal, { server, close, logger, config, stopJobs, proxy }));
+  onSignals((signal) => {
+    readiness.draining = true;
+    const delayMs = config.shutdown_delay_ms;
+    logger.info({ event: 'not_ready', signal, shutdown_delay_ms: delayMs }, `not ready; serving ${delayMs} ms more before closing the port`);
+    setTimeout(() => drain(signal, { server, close, logger, config, stopJobs, proxy }), delayMs);
+  });
 }
 
 interface Running {
@@ -191,7 +237,7 @@ interface Running {
   readonly proxy: { client: { close(): Promise<void> } } | undefined;
 }
 
-/** SIGTERM: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
+/** After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to the grace), exit 0. */
 function drain(signal: string, { server, close, logger, config, stopJobs, proxy }: Running): void {
   logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
   stopJobs();
@@ -232,7 +278,7 @@ async function main(): Promise<void> {
   if (config.workers === 1) return startServer(config, logger, false);
   await probeListen(config.port, config.host);
   if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
-  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_grace_ms, logger });
+  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs: config.shutdown_delay_ms + config.shutdown_grace_ms, logger });
   onSignals((signal) => primary.shutdown(signal));
 }
 

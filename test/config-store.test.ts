@@ -23,6 +23,17 @@ describe('CIRCUITLOG_STORE', () => {
     }
   });
 
+  it('refuses a bad CIRCUITLOG_STORE_TIMEOUT_MS on SQLite too (every bad value stops the start)', () => {
+    for (const env of [{}, { CIRCUITLOG_STORE: 'sqlite:/tmp/y.db' }, { CIRCUITLOG_DB: '/tmp/x.db' }]) {
+      for (const bad of ['5s', '0', '10001']) {
+        expect(() => loadConfig({ ...env, CIRCUITLOG_STORE_TIMEOUT_MS: bad }, [])).toThrow(
+          `CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${bad}'`,
+        );
+      }
+      expect(loadConfig({ ...env, CIRCUITLOG_STORE_TIMEOUT_MS: '2000' }, []).store.kind).toBe('sqlite');
+    }
+  });
+
   it('refuses a URL with no host, an unknown scheme or a path that is no database number, naming the variable and hiding the password', () => {
     for (const bad of ['redis://', 'redis:///3', 'http://127.0.0.1', 'redis://h/db1', 'redis://h:6379/0?x=1', 'sqlite:', 'nonsense']) {
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: /);

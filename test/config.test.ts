@@ -2,7 +2,7 @@ import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConfigError, circuitNameProblem, describeConfig, loadConfig, parseConfigText } from '../src/config.js';
+import { ConfigError, circuitNameProblem, configDefinedCircuit, describeConfig, loadConfig, parseConfigText } from '../src/config.js';
 import { tempDir } from './server-process.js';
 
 const upstream = (url: string, extra = '') => `local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "${url}" }]\n${extra}`;
@@ -108,5 +108,31 @@ describe('configuration', () => {
     expect(summary).toMatchObject({ config_file: null, upstreams: [], token: 'on', workers: 2, synchronous: 'NORMAL', db: './data/circuitlog.db' });
     expect(JSON.stringify(summary)).not.toContain('secret-0123456789abcdef');
     expect(describeConfig(loadConfig({}, [])).token).toBe('off');
+  });
+});
+
+describe('retention and limits keys', () => {
+  it('defaults to 30 days and 1,000 transitions per circuit, idle deletion off and 1,000,000 circuits', () => {
+    const config = loadConfig({}, []);
+    expect(config.events.retention).toEqual({ max_age_days: 30, max_per_circuit: 1_000 });
+    expect(config.limits).toEqual({ idle_circuit_days: null, max_circuits: 1_000_000 });
+  });
+
+  it('reads them and names a bad one', () => {
+    const config = parseConfigText('events: { retention: { max_age_days: 0, max_per_circuit: 50 } }\nlimits: { idle_circuit_days: 7, max_circuits: 10 }\n', 'f');
+    expect(config.events.retention).toEqual({ max_age_days: 0, max_per_circuit: 50 });
+    expect(config.limits).toEqual({ idle_circuit_days: 7, max_circuits: 10 });
+    expect(() => parseConfigText('limits: { idle_circuit_days: 0 }\n', 'f')).toThrow(/limits\.idle_circuit_days/);
+    expect(() => parseConfigText('limits: { max_circuit: 5 }\n', 'f')).toThrow(/limits/);
+    expect(() => parseConfigText('events: { retention: { max_age_days: -1 } }\n', 'f')).toThrow(/events\.retention\.max_age_days/);
+  });
+
+  it('counts declared circuits and proxy nodes as defined by the config (never deleted as idle)', () => {
+    const config = parseConfigText(
+      'circuits:\n  payments/charge: {}\nlocal_dc: dc1\nupstreams:\n  api:\n    nodes:\n      - { id: n1, dc: dc1, url: "http://127.0.0.1:9" }\n',
+      'f',
+    );
+    const defined = configDefinedCircuit(config);
+    expect(['payments/charge', 'api/n1', 'api/n2', 'other'].map(defined)).toEqual([true, true, false, false]);
   });
 });

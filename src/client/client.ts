@@ -13,6 +13,7 @@ import { createHttpTransport } from './http-transport.js';
 import { LocalBreakers, type KnownCircuit } from './local-breaker.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
+import { SSE_LIMITS } from './sse.js';
 import { classify, withTimeout } from './run-call.js';
 import { StreamKeeper, backoffDelay } from './stream-keeper.js';
 import { TransportError, type Transport } from './transport.js';
@@ -30,7 +31,7 @@ export class CircuitlogClient {
   private readonly clock: () => number;
   private readonly failOpen: boolean;
   private readonly closeTimeoutMs: number;
-  private readonly view = new CircuitView();
+  private readonly view: CircuitView;
   private readonly local: LocalBreakers;
   private readonly queue: OutcomeQueue;
   private readonly stream: StreamKeeper;
@@ -54,14 +55,23 @@ export class CircuitlogClient {
       createHttpTransport({
         url: options.url,
         token: options.token,
-        requestTimeoutMs: options.requestTimeoutMs ?? 2_000, // 2 s
+        requestTimeoutMs: options.requestTimeoutMs ?? 2_000, // 2 s, a deadline
+        maxResponseBytes: options.maxResponseBytes,
+        streamLimits: {
+          maxLineChars: options.maxStreamLineChars ?? SSE_LIMITS.maxLineChars,
+          maxEventChars: options.maxStreamEventChars ?? SSE_LIMITS.maxEventChars,
+        },
         streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 45_000, // 45 s: three missed heartbeats
         connections: options.connections ?? 8,
       });
+    const maxCircuits = options.maxCircuits ?? 10_000;
+    if (!Number.isInteger(maxCircuits) || maxCircuits < 1) throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
+    this.view = new CircuitView(maxCircuits);
     this.local = new LocalBreakers(
       this.clock,
       { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, ...options.localDefaults },
       10_000, // 10 s: a local probe's lease, as the server's default
+      maxCircuits,
     );
     this.queue = new OutcomeQueue(
       {
@@ -90,6 +100,11 @@ export class CircuitlogClient {
         onEvent: (event) => {
           this.view.apply(event);
           this.events.emit('transition', event);
+        },
+        onReset: (reset) => {
+          // Transitions may have been missed: every snapshot is re-taken on its next use.
+          this.generation++;
+          this.events.emit('reset', reset);
         },
         onDown: (error) => this.setLink(false, error === null || error.kind === 'rejected' ? this.reachable : false, error ?? undefined),
       },
@@ -323,8 +338,11 @@ export class CircuitlogClient {
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.reachable;
     if (offline) this.local.record(name, success, durationMs, this.known(name));
+    // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
+    // (older than the circuit's last state change) from a fresh one.
+    const at = new Date(this.clock()).toISOString();
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success } : { circuit: name, success, duration_ms: round3(durationMs) },
+      durationMs === undefined ? { circuit: name, success, at } : { circuit: name, success, duration_ms: round3(durationMs), at },
       offline,
     );
   }

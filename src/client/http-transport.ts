@@ -2,22 +2,31 @@
 
 import { Client, Pool } from 'undici';
 import type { CircuitState } from '../domain/circuit.js';
-import { SseParser } from './sse.js';
-import { TransportError, type AllowedAnswer, type OpenStream, type Transport, type TransitionEvent } from './transport.js';
+import { SSE_LIMITS, SseLimitError, SseParser, type SseLimits } from './sse.js';
+import { TransportError, type AllowedAnswer, type OpenStream, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
 
 export interface HttpTransportOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
   readonly url: string;
   readonly token?: string;
-  /** Longest wait for an answer to one request. */
+  /** Deadline of one request: from sending it to the last byte of its answer (not an idle timeout). */
   readonly requestTimeoutMs: number;
+  /** Largest answer body read; a longer one fails the request (default 1 MiB). */
+  readonly maxResponseBytes?: number;
+  /** Bounds of the event stream's lines and events; past them it is dropped and reopened. */
+  readonly streamLimits?: SseLimits;
   /** A stream silent for this long is dead (the server sends a heartbeat every 15 s). */
   readonly streamIdleTimeoutMs: number;
   readonly connections: number;
 }
 
 type Headers = Record<string, string>;
-type Response = { statusCode: number; headers: Record<string, string | string[] | undefined>; body: { json(): Promise<unknown>; dump(): Promise<void> } };
+type Body = AsyncIterable<Uint8Array> & { destroy(error?: Error): void };
+type Response = { statusCode: number; headers: Record<string, string | string[] | undefined>; body: Body };
+/** An answer read whole, within its deadline and size bound; `json` is null for an empty or non-JSON body. */
+type Answer = { statusCode: number; headers: Response['headers']; json: unknown };
+
+export const MAX_RESPONSE_BYTES = 1024 * 1024; // 1 MiB: a circuit's JSON is about 1 KiB
 
 const STATES: readonly string[] = ['closed', 'open', 'half_open'];
 /** undici's and Node's codes for a socket the other side closed (a kept-alive connection it dropped). */
@@ -32,25 +41,37 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
   const outcomes = new Client(base.origin, { pipelining: 2 });
   const auth: Headers = options.token ? { authorization: `Bearer ${options.token}` } : {};
   const streams = new Set<AbortController>();
+  const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
+  // undici's own timers are idle timeouts (each byte restarts them); the deadline is ours.
   const timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
 
-  async function send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string): Promise<Response> {
+  /** One request and its whole answer, within `requestTimeoutMs` in total. */
+  async function exchange(dispatcher: Pool | Client, request: Record<string, unknown>, timeoutMs = options.requestTimeoutMs): Promise<Answer> {
+    const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
     try {
-      return (await pool.request({ method, path: prefix + path, headers: { ...auth, ...headers }, body, ...timeouts })) as Response;
+      const res = (await dispatcher.request({ ...request, signal: deadline, ...timeouts } as Parameters<Pool['request']>[0])) as unknown as Response;
+      return { statusCode: res.statusCode, headers: res.headers, json: await readJson(res.body, maxBytes) };
     } catch (error) {
-      throw unreachable(error);
+      if (deadline.aborted) throw new TransportError('unreachable', `circuitlog unreachable (no whole answer within ${options.requestTimeoutMs} ms)`, undefined, undefined, { cause: error });
+      throw error instanceof TransportError ? error : unreachable(error);
     }
+  }
+
+  function send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string, timeoutMs?: number): Promise<Answer> {
+    return exchange(pool, { method, path: prefix + path, headers: { ...auth, ...headers }, body }, timeoutMs);
   }
 
   return {
     async allowed(name) {
       const path = `/circuits/${encodeURIComponent(name)}/allowed`;
-      // A GET is safe to repeat: once more when a kept-alive socket was closed under us.
+      // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
+      // within what is left of the same deadline.
+      const deadlineAt = Date.now() + options.requestTimeoutMs;
       const res = await send('GET', path, {}).catch((error: TransportError) => {
-        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {});
+        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {}, undefined, deadlineAt - Date.now());
         throw error;
       });
-      const body = await readJson(res);
+      const body = res.json;
       if (res.statusCode === 200) return allowedAnswer(body);
       if (res.statusCode === 503 && isOpenProblem(body)) return refusal(body, res);
       throw failure(res.statusCode, body);
@@ -58,66 +79,72 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
 
     async circuit(name) {
       const res = await send('GET', `/circuits/${encodeURIComponent(name)}`, {});
-      const body = await readJson(res);
+      const body = res.json;
       if (res.statusCode === 200 && typeof body === 'object' && body !== null) return body as Record<string, unknown>;
       if (res.statusCode === 404) return null;
       throw failure(res.statusCode, body);
     },
 
     async postOutcomes(items) {
-      let res: Response;
-      try {
-        res = (await outcomes.request({
-          method: 'POST',
-          path: `${prefix}/outcomes`,
-          headers: { ...auth, 'content-type': 'application/json' },
-          body: JSON.stringify({ outcomes: items }),
-          // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
-          idempotent: true,
-          ...timeouts,
-        })) as Response;
-      } catch (error) {
-        throw unreachable(error);
-      }
-      const body = await readJson(res);
-      if (res.statusCode !== 200) throw failure(res.statusCode, body);
+      const res = await exchange(outcomes, {
+        method: 'POST',
+        path: `${prefix}/outcomes`,
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ outcomes: items }),
+        // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
+        idempotent: true,
+      });
+      if (res.statusCode !== 200) throw failure(res.statusCode, res.json);
     },
 
-    async openStream(lastEventId, onEvent) {
+    async openStream(lastEventId, onEvent, onReset) {
       const controller = new AbortController();
       const headers: Headers = { ...auth, accept: 'text/event-stream' };
       if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
       let res;
+      // Opening (up to the answer's head, or a refusal's whole body) has the request deadline;
+      // once open, the stream has the idle timeout only (heartbeats every 15 s).
+      const opening = setTimeout(() => controller.abort(new Error('deadline')), options.requestTimeoutMs);
       try {
-        res = await pool.request({
+        res = (await pool.request({
           method: 'GET',
           path: `${prefix}/events/stream`,
           headers,
           signal: controller.signal,
           headersTimeout: options.requestTimeoutMs,
           bodyTimeout: options.streamIdleTimeoutMs,
-        });
+        })) as unknown as Response;
+        if (res.statusCode !== 200) {
+          // A problem document means circuitlog is up and refused the stream (too many open, bad
+          // token): the client keeps asking it per call rather than going offline.
+          const problem = await readJson(res.body, maxBytes);
+          if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
+          throw failure(res.statusCode, problem);
+        }
       } catch (error) {
-        throw unreachable(error);
-      }
-      if (res.statusCode !== 200) {
-        // A problem document means circuitlog is up and refused the stream (too many open, bad
-        // token): the client keeps asking it per call rather than going offline.
-        const problem = await readJson(res as Response);
-        if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
-        throw failure(res.statusCode, problem);
+        throw error instanceof TransportError ? error : unreachable(error);
+      } finally {
+        clearTimeout(opening);
       }
       streams.add(controller);
       const parser = new SseParser((message) => {
+        if (message.event === 'reset') {
+          const reset = parseReset(message.data);
+          if (reset !== null) onReset?.(reset);
+          return;
+        }
         if (message.event !== 'transition' || message.id === undefined) return;
         const event = parseTransition(message.data, message.id);
         if (event !== null) onEvent(event);
-      });
+      }, options.streamLimits ?? SSE_LIMITS);
+      const body = res.body;
       const ended = (async () => {
         try {
-          for await (const chunk of res.body) parser.push(chunk as Uint8Array);
-        } catch {
-          // aborted, reset or idle past streamIdleTimeoutMs: the stream has ended either way
+          for await (const chunk of body) parser.push(chunk);
+        } catch (error) {
+          // aborted, reset, idle past streamIdleTimeoutMs, or past a size limit (SseLimitError):
+          // the stream has ended either way, and the keeper opens it again.
+          if (error instanceof SseLimitError) body.destroy(error);
         } finally {
           streams.delete(controller);
         }
@@ -132,9 +159,24 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
   };
 }
 
-async function readJson(res: Response): Promise<unknown> {
+/**
+ * The body as JSON, reading at most `maxBytes` (a longer body fails the request as
+ * unreachable: it is not a circuitlog answer). Null for an empty or non-JSON body.
+ */
+async function readJson(body: Body, maxBytes: number): Promise<unknown> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      const error = new TransportError('unreachable', `circuitlog's answer is over ${maxBytes} bytes`);
+      body.destroy(error);
+      throw error;
+    }
+    chunks.push(chunk);
+  }
   try {
-    return await res.body.json();
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
     return null; // an empty or non-JSON body: the status says enough
   }
@@ -169,7 +211,7 @@ function allowedAnswer(body: unknown): AllowedAnswer {
   return { allowed: true, state: stateOf(b.state, 'closed'), circuit };
 }
 
-function refusal(body: Record<string, unknown>, res: Response): AllowedAnswer {
+function refusal(body: Record<string, unknown>, res: Answer): AllowedAnswer {
   const forced = body.code === 'CIRCUIT_FORCED_OPEN';
   const state = stateOf(body.state, 'open');
   const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
@@ -177,6 +219,17 @@ function refusal(body: Record<string, unknown>, res: Response): AllowedAnswer {
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
   return { allowed: false, state, retryAt, retryAfterMs, forced };
+}
+
+function parseReset(data: string): StreamReset | null {
+  try {
+    const d = JSON.parse(data) as Record<string, unknown>;
+    const newestId = d.newest_id;
+    if (typeof newestId !== 'number' || !Number.isSafeInteger(newestId) || newestId < 0) return null;
+    return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
+  } catch {
+    return null;
+  }
 }
 
 function parseTransition(data: string, id: string): TransitionEvent | null {

@@ -25,12 +25,14 @@ export class LocalBreakers {
     private readonly defaults: CircuitSettings,
     /** How long a locally admitted half-open probe holds its slot. */
     private readonly probeLeaseMs: number,
+    /** Bound, as the view's: the least recently used circuit goes first. */
+    private readonly maxCircuits = 10_000,
   ) {}
 
   admit(name: string, known: KnownCircuit | undefined): Verdict {
     const now = this.clock();
     const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs });
-    this.circuits.set(name, step.circuit);
+    this.put(name, step.circuit);
     return step.verdict;
   }
 
@@ -41,7 +43,14 @@ export class LocalBreakers {
   record(name: string, success: boolean, durationMs: number | undefined, known: KnownCircuit | undefined): void {
     const now = this.clock();
     const c = this.get(name, known, now);
-    this.circuits.set(name, recordOutcome(c, { success, durationMs, late: 'count_only' }, now).circuit);
+    this.put(name, recordOutcome(c, { success, durationMs, late: 'count_only' }, now).circuit);
+  }
+
+  /** Store as the most recently used, dropping the least recently used past `maxCircuits`. */
+  private put(name: string, circuit: Circuit): void {
+    this.circuits.delete(name);
+    this.circuits.set(name, circuit);
+    if (this.circuits.size > this.maxCircuits) this.circuits.delete(this.circuits.keys().next().value!);
   }
 
   /** An operator reset seen at circuitlog: closed, counts 0, as the server's own reset. */

@@ -1,7 +1,7 @@
 /** The client's options, call options, events and counters. */
 
 import type { CircuitSettings } from '../domain/circuit.js';
-import type { Transport, TransitionEvent } from './transport.js';
+import type { StreamReset, Transport, TransitionEvent } from './transport.js';
 
 export interface ClientOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -21,8 +21,19 @@ export interface ClientOptions {
    * reachable (backpressure); while it is unreachable, the oldest are dropped and counted.
    */
   readonly maxQueuedOutcomes?: number;
-  /** Longest wait for one answer from circuitlog (default 2 s). */
+  /**
+   * Circuits the client keeps in its local view (and local breakers), default 10,000; past it the
+   * least recently used is dropped and asked of circuitlog again on its next call.
+   */
+  readonly maxCircuits?: number;
+  /** Deadline of one request to circuitlog, its whole answer included (default 2 s). */
   readonly requestTimeoutMs?: number;
+  /** Largest answer read from circuitlog; a longer one counts as no answer (default 1 MiB). */
+  readonly maxResponseBytes?: number;
+  /** Longest event-stream line, in characters; past it the stream is dropped and reopened (default 64 Ki). */
+  readonly maxStreamLineChars?: number;
+  /** Most data characters in one stream event; past it the stream is dropped and reopened (default 1 Mi). */
+  readonly maxStreamEventChars?: number;
   /** Cap of the reconnect backoff (default 5 s). */
   readonly reconnectMaxDelayMs?: number;
   /** A stream silent this long is reconnected (default 45 s; circuitlog sends a heartbeat every 15 s). */
@@ -57,6 +68,8 @@ export type ConnectionState = 'connected' | 'syncing' | 'offline';
 export interface ClientEvents {
   transition: TransitionEvent;
   connection: { readonly state: ConnectionState; readonly error?: Error };
+  /** circuitlog could not resume the stream where the client asked (`event: reset`); every circuit is snapshotted afresh. */
+  reset: StreamReset;
   /** circuitlog refused a batch with a 4xx (never expected: names are checked first); it is dropped. */
   rejected: { readonly count: number; readonly error: Error };
 }

@@ -2,6 +2,8 @@
  * An incremental `text/event-stream` parser, just enough of the WHATWG rules
  * (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
  * for circuitlog's stream: `event`, `data`, `id` fields, comments, blank-line dispatch.
+ * Bounded: a line or an event past its limit throws `SseLimitError` (the caller drops the
+ * stream and reconnects), and each byte is scanned once, however the stream is chunked.
  */
 
 export interface SseMessage {
@@ -11,27 +13,79 @@ export interface SseMessage {
   readonly id: string | undefined;
 }
 
+export interface SseLimits {
+  /** Longest line, in characters (UTF-16 code units, so at most twice as many bytes held). */
+  readonly maxLineChars: number;
+  /** Most `data` characters in one event, its lines joined. */
+  readonly maxEventChars: number;
+}
+
+/** Defaults: circuitlog's events are a few hundred characters; these leave room and bound memory. */
+export const SSE_LIMITS: SseLimits = {
+  maxLineChars: 64 * 1024, // 64 Ki characters
+  maxEventChars: 1024 * 1024, // 1 Mi characters
+};
+
+/** The stream broke a limit: drop it (and reconnect). */
+export class SseLimitError extends Error {
+  readonly code = 'SSE_LIMIT';
+  constructor(message: string) {
+    super(message);
+    this.name = 'SseLimitError';
+  }
+}
+
+const NEWLINE = /\r\n|\r|\n/g;
+
 export class SseParser {
-  private buffer = '';
+  /** The pieces of the line not yet ended, as they arrived: never one growing string (V8 would flatten it on every search). */
+  private parts: string[] = [];
+  private partsChars = 0;
+  /** The last chunk ended in '\r': a '\n' starting the next one belongs to it. */
+  private skipLineFeed = false;
   private event = '';
   private data: string[] = [];
+  private dataChars = 0;
   private lastId: string | undefined;
   private readonly decoder = new TextDecoder();
 
-  constructor(private readonly onMessage: (message: SseMessage) => void) {}
+  constructor(
+    private readonly onMessage: (message: SseMessage) => void,
+    private readonly limits: SseLimits = SSE_LIMITS,
+  ) {}
 
-  /** Feed bytes as they arrive; chunks may split lines and UTF-8 characters anywhere. */
+  /**
+   * Feed bytes as they arrive; chunks may split lines and UTF-8 characters anywhere. Only the
+   * new chunk is searched. Throws `SseLimitError`.
+   */
   push(chunk: Uint8Array): void {
-    this.buffer += this.decoder.decode(chunk, { stream: true });
-    let newline: number;
-    while ((newline = this.buffer.search(/\r\n|\r|\n/)) >= 0) {
-      // A lone '\r' at the very end may be the first half of '\r\n': wait for more.
-      if (this.buffer[newline] === '\r' && newline === this.buffer.length - 1) break;
-      const width = this.buffer.startsWith('\r\n', newline) ? 2 : 1;
-      const line = this.buffer.slice(0, newline);
-      this.buffer = this.buffer.slice(newline + width);
+    const text = this.decoder.decode(chunk, { stream: true });
+    if (text.length === 0) return;
+    let pos = 0;
+    if (this.skipLineFeed && text.charCodeAt(0) === 10) pos = 1;
+    this.skipLineFeed = false;
+    NEWLINE.lastIndex = pos;
+    let match: RegExpExecArray | null;
+    while ((match = NEWLINE.exec(text)) !== null) {
+      const piece = text.slice(pos, match.index);
+      if (this.partsChars + piece.length > this.limits.maxLineChars) throw this.tooLong();
+      const line = this.parts.length === 0 ? piece : this.parts.join('') + piece;
+      this.parts = [];
+      this.partsChars = 0;
+      pos = NEWLINE.lastIndex;
+      // A '\r' ending the chunk may be the first half of '\r\n': skip a '\n' that starts the next.
+      if (match[0] === '\r' && pos === text.length) this.skipLineFeed = true;
       this.line(line);
     }
+    if (pos < text.length) {
+      this.partsChars += text.length - pos;
+      if (this.partsChars > this.limits.maxLineChars) throw this.tooLong();
+      this.parts.push(text.slice(pos));
+    }
+  }
+
+  private tooLong(): SseLimitError {
+    return new SseLimitError(`event stream line over ${this.limits.maxLineChars} characters`);
   }
 
   private line(line: string): void {
@@ -42,8 +96,11 @@ export class SseParser {
     let value = colon < 0 ? '' : line.slice(colon + 1);
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') this.event = value;
-    else if (field === 'data') this.data.push(value);
-    else if (field === 'id' && !value.includes('\0')) this.lastId = value;
+    else if (field === 'data') {
+      this.dataChars += value.length + 1;
+      if (this.dataChars > this.limits.maxEventChars) throw new SseLimitError(`event stream event over ${this.limits.maxEventChars} characters`);
+      this.data.push(value);
+    } else if (field === 'id' && !value.includes('\0')) this.lastId = value;
   }
 
   private dispatch(): void {
@@ -52,5 +109,6 @@ export class SseParser {
     }
     this.event = '';
     this.data = [];
+    this.dataChars = 0;
   }
 }

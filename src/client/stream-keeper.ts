@@ -5,11 +5,13 @@
  * server restart.
  */
 
-import { TransportError, type OpenStream, type Transport, type TransitionEvent } from './transport.js';
+import { TransportError, type OpenStream, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
 
 export interface StreamHooks {
   onOpen(): void;
   onEvent(event: TransitionEvent): void;
+  /** circuitlog did not know where to resume (`event: reset`): events may have been missed. */
+  onReset(reset: StreamReset): void;
   /** The stream ended or could not be opened. */
   onDown(error: TransportError | null): void;
 }
@@ -57,10 +59,17 @@ export class StreamKeeper {
     let attempt = 0;
     while (!this.stopped) {
       try {
-        this.current = await this.transport.openStream(this.lastId, (event) => {
-          this.lastId = event.id;
-          this.hooks.onEvent(event);
-        });
+        this.current = await this.transport.openStream(
+          this.lastId,
+          (event) => {
+            this.lastId = event.id;
+            this.hooks.onEvent(event);
+          },
+          (reset) => {
+            this.lastId = reset.newestId; // a reconnect resumes from here, not from the unknown id
+            this.hooks.onReset(reset);
+          },
+        );
         if (this.stopped) break;
         const openedAt = Date.now();
         this.hooks.onOpen();

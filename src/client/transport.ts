@@ -25,6 +25,8 @@ export interface OutcomeItem {
   readonly circuit: string;
   readonly success: boolean;
   readonly duration_ms?: number;
+  /** When the call ended (RFC 3339); circuitlog applies an outcome older than the circuit's last state change as a late one. */
+  readonly at?: string;
 }
 
 /** One `event: transition` of `/events/stream`, with its `id:`. */
@@ -36,6 +38,16 @@ export interface TransitionEvent {
   readonly reason: string;
   /** ISO 8601, as the server sent it. */
   readonly at: string;
+}
+
+/**
+ * `event: reset` of `/events/stream`: the `Last-Event-ID` sent was unknown or too old, so
+ * transitions may have been missed; resume after `newestId`, with fresh snapshots.
+ */
+export interface StreamReset {
+  /** `unknown-event-id` or `expired`, as circuitlog sent it. */
+  readonly reason: string;
+  readonly newestId: string;
 }
 
 export interface OpenStream {
@@ -52,7 +64,7 @@ export interface Transport {
   /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
   postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
   /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */
-  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void): Promise<OpenStream>;
+  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void, onReset?: (reset: StreamReset) => void): Promise<OpenStream>;
   close(): Promise<void>;
 }
 

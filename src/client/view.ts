@@ -31,18 +31,37 @@ const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
   force_cleared: null,
 };
 
+/**
+ * At most `maxCircuits` entries: a service that names circuits dynamically must not grow
+ * it without bound. The least recently used entry goes first (a Map keeps insertion order:
+ * a use moves the entry to the end); a dropped circuit is simply unknown again, and its next
+ * call takes a fresh snapshot.
+ */
 export class CircuitView {
   private readonly entries = new Map<string, ViewEntry>();
 
+  constructor(private readonly maxCircuits = 10_000) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The entry, now the most recently used. */
   get(name: string): ViewEntry | undefined {
-    return this.entries.get(name);
+    const entry = this.entries.get(name);
+    if (entry !== undefined) {
+      this.entries.delete(name);
+      this.entries.set(name, entry);
+    }
+    return entry;
   }
 
   getOrCreate(name: string): ViewEntry {
-    let entry = this.entries.get(name);
+    let entry = this.get(name);
     if (entry === undefined) {
       entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0 };
       this.entries.set(name, entry);
+      if (this.entries.size > this.maxCircuits) this.entries.delete(this.entries.keys().next().value!);
     }
     return entry;
   }

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
+import { json } from '../http/json.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-log.js';
 import { transitionData } from '../observe/observe-routes.js';
@@ -62,7 +63,7 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     if (text === undefined) throw new AppError('NOT_FOUND', `No dashboard asset '${file.slice(0, 100)}'.`);
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
-  app.get('/dashboard/api/state', async (c) => c.json(await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }));
+  app.get('/dashboard/api/state', async (c) => json(c, await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }));
 }
 
 const StateQuery = z

@@ -13,7 +13,7 @@ import {
   type CircuitPolicy,
   type CircuitSettings,
 } from './policy.js';
-import { addOutcome, isSlow, windowFigures, windowTrip, type WindowFigures } from './window.js';
+import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 import type {
   Admission,
   BreakerEvent,
@@ -46,9 +46,29 @@ export function newCircuit(name: string, settings: CircuitSettings, now: EpochMs
     windowState: null,
     halfOpenAt: null,
     lastFailureAt: null,
+    stateChangedAt: null, // closed since creation: no change yet that would make an outcome stale
     createdAt: now,
     updatedAt: now,
   };
+}
+
+/**
+ * How far before the circuit's last state change an outcome's `at` may lie and still be
+ * judged: hosts' clocks differ by a little (NTP keeps them within milliseconds), and a
+ * probe admitted just after a change must count even from a host whose clock is behind.
+ */
+export const STALE_TOLERANCE_MS = 1_000; // 1 s
+
+/**
+ * Is an outcome of a call that ended at `at` stale? Yes when it ended before the circuit's
+ * last state change (so it cannot be the answer to this state: a queued outcome replayed
+ * after a restart, say), or before the time window still counts.
+ */
+export function isStale(c: Circuit, at: EpochMs, now: EpochMs): boolean {
+  const changedAt = c.stateChangedAt ?? null;
+  if (changedAt !== null && at < changedAt - STALE_TOLERANCE_MS) return true;
+  const windowStart = c.window === null ? null : windowStartMs(c.window, now);
+  return windowStart !== null && at < windowStart;
 }
 
 const NO_TRANSITIONS: readonly Transition[] = Object.freeze([]);
@@ -88,8 +108,9 @@ export function step(circuit: Circuit, event: BreakerEvent, now: EpochMs, policy
 }
 
 /**
- * The lazy open -> half-open transition, due once `now >= openUntil`. A wall clock that
- * stepped back must not keep a circuit open longer than its open time from now, so an
+ * The open -> half-open transition, due once `now >= openUntil` and stamped at `openUntil`
+ * (when the open time ran out, however late it is written). A wall clock that stepped
+ * back must not keep a circuit open longer than its open time from now, so an
  * `openUntil` beyond `now + open time` is pulled in to that.
  */
 export function refresh(circuit: Circuit, now: EpochMs): Step {
@@ -99,9 +120,10 @@ export function refresh(circuit: Circuit, now: EpochMs): Step {
     if (circuit.openUntil <= latest) return withoutTransition(circuit);
     return withoutTransition({ ...circuit, openUntil: latest, updatedAt: now });
   }
+  const at = circuit.openUntil;
   return {
-    circuit: { ...circuit, state: 'half_open', halfOpenAt: now, probeLeases: [], probeSuccesses: 0, windowState: null, updatedAt: now },
-    transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at: now }],
+    circuit: { ...circuit, state: 'half_open', halfOpenAt: at, probeLeases: [], probeSuccesses: 0, windowState: null, stateChangedAt: now, updatedAt: now },
+    transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at }],
   };
 }
 
@@ -150,9 +172,13 @@ export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Ad
   return { circuit: { ...c, probeLeases: leases, updatedAt: now }, transitions: refreshed.transitions, verdict };
 }
 
-/** Record the outcome of a call (after the lazy refresh). */
+/**
+ * Record the outcome of a call (after the due refresh). A stale outcome (see `isStale`)
+ * changes nothing: it is evidence of an earlier state, already acted on.
+ */
 export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs): Step {
   return chain(refresh(circuit, now), (c) => {
+    if (outcome.at !== undefined && isStale(c, outcome.at, now)) return withoutTransition(c);
     switch (c.state) {
       case 'closed':
         return outcomeWhileClosed(c, outcome, now);
@@ -176,7 +202,6 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
     ...c,
     failureCount,
     windowState,
-    timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds,
     lastFailureAt: outcome.success ? c.lastFailureAt : now,
     updatedAt: now,
   };
@@ -184,14 +209,14 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
 
 function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   // A success on a healthy circuit without a window changes nothing: no write at all.
-  if (outcome.success && c.failureCount === 0 && c.window === null && outcome.timeoutSeconds === undefined) {
-    return withoutTransition(c);
-  }
+  if (outcome.success && c.failureCount === 0 && c.window === null) return withoutTransition(c);
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
-  if (!outcome.success && next.failureCount >= c.failureThreshold) return open(next, now, 'failure_threshold_reached');
+  // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
+  const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;
+  if (!outcome.success && next.failureCount >= c.failureThreshold) return open(next, now, 'failure_threshold_reached', seconds);
   if (c.window !== null) {
     const trip = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
-    if (trip !== null) return open(next, now, trip);
+    if (trip !== null) return open(next, now, trip, seconds);
   }
   return withoutTransition(next);
 }
@@ -200,7 +225,7 @@ function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step 
   if (!outcome.success) {
     const reopened = { ...c, failureCount: c.failureCount + 1, lastFailureAt: now, reopenCount: c.reopenCount + 1 };
     const seconds = outcome.timeoutSeconds ?? nextOpenTimeoutSeconds(c, effectiveTimeoutSeconds(c));
-    return open({ ...reopened, timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds }, now, 'probe_failed', seconds);
+    return open(reopened, now, 'probe_failed', seconds);
   }
   const probeSuccesses = c.probeSuccesses + 1;
   if (probeSuccesses >= c.successThreshold) return close(c, now, 'probe_succeeded');
@@ -218,7 +243,6 @@ function outcomeWhileOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   return withoutTransition({
     ...c,
     failureCount: c.failureCount + 1,
-    timeoutSeconds: outcome.timeoutSeconds ?? c.timeoutSeconds,
     openTimeoutSeconds: seconds,
     openUntil: now + seconds * 1000,
     lastFailureAt: now,
@@ -278,6 +302,7 @@ function open(c: Circuit, now: EpochMs, reason: TransitionReason, seconds = c.ti
     probeSuccesses: 0,
     windowState: null,
     halfOpenAt: c.state === 'half_open' ? c.halfOpenAt : null,
+    stateChangedAt: now,
     updatedAt: now,
   };
   return { circuit: opened, transitions: [{ from: c.state, to: 'open', reason, at: now }] };
@@ -298,7 +323,7 @@ function close(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);
-  return { circuit: closed, transitions: [{ from: c.state, to: 'closed', reason, at: now }] };
+  return { circuit: { ...closed, stateChangedAt: now }, transitions: [{ from: c.state, to: 'closed', reason, at: now }] };
 }
 
 function assertNever(value: never): never {

@@ -26,9 +26,12 @@ export type ErrorCode =
   | 'REQUEST_BODY_TIMEOUT'
   | 'INVALID_HEADER'
   | 'TOO_MANY_STREAMS'
+  | 'TOO_MANY_CIRCUITS'
   | 'UPGRADE_NOT_SUPPORTED'
   | 'CROSS_SITE_REQUEST'
   | 'MISDIRECTED_REQUEST'
+  | 'NOT_READY'
+  | 'ADMIN_DISABLED'
   | 'INTERNAL';
 
 export interface FieldError {

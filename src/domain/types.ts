@@ -32,6 +32,13 @@ export interface Circuit extends CircuitPolicy {
   readonly windowState: WindowState | null;
   readonly halfOpenAt: EpochMs | null;
   readonly lastFailureAt: EpochMs | null;
+  /**
+   * When this service applied the last state change (null: none since creation): an
+   * outcome whose call ended before it is stale. Unlike a transition's stamp (open ->
+   * half-open is stamped at `openUntil`), this is the moment the change was written.
+   * Missing (undefined) on circuits stored before it existed: then only the window rule applies.
+   */
+  readonly stateChangedAt?: EpochMs | null;
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
 }
@@ -81,10 +88,19 @@ export interface Outcome {
   readonly success: boolean;
   /** How long the call took; judged against the window's slow-call duration. */
   readonly durationMs?: number;
-  /** circuitlog's per-failure open time: used for an opening this failure causes, and remembered. */
+  /**
+   * circuitlog's per-failure open time: the open time of the opening this failure causes
+   * (as circuitlog's `recordFailure($name, $now, $timeoutSeconds)`); never stored as policy.
+   */
   readonly timeoutSeconds?: number;
   /** Default `circuitlog`. */
   readonly late?: LateOutcomeRule;
+  /**
+   * When the call ended, by the caller's clock. An outcome that ended before the circuit's
+   * last state change (less `STALE_TOLERANCE_MS`), or before its time window, is stale:
+   * counted by observers, no change to the circuit at all.
+   */
+  readonly at?: EpochMs;
 }
 
 /** Everything that can happen to a circuit. */
@@ -104,6 +120,6 @@ export interface Admission extends Step {
 }
 
 export interface FailureOptions {
-  /** Open time for this failure; remembered as the circuit's timeout. */
+  /** Open time of the opening this failure causes; the circuit's `timeoutSeconds` is unchanged. */
   readonly timeoutSeconds?: number;
 }

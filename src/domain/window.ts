@@ -125,3 +125,8 @@ export function windowTrip(window: WindowPolicy, figures: WindowFigures): Window
   }
   return null;
 }
+
+/** Epoch ms of the oldest moment a time window still counts at `now`; null for a count window (no span). */
+export function windowStartMs(window: WindowPolicy, now: number): number | null {
+  return window.type === 'time' ? firstLiveSecond(window.size, now) * 1000 : null;
+}

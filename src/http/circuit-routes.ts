@@ -4,10 +4,12 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
 import { chain } from '../store/maybe-promise.js';
+import { json } from './json.js';
 import {
   AllowedSchema,
   CallBody,
   CircuitSchema,
+  EmptyBody,
   EventSchema,
   EventsQuery,
   FailureBody,
@@ -19,6 +21,7 @@ import {
   circuitJson,
   circuitText,
   allowedText,
+  outcomeTime,
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
@@ -42,18 +45,17 @@ export const common = {
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
 const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
-export const withBody = { ...anyBody, 422: problem('Body fields failed validation') };
+const tooManyCircuits = { 507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written') };
+export const withBody = { ...anyBody, 422: problem('Body fields failed validation'), ...tooManyCircuits };
 const open503 = problem(
   'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
-/** Any JSON value: the body of /success and /reset is read only to enforce the 415 and 413 rules. */
-const IgnoredBody = z.unknown().openapi({ description: 'Ignored; optional.' });
 
 type Handler = (c: Context) => Response | Promise<Response>;
 
-/** A 200 answer with an already-serialised JSON body. */
+/** A 200 answer with an already-serialised JSON body (ending in a newline, as every JSON answer). */
 function jsonText(c: Context, text: string): Response {
   return c.body(text, 200, { 'content-type': 'application/json' });
 }
@@ -88,7 +90,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const circuit = await breaker.get(name);
       if (circuit === null) throw notFound(name);
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -116,7 +118,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       });
       // circuitlog's 503 carries the whole circuit as `circuit`.
       if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
-      return c.json({ result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
+      return json(c, { result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
 
@@ -127,13 +129,13 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/success',
       tags: ['circuits'],
       summary: 'Record a success (creates the circuit with defaults if missing)',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The circuit', CircuitSchema), ...anyBody },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The circuit', CircuitSchema), ...withBody },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
-      return c.json(circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
+      await readJson(c, EmptyBody, bodyLimitBytes);
+      return json(c, circuitJson(await breaker.recordGrouped(name, { success: true }), breaker.now()), 200);
     },
   );
 
@@ -151,7 +153,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, FailureBody, bodyLimitBytes);
       const circuit = await breaker.recordGrouped(name, { success: false, timeoutSeconds: body.timeout_seconds });
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -162,15 +164,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/reset',
       tags: ['circuits'],
       summary: 'Close a circuit',
-      request: { params: NameParam, body: jsonBody(IgnoredBody, false) },
-      responses: { 200: ok('The closed circuit', CircuitSchema), ...anyBody, 404: problem('Unknown circuit') },
+      request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+      responses: { 200: ok('The closed circuit', CircuitSchema), ...withBody, 404: problem('Unknown circuit') },
     }),
     async (c) => {
       const name = circuitNameParam(c);
-      await readJson(c, IgnoredBody, bodyLimitBytes);
+      await readJson(c, EmptyBody, bodyLimitBytes);
       const circuit = await breaker.reset(name);
       if (circuit === null) throw notFound(name);
-      return c.json(circuitJson(circuit, breaker.now()), 200);
+      return json(c, circuitJson(circuit, breaker.now()), 200);
     },
   );
 
@@ -192,7 +194,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
       return chain(breaker.check(name), (admission) => {
-        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}');
+        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
         const { circuit, verdict } = admission;
         if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
         return jsonText(c, allowedText(circuit, breaker.now()));
@@ -214,7 +216,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
       // A late outcome (the circuit opened since the call was admitted) changes no state.
-      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only' });
+      const at = outcomeTime(body.at, breaker.now(), 'at');
+      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only', at });
       return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );
@@ -239,7 +242,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
       const page = rows.slice(0, limit);
       const now = breaker.now();
-      return c.json(
+      return json(c,
         {
           circuits: page.map((circuit) => circuitJson(circuit, now)),
           next_cursor: rows.length > limit ? String(page.at(-1)!.id) : null,
@@ -263,7 +266,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
       if (events === null) throw notFound(name);
-      return c.json({ events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
+      return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
     },
   );
 }

@@ -93,7 +93,7 @@ export function registerDocument(app: OpenAPIHono, options: DocumentOptions): vo
   });
   let text: string | undefined; // the routes are all registered by the first request
   app.get('/openapi.json', (c) => {
-    text ??= JSON.stringify(buildDocument(app, options));
+    text ??= `${JSON.stringify(buildDocument(app, options))}\n`;
     return c.body(text, 200, { 'content-type': 'application/json' });
   });
 }

@@ -18,6 +18,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'post /circuits/{name}/failure': 'recordFailure',
   'post /circuits/{name}/reset': 'resetCircuit',
   'get /health': 'getHealth',
+  'get /health/ready': 'getReadiness',
+  'get /admin/backup': 'getBackup',
   'get /problems/{kind}': 'getProblemType',
   'get /metrics': 'getMetrics',
   'get /events/stream': 'streamEvents',

@@ -5,8 +5,9 @@ import { circuitNameProblem } from '../config.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { common, ok, problem, withBody } from './circuit-routes.js';
-import { circuitNameParam, readJson } from './request.js';
-import { CircuitSchema, NameParam, circuitJson } from './schemas.js';
+import { circuitNameParam, fieldErrors, readJson } from './request.js';
+import { json } from './json.js';
+import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -25,21 +26,34 @@ const BatchItem = z.object({
   }),
   success: z.boolean(),
   duration_ms: z.number().min(0).max(86_400_000).optional(),
-});
-const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).openapi('OutcomeBatch');
+  at: outcomeAt,
+}).strict();
+const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).strict().openapi('OutcomeBatch');
 const BatchAnswer = z.object({
   results: z.array(z.object({ circuit: z.string(), state: z.enum(['closed', 'open', 'half_open']) })),
 });
 
-/** Zod issues as field errors, one per unknown key too (zod reports those together). */
+/** Zod issues as field errors, one per unknown key too. */
 function policyFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
-  return issues.flatMap((issue): FieldError[] => {
-    const at = issue.path.map(String);
-    if (issue.code === 'unrecognized_keys') {
-      return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: 'is not a policy field' }));
-    }
-    return [{ field: at.join('.') || '(body)', message: issue.message }];
-  });
+  return fieldErrors(issues, 'is not a policy field');
+}
+
+/** The patch formats PATCH understands, as `Accept-Patch` lists them (RFC 5789 section 3.1). */
+export const ACCEPT_PATCH = 'application/merge-patch+json, application/json';
+const MERGE_PATCH_TYPE = /^application\/(merge-patch\+)?json\s*(;|$)/i;
+
+/**
+ * A PATCH body in another format (RFC 6902's `application/json-patch+json`, say) is a 415
+ * with `Accept-Patch`, as RFC 5789 section 2.2 says: it is not a bad merge patch (422).
+ * No Content-Type is left to `readJson` (no body is fine; a body without one is its 415).
+ */
+function requireMergePatch(contentType: string | undefined): void {
+  if (contentType === undefined || contentType === '' || MERGE_PATCH_TYPE.test(contentType)) return;
+  throw new AppError(
+    'UNSUPPORTED_MEDIA_TYPE',
+    `PATCH takes a JSON merge patch (RFC 7396) as application/merge-patch+json or application/json, not ${contentType.split(';')[0]!.trim()}.`,
+    { headers: { 'accept-patch': ACCEPT_PATCH } },
+  );
 }
 
 export interface PolicyRouteOptions {
@@ -63,15 +77,17 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
       200: ok('The changed circuit', CircuitSchema),
       201: ok('The new circuit', CircuitSchema),
       ...withBody,
+      415: problem('A body in another format than a JSON merge patch (application/json-patch+json included); Accept-Patch lists the formats'),
       422: problem('Invalid policy fields (each named in errors); nothing changed'),
     },
   });
   app.openAPIRegistry.registerPath(patchRoute);
   app.patch('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);
+    requireMergePatch(c.req.header('content-type'));
     const patch = await readJson(c, PatchBody, options.bodyLimitBytes);
     // The merge runs inside the store's write transaction, on the circuit as stored.
-    const { circuit, created } = await breaker.configure(name, (current) => {
+    const { circuit, created } = await breaker.withRoom([name], async () => breaker.configure(name, (current) => {
       const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
       if (!merged.success) {
         throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
@@ -79,9 +95,9 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
         });
       }
       return policyFromWire(merged.data);
-    });
+    }));
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
-    return c.json(circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
+    return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });
 
   const deleteRoute = createRoute({
@@ -123,9 +139,16 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
   app.openAPIRegistry.registerPath(batchRoute);
   app.post('/outcomes', async (c) => {
     const body = await readJson(c, BatchBody, Math.max(options.bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const now = breaker.now();
     const circuits = await breaker.recordBatch(
-      body.outcomes.map((o) => ({ name: o.circuit, success: o.success, durationMs: o.duration_ms, late: 'count_only' as const })),
+      body.outcomes.map((o, i) => ({
+        name: o.circuit,
+        success: o.success,
+        durationMs: o.duration_ms,
+        late: 'count_only' as const,
+        at: outcomeTime(o.at, now, `outcomes.${i}.at`),
+      })),
     );
-    return c.json({ results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
+    return json(c, { results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
   });
 }

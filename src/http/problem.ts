@@ -30,9 +30,13 @@ export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: 
   REQUEST_BODY_TIMEOUT: { status: 408, type: '/problems/request-body-timeout', title: 'Request body timed out' },
   INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
   TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
+  // RFC 4918 section 11.5: the server cannot store what the request needs (limits.max_circuits).
+  TOO_MANY_CIRCUITS: { status: 507, type: '/problems/too-many-circuits', title: 'Too many circuits' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
   CROSS_SITE_REQUEST: { status: 403, type: '/problems/cross-site-request', title: 'Cross-site request refused' },
   MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
+  ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
+  NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
 
@@ -74,7 +78,7 @@ export function problemParts(error: AppError, instance: string, now: number): { 
   } else if (retryAfterSeconds !== undefined) {
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
   }
-  return { status: entry.status, headers: responseHeaders, body: JSON.stringify(body) };
+  return { status: entry.status, headers: responseHeaders, body: `${JSON.stringify(body)}\n` }; // JSON answers end with a newline
 }
 
 /** Render an AppError as an `application/problem+json` Response, with `Retry-After` when it says when. */

@@ -4,9 +4,20 @@ import type { z } from 'zod';
 import { circuitNameProblem } from '../config.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 
-/** Zod issues as `{field, message}` pairs; the root is named `(body)`. */
-export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string }[]): FieldError[] {
-  return issues.map((issue) => ({ field: issue.path.map(String).join('.') || '(body)', message: issue.message }));
+type Issue = { readonly code?: string; readonly path: readonly PropertyKey[]; readonly message: string; readonly keys?: readonly string[] };
+
+/**
+ * Zod issues as `{field, message}` pairs; the root is named `(body)`. An unknown key is named
+ * itself (`sucess`, `outcomes.3.duraton_ms`), one error per key: zod reports them together.
+ */
+export function fieldErrors(issues: readonly Issue[], unknownKeyMessage = 'is not a known field'): FieldError[] {
+  return issues.flatMap((issue): FieldError[] => {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys' && issue.keys !== undefined) {
+      return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: unknownKeyMessage }));
+    }
+    return [{ field: at.join('.') || '(body)', message: issue.message }];
+  });
 }
 
 /** The decoded `:name` path parameter, or a 400 INVALID_NAME. */

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
+import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { backoffSchema, policyToWire, windowSchema } from '../policy-schema.js';
 
@@ -84,12 +85,12 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
   };
 }
 
-/** `JSON.stringify(circuitJson(c, now))`, memoised. */
-export const circuitText = memoPerCircuit((c, now) => JSON.stringify(circuitJson(c, now)));
+/** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
+export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
 
 /** The `GET /allowed` answer for an admitted call, memoised. */
 export const allowedText = memoPerCircuit(
-  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}`,
+  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
 );
 
 export const ProblemSchema = z
@@ -129,19 +130,54 @@ export const CallBody = z
   .object({
     success: z.boolean().optional().openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
     threshold: threshold.optional().openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
-    timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time after a failure that opens the circuit (default 30).' }),
+    timeout_seconds: timeoutSeconds
+      .optional()
+      .openapi({ description: "Open time of the opening this failure causes (default: the circuit's timeout_seconds); the policy is unchanged." }),
   })
+  .strict()
   .openapi('CallRequest');
 
 export const FailureBody = z
-  .object({ timeout_seconds: timeoutSeconds.optional() })
+  .object({ timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time of the opening this failure causes; the policy is unchanged.' }) })
+  .strict()
   .openapi('FailureRequest');
+
+/** `/success` and `/reset` take no fields: no body or `{}`. */
+export const EmptyBody = z.object({}).strict().openapi('EmptyRequest');
+
+/** How far into the future an outcome's `at` may lie (another host's clock running ahead). */
+export const OUTCOME_AT_MAX_SKEW_MS = 60_000; // 60 s
+
+/** An outcome's `at`: RFC 3339 date-time, as the API's other times. */
+export const outcomeAt = z.iso
+  .datetime({ offset: true })
+  .optional()
+  .openapi({
+    format: 'date-time',
+    example: '2026-11-30T03:30:41.123Z',
+    description:
+      "When the call ended, by the caller's clock (at most 60 s ahead of the server's). An outcome that ended before the circuit's last state change (1 s tolerance) or before its time window changes nothing (a late outcome). Default: now.",
+  });
+
+/** `at` as epoch ms; null when absent; a VALIDATION_FAILED naming `field` when too far ahead of `now`. */
+export function outcomeTime(at: string | undefined, now: number, field: string): number | undefined {
+  if (at === undefined) return undefined;
+  const ms = Date.parse(at);
+  if (ms - now > OUTCOME_AT_MAX_SKEW_MS) {
+    throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', {
+      fields: [{ field, message: `is more than ${OUTCOME_AT_MAX_SKEW_MS / 1000} s ahead of the server's clock (${new Date(now).toISOString()})` }],
+    });
+  }
+  return ms;
+}
 
 export const OutcomeBody = z
   .object({
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
+    at: outcomeAt,
     duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
   })
+  .strict()
   .openapi('OutcomeRequest');
 
 export const ListQuery = z.object({

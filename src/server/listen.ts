@@ -1,5 +1,11 @@
 import net from 'node:net';
 import { ConfigError } from '../config.js';
+import { answerStarting } from './starting.js';
+
+/** `host` as the host of a URL: an IPv6 literal in brackets (RFC 3986 section 3.2.2), `http://[::1]:8080`. */
+export function urlHost(host: string): string {
+  return net.isIPv6(host) ? `[${host}]` : host;
+}
 
 /** Why listening failed, naming the variable to fix (`HOST` or `PORT`). */
 export function listenProblem(error: NodeJS.ErrnoException, host: string, port: number): string {
@@ -33,12 +39,22 @@ export function listen(server: net.Server, port: number, host: string): Promise<
 }
 
 /**
- * Bind host:port once and let go. The primary of several workers listens on nothing itself
- * (each worker asks it for the shared socket later), so it tries the address before it
- * migrates the database and forks: a busy port stops the start with a reason at once.
+ * Bind host:port once and let go, so a busy port or a foreign address stops the start with a
+ * reason before the database is migrated. The server listens for real only once it can serve
+ * (a single process after opening its store; each worker when ready, node:cluster sharing the
+ * socket); a connection that slips in while the probe is bound is answered `503 NOT_READY`
+ * with `Retry-After: 1`, never left hanging.
  */
 export async function probeListen(port: number, host: string): Promise<void> {
-  const probe = net.createServer();
+  const pending = new Set<() => void>();
+  const probe = net.createServer((socket) => {
+    const answerNow = answerStarting(socket);
+    pending.add(answerNow);
+    socket.once('close', () => pending.delete(answerNow));
+  });
   await listen(probe, port, host);
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  await new Promise<void>((resolve) => {
+    probe.close(() => resolve());
+    for (const answerNow of pending) answerNow();
+  });
 }

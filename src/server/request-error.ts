@@ -19,6 +19,6 @@ export function adapterErrorHandler(logger: Logger, clock: () => number) {
     const { status, headers, body } = problemParts(appError, '', clock());
     // The adapter hands over only the error, not the request: leave `instance` out rather than guess it.
     const { instance: _unknown, ...problem } = JSON.parse(body) as Record<string, unknown>;
-    return new Response(JSON.stringify(problem), { status, headers });
+    return new Response(`${JSON.stringify(problem)}\n`, { status, headers });
   };
 }

@@ -37,6 +37,17 @@ export interface BatchOutcome extends Outcome {
   readonly name: string;
 }
 
+/** Bounds on what callers make the service hold (config `limits`). */
+export interface ServiceLimits {
+  /** A new name past this many circuits gets 507 TOO_MANY_CIRCUITS (needs `store.count`). */
+  readonly maxCircuits?: number;
+  /**
+   * With idle deletion on: an outcome that changes nothing still writes `updatedAt` when
+   * it is older than this, so `updatedAt` tells when a circuit was last used (housekeeping.ts).
+   */
+  readonly activityStampMs?: number;
+}
+
 /** A batch step that records an outcome carries it, for `settle`. */
 interface ServiceItem extends BatchItem {
   readonly outcome?: Outcome;
@@ -54,6 +65,8 @@ export class BreakerService {
   readonly defaults: CircuitPolicy;
   private readonly group: GroupCommit<ServiceItem>;
   private lastRecordWarning = -Infinity;
+  /** New circuits this process is writing right now, counted against `maxCircuits` before they are stored. */
+  private creating = 0;
 
   constructor(
     private readonly store: CircuitStore,
@@ -65,6 +78,7 @@ export class BreakerService {
     private readonly groupCommit = true,
     /** Told of every stored transition, outcome and refusal (metrics, the event stream). */
     private readonly observer?: BreakerObserver,
+    private readonly limits: ServiceLimits = {},
   ) {
     this.defaults = resolvePolicy(defaults);
     this.group = new GroupCommit<ServiceItem>(
@@ -113,11 +127,15 @@ export class BreakerService {
   /** `record`, group-committed: resolves once the transaction holding it committed. */
   async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
     // A failure always changes the circuit (its count at least): no point trying it as a no-op.
-    return (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit;
+    return this.withRoom([name], async () => (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit);
   }
 
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
-  async recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
+  recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
+    return this.withRoom(outcomes.map((o) => o.name), () => this.recordBatchNow(outcomes));
+  }
+
+  private async recordBatchNow(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
     const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
     const results = this.groupCommit ? await this.group.submit(items) : await this.store.applyBatch(items);
     if (!this.groupCommit) items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome));
@@ -139,7 +157,37 @@ export class BreakerService {
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
-    return (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission;
+    return this.withRoom([name], async () => (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission);
+  }
+
+  /**
+   * Run `write`, which may create the named circuits, only if they fit under
+   * `limits.maxCircuits`; else TOO_MANY_CIRCUITS and nothing is written. Existing circuits
+   * always pass. Circuits this process is creating meanwhile count as stored, so concurrent
+   * requests cannot overshoot the limit together (across processes they can, by at most
+   * the creations in flight at once).
+   */
+  async withRoom<T>(names: readonly string[], write: () => Promise<T>): Promise<T> {
+    const max = this.limits.maxCircuits;
+    if (max === undefined || this.store.count === undefined) return write();
+    const unique = [...new Set(names)];
+    const found = unique.map((name) => this.store.find(name));
+    const circuits = found.some(isPromise) ? await Promise.all(found) : (found as (Circuit | null)[]);
+    const missing = circuits.filter((c) => c === null).length;
+    if (missing === 0) return write();
+    const stored = await this.store.count();
+    if (stored + this.creating + missing > max) {
+      const name = unique[circuits.indexOf(null)]!;
+      throw new AppError('TOO_MANY_CIRCUITS', `No circuit named '${name}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`, {
+        extensions: { max_circuits: max },
+      });
+    }
+    this.creating += missing;
+    try {
+      return await write();
+    } finally {
+      this.creating -= missing;
+    }
   }
 
   private callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
@@ -177,6 +225,22 @@ export class BreakerService {
       return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
     });
     return chain(step, (s) => ({ circuit: s!.circuit, created }));
+  }
+
+  /**
+   * Write the open -> half-open transitions that are due (up to `limit`), each stamped at
+   * its `openUntil`, so stream listeners and the timeline see them without traffic. Run by
+   * one process (see `DueTransitions`); answers how many circuits it changed.
+   */
+  async publishDue(limit = 500): Promise<number> {
+    const names = await this.store.dueOpen(this.clock(), limit);
+    let changed = 0;
+    for (const name of names) {
+      const now = this.clock();
+      const step = await this.run(name, (c) => (c === null ? null : refresh(c, now)));
+      if (step !== null && step.transitions.length > 0) changed++;
+    }
+    return changed;
   }
 
   /** Remove the circuit and its events; false if unknown. */
@@ -234,7 +298,15 @@ export class BreakerService {
     const now = this.clock();
     // A new circuit is written even when the outcome changes nothing: the store writes
     // whenever the step's circuit is not the one it read, and it read none.
-    return (current) => recordOutcome(current ?? newCircuit(name, this.settingsFor(create), now), outcome, now);
+    const stampMs = this.limits.activityStampMs;
+    return (current) => {
+      const step = recordOutcome(current ?? newCircuit(name, this.settingsFor(create), now), outcome, now);
+      // Idle deletion reads `updatedAt` as "last used": refresh it, at most once per stampMs.
+      if (stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs) {
+        return { ...step, circuit: { ...current, updatedAt: now } };
+      }
+      return step;
+    };
   }
 
   /**

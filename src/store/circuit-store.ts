@@ -44,6 +44,10 @@ export interface CircuitStore {
   list(query: ListQuery): MaybePromise<Circuit[]>;
   events(circuitId: number, limit: number): MaybePromise<Transition[]>;
   ping(): MaybePromise<boolean>;
+  /** How many circuits are stored, in O(1) (`limits.max_circuits`); absent: unbounded. */
+  count?(): MaybePromise<number>;
+  /** Names of up to `limit` circuits stored open whose `openUntil` is at or before `now`, earliest first. */
+  dueOpen(now: number, limit: number): MaybePromise<string[]>;
 }
 
 interface CircuitRow {
@@ -68,6 +72,7 @@ interface CircuitRow {
   open_timeout_seconds: number | null;
   reopen_count: number;
   window_state: string | null;
+  state_changed_at: number | null;
 }
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -97,6 +102,7 @@ function fromRow(row: CircuitRow): Circuit {
     openTimeoutSeconds: row.open_timeout_seconds,
     reopenCount: row.reopen_count,
     windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
+    stateChangedAt: row.state_changed_at,
   };
 }
 
@@ -126,12 +132,13 @@ export function toParams(c: Circuit) {
     open_timeout_seconds: c.openTimeoutSeconds,
     reopen_count: c.reopenCount,
     window_state: json(c.windowState),
+    state_changed_at: c.stateChangedAt ?? null,
   };
 }
 
 const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
-  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state`;
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -154,6 +161,8 @@ export class SqliteCircuitStore implements CircuitStore {
   private readonly listByState;
   private readonly writeStep;
   private readonly selectDataVersion;
+  private readonly selectCount;
+  private readonly selectDueOpen;
   /** Circuits as last read or written by this connection; see `cached`. */
   private readonly cache = new Map<string, Circuit | null>();
   private cacheVersion = -1;
@@ -175,7 +184,7 @@ export class SqliteCircuitStore implements CircuitStore {
       half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
       WHERE id = @id`);
     this.insertTransition = db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
@@ -194,6 +203,11 @@ export class SqliteCircuitStore implements CircuitStore {
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
     this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.selectCount = db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck();
+    // Uses the (state, id) index: only the open circuits are read.
+    this.selectDueOpen = db.prepare<[number, number], string>(
+      `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
+    ).pluck();
     this.listAll = db.prepare<[number, number], CircuitRow>(
       `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
     );
@@ -332,6 +346,20 @@ export class SqliteCircuitStore implements CircuitStore {
 
   ping(): boolean {
     return this.guard(() => this.selectPing.get() === 1);
+  }
+
+  /** The circuit count the triggers of migration 0005 keep: one row, not a table scan. */
+  count(): number {
+    return this.guard(() => this.selectCount.get() ?? 0);
+  }
+
+  /** Drop a circuit from the cache after a statement outside this class deleted it (housekeeping). */
+  forget(name: string): void {
+    this.cache.delete(name);
+  }
+
+  dueOpen(now: number, limit: number): string[] {
+    return this.guard(() => this.selectDueOpen.all(now, limit) as string[]);
   }
 
   private guard<T>(fn: () => T): T {

@@ -81,6 +81,8 @@ export class StorageHealth {
       list: (query) => store.list(query),
       events: (id, limit) => store.events(id, limit),
       ping: () => store.ping(),
+      count: () => store.count(),
+      dueOpen: (now, limit) => store.dueOpen(now, limit),
       health: () => this.report(() => store.ping()),
     };
   }

@@ -12,6 +12,12 @@ const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answer
  * Returns the choice, or throws a message naming the variable (via `fail`).
  */
 export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string) => Error): StoreChoice {
+  // Checked whichever store is chosen: a bad value stops the start even where it is not used yet.
+  const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
+  const timeoutMs = Number(timeoutRaw);
+  if (!/^\d+$/.test(timeoutRaw) || timeoutMs < 50 || timeoutMs > 10_000) {
+    throw fail(`CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${timeoutRaw}'`);
+  }
   const raw = env.CIRCUITLOG_STORE;
   if (raw === undefined || raw === '') return { kind: 'sqlite', path: env.CIRCUITLOG_DB || DEFAULT_DB_PATH };
   if (raw.startsWith('sqlite:')) {
@@ -22,11 +28,6 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
   const problem = redisUrlProblem(raw);
   const shown = raw.replace(/:[^:@/]*@/, ':***@'); // never print a password
   if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
-  const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
-  const timeoutMs = Number(timeoutRaw);
-  if (!/^\d+$/.test(timeoutRaw) || timeoutMs < 50 || timeoutMs > 10_000) {
-    throw fail(`CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${timeoutRaw}'`);
-  }
   return { kind: 'redis', url: raw, timeoutMs };
 }
 

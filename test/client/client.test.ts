@@ -112,12 +112,21 @@ describe('decisions', () => {
 });
 
 describe('calls', () => {
+  it('sends when each call ended (at, by its clock) with every outcome', async () => {
+    let now = Date.parse('2026-11-30T03:30:00.000Z');
+    const { transport, client } = await connected({ clock: () => now });
+    await client.call('svc', async () => (now += 40));
+    await client.record('svc', { success: false });
+    await client.close();
+    expect(transport.outcomes.map((o) => o.at)).toEqual(['2026-11-30T03:30:00.040Z', '2026-11-30T03:30:00.040Z']);
+  });
+
   it('rethrows fn’s own error unchanged and records a failure', async () => {
     const { transport, client } = await connected();
     const error = new Error('mine');
     await expect(client.call('svc', () => Promise.reject(error))).rejects.toBe(error);
     await client.close();
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
   });
 
   it('uses the fallback when the call is refused, throws, or times out', async () => {
@@ -155,7 +164,7 @@ describe('calls', () => {
     expect(signal?.reason).toBe(error);
     finish(1);
     await vi.advanceTimersByTimeAsync(10);
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
   });
 
   it('gives fn a signal that never aborts when no timeout is set', async () => {
@@ -329,5 +338,30 @@ describe('when circuitlog is unreachable', () => {
     expect(client.state('svc')).not.toBe('open'); // the local breaker is gone
     expect(await client.call('svc', async () => 'through')).toBe('through');
     expect(client.state('svc')).toBe('closed'); // what circuitlog answered
+  });
+});
+
+describe('the local view bound (maxCircuits)', () => {
+  it('keeps at most maxCircuits circuits, dropping the least recently used', async () => {
+    const { transport, client } = await connected({ maxCircuits: 2 });
+    for (const name of ['a', 'b', 'a', 'c']) await client.call(name, async () => 1); // c pushes out b, not a (used after b)
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c']);
+    await client.call('a', async () => 1); // still in the view: decided locally
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c']);
+    await client.call('b', async () => 1); // dropped: a fresh snapshot
+    expect(transport.allowedCalls).toEqual(['a', 'b', 'c', 'b']);
+  });
+
+  it('stays at 10,000 circuits by default however many names are used', async () => {
+    const { transport, client } = await connected();
+    for (let i = 0; i < 10_050; i++) await client.call(`dyn-${i}`, async () => i);
+    transport.allowedCalls.length = 0;
+    await client.call('dyn-10049', async () => 1); // recent: kept
+    await client.call('dyn-0', async () => 1); // oldest: dropped
+    expect(transport.allowedCalls).toEqual(['dyn-0']);
+  });
+
+  it('refuses a maxCircuits that is not a positive integer', () => {
+    expect(() => createClient({ url: 'http://127.0.0.1:1', maxCircuits: 0 })).toThrow(/maxCircuits/);
   });
 });

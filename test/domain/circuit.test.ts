@@ -41,11 +41,14 @@ describe('domain state machine', () => {
     expect(step.transitions).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: T0 + 1 }]);
   });
 
-  it('uses a per-failure timeout override and remembers it', () => {
+  it('uses a per-failure timeout for the opening it causes only, as circuitlog does', () => {
     const c = failTimes(newCircuit('svc', settings, T0), 2);
     const step = recordFailure(c, T0, { timeoutSeconds: 5 });
     expect(step.circuit.openUntil).toBe(T0 + 5_000);
-    expect(step.circuit.timeoutSeconds).toBe(5);
+    expect(step.circuit.openTimeoutSeconds).toBe(5);
+    expect(step.circuit.timeoutSeconds).toBe(30); // the policy is unchanged
+    const later = failTimes(reset(step.circuit, T0 + 1).circuit, 3, T0 + 2);
+    expect(later.openUntil).toBe(T0 + 2 + 30_000);
   });
 
   it('refuses calls while open, with the open time as retry time', () => {

@@ -65,3 +65,36 @@ describe('npm start', () => {
     }
   });
 });
+
+/** Modification time of every file under `dir`, by relative path. */
+function mtimes(dir: string): Record<string, number> {
+  const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+  return Object.fromEntries(files.map((e) => [path.relative(dir, path.join(e.parentPath, e.name)), fs.statSync(path.join(e.parentPath, e.name)).mtimeMs]));
+}
+
+function runPrestart(cwd: string): Promise<number | null> {
+  const npm = spawn('npm', ['run', 'prestart', '--silent'], { cwd, stdio: ['ignore', 'inherit', 'inherit'] });
+  return new Promise((resolve) => npm.once('exit', (code) => resolve(code)));
+}
+
+describe("npm start's build (prestart)", () => {
+  it('writes nothing when no source changed (tsc -b: up to date), and rebuilds when one did', async () => {
+    // A copy of the project, dist/ included as global-setup built it, timestamps kept.
+    const root = tempDir('circuitlog-build-');
+    for (const entry of ['src', 'dist', 'migrations', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
+      fs.cpSync(entry, path.join(root, entry), { recursive: true, preserveTimestamps: true });
+    }
+    fs.symlinkSync(path.resolve('node_modules'), path.join(root, 'node_modules'));
+    const dist = path.join(root, 'dist');
+    expect(await runPrestart(root)).toBe(0); // a no-op unless src/ changed since global-setup built dist/
+    const before = mtimes(dist);
+    expect(await runPrestart(root)).toBe(0);
+    expect(mtimes(dist)).toEqual(before); // up to date: not one file written
+
+    const source = path.join(root, 'src', 'config.ts');
+    fs.writeFileSync(source, fs.readFileSync(source, 'utf8').replace('must be an integer from', 'must be a BUILD_PROBE integer from'));
+    expect(await runPrestart(root)).toBe(0);
+    expect(fs.readFileSync(path.join(dist, 'config.js'), 'utf8')).toContain('BUILD_PROBE');
+    expect(mtimes(dist)['config.js']).toBeGreaterThan(before['config.js']!);
+  }, 180_000);
+});

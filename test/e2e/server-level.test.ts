@@ -61,6 +61,7 @@ describe('CONNECT', () => {
     expect(head).toMatch(/^HTTP\/1\.1 405 Method Not Allowed\r\n/);
     expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
     expect(head).toMatch(/\r\nallow: \r\n/i);
+    expect(body!.endsWith('}\n')).toBe(true); // as every JSON answer
     expect(JSON.parse(body!)).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED', type: '/problems/method-not-allowed', instance: 'example.com:443' });
     // The log line and the socket's close race each other: wait for the line, don't assume it came first.
     await vi.waitFor(() => {
@@ -119,6 +120,7 @@ describe('requests the HTTP adapter cannot route', () => {
     const [head = '', body = ''] = received().split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.[01] 400/);
     expect(head.toLowerCase()).toContain('content-type: application/problem+json');
+    expect(body.endsWith('}\n')).toBe(true); // as every JSON answer
     const problem = JSON.parse(body) as Record<string, unknown>;
     expect(problem).toMatchObject({ status: 400, code: 'BAD_REQUEST', type: '/problems/bad-request' });
   });

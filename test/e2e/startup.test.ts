@@ -171,3 +171,20 @@ describe('start-up log', () => {
     expect(JSON.stringify(server.logs)).not.toContain(token);
   });
 });
+
+describe('start-up log on IPv6 loopback (HOST=::1)', () => {
+  for (const workers of ['1', '2']) {
+    it(`gives a URL with the address in brackets, http://[::1]:<port>, that answers (${workers} worker(s))`, async () => {
+      const server = await startServer({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), HOST: '::1', CIRCUITLOG_WORKERS: workers }, { detached: true });
+      try {
+        const line = server.logs.find((l) => l.event === 'listening')!;
+        expect(line.msg).toMatch(new RegExp(`^circuitlog listening on http://\\[::1\\]:${server.port}( with 2 workers)?$`));
+        const url = /http:\/\/\S+/.exec(String(line.msg))![0];
+        expect(new URL(url).hostname).toBe('[::1]');
+        expect((await fetch(`${url}/health`)).status).toBe(200);
+      } finally {
+        await server.killGroup();
+      }
+    });
+  }
+});

@@ -37,11 +37,11 @@ describe('POST bodies', () => {
     expect(t.breaker.get('svc')).toMatchObject({ failureCount: 1 });
   });
 
-  it.each(['success', 'reset'])('still takes /%s with no body or a JSON body', async (route) => {
+  it.each(['success', 'reset'])('still takes /%s with no body or an empty JSON object', async (route) => {
     const t = buildApp();
     await t.request('POST', '/circuits/svc/failure');
     expect((await t.request('POST', `/circuits/svc/${route}`)).status).toBe(200);
-    expect((await t.request('POST', `/circuits/svc/${route}`, { any: ['json'] })).status).toBe(200);
+    expect((await t.request('POST', `/circuits/svc/${route}`, {})).status).toBe(200);
   });
 
   it('answers 413 to an oversized body on /success', async () => {

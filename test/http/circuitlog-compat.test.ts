@@ -127,8 +127,27 @@ describe('circuitlog-compatible API', () => {
   it('records through /success and /failure, creating the circuit with defaults', async () => {
     const t = buildApp();
     const failed = await (await t.request('POST', '/circuits/mail/failure', { timeout_seconds: 7 })).json();
-    expect(failed).toMatchObject({ state: 'closed', failure_count: 1, failure_threshold: 5, timeout_seconds: 7 });
+    expect(failed).toMatchObject({ state: 'closed', failure_count: 1, failure_threshold: 5, timeout_seconds: 30 });
     const ok = await (await t.request('POST', '/circuits/mail/success')).json();
     expect(ok).toMatchObject({ state: 'closed', failure_count: 0 });
+  });
+
+  it("applies timeout_seconds to the opening it causes, never to the circuit's policy (circuitlog's recordFailure)", async () => {
+    const t = buildApp();
+    for (let i = 0; i < 2; i++) await t.request('POST', '/circuits/mail/failure', { timeout_seconds: 60 });
+    expect(await (await t.request('GET', '/circuits/mail')).json()).toMatchObject({ state: 'closed', timeout_seconds: 30 });
+    for (let i = 0; i < 3; i++) await t.request('POST', '/circuits/mail/failure');
+    const opened = await (await t.request('GET', '/circuits/mail')).json();
+    expect(opened).toMatchObject({ state: 'open', timeout_seconds: 30, open_until: '2026-11-30T03:30:30.000Z' });
+    await t.request('POST', '/circuits/mail/reset');
+    const called = await (await t.request('POST', '/circuits/mail/call', { success: false, timeout_seconds: 7 })).json();
+    expect(called.circuit).toMatchObject({ timeout_seconds: 30, failure_count: 1 });
+    for (let i = 0; i < 4; i++) await t.request('POST', '/circuits/mail/call', { success: false, timeout_seconds: 7 });
+    expect(await (await t.request('GET', '/circuits/mail')).json()).toMatchObject({
+      state: 'open',
+      timeout_seconds: 30,
+      effective_timeout_seconds: 7,
+      open_until: '2026-11-30T03:30:07.000Z',
+    });
   });
 });

@@ -122,6 +122,7 @@ describe('described API', () => {
       '/circuits/{name}/reset',
       '/circuits/{name}/success',
       '/health',
+      '/health/ready',
       '/outcomes',
       '/problems/{kind}',
     ]);

@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
@@ -24,6 +27,8 @@ interface Case {
   readonly headers?: Record<string, string>;
   /** The store answers every call with storage-busy during this request. */
   readonly busy?: boolean;
+  /** The process drains after SIGTERM during this request. */
+  readonly draining?: boolean;
 }
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
@@ -126,6 +131,16 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /health', status: 405 },
     { send: 'GET /health', status: 503, busy: true },
   ],
+  'get /admin/backup': [
+    { send: 'GET /admin/backup', status: 200 },
+    { send: 'GET /admin/backup', status: 401, ...noAuth },
+    { send: 'POST /admin/backup', status: 405 },
+  ],
+  'get /health/ready': [
+    { send: 'GET /health/ready', status: 200, ...noAuth },
+    { send: 'POST /health/ready', status: 405 },
+    { send: 'GET /health/ready', status: 503, draining: true },
+  ],
   'get /problems/{kind}': [
     { send: 'GET /problems/circuit-open', status: 200 },
     { send: 'GET /problems/nope', status: 404 },
@@ -162,6 +177,7 @@ const client = createUndiciClient();
 let app: Awaited<ReturnType<typeof serveApp>>;
 let busy: ReturnType<typeof switchableBusyStore>;
 let doc: Doc;
+const readiness = { draining: false };
 // ajv-formats is CommonJS: its default export is the module object under TypeScript's view.
 const addFormats = ajvFormats as unknown as typeof ajvFormats.default;
 const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }));
@@ -170,7 +186,8 @@ beforeAll(async () => {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
   busy = switchableBusyStore();
-  app = await serveApp({ token: TOKEN, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
+  const backup = { backup: (file: string) => busy.db.backup(file), folder: fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')) };
+  app = await serveApp({ token: TOKEN, readiness, backup, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
   doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as Doc;
   await seed();
 });
@@ -191,10 +208,12 @@ async function send(c: Case) {
   const headers: Record<string, string> = { ...AUTH, ...c.headers };
   if (headers.authorization === '') delete headers.authorization;
   busy.state.busy = c.busy ?? false;
+  readiness.draining = c.draining ?? false;
   try {
     return await rawRequest(app.url, method, path, headers, c.body);
   } finally {
     busy.state.busy = false;
+    readiness.draining = false;
   }
 }
 
@@ -215,6 +234,11 @@ function expectConforms(label: string, schema: object, body: string): void {
   const validate = ajv.compile({ ...schema, components: doc.components });
   const value: unknown = JSON.parse(body);
   expect(validate(value), `${label}: ${ajv.errorsText(validate.errors)}\n${body}`).toBe(true);
+}
+
+/** A JSON or problem+json answer ends with "\n" (curl's output then ends its line). */
+function expectNewlineIfJson(contentType: string | undefined, body: string): void {
+  if (/^application\/(problem\+)?json/.test(contentType ?? '')) expect(JSON.stringify(body.slice(-2))).toMatch(/^"[}\]]\\n"$/);
 }
 
 const documentedOperations = () =>
@@ -240,6 +264,7 @@ describe('live answers match the document', () => {
   it.each(cases)('%s: %s -> %i', async (key, _send, _status, c) => {
     const res = await send(c);
     expect(res.status, res.body).toBe(c.status);
+    if (!key.includes('/proxy/')) expectNewlineIfJson(res.headers['content-type'], res.body); // a proxied answer is the node's
     const schema = documented(key, res.status, res.headers['content-type']);
     expect(typeof schema === 'string' ? schema : null).toBeNull();
     if (schema !== null && typeof schema === 'object') expectConforms(`${c.send} -> ${res.status}`, schema, res.body);
@@ -249,6 +274,7 @@ describe('live answers match the document', () => {
     const res = await send(c);
     expect(res.status).toBe(c.status);
     expect(res.headers['content-type']).toBe('application/problem+json');
+    expectNewlineIfJson(res.headers['content-type'], res.body);
     expectConforms(c.send, { $ref: '#/components/schemas/Problem' }, res.body);
   });
 });

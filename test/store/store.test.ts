@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { newCircuit, recordFailure } from '../../src/domain/circuit.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/database.js';
 import { SqliteCircuitStore } from '../../src/store/circuit-store.js';
+import { CircuitSnapshot } from '../../src/store/circuit-snapshot.js';
 import { tempDir } from '../server-process.js';
 
 const run = promisify(execFile);
@@ -75,6 +76,17 @@ describe('SqliteCircuitStore', () => {
     expect(db.prepare('SELECT from_state, to_state, reason FROM transitions').all()).toEqual([
       { from_state: 'closed', to_state: 'open', reason: 'failure_threshold_reached' },
     ]);
+  });
+
+  it('counts its circuits in O(1), exactly through inserts and deletes, and the state gauges read that count', () => {
+    const { db, store: s } = store();
+    for (const name of ['a', 'b', 'c']) s.apply(name, (c) => ({ circuit: c ?? newCircuit(name, settings, 1), transitions: [] }));
+    for (let i = 0; i < 3; i++) s.apply('b', (c) => recordFailure(c!, 10));
+    s.delete('c');
+    expect(s.count()).toBe(2);
+    expect(db.prepare('SELECT n FROM circuit_count').pluck().get()).toBe(db.prepare('SELECT count(*) FROM circuits').pluck().get());
+    expect(new CircuitSnapshot(db).stateCounts(20)).toEqual({ closed: 1, open: 1, half_open: 0 });
+    expect(new CircuitSnapshot(db).stateCounts(10 + 31_000)).toEqual({ closed: 1, open: 0, half_open: 1 }); // open time over
   });
 
   it('keeps counts exact across processes writing one file', async () => {

@@ -27,7 +27,7 @@ export function circuitlogVectors(): Vector[] {
       fail(20_000, { state: 'open', open_until_ms: 50_000, failure_count: 3 }),
       admit(49_999, { allowed: false, retry_at_ms: 50_000 }),
     ], rule),
-    vector('circuitlog/failure-timeout-opens-for-its-time', [...tags, 'timeout_seconds'], 'A failure carrying timeout_seconds opens for that time and is remembered as the circuit timeout.', p, [
+    vector('circuitlog/failure-timeout-opens-for-its-time', [...tags, 'timeout_seconds'], "A failure carrying timeout_seconds opens for that time; the circuit's timeout_seconds is unchanged (circuitlog's recordFailure).", p, [
       fail(0),
       fail(1, { state: 'open', open_until_ms: 5_001, effective_timeout_seconds: 5 }, { timeout_seconds: 5 }),
     ], rule),
@@ -35,9 +35,9 @@ export function circuitlogVectors(): Vector[] {
       failures(2, 0),
       fail(1_000, { open_until_ms: 61_000, effective_timeout_seconds: 60 }, { timeout_seconds: 60 }),
     ], rule),
-    vector('circuitlog/failure-timeout-below-threshold-remembered', [...tags, 'timeout_seconds'], 'A failure below the threshold with timeout_seconds changes the timeout used by the next opening.', p, [
+    vector('circuitlog/failure-timeout-below-threshold-forgotten', [...tags, 'timeout_seconds'], 'A failure below the threshold with timeout_seconds opens nothing and leaves no timeout behind: the next opening uses the policy.', p, [
       fail(0, 'closed', { timeout_seconds: 7 }),
-      fail(1, { state: 'open', open_until_ms: 7_001 }),
+      fail(1, { state: 'open', open_until_ms: 30_001 }),
     ], rule),
     vector('circuitlog/probe-failure-timeout', [...tags, 'timeout_seconds', 'backoff'], 'A failed probe with timeout_seconds re-opens for that time, whatever the backoff says.', backoff, [
       fail(0, 'open'),

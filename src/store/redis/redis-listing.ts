@@ -15,8 +15,10 @@ const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters 
 export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query: ListQuery, malformed: Malformed): Promise<Circuit[]> {
   const out: Circuit[] = [];
   let after = query.afterId ?? 0;
+  // Unfiltered, every circuit read is one answered: read no more than the page needs.
+  const pageSize = query.state === undefined ? Math.min(LIST_SCAN_PAGE, query.limit) : LIST_SCAN_PAGE;
   for (;;) {
-    const flat = await redis.command<string[]>(['ZRANGE', keys.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(LIST_SCAN_PAGE), 'WITHSCORES'], 'read');
+    const flat = await redis.command<string[]>(['ZRANGE', keys.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(pageSize), 'WITHSCORES'], 'read');
     const page = flat.filter((_, i) => i % 2 === 0);
     if (page.length === 0) return out;
     after = Number(flat.at(-1));
@@ -26,7 +28,7 @@ export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query:
       if (query.state === undefined || stateAt(circuit, query.now) === query.state) out.push(circuit);
       if (out.length >= query.limit) return out;
     }
-    if (page.length < LIST_SCAN_PAGE) return out;
+    if (page.length < pageSize) return out;
   }
 }
 

@@ -45,8 +45,9 @@ interface Queued {
  * (`change-subscription.ts`). Listing and per-circuit events are in `redis-listing.ts`.
  */
 export class RedisCircuitStore implements CircuitStore {
-  private readonly keys: RedisKeys;
-  private readonly channel: string;
+  /** Key names and the `changes` channel; housekeeping (redis-housekeeping.ts) uses them too. */
+  readonly keys: RedisKeys;
+  readonly channel: string;
   readonly cache = new CircuitCache();
   private readonly reads = new Map<string, Promise<Versioned>>();
   /** Per circuit: steps waiting while a write to it is on its way (`apply`). */
@@ -228,6 +229,17 @@ export class RedisCircuitStore implements CircuitStore {
 
   events(circuitId: number, limit: number): Promise<Transition[]> {
     return circuitEvents(this.redis, this.keys, circuitId, limit, this.malformed);
+  }
+
+  /** How many circuits exist: the index's size, O(1) (`limits.max_circuits`). */
+  count(): Promise<number> {
+    return this.redis.command<number>(['ZCARD', this.keys.index]);
+  }
+
+  /** Scans the index (see `listCircuits`): one page of round trips per call, on the lease holder only. */
+  async dueOpen(now: number, limit: number): Promise<string[]> {
+    const due = await listCircuits(this.redis, this.keys, { state: 'half_open', now, limit: Number.MAX_SAFE_INTEGER }, this.malformed);
+    return due.filter((c) => c.state === 'open').slice(0, limit).map((c) => c.name);
   }
 
   ping(): Promise<boolean> {

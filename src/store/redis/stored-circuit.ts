@@ -28,6 +28,7 @@ const storedCircuit = z.looseObject({
   ]).nullable(),
   halfOpenAt: time.nullable(),
   lastFailureAt: time.nullable(),
+  stateChangedAt: time.nullable().optional(), // absent on circuits stored before issue 15
   createdAt: time,
   updatedAt: time,
   failureThreshold: z.number().int().positive(),

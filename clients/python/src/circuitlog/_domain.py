@@ -177,16 +177,17 @@ def window_trip(w: WindowPolicy, calls: int, failures: int, slow_calls: int) -> 
 
 
 def refresh(c: Circuit, now: float) -> Step:
-    """The lazy open -> half-open transition; an ``open_until`` beyond now + open time is pulled in."""
+    """Open -> half-open once due, stamped at ``open_until``; an ``open_until`` beyond now + open time is pulled in."""
     if c.state != "open" or c.open_until is None:
         return Step(c)
     if now < c.open_until:
         latest = now + effective_timeout_seconds(c) * 1000
         return Step(c) if c.open_until <= latest else Step(replace(c, open_until=latest, updated_at=now))
+    at = c.open_until
     opened = replace(
-        c, state="half_open", half_open_at=now, probe_leases=(), probe_successes=0, window_state=None, updated_at=now
+        c, state="half_open", half_open_at=at, probe_leases=(), probe_successes=0, window_state=None, updated_at=now
     )
-    return Step(opened, (Transition("open", "half_open", "open_timeout_elapsed", now),))
+    return Step(opened, (Transition("open", "half_open", "open_timeout_elapsed", at),))
 
 
 def active_leases(c: Circuit, now: float) -> tuple[float, ...]:
@@ -242,17 +243,13 @@ def record_outcome(
     return Step(second.circuit, first.transitions + second.transitions)
 
 
-def _counted(
-    c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float, failure_count: int
-) -> Circuit:
+def _counted(c: Circuit, success: bool, duration_ms: float | None, now: float, failure_count: int) -> Circuit:
     w = c.policy.window
     window_state = (
         c.window_state if w is None else add_outcome(w, c.window_state, not success, is_slow(w, duration_ms), now)
     )
-    policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
     return replace(
         c,
-        policy=policy,
         failure_count=failure_count,
         window_state=window_state,
         last_failure_at=c.last_failure_at if success else now,
@@ -264,15 +261,16 @@ def _while_closed(
     c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float
 ) -> Step:
     w = c.policy.window
-    if success and c.failure_count == 0 and w is None and timeout_seconds is None:
+    if success and c.failure_count == 0 and w is None:
         return Step(c)
-    n = _counted(c, success, duration_ms, timeout_seconds, now, 0 if success else c.failure_count + 1)
+    n = _counted(c, success, duration_ms, now, 0 if success else c.failure_count + 1)
+    # circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
     if not success and n.failure_count >= c.policy.failure_threshold:
-        return _open(n, now, "failure_threshold_reached")
+        return _open(n, now, "failure_threshold_reached", timeout_seconds)
     if w is not None:
         trip = window_trip(w, *window_figures(w, n.window_state, now))
         if trip is not None:
-            return _open(n, now, trip)
+            return _open(n, now, trip, timeout_seconds)
     return Step(n)
 
 
@@ -283,10 +281,7 @@ def _while_half_open(c: Circuit, success: bool, timeout_seconds: int | None, now
             if timeout_seconds is not None
             else next_open_timeout_seconds(c.policy, effective_timeout_seconds(c))
         )
-        policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
-        reopened = replace(
-            c, policy=policy, failure_count=c.failure_count + 1, last_failure_at=now, reopen_count=c.reopen_count + 1
-        )
+        reopened = replace(c, failure_count=c.failure_count + 1, last_failure_at=now, reopen_count=c.reopen_count + 1)
         return _open(reopened, now, "probe_failed", seconds)
     successes = c.probe_successes + 1
     if successes >= c.policy.success_threshold:
@@ -300,15 +295,13 @@ def _while_open(
 ) -> Step:
     if late == "count_only":
         count = c.failure_count if success else c.failure_count + 1
-        return Step(_counted(c, success, duration_ms, timeout_seconds, now, count))
+        return Step(_counted(c, success, duration_ms, now, count))
     if success:
         return _close(c, now, "success_recorded")
     seconds = timeout_seconds if timeout_seconds is not None else effective_timeout_seconds(c)
-    policy = c.policy if timeout_seconds is None else replace(c.policy, timeout_seconds=timeout_seconds)
     return Step(
         replace(
             c,
-            policy=policy,
             failure_count=c.failure_count + 1,
             open_timeout_seconds=seconds,
             open_until=now + seconds * 1000,

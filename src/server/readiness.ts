@@ -1,0 +1,38 @@
+import { z, type OpenAPIHono } from '@hono/zod-openapi';
+import { AppError } from '../domain/errors.js';
+import { ProblemSchema } from '../http/schemas.js';
+import { json } from '../http/json.js';
+
+/** Where the process is in its life, for `GET /health/ready`; main.ts flips it on SIGTERM. */
+export interface Readiness {
+  readonly draining: boolean;
+}
+
+export const READY_PATH = '/health/ready';
+
+const ReadySchema = z.object({ status: z.literal('ready') }).openapi('Ready');
+
+/**
+ * `GET /health/ready`, readiness apart from liveness (`/health`), as Kubernetes' readiness
+ * probe and kube-apiserver's `/readyz` mean it: 200 while the process takes new work; 503
+ * `NOT_READY` once it drains after SIGTERM, so a load balancer stops sending before the port
+ * closes. A process still starting has no port open (docs/operations.md#readiness). It needs
+ * no token and reads no store: a shared store's outage must not take every instance out at once.
+ */
+export function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): void {
+  app.get(READY_PATH, (c) => {
+    if (readiness?.draining) throw new AppError('NOT_READY', 'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.');
+    return json(c, { status: 'ready' as const }, 200);
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: READY_PATH,
+    tags: ['service'],
+    summary: 'Readiness: 200 while taking new work, 503 while draining after SIGTERM; never needs the token',
+    responses: {
+      200: { description: 'Ready', content: { 'application/json': { schema: ReadySchema } } },
+      405: { description: 'Another method than GET or HEAD', content: { 'application/problem+json': { schema: ProblemSchema } } },
+      503: { description: 'not-ready: draining after SIGTERM (or still starting)', content: { 'application/problem+json': { schema: ProblemSchema } } },
+    },
+  });
+}

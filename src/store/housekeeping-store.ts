@@ -1,0 +1,36 @@
+import type { MaybePromise } from './maybe-promise.js';
+
+/** How far a pass over a table got: resume after `cursor`; `done` once it reached the end. */
+export interface PassProgress {
+  readonly cursor: number;
+  readonly done: boolean;
+}
+
+/** One batch of the per-circuit trim: rows deleted, and where the pass is. */
+export interface TrimProgress extends PassProgress {
+  readonly deleted: number;
+}
+
+/** One batch of the idle-circuit pass: the circuits deleted, and where the pass is. */
+export interface IdleProgress extends PassProgress {
+  readonly deleted: readonly string[];
+}
+
+/**
+ * What the housekeeping job (src/service/housekeeping.ts) needs of a store: each call does
+ * one small, bounded batch of work (about `batch` rows looked at or deleted; the job sizes
+ * `batch` so that a call takes a couple of milliseconds), so that a request waits behind at
+ * most one batch.
+ */
+export interface HousekeepingStore {
+  /** Delete up to `batch` of the oldest transitions older than `before` (epoch ms); how many went. */
+  trimByAge(before: number, batch: number): MaybePromise<number>;
+  /** Keep each circuit's newest `max` transitions (and none older than `before`), one batch after `cursor`. */
+  trimPerCircuit(max: number, before: number, cursor: number, batch: number): MaybePromise<TrimProgress>;
+  /**
+   * Delete up to `batch` circuits after `cursor` (one window of ids) that are closed, not
+   * forced, not `keep`-listed and unchanged since before `before` (epoch ms); each is checked
+   * and deleted atomically.
+   */
+  deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): MaybePromise<IdleProgress>;
+}

@@ -1,0 +1,121 @@
+import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
+import type { RedisCircuitStore } from './redis-store.js';
+
+/**
+ * Trim circuits' event lists (`e:{name}`, newest first): to `ARGV[1]` entries (0: no bound),
+ * then drop the tail older than `ARGV[2]` (epoch ms; 0: none), found by binary search since
+ * a list's times fall from head to tail. KEYS: the lists. Answers the entries removed.
+ */
+const TRIM_LISTS_SCRIPT = `
+local max, before, removed = tonumber(ARGV[1]), tonumber(ARGV[2]), 0
+local function at(key, i)
+  local ok, t = pcall(cjson.decode, redis.call('LINDEX', key, i))
+  if ok and type(t) == 'table' and tonumber(t[4]) then return tonumber(t[4]) end
+  return math.huge
+end
+for _, key in ipairs(KEYS) do
+  local len = redis.call('LLEN', key)
+  if max > 0 and len > max then
+    redis.call('LTRIM', key, 0, max - 1)
+    removed = removed + len - max
+    len = max
+  end
+  if before > 0 and len > 0 and at(key, len - 1) < before then
+    local lo, hi = 0, len - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if at(key, mid) < before then hi = mid else lo = mid + 1 end
+    end
+    if lo == 0 then redis.call('DEL', key) else redis.call('LTRIM', key, 0, lo - 1) end
+    removed = removed + len - lo
+  end
+end
+return removed
+`;
+
+/**
+ * Delete the named circuits that are closed, not forced and unchanged since `ARGV[2]`, as
+ * DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS: index, version,
+ * then per name `c:{name}` and `e:{name}`. ARGV: channel, before, the names. Answers the names deleted.
+ */
+const DELETE_IDLE_SCRIPT = `
+local out = {}
+for i = 3, #ARGV do
+  local key, events = KEYS[3 + 2 * (i - 3)], KEYS[4 + 2 * (i - 3)]
+  local json = redis.call('HGET', key, 'c')
+  local ok, c = false, nil
+  if json then ok, c = pcall(cjson.decode, json) end
+  if ok and type(c) == 'table' and c.state == 'closed' and (c.forcedState == nil or c.forcedState == cjson.null)
+      and tonumber(c.updatedAt) and tonumber(c.updatedAt) < tonumber(ARGV[2]) then
+    local id = redis.call('HGET', key, 'id')
+    redis.call('DEL', key, events)
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    local v = redis.call('INCR', KEYS[2])
+    redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[i] .. '\\n')
+    out[#out + 1] = ARGV[i]
+  end
+end
+return out
+`;
+
+type StreamEntry = [id: string, fields: string[]];
+
+/**
+ * Housekeeping on Redis: the `transitions` stream trimmed by age with XTRIM MINID (its
+ * ids are `<seq>-0`, so the cut is the first entry young enough to keep), each circuit's
+ * event list trimmed in batches of circuits taken from the index in id order, and idle
+ * circuits deleted by a script that re-checks them atomically.
+ */
+export class RedisHousekeeping implements HousekeepingStore {
+  constructor(private readonly store: RedisCircuitStore) {}
+
+  async trimByAge(before: number, batch: number): Promise<number> {
+    const { redis, keys } = this.store;
+    const entries = await redis.command<StreamEntry[]>(['XRANGE', keys.transitions, '-', '+', 'COUNT', String(batch)]);
+    let old = 0;
+    while (old < entries.length && atOf(entries[old]!) < before) old++;
+    if (old === 0) return 0;
+    const last = entries[old - 1]![0];
+    const minId = old < entries.length ? entries[old]![0] : `${Number(last.split('-')[0]) + 1}-0`;
+    return redis.command<number>(['XTRIM', keys.transitions, 'MINID', minId]);
+  }
+
+  async trimPerCircuit(max: number, before: number, cursor: number, batch: number): Promise<TrimProgress> {
+    const { names, next } = await this.page(cursor, batch);
+    if (names.length === 0) return { deleted: 0, cursor: 0, done: true };
+    const lists = names.map((n) => this.store.keys.events(n));
+    const deleted = await this.store.redis.eval<number>(TRIM_LISTS_SCRIPT, lists, [String(max), String(before)]);
+    const done = names.length < batch;
+    return { deleted, cursor: done ? 0 : next, done }; // every sweep passes over every circuit's list
+  }
+
+  async deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): Promise<IdleProgress> {
+    const { names, next } = await this.page(cursor, batch);
+    const candidates = names.filter((n) => !keep(n));
+    const { keys, channel } = this.store;
+    const deleted =
+      candidates.length === 0
+        ? []
+        : await this.store.redis.eval<string[]>(
+            DELETE_IDLE_SCRIPT,
+            [keys.index, keys.version, ...candidates.flatMap((n) => [keys.circuit(n), keys.events(n)])],
+            [channel, String(before), ...candidates],
+          );
+    return { deleted, cursor: next, done: names.length < batch };
+  }
+
+  /** Up to `batch` circuit names with ids above `cursor`, in id order, and the last id. */
+  private async page(cursor: number, batch: number): Promise<{ names: string[]; next: number }> {
+    const { redis, keys } = this.store;
+    const flat = await redis.command<string[]>(['ZRANGEBYSCORE', keys.index, `(${cursor}`, '+inf', 'WITHSCORES', 'LIMIT', '0', String(batch)]);
+    const names: string[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) names.push(flat[i]!);
+    return { names, next: flat.length === 0 ? cursor : Number(flat.at(-1)) };
+  }
+}
+
+/** A stream entry's `at`; a malformed one counts as young (kept, and it stops the trim). */
+function atOf([, fields]: StreamEntry): number {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === 'at') return Number(fields[i + 1]) || Infinity;
+  return Infinity;
+}

@@ -1,0 +1,96 @@
+import type Database from 'better-sqlite3';
+import type { HousekeepingStore, IdleProgress, TrimProgress } from './housekeeping-store.js';
+
+/** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
+const IDLE_SCAN = 1_000;
+
+interface IdleRow {
+  id: number;
+  name: string;
+  state: string;
+  forced_state: string | null;
+  updated_at: number;
+}
+
+/**
+ * Housekeeping on SQLite. Every statement looks at a bounded window of rows found through
+ * an index (the rowid, `transitions_circuit`), never a scan that grows with the table.
+ * The age trim relies on transition ids growing with time, which holds for one clock and
+ * within clock skew across processes: a row younger than the cut-off stops it.
+ */
+export class SqliteHousekeeping implements HousekeepingStore {
+  private readonly deleteOldest;
+  private readonly circuitsAfter;
+  private readonly cutoffId;
+  private readonly deleteBelow;
+  private readonly idleWindow;
+  private readonly deleteIfIdle;
+
+  constructor(
+    db: Database.Database,
+    /** Tells the store's cache that a circuit is gone (it cannot see our statements otherwise). */
+    private readonly forget: (name: string) => void,
+  ) {
+    this.deleteOldest = db.prepare<[number, number]>(
+      `DELETE FROM transitions WHERE id IN
+        (SELECT id FROM (SELECT id, at FROM transitions ORDER BY id LIMIT ?) WHERE at < ?)`,
+    );
+    this.circuitsAfter = db.prepare<[number, number], { circuit_id: number; id: number }>(
+      'SELECT circuit_id, id FROM transitions WHERE id > ? ORDER BY id LIMIT ?',
+    );
+    // The id of the circuit's `max`-th newest transition: everything below it goes.
+    this.cutoffId = db
+      .prepare<[number, number], number>('SELECT id FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?')
+      .pluck();
+    this.deleteBelow = db.prepare<[number, number, number]>(
+      'DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE circuit_id = ? AND id < ? ORDER BY id LIMIT ?)',
+    );
+    this.idleWindow = db.prepare<[number, number], IdleRow>(
+      'SELECT id, name, state, forced_state, updated_at FROM circuits WHERE id > ? ORDER BY id LIMIT ?',
+    );
+    this.deleteIfIdle = db.prepare<[number, number]>(
+      "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
+    );
+  }
+
+  trimByAge(before: number, batch: number): number {
+    return this.deleteOldest.run(batch, before).changes;
+  }
+
+  /**
+   * Looks at the `batch` transitions after `cursor` (only circuits with new transitions can be
+   * over the bound) and deletes at most `batch` rows in all; when that budget runs out the
+   * cursor stays, so the next call goes on with the same window.
+   */
+  trimPerCircuit(max: number, _before: number, cursor: number, batch: number): TrimProgress {
+    const rows = this.circuitsAfter.all(cursor, batch);
+    if (rows.length === 0) return { deleted: 0, cursor, done: true };
+    let deleted = 0;
+    for (const circuitId of new Set(rows.map((r) => r.circuit_id))) {
+      const cutoff = this.cutoffId.get(circuitId, max - 1);
+      if (cutoff === undefined) continue;
+      deleted += this.deleteBelow.run(circuitId, cutoff, batch - deleted).changes;
+      if (deleted >= batch) return { deleted, cursor, done: false };
+    }
+    return { deleted, cursor: rows.at(-1)!.id, done: rows.length < batch };
+  }
+
+  /**
+   * Looks at up to IDLE_SCAN circuits after `cursor` and deletes at most `batch` of them (each
+   * deletion also deletes the circuit's transitions: ON DELETE CASCADE, up to max_per_circuit rows).
+   */
+  deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): IdleProgress {
+    const rows = this.idleWindow.all(cursor, IDLE_SCAN);
+    const deleted: string[] = [];
+    for (const row of rows) {
+      if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
+      // Re-checked by the DELETE itself: an outcome since the SELECT keeps the circuit.
+      if (this.deleteIfIdle.run(row.id, before).changes === 1) {
+        this.forget(row.name);
+        deleted.push(row.name);
+        if (deleted.length >= batch) return { deleted, cursor: row.id, done: false };
+      }
+    }
+    return { deleted, cursor: rows.at(-1)?.id ?? cursor, done: rows.length < IDLE_SCAN };
+  }
+}
