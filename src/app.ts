@@ -6,6 +6,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
+import { checkHost, misdirected, refuseCrossSite, type HostRule } from './http/browser-guard.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerPolicyRoutes } from './http/policy-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
@@ -43,6 +44,11 @@ export interface AppDeps {
   readonly proxy?: ProxyOptions;
   /** /metrics, /events/stream and /dashboard (src/observe, src/dashboard). */
   readonly observe?: Observability;
+  /**
+   * Which `Host` names are answered (`hostRule(HOST, server.allowed_hosts)`); others get 421.
+   * Absent or null: no check (tests; a server on a public address without a list).
+   */
+  readonly hosts?: HostRule;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
   readonly health?: () => MaybePromise<HealthReport>;
   /** `limits.max_circuits` and the activity stamp idle deletion needs (default: none). */
@@ -89,6 +95,11 @@ export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
+  const hosts = deps.hosts ?? null;
+  app.use('*', checkHost(hosts));
+  // Proxied requests are the upstream's business: its own CSRF rules apply, not these.
+  const crossSite = refuseCrossSite();
+  app.use('*', (c, next) => (c.req.path === '/proxy' || c.req.path.startsWith('/proxy/') ? next() : crossSite(c, next)));
   if (deps.token) {
     app.use('/circuits', requireToken(deps.token));
     app.use('/circuits/*', requireToken(deps.token));
@@ -104,7 +115,7 @@ export function createApp(deps: AppDeps): App {
   if (!deps.proxy) registerUnconfiguredProxy(app);
 
   if (deps.observe) {
-    registerObserveRoutes(app, deps.observe);
+    registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined);
     registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
   }
@@ -161,7 +172,9 @@ export function createApp(deps: AppDeps): App {
     ((incoming: IncomingMessage, outgoing: ServerResponse) => {
       const method = incoming.method ?? 'GET';
       const target = incoming.url ?? '/';
-      proxyHandler({ method, url: target, incoming, outgoing }).catch((thrown: unknown) => {
+      const wrongHost = misdirected(hosts, incoming.headers.host);
+      const handled = wrongHost ? Promise.reject(wrongHost) : proxyHandler({ method, url: target, incoming, outgoing });
+      handled.catch((thrown: unknown) => {
         const error = toAppError(thrown);
         const path = target.split('?')[0] ?? '/';
         logFailure(method, path, error);
@@ -178,7 +191,8 @@ export function createApp(deps: AppDeps): App {
     proxyRoutes &&
     ((incoming: IncomingMessage, socket: Duplex, head: Buffer) => {
       socket.on('error', () => {}); // a caller resetting its tunnel is no error of ours
-      proxyRoutes.upgrade(incoming, socket, head).catch((thrown: unknown) => {
+      const wrongHost = misdirected(hosts, incoming.headers.host);
+      (wrongHost ? Promise.reject(wrongHost) : proxyRoutes.upgrade(incoming, socket, head)).catch((thrown: unknown) => {
         const error = toAppError(thrown);
         const path = (incoming.url ?? '/').split('?')[0] ?? '/';
         logFailure(incoming.method ?? 'GET', path, error);

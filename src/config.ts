@@ -166,6 +166,14 @@ const serverSchema = z
     request_timeout_ms: positiveInt(3_600_000).default(60_000), // 60 s
     /** How long an idle keep-alive connection stays open between requests. */
     keep_alive_timeout_ms: positiveInt(600_000).default(5_000), // 5 s
+    /**
+     * Host names answered besides IP literals and localhost (`.example.com`: the domain and
+     * its subdomains); others get 421. Unset: only those on loopback, no check elsewhere.
+     */
+    allowed_hosts: z
+      .array(z.string().regex(/^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/, 'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains'))
+      .max(1_000)
+      .optional(),
   })
   .strict()
   .refine((s) => s.headers_timeout_ms <= s.request_timeout_ms, {
@@ -196,6 +204,8 @@ const eventsSchema = z
   .object({
     /** Open /events/stream connections per worker; one more gets a 503. */
     max_streams: positiveInt(1_000_000).default(1_000),
+    /** Unsent bytes one stream may hold; past it the stream is destroyed (the client resumes with Last-Event-ID). */
+    max_stream_buffer_bytes: z.number().int().min(16 * 1024).max(1024 * 1024 * 1024).default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
     retention: retentionSchema.default({ max_age_days: 30, max_per_circuit: 1_000 }),
   })
   .strict();
@@ -254,7 +264,7 @@ const fileSchema = z
     api_body_limit_bytes: positiveInt(16 * 1024 * 1024).default(16 * 1024), // 16 KiB
     server: serverSchema.default({ headers_timeout_ms: 10_000, request_timeout_ms: 60_000, keep_alive_timeout_ms: 5_000 }),
     metrics: metricsSchema.default({ enabled: true, max_circuits: 10_000 }),
-    events: eventsSchema.default({ max_streams: 1_000, retention: { max_age_days: 30, max_per_circuit: 1_000 } }),
+    events: eventsSchema.default({ max_streams: 1_000, max_stream_buffer_bytes: 1024 * 1024, retention: { max_age_days: 30, max_per_circuit: 1_000 } }),
     limits: limitsSchema.default({ idle_circuit_days: null, max_circuits: 1_000_000 }),
     /** Settings of the store `CIRCUITLOG_STORE` names (Redis only, so far); `Config.storeOptions`. */
     store: storeSchema.default({ redis: { replicas_ack: 0, replicas_ack_timeout_ms: 1_000 } }),

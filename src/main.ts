@@ -7,6 +7,7 @@ import { getRequestListener } from '@hono/node-server';
 import { adapterErrorHandler } from './server/request-error.js';
 import pino, { type Logger } from 'pino';
 import { createApp } from './app.js';
+import { hostRule } from './http/browser-guard.js';
 import { runPrimary, type StartFailedMessage } from './cluster.js';
 import { ConfigError, configDefinedCircuit, describeConfig, loadConfig, type Config } from './config.js';
 import { LeaderElection } from './leader.js';
@@ -135,7 +136,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const { limits } = config;
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { metrics, events } = config;
-  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, clustered: shared });
+  const observe = createObservability({ readers, clock: Date.now, metricsEnabled: metrics.enabled, maxCircuits: metrics.max_circuits, maxStreams: events.max_streams, maxStreamBufferBytes: events.max_stream_buffer_bytes, clustered: shared });
   onForeignTransitions?.(() => observe.hub.nudge());
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
@@ -157,6 +158,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,
+    hosts: hostRule(config.host, config.server.allowed_hosts),
     limits: {
       maxCircuits: limits.max_circuits,
       activityStampMs: limits.idle_circuit_days === null ? undefined : activityStampMs(limits.idle_circuit_days),

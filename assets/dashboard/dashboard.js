@@ -6,6 +6,8 @@ const TOKEN_KEY = 'circuitlog-token';
 const REFRESH_MS = 15_000; // full reload of figures that change without a transition (failure counts)
 const RECONNECT_MS = 1_000;
 const TIMELINE_MAX = 100;
+const PAGE = 500; // circuits per /dashboard/api/state answer
+const MAX_CIRCUITS = 10_000; // circuits the page lists; a wall screen shows no more
 const STATE_WORDS = { closed: 'closed', open: 'open', half_open: 'half-open' };
 
 const $ = (id) => document.getElementById(id);
@@ -18,6 +20,7 @@ const view = {
   skewMs: 0, // server clock minus this browser's, for the countdowns
   filter: '',
   streaming: false,
+  liveSince: 0,
 };
 
 // ---- HTTP with the token -------------------------------------------------------------
@@ -59,12 +62,33 @@ const circuitPath = (name) => `/circuits/${encodeURIComponent(name)}`;
 
 // ---- data ------------------------------------------------------------------------------
 
+/** Every page of one listing (all circuits, or one state), up to `max` circuits. */
+async function loadPages(state, max, into) {
+  let after = 0;
+  let first = null;
+  while (after !== null && into.size < max) {
+    const s = await api('GET', `/dashboard/api/state?limit=${PAGE}&after=${after}${state ? `&state=${state}` : ''}`);
+    first ??= s;
+    for (const c of s.circuits) into.set(c.name, c);
+    after = s.next_after;
+  }
+  return first;
+}
+
+/**
+ * The circuits a page at a time (each answer a short task for the server): open and
+ * half-open ones first, so a wall screen over MAX_CIRCUITS circuits still shows every
+ * circuit that refuses calls, then the rest up to MAX_CIRCUITS.
+ */
 async function loadState() {
-  const s = await api('GET', '/dashboard/api/state');
+  const circuits = new Map();
+  const s = await loadPages('open', MAX_CIRCUITS, circuits);
+  await loadPages('half_open', MAX_CIRCUITS, circuits);
+  await loadPages(null, MAX_CIRCUITS, circuits);
   view.skewMs = Date.parse(s.now) - Date.now();
   view.upstreams = s.upstreams;
   view.localDc = s.local_dc;
-  view.circuits = new Map(s.circuits.map((c) => [c.name, c]));
+  view.circuits = circuits;
   if (view.timeline.length === 0) view.timeline = s.recent;
   if (!view.streaming) view.lastEventId = s.last_event_id;
   render();
@@ -112,6 +136,7 @@ async function followStream() {
       if (!res.ok || !res.body) throw new Error(`event stream: ${res.status}`);
       view.streaming = true;
       setLive(true);
+      void loadState().catch(() => {}); // anything missed while down
       await readEvents(res.body);
     } catch (error) {
       if (error instanceof TypeError || error instanceof Error) setLive(false);
@@ -143,13 +168,34 @@ async function readEvents(body) {
         fields[key] = key === 'data' && fields.data !== undefined ? `${fields.data}\n${val}` : val;
       }
       if (fields.event === 'transition' && fields.data !== undefined) onTransition(Number(fields.id), JSON.parse(fields.data));
+      // The server cannot resume from our id (unknown or expired): take a new snapshot.
+      if (fields.event === 'reset' && fields.data !== undefined) {
+        view.lastEventId = JSON.parse(fields.data).newest_id;
+        view.timeline = [];
+        void loadState().catch(() => {});
+      }
     }
   }
 }
 
+/**
+ * Live or not, for the whole page: with the stream down every row may be out of date, so
+ * the page greys out and says since when, rather than leaving green rows that may lie.
+ */
 function setLive(on) {
   $('live').textContent = on ? 'live' : 'reconnecting';
   $('live').className = on ? 'live on' : 'live';
+  if (on) {
+    view.liveSince = Date.now();
+    document.body.classList.remove('stale');
+    $('stale').hidden = true;
+    return;
+  }
+  if (document.body.classList.contains('stale')) return;
+  document.body.classList.add('stale');
+  const since = view.liveSince ? new Date(view.liveSince).toLocaleTimeString() : 'the start';
+  $('stale').textContent = `Not live: the server does not answer. Everything below may be out of date (last live ${since}); reconnecting…`;
+  $('stale').hidden = false;
 }
 
 // ---- rendering -------------------------------------------------------------------------
@@ -188,14 +234,29 @@ function actionButton(label, action, name) {
   return el('button', { type: 'button', 'data-action': action, 'data-circuit': name, textContent: label });
 }
 
+/**
+ * What a call gets now, the first thing a row shows: a force decides alone (forced open
+ * refuses every call whatever `state` says); else open refuses, half-open admits probes.
+ */
+function verdict(c) {
+  if (c.forced_state === 'open') return 'refused';
+  if (c.forced_state === 'closed') return 'allowed';
+  return c.state === 'open' ? 'refused' : c.state === 'half_open' ? 'probing' : 'allowed';
+}
+const VERDICT_ORDER = { refused: 0, probing: 1, allowed: 2 };
+/** Refused first, then probing, then allowed; by name within each. */
+const byUrgency = (a, b) => VERDICT_ORDER[verdict(a)] - VERDICT_ORDER[verdict(b)] || a.name.localeCompare(b.name);
+
 function row(c) {
   const t = c.last_transition;
   const forced = c.forced_state ?? null;
+  const calls = verdict(c);
   return el(
     'tr',
-    { 'data-circuit': c.name, class: `state-${c.state}` },
+    { 'data-circuit': c.name, class: `state-${c.state} calls-${calls}` },
+    el('td', { class: 'verdict' }, el('span', { class: `calls ${calls}`, textContent: calls, title: 'What a call gets now' })),
     el('td', { class: 'name', textContent: c.name }),
-    el('td', {}, el('span', { class: `state ${c.state}`, textContent: STATE_WORDS[c.state] ?? c.state })),
+    el('td', {}, el('span', { class: `state ${c.state}${forced ? ' overridden' : ''}`, textContent: STATE_WORDS[c.state] ?? c.state, title: forced ? `breaker state; the force decides calls` : 'breaker state' })),
     el('td', { class: 'failures', textContent: failures(c) }),
     el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
     el('td', { class: 'forced' }, forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null),
@@ -215,23 +276,23 @@ function table(circuits) {
   return el(
     'table',
     {},
-    el('thead', {}, el('tr', {}, ...['circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) => el('th', { textContent: h })))),
+    el('thead', {}, el('tr', {}, ...['calls', 'circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) => el('th', { textContent: h })))),
     el('tbody', {}, ...circuits.map(row)),
   );
 }
 
 /** Does the circuit refuse calls now? A force decides alone (a node forced open is down). */
-const refusing = (c) => (c.forced_state ? c.forced_state === 'open' : c.state !== 'closed');
+const refusing = (c) => verdict(c) !== 'allowed';
 
 function render() {
   const match = (c) => c.name.toLowerCase().includes(view.filter);
-  const all = [...view.circuits.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const all = [...view.circuits.values()].sort(byUrgency);
   const groups = [];
   const nodeCircuits = new Set();
   for (const u of view.upstreams) {
     const dcs = [...new Set(u.nodes.map((n) => n.dc))].sort((a, b) => Number(b === view.localDc) - Number(a === view.localDc));
     const parts = dcs.map((dc) => {
-      const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c));
+      const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c)).sort(byUrgency);
       u.nodes.forEach((n) => nodeCircuits.add(n.circuit));
       const open = circuits.filter(refusing).length;
       const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
@@ -244,9 +305,16 @@ function render() {
   if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size ? 'No circuit matches the filter.' : 'No circuits yet.' }));
   $('groups').replaceChildren(...groups);
 
-  const counts = { closed: 0, open: 0, half_open: 0 };
-  for (const c of all) counts[c.state] = (counts[c.state] ?? 0) + 1;
-  $('summary').textContent = `${all.length} circuits: ${counts.open} open, ${counts.half_open} half-open, ${counts.closed} closed`;
+  const counts = { refused: 0, probing: 0, allowed: 0 };
+  for (const c of all) counts[verdict(c)]++;
+  $('summary').replaceChildren(
+    `${all.length} circuits: `,
+    el('span', { class: 'count refused', textContent: `${counts.refused} refusing calls` }),
+    ', ',
+    el('span', { class: 'count probing', textContent: `${counts.probing} probing` }),
+    ', ',
+    el('span', { class: 'count allowed', textContent: `${counts.allowed} allowing` }),
+  );
   $('timeline').replaceChildren(
     ...view.timeline.map((t) =>
       el('li', { class: `to-${t.to}` }, el('time', { dateTime: t.at, textContent: new Date(t.at).toLocaleTimeString() }), ` ${t.circuit}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`),
@@ -276,10 +344,18 @@ const ACTIONS = {
   clear: (name) => api('PATCH', circuitPath(name), { forced_state: null }),
 };
 
+/** What each action does, asked before it runs (Clear only returns to the normal rules). */
+const CONFIRM = {
+  reset: (name) => `Reset ${name}? It closes now and admits every call.`,
+  'force-open': (name) => `Force ${name} open? Every call is refused until the force is cleared.`,
+  'force-closed': (name) => `Force ${name} closed? Every call is admitted, failures or not, until the force is cleared.`,
+};
+
 async function onAction(event) {
   const button = event.target.closest('button[data-action]');
   if (!button) return;
   const { action, circuit } = button.dataset;
+  if (CONFIRM[action] && !window.confirm(CONFIRM[action](circuit))) return;
   try {
     const c = await ACTIONS[action](circuit);
     const known = view.circuits.get(circuit);

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Hono } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
+import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
@@ -18,9 +19,22 @@ export interface DashboardDeps {
   readonly tokenRequired: boolean;
 }
 
-const MAX_CIRCUITS = 10_000; // circuits the page lists; a wall screen shows no more
+const PAGE = 500; // circuits per answer by default: one short task on the event loop
+const MAX_PAGE = 1_000;
 const RECENT_TRANSITIONS = 50; // the timeline's first fill
 const ASSETS: Record<string, string> = { 'dashboard.js': 'text/javascript; charset=utf-8', 'dashboard.css': 'text/css; charset=utf-8' };
+
+/**
+ * Sent with the page, its assets and its data: only this origin's script, style and fetches
+ * (no inline code, no other origin), never inside a frame (clickjacking of the Reset and
+ * Force buttons), and no content sniffing.
+ */
+export const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
 
 /** The repository's `assets/dashboard` folder, next to `src/` and `dist/`. */
 function assetsDir(): string {
@@ -35,6 +49,12 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
   const assets = new Map(Object.keys(ASSETS).map((file) => [file, fs.readFileSync(path.join(assetsDir(), file), 'utf8')]));
   const page = dashboardPage({ tokenRequired: deps.tokenRequired });
 
+  const secure: MiddlewareHandler = async (c, next) => {
+    await next();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.header(name, value);
+  };
+  app.use('/dashboard', secure);
+  app.use('/dashboard/*', secure);
   app.get('/', (c) => c.redirect('/dashboard', 302));
   app.get('/dashboard', (c) => c.html(page, 200, { 'cache-control': 'no-cache' }));
   app.get('/dashboard/assets/:file', (c) => {
@@ -43,23 +63,43 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     if (text === undefined) throw new AppError('NOT_FOUND', `No dashboard asset '${file.slice(0, 100)}'.`);
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
-  app.get('/dashboard/api/state', async (c) => json(c, await dashboardState(deps), 200, { 'cache-control': 'no-store' }));
+  app.get('/dashboard/api/state', async (c) => json(c, await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }));
 }
 
-/** Everything the page shows, in one answer; `last_event_id` is where its stream resumes. */
-async function dashboardState(deps: DashboardDeps) {
+const StateQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(PAGE),
+    after: z.coerce.number().int().min(0).default(0),
+    state: z.enum(['closed', 'open', 'half_open']).optional(),
+  })
+  .strict();
+
+/** `?limit=&after=&state=` of the state route, or a 400 naming each field. */
+function stateQuery(c: Context): z.output<typeof StateQuery> {
+  const result = StateQuery.safeParse(c.req.query());
+  if (result.success) return result.data;
+  const fields = result.error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ field: key, message: 'unknown query parameter; use limit, after or state' }))
+      : [{ field: issue.path.map(String).join('.') || '(query)', message: issue.message }],
+  );
+  throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields });
+}
+
+/**
+ * One page of what the dashboard shows: up to `limit` circuits after the id `after` (all, or
+ * those in `state`), each with its last transition, and `next_after` for the next page (null
+ * on the last). Every page also carries the recent transitions and the upstreams; the page's
+ * stream resumes from the `last_event_id` of the first page it read.
+ */
+async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQuery>) {
   // Read before the circuits: whatever changes after this is replayed on the stream.
   const lastEventId = deps.transitions.maxId();
   const now = deps.breaker.now();
-  const circuits = [];
-  let afterId = 0;
-  while (circuits.length < MAX_CIRCUITS) {
-    const page = await deps.breaker.list({ afterId, limit: 500 });
-    circuits.push(...page);
-    if (page.length < 500) break;
-    afterId = page.at(-1)!.id;
-  }
-  const last = deps.transitions.lastPerCircuit();
+  // One row past the page only tells whether another page follows.
+  const rows = await deps.breaker.list({ afterId: query.after, limit: query.limit + 1, state: query.state }, query.limit);
+  const circuits = rows.slice(0, query.limit);
+  const last = deps.transitions.lastPerCircuit(circuits.map((c) => c.name));
   const event = (t: Parameters<typeof transitionData>[0]) => ({ id: t.id, ...(JSON.parse(transitionData(t)) as object) });
   return {
     now: new Date(now).toISOString(),
@@ -68,6 +108,7 @@ async function dashboardState(deps: DashboardDeps) {
       const t = last.get(circuit.name);
       return { ...circuitJson(circuit, now), last_transition: t === undefined ? null : event(t) };
     }),
+    next_after: rows.length > query.limit ? circuits.at(-1)!.id : null,
     recent: deps.transitions.latest(RECENT_TRANSITIONS).map(event),
     upstreams: Object.entries(deps.proxy?.upstreams ?? {}).map(([name, u]) => ({
       name,

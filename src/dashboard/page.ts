@@ -24,6 +24,7 @@ export function dashboardPage(options: { readonly tokenRequired: boolean }): str
   <input id="token" type="password" autocomplete="off" required>
   <button type="submit">Use token</button>
 </form>
+<p id="stale" role="alert" hidden></p>
 <p id="message" role="status"></p>
 <main>
   <section id="groups" aria-label="Circuits"></section>

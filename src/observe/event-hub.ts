@@ -9,12 +9,24 @@ export interface EventHubOptions {
   readonly pollMs?: number;
 }
 
+/** What a stream hands the hub: where its events go, and how full its buffer is. */
+export interface StreamSink {
+  readonly send: (t: LoggedTransition) => void;
+  readonly close?: () => void;
+  /** Is the stream's buffer past its low-water mark? A replay then waits for `drained`. */
+  readonly backlogged?: () => boolean;
+  /** Resolves once the buffer is below the mark again, or the stream is gone. */
+  readonly drained?: () => Promise<void>;
+}
+
 /** One open stream: what it wants, and the newest id it was sent. */
 interface Subscriber {
   readonly filter: TransitionFilter;
   lastId: number;
-  readonly send: (t: LoggedTransition) => void;
-  readonly close: () => void;
+  readonly sink: StreamSink;
+  /** Catching up from Last-Event-ID: the live tail leaves it alone until it is done. */
+  replaying: boolean;
+  gone: boolean;
 }
 
 const POLL_MS = 200; // 0.2 s: a transition by any worker reaches every stream well within 1 s
@@ -31,6 +43,8 @@ export class EventHub {
   private cursor = 0;
   private timer: NodeJS.Timeout | undefined;
   private nudged = false;
+  private readonly replayQueue: (() => void)[] = [];
+  private pumping = false;
 
   constructor(private readonly options: EventHubOptions) {}
 
@@ -46,20 +60,27 @@ export class EventHub {
   }
 
   /**
-   * Start sending matching transitions to `send`: first every one after `lastEventId`
-   * (a reconnect), else only those from now on. Returns the unsubscribe function.
+   * Start sending matching transitions to the sink: first every one after `lastEventId`
+   * (a reconnect; in pages that wait for the stream to drain and yield to the event loop),
+   * else only those from now on. Returns the unsubscribe function.
    */
-  subscribe(filter: TransitionFilter, lastEventId: number | null, send: (t: LoggedTransition) => void, close: () => void = () => {}): () => void {
+  subscribe(filter: TransitionFilter, lastEventId: number | null, sink: StreamSink): () => void {
     this.ensureRoom();
     if (this.timer === undefined) {
       this.cursor = this.options.log.maxId();
       this.timer = setInterval(() => this.pollQuietly(), this.options.pollMs ?? POLL_MS);
       this.timer.unref();
     }
-    const sub: Subscriber = { filter, lastId: lastEventId ?? this.options.log.maxId(), send, close };
-    if (lastEventId !== null) this.replay(sub);
+    const sub: Subscriber = { filter, lastId: lastEventId ?? this.options.log.maxId(), sink, replaying: lastEventId !== null, gone: false };
     this.subscribers.add(sub);
+    if (sub.replaying) {
+      this.replay(sub).catch(() => {
+        // A busy database: end the stream; the client resumes from the last id it got.
+        if (!sub.gone) sub.sink.close?.();
+      });
+    }
     return () => {
+      sub.gone = true;
       this.subscribers.delete(sub);
       if (this.subscribers.size === 0 && this.timer !== undefined) {
         clearInterval(this.timer);
@@ -70,7 +91,7 @@ export class EventHub {
 
   /** End every stream (server shutdown): clients reconnect with Last-Event-ID and lose nothing. */
   closeAll(): void {
-    for (const sub of [...this.subscribers]) sub.close();
+    for (const sub of [...this.subscribers]) sub.sink.close?.();
   }
 
   /** A transition was just committed here: read the table now rather than at the next tick. */
@@ -100,9 +121,9 @@ export class EventHub {
       for (const t of rows) {
         this.cursor = t.id;
         for (const sub of this.subscribers) {
-          if (t.id > sub.lastId && matchesFilter(t.circuit, sub.filter)) {
+          if (!sub.replaying && t.id > sub.lastId && matchesFilter(t.circuit, sub.filter)) {
             sub.lastId = t.id;
-            sub.send(t);
+            sub.sink.send(t);
           }
         }
       }
@@ -110,14 +131,56 @@ export class EventHub {
     }
   }
 
-  private replay(sub: Subscriber): void {
+  /**
+   * Everything after the stream's Last-Event-ID, a page at a time, yielding between pages
+   * and pausing while the stream's buffer is full (then reading on from the last id sent):
+   * 100,000 rows never block the loop or fill memory. A page shorter than PAGE that was
+   * sent without a pause ends the replay in the same tick, so the live tail, which skips
+   * this stream until then, takes over from exactly where it stops.
+   */
+  private async replay(sub: Subscriber): Promise<void> {
     for (;;) {
+      await this.replayTurn();
+      if (sub.gone) return;
       const rows = this.options.log.after(sub.lastId, PAGE, sub.filter);
+      let paused = false;
       for (const t of rows) {
+        if (sub.sink.backlogged?.()) {
+          await (sub.sink.drained?.() ?? Promise.resolve());
+          paused = true;
+          break;
+        }
         sub.lastId = t.id;
-        sub.send(t);
+        sub.sink.send(t);
       }
-      if (rows.length < PAGE) return;
+      if (sub.gone) return;
+      if (!paused && rows.length < PAGE) {
+        sub.replaying = false;
+        return;
+      }
     }
   }
+
+  /**
+   * Wait for this replay's turn: one page of one replay per turn of the event loop, across
+   * every replaying stream (20 streams replaying at once still read one page between two
+   * rounds of I/O, not twenty).
+   */
+  private replayTurn(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.replayQueue.push(resolve);
+      this.pumpReplays();
+    });
+  }
+
+  private pumpReplays(): void {
+    if (this.pumping || this.replayQueue.length === 0) return;
+    this.pumping = true;
+    setImmediate(() => {
+      this.pumping = false;
+      this.replayQueue.shift()!();
+      this.pumpReplays();
+    });
+  }
+
 }

@@ -4,7 +4,7 @@ import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../http/problem.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
-import type { SnapshotReader } from '../store/circuit-snapshot.js';
+import type { CapCutoff, SnapshotReader } from '../store/circuit-snapshot.js';
 import { isSlow } from '../domain/window.js';
 import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
 import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
@@ -26,7 +26,7 @@ function escapeLabel(value: string): string {
   return /[\\"\n]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : value;
 }
 
-const NEGATIVE_CACHE_MS = 10_000; // 10 s: a deleted circuit lets a later one into the cap within this
+const CUTOFF_REFRESH_MS = 10_000; // 10 s: a deleted circuit lets a later one into the cap within this
 
 /**
  * The Prometheus registry. Counters and histograms live in this process (summed across
@@ -47,10 +47,8 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly healthChecks;
   private readonly degraded;
   private readonly coalesced;
-  /** Circuit ids known to be inside the cap (final: ids only move down the order). */
-  private readonly labelled = new Set<number>();
-  private readonly unlabelled = new Set<number>();
-  private unlabelledSince = 0;
+  /** The end of the `max_circuits` cap, read at most every CUTOFF_REFRESH_MS (or when a newer circuit appears below it). */
+  private cutoff: (CapCutoff & { readonly readAt: number }) | undefined;
   /**
    * In a cluster worker: the counters summed over every worker (asked of the primary).
    * Unset in a single process, where this process's counters are the whole truth.
@@ -165,21 +163,23 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   /**
    * Is the circuit among the first `maxCircuits` by creation? The same rule as the gauges,
-   * so every worker labels the same circuits. Memoised: a yes never changes, a no is
-   * re-checked after a while (deleting circuits can move a later one inside the cap).
+   * so every worker labels the same circuits. One comparison with the cap's last id: ids
+   * only grow, so a circuit inside stays inside; deleting circuits moves the end up, which
+   * the next read (within CUTOFF_REFRESH_MS) sees.
    */
   private isLabelled(circuit: Circuit): boolean {
-    const { id } = circuit;
-    if (this.labelled.has(id)) return true;
     const now = this.options.clock();
-    if (now - this.unlabelledSince > NEGATIVE_CACHE_MS) {
-      this.unlabelled.clear();
-      this.unlabelledSince = now;
-    }
-    if (this.unlabelled.has(id)) return false;
-    const inside = this.options.snapshot.isAmongFirst(id, this.options.maxCircuits);
-    if (inside) this.labelled.add(id);
-    else if (this.unlabelled.size < 100_000) this.unlabelled.add(id);
-    return inside;
+    const cached = this.cutoff;
+    const cut = cached === undefined || now - cached.readAt > CUTOFF_REFRESH_MS ? this.readCutoff(now) : cached;
+    if (circuit.id <= cut.lastId) return true;
+    if (cut.full) return false;
+    // Fewer circuits than the cap when last read, and this one is newer: it may be inside.
+    return circuit.id <= this.readCutoff(now).lastId;
+  }
+
+  private readCutoff(now: number): CapCutoff {
+    const cut = this.options.snapshot.capCutoff(this.options.maxCircuits);
+    this.cutoff = { ...cut, readAt: now };
+    return cut;
   }
 }

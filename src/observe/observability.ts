@@ -19,8 +19,8 @@ export interface Observability {
   readonly proxyHooks?: ProxyHooks;
   /** Heartbeat of /events/stream; tests shorten it. */
   readonly heartbeatMs?: number;
-  /** Writes queued for one stream before it is cut off; tests lower it. */
-  readonly maxQueuedWrites?: number;
+  /** Unsent bytes one event stream may hold before it is destroyed (`events.max_stream_buffer_bytes`). */
+  readonly maxStreamBufferBytes?: number;
 }
 
 export interface ObservabilityOptions {
@@ -35,7 +35,7 @@ export interface ObservabilityOptions {
   /** A node:cluster worker: counters are summed across workers by the primary. */
   readonly clustered?: boolean;
   readonly heartbeatMs?: number;
-  readonly maxQueuedWrites?: number;
+  readonly maxStreamBufferBytes?: number;
 }
 
 /** Build the metrics registry and the event hub over one database connection. */
@@ -57,6 +57,6 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     outcome: m ? (c, success, durationMs) => m.outcome(c, success, durationMs) : () => {},
     rejected: m ? (c) => m.rejected(c) : () => {},
   };
-  const { heartbeatMs, maxQueuedWrites } = options;
-  return { metrics, hub, transitions, observer, proxyHooks: metrics, heartbeatMs, maxQueuedWrites };
+  const { heartbeatMs, maxStreamBufferBytes } = options;
+  return { metrics, hub, transitions, observer, proxyHooks: metrics, heartbeatMs, maxStreamBufferBytes };
 }

@@ -31,7 +31,10 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       headers: z.object({ 'last-event-id': z.string().regex(/^\d+$/).optional() }),
     },
     responses: {
-      200: text('text/event-stream', 'event: transition, id: <transition id>, data: {circuit, from, to, reason, at}; a comment heartbeat every 15 s'),
+      200: text(
+        'text/event-stream',
+        'event: transition, id: <transition id>, data: {circuit, from, to, reason, at}; a comment heartbeat every 15 s. A Last-Event-ID this server cannot resume from first gets event: reset, id: <newest id>, data: {"reason": "unknown-event-id" | "expired", "newest_id": N} (take a new snapshot), then live events',
+      ),
       400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not a number'),
       ...unauthorized,
       503: problem('events.max_streams streams already open; Retry-After'),
@@ -48,7 +51,14 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
     method: 'get',
     path: '/dashboard/api/state',
     tags: ['observability'],
-    summary: "The dashboard's data: circuits with their last transition, recent transitions, upstreams",
+    summary: "The dashboard's data, a page of circuits at a time: circuits with their last transition, `next_after` (null on the last page), recent transitions, upstreams",
+    request: {
+      query: z.object({
+        limit: z.coerce.number().int().min(1).max(1000).optional().openapi({ description: 'Circuits per page (default 500)' }),
+        after: z.coerce.number().int().min(0).optional().openapi({ description: 'The `next_after` of the previous page (a circuit id); 0 for the first' }),
+        state: z.enum(['closed', 'open', 'half_open']).optional().openapi({ description: 'Only circuits in this state (as a read now would show it)' }),
+      }),
+    },
     responses: { 200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } }, ...unauthorized },
   });
 }

@@ -1,15 +1,21 @@
-import type { Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import type { ServerResponse } from 'node:http';
+import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { CIRCUIT_NAME_MAX_LENGTH } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import { parseQuery } from '../http/request.js';
-import type { LoggedTransition } from '../store/transition-log.js';
+import type { LoggedTransition, TransitionReader } from '../store/transition-log.js';
+import type { Logger } from 'pino';
 import type { EventHub } from './event-hub.js';
+import { openStreamSink } from './stream-sink.js';
 import type { Metrics } from './metrics.js';
 
 export const HEARTBEAT_MS = 15_000; // 15 s: a comment line keeps proxies from closing an idle stream
-const MAX_QUEUED_WRITES = 10_000; // a client this far behind is cut off; it reconnects with Last-Event-ID
+/**
+ * Bytes one stream may hold unsent (config `events.max_stream_buffer_bytes`): past this the
+ * client is not keeping up and the stream is destroyed; it resumes with Last-Event-ID.
+ * 1 MiB, as Envoy's per-connection buffer limit.
+ */
+export const MAX_STREAM_BUFFER_BYTES = 1024 * 1024;
 
 const StreamQuery = z
   .object({
@@ -31,12 +37,30 @@ function lastEventId(header: string | undefined): number | null {
   return Number(header);
 }
 
+/** The query of /events/stream, or a 400 naming each field (an unknown one by its name). */
+function streamQuery(c: Context): z.output<typeof StreamQuery> {
+  const result = StreamQuery.safeParse(c.req.query());
+  if (result.success) return result.data;
+  const fields = result.error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ field: key, message: `unknown query parameter; use circuit or prefix` }))
+      : [{ field: issue.path.map(String).join('.') || '(query)', message: issue.message }],
+  );
+  throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields });
+}
+
+export interface ObserveRouteDeps {
+  readonly metrics?: Metrics;
+  readonly hub: EventHub;
+  readonly transitions: TransitionReader;
+  readonly heartbeatMs?: number;
+  readonly maxStreamBufferBytes?: number;
+  readonly logger?: Logger;
+}
+
 /** `GET /metrics` (when metrics are on) and `GET /events/stream`. */
-export function registerObserveRoutes<E extends object>(
-  app: Hono<E>,
-  deps: { metrics?: Metrics; hub: EventHub; heartbeatMs?: number; maxQueuedWrites?: number },
-): void {
-  const { metrics, hub } = deps;
+export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
+  const { metrics } = deps;
   if (metrics) {
     app.get('/metrics', async (c) => {
       let text: string;
@@ -48,37 +72,67 @@ export function registerObserveRoutes<E extends object>(
       return c.body(text, 200, { 'content-type': metrics.contentType });
     });
   }
+  registerStreamRoute(app, deps);
+}
 
+function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
+  const { hub } = deps;
+  const maxBytes = deps.maxStreamBufferBytes ?? MAX_STREAM_BUFFER_BYTES;
   app.get('/events/stream', (c) => {
-    const query = parseQuery(c, StreamQuery);
+    const query = streamQuery(c);
     const lastId = lastEventId(c.req.header('last-event-id'));
     hub.ensureRoom(); // refuse with a problem document before the stream starts
-    return streamSSE(c, async (stream) => {
-      let queued = 0;
-      let unsubscribe = () => {};
-      let finish = () => {};
-      const closed = new Promise<void>((resolve) => {
-        finish = resolve;
-        stream.onAbort(resolve);
-      });
-      const write = (text: string) => {
-        if (++queued > (deps.maxQueuedWrites ?? MAX_QUEUED_WRITES)) {
-          unsubscribe();
-          finish();
-          return;
-        }
-        void stream.write(text).finally(() => queued--);
-      };
-      write(': circuitlog event stream\n\n'); // sends the head at once, before any event
-      const send = (t: LoggedTransition) => write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`);
-      unsubscribe = hub.subscribe(query, lastId, send, () => finish());
-      const heartbeat = setInterval(() => write(': heartbeat\n\n'), deps.heartbeatMs ?? HEARTBEAT_MS);
-      try {
-        await closed;
-      } finally {
-        clearInterval(heartbeat);
-        unsubscribe();
-      }
+    const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+    const reset = storageRead(() => resetFor(deps.transitions, lastId));
+    const sink = openStreamSink(outgoing, maxBytes, (buffered) => {
+      deps.logger?.warn({ event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes }, 'event stream client too slow; stream destroyed');
     });
+    sink.write(': circuitlog event stream\n\n'); // sends the head at once, before any event
+    if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
+    let unsubscribe: () => void;
+    try {
+      unsubscribe = storageRead(() =>
+        hub.subscribe(query, reset === null ? lastId : reset.newest_id, {
+          send: (t) => sink.write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`),
+          close: () => sink.end(),
+          backlogged: () => sink.backlogged(),
+          drained: () => sink.drained(),
+        }),
+      );
+    } catch (error) {
+      sink.end();
+      throw error;
+    }
+    const heartbeat = setInterval(() => sink.write(': heartbeat\n\n'), deps.heartbeatMs ?? HEARTBEAT_MS);
+    void sink.closed.then(() => {
+      clearInterval(heartbeat);
+      unsubscribe();
+    });
+    // x-accel-buffering: nginx in front passes events on at once instead of buffering them.
+    return c.body(sink.readable, 200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   });
+}
+
+/** A read of the transitions log; a busy or failing store is a 503 to retry, not a 500. */
+function storageRead<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    throw new AppError('STORAGE_BUSY', 'The transitions log could not be read; try again shortly.', { retryAfterSeconds: 1, cause: error });
+  }
+}
+
+/**
+ * A Last-Event-ID this log cannot resume from: above the newest id (another server, a
+ * reset store), or older than the oldest row kept minus one (rows deleted since). The
+ * client then gets `event: reset` and the stream goes on live from the newest id.
+ */
+export function resetFor(log: TransitionReader, lastId: number | null): { reason: 'unknown-event-id' | 'expired'; newest_id: number } | null {
+  if (lastId === null) return null;
+  const newest = log.maxId();
+  if (lastId > newest) return { reason: 'unknown-event-id', newest_id: newest };
+  const oldest = log.after(0, 1)[0]?.id;
+  if (oldest !== undefined && lastId < oldest - 1) return { reason: 'expired', newest_id: newest };
+  return null;
 }

@@ -12,11 +12,22 @@ export interface CircuitSnapshotRow {
 
 export type StateCounts = Record<CircuitState, number>;
 
+/**
+ * Where the `max_circuits` cap ends: with at least `limit` circuits, the id of the
+ * `limit`-th by creation (`full`); with fewer, the newest id (every circuit is inside).
+ * A circuit is inside the cap when its id is at most `lastId`.
+ */
+export interface CapCutoff {
+  readonly lastId: number;
+  readonly full: boolean;
+}
+
 /** The circuits as the state gauges read them (SQLite table, or the Redis store's mirror). */
 export interface SnapshotReader {
   stateCounts(now: number): StateCounts;
   first(limit: number, now: number): CircuitSnapshotRow[];
-  isAmongFirst(id: number, limit: number): boolean;
+  /** Reads at most `limit` ids (an index walk), never the whole table. */
+  capCutoff(limit: number): CapCutoff;
 }
 
 /**
@@ -27,7 +38,8 @@ export class CircuitSnapshot implements SnapshotReader {
   private readonly countByState;
   private readonly countAll;
   private readonly firstCircuits;
-  private readonly countBefore;
+  private readonly nthId;
+  private readonly maxId;
 
   constructor(db: Database.Database) {
     const effective = `CASE WHEN state = 'open' AND open_until <= @now THEN 'half_open' ELSE state END`;
@@ -43,7 +55,9 @@ export class CircuitSnapshot implements SnapshotReader {
       `SELECT id, name, forced_state, window_policy, window_state, ${effective} AS effective_state
        FROM circuits ORDER BY id LIMIT @limit`,
     );
-    this.countBefore = db.prepare<[number], number>('SELECT count(*) FROM circuits WHERE id < ?').pluck();
+    // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
+    this.nthId = db.prepare<[number], number>('SELECT id FROM circuits ORDER BY id LIMIT 1 OFFSET ?').pluck();
+    this.maxId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM circuits').pluck();
   }
 
   /** How many circuits are in each state now; every state present, 0 when none. */
@@ -65,8 +79,10 @@ export class CircuitSnapshot implements SnapshotReader {
     }));
   }
 
-  /** Is the circuit with this id among the first `limit` by creation? */
-  isAmongFirst(id: number, limit: number): boolean {
-    return this.countBefore.get(id)! < limit;
+  /** The id of the `limit`-th circuit by creation, or the newest id when there are fewer. */
+  capCutoff(limit: number): CapCutoff {
+    if (limit <= 0) return { lastId: 0, full: true };
+    const nth = this.nthId.get(limit - 1);
+    return nth === undefined ? { lastId: this.maxId.get()!, full: false } : { lastId: nth, full: true };
   }
 }

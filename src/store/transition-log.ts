@@ -36,7 +36,8 @@ export interface TransitionReader {
   maxId(): number;
   after(afterId: number, limit: number, filter?: TransitionFilter): LoggedTransition[];
   latest(limit: number): LoggedTransition[];
-  lastPerCircuit(): Map<string, LoggedTransition>;
+  /** Each circuit's newest transition; with `names`, of those circuits only (a page of them). */
+  lastPerCircuit(names?: readonly string[]): Map<string, LoggedTransition>;
 }
 
 /**
@@ -50,6 +51,7 @@ export class TransitionLog implements TransitionReader {
   private readonly selectAfterByPrefix;
   private readonly selectLatest;
   private readonly selectLastPerCircuit;
+  private readonly selectLastOfNames;
 
   constructor(db: Database.Database) {
     this.selectMaxId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM transitions').pluck();
@@ -62,6 +64,11 @@ export class TransitionLog implements TransitionReader {
     this.selectLatest = db.prepare<[number], Row>(`${SELECT} ORDER BY t.id DESC LIMIT ?`);
     this.selectLastPerCircuit = db.prepare<[], Row>(
       `${SELECT} WHERE t.id IN (SELECT max(id) FROM transitions GROUP BY circuit_id)`,
+    );
+    // By name through the UNIQUE index, then each circuit's newest row through transitions_circuit.
+    this.selectLastOfNames = db.prepare<[string], Row>(
+      `${SELECT} WHERE t.id IN (SELECT (SELECT max(x.id) FROM transitions x WHERE x.circuit_id = k.id)
+        FROM circuits k WHERE k.name IN (SELECT value FROM json_each(?)))`,
     );
   }
 
@@ -86,9 +93,10 @@ export class TransitionLog implements TransitionReader {
     return this.selectLatest.all(limit).map(toTransition);
   }
 
-  /** Each circuit's newest transition, by circuit name. */
-  lastPerCircuit(): Map<string, LoggedTransition> {
-    return new Map(this.selectLastPerCircuit.all().map((r) => [r.circuit, toTransition(r)]));
+  /** Each circuit's newest transition, by circuit name; with `names`, of those only. */
+  lastPerCircuit(names?: readonly string[]): Map<string, LoggedTransition> {
+    const rows = names === undefined ? this.selectLastPerCircuit.all() : names.length === 0 ? [] : this.selectLastOfNames.all(JSON.stringify(names));
+    return new Map(rows.map((r) => [r.circuit, toTransition(r)]));
   }
 }
 

@@ -49,3 +49,48 @@ describe('dashboard routes', () => {
     expect(state.upstreams).toEqual([]);
   });
 });
+
+describe('dashboard state in pages', () => {
+  it('answers a page of circuits at a time, with next_after until the last page', async () => {
+    const app = buildObservedApp();
+    const outcomes = Array.from({ length: 1_200 }, (_, i) => ({ circuit: `c${i}`, success: true }));
+    for (let i = 0; i < 1_200; i += 500) expect((await app.request('POST', '/outcomes', { outcomes: outcomes.slice(i, i + 500) })).status).toBe(200);
+    for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/c1100/failure');
+    const names: string[] = [];
+    const sizes: number[] = [];
+    let after: number | null = 0;
+    let last: { circuits: { name: string; last_transition: unknown }[]; next_after: number | null } | undefined;
+    while (after !== null) {
+      const res = await app.request('GET', `/dashboard/api/state?limit=500&after=${after}`);
+      expect(res.status).toBe(200);
+      last = await res.json();
+      sizes.push(last!.circuits.length);
+      names.push(...last!.circuits.map((c) => c.name));
+      after = last!.next_after;
+    }
+    expect(sizes).toEqual([500, 500, 200]);
+    expect(names).toEqual(outcomes.map((o) => o.circuit));
+    expect(last!.circuits.find((c) => c.name === 'c1100')!.last_transition).toMatchObject({ circuit: 'c1100', to: 'open' });
+  });
+
+  it('pages 500 circuits by default and filters by state', async () => {
+    const app = buildObservedApp();
+    const outcomes = Array.from({ length: 600 }, (_, i) => ({ circuit: `c${i}`, success: true }));
+    expect((await app.request('POST', '/outcomes', { outcomes: outcomes.slice(0, 500) })).status).toBe(200);
+    expect((await app.request('POST', '/outcomes', { outcomes: outcomes.slice(500) })).status).toBe(200);
+    for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/c599/failure');
+    const first = await (await app.request('GET', '/dashboard/api/state')).json();
+    expect([first.circuits.length, typeof first.next_after]).toEqual([500, 'number']);
+    const open = await (await app.request('GET', '/dashboard/api/state?state=open')).json();
+    expect([open.circuits.map((c: { name: string }) => c.name), open.next_after]).toEqual([['c599'], null]);
+  });
+
+  it('names a bad or unknown query parameter in a 400', async () => {
+    const app = buildObservedApp();
+    for (const [query, field] of [['limit=0', 'limit'], ['limit=5000', 'limit'], ['after=x', 'after'], ['state=shut', 'state'], ['page=2', 'page']]) {
+      const res = await app.request('GET', `/dashboard/api/state?${query}`);
+      expect(res.status).toBe(400);
+      expect((await res.json()).errors.map((e: { field: string }) => e.field)).toEqual([field]);
+    }
+  });
+});

@@ -10,8 +10,6 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const TOKEN = 'dashboard-token-0123456789';
-/** Set to a path (e.g. docs/images/dashboard.png) to refresh the README's screenshot. */
-const SCREENSHOT = process.env.DASHBOARD_SCREENSHOT;
 
 let context: BrowserContext;
 const servers: ServerProcess[] = [];
@@ -43,14 +41,19 @@ async function start(env: Record<string, string> = {}): Promise<ServerProcess> {
 }
 
 /** A page that records console errors and uncaught exceptions. */
-async function openPage(): Promise<{ page: Page; errors: string[] }> {
+async function openPage(): Promise<{ page: Page; errors: string[]; dialogs: string[] }> {
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('console', (m) => {
     if (m.type() === 'error') errors.push(m.text());
   });
   page.on('pageerror', (e) => errors.push(e.message));
-  return { page, errors };
+  const dialogs: string[] = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.accept();
+  });
+  return { page, errors, dialogs };
 }
 
 const api = (server: ServerProcess, method: string, name: string, action = '', headers: Record<string, string> = {}) =>
@@ -80,7 +83,6 @@ describe('dashboard in headless Chromium', () => {
     await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 2_000 });
     expect(await stateOf(page, 'payments/charge').textContent()).toBe('open');
     await page.locator('#timeline li', { hasText: 'payments/charge: closed → open (failure_threshold_reached)' }).waitFor({ timeout: 5_000 });
-    if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
     await page.locator('tr[data-circuit="payments/charge"] button[data-action="reset"]').click();
     await page.locator('tr[data-circuit="payments/charge"] .state.closed').waitFor({ timeout: 5_000 });
@@ -175,6 +177,103 @@ describe('dashboard in headless Chromium', () => {
     await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 5_000 });
     expect(urls.some((u) => u.includes('/events/stream'))).toBe(true);
     expect(urls.filter((u) => u.includes(TOKEN))).toEqual([]);
+    expect(errors).toEqual([]);
+  });
+});
+
+const WIDTHS = [375, 1024, 1366];
+/** `DASHBOARD_SCREENSHOTS=1` refreshes the committed screenshots in docs/images/; else a temp folder. */
+const IMAGES =
+  process.env.DASHBOARD_SCREENSHOTS === '1'
+    ? path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'docs', 'images')
+    : fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-screenshots-'));
+
+/** A server with a forced-open circuit, an open one, a half-open one and closed ones, plus proxy nodes. */
+async function mixedServer(): Promise<ServerProcess> {
+  const server = await start();
+  for (const name of ['payments/charge', 'email/send', 'search/query', 'zz/reports-export-with-a-rather-long-name']) await api(server, 'POST', name, '/success');
+  for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
+  for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
+  const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+  expect((await fetch(`${server.url}/circuits/payments%2Fcharge`, force)).status).toBe(200);
+  return server;
+}
+
+describe('dashboard at a glance', () => {
+  it('shows a circuit forced open as refusing calls, counts it so in the header, and lists refusing circuits first', async () => {
+    const server = await mixedServer();
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.locator('#live.on').waitFor({ timeout: 10_000 });
+    const forced = page.locator('tr[data-circuit="payments/charge"]');
+    expect(await forced.locator('.calls').textContent()).toBe('refused');
+    expect(await forced.locator('.calls').getAttribute('class')).toBe('calls refused');
+    // --open's red, not green (read in one step: a render may replace the row meanwhile)
+    expect(await page.evaluate(() => getComputedStyle(document.querySelector('tr[data-circuit="payments/charge"] .calls')!).backgroundColor)).toBe('rgb(229, 72, 77)');
+    expect(await forced.locator('.state').getAttribute('class')).toBe('state closed overridden');
+    expect(await page.locator('#summary').textContent()).toBe('7 circuits: 3 refusing calls, 0 probing, 4 allowing');
+    const order = await page.locator('section.group:not([data-upstream]) tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-circuit')));
+    expect(order).toEqual(['payments/charge', 'search/query', 'email/send', 'zz/reports-export-with-a-rather-long-name']);
+    expect(errors).toEqual([]);
+  });
+
+  it('asks before Reset and Force, and does nothing when the answer is no', async () => {
+    const server = await mixedServer();
+    const { page, errors, dialogs } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    const row = page.locator('tr[data-circuit="email/send"]');
+    await row.locator('.calls.allowed').waitFor({ timeout: 10_000 });
+    page.removeAllListeners('dialog');
+    page.once('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    await row.locator('button[data-action="force-open"]').click();
+    await expect.poll(() => dialogs.length).toBe(1);
+    expect(dialogs[0]).toBe('Force email/send open? Every call is refused until the force is cleared.');
+    expect((await (await api(server, 'GET', 'email/send')).json()).forced_state).toBeNull();
+    page.once('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.accept();
+    });
+    await page.locator('tr[data-circuit="search/query"] button[data-action="reset"]').click();
+    await page.locator('tr[data-circuit="search/query"] .calls.allowed').waitFor({ timeout: 5_000 });
+    expect(dialogs[1]).toBe('Reset search/query? It closes now and admits every call.');
+    expect(errors).toEqual([]);
+  });
+
+  it('greys out the whole page and says so when the server stops answering', async () => {
+    const server = await mixedServer();
+    const { page } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.locator('#live.on').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#stale').isVisible()).toBe(false);
+    await server.stop('SIGKILL');
+    await page.locator('body.stale').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#stale').textContent()).toMatch(/^Not live: the server does not answer/);
+    expect(await page.locator('main').evaluate((e) => getComputedStyle(e).filter)).toBe('grayscale(1)');
+    await page.screenshot({ path: path.join(IMAGES, 'dashboard-stale.png'), fullPage: true });
+  });
+
+  it('fits 375, 1024 and 1366 px wide with no horizontal overflow, the timeline fully on screen', async () => {
+    const server = await mixedServer();
+    const { page, errors } = await openPage();
+    for (const width of WIDTHS) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.goto(`${server.url}/dashboard`);
+      await page.locator('#live.on').waitFor({ timeout: 10_000 });
+      await page.locator('#timeline li').first().waitFor({ timeout: 5_000 });
+      const sizes = await page.evaluate(() => ({
+        scroll: document.documentElement.scrollWidth,
+        viewport: window.innerWidth,
+        right: Math.max(...[...document.querySelectorAll('aside, section.group, header, td, button')].map((e) => e.getBoundingClientRect().right)),
+      }));
+      expect(sizes.scroll, `${width} px`).toBeLessThanOrEqual(sizes.viewport);
+      expect(sizes.right, `${width} px`).toBeLessThanOrEqual(width);
+      await page.screenshot({ path: path.join(IMAGES, `dashboard-${width}.png`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1366, height: 900 });
+    await page.screenshot({ path: path.join(IMAGES, 'dashboard.png'), fullPage: true });
     expect(errors).toEqual([]);
   });
 });

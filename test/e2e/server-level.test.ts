@@ -74,7 +74,7 @@ describe('server timeouts', () => {
   it('closes a slowloris connection once server.headers_timeout_ms has passed', async () => {
     const server = await start('server:\n  headers_timeout_ms: 500\n  request_timeout_ms: 5000\n');
     const { socket, received, closed } = await connect(server.port);
-    socket.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+    socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     // One header line every 100 ms never finishes the head; Node's 60 s default would let this run for the whole test.
     const sent = await trickle(socket, closed, 'X-Slow: 1\r\n', 100, 250);
     expect(sent).toBeLessThan(250);
@@ -84,7 +84,7 @@ describe('server timeouts', () => {
   it('closes a connection whose body is slower than server.request_timeout_ms', async () => {
     const server = await start('server:\n  headers_timeout_ms: 500\n  request_timeout_ms: 1000\n');
     const { socket, received, closed } = await connect(server.port);
-    socket.write('POST /circuits/svc/outcomes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n');
+    socket.write('POST /circuits/svc/outcomes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n');
     const sent = await trickle(socket, closed, ' ', 100, 250);
     expect(sent).toBeLessThan(250);
     expect(received()).toMatch(/^HTTP\/1\.1 408 Request Timeout/);
@@ -93,7 +93,7 @@ describe('server timeouts', () => {
   it('announces and applies server.keep_alive_timeout_ms to idle connections', async () => {
     const server = await start('server:\n  keep_alive_timeout_ms: 2000\n');
     const { socket, received, closed } = await connect(server.port);
-    socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await closed; // idle after one answer: the server closes it
     expect(received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(received()).toMatch(/\r\nKeep-Alive: timeout=2\r\n/i);
@@ -102,7 +102,7 @@ describe('server timeouts', () => {
   it('announces the 5 s keep-alive default', async () => {
     const server = await start();
     const { socket, received } = await connect(server.port);
-    socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await new Promise<void>((resolve) => socket.once('data', () => resolve()));
     expect(received()).toMatch(/\r\nKeep-Alive: timeout=5\r\n/i);
   });

@@ -104,17 +104,53 @@ describe('GET /events/stream', () => {
     expect((await open()).status).toBe(200);
   });
 
-  it('cuts off a client too slow to take its events; it can resume with Last-Event-ID', async () => {
-    const app = buildObservedApp({ maxQueuedWrites: 5 });
-    for (let i = 0; i < 10; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/c${i}/failure`);
-    // app.request: nothing reads the body yet, so every write stays queued.
-    const res = await app.request('GET', '/events/stream', undefined, { 'last-event-id': '0' });
+  it('destroys a stream whose unsent bytes pass events.max_stream_buffer_bytes, and lets it go', async () => {
+    const app = buildObservedApp({ maxStreamBufferBytes: 16 * 1024 });
+    // app.request: nothing reads the body, so every event stays unsent.
+    const res = await app.request('GET', '/events/stream');
     expect(res.status).toBe(200);
-    while (app.observe.hub.size > 0) await new Promise((r) => setTimeout(r, 10));
-    const text = await res.text(); // the stream has ended
-    const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    expect(ids.length).toBeLessThan(10);
-    expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1));
+    expect(app.observe.hub.size).toBe(1);
+    for (let i = 0; i < 120; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/${'c'.repeat(100)}${i}/failure`);
+    app.observe.hub.poll();
+    expect(app.observe.hub.size).toBe(0);
+    await expect(res.text()).rejects.toThrow();
+  });
+
+  it('replays past the buffer bound by waiting for the reader, not by cutting it off', async () => {
+    const { app, open } = await start({ maxStreamBufferBytes: 16 * 1024 });
+    const outcomes = Array.from({ length: 300 }, (_, i) => ({ circuit: `replay-${'x'.repeat(60)}-${i}`, success: false }));
+    for (let k = 0; k < 5; k++) expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
+    const stream = await open('', { 'last-event-id': '0' });
+    const events = await drain(stream, 300); // about 60 KiB: four times the bound
+    expect(events.map((e) => e.id)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+  });
+
+  it('answers a Last-Event-ID above the newest id with a reset event, then goes on live from the newest', async () => {
+    const { app, open, trip } = await start();
+    await trip('a');
+    const stream = await open('', { 'last-event-id': '999' });
+    const reset = await stream.next();
+    expect(reset).toEqual({ id: 1, event: 'reset', data: { reason: 'unknown-event-id', newest_id: 1 } });
+    await trip('b');
+    expect(await stream.next()).toMatchObject({ id: 2, event: 'transition', data: { circuit: 'b' } });
+    expect(app.db.prepare('SELECT count(*) FROM transitions').pluck().get()).toBe(2);
+  });
+
+  it('answers a Last-Event-ID older than the oldest kept transition with reset "expired"', async () => {
+    const { app, open, trip } = await start();
+    for (const name of ['a', 'b', 'c', 'd']) await trip(name);
+    app.db.prepare('DELETE FROM transitions WHERE id <= 2').run(); // as retention would
+    const expired = await open('', { 'last-event-id': '1' });
+    expect(await expired.next()).toEqual({ id: 4, event: 'reset', data: { reason: 'expired', newest_id: 4 } });
+    const resumable = await open('', { 'last-event-id': '2' }); // 3 is the next id, and it is kept
+    expect((await drain(resumable, 2)).map((e) => [e.event, e.id])).toEqual([['transition', 3], ['transition', 4]]);
+  });
+
+  it('names an unknown query parameter in its 400', async () => {
+    const { open } = await start();
+    const res = await open('?foo=1');
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body).errors).toEqual([{ field: 'foo', message: expect.stringContaining('unknown') }]);
   });
 
   it('refuses a bad Last-Event-ID, both filters at once, and unknown parameters with 400', async () => {

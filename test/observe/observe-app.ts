@@ -22,7 +22,7 @@ export function buildObservedApp(options: ObservedOptions = {}) {
     maxCircuits: options.maxCircuits ?? 10_000,
     maxStreams: options.maxStreams ?? 1_000,
     heartbeatMs: options.heartbeatMs,
-    maxQueuedWrites: options.maxQueuedWrites,
+    maxStreamBufferBytes: options.maxStreamBufferBytes,
   });
   const built = createApp({
     store,

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
+import type { CapCutoff } from '../circuit-snapshot.js';
 import { toParams } from '../circuit-store.js';
 import type { RedisCircuitStore } from './redis-store.js';
 
@@ -28,6 +29,8 @@ const RETRY_MS = 1_000; // 1 s between attempts when a reload fails (Redis still
 export class CircuitMirror {
   private byName = new Map<string, Circuit>();
   private sorted: Circuit[] | null = null;
+  /** The cap's cutoff as last computed; kept current as circuits come and go (see `set`). */
+  private cut: (CapCutoff & { readonly limit: number; readonly count: number }) | null = null;
   /** The reload in progress: changes arriving meanwhile go into it too, and win over what it lists. */
   private loading: { fresh: Map<string, Circuit>; touched: Set<string> } | null = null;
   private generation = 0;
@@ -57,6 +60,7 @@ export class CircuitMirror {
       }
       this.byName = loading.fresh;
       this.sorted = null;
+      this.cut = null; // counted again from the fresh copy when next asked
     } finally {
       if (this.loading === loading) this.loading = null;
     }
@@ -79,12 +83,23 @@ export class CircuitMirror {
   }
 
   private set(name: string, circuit: Circuit | null): void {
+    const known = this.byName.get(name);
     for (const map of this.loading ? [this.byName, this.loading.fresh] : [this.byName]) {
       if (circuit === null) map.delete(name);
       else map.set(name, circuit);
     }
     this.loading?.touched.add(name);
     this.sorted = null;
+    if (known === undefined && circuit !== null) this.added(circuit.id);
+    else if (known !== undefined && circuit === null && this.cut !== null && known.id <= this.cut.lastId) this.cut = null;
+  }
+
+  /** A new circuit: past a full cap nothing moves; below it, the newest id is the new end. */
+  private added(id: number): void {
+    const cut = this.cut;
+    if (cut === null || (cut.full && id > cut.lastId)) return;
+    if (id <= cut.lastId) this.cut = null; // out of id order (a reload): count again
+    else this.cut = { limit: cut.limit, lastId: id, count: cut.count + 1, full: cut.count + 1 >= cut.limit };
   }
 
   private inIdOrder(): Circuit[] {
@@ -104,10 +119,14 @@ export class CircuitMirror {
       .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), row: { ...toParams(c), effective_state: stateAt(c, now) } }));
   }
 
-  isAmongFirst(id: number, limit: number): boolean {
-    let before = 0;
-    for (const c of this.byName.values()) if (c.id < id) before++;
-    return before < limit;
+  /** O(1) while circuits are only added; counted again (one sort) after a delete inside the cap. */
+  capCutoff(limit: number): CapCutoff {
+    if (limit <= 0) return { lastId: 0, full: true };
+    if (this.cut?.limit === limit) return this.cut;
+    const ids = Float64Array.from(this.byName.values(), (c) => c.id).sort();
+    const full = ids.length >= limit;
+    this.cut = { limit, full, lastId: full ? ids[limit - 1]! : (ids.at(-1) ?? 0), count: Math.min(ids.length, limit) };
+    return this.cut;
   }
 }
 
