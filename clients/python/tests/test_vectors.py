@@ -12,7 +12,10 @@ from circuitlog import _domain as d
 from circuitlog._local import policy_from
 
 SPEC = Path(__file__).resolve().parents[2] / "spec" / "state-machine.json"
-VECTORS: list[dict[str, Any]] = json.loads(SPEC.read_text())["vectors"]
+ALL_VECTORS: list[dict[str, Any]] = json.loads(SPEC.read_text())["vectors"]
+# The `ended_at` (stale outcome) vectors are the server's rule for outcomes delivered late; a
+# local breaker records each outcome as its call ends, so it never meets one (clients/spec/README.md).
+VECTORS: list[dict[str, Any]] = [v for v in ALL_VECTORS if "ended_at" not in v["tags"]]
 
 
 def policy(wire: dict[str, Any]) -> d.Policy:
@@ -67,7 +70,7 @@ def apply(c: d.Circuit, event: dict[str, Any], now: float, vector: dict[str, Any
 
 
 def test_the_spec_has_at_least_150_vectors() -> None:
-    assert len(VECTORS) >= 150
+    assert len(ALL_VECTORS) >= 150
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["id"] for v in VECTORS])
