@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newCircuit, recordFailure, type Circuit } from '../../src/domain/circuit.js';
@@ -153,6 +154,28 @@ describe('RedisCircuitStore', () => {
     await mirror.load();
     expect(mirror.stateCounts(1_000)).toEqual({ closed: 0, open: 1, half_open: 0 });
     expect(mirror.first(10, 1_000).map((c) => c.name)).toEqual(['kept']);
+  });
+
+  it('finds the circuits due to half-open from the due set, reading no circuit, and keeps the set to the open ones', async () => {
+    const { store } = await open(`t-${randomUUID()}:`);
+    const quick = { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
+    const trip = (name: string, now: number) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, quick, now), now);
+    for (let i = 0; i < 300; i++) await store.apply(`closed-${i}`, failure(`closed-${i}`));
+    await store.apply('later', trip('later', 2_000));
+    await store.apply('sooner', trip('sooner', 1_000));
+    const reads = () => {
+      const stats = execFileSync('redis-cli', ['-p', String(redis.port), 'INFO', 'commandstats'], { encoding: 'utf8' });
+      return [...stats.matchAll(/^cmdstat_(hget|hmget|hgetall|zrange|zrangebyscore|scan):calls=(\d+)/gm)].reduce((n, m) => (m[1]!.startsWith('h') || m[1] === 'scan' ? n + Number(m[2]) : n), 0);
+    };
+    const before = reads();
+    expect(await store.dueOpen(30_999, 10)).toEqual([]);
+    expect(await store.dueOpen(31_000, 10)).toEqual(['sooner']);
+    expect(await store.dueOpen(40_000, 10)).toEqual(['sooner', 'later']); // earliest open_until first
+    expect(await store.dueOpen(40_000, 1)).toEqual(['sooner']);
+    expect(reads() - before).toBe(0); // no circuit read: the old scan read all 302
+    await store.apply('sooner', (c) => ({ circuit: { ...c!, state: 'closed' as const, openUntil: null }, transitions: [] })); // no longer open: leaves the set
+    await store.delete('later');
+    expect(await store.dueOpen(40_000, 10)).toEqual([]);
   });
 
   it('answers 503 STORAGE_UNAVAILABLE within its timeout while Redis is frozen, and works again after', async () => {

@@ -76,7 +76,7 @@ export class CompareAndSet {
 
   private send(writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
     const { keys } = this;
-    const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch];
+    const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch, keys.due];
     const args = [this.channel, this.epoch.current];
     for (const { name, steps } of writes) {
       const read = states.get(name)!;
@@ -84,7 +84,8 @@ export class CompareAndSet {
       const transitions = steps.flatMap((s) => s.transitions.map((t) => [t.from, t.to, t.reason, t.at]));
       scriptKeys.push(keys.circuit(name), keys.events(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
-      args.push(name, version, JSON.stringify(final), JSON.stringify(transitions));
+      const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
+      args.push(name, version, JSON.stringify(final), JSON.stringify(transitions), dueAt);
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }

@@ -6,6 +6,7 @@ export class RedisKeys {
   readonly seq: string;
   readonly transitions: string;
   readonly epoch: string;
+  readonly due: string;
 
   constructor(readonly prefix: string) {
     this.ids = `${prefix}ids`;
@@ -14,6 +15,7 @@ export class RedisKeys {
     this.seq = `${prefix}seq`;
     this.transitions = `${prefix}transitions`;
     this.epoch = `${prefix}epoch`;
+    this.due = `${prefix}due`;
   }
 
   /** The circuit's hash; the name is a hash tag, so a circuit's keys share one Cluster slot. */

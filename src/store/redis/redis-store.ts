@@ -211,7 +211,7 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   async delete(name: string): Promise<boolean> {
-    const keys = [this.keys.circuit(name), this.keys.events(name), this.keys.index, this.keys.version, this.keys.epoch];
+    const keys = [this.keys.circuit(name), this.keys.events(name), this.keys.index, this.keys.version, this.keys.epoch, this.keys.due];
     let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.current]);
     if (version === -1) {
       await this.epoch.sync(); // not synced yet, or the store was emptied since
@@ -236,10 +236,13 @@ export class RedisCircuitStore implements CircuitStore {
     return this.redis.command<number>(['ZCARD', this.keys.index]);
   }
 
-  /** Scans the index (see `listCircuits`): one page of round trips per call, on the lease holder only. */
-  async dueOpen(now: number, limit: number): Promise<string[]> {
-    const due = await listCircuits(this.redis, this.keys, { state: 'half_open', now, limit: Number.MAX_SAFE_INTEGER }, this.malformed);
-    return due.filter((c) => c.state === 'open').slice(0, limit).map((c) => c.name);
+  /**
+   * Open circuits whose `open_until` has passed, oldest first: one read of the `due` set that
+   * every write keeps (see CAS_SCRIPT), never a scan of the circuits. A circuit opened before
+   * the set existed is not in it and half-opens on its next call, as it always did.
+   */
+  dueOpen(now: number, limit: number): Promise<string[]> {
+    return this.redis.command<string[]>(['ZRANGE', this.keys.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit)], 'read');
   }
 
   ping(): Promise<boolean> {

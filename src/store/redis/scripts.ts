@@ -11,7 +11,9 @@
  * Every write publishes `<version>\n<id>\n<name>\n<json>` (json empty: deleted) on
  * `changes:<db>` (channels are not per database), from inside the script: a host sees a change only once it is committed.
  * `epoch` names the store's life (SYNC_SCRIPT): writes check it, so none lands in a store
- * emptied since the writer last synced.
+ * emptied since the writer last synced. `due` a sorted set name -> `open_until` of every
+ * open circuit, so the lease holder finds the circuits due to half-open without a scan
+ * (`RedisStore.dueOpen`).
  */
 
 /** Newest transitions kept per circuit for `GET /circuits/{name}/events` (its limit is at most 500). */
@@ -24,9 +26,10 @@ export const RESET_VERSION_MARGIN = 1_000_000;
 
 /**
  * Write circuits if none changed since it was read. KEYS: ids, version, index, seq,
- * transitions, epoch, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, the
+ * transitions, epoch, due, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, the
  * writer's epoch, then per circuit: name, the version read (`0` = absent), the new JSON,
- * its transitions as a JSON array of `[from, to, reason, at]`.
+ * its transitions as a JSON array of `[from, to, reason, at]`, and its `open_until` while
+ * open (`''` otherwise: the circuit leaves `due`).
  * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, ...}`: the
  * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
  * or `{-1}` when the store's epoch is not the writer's (emptied since: see SYNC_SCRIPT).
@@ -34,13 +37,13 @@ export const RESET_VERSION_MARGIN = 1_000_000;
  */
 export const CAS_SCRIPT = `
 if redis.call('GET', KEYS[6]) ~= ARGV[2] then return {-1} end
-local n = (#ARGV - 2) / 4
+local n = (#ARGV - 2) / 5
 for i = 1, n do
-  local v = redis.call('HGET', KEYS[5 + 2 * i], 'v') or '0'
-  if v ~= ARGV[3 + 4 * (i - 1) + 1] then
+  local v = redis.call('HGET', KEYS[6 + 2 * i], 'v') or '0'
+  if v ~= ARGV[3 + 5 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
-      local cur = redis.call('HMGET', KEYS[5 + 2 * j], 'v', 'id', 'c')
+      local cur = redis.call('HMGET', KEYS[6 + 2 * j], 'v', 'id', 'c')
       out[#out + 1] = cur[1] or '0'
       out[#out + 1] = cur[2] or '0'
       out[#out + 1] = cur[3] or ''
@@ -50,9 +53,9 @@ for i = 1, n do
 end
 local out = {1}
 for i = 1, n do
-  local base = 3 + 4 * (i - 1)
+  local base = 3 + 5 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
-  local key, events = KEYS[5 + 2 * i], KEYS[6 + 2 * i]
+  local key, events = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
   local id = tonumber(redis.call('HGET', key, 'id'))
   if not id then
     id = redis.call('INCR', KEYS[1])
@@ -60,6 +63,7 @@ for i = 1, n do
   end
   local v = redis.call('INCR', KEYS[2])
   redis.call('HSET', key, 'v', v, 'id', id, 'c', json)
+  if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else redis.call('ZREM', KEYS[7], name) end
   local transitions = cjson.decode(ARGV[base + 3])
   for _, t in ipairs(transitions) do
     local seq = redis.call('INCR', KEYS[4])
@@ -76,7 +80,7 @@ return out
 `;
 
 /**
- * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version, epoch.
+ * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version, epoch, due.
  * ARGV: channel, name, the writer's epoch. Answers the version of the deletion, 0 if
  * unknown, -1 when the store's epoch is not the writer's.
  */
@@ -86,6 +90,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = redis.call('HGET', KEYS[1], 'id') or '0'
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[6], ARGV[2])
 local v = redis.call('INCR', KEYS[4])
 redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[2] .. '\\n')
 return v
