@@ -55,6 +55,7 @@ export class SentinelMaster {
       server.listen(0, '127.0.0.1', () => resolve());
     });
     const master = new SentinelMaster(url, first, server, logger);
+    server.on('error', (error) => logger.error({ event: 'redis_sentinel_listener_failed', err: error.message }, 'the loopback port for Sentinel failed'));
     server.on('connection', (socket) => master.pipe(socket));
     master.watch();
     logger.info({ event: 'redis_sentinel_master', master: url.masterName, host: first.host, port: first.port }, 'Sentinel names the primary');
@@ -75,7 +76,13 @@ export class SentinelMaster {
     this.stopped = true;
     this.server.close();
     for (const s of this.piped) s.destroy();
-    for (const w of this.watchers) w.destroy();
+    for (const w of this.watchers) {
+      try {
+        w.destroy();
+      } catch {
+        // never connected
+      }
+    }
   }
 
   private pipe(client: net.Socket): void {
