@@ -41,6 +41,17 @@ describe('CIRCUITLOG_STORE', () => {
     expect(() => loadConfig({ CIRCUITLOG_STORE: 'ftp://user:hunter2@h' }, [])).toThrow(/ftp:\/\/user:\*\*\*@h/);
   });
 
+  it('takes redis+sentinel:// (and rediss+sentinel://) with sentinels, a master name and a database, refusing malformed ones without the password', () => {
+    const url = 'rediss+sentinel://u:hunter2@s1:26379,[::1]:26380,s3/mymaster/2';
+    expect(loadConfig({ CIRCUITLOG_STORE: url }, []).store).toEqual({ kind: 'redis', url, timeoutMs: 1_000 });
+    const described = describeConfig(loadConfig({ CIRCUITLOG_STORE: url }, []));
+    expect(described).toMatchObject({ store: 'rediss+sentinel://u:***@s1:26379,[::1]:26380,s3/mymaster/2' });
+    for (const bad of ['redis+sentinel://s1:26379', 'redis+sentinel://s1:26379/', 'redis+sentinel://:hunter2@s1:0/m', 'redis+sentinel://s1,/m', 'redis+sentinel://s1/m/db', 'redis+sentinel://s1/m/0?x=1']) {
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).not.toThrow(/hunter2/);
+    }
+  });
+
   it('logs where the state lives without the password', () => {
     const described = describeConfig(loadConfig({ CIRCUITLOG_STORE: 'redis://user:hunter2@h:6379/1' }, []));
     expect(described).toMatchObject({ store: 'redis://user:***@h:6379/1', db: null });

@@ -1,3 +1,5 @@
+import { isSentinelUrl, parseSentinelUrl, redactSentinelUrl } from './redis/sentinel-url.js';
+
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
 export type StoreChoice =
   | { readonly kind: 'sqlite'; readonly path: string }
@@ -25,8 +27,8 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
     if (path === '') throw fail("CIRCUITLOG_STORE: 'sqlite:' needs a file path (sqlite:./data/circuitlog.db)");
     return { kind: 'sqlite', path };
   }
-  const problem = redisUrlProblem(raw);
-  const shown = raw.replace(/:[^:@/]*@/, ':***@'); // never print a password
+  const problem = isSentinelUrl(raw) ? sentinelProblem(raw) : redisUrlProblem(raw);
+  const shown = redactSentinelUrl(raw).replace(/:[^:@/]*@/, ':***@'); // never print a password
   if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
   return { kind: 'redis', url: raw, timeoutMs };
 }
@@ -42,7 +44,7 @@ export function redisUrlProblem(raw: string): string | null {
   } catch {
     return 'is not a URL (sqlite:<path>, redis://host[:port][/db] or rediss://...)';
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis:// or rediss://';
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis://, rediss:// or redis+sentinel://';
   if (url.hostname === '') return 'has no host (redis://host[:port][/db])';
   const db = url.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d{1,5}$/.test(db)) return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
@@ -50,8 +52,14 @@ export function redisUrlProblem(raw: string): string | null {
   return null;
 }
 
+const sentinelProblem = (raw: string): string | null => {
+  const parsed = parseSentinelUrl(raw);
+  return 'problem' in parsed ? parsed.problem : null;
+};
+
 /** The URL with its password replaced, for logs. */
 export function redactUrl(raw: string): string {
+  if (isSentinelUrl(raw)) return redactSentinelUrl(raw);
   const url = new URL(raw);
   if (url.password !== '') url.password = '***';
   return url.toString();

@@ -1,3 +1,4 @@
+import tls from 'node:tls';
 import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from 'pino';
 import { permanentStartFailure, speaksPlainRedis } from './start-errors.js';
@@ -13,6 +14,8 @@ export interface ConnectOptions {
   readonly failFastOffline: boolean;
   readonly logger: Logger;
   readonly name: string;
+  /** Behind Sentinel's loopback port: the primary's host name, which its TLS certificate must name. */
+  readonly tlsHost?: () => string;
 }
 
 const RECONNECT_MAX_DELAY_MS = 1_000; // 1 s: back within a second of Redis returning
@@ -38,6 +41,7 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
     disableOfflineQueue: options.failFastOffline,
     socket: {
       connectTimeout: Math.min(CONNECT_TIMEOUT_MS, options.startTimeoutMs),
+      ...(options.tlsHost === undefined ? {} : { checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(options.tlsHost!(), cert) }),
       reconnectStrategy: (retries: number, cause: Error) => {
         lastError = cause;
         if (!connected) {

@@ -4,6 +4,8 @@ import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
 import { CircuitMirror } from './circuit-mirror.js';
+import { SentinelMaster } from './sentinel-master.js';
+import { isSentinelUrl, parseSentinelUrl } from './sentinel-url.js';
 
 export interface OpenRedisOptions {
   readonly url: string;
@@ -61,9 +63,29 @@ export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedR
   }
 }
 
+/** A `redis+sentinel://` URL: the primary Sentinel names, behind a loopback port (`sentinel-master.ts`). */
+async function followSentinel(raw: string, logger: Logger): Promise<{ url: string; sentinel: SentinelMaster }> {
+  const parsed = parseSentinelUrl(raw);
+  if ('problem' in parsed) throw new RedisStartError(`the URL ${parsed.problem}`, null);
+  const sentinel = await SentinelMaster.start(parsed, logger);
+  const auth = parsed.username !== '' || parsed.password !== '' ? `${encodeURIComponent(parsed.username)}:${encodeURIComponent(parsed.password)}@` : '';
+  return { url: `${parsed.tls ? 'rediss' : 'redis'}://${auth}127.0.0.1:${sentinel.port}/${parsed.db}`, sentinel };
+}
+
 async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<OpenedRedis> {
+  const followed = isSentinelUrl(options.url) ? await followSentinel(options.url, options.logger) : null;
+  try {
+    return await openAt(followed?.url ?? options.url, options, startTimeoutMs, followed?.sentinel);
+  } catch (error) {
+    followed?.sentinel.stop();
+    throw error;
+  }
+}
+
+async function openAt(url: string, options: OpenRedisOptions, startTimeoutMs: number, sentinel?: SentinelMaster): Promise<OpenedRedis> {
   const common = {
-    url: options.url,
+    url,
+    tlsHost: sentinel === undefined ? undefined : () => sentinel.host,
     startTimeoutMs,
     failFastOffline: !options.queueOffline,
     logger: options.logger,
@@ -80,7 +102,7 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   };
   const subscriber = await more('circuitlog-changes');
   const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
-  const db = Number(new URL(options.url).pathname.slice(1) || 0);
+  const db = Number(new URL(url).pathname.slice(1) || 0);
   const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
   const store = new RedisCircuitStore(client, subscriber, { db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
   await store.ready();
@@ -103,6 +125,7 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
       store.epoch.stop();
       feed.stop();
       mirror?.stop();
+      sentinel?.stop();
       for (const c of connections) {
         try {
           c.destroy();

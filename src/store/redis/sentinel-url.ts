@@ -1,0 +1,45 @@
+/**
+ * `redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/db]` (also
+ * `rediss+sentinel://`: TLS to the sentinels and the data nodes). The credentials are the data
+ * nodes'; the sentinels are asked without any (see docs/many-hosts.md).
+ */
+export interface SentinelUrl {
+  readonly tls: boolean;
+  readonly sentinels: readonly { readonly host: string; readonly port: number }[];
+  readonly masterName: string;
+  readonly db: number;
+  readonly username: string;
+  readonly password: string;
+}
+
+const SENTINEL_URL = /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?$/;
+const DEFAULT_SENTINEL_PORT = 26379;
+
+export const isSentinelUrl = (raw: string): boolean => /^rediss?\+sentinel:/.test(raw);
+
+/** The parsed URL, or why it is refused (a sentence after the URL). */
+export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string } {
+  const m = SENTINEL_URL.exec(raw);
+  if (m === null) return { problem: 'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db]' };
+  const [, scheme, user = '', pass = '', hostList = '', name = '', dbRaw = ''] = m;
+  const sentinels: { host: string; port: number }[] = [];
+  for (const entry of hostList.split(',')) {
+    const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
+    const port = Number(hp?.[2] ?? DEFAULT_SENTINEL_PORT);
+    if (hp === null || port < 1 || port > 65535) return { problem: `has sentinel address '${entry}'; each must be host[:port] (port 26379 by default)` };
+    sentinels.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
+  }
+  if (name === '') return { problem: 'has no master name (redis+sentinel://host:26379/<master-name>[/db])' };
+  if (dbRaw !== '' && !/^\d{1,5}$/.test(dbRaw)) return { problem: `has database '${dbRaw}'; it must be a number (…/<master-name>/0)` };
+  let username: string;
+  let password: string;
+  try {
+    [username, password] = [decodeURIComponent(user), decodeURIComponent(pass)];
+  } catch {
+    return { problem: 'has credentials that are not valid percent-encoding' };
+  }
+  return { tls: scheme === 'rediss', sentinels, masterName: decodeURIComponent(name), db: Number(dbRaw || 0), username, password };
+}
+
+/** The URL with its password replaced, for logs and errors. */
+export const redactSentinelUrl = (raw: string): string => raw.replace(/^([^:]+:\/\/[^:@/]*:)[^@/]*@/, '$1***@');

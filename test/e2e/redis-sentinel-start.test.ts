@@ -1,0 +1,69 @@
+import { execFile } from 'node:child_process';
+import net from 'node:net';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from '../redis/redis-server.js';
+import { startSentinel, type Sentinel } from '../redis/sentinel.js';
+
+const run = promisify(execFile);
+const stoppers: (RedisServer | Sentinel)[] = [];
+afterEach(async () => {
+  await Promise.all(stoppers.splice(0).map((s) => (s as RedisServer).stop('SIGKILL')));
+});
+
+/** Run the server expecting it to refuse to start; killed (and the test failed) if it has not exited within 10 s. */
+async function refusal(store: string): Promise<{ code: number; stderr: string }> {
+  const result = await run(process.execPath, ['dist/main.js'], {
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_STORE: store },
+    timeout: 10_000,
+    killSignal: 'SIGKILL',
+  }).then(
+    () => null,
+    (e: { code: number; signal: string | null; stderr: string }) => e,
+  );
+  if (result === null) throw new Error('the server started');
+  if (result.signal) throw new Error(`the server did not stop within 10 s; stderr: ${result.stderr}`);
+  return { code: result.code, stderr: result.stderr };
+}
+
+/** A loopback port nobody listens on (it was free a moment ago). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describe('redis+sentinel:// that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
+  it.each([
+    ['no master name', 'redis+sentinel://:s3cret@127.0.0.1:26379', /CIRCUITLOG_STORE: 'redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:26379' is not redis\+sentinel:\/\/\[user:pass@\]host:26379/],
+    ['a bad sentinel address', 'redis+sentinel://:s3cret@127.0.0.1:99999/m', /CIRCUITLOG_STORE: .*has sentinel address '127\.0\.0\.1:99999'; each must be host\[:port\]/],
+    ['a database that is not a number', 'rediss+sentinel://u:s3cret@h1,h2:26380/m/x', /CIRCUITLOG_STORE: 'rediss\+sentinel:\/\/u:\*\*\*@h1,h2:26380\/m\/x' has database 'x'/],
+  ])('a malformed URL: %s', async (_, store, message) => {
+    const { code, stderr } = await refusal(store);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(message);
+    expect(stderr).not.toMatch(/s3cret/);
+  });
+
+  it('no sentinel reachable', async () => {
+    const [a, b] = [await closedPort(), await closedPort()];
+    const { code, stderr } = await refusal(`redis+sentinel://:s3cret@127.0.0.1:${a},127.0.0.1:${b}/m`);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: cannot reach Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${a},127\\.0\\.0\\.1:${b}/m: no sentinel answers \\(127\\.0\\.0\\.1:${a}: .*; 127\\.0\\.0\\.1:${b}: `));
+    expect(stderr).not.toMatch(/s3cret/);
+  });
+
+  it('a master name the sentinels do not know', async () => {
+    const primary = await startRedis();
+    stoppers.push(primary);
+    const sentinel = await startSentinel('m', primary.port);
+    stoppers.push(sentinel);
+    const { code, stderr } = await refusal(`redis+sentinel://:s3cret@127.0.0.1:${sentinel.port}/other`);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${sentinel.port}/other: sentinel 127\\.0\\.0\\.1:${sentinel.port} knows no master named 'other'`));
+    expect(stderr).not.toMatch(/s3cret/);
+  });
+});

@@ -1,0 +1,75 @@
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { tempDir } from '../server-process.js';
+
+const exec = promisify(execFile);
+
+/** A real Redis Sentinel (`redis-server <conf> --sentinel`) of the test's own, on a random loopback port. */
+export interface Sentinel {
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export const cli = async (port: number, ...args: string[]) => (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Sentinel timings the failover tests use (also in docs/many-hosts.md). */
+export const DOWN_AFTER_MS = 1_000;
+export const FAILOVER_TIMEOUT_MS = 3_000;
+
+/** A sentinel watching master `name` at 127.0.0.1:`primaryPort` with quorum 2; resolves once it answers. */
+export async function startSentinel(name: string, primaryPort: number): Promise<Sentinel> {
+  const port = await freePort();
+  const dir = tempDir('circuitlog-sentinel-');
+  const conf = path.join(dir, 'sentinel.conf'); // Sentinel rewrites its own file: it must be writable
+  fs.writeFileSync(
+    conf,
+    [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 2`,
+      `sentinel down-after-milliseconds ${name} ${DOWN_AFTER_MS}`,
+      `sentinel failover-timeout ${name} ${FAILOVER_TIMEOUT_MS}`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await cli(port, 'PING').then((r) => r === 'PONG', () => false);
+    if (ok) break;
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error('redis-server --sentinel did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    port,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** `SENTINEL master <name>` as a map (num-slaves, num-other-sentinels, ...). */
+export async function masterInfo(port: number, name: string): Promise<Map<string, string>> {
+  const lines = (await cli(port, 'SENTINEL', 'master', name)).split('\n');
+  const info = new Map<string, string>();
+  for (let i = 0; i + 1 < lines.length; i += 2) info.set(lines[i]!, lines[i + 1]!);
+  return info;
+}
