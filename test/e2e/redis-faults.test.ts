@@ -1,15 +1,13 @@
-import { execFile } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedStart } from '../refused-start.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
-const run = promisify(execFile);
 const running: ServerProcess[] = [];
 const redises: RedisServer[] = [];
 const blackholes: net.Server[] = [];
@@ -48,20 +46,7 @@ function request(url: string, method = 'GET', limitMs = 10_000): Promise<{ statu
   });
 }
 
-/** Run the server expecting it to refuse to start; killed (and the test failed) if it has not exited within 10 s. */
-async function refusal(env: Record<string, string>): Promise<{ code: number; stderr: string }> {
-  const result = await run(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
-    timeout: 10_000,
-    killSignal: 'SIGKILL',
-  }).then(
-    () => null,
-    (e: { code: number; signal: string | null; stderr: string }) => e,
-  );
-  if (result === null) throw new Error('the server started');
-  if (result.signal) throw new Error(`the server did not stop within 10 s; stderr: ${result.stderr}`);
-  return result;
-}
+const refusal = refusedStart;
 
 describe('CIRCUITLOG_STORE at start', () => {
   it.each([

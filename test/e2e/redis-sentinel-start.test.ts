@@ -1,30 +1,13 @@
-import { execFile } from 'node:child_process';
 import net from 'node:net';
-import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedStart } from '../refused-start.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startSentinel, type Sentinel } from '../redis/sentinel.js';
 
-const run = promisify(execFile);
 const stoppers: (RedisServer | Sentinel)[] = [];
 afterEach(async () => {
   await Promise.all(stoppers.splice(0).map((s) => (s as RedisServer).stop('SIGKILL')));
 });
-
-/** Run the server expecting it to refuse to start; killed (and the test failed) if it has not exited within 10 s. */
-async function refusal(store: string): Promise<{ code: number; stderr: string }> {
-  const result = await run(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_STORE: store },
-    timeout: 10_000,
-    killSignal: 'SIGKILL',
-  }).then(
-    () => null,
-    (e: { code: number; signal: string | null; stderr: string }) => e,
-  );
-  if (result === null) throw new Error('the server started');
-  if (result.signal) throw new Error(`the server did not stop within 10 s; stderr: ${result.stderr}`);
-  return { code: result.code, stderr: result.stderr };
-}
 
 /** A loopback port nobody listens on (it was free a moment ago). */
 function closedPort(): Promise<number> {
@@ -35,6 +18,8 @@ function closedPort(): Promise<number> {
     });
   });
 }
+
+const refusal = (store: string) => refusedStart({ CIRCUITLOG_STORE: store });
 
 describe('redis+sentinel:// that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
   it.each([

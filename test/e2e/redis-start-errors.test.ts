@@ -1,29 +1,13 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedStart } from '../refused-start.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 
-const run = promisify(execFile);
 const redises: RedisServer[] = [];
 afterEach(async () => {
   await Promise.all(redises.splice(0).map((r) => r.stop('SIGKILL')));
 });
 
-/** Run the server expecting it to refuse to start; killed (and the test failed) if it has not exited within 10 s. */
-async function refusal(store: string): Promise<{ code: number; stderr: string; ms: number }> {
-  const started = Date.now();
-  const result = await run(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_STORE: store },
-    timeout: 10_000,
-    killSignal: 'SIGKILL',
-  }).then(
-    () => null,
-    (e: { code: number; signal: string | null; stderr: string }) => e,
-  );
-  if (result === null) throw new Error('the server started');
-  if (result.signal) throw new Error(`the server did not stop within 10 s; stderr: ${result.stderr}`);
-  return { code: result.code, stderr: result.stderr, ms: Date.now() - started };
-}
+const refusal = (store: string) => refusedStart({ CIRCUITLOG_STORE: store });
 
 describe('a Redis that says why it cannot be used stops the start at once, saying so', () => {
   // "At once": the answer comes with the first attempt, not after the 8 s of bounded retries
