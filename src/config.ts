@@ -145,6 +145,10 @@ const upstreamSchema = z
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
     coalesce: coalesceSchema.default({ enabled: false, max_waiters: 1000, max_body_bytes: 1024 * 1024 }),
+    /** Share of the nodes request outcomes may hold open at once (Envoy's max_ejection_percent); docs/proxy.md#guard-rails. */
+    max_ejection_percent: z.number().int().min(0).max(100).default(100),
+    /** Below this share of nodes available, node breakers are not honoured (Envoy's panic threshold); 0: off. */
+    panic_threshold_percent: z.number().int().min(0).max(100).default(0),
     ...policyOverrides,
   })
   .strict()
@@ -252,6 +256,8 @@ const fileSchema = z
     /** Circuits created, or updated to this policy, at every start (state kept). */
     circuits: z.record(z.string(), declaredCircuitSchema).default({}),
     local_dc: z.string().regex(SEGMENT).max(64).optional(),
+    /** The caller the proxy names on its node outcomes; default `<hostname>:<port>` (`Config.instanceId`). */
+    instance_id: z.string().regex(/^[A-Za-z0-9_.:~\-/]{1,128}$/, "1 to 128 letters, digits, _ . : ~ - and '/'").optional(),
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
@@ -311,6 +317,8 @@ export interface Config extends Omit<FileConfig, 'store'> {
   readonly store: StoreChoice;
   /** What the proxy does when the store cannot be reached: the local DC's nodes unguarded, or 503. */
   readonly proxyOnStorageOutage: 'fail_open' | 'refuse';
+  /** `instance_id`, or `<hostname>:<port>`: every worker is this one caller (they share a host's network path). */
+  readonly instanceId: string;
 }
 
 /** Raised for a bad environment variable or config key; the message names it. */
@@ -445,7 +453,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
     synchronous,
     workers,
     groupCommit: groupCommit === 'on',
+    instanceId: file.instance_id ?? defaultInstanceId(port),
   };
+}
+
+/** `<hostname>:<port>`, cut to a valid caller id (a host name may hold no other characters but '-' and '.'). */
+function defaultInstanceId(port: number): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9_.:~\-/]/g, '_').slice(0, 120) || 'localhost';
+  return `${host}:${port}`;
 }
 
 /** Whether the config defines a circuit (declared under `circuits:`, or a proxy node's): never deleted as idle. */

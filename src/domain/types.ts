@@ -54,7 +54,9 @@ export type TransitionReason =
   | 'manual_reset'
   | 'forced_open'
   | 'forced_closed'
-  | 'force_cleared';
+  | 'force_cleared'
+  /** A proxy node's trip withheld by its upstream's `max_ejection_percent` (closed -> closed). */
+  | 'ejection_capped';
 
 /** A state change, or a force set or cleared (then `from` and `to` may be equal). */
 export interface Transition {
