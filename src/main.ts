@@ -140,7 +140,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   onForeignTransitions?.(() => observe.hub.nudge());
   const proxy =
     config.local_dc !== undefined && Object.keys(config.upstreams).length > 0
-      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced }
+      ? { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced, instanceId: config.instanceId }
       : undefined;
   const readiness = { draining: false };
   const { app, breaker, proxyListener, upgradeListener, ready } = createApp({

@@ -5,6 +5,7 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { elapsedMs, type Attempt, type BodySink } from './attempt.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './forward-headers.js';
+import { recordRequestOutcome } from './node-outcomes.js';
 import type { ProxyInput } from './proxy-handler.js';
 import type { ReplayableBody } from './replayable-body.js';
 import type { StaleCapture } from './stale-cache.js';
@@ -30,6 +31,10 @@ export interface Call {
   flight: Flight | null;
   /** The leader hung up while followers wait: the answer is still read, for them only. */
   detached: boolean;
+  /** Sent while the upstream is in panic (guard-rails.ts): answers carry `X-Degraded: panic`. */
+  panic?: boolean;
+  /** The node answering is forced closed and its rules would have refused (detect-only): `X-Circuit-Would-Refuse: true`. */
+  wouldRefuse?: boolean;
 }
 
 /** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
@@ -108,6 +113,6 @@ export class ForwardSink implements BodySink {
     call.done = true;
     call.current = null;
     call.upstream.inFlight--;
-    if (this.judge) this.deps.breaker.record(this.node.circuit, success, call.upstream.recordOptions, elapsedMs(this.deps.clock, this.startedAt));
+    if (this.judge) recordRequestOutcome(this.deps.breaker, call.upstream, this.node, success, elapsedMs(this.deps.clock, this.startedAt));
   }
 }

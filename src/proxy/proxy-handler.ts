@@ -19,6 +19,8 @@ import type { StaleCache, StaleCapture } from './stale-cache.js';
 import { parseProxyTarget } from './target-path.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { pickNode, type ProxyNode, type Upstream } from './upstreams.js';
+import { recordRequestOutcome } from './node-outcomes.js';
+import { PanicWatch, pickInPanic, type PanicListener } from './panic.js';
 import { isPromise } from '../store/maybe-promise.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
@@ -64,6 +66,9 @@ interface Report {
 }
 
 
+/** The node for one attempt; `judged`: its outcome goes to its breaker (not so for a node used in panic against its breaker). */
+type Choice = { readonly node: ProxyNode; readonly judged: boolean; readonly wouldRefuse?: boolean } | { readonly node: null; readonly retryAt: number | null };
+
 type Outcome =
   | { readonly kind: 'answer'; readonly node: ProxyNode; readonly attempt: Attempt; readonly failed: boolean }
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly node: ProxyNode; readonly startedAt: number }
@@ -75,6 +80,13 @@ const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRC
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { breaker, client, logger } = deps;
   const reports = new WeakMap<ProxyInput, Report>(); // only with hooks
+  const panics = new Map<Upstream, PanicWatch>();
+  const onPanic: PanicListener = (upstream, panic, available) => {
+    const fields = { event: panic ? 'panic_entered' : 'panic_left', upstream: upstream.name, available, nodes: upstream.nodes.length, threshold_percent: upstream.config.panic_threshold_percent };
+    logger.warn(fields, panic ? `${upstream.name}: panic: ${available} of ${upstream.nodes.length} nodes available; node breakers not honoured` : `${upstream.name}: panic over: ${available} of ${upstream.nodes.length} nodes available`);
+    deps.hooks?.proxyPanic?.(upstream.name, panic);
+  };
+  for (const u of deps.upstreams.values()) if (u.config.panic_threshold_percent > 0) deps.hooks?.proxyPanic?.(u.name, false); // the gauge from the start
 
   function attempt(call: Call, node: ProxyNode, startedAt: number): Promise<Outcome> {
     const cfg = call.upstream.config;
@@ -109,23 +121,24 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 
   async function forward(call: Call): Promise<Response> {
     const { upstream } = call;
-    const create = upstream.recordOptions;
+    const watch = panicWatch(upstream);
+    call.panic = watch.holds();
     let tried: Set<ProxyNode> | null = null;
     let budget = upstream.config.retries;
     let last: Outcome | null = null;
     for (;;) {
-      const picked = pickNode(upstream, breaker, tried, deps.failOpen ?? true);
-      const pick = isPromise(picked) ? await picked : picked;
+      const pick = await choose(call, watch, tried);
       if (pick.node === null) {
         if (last === null) return noNodeAvailable(call, pick.retryAt);
         return giveUp(call, last);
       }
       if (last?.kind === 'answer') last.attempt.attach(new DiscardSink(last.attempt));
+      call.wouldRefuse = pick.wouldRefuse === true;
       const startedAt = deps.clock();
       const outcome = await attempt(call, pick.node, startedAt);
       if (outcome.kind === 'caller_gone') return call.body?.timedOut ? bodyTimedOut(call) : callerGone(call);
-      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, true);
-      breaker.record(pick.node.circuit, false, create, elapsedMs(deps.clock, outcome.kind === 'answer' ? outcome.attempt.startedAt : outcome.startedAt));
+      if (outcome.kind === 'answer' && !outcome.failed) return answer(call, outcome.node, outcome.attempt, pick.judged);
+      if (pick.judged) recordRequestOutcome(breaker, upstream, pick.node, false, elapsedMs(deps.clock, outcome.kind === 'answer' ? outcome.attempt.startedAt : outcome.startedAt));
       (tried ??= new Set()).add(pick.node);
       last = outcome;
       const replayable = call.body === null || call.body.replayable;
@@ -133,6 +146,33 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
       if (!IDEMPOTENT.has(call.method) || budget === 0 || !replayable) return giveUp(call, last);
       budget--;
     }
+  }
+
+  /**
+   * The node for the next attempt: by the breakers, or in panic over every node (panic.ts).
+   * A pick that finds no node reads the nodes again at once, so the request that finds every
+   * node out is the first one served in panic.
+   */
+  async function choose(call: Call, watch: PanicWatch, tried: ReadonlySet<ProxyNode> | null): Promise<Choice> {
+    const { upstream } = call;
+    if (call.panic) {
+      const picked = pickInPanic(upstream, breaker, tried);
+      const pick = isPromise(picked) ? await picked : picked;
+      return pick ?? { node: null, retryAt: null };
+    }
+    const picked = pickNode(upstream, breaker, tried, deps.failOpen ?? true);
+    const pick = isPromise(picked) ? await picked : picked;
+    if (pick.node !== null) return { node: pick.node, judged: true, wouldRefuse: pick.wouldRefuse };
+    watch.stale();
+    if (!watch.holds()) return pick;
+    call.panic = true;
+    return choose(call, watch, tried);
+  }
+
+  function panicWatch(upstream: Upstream): PanicWatch {
+    let watch = panics.get(upstream);
+    if (watch === undefined) panics.set(upstream, (watch = new PanicWatch(upstream, breaker, deps.clock, onPanic)));
+    return watch;
   }
 
   function giveUp(call: Call, last: Outcome): Response {
@@ -192,7 +232,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const status = attempt.status;
     const headers = downstreamFlatHeaders(attempt.rawHeaders);
     if (NO_LENGTH_STATUSES.has(status)) removeFlat(headers, 'content-length');
-    headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', node.local ? 'false' : 'true');
+    if (call.wouldRefuse) headers.push('x-circuit-would-refuse', 'true');
+    headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', call.panic ? 'panic' : node.local ? 'false' : 'true');
     report(call.input, node, status);
     const noBody = call.method === 'HEAD' || NO_BODY_STATUSES.has(status);
     const stale = call.upstream.stale;

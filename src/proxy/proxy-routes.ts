@@ -17,6 +17,8 @@ import { unknownUpstream } from './unknown-upstream.js';
 export interface ProxyOptions {
   readonly localDc: string;
   readonly upstreams: Record<string, UpstreamConfig>;
+  /** Config `instance_id`: the caller this proxy names on its node outcomes. */
+  readonly instanceId?: string;
   readonly client: UpstreamClient;
   /** Counter hook: one call per follower answered from a coalesced call (`circuitlog_proxy_coalesced_total{upstream}`). */
   readonly onCoalesced?: (upstream: string) => void;
@@ -39,7 +41,7 @@ export interface ProxyRouteDeps {
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
-  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
+  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.proxy.instanceId);
   const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
   if (isPromise(created)) deps.pending?.push(created);
   const handler = createProxyHandler({

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { recordRequestOutcome } from './node-outcomes.js';
 import { upstreamRequestHeaders } from './forward-headers.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { parseProxyTarget, type ProxyTarget } from './target-path.js';
@@ -132,7 +133,6 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     upstream.inFlight++;
     let holding = true; // the slot passes to the tunnel once it opens
     try {
-      const create = upstream.recordOptions;
       let tried: Set<ProxyNode> | null = null;
       let budget = upstream.config.retries;
       let last: { outcome: Handshake; node: ProxyNode } | null = null;
@@ -149,16 +149,16 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
         const outcome = await handshake(upstream, pick.node, target, incoming, client);
         if (outcome.kind === 'caller_gone') return report(r, null, 499); // as on the HTTP path: nothing was sent
         if (outcome.kind === 'upgraded') {
-          breaker.record(pick.node.circuit, true, create);
+          recordRequestOutcome(breaker, upstream, pick.node, true, undefined);
           holding = false;
           tunnel(upstream, pick.node, outcome, client, head);
           return report(r, pick.node, 101);
         }
         if (outcome.kind === 'answer' && !outcome.failed) {
-          breaker.record(pick.node.circuit, true, create);
+          recordRequestOutcome(breaker, upstream, pick.node, true, undefined);
           return relayAnswer(outcome.res, pick.node, client, r);
         }
-        breaker.record(pick.node.circuit, false, create);
+        recordRequestOutcome(breaker, upstream, pick.node, false, undefined);
         (tried ??= new Set()).add(pick.node);
         last = { outcome, node: pick.node };
         if (outcome.kind === 'refused') continue; // nothing was sent: free to move on

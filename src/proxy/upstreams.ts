@@ -7,6 +7,7 @@ import type { CircuitStore } from '../store/circuit-store.js';
 import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
+import { wouldRefuse } from './guard-rails.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -27,8 +28,8 @@ export interface Upstream {
   readonly config: UpstreamConfig;
   /** The policy of its node circuits, from the upstream's config block. */
   readonly settings: CircuitPolicy;
-  /** `{ create: settings }`, made once: passed to every `breaker.record` of a node. */
-  readonly recordOptions: { readonly create: CircuitPolicy };
+  /** `{ create: settings, caller }`, made once: passed to every `breaker.record` of a node. */
+  readonly recordOptions: { readonly create: CircuitPolicy; readonly caller?: string };
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
@@ -41,8 +42,8 @@ export interface Upstream {
   inFlight: number;
 }
 
-/** Build the run-time upstreams from the parsed config. */
-export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string): Map<string, Upstream> {
+/** Build the run-time upstreams from the parsed config; `caller` (config `instance_id`) names this proxy on its node outcomes. */
+export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string, caller?: string): Map<string, Upstream> {
   const out = new Map<string, Upstream>();
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
@@ -58,7 +59,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
       name,
       config,
       settings,
-      recordOptions: { create: settings },
+      recordOptions: caller === undefined ? { create: settings } : { create: settings, caller },
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),
@@ -108,7 +109,14 @@ export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upst
   if (pending.length > 0) return Promise.all(pending).then(() => {});
 }
 
-export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonly retryAt: number | null };
+/** `wouldRefuse`: the node is forced closed and its rules would refuse the call (detect-only). */
+export type Pick = { readonly node: ProxyNode; readonly wouldRefuse?: boolean } | { readonly node: null; readonly retryAt: number | null };
+
+/** The pick of an admitting node, marked when its force alone let the call through. */
+function admitted(node: ProxyNode, admission: Admission | null, breaker: BreakerService): Pick {
+  if (admission === null || admission.circuit.forcedState !== 'closed') return { node };
+  return { node, wouldRefuse: wouldRefuse(admission.circuit, breaker.now()) };
+}
 
 /**
  * The next node to try: the first group (local DC first) with a node whose circuit
@@ -127,7 +135,7 @@ export function pickNode(upstream: Upstream, breaker: BreakerService, tried: Rea
       const admission = breaker.check(node.circuit);
       // A check that needs the shared store (Redis: a probe slot, a cache miss) goes on asynchronously.
       if (isPromise(admission)) return pickNodeLater(upstream, breaker, tried, { g, k, start, retryAt, failOpen }, admission);
-      if (admission === null || admission.verdict.allowed) return { node };
+      if (admission === null || admission.verdict.allowed) return admitted(node, admission, breaker);
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
   }
@@ -165,7 +173,7 @@ async function pickNodeLater(
       } finally {
         pending = null;
       }
-      if (admission === null || admission.verdict.allowed) return { node };
+      if (admission === null || admission.verdict.allowed) return admitted(node, admission, breaker);
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
   }

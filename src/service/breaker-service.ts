@@ -20,6 +20,7 @@ import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
 import { GroupCommit } from './group-commit.js';
+import { guardedItems, type OutcomeGuard } from './guarded-outcome.js';
 
 /** Epoch milliseconds now; tests pass a fake. */
 export type Clock = () => number;
@@ -114,14 +115,27 @@ export class BreakerService {
     // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
-    if (isPromise(result)) {
-      result.catch((error: unknown) => {
-        if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
-        this.lastRecordWarning = this.clock();
-        this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
-      });
-    }
+    if (isPromise(result)) result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
     return result;
+  }
+
+  /**
+   * `record`, with `guard` free to change the step after seeing the `peers` circuits as
+   * the same atomic write reads them (the proxy's ejection cap: guard-rails.ts). See
+   * `guardedItems` for how the peers' reads are made part of the write.
+   */
+  recordAmong(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined, peers: readonly string[], guard: OutcomeGuard): MaybePromise<Circuit> {
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
+    const result = chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!.circuit);
+    if (isPromise(result)) result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+    return result;
+  }
+
+  private warnNotRecorded(name: string, success: boolean, error: unknown): void {
+    if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
+    this.lastRecordWarning = this.clock();
+    this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
   }
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */

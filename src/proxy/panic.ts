@@ -1,0 +1,115 @@
+import type { Admission, Circuit } from '../domain/circuit.js';
+import type { BreakerService, Clock } from '../service/breaker-service.js';
+import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
+import { isAvailable, panicHolds } from './guard-rails.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
+
+/**
+ * How old a reading of the nodes may be before the next request reads them again (100 ms):
+ * a handful of cached reads per upstream ten times a second, never one per request. A node
+ * seen refusing a call makes the next request read at once.
+ */
+export const PANIC_RECHECK_MS = 100;
+
+/** Told when an upstream enters or leaves panic: the nodes available of all at that reading. */
+export type PanicListener = (upstream: Upstream, panic: boolean, available: number) => void;
+
+/**
+ * Whether one upstream is in panic (`panic_threshold_percent`): fewer than that share of
+ * its nodes available (guard-rails.ts `isAvailable`). Each worker reads the shared node
+ * circuits itself, so every worker comes to the same answer within PANIC_RECHECK_MS.
+ */
+export class PanicWatch {
+  private panic = false;
+  private readAt = -Infinity;
+  private reading = false;
+
+  constructor(
+    private readonly upstream: Upstream,
+    private readonly breaker: BreakerService,
+    private readonly clock: Clock,
+    private readonly onChange: PanicListener,
+  ) {}
+
+  /** Panic as of the last reading (read again when older than PANIC_RECHECK_MS). Always false with the threshold at 0. */
+  holds(): boolean {
+    if (this.upstream.config.panic_threshold_percent === 0) return false;
+    const now = this.clock();
+    if (now - this.readAt >= PANIC_RECHECK_MS) this.read(now);
+    return this.panic;
+  }
+
+  /** A node refused a call: the next `holds` reads the nodes again. */
+  stale(): void {
+    this.readAt = -Infinity;
+  }
+
+  private read(now: number): void {
+    if (this.reading) return; // a reading from the shared store is on its way
+    this.readAt = now;
+    let got: MaybePromise<Circuit | null>[];
+    try {
+      got = this.upstream.nodes.map((n) => this.breaker.get(n.circuit));
+    } catch {
+      return; // the store is busy or down: keep the last reading
+    }
+    if (!got.some(isPromise)) return this.judge(got as (Circuit | null)[]);
+    this.reading = true;
+    Promise.all(got).then(
+      (circuits) => {
+        this.reading = false;
+        this.judge(circuits);
+      },
+      () => {
+        this.reading = false; // unreachable store: keep the last reading
+      },
+    );
+  }
+
+  private judge(circuits: readonly (Circuit | null)[]): void {
+    const now = this.clock();
+    const available = circuits.filter((c) => isAvailable(c, now)).length;
+    const panic = panicHolds(available, circuits.length, this.upstream.config.panic_threshold_percent);
+    if (panic === this.panic) return;
+    this.panic = panic;
+    this.onChange(this.upstream, panic, available);
+  }
+}
+
+/** A node chosen in panic; `judged` when its breaker admitted the call (then its outcome is recorded as usual). */
+export interface PanicPick {
+  readonly node: ProxyNode;
+  readonly judged: boolean;
+}
+
+/**
+ * In panic: the next node not yet tried, local DC first, round-robin inside each DC, its
+ * breaker not honoured. The breaker is still asked, so a node that admits the call (closed,
+ * or a half-open probe) is judged by its outcome as always; a node whose breaker refuses is
+ * used without being judged (its outcome says nothing the detector does not already hold).
+ */
+export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): MaybePromise<PanicPick | null> {
+  for (let g = 0; g < upstream.groups.length; g++) {
+    const group = upstream.groups[g]!;
+    const start = upstream.cursors[g]!;
+    for (let k = 0; k < group.length; k++) {
+      const node = group[(start + k) % group.length]!;
+      if (tried?.has(node)) continue;
+      upstream.cursors[g] = (start + k + 1) % group.length;
+      let admission: MaybePromise<Admission | null>;
+      try {
+        admission = breaker.check(node.circuit);
+      } catch {
+        return { node, judged: false };
+      }
+      if (!isPromise(admission)) return { node, judged: admitted(admission) };
+      return admission.then(
+        (a) => ({ node, judged: admitted(a) }),
+        () => ({ node, judged: false }),
+      );
+    }
+  }
+  return null;
+}
+
+const admitted = (a: Admission | null) => a === null || a.verdict.allowed;
