@@ -10,6 +10,8 @@ import type { ProxyNode, Upstream } from './upstreams.js';
  * seen refusing a call makes the next request read at once.
  */
 export const PANIC_RECHECK_MS = 100;
+/** While in panic, the nodes are read this often even without traffic, so that the gauge and the log see it end (1 s). */
+export const PANIC_IDLE_RECHECK_MS = 1_000;
 
 /** Told when an upstream enters or leaves panic: the nodes available of all at that reading. */
 export type PanicListener = (upstream: Upstream, panic: boolean, available: number) => void;
@@ -23,6 +25,7 @@ export class PanicWatch {
   private panic = false;
   private readAt = -Infinity;
   private reading = false;
+  private idleTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly upstream: Upstream,
@@ -72,6 +75,13 @@ export class PanicWatch {
     const panic = panicHolds(available, circuits.length, this.upstream.config.panic_threshold_percent);
     if (panic === this.panic) return;
     this.panic = panic;
+    if (panic) {
+      this.idleTimer = setInterval(() => this.read(this.clock()), PANIC_IDLE_RECHECK_MS);
+      this.idleTimer.unref();
+    } else if (this.idleTimer !== null) {
+      clearInterval(this.idleTimer);
+      this.idleTimer = null;
+    }
     this.onChange(this.upstream, panic, available);
   }
 }
