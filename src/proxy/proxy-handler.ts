@@ -9,7 +9,7 @@ import type { FlightResult } from './coalesce.js';
 import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
 import { fallbackResponse } from './fallback.js';
 import { upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
-import { sendCoalesced, sendFallback, staleKey, streamAnswer } from './http-answer.js';
+import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
 import { httpTransport } from './http-forward.js';
 import { ProxyCall, type CallParts, type ProxyInput } from './proxy-call.js';
 import { FORWARDED_METHODS, methodNotForwarded, noNodeAvailable, requestBodyTimeout, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
@@ -47,25 +47,37 @@ export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
  * node's streamed answer, a fallback, or a problem.
  */
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
-  const core: FailoverDeps = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true };
-  const answerDeps = { ...core, logger: deps.logger };
+  const proxy = new HttpProxy(deps);
+  const hooks = deps.hooks;
+  if (hooks === undefined) return (input) => proxy.handle(input, true, null);
+  return (input) => reported(hooks, (r) => proxy.handle(input, true, r), (response) => response.status);
+}
 
-  async function handle(input: ProxyInput, coalesce: boolean, r: Report | null): Promise<Response> {
+class HttpProxy {
+  private readonly core: FailoverDeps;
+  private readonly answerDeps: AnswerDeps;
+
+  constructor(private readonly deps: ProxyHandlerDeps) {
+    this.core = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true };
+    this.answerDeps = { ...this.core, logger: deps.logger };
+  }
+
+  async handle(input: ProxyInput, coalesce: boolean, r: Report | null): Promise<Response> {
     if (!FORWARDED_METHODS.includes(input.method)) throw methodNotForwarded(input.method);
     // The raw target, before URL normalisation resolves dot segments we must refuse.
-    const { target, upstream } = admitTarget(deps.upstreams, input.incoming?.url ?? rawTarget(input.url));
+    const { target, upstream } = admitTarget(this.deps.upstreams, input.incoming?.url ?? rawTarget(input.url));
     if (r !== null) r.upstream = upstream.name;
     const requestHeaders: HeaderRecord = input.incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
     const key = coalesce ? coalescingKey(upstream, input.method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     const waiting = inFlight?.join(requestHeaders) ?? null;
-    if (waiting !== null) return follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
+    if (waiting !== null) return this.follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
     checkRoom(upstream);
-    const sent = outgoingRequest(input, upstream, requestHeaders);
+    const sent = this.outgoingRequest(input, upstream, requestHeaders);
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
     const call = new ProxyCall({ input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r }, new Slot(upstream));
     try {
-      return answer(call, await failover(core, httpTransport(deps, call)));
+      return this.answer(call, await failover(this.core, httpTransport(this.deps, call)));
     } catch (error) {
       if (error instanceof AppError) flight?.fail(error);
       else flight?.release();
@@ -76,17 +88,17 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   }
 
   /** The caller's answer for how the failover ended. */
-  function answer(call: ProxyCall, ending: Ending<Attempt>): Response {
+  private answer(call: ProxyCall, ending: Ending<Attempt>): Response {
     const { upstream } = call.parts;
     switch (ending.kind) {
       case 'answer':
-        return streamAnswer(answerDeps, call, ending.node, ending.answer, !ending.failed); // a failing answer goes back as sent, already counted
+        return streamAnswer(this.answerDeps, call, ending.node, ending.answer, !ending.failed); // a failing answer goes back as sent, already counted
       case 'no_node':
-        return fallbackOr(call, noNodeAvailable(upstream, ending.retryAt));
+        return this.fallbackOr(call, noNodeAvailable(upstream, ending.retryAt));
       case 'timeout':
-        return fallbackOr(call, upstreamTimeout(upstream));
+        return this.fallbackOr(call, upstreamTimeout(upstream));
       case 'unreachable':
-        return fallbackOr(call, upstreamUnreachable(upstream));
+        return this.fallbackOr(call, upstreamUnreachable(upstream));
       case 'caller_gone':
         if (call.parts.body?.timedOut) {
           // The caller fell silent mid-upload: its fault, so no node outcome.
@@ -98,36 +110,36 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     }
   }
 
-  function fallbackOr(call: ProxyCall, error: AppError): Response {
+  private fallbackOr(call: ProxyCall, error: AppError): Response {
     const { upstream, method, requestHeaders, body, flight } = call.parts;
     body?.discard();
-    const fallback = fallbackResponse(upstream, method, staleKey(call), requestHeaders, deps.clock());
+    const fallback = fallbackResponse(upstream, method, staleKey(call), requestHeaders, this.deps.clock());
     if (fallback === null) {
       flight?.fail(error);
       throw error;
     }
     const kind = fallback.headers['x-fallback'] as 'stale' | 'static';
-    deps.hooks?.proxyFallback(upstream.name, kind);
-    deps.logger.info({ event: 'fallback', upstream: upstream.name, kind, code: error.code }, error.message);
+    this.deps.hooks?.proxyFallback(upstream.name, kind);
+    this.deps.logger.info({ event: 'fallback', upstream: upstream.name, kind, code: error.code }, error.message);
     return sendFallback(call, fallback);
   }
 
   /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
-  async function follow(input: ProxyInput, upstream: Upstream, waiting: Promise<FlightResult>, r: Report | null): Promise<Response> {
+  private async follow(input: ProxyInput, upstream: Upstream, waiting: Promise<FlightResult>, r: Report | null): Promise<Response> {
     const result = await waiting;
-    if (result.kind === 'alone') return handle(input, false, r);
+    if (result.kind === 'alone') return this.handle(input, false, r);
     if (result.kind === 'problem') throw result.error;
-    deps.onCoalesced?.(upstream.name);
+    this.deps.onCoalesced?.(upstream.name);
     return sendCoalesced(input, r, result.status, result.headers, result.body);
   }
 
   /** The fields and body sent to the node: end-to-end fields plus X-Forwarded-*, the body replayable for a retry. */
-  function outgoingRequest(input: ProxyInput, upstream: Upstream, requestHeaders: HeaderRecord): Pick<CallParts, 'headers' | 'body'> {
+  private outgoingRequest(input: ProxyInput, upstream: Upstream, requestHeaders: HeaderRecord): Pick<CallParts, 'headers' | 'body'> {
     const { incoming } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
       clientIp: incoming?.socket.remoteAddress,
       proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(input.url).protocol.slice(0, -1),
-      localDc: deps.localDc,
+      localDc: this.deps.localDc,
     });
     let source: Readable | null = null;
     if (incoming !== undefined) source = hasRequestBody(requestHeaders) ? incoming : null;
@@ -136,10 +148,6 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const limit = IDEMPOTENT.has(input.method) ? REPLAY_BUFFER_BYTES : 0;
     return { headers, body: source === null ? null : new ReplayableBody(source, limit, upstream.config.client_body_timeout_ms) };
   }
-
-  const hooks = deps.hooks;
-  if (hooks === undefined) return (input) => handle(input, true, null);
-  return (input) => reported(hooks, (r) => handle(input, true, r), (response) => response.status);
 }
 
 function rawTarget(url: string): string {
