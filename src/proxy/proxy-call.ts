@@ -43,10 +43,8 @@ export class ProxyCall {
   /** The attempt in progress (its head pending, or its body streaming to the caller). */
   private current: Attempt | null = null;
   private handedOff = false;
-  /** The caller's response is over (sent, or the caller left). */
-  done = false;
-  /** The leader hung up while followers wait: the answer is still read, for them only. */
-  detached = false;
+  private over = false;
+  private leaderGone = false;
 
   constructor(
     readonly parts: CallParts,
@@ -56,6 +54,16 @@ export class ProxyCall {
     // work and the bulkhead slot are freed at once; either way it says nothing against the
     // node. A leader with followers waiting is only detached: its call goes on for them.
     parts.input.outgoing?.once('close', () => this.hangUp());
+  }
+
+  /** The caller's response is over (sent, or the caller left). */
+  get done(): boolean {
+    return this.over;
+  }
+
+  /** The leader hung up while followers wait: the answer is still read, for them only. */
+  get detached(): boolean {
+    return this.leaderGone;
   }
 
   /** An attempt starts: the upload's timer watches it. */
@@ -87,19 +95,19 @@ export class ProxyCall {
 
   /** The call is over: the one place its bulkhead slot is released. */
   end(): void {
-    this.done = true;
+    this.over = true;
     this.current = null;
     this.slot.release();
   }
 
   private hangUp(): void {
-    if (this.done) return;
+    if (this.over) return;
     const flight = this.parts.flight;
     if (flight !== null && flight.followers > 0 && !flight.settled) {
-      this.detached = true;
+      this.leaderGone = true;
       return;
     }
-    this.done = true;
+    this.over = true;
     this.cancel(CALLER_GONE);
   }
 }
