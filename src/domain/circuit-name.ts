@@ -18,3 +18,8 @@ export function circuitNameProblem(name: string): string | null {
   if (/(?:^|\/)\.\.?(?:\/|$)/.test(name)) return "must not have '.' or '..' segments";
   return "may hold only letters, digits and _ . : ~ -, in segments separated by single '/'";
 }
+
+/** The circuit of one proxy node: `<upstream>/<node-id>`. */
+export function nodeCircuitName(upstream: string, node: string): string {
+  return `${upstream}/${node}`;
+}

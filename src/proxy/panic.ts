@@ -1,7 +1,10 @@
+import type { Logger } from 'pino';
 import type { Admission, Circuit } from '../domain/circuit.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 import { isAvailable, panicHolds } from './guard-rails.js';
+import type { NodeUse, Pick } from './node-picker.js';
+import type { ProxyHooks } from './proxy-hooks.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /**
@@ -86,11 +89,40 @@ export class PanicWatch {
   }
 }
 
-/** A node chosen in panic; `judged` when its breaker admitted the call (then its outcome is recorded as usual). */
-export interface PanicPick {
-  readonly node: ProxyNode;
-  readonly judged: boolean;
+/**
+ * Every upstream's PanicWatch, one per process (the HTTP and the WebSocket path share them);
+ * only upstreams with a `panic_threshold_percent` have one.
+ */
+export class PanicWatches {
+  private readonly watches = new Map<Upstream, PanicWatch>();
+
+  constructor(upstreams: Iterable<Upstream>, breaker: BreakerService, clock: Clock, onChange: PanicListener) {
+    for (const u of upstreams) {
+      if (u.config.panic_threshold_percent === 0) continue;
+      this.watches.set(u, new PanicWatch(u, breaker, clock, onChange));
+    }
+  }
+
+  of(upstream: Upstream): PanicWatch | undefined {
+    return this.watches.get(upstream);
+  }
 }
+
+/** The listener that logs panic's start and end (`panic_entered` / `panic_left`) and sets the gauge; the gauge starts at 0. */
+export function reportPanic(logger: Logger, hooks: ProxyHooks | undefined, upstreams: Iterable<Upstream>): PanicListener {
+  for (const u of upstreams) if (u.config.panic_threshold_percent > 0) hooks?.proxyPanic?.(u.name, false);
+  return (upstream, panic, available) => {
+    const nodes = upstream.nodes.length;
+    const fields = { event: panic ? 'panic_entered' : 'panic_left', upstream: upstream.name, available, nodes, threshold_percent: upstream.config.panic_threshold_percent };
+    const message = panic ? `${upstream.name}: panic, ${available} of ${nodes} nodes available: node breakers not honoured` : `${upstream.name}: panic over, ${available} of ${nodes} nodes available`;
+    logger.warn(fields, message);
+    hooks?.proxyPanic?.(upstream.name, panic);
+  };
+}
+
+const PANIC_JUDGED: NodeUse = Object.freeze({ judged: true, panic: true, wouldRefuse: false });
+const PANIC_UNJUDGED: NodeUse = Object.freeze({ judged: false, panic: true, wouldRefuse: false });
+const inPanic = (node: ProxyNode, a: Admission | null): Pick => ({ node, use: a === null || a.verdict.allowed ? PANIC_JUDGED : PANIC_UNJUDGED });
 
 /**
  * In panic: the next node not yet tried, local DC first, round-robin inside each DC, its
@@ -98,7 +130,7 @@ export interface PanicPick {
  * or a half-open probe) is judged by its outcome as always; a node whose breaker refuses is
  * used without being judged (its outcome says nothing the detector does not already hold).
  */
-export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): MaybePromise<PanicPick | null> {
+export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): MaybePromise<Pick | null> {
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
     const start = upstream.cursors[g]!;
@@ -110,16 +142,14 @@ export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: 
       try {
         admission = breaker.check(node.circuit);
       } catch {
-        return { node, judged: false };
+        return { node, use: PANIC_UNJUDGED }; // the store is down: used unguarded, as fail-open does
       }
-      if (!isPromise(admission)) return { node, judged: admitted(admission) };
+      if (!isPromise(admission)) return inPanic(node, admission);
       return admission.then(
-        (a) => ({ node, judged: admitted(a) }),
-        () => ({ node, judged: false }),
+        (a) => inPanic(node, a),
+        () => ({ node, use: PANIC_UNJUDGED }),
       );
     }
   }
   return null;
 }
-
-const admitted = (a: Admission | null) => a === null || a.verdict.allowed;

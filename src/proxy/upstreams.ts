@@ -1,13 +1,10 @@
 import type { UpstreamConfig } from '../config.js';
-import { AppError } from '../domain/errors.js';
-import { configure, newCircuit, type Admission, type CircuitPolicy } from '../domain/circuit.js';
+import { configure, newCircuit, type CircuitPolicy } from '../domain/circuit.js';
+import { nodeCircuitName } from '../domain/circuit-name.js';
 import { policyFromWire } from '../policy-schema.js';
-import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
-import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
-import { wouldRefuse } from './guard-rails.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -48,7 +45,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
       const url = new URL(n.url);
-      return { id: n.id, dc: n.dc, circuit: `${name}/${n.id}`, origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
+      return { id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
     });
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
@@ -94,88 +91,18 @@ function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
  * Create every node circuit that does not exist yet, and bring the policy of existing
  * ones in line with the config; state (open, failure count) is kept across restarts.
  */
-export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upstream>, now: number): MaybePromise<void> {
-  const pending: Promise<unknown>[] = [];
+export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upstream>, now: number): Promise<void> {
+  const written: unknown[] = []; // SQLite writes here and now (and throws here); an asynchronous store's writes are awaited together
   for (const u of upstreams) {
     const s = u.settings;
     for (const node of u.nodes) {
-      const done = store.apply(node.circuit, (c) => {
-        if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
-        return configure(c, s, now);
-      });
-      if (isPromise(done)) pending.push(done);
+      written.push(
+        store.apply(node.circuit, (c) => {
+          if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
+          return configure(c, s, now);
+        }),
+      );
     }
   }
-  if (pending.length > 0) return Promise.all(pending).then(() => {});
-}
-
-/** `wouldRefuse`: the node is forced closed and its rules would refuse the call (detect-only). */
-export type Pick = { readonly node: ProxyNode; readonly wouldRefuse?: boolean } | { readonly node: null; readonly retryAt: number | null };
-
-/** The pick of an admitting node, marked when its force alone let the call through. */
-function admitted(node: ProxyNode, admission: Admission | null, breaker: BreakerService): Pick {
-  if (admission === null || admission.circuit.forcedState !== 'closed') return { node };
-  return { node, wouldRefuse: wouldRefuse(admission.circuit, breaker.now()) };
-}
-
-/**
- * The next node to try: the first group (local DC first) with a node whose circuit
- * admits a call, round-robin inside the group, skipping `tried`. Only the chosen node's
- * circuit is admitted, so a half-open node's probe slot is taken only when it is used.
- */
-export function pickNode(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null, failOpen = true): MaybePromise<Pick> {
-  let retryAt = Infinity;
-  for (let g = 0; g < upstream.groups.length; g++) {
-    const group = upstream.groups[g]!;
-    const start = upstream.cursors[g]!;
-    upstream.cursors[g] = (start + 1) % group.length;
-    for (let k = 0; k < group.length; k++) {
-      const node = group[(start + k) % group.length]!;
-      if (tried?.has(node)) continue;
-      const admission = breaker.check(node.circuit);
-      // A check that needs the shared store (Redis: a probe slot, a cache miss) goes on asynchronously.
-      if (isPromise(admission)) return pickNodeLater(upstream, breaker, tried, { g, k, start, retryAt, failOpen }, admission);
-      if (admission === null || admission.verdict.allowed) return admitted(node, admission, breaker);
-      retryAt = Math.min(retryAt, admission.verdict.retryAt);
-    }
-  }
-  return { node: null, retryAt: Number.isFinite(retryAt) ? retryAt : null };
-}
-
-/** `pickNode` from node `k` of group `g` on, awaiting each check. */
-async function pickNodeLater(
-  upstream: Upstream,
-  breaker: BreakerService,
-  tried: ReadonlySet<ProxyNode> | null,
-  from: { g: number; k: number; start: number; retryAt: number; failOpen: boolean },
-  first: Promise<Admission | null>,
-): Promise<Pick> {
-  const { g: g0, k: k0, start: start0, failOpen } = from;
-  let retryAt = from.retryAt;
-  let pending: Promise<Admission | null> | null = first;
-  for (let g = g0; g < upstream.groups.length; g++) {
-    const group = upstream.groups[g]!;
-    let start = start0;
-    if (g !== g0) {
-      start = upstream.cursors[g]!;
-      upstream.cursors[g] = (start + 1) % group.length;
-    }
-    for (let k = g === g0 ? k0 : 0; k < group.length; k++) {
-      const node = group[(start + k) % group.length]!;
-      if (pending === null && tried?.has(node)) continue;
-      let admission: Admission | null;
-      try {
-        admission = await (pending ?? breaker.check(node.circuit));
-      } catch (error) {
-        // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
-        if (failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };
-        throw error;
-      } finally {
-        pending = null;
-      }
-      if (admission === null || admission.verdict.allowed) return admitted(node, admission, breaker);
-      retryAt = Math.min(retryAt, admission.verdict.retryAt);
-    }
-  }
-  return { node: null, retryAt: Number.isFinite(retryAt) ? retryAt : null };
+  return Promise.all(written).then(() => {});
 }

@@ -93,9 +93,9 @@ describe('pickInPanic', () => {
   it('judges a node whose breaker admits the call, and not one used against its breaker', () => {
     const { upstream, breaker, open } = fixture();
     open('a');
-    const first = pickInPanic(upstream, breaker, null) as { node: { id: string }; judged: boolean };
-    const second = pickInPanic(upstream, breaker, null) as { node: { id: string }; judged: boolean };
-    expect([first, second].map((p) => [p.node.id, p.judged])).toEqual([
+    const first = pickInPanic(upstream, breaker, null) as { node: { id: string }; use: { judged: boolean } };
+    const second = pickInPanic(upstream, breaker, null) as { node: { id: string }; use: { judged: boolean } };
+    expect([first, second].map((p) => [p.node.id, p.use.judged])).toEqual([
       ['a', false],
       ['b', true],
     ]);
