@@ -476,6 +476,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     config_file: config.configPath ?? null,
     upstreams: Object.keys(config.upstreams),
     local_dc: config.local_dc ?? null,
+    instance_id: config.instanceId,
     token: config.token === undefined ? 'off' : 'on',
     workers: config.workers,
     synchronous: config.synchronous,
