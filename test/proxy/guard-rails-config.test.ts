@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseConfigText } from '../../src/config.js';
+import { ConfigError, describeConfig, loadConfig, parseConfigText } from '../../src/config.js';
 import { refusedStart } from '../refused-start.js';
 import { tempDir } from '../server-process.js';
 
@@ -28,8 +28,10 @@ describe('guard-rail config keys', () => {
     }
   });
 
-  it('names the proxy <hostname>:<port> as its caller by default', () => {
-    expect(loadConfig({ PORT: '8123' }, []).instanceId).toBe(`${os.hostname()}:8123`);
+  it('names the proxy <hostname>:<port> as its caller by default, and says so in the start-up line', () => {
+    const config = loadConfig({ PORT: '8123' }, []);
+    expect(config.instanceId).toBe(`${os.hostname()}:8123`);
+    expect(describeConfig(config).instance_id).toBe(`${os.hostname()}:8123`);
   });
 
   it('takes instance_id from the config file', () => {
