@@ -1,7 +1,7 @@
 /**
  * Every built-in default of a circuit's policy, once, with its unit. The config file
  * (`circuit_defaults`, `upstreams.*`), the HTTP API (merge patches, the wire mapping) and
- * the client's local breakers all read them here. See docs/api.md "Policies".
+ * the client's local breakers all read them here. See docs/api.md "Policy fields".
  */
 import type { CircuitPolicy } from './policy.js';
 
