@@ -14,7 +14,7 @@ import { redactUrl } from './store/store-choice.js';
 export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem };
 export { ConfigError } from './config/config-error.js';
 export { parseConfigText, type FileConfig } from './config/file-schema.js';
-export type { NodeConfig, UpstreamConfig } from './config/upstream-schema.js';
+export { upstreamPolicy, type NodeConfig, type UpstreamConfig } from './config/upstream-schema.js';
 export type { ServerConfig } from './config/service-schema.js';
 
 export interface Config extends Omit<FileConfig, 'store'>, EnvConfig {

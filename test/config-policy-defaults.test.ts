@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfigText } from '../src/config.js';
+import { parseConfigText, upstreamPolicy } from '../src/config.js';
 import { POLICY_DEFAULTS } from '../src/domain/policy-defaults.js';
 import { policyFromWire, policyToWire } from '../src/domain/policy-wire.js';
 import { buildApp } from './helper.js';
@@ -25,6 +25,12 @@ describe('the defaults table is what config and HTTP apply', () => {
     expect(api.failure_threshold).toBe(POLICY_DEFAULTS.upstreamFailureThreshold);
     expect(api.timeout_seconds).toBe(POLICY_DEFAULTS.circuit.timeoutSeconds);
     expect(api.half_open_max_calls).toBe(POLICY_DEFAULTS.circuit.halfOpenMaxCalls);
+    expect(upstreamPolicy(api)).toEqual({ ...POLICY_DEFAULTS.circuit, failureThreshold: POLICY_DEFAULTS.upstreamFailureThreshold });
+  });
+
+  it("config: an upstream's own policy fields override the table", () => {
+    const api = parseConfigText(`${UPSTREAM}    success_threshold: 4\n    forced_state: closed\n    backoff: {}\n`, 'test').upstreams.api!;
+    expect(upstreamPolicy(api)).toMatchObject({ successThreshold: 4, forcedState: 'closed', backoff: { multiplier: POLICY_DEFAULTS.backoff.multiplier } });
   });
 
   it('HTTP: a circuit created with the config defaults answers the table in wire form', async () => {

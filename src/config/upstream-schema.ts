@@ -1,7 +1,9 @@
 /** The config file's `upstreams.<name>` section: nodes, timeouts, health checks, fallback, coalescing. */
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
+import type { CircuitPolicy } from '../domain/policy.js';
 import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { policyFromWire } from '../domain/policy-wire.js';
 import { checkPolicy, policyFields } from '../policy-schema.js';
 import { policyOverrides } from './circuits-schema.js';
 import { dcName, positiveInt, segmentName } from './fields.js';
@@ -119,3 +121,17 @@ export const upstreamSchema = z
 
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type NodeConfig = z.infer<typeof nodeSchema>;
+
+/** The policy of an upstream's node circuits: the fields it sets, the rest from `POLICY_DEFAULTS.circuit`. */
+export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
+  const d = POLICY_DEFAULTS.circuit;
+  return policyFromWire({
+    failure_threshold: u.failure_threshold,
+    timeout_seconds: u.timeout_seconds,
+    half_open_max_calls: u.half_open_max_calls,
+    success_threshold: u.success_threshold ?? d.successThreshold,
+    window: u.window ?? d.window,
+    backoff: u.backoff ?? d.backoff,
+    forced_state: u.forced_state ?? d.forcedState,
+  });
+}
