@@ -25,7 +25,7 @@ export type Pick = { readonly node: ProxyNode; readonly use: NodeUse } | { reado
 
 /** The use of a node whose breaker admitted the call: marked when only a force let it through. */
 function admittedUse(admission: Admission | null, now: () => number): NodeUse {
-  if (admission === null || admission.circuit.forcedState !== 'closed') return PLAIN_USE;
+  if (admission?.circuit?.forcedState !== 'closed') return PLAIN_USE; // (a test's stand-in admission may carry no circuit)
   return wouldRefuse(admission.circuit, now()) ? WOULD_REFUSE_USE : PLAIN_USE;
 }
 

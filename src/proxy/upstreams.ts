@@ -1,7 +1,6 @@
-import type { UpstreamConfig } from '../config.js';
+import { upstreamPolicy, type UpstreamConfig } from '../config.js';
 import { configure, newCircuit, type CircuitPolicy } from '../domain/circuit.js';
 import { nodeCircuitName } from '../domain/circuit-name.js';
-import { policyFromWire } from '../policy-schema.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
@@ -72,19 +71,6 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
     });
   }
   return out;
-}
-
-/** The policy fields of an upstream block; those it leaves out take the built-in defaults. */
-function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
-  return policyFromWire({
-    failure_threshold: u.failure_threshold,
-    timeout_seconds: u.timeout_seconds,
-    half_open_max_calls: u.half_open_max_calls,
-    success_threshold: u.success_threshold ?? 1,
-    window: u.window ?? null,
-    backoff: u.backoff ?? null,
-    forced_state: u.forced_state ?? null,
-  });
 }
 
 /**
