@@ -91,9 +91,8 @@ export function sourceFiles(root: string): string[] {
 /** The imports of one file's text, parsed by the TypeScript scanner (static, `export from`, `import()`). */
 export function parseImports(file: string, text: string): ImportEdge[] {
   const info = ts.preProcessFile(text, true, true);
-  const lineStarts = ts.computeLineStarts(text);
   return info.importedFiles.map((ref) => {
-    const line = ts.computeLineAndCharacterOfPosition(lineStarts, ref.pos).line + 1;
+    const line = text.slice(0, ref.pos).split('\n').length;
     const specifier = ref.fileName;
     if (!specifier.startsWith('.')) return { file, line, specifier, target: null };
     const joined = path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier));
