@@ -126,7 +126,7 @@ export function folderViolations(edges: ImportEdge[], rules = FOLDER_RULES): Vio
 /** Cycles between nodes: each strongly connected set of two or more nodes, with the imports that form it. */
 export function nodeCycles(edges: ImportEdge[]): { nodes: string[]; imports: ImportEdge[] }[] {
   const between = edges.filter(
-    (e) => e.target !== null && e.target.startsWith('src/') && nodeOf(e.file) !== nodeOf(e.target),
+    (e) => e.target?.startsWith('src/') === true && nodeOf(e.file) !== nodeOf(e.target),
   );
   const graph = new Map<string, Set<string>>();
   for (const e of between) {
