@@ -120,7 +120,10 @@ class WorkerPool {
     this.stopping = { code };
     this.options.logger.info({ event: 'shutdown', signal }, 'stopping workers');
     const workers = [...this.live.values()];
-    if (workers.length === 0) return this.finish();
+    if (workers.length === 0) {
+      this.finish();
+      return;
+    }
     for (const worker of workers) worker.process.kill('SIGTERM');
     const killer = setTimeout(() => {
       for (const worker of this.live.values()) worker.process.kill('SIGKILL');
@@ -144,11 +147,15 @@ class WorkerPool {
       if (this.live.size === 0) this.finish();
       return;
     }
-    if (!listened) return this.stopWith('worker_start_failed', 2, `cannot start: a worker failed at start: ${startError ?? how}`);
+    if (!listened) {
+      this.stopWith('worker_start_failed', 2, `cannot start: a worker failed at start: ${startError ?? how}`);
+      return;
+    }
     this.options.logger.error({ event: 'worker_crashed', worker_pid: worker.process.pid, ...status }, 'worker died; starting a replacement');
     if (!this.budget.allow(this.clock())) {
       const window = `${RESTART_WINDOW_MS / 1000} s`;
-      return this.stopWith('crash_loop', 1, `stopping: workers crashed more than ${MAX_RESTARTS} times within ${window} (last: ${how})`);
+      this.stopWith('crash_loop', 1, `stopping: workers crashed more than ${MAX_RESTARTS} times within ${window} (last: ${how})`);
+      return;
     }
     setTimeout(() => {
       if (!this.stopping) this.start();
