@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
+import { nodeCircuitName } from './domain/circuit-name.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import { guardTokenPaths } from './http/auth.js';
 import { registerBackup, type BackupSource } from './http/backup-routes.js';
@@ -120,6 +121,6 @@ function registerProxy(app: OpenAPIHono, deps: AppDeps, breaker: BreakerService)
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
 function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
-  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => `${u}/${n.id}`)));
+  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => nodeCircuitName(u, n.id))));
   return (name) => names.has(name);
 }
