@@ -1,11 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { AppError } from './domain/errors.js';
+import { PROBLEMS } from './domain/problem-codes.js';
 import { checkHost, misdirected, refuseCrossSite, type HostRule } from './http/browser-guard.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerPolicyRoutes } from './http/policy-routes.js';
@@ -13,7 +14,7 @@ import { registerDocsPage } from './http/docs-page.js';
 import { registerDocument } from './http/openapi.js';
 import { dotSegmentProblem, rawRequestPath } from './http/raw-path.js';
 import { ClientClosedError } from './http/request.js';
-import { PROBLEMS, problemParts, problemResponse } from './http/problem.js';
+import { endSocketWithProblem, problemResponse, writeProblem } from './http/problem.js';
 import { json } from './http/json.js';
 import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
@@ -182,8 +183,7 @@ export function createApp(deps: AppDeps): App {
           outgoing.destroy();
           return;
         }
-        const problem = problemParts(error, path, deps.clock());
-        outgoing.writeHead(problem.status, problem.headers).end(problem.body);
+        writeProblem(outgoing, error, path, deps.clock());
       });
     });
 
@@ -196,10 +196,7 @@ export function createApp(deps: AppDeps): App {
         const error = toAppError(thrown);
         const path = (incoming.url ?? '/').split('?')[0] ?? '/';
         logFailure(incoming.method ?? 'GET', path, error);
-        const problem = problemParts(error, path, deps.clock());
-        const head = Object.entries({ ...problem.headers, 'content-length': String(Buffer.byteLength(problem.body)), connection: 'close' });
-        const lines = head.map(([name, value]) => `${name}: ${value}\r\n`).join('');
-        socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n${lines}\r\n${problem.body}`);
+        endSocketWithProblem(socket, error, path, deps.clock());
       });
     });
 

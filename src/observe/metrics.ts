@@ -1,7 +1,7 @@
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
-import { PROBLEMS } from '../http/problem.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CapCutoff, SnapshotReader } from '../store/circuit-snapshot.js';
