@@ -23,7 +23,7 @@ import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
-import type { HealthReport } from './store/storage-health.js';
+import type { HealthReport } from './store/circuit-store.js';
 import { chain, type MaybePromise } from './store/maybe-promise.js';
 import { registerReadiness, type Readiness } from './server/readiness.js';
 import { registerBackup, type BackupSource } from './server/backup-route.js';

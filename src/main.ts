@@ -13,7 +13,7 @@ import { ConfigError, configDefinedCircuit, describeConfig, loadConfig, type Con
 import { LeaderElection } from './leader.js';
 import { activityStampMs, Housekeeping } from './service/housekeeping.js';
 import type { HousekeepingStore } from './store/housekeeping-store.js';
-import { SqliteHousekeeping } from './store/sqlite-housekeeping.js';
+import { SqliteHousekeeping } from './store/sqlite/housekeeping.js';
 import { DueTransitions } from './service/due-transitions.js';
 import { createObservability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';
@@ -23,15 +23,19 @@ import { rejectConnect } from './server/connect.js';
 import { listen, probeListen, urlHost } from './server/listen.js';
 import { serverTimeoutOptions } from './server/timeouts.js';
 import type { BackupSource } from './server/backup-route.js';
-import { SqliteCircuitStore, type CircuitStore } from './store/circuit-store.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/database.js';
-import { databaseFileProblem } from './store/db-file.js';
-import { SqliteLeaseStore, type LeaseStore } from './store/lease-store.js';
+import { SqliteCircuitStore } from './store/sqlite/circuit-store.js';
+import type { CircuitStore } from './store/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from './store/sqlite/database.js';
+import { databaseFileProblem } from './store/sqlite/db-file.js';
+import { SqliteLeaseStore } from './store/sqlite/lease-store.js';
+import type { LeaseStore } from './store/lease-store.js';
 import type { MaybePromise } from './store/maybe-promise.js';
 import { redactUrl } from './store/store-choice.js';
-import { CircuitSnapshot, type SnapshotReader } from './store/circuit-snapshot.js';
-import { TransitionLog, type TransitionReader } from './store/transition-log.js';
-import { StorageHealth, type HealthReport } from './store/storage-health.js';
+import type { SnapshotReader } from './store/snapshot-reader.js';
+import type { TransitionReader } from './store/transition-reader.js';
+import { sqliteReaders } from './store/sqlite/readers.js';
+import { StorageHealth } from './store/sqlite/storage-health.js';
+import type { HealthReport } from './store/circuit-store.js';
 
 const LEASE_RENEW_MS = 1_000; // 1 s
 const LEASE_TTL_MS = 3_000; // 3 s: a dead leader's job moves to another worker within this
@@ -107,7 +111,7 @@ async function openStore(config: Config, logger: Logger, shared: boolean): Promi
   const storage = new StorageHealth(config.dbPath, logger);
   const sqlite = new SqliteCircuitStore(db, !shared);
   const store = storage.wrap(sqlite);
-  const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
+  const readers = sqliteReaders(db);
   // Alone, this connection makes every write, and SQLite carries them into a running backup:
   // copy 16 MiB per step and let requests run between steps. With several workers another
   // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
