@@ -1,9 +1,8 @@
 import { createRoute, z, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
-import type { BreakerService } from '../service/breaker-service.js';
+import type { BreakerService, Decision } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
-import { chain } from '../store/maybe-promise.js';
 import { json } from './json.js';
 import {
   AllowedSchema,
@@ -192,13 +191,15 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     }),
     (c) => {
       const name = circuitNameParam(c);
-      // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
-      return chain(breaker.check(name), (admission) => {
-        if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
-        const { circuit, verdict } = admission;
+      const answer = (decision: Decision) => {
+        if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
+        const { circuit, verdict } = decision;
         if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
         return jsonText(c, allowedText(circuit, breaker.now()));
-      });
+      };
+      // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
+      const peeked = breaker.peekAllowed(name);
+      return peeked === undefined ? breaker.allowed(name).then(answer) : answer(peeked);
     },
   );
 

@@ -124,9 +124,9 @@ export function pickNode(upstream: Upstream, breaker: BreakerService, tried: Rea
     for (let k = 0; k < group.length; k++) {
       const node = group[(start + k) % group.length]!;
       if (tried?.has(node)) continue;
-      const admission = breaker.check(node.circuit);
-      // A check that needs the shared store (Redis: a probe slot, a cache miss) goes on asynchronously.
-      if (isPromise(admission)) return pickNodeLater(upstream, breaker, tried, { g, k, start, retryAt, failOpen }, admission);
+      const admission = breaker.peekAllowed(node.circuit);
+      // A check that needs a write or the shared store (a probe slot, a Redis cache miss) goes on asynchronously.
+      if (admission === undefined) return pickNodeLater(upstream, breaker, tried, { g, k, start, retryAt, failOpen }, breaker.allowed(node.circuit));
       if (admission === null || admission.verdict.allowed) return { node };
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
@@ -157,7 +157,7 @@ async function pickNodeLater(
       if (pending === null && tried?.has(node)) continue;
       let admission: Admission | null;
       try {
-        admission = await (pending ?? breaker.check(node.circuit));
+        admission = await (pending ?? breaker.allowed(node.circuit));
       } catch (error) {
         // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
         if (failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };
