@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
-import type { Circuit, CircuitState, Step, Transition } from '../../domain/circuit.js';
+import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
-import { COLUMNS, fromRow, toParams, type CircuitRow } from './circuit-row.js';
+import { fromRow, toParams, type CircuitRow } from './circuit-row.js';
+import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
 
@@ -13,22 +14,9 @@ function isBusy(error: unknown): boolean {
 
 /** SQLite implementation; statements are prepared once. */
 export class SqliteCircuitStore implements CircuitStore {
-  private readonly selectByName;
-  private readonly insertCircuit;
-  private readonly updateCircuit;
-  private readonly insertTransition;
-  private readonly listOpenAt;
-  private readonly listHalfOpenAt;
-  private readonly deleteByName;
+  private readonly sql: CircuitStatements;
   private readonly writeBatch;
-  private readonly selectEvents;
-  private readonly selectPing;
-  private readonly listAll;
-  private readonly listByState;
   private readonly writeStep;
-  private readonly selectDataVersion;
-  private readonly selectCount;
-  private readonly selectDueOpen;
   /** Circuits as last read or written by this connection; see `cached`. */
   private readonly cache = new Map<string, Circuit | null>();
   private cacheVersion = -1;
@@ -41,62 +29,27 @@ export class SqliteCircuitStore implements CircuitStore {
     db: Database.Database,
     private readonly exclusive = false,
   ) {
-    this.selectByName = db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`);
-    this.insertCircuit = db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
-      VALUES (${COLUMNS.replace('id, ', '').split(',').map((col) => `@${col.trim()}`).join(', ')})`);
-    this.updateCircuit = db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
-      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
-      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
-      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
-      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
-      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
-      WHERE id = @id`);
-    this.insertTransition = db.prepare(
-      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
-    );
-    // The state a read would show: an open circuit whose time has passed is half-open.
-    this.listOpenAt = db.prepare<[number, number, number], CircuitRow>(
-      `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
-    );
-    this.listHalfOpenAt = db.prepare<[number, number, number], CircuitRow>(
-      `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
-       AND id > ? ORDER BY id LIMIT ?`,
-    );
-    this.deleteByName = db.prepare<[string]>('DELETE FROM circuits WHERE name = ?');
-    this.selectEvents = db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number }>(
-      'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
-    );
-    this.selectPing = db.prepare('SELECT 1').pluck();
-    this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
-    this.selectCount = db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck();
-    // Uses the (state, id) index: only the open circuits are read.
-    this.selectDueOpen = db.prepare<[number, number], string>(
-      `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
-    ).pluck();
-    this.listAll = db.prepare<[number, number], CircuitRow>(
-      `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
-    );
-    this.listByState = db.prepare<[string, number, number], CircuitRow>(
-      `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
-    );
+    this.sql = prepareCircuitStatements(db);
     // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
     // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
-    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) => {
-      const current = this.read(name);
-      const result = step(current);
-      if (result === null || result.circuit === current) return result;
-      this.cache.delete(name); // until the commit succeeds
-      let id = result.circuit.id;
-      if (current === null) {
-        id = Number(this.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
-      } else {
-        this.updateCircuit.run(toParams(result.circuit));
-      }
-      for (const t of result.transitions) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
-      return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
-    });
+    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) => this.writeOne(name, step));
     this.writeBatch = db.transaction((items: readonly BatchItem[]) => this.runBatch(items));
+  }
+
+  /** The body of `apply`'s write transaction: read under the lock, step, write. */
+  private writeOne<S extends Step>(name: string, step: (c: Circuit | null) => S | null): S | null {
+    const current = this.read(name);
+    const result = step(current);
+    if (result === null || result.circuit === current) return result;
+    this.cache.delete(name); // until the commit succeeds
+    let id = result.circuit.id;
+    if (current === null) {
+      id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+    } else {
+      this.sql.updateCircuit.run(toParams(result.circuit));
+    }
+    for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
   }
 
   /** The body of `applyBatch`'s transaction; see there. */
@@ -115,7 +68,7 @@ export class SqliteCircuitStore implements CircuitStore {
       if (result === null || result.circuit === current) return result;
       if (current === null) {
         // Insert at once: the id is needed for its events and by the following steps.
-        const id = Number(this.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+        const id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
         result = { ...result, circuit: { ...result.circuit, id } };
         stored.set(name, result.circuit);
       }
@@ -124,14 +77,14 @@ export class SqliteCircuitStore implements CircuitStore {
       return result;
     });
     for (const [name, circuit] of latest) {
-      if (circuit !== null && circuit !== stored.get(name)) this.updateCircuit.run(toParams(circuit));
+      if (circuit !== null && circuit !== stored.get(name)) this.sql.updateCircuit.run(toParams(circuit));
     }
-    for (const [id, t] of events) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at);
     return { results, latest };
   }
 
   private read(name: string): Circuit | null {
-    const row = this.selectByName.get(name);
+    const row = this.sql.selectByName.get(name);
     return row === undefined ? null : fromRow(row);
   }
 
@@ -144,7 +97,7 @@ export class SqliteCircuitStore implements CircuitStore {
    * copy: the truth stays in the database, and every write re-reads under the lock.
    */
   private cached(name: string): Circuit | null {
-    const version = this.exclusive ? 0 : (this.selectDataVersion.get() as number);
+    const version = this.exclusive ? 0 : (this.sql.selectDataVersion.get() as number);
     if (version !== this.cacheVersion || this.cache.size >= CACHE_MAX_ENTRIES) {
       this.cache.clear();
       this.cacheVersion = version;
@@ -190,7 +143,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   delete(name: string): boolean {
     return this.guard(() => {
-      const deleted = this.deleteByName.run(name).changes > 0;
+      const deleted = this.sql.deleteByName.run(name).changes > 0;
       this.cache.set(name, null);
       return deleted;
     });
@@ -201,27 +154,27 @@ export class SqliteCircuitStore implements CircuitStore {
       const after = query.afterId ?? 0;
       const now = query.now;
       let rows: CircuitRow[];
-      if (query.state === undefined) rows = this.listAll.all(after, query.limit);
-      else if (now !== undefined && query.state === 'open') rows = this.listOpenAt.all(now, after, query.limit);
-      else if (now !== undefined && query.state === 'half_open') rows = this.listHalfOpenAt.all(now, after, query.limit);
-      else rows = this.listByState.all(query.state, after, query.limit);
+      if (query.state === undefined) rows = this.sql.listAll.all(after, query.limit);
+      else if (now !== undefined && query.state === 'open') rows = this.sql.listOpenAt.all(now, after, query.limit);
+      else if (now !== undefined && query.state === 'half_open') rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
+      else rows = this.sql.listByState.all(query.state, after, query.limit);
       return rows.map(fromRow);
     });
   }
 
   events(circuitId: number, limit: number): Transition[] {
     return this.guard(() =>
-      this.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at })),
+      this.sql.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at })),
     );
   }
 
   ping(): boolean {
-    return this.guard(() => this.selectPing.get() === 1);
+    return this.guard(() => this.sql.selectPing.get() === 1);
   }
 
   /** The circuit count the triggers of migration 0005 keep: one row, not a table scan. */
   count(): number {
-    return this.guard(() => this.selectCount.get() ?? 0);
+    return this.guard(() => this.sql.selectCount.get() ?? 0);
   }
 
   /** Drop a circuit from the cache after a statement outside this class deleted it (housekeeping). */
@@ -230,7 +183,7 @@ export class SqliteCircuitStore implements CircuitStore {
   }
 
   dueOpen(now: number, limit: number): string[] {
-    return this.guard(() => this.selectDueOpen.all(now, limit) as string[]);
+    return this.guard(() => this.sql.selectDueOpen.all(now, limit) as string[]);
   }
 
   private guard<T>(fn: () => T): T {
