@@ -2,8 +2,27 @@ import type Database from 'better-sqlite3';
 import type { CircuitState, Transition } from '../../domain/circuit.js';
 import { COLUMNS, type CircuitRow } from './circuit-row.js';
 
+type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number };
+
 /** The circuits and transitions statements of one connection, prepared once. */
-export function prepareCircuitStatements(db: Database.Database) {
+export interface CircuitStatements {
+  readonly selectByName: Database.Statement<[string], CircuitRow>;
+  readonly insertCircuit: Database.Statement;
+  readonly updateCircuit: Database.Statement;
+  readonly insertTransition: Database.Statement;
+  readonly listOpenAt: Database.Statement<[number, number, number], CircuitRow>;
+  readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitRow>;
+  readonly deleteByName: Database.Statement<[string]>;
+  readonly selectEvents: Database.Statement<[number, number], EventRow>;
+  readonly selectPing: Database.Statement;
+  readonly selectDataVersion: Database.Statement<[], number>;
+  readonly selectCount: Database.Statement<[], number>;
+  readonly selectDueOpen: Database.Statement<[number, number], string>;
+  readonly listAll: Database.Statement<[number, number], CircuitRow>;
+  readonly listByState: Database.Statement<[string, number, number], CircuitRow>;
+}
+
+export function prepareCircuitStatements(db: Database.Database): CircuitStatements {
   return {
     selectByName: db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`),
     insertCircuit: db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
@@ -28,7 +47,7 @@ export function prepareCircuitStatements(db: Database.Database) {
        AND id > ? ORDER BY id LIMIT ?`,
     ),
     deleteByName: db.prepare<[string]>('DELETE FROM circuits WHERE name = ?'),
-    selectEvents: db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number }>(
+    selectEvents: db.prepare<[number, number], EventRow>(
       'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
     ),
     selectPing: db.prepare('SELECT 1').pluck(),
@@ -46,5 +65,3 @@ export function prepareCircuitStatements(db: Database.Database) {
     ),
   };
 }
-
-export type CircuitStatements = ReturnType<typeof prepareCircuitStatements>;
