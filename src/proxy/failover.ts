@@ -1,5 +1,4 @@
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { isPromise } from '../store/maybe-promise.js';
 import { recordRequestOutcome } from './node-outcomes.js';
 import { NodePick, type NodeUse, type Pick } from './node-picker.js';
 import { pickInPanic, type PanicWatches } from './panic.js';
@@ -98,10 +97,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
  * at once, so the request that finds every node out is the first one served in panic.
  */
 async function choose(deps: FailoverDeps, upstream: Upstream, tried: ReadonlySet<ProxyNode> | null, panic: { holds: boolean }): Promise<Pick> {
-  if (panic.holds) {
-    const picked = pickInPanic(upstream, deps.breaker, tried);
-    return (isPromise(picked) ? await picked : picked) ?? { node: null, retryAt: null };
-  }
+  if (panic.holds) return (await pickInPanic(upstream, deps.breaker, tried)) ?? { node: null, retryAt: null };
   const picking = new NodePick(upstream, tried, deps.breaker, deps.failOpen);
   const pick = picking.now() ?? (await picking.later());
   const watch = pick.node === null ? deps.panics?.of(upstream) : undefined;

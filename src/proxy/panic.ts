@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import type { Admission, Circuit } from '../domain/circuit.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 import { isAvailable, panicHolds } from './guard-rails.js';
 import type { NodeUse, Pick } from './node-picker.js';
 import type { ProxyHooks } from './proxy-hooks.js';
@@ -50,18 +49,14 @@ export class PanicWatch {
     this.readAt = -Infinity;
   }
 
+  /** The node circuits from memory when the store holds them all (SQLite; Redis' cache), else read from the store. */
   private read(now: number): void {
     if (this.reading) return; // a reading from the shared store is on its way
     this.readAt = now;
-    let got: MaybePromise<Circuit | null>[];
-    try {
-      got = this.upstream.nodes.map((n) => this.breaker.get(n.circuit));
-    } catch {
-      return; // the store is busy or down: keep the last reading
-    }
-    if (!got.some(isPromise)) return this.judge(got as (Circuit | null)[]);
+    const peeked = this.upstream.nodes.map((n) => this.breaker.peekCircuit(n.circuit));
+    if (!peeked.includes(undefined)) return this.judge(peeked as (Circuit | null)[]);
     this.reading = true;
-    Promise.all(got).then(
+    Promise.all(this.upstream.nodes.map((n) => this.breaker.get(n.circuit))).then(
       (circuits) => {
         this.reading = false;
         this.judge(circuits);
@@ -130,7 +125,7 @@ const inPanic = (node: ProxyNode, a: Admission | null): Pick => ({ node, use: a 
  * or a half-open probe) is judged by its outcome as always; a node whose breaker refuses is
  * used without being judged (its outcome says nothing the detector does not already hold).
  */
-export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): MaybePromise<Pick | null> {
+export async function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): Promise<Pick | null> {
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
     const start = upstream.cursors[g]!;
@@ -138,17 +133,11 @@ export function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: 
       const node = group[(start + k) % group.length]!;
       if (tried?.has(node)) continue;
       upstream.cursors[g] = (start + k + 1) % group.length;
-      let admission: MaybePromise<Admission | null>;
       try {
-        admission = breaker.check(node.circuit);
+        return inPanic(node, breaker.peekAllowed(node.circuit) ?? (await breaker.allowed(node.circuit)));
       } catch {
         return { node, use: PANIC_UNJUDGED }; // the store is down: used unguarded, as fail-open does
       }
-      if (!isPromise(admission)) return inPanic(node, admission);
-      return admission.then(
-        (a) => inPanic(node, a),
-        () => ({ node, use: PANIC_UNJUDGED }),
-      );
     }
   }
   return null;
