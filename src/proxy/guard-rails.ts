@@ -60,7 +60,9 @@ export function withholdTrip(step: Step, stateChangedAt: number | null | undefin
     windowState: null,
     stateChangedAt: stateChangedAt ?? null,
   };
-  const transitions = step.transitions.map((t): Transition => (isTrip(t) ? { from: 'closed', to: 'closed', reason: 'ejection_capped', at: t.at } : t));
+  const transitions = step.transitions.map(
+    (t): Transition => (isTrip(t) ? { from: 'closed', to: 'closed', reason: 'ejection_capped', at: t.at } : t),
+  );
   return { circuit, transitions };
 }
 

@@ -19,8 +19,11 @@ function ejectionCapOf(upstream: Upstream): EjectionCap | null {
   const limit = ejectionLimit(upstream.nodes.length, upstream.config.max_ejection_percent);
   cap = null;
   if (limit < upstream.nodes.length) {
-    const peers = new Map(upstream.nodes.map((n) => [n.circuit, upstream.nodes.filter((p) => p !== n).map((p) => p.circuit)]));
-    const guard = (step: Step, before: Circuit | null, others: readonly (Circuit | null)[]) => capEjection(step, before, others.filter(isEjected).length, limit);
+    const peers = new Map(
+      upstream.nodes.map((n) => [n.circuit, upstream.nodes.filter((p) => p !== n).map((p) => p.circuit)]),
+    );
+    const guard = (step: Step, before: Circuit | null, others: readonly (Circuit | null)[]) =>
+      capEjection(step, before, others.filter(isEjected).length, limit);
     cap = { peers, guard };
   }
   caps.set(upstream, cap);
@@ -34,11 +37,24 @@ function ejectionCapOf(upstream: Upstream): EjectionCap | null {
  * peers, and a trip past `max_ejection_percent` is withheld (guard-rails.ts). Health checks
  * never come here: a failing check takes a node out whatever the cap says.
  */
-export function recordRequestOutcome(breaker: BreakerService, upstream: Upstream, node: ProxyNode, success: boolean, durationMs: number | undefined): void {
+export function recordRequestOutcome(
+  breaker: BreakerService,
+  upstream: Upstream,
+  node: ProxyNode,
+  success: boolean,
+  durationMs: number | undefined,
+): void {
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
     breaker.record(node.circuit, success, upstream.recordOptions, durationMs);
     return;
   }
-  breaker.recordAmong(node.circuit, success, upstream.recordOptions, durationMs, cap.peers.get(node.circuit) ?? [], cap.guard);
+  breaker.recordAmong(
+    node.circuit,
+    success,
+    upstream.recordOptions,
+    durationMs,
+    cap.peers.get(node.circuit) ?? [],
+    cap.guard,
+  );
 }

@@ -54,7 +54,10 @@ export class PanicWatch {
     if (this.reading) return; // a reading from the shared store is on its way
     this.readAt = now;
     const peeked = this.upstream.nodes.map((n) => this.breaker.peekCircuit(n.circuit));
-    if (!peeked.includes(undefined)) return this.judge(peeked as (Circuit | null)[]);
+    if (!peeked.includes(undefined)) {
+      this.judge(peeked as (Circuit | null)[]);
+      return;
+    }
     this.reading = true;
     Promise.all(this.upstream.nodes.map((n) => this.breaker.get(n.circuit))).then(
       (circuits) => {
@@ -104,12 +107,24 @@ export class PanicWatches {
 }
 
 /** The listener that logs panic's start and end (`panic_entered` / `panic_left`) and sets the gauge; the gauge starts at 0. */
-export function reportPanic(logger: Logger, hooks: ProxyHooks | undefined, upstreams: Iterable<Upstream>): PanicListener {
+export function reportPanic(
+  logger: Logger,
+  hooks: ProxyHooks | undefined,
+  upstreams: Iterable<Upstream>,
+): PanicListener {
   for (const u of upstreams) if (u.config.panic_threshold_percent > 0) hooks?.proxyPanic?.(u.name, false);
   return (upstream, panic, available) => {
     const nodes = upstream.nodes.length;
-    const fields = { event: panic ? 'panic_entered' : 'panic_left', upstream: upstream.name, available, nodes, threshold_percent: upstream.config.panic_threshold_percent };
-    const message = panic ? `${upstream.name}: panic, ${available} of ${nodes} nodes available: node breakers not honoured` : `${upstream.name}: panic over, ${available} of ${nodes} nodes available`;
+    const fields = {
+      event: panic ? 'panic_entered' : 'panic_left',
+      upstream: upstream.name,
+      available,
+      nodes,
+      threshold_percent: upstream.config.panic_threshold_percent,
+    };
+    const message = panic
+      ? `${upstream.name}: panic, ${available} of ${nodes} nodes available: node breakers not honoured`
+      : `${upstream.name}: panic over, ${available} of ${nodes} nodes available`;
     logger.warn(fields, message);
     hooks?.proxyPanic?.(upstream.name, panic);
   };
@@ -117,7 +132,10 @@ export function reportPanic(logger: Logger, hooks: ProxyHooks | undefined, upstr
 
 const PANIC_JUDGED: NodeUse = Object.freeze({ judged: true, panic: true, wouldRefuse: false });
 const PANIC_UNJUDGED: NodeUse = Object.freeze({ judged: false, panic: true, wouldRefuse: false });
-const inPanic = (node: ProxyNode, a: Admission | null): Pick => ({ node, use: a === null || a.verdict.allowed ? PANIC_JUDGED : PANIC_UNJUDGED });
+const inPanic = (node: ProxyNode, a: Admission | null): Pick => ({
+  node,
+  use: a === null || a.verdict.allowed ? PANIC_JUDGED : PANIC_UNJUDGED,
+});
 
 /**
  * In panic: the next node not yet tried, local DC first, round-robin inside each DC, its
@@ -125,7 +143,11 @@ const inPanic = (node: ProxyNode, a: Admission | null): Pick => ({ node, use: a 
  * or a half-open probe) is judged by its outcome as always; a node whose breaker refuses is
  * used without being judged (its outcome says nothing the detector does not already hold).
  */
-export async function pickInPanic(upstream: Upstream, breaker: BreakerService, tried: ReadonlySet<ProxyNode> | null): Promise<Pick | null> {
+export async function pickInPanic(
+  upstream: Upstream,
+  breaker: BreakerService,
+  tried: ReadonlySet<ProxyNode> | null,
+): Promise<Pick | null> {
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
     const start = upstream.cursors[g]!;

@@ -26,13 +26,15 @@ export function guardedItems(
 ): { items: BatchItem[]; index: number } {
   const seen: (Circuit | null)[] = peers.map(() => null);
   let decided = false;
-  const read = peers.map((peer, i): BatchItem => ({
-    name: peer,
-    step: (c) => {
-      seen[i] = c;
-      return null;
-    },
-  }));
+  const read = peers.map(
+    (peer, i): BatchItem => ({
+      name: peer,
+      step: (c) => {
+        seen[i] = c;
+        return null;
+      },
+    }),
+  );
   const outcome: BatchItem = {
     name,
     step: (c) => {
@@ -41,9 +43,11 @@ export function guardedItems(
       return guard(unguarded, c, seen);
     },
   };
-  const confirm = peers.map((peer): BatchItem => ({
-    name: peer,
-    step: (c) => (decided && c !== null ? { circuit: { ...c }, transitions: [] } : null),
-  }));
+  const confirm = peers.map(
+    (peer): BatchItem => ({
+      name: peer,
+      step: (c) => (decided && c !== null ? { circuit: { ...c }, transitions: [] } : null),
+    }),
+  );
   return { items: [...read, outcome, ...confirm], index: read.length };
 }

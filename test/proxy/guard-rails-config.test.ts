@@ -6,7 +6,8 @@ import { ConfigError, describeConfig, loadConfig, parseConfigText } from '../../
 import { refusedStart } from '../refused-start.js';
 import { tempDir } from '../server-process.js';
 
-const upstream = (extra = '', top = '') => `${top}local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:1" }]\n${extra}`;
+const upstream = (extra = '', top = '') =>
+  `${top}local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:1" }]\n${extra}`;
 
 describe('guard-rail config keys', () => {
   it('defaults to today: every node may be ejected, no panic mode', () => {
@@ -16,12 +17,18 @@ describe('guard-rail config keys', () => {
   });
 
   it('takes both percentages from the upstream block', () => {
-    const users = parseConfigText(upstream('    max_ejection_percent: 50\n    panic_threshold_percent: 30\n'), 'f').upstreams.users!;
+    const users = parseConfigText(upstream('    max_ejection_percent: 50\n    panic_threshold_percent: 30\n'), 'f')
+      .upstreams.users!;
     expect(users).toMatchObject({ max_ejection_percent: 50, panic_threshold_percent: 30 });
   });
 
   it('refuses percentages outside 0 to 100 or not whole, naming the key', () => {
-    for (const [key, value] of [['max_ejection_percent', '101'], ['max_ejection_percent', '-1'], ['panic_threshold_percent', '12.5'], ['panic_threshold_percent', '"half"']]) {
+    for (const [key, value] of [
+      ['max_ejection_percent', '101'],
+      ['max_ejection_percent', '-1'],
+      ['panic_threshold_percent', '12.5'],
+      ['panic_threshold_percent', '"half"'],
+    ]) {
       const text = upstream(`    ${key}: ${value}\n`);
       expect(() => parseConfigText(text, 'f')).toThrow(ConfigError);
       expect(() => parseConfigText(text, 'f')).toThrow(new RegExp(`^f upstreams\\.users\\.${key}: `));
@@ -51,7 +58,10 @@ describe('guard-rail config keys', () => {
     const dir = tempDir();
     const file = path.join(dir, 'c.yaml');
     fs.writeFileSync(file, upstream('    max_ejection_percent: 150\n'));
-    const { code, stderr } = await refusedStart({ CIRCUITLOG_CONFIG: file, CIRCUITLOG_DB: path.join(dir, 'db.sqlite') });
+    const { code, stderr } = await refusedStart({
+      CIRCUITLOG_CONFIG: file,
+      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    });
     expect(code).toBe(2);
     expect(stderr).toContain('upstreams.users.max_ejection_percent: Too big: expected number to be <=100');
   });

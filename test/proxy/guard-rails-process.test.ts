@@ -37,10 +37,19 @@ async function launch(run: Run, extra: string, top = ''): Promise<ServerProcess>
   const dir = tempDir();
   const configPath = path.join(dir, 'proxy.yaml');
   fs.writeFileSync(configPath, top + proxyYaml(nodes, extra));
-  const store: Record<string, string> = run.store === 'redis' ? { CIRCUITLOG_STORE: redis!.url(nextDb++) } : { CIRCUITLOG_DB: path.join(dir, 'db.sqlite') };
-  const server = await startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_WORKERS: String(run.workers), ...store }, { detached: true });
+  const store: Record<string, string> =
+    run.store === 'redis' ? { CIRCUITLOG_STORE: redis!.url(nextDb++) } : { CIRCUITLOG_DB: path.join(dir, 'db.sqlite') };
+  const server = await startServer(
+    { CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_WORKERS: String(run.workers), ...store },
+    { detached: true },
+  );
   servers.push(server);
-  if (run.workers > 1) await until(async () => new Set(server.logs.filter((l) => l.event === 'worker_listening').map((l) => l.pid)).size === run.workers, 10_000);
+  if (run.workers > 1)
+    await until(
+      async () =>
+        new Set(server.logs.filter((l) => l.event === 'worker_listening').map((l) => l.pid)).size === run.workers,
+      10_000,
+    );
   return server;
 }
 
@@ -64,18 +73,22 @@ function get(url: string): Promise<Answer> {
   });
 }
 
-async function json(url: string, method = 'GET'): Promise<any> {
+async function json<T>(url: string, method = 'GET'): Promise<T> {
   const res = await fetch(url, { method });
-  return res.json();
+  return (await res.json()) as T;
 }
 
 async function states(server: ServerProcess): Promise<Record<string, string>> {
-  const { circuits } = (await json(`${server.url}/circuits`)) as { circuits: { name: string; state: string }[] };
+  const { circuits } = await json<{ circuits: { name: string; state: string }[] }>(`${server.url}/circuits`);
   return Object.fromEntries(circuits.map((c) => [c.name, c.state]));
 }
 
 const events = async (server: ServerProcess, circuit: string) =>
-  ((await json(`${server.url}/circuits/${encodeURIComponent(circuit)}/events?limit=500`)) as { events: { from: string; to: string; reason: string }[] }).events;
+  (
+    await json<{ events: { from: string; to: string; reason: string }[] }>(
+      `${server.url}/circuits/${encodeURIComponent(circuit)}/events?limit=500`,
+    )
+  ).events;
 
 async function until(probe: () => Promise<boolean>, deadlineMs: number): Promise<void> {
   const started = Date.now();
@@ -107,7 +120,10 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
   it('ejection cap: 4 nodes, 3 failing requests, max_ejection_percent 50: at most 2 opened, every request answered', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2', 'dc1-3', 'dc1-4');
     for (const id of ['dc1-2', 'dc1-3', 'dc1-4']) failRequests(nodes[id]!);
-    const server = await launch(run, 'failure_threshold: 2\ntimeout_seconds: 60\nretries: 1\nmax_ejection_percent: 50\nhealth_check: { enabled: false }');
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 1\nmax_ejection_percent: 50\nhealth_check: { enabled: false }',
+    );
     const stream = openStream(`${server.url}/events/stream`);
     const statuses: number[] = [];
     let mostOut = 0;
@@ -118,7 +134,9 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
       mostOut = Math.max(mostOut, Object.values(s).filter((state) => state !== 'closed').length);
     }
     const final = await states(server);
-    const open = Object.entries(final).filter(([, state]) => state === 'open').map(([name]) => name);
+    const open = Object.entries(final)
+      .filter(([, state]) => state === 'open')
+      .map(([name]) => name);
     expect(open).toHaveLength(2); // the cap binds: two of the three failing nodes are out
     expect(mostOut).toBeLessThanOrEqual(2); // and never more, at any reading
     expect(final['users/dc1-1']).toBe('closed');
@@ -133,14 +151,21 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     await until(async () => stream.text.includes('"reason":"ejection_capped"'), 3_000); // the SSE stream carries it too
     stream.close();
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`circuitlog_transitions_total\\{circuit="${capped.replace('/', '\\/')}",from="closed",to="closed",reason="ejection_capped"\\} [1-9]`));
+    expect(metrics).toMatch(
+      new RegExp(
+        `circuitlog_transitions_total\\{circuit="${capped.replace('/', '\\/')}",from="closed",to="closed",reason="ejection_capped"\\} [1-9]`,
+      ),
+    );
   });
 
   it('a failing health check takes a node out past the cap', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2', 'dc1-3', 'dc1-4');
     await nodes['dc1-3']!.stop();
     await nodes['dc1-4']!.stop();
-    const server = await launch(run, 'failure_threshold: 2\ntimeout_seconds: 60\nmax_ejection_percent: 25\nhealth_check: { interval_ms: 100, timeout_ms: 200 }');
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nmax_ejection_percent: 25\nhealth_check: { interval_ms: 100, timeout_ms: 200 }',
+    );
     await until(async () => {
       const s = await states(server);
       return s['users/dc1-3'] === 'open' && s['users/dc1-4'] === 'open';
@@ -151,8 +176,12 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
 
   it('panic: a health-check path failing on every node, panic_threshold_percent 50: requests still reach the nodes and succeed', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1', 'dc2-2');
-    for (const n of Object.values(nodes)) n.respond = (req) => (req.url === '/healthz' ? { status: 404 } : null) as never;
-    const server = await launch(run, 'failure_threshold: 2\ntimeout_seconds: 60\npanic_threshold_percent: 50\nhealth_check: { path: /healthz, interval_ms: 100, timeout_ms: 200 }');
+    for (const n of Object.values(nodes))
+      n.respond = (req) => (req.url === '/healthz' ? { status: 404 } : null) as never;
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\npanic_threshold_percent: 50\nhealth_check: { path: /healthz, interval_ms: 100, timeout_ms: 200 }',
+    );
     await until(async () => Object.values(await states(server)).every((s) => s === 'open'), 5_000);
     const answers = await Promise.all(Array.from({ length: 12 }, () => get(`${server.url}/proxy/users/x`)));
     expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
@@ -164,16 +193,25 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     expect(server.logs.some((l) => l.event === 'panic_entered' && l.upstream === 'users')).toBe(true);
 
     for (const n of Object.values(nodes)) n.respond = null; // the path fixed; put the nodes back
-    for (const id of Object.keys(nodes)) await fetch(`${server.url}/circuits/${encodeURIComponent(`users/${id}`)}/reset`, { method: 'POST' });
+    for (const id of Object.keys(nodes))
+      await fetch(`${server.url}/circuits/${encodeURIComponent(`users/${id}`)}/reset`, { method: 'POST' });
     await until(async () => (await get(`${server.url}/proxy/users/x`)).headers['x-degraded'] === 'false', 3_000);
-    await until(async () => (await (await fetch(`${server.url}/metrics`)).text()).includes('circuitlog_proxy_panic{upstream="users"} 0'), 3_000);
+    await until(
+      async () =>
+        (await (await fetch(`${server.url}/metrics`)).text()).includes('circuitlog_proxy_panic{upstream="users"} 0'),
+      3_000,
+    );
     expect(server.logs.some((l) => l.event === 'panic_left' && l.upstream === 'users')).toBe(true);
   });
 
   it('without a panic threshold the same misconfiguration refuses every request (the difference is the policy)', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1', 'dc2-2');
-    for (const n of Object.values(nodes)) n.respond = (req) => (req.url === '/healthz' ? { status: 404 } : null) as never;
-    const server = await launch(run, 'failure_threshold: 2\ntimeout_seconds: 60\nhealth_check: { path: /healthz, interval_ms: 100, timeout_ms: 200 }');
+    for (const n of Object.values(nodes))
+      n.respond = (req) => (req.url === '/healthz' ? { status: 404 } : null) as never;
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nhealth_check: { path: /healthz, interval_ms: 100, timeout_ms: 200 }',
+    );
     await until(async () => Object.values(await states(server)).every((s) => s === 'open'), 5_000);
     const answers = await Promise.all(Array.from({ length: 6 }, () => get(`${server.url}/proxy/users/x`)));
     expect(answers.map((a) => a.status)).toEqual(Array(6).fill(503));
@@ -183,7 +221,10 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
   it('detect-only: a forced-closed node whose rules would refuse is forwarded, marked X-Circuit-Would-Refuse: true', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2');
     failRequests(nodes['dc1-1']!);
-    const server = await launch(run, 'failure_threshold: 2\ntimeout_seconds: 60\nretries: 0\nforced_state: closed\nhealth_check: { enabled: false }');
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 0\nforced_state: closed\nhealth_check: { enabled: false }',
+    );
     const answers: Answer[] = [];
     for (let i = 0; i < 12; i++) answers.push(await get(`${server.url}/proxy/users/x`));
     expect(answers.some((a) => a.status === 503)).toBe(false); // nothing refused under the force
@@ -194,6 +235,8 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     // The first two failures open it by the rules; every later answer from it carries the mark.
     expect(failing.slice(0, 2).map((a) => a.headers['x-circuit-would-refuse'])).toEqual([undefined, undefined]);
     expect(failing.slice(2).every((a) => a.headers['x-circuit-would-refuse'] === 'true')).toBe(true);
-    expect(answers.filter((a) => a.status === 200).every((a) => a.headers['x-circuit-would-refuse'] === undefined)).toBe(true);
+    expect(
+      answers.filter((a) => a.status === 200).every((a) => a.headers['x-circuit-would-refuse'] === undefined),
+    ).toBe(true);
   });
 });

@@ -1,7 +1,22 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { admit, newCircuit, recordFailure, recordOutcome, recordSuccess, type Circuit } from '../../src/domain/circuit.js';
-import { capEjection, ejectionLimit, isAvailable, isEjected, panicHolds, trips, wouldRefuse } from '../../src/proxy/guard-rails.js';
+import {
+  admit,
+  newCircuit,
+  recordFailure,
+  recordOutcome,
+  recordSuccess,
+  type Circuit,
+} from '../../src/domain/circuit.js';
+import {
+  capEjection,
+  ejectionLimit,
+  isAvailable,
+  isEjected,
+  panicHolds,
+  trips,
+  wouldRefuse,
+} from '../../src/proxy/guard-rails.js';
 
 const T0 = Date.parse('2026-12-01T00:00:00.000Z');
 const settings = { failureThreshold: 3, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
@@ -90,7 +105,14 @@ describe('capEjection', () => {
   });
 
   it('withholds a window trip too, and empties the window', () => {
-    const window = { type: 'count' as const, size: 4, minimumCalls: 4, failureRateThreshold: 50, slowCallDurationMs: null, slowCallRateThreshold: 100 };
+    const window = {
+      type: 'count' as const,
+      size: 4,
+      minimumCalls: 4,
+      failureRateThreshold: 50,
+      slowCallDurationMs: null,
+      slowCallRateThreshold: 100,
+    };
     let c: Circuit = { ...closed(), failureThreshold: 100, window };
     for (const success of [true, false, true]) c = recordOutcome(c, { success }, T0).circuit;
     const step = recordOutcome(c, { success: false }, T0 + 1);

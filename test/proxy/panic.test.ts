@@ -8,7 +8,14 @@ import { FakeClock, memoryStore, silentLogger } from '../helper.js';
 function fixture(threshold = 50) {
   const clock = new FakeClock();
   const { store } = memoryStore();
-  const breaker = new BreakerService(store, clock.now, silentLogger, { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 }, { probeLeaseMs: 10_000 }, false);
+  const breaker = new BreakerService(
+    store,
+    clock.now,
+    silentLogger,
+    { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
+    { probeLeaseMs: 10_000 },
+    false,
+  );
   const yaml = `local_dc: dc1
 upstreams:
   users:
@@ -24,8 +31,11 @@ upstreams:
   const upstream = buildUpstreams(config.upstreams, 'dc1').get('users')!;
   ensureNodeCircuits(store, [upstream], clock.now());
   const changes: [boolean, number][] = [];
-  const watch = new PanicWatch(upstream, breaker, clock.now, (_u, panic, available) => changes.push([panic, available]));
-  const open = (...ids: string[]) => ids.forEach((id) => void breaker.record(`users/${id}`, false, upstream.recordOptions)); // SQLite: written at once
+  const watch = new PanicWatch(upstream, breaker, clock.now, (_u, panic, available) =>
+    changes.push([panic, available]),
+  );
+  const open = (...ids: string[]) =>
+    ids.forEach((id) => void breaker.record(`users/${id}`, false, upstream.recordOptions)); // SQLite: written at once
   return { clock, breaker, upstream, watch, changes, open };
 }
 

@@ -17,7 +17,8 @@ import { tempDir } from '../server-process.js';
 const NODES = ['u/a', 'u/b', 'u/c'];
 const settings = { failureThreshold: 2, timeoutSeconds: 60, halfOpenMaxCalls: 1 };
 /** At most one of the three nodes out. */
-const capOne = (step: Step, before: Circuit | null, peers: readonly (Circuit | null)[]) => capEjection(step, before, peers.filter(isEjected).length, 1);
+const capOne = (step: Step, before: Circuit | null, peers: readonly (Circuit | null)[]) =>
+  capEjection(step, before, peers.filter(isEjected).length, 1);
 const peersOf = (name: string) => NODES.filter((n) => n !== name);
 
 let redis: RedisServer;
@@ -66,13 +67,15 @@ const backends: [string, () => Promise<[CircuitStore, CircuitStore]>][] = [
   ],
 ];
 
-const service = (store: CircuitStore, clock: FakeClock) => new BreakerService(store, clock.now, silentLogger, settings, { probeLeaseMs: 10_000 }, false);
+const service = (store: CircuitStore, clock: FakeClock) =>
+  new BreakerService(store, clock.now, silentLogger, settings, { probeLeaseMs: 10_000 }, false);
 
 async function seed(breaker: BreakerService, clock: FakeClock): Promise<void> {
   for (const name of NODES) await breaker.configure(name, () => newCircuit(name, settings, clock.now()));
 }
 
-const fail = (breaker: BreakerService, name: string) => breaker.recordAmong(name, false, {}, undefined, peersOf(name), capOne);
+const fail = (breaker: BreakerService, name: string) =>
+  breaker.recordAmong(name, false, {}, undefined, peersOf(name), capOne);
 
 describe.each(backends)('recordAmong on %s', (_name, open) => {
   it('opens a node while its peers leave room under the guard', async () => {
