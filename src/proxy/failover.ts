@@ -74,7 +74,9 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
   let budget = upstream.config.retries;
   let last: Ending<A> | null = null;
   for (;;) {
-    const pick = await choose(deps, upstream, tried, panic);
+    const picking = panic.holds ? null : new NodePick(upstream, tried, deps.breaker, deps.failOpen);
+    const quick = picking?.now() ?? null; // the fast path: a node its breaker admits, answered at once
+    const pick = quick?.node ? quick : await choose(deps, upstream, tried, panic, picking, quick);
     if (pick.node === null) return last ?? { kind: 'no_node', retryAt: pick.retryAt };
     if (last?.kind === 'answer') t.discard(last.answer);
     const { node, use } = pick;
@@ -92,18 +94,26 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
 }
 
 /**
- * The node for the next attempt: by the breakers, or, while the upstream is in panic, over
- * every node (panic.ts). A pick by the breakers that finds no node has the nodes read again
- * at once, so the request that finds every node out is the first one served in panic.
+ * The node for the next attempt when the fast path has none: the breakers' walk finished
+ * (`picking`, or its answer `quick`), or, while the upstream is in panic, a pick over every
+ * node (panic.ts). A walk that finds no node has the nodes read again at once, so the request
+ * that finds every node out is the first one served in panic.
  */
-async function choose(deps: FailoverDeps, upstream: Upstream, tried: ReadonlySet<ProxyNode> | null, panic: { holds: boolean }): Promise<Pick> {
-  if (panic.holds) return (await pickInPanic(upstream, deps.breaker, tried)) ?? { node: null, retryAt: null };
-  const picking = new NodePick(upstream, tried, deps.breaker, deps.failOpen);
-  const pick = picking.now() ?? (await picking.later());
-  const watch = pick.node === null ? deps.panics?.of(upstream) : undefined;
-  if (watch === undefined) return pick;
-  watch.stale();
-  if (!watch.holds()) return pick;
-  panic.holds = true;
-  return choose(deps, upstream, tried, panic);
+async function choose(
+  deps: FailoverDeps,
+  upstream: Upstream,
+  tried: ReadonlySet<ProxyNode> | null,
+  panic: { holds: boolean },
+  picking: NodePick | null,
+  quick: Pick | null,
+): Promise<Pick> {
+  if (picking !== null) {
+    const pick = quick ?? (await picking.later());
+    const watch = pick.node === null ? deps.panics?.of(upstream) : undefined;
+    if (watch === undefined) return pick;
+    watch.stale();
+    if (!watch.holds()) return pick;
+    panic.holds = true;
+  }
+  return (await pickInPanic(upstream, deps.breaker, tried)) ?? { node: null, retryAt: null };
 }
