@@ -61,7 +61,7 @@ export function withholdTrip(step: Step, stateChangedAt: number | null | undefin
     stateChangedAt: stateChangedAt ?? null,
   };
   const transitions = step.transitions.map(
-    (t): Transition => (isTrip(t) ? { from: 'closed', to: 'closed', reason: 'ejection_capped', at: t.at } : t),
+    (t): Transition => (isTrip(t) ? { ...t, to: 'closed', reason: 'ejection_capped' } : t), // any detail the trip carried stays
   );
   return { circuit, transitions };
 }
