@@ -190,7 +190,7 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     expect(Object.values(await states(server)).every((s) => s === 'open')).toBe(true); // answers to nodes against their breaker judge nothing
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toContain('circuitlog_proxy_panic{upstream="users"} 1');
-    expect(server.logs.some((l) => l.event === 'panic_entered' && l.upstream === 'users')).toBe(true);
+    await until(async () => server.logs.some((l) => l.event === 'panic_entered' && l.upstream === 'users'), 2_000); // the log line reaches the pipe a little after the state
 
     for (const n of Object.values(nodes)) n.respond = null; // the path fixed; put the nodes back
     for (const id of Object.keys(nodes))
@@ -201,7 +201,7 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
         (await (await fetch(`${server.url}/metrics`)).text()).includes('circuitlog_proxy_panic{upstream="users"} 0'),
       3_000,
     );
-    expect(server.logs.some((l) => l.event === 'panic_left' && l.upstream === 'users')).toBe(true);
+    await until(async () => server.logs.some((l) => l.event === 'panic_left' && l.upstream === 'users'), 2_000); // the log line reaches the pipe a little after the state
   });
 
   it('without a panic threshold the same misconfiguration refuses every request (the difference is the policy)', async () => {
