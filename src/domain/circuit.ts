@@ -14,6 +14,8 @@ import {
   type CircuitSettings,
 } from './policy.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
+import { callersUnder } from './caller-state.js';
+import { admitCaller, callerWouldRefuse, countCaller, judgeTrip, markForced } from './caller-steps.js';
 import type {
   Admission,
   BreakerEvent,
@@ -25,6 +27,7 @@ import type {
   Step,
   Transition,
   TransitionReason,
+  TripReason,
   Verdict,
 } from './types.js';
 
@@ -95,7 +98,7 @@ export function step(circuit: Circuit, event: BreakerEvent, now: EpochMs, policy
     case 'refresh':
       return refresh(circuit, now);
     case 'admit':
-      return admit(circuit, now, policy);
+      return admit(circuit, now, policy, event.caller);
     case 'outcome':
       return recordOutcome(circuit, event, now);
     case 'reset':
@@ -121,10 +124,10 @@ export function refresh(circuit: Circuit, now: EpochMs): Step {
     return withoutTransition({ ...circuit, openUntil: latest, updatedAt: now });
   }
   const at = circuit.openUntil;
-  return {
+  return markForced(circuit, {
     circuit: { ...circuit, state: 'half_open', halfOpenAt: at, probeLeases: [], probeSuccesses: 0, windowState: null, stateChangedAt: now, updatedAt: now },
     transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at }],
-  };
+  });
 }
 
 /** Probe leases still held at `now`. */
@@ -157,19 +160,37 @@ export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
 /**
  * Refresh, then decide; an admitted half-open call takes a probe slot until its outcome
  * is recorded or its lease runs out, so at most `halfOpenMaxCalls` probes are in flight.
- * A forced state decides alone and takes no slot.
+ * A named caller that is isolated is refused (scope `caller`) or gets its own probe.
+ * A forced state decides alone and takes no slot; forced closed says what the rules would do.
  */
-export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Admission {
+export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy, caller?: string): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
-  if (circuit.forcedState === null ? circuit.state === 'closed' : circuit.forcedState === 'closed') {
+  if (circuit.state === 'closed' && circuit.forcedState !== 'open' && (caller === undefined || !circuit.callers?.length)) {
     return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
   }
+  if (circuit.forcedState === 'closed') return { circuit, transitions: NO_TRANSITIONS, verdict: detectOnly(circuit, now, caller) };
   const refreshed = refresh(circuit, now);
-  const c = refreshed.circuit;
+  let c = refreshed.circuit;
   const verdict = isCallAllowed(c, now);
-  if (!verdict.allowed || c.state !== 'half_open' || c.forcedState !== null) return { ...refreshed, verdict };
+  if (!verdict.allowed || c.forcedState !== null) return { ...refreshed, verdict };
+  const own = admitCaller(c, caller, now, policy.probeLeaseMs);
+  if (own !== null && !own.verdict.allowed) return { ...refreshed, verdict: own.verdict };
+  if (own !== null) c = own.circuit;
+  if (c.state !== 'half_open') return { circuit: c, transitions: refreshed.transitions, verdict };
   const leases = [...activeLeases(c, now), now + policy.probeLeaseMs];
   return { circuit: { ...c, probeLeases: leases, updatedAt: now }, transitions: refreshed.transitions, verdict };
+}
+
+/**
+ * A forced-closed circuit admits every call; the verdict says when the rules (the circuit's
+ * state as of now, or the caller's isolation) would have refused it. Nothing is written.
+ */
+function detectOnly(circuit: Circuit, now: EpochMs, caller: string | undefined): Verdict {
+  const c = refresh(circuit, now).circuit;
+  const rules = isCallAllowed({ ...c, forcedState: null }, now);
+  if (!rules.allowed) return { allowed: true, wouldRefuse: { retryAt: rules.retryAt, scope: 'circuit', state: c.state } };
+  const until = c.state === 'closed' ? callerWouldRefuse(c, caller, now) : null;
+  return until === null ? ALLOWED : { allowed: true, wouldRefuse: { retryAt: until, scope: 'caller', state: c.state } };
 }
 
 /**
@@ -177,19 +198,23 @@ export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Ad
  * changes nothing: it is evidence of an earlier state, already acted on.
  */
 export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs): Step {
-  return chain(refresh(circuit, now), (c) => {
-    if (outcome.at !== undefined && isStale(c, outcome.at, now)) return withoutTransition(c);
-    switch (c.state) {
-      case 'closed':
-        return outcomeWhileClosed(c, outcome, now);
-      case 'half_open':
-        return outcomeWhileHalfOpen(c, outcome, now);
-      case 'open':
-        return outcomeWhileOpen(c, outcome, now);
-      default:
-        return assertNever(c.state);
-    }
-  });
+  return markForced(circuit, chain(refresh(circuit, now), (refreshed) => {
+    if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
+    return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
+  }));
+}
+
+function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
+  switch (c.state) {
+    case 'closed':
+      return outcomeWhileClosed(c, outcome, now);
+    case 'half_open':
+      return outcomeWhileHalfOpen(c, outcome, now);
+    case 'open':
+      return outcomeWhileOpen(c, outcome, now);
+    default:
+      return assertNever(c.state);
+  }
 }
 
 /** The circuit with the outcome counted (failure count and window), no state change. */
@@ -213,12 +238,21 @@ function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
   // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
   const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;
-  if (!outcome.success && next.failureCount >= c.failureThreshold) return open(next, now, 'failure_threshold_reached', seconds);
+  if (!outcome.success && next.failureCount >= c.failureThreshold) return trip(next, now, 'failure_threshold_reached', seconds);
   if (c.window !== null) {
-    const trip = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
-    if (trip !== null) return open(next, now, trip, seconds);
+    const reason = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
+    if (reason !== null) return trip(next, now, reason, seconds);
   }
   return withoutTransition(next);
+}
+
+/** A trip rule fired: open, unless a quorum withholds it (caller-steps.ts). */
+function trip(c: Circuit, now: EpochMs, reason: TripReason, seconds: number): Step {
+  const judged = judgeTrip(c, reason, now);
+  if ('withheld' in judged) return judged.withheld;
+  const opened = open(c, now, reason, seconds);
+  if (judged.open === null) return opened;
+  return { circuit: opened.circuit, transitions: [{ ...opened.transitions[0]!, callers: judged.open }] };
 }
 
 function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step {
@@ -263,10 +297,12 @@ export function recordSuccess(circuit: Circuit, now: EpochMs): Step {
 /** Operator reset: closed, count 0, window empty, whatever the state was. */
 export function reset(circuit: Circuit, now: EpochMs): Step {
   const c = circuit;
-  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null) {
+  const callers = c.callers?.length ?? 0;
+  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null && callers === 0) {
     return withoutTransition(c);
   }
-  return close(c, now, 'manual_reset');
+  // A reset also ends every caller's isolation: the operator says the dependency is fine.
+  return close(callers === 0 ? c : { ...c, callers: [] }, now, 'manual_reset');
 }
 
 /**
@@ -279,6 +315,7 @@ export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs)
     ...circuit,
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
+    ...(circuit.callers === undefined ? {} : { callers: callersUnder(circuit.callers, policy.quorum) }),
     updatedAt: now,
   };
   if (circuit.forcedState === policy.forcedState) return withoutTransition(next);

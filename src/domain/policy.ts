@@ -3,6 +3,9 @@
  * closes again. Pure data (it serialises to JSON and fits a database row); the HTTP and
  * config layers translate their snake_case wire form to and from it.
  */
+import { sameQuorum, type QuorumPolicy } from './quorum.js';
+
+export type { QuorumPolicy } from './quorum.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -44,6 +47,8 @@ export interface CircuitPolicy {
   readonly window: WindowPolicy | null;
   readonly backoff: BackoffPolicy | null;
   readonly forcedState: ForcedState | null;
+  /** Open for everyone only on evidence from several callers (quorum.ts); null or absent: today's rules. */
+  readonly quorum?: QuorumPolicy | null;
 }
 
 /** The three settings every caller names; the rest default as in `DEFAULT_POLICY`. */
@@ -73,6 +78,8 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     window: settings.window ?? null,
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
+    // Only when set: circuits without one keep the shape they always had.
+    ...(settings.quorum == null ? {} : { quorum: settings.quorum }),
   };
 }
 
@@ -108,7 +115,8 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     a.successThreshold === b.successThreshold &&
     a.forcedState === b.forcedState &&
     sameWindow(a.window, b.window) &&
-    sameBackoff(a.backoff, b.backoff)
+    sameBackoff(a.backoff, b.backoff) &&
+    sameQuorum(a.quorum, b.quorum)
   );
 }
 
@@ -122,6 +130,7 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     window: p.window,
     backoff: p.backoff,
     forcedState: p.forcedState,
+    ...(p.quorum == null ? {} : { quorum: p.quorum }),
   };
 }
 
