@@ -24,6 +24,7 @@ const circuitDefaultsSchema = z
     window: policyFields.window.default(null),
     backoff: policyFields.backoff.default(null),
     forced_state: policyFields.forced_state.default(null),
+    quorum: policyFields.quorum, // absent: none
     probe_lease_seconds: positiveInt(86_400).default(10), // 10 s
   })
   .strict()
@@ -35,6 +36,7 @@ const policyOverrides = {
   window: policyFields.window.optional(),
   backoff: policyFields.backoff.optional(),
   forced_state: policyFields.forced_state.optional(),
+  quorum: policyFields.quorum,
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */

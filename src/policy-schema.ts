@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, minimumCalls, type CircuitPolicy } from './domain/policy.js';
+import { QUORUM_DEFAULTS, QUORUM_LIMITS } from './domain/quorum.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 const percent = z.number().gt(0).max(100);
@@ -36,6 +37,21 @@ export const backoffSchema = z
   })
   .strict();
 
+const [minCallersMin, minCallersMax] = QUORUM_LIMITS.minCallers;
+const [maxCallersMin, maxCallersMax] = QUORUM_LIMITS.maxCallers;
+export const quorumSchema = z
+  .object({
+    min_callers: int(minCallersMin, minCallersMax),
+    window_seconds: int(...QUORUM_LIMITS.windowSeconds).nullish(),
+    max_callers: int(maxCallersMin, maxCallersMax).nullish(),
+  })
+  .strict()
+  .superRefine((q, ctx) => {
+    if (q.max_callers != null && q.max_callers < q.min_callers) {
+      ctx.addIssue({ code: 'custom', path: ['max_callers'], message: `must be at least min_callers (${q.min_callers}): a quorum it could never hold` });
+    }
+  });
+
 /** Every policy field, each with its type and bounds. */
 export const policyFields = {
   failure_threshold: int(1, 1_000_000_000),
@@ -45,6 +61,8 @@ export const policyFields = {
   window: windowSchema.nullable(),
   backoff: backoffSchema.nullable(),
   forced_state: z.enum(['open', 'closed']).nullable(),
+  /** Absent means null: policies written before issue 17 stay valid. */
+  quorum: quorumSchema.nullish(),
 };
 
 /** Rules across fields, for a complete policy. */
@@ -79,6 +97,15 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
       maxTimeoutSeconds: w.backoff.max_timeout_seconds ?? Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, w.timeout_seconds),
     },
     forcedState: w.forced_state,
+    ...(w.quorum == null
+      ? {}
+      : {
+          quorum: {
+            minCallers: w.quorum.min_callers,
+            windowSeconds: w.quorum.window_seconds ?? QUORUM_DEFAULTS.windowSeconds,
+            maxCallers: w.quorum.max_callers ?? QUORUM_DEFAULTS.maxCallers,
+          },
+        }),
   };
 }
 
@@ -104,6 +131,8 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     },
     backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
     forced_state: p.forcedState,
+    // Only when set, as the domain's own field: policies without one read as they always did.
+    ...(p.quorum == null ? {} : { quorum: { min_callers: p.quorum.minCallers, window_seconds: p.quorum.windowSeconds, max_callers: p.quorum.maxCallers } }),
   };
 }
 
@@ -120,11 +149,11 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const NULLABLE = new Set(['window', 'backoff', 'forced_state']);
+const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'quorum']);
 
 /**
  * The policy after a merge patch, unvalidated. A top-level field sent as null means
- * "none" for `window`, `backoff` and `forced_state` and "the default" for the others;
+ * "none" for `window`, `backoff`, `forced_state` and `quorum`, and "the default" for the others;
  * inside `window`/`backoff` a null member returns to its default.
  */
 export function patchedPolicy(current: CircuitPolicy, defaults: CircuitPolicy, patch: Record<string, unknown>): unknown {

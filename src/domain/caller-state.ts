@@ -13,16 +13,16 @@ import type { Circuit, EpochMs, LateOutcomeRule, Transition } from './types.js';
 
 /**
  * One caller, as stored: a tuple to keep the row small (about 60 bytes plus the id in
- * JSON). Times are epoch ms, 0 for none; `isolatedUntil` 0: not isolated.
+ * JSON). Times are epoch ms, null for none; `isolatedUntil` null: not isolated.
  */
 export type CallerEntry = readonly [
   caller: string,
   failures: number,
-  failedAt: EpochMs,
-  slowAt: EpochMs,
-  isolatedUntil: EpochMs,
+  failedAt: EpochMs | null,
+  slowAt: EpochMs | null,
+  isolatedUntil: EpochMs | null,
   isolatedSeconds: number,
-  probeUntil: EpochMs,
+  probeUntil: EpochMs | null,
 ];
 
 const NO_ENTRIES: readonly CallerEntry[] = Object.freeze([]);
@@ -40,7 +40,7 @@ export function findCaller(entries: readonly CallerEntry[], caller: string): Cal
 
 /** Callers isolated right now (their open time may have run out: then they wait for a probe). */
 export function isolatedCallers(entries: readonly CallerEntry[]): CallerEntry[] {
-  return entries.filter((e) => e[4] !== 0);
+  return entries.filter((e) => e[4] !== null);
 }
 
 /** What the caller's own state says about a call now: null (not isolated: the circuit decides), a refusal, or a probe. */
@@ -51,21 +51,15 @@ export type CallerAdmission = { readonly refuseUntil: EpochMs } | { readonly pro
  * time (a probe holds its slot for the probe lease or until its outcome is recorded).
  */
 export function callerAdmission(entry: CallerEntry | undefined, now: EpochMs): CallerAdmission {
-  if (entry === undefined || entry[4] === 0) return null;
+  if (entry === undefined || entry[4] === null) return null;
   if (now < entry[4]) return { refuseUntil: entry[4] };
-  if (entry[6] > now) return { refuseUntil: entry[6] };
+  if (entry[6] !== null && entry[6] > now) return { refuseUntil: entry[6] };
   return { probe: true };
 }
 
 /** The entries with `caller`'s probe slot taken until `now + probeLeaseMs`. */
 export function takeCallerProbe(entries: readonly CallerEntry[], caller: string, now: EpochMs, probeLeaseMs: number): readonly CallerEntry[] {
-  return entries.map((e) => (e[0] === caller ? withAt(e, 6, now + probeLeaseMs) : e));
-}
-
-function withAt(e: CallerEntry, index: number, value: number): CallerEntry {
-  const copy = [...e] as [string, number, number, number, number, number, number];
-  copy[index] = value;
-  return copy;
+  return entries.map((e) => (e[0] === caller ? [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs] : e));
 }
 
 /** One outcome as the caller table sees it. */
@@ -92,7 +86,7 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
   const entries = callerEntries(c);
   const found = findCaller(entries, o.caller);
   if (found === undefined && !o.failure && !o.slow) return { entries, transitions: [] };
-  const [, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds] = found ?? [o.caller, 0, 0, 0, 0, 0, 0];
+  const [, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] = found ?? [o.caller, 0, null, null, null, 0, null];
   const slow = o.slow ? now : slowAt;
   const event = (reason: 'caller_isolated' | 'caller_released', until?: EpochMs): Transition => ({
     from: c.state,
@@ -106,21 +100,21 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
   const transitions: Transition[] = [];
   if (o.failure) {
     const count = failures + 1;
-    if (isolatedUntil !== 0 && now >= isolatedUntil) {
+    if (isolatedUntil !== null && now >= isolatedUntil) {
       const seconds = nextOpenTimeoutSeconds(c, isolatedSeconds);
-      next = [o.caller, count, now, slow, now + seconds * 1000, seconds, 0];
-      transitions.push(event('caller_isolated', next[4]));
-    } else if (isolatedUntil === 0 && count >= c.failureThreshold) {
-      next = [o.caller, count, now, slow, now + c.timeoutSeconds * 1000, c.timeoutSeconds, 0];
-      transitions.push(event('caller_isolated', next[4]));
+      next = [o.caller, count, now, slow, now + seconds * 1000, seconds, null];
+      transitions.push(event('caller_isolated', now + seconds * 1000));
+    } else if (isolatedUntil === null && count >= c.failureThreshold) {
+      next = [o.caller, count, now, slow, now + c.timeoutSeconds * 1000, c.timeoutSeconds, null];
+      transitions.push(event('caller_isolated', now + c.timeoutSeconds * 1000));
     } else {
-      next = [o.caller, count, now, slow, isolatedUntil, isolatedSeconds, found?.[6] ?? 0];
+      next = [o.caller, count, now, slow, isolatedUntil, isolatedSeconds, probeUntil];
     }
-  } else if (isolatedUntil !== 0 && (now >= isolatedUntil || (o.late ?? 'circuitlog') === 'circuitlog')) {
-    next = [o.caller, 0, failedAt, slow, 0, 0, 0];
+  } else if (isolatedUntil !== null && (now >= isolatedUntil || (o.late ?? 'circuitlog') === 'circuitlog')) {
+    next = [o.caller, 0, failedAt, slow, null, 0, null];
     transitions.push(event('caller_released'));
   } else {
-    next = [o.caller, 0, failedAt, slow, isolatedUntil, isolatedSeconds, found?.[6] ?? 0];
+    next = [o.caller, 0, failedAt, slow, isolatedUntil, isolatedSeconds, probeUntil];
   }
   return { entries: tidy(entries, next, quorum, now), transitions };
 }
@@ -138,7 +132,7 @@ function tidy(entries: readonly CallerEntry[], next: CallerEntry, quorum: Quorum
 }
 
 function isIdle(e: CallerEntry, windowStart: EpochMs): boolean {
-  return e[1] === 0 && e[4] === 0 && e[2] < windowStart && e[3] < windowStart;
+  return e[1] === 0 && e[4] === null && (e[2] === null || e[2] < windowStart) && (e[3] === null || e[3] < windowStart);
 }
 
 /** The table under a new quorum: none without one; cut to the new bound (least recently seen first). */

@@ -49,6 +49,9 @@ export function quorumCallers(entries: readonly CallerEntry[], evidence: QuorumE
   const from = quorumWindowStartMs(quorum, now);
   const at = evidence === 'failure' ? 2 : 3; // CallerEntry: failedAt, slowAt
   const callers: string[] = [];
-  for (const e of entries) if (e[at] !== 0 && e[at] >= from) callers.push(e[0]);
+  for (const e of entries) {
+    const t = e[at];
+    if (t !== null && t >= from) callers.push(e[0]);
+  }
   return callers.sort();
 }
