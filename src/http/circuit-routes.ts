@@ -3,6 +3,8 @@ import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, parseQuery, readJson } from './request.js';
+import { detailWire } from '../domain/transition-detail.js';
+import { CallerQuery, callerQuery } from './caller-param.js';
 import { chain } from '../store/maybe-promise.js';
 import { json } from './json.js';
 import {
@@ -22,6 +24,8 @@ import {
   circuitText,
   allowedText,
   outcomeTime,
+  detectOnlyText,
+  wouldRefuseJson,
 } from './schemas.js';
 
 const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
@@ -101,7 +105,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/call',
       tags: ['circuits'],
       summary: 'circuitlog call: refuse with 503 when open, else record the outcome',
-      request: { params: NameParam, body: jsonBody(CallBody, false) },
+      request: { params: NameParam, query: CallerQuery, body: jsonBody(CallBody, false) },
       responses: {
         200: ok('Outcome recorded', z.object({ result: z.enum(['success', 'failure']), circuit: CircuitSchema })),
         ...withBody,
@@ -110,15 +114,17 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     }),
     async (c) => {
       const name = circuitNameParam(c);
+      const caller = callerQuery(c);
       const body = await readJson(c, CallBody, bodyLimitBytes);
       const success = body.success ?? true;
       const { circuit, verdict } = await breaker.callGrouped(name, success, {
         create: body.threshold === undefined ? undefined : { failureThreshold: body.threshold },
         timeoutSeconds: body.timeout_seconds,
+        caller,
       });
       // circuitlog's 503 carries the whole circuit as `circuit`.
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
-      return json(c, { result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
+      if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller, { circuit: circuitJson(circuit, breaker.now()) });
+      return json(c, { result: success ? ('success' as const) : ('failure' as const), ...wouldRefuseJson(circuit, verdict), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
 
@@ -183,7 +189,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       path: '/circuits/{name}/allowed',
       tags: ['circuits'],
       summary: 'May a call go ahead? In half-open an admitted call takes a probe slot',
-      request: { params: NameParam },
+      request: { params: NameParam, query: CallerQuery },
       responses: {
         200: ok('Allowed; circuit is null for a circuit never recorded (closed by definition)', AllowedSchema),
         ...common,
@@ -192,11 +198,13 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
     }),
     (c) => {
       const name = circuitNameParam(c);
+      const caller = callerQuery(c);
       // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
-      return chain(breaker.check(name), (admission) => {
+      return chain(breaker.check(name, caller), (admission) => {
         if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
         const { circuit, verdict } = admission;
-        if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
+        if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller);
+        if (circuit.forcedState === 'closed') return jsonText(c, detectOnlyText(circuit, verdict, breaker.now()));
         return jsonText(c, allowedText(circuit, breaker.now()));
       });
     },
@@ -217,7 +225,8 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const body = await readJson(c, OutcomeBody, bodyLimitBytes);
       // A late outcome (the circuit opened since the call was admitted) changes no state.
       const at = outcomeTime(body.at, breaker.now(), 'at');
-      const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only', at });
+      const outcome = { success: body.success, durationMs: body.duration_ms, late: 'count_only' as const, at };
+      const circuit = await breaker.recordGrouped(name, body.caller === undefined ? outcome : { ...outcome, caller: body.caller });
       return jsonText(c, circuitText(circuit, breaker.now()));
     },
   );
@@ -266,7 +275,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       const name = circuitNameParam(c);
       const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
       if (events === null) throw notFound(name);
-      return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
+      return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString(), ...detailWire(e) })) }, 200);
     },
   );
 }

@@ -13,6 +13,7 @@ import {
   type Outcome,
   type Step,
   type Transition,
+  type Verdict,
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
@@ -20,6 +21,7 @@ import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
 import { GroupCommit } from './group-commit.js';
+import { callerOpenError } from './caller-refusal.js';
 
 /** Epoch milliseconds now; tests pass a fake. */
 export type Clock = () => number;
@@ -30,6 +32,8 @@ export interface OutcomeOptions {
   readonly timeoutSeconds?: number;
   /** How long the call took; judged against a window's slow-call duration. */
   readonly durationMs?: number;
+  /** Who made the call (domain/caller.ts): counted toward a quorum and the caller's own isolation. */
+  readonly caller?: string;
 }
 
 /** One outcome of a batch. */
@@ -101,9 +105,9 @@ export class BreakerService {
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
    */
-  check(name: string): MaybePromise<Admission | null> {
+  check(name: string, caller?: string): MaybePromise<Admission | null> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller)));
   }
 
   /**
@@ -112,7 +116,7 @@ export class BreakerService {
    */
   record(name: string, success: boolean, options: OutcomeOptions = {}, durationMs = options.durationMs): MaybePromise<Circuit> {
     // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const outcome: Outcome = options.caller === undefined ? { success, timeoutSeconds: options.timeoutSeconds, durationMs } : { success, timeoutSeconds: options.timeoutSeconds, durationMs, caller: options.caller };
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (isPromise(result)) {
       result.catch((error: unknown) => {
@@ -147,16 +151,16 @@ export class BreakerService {
    * allowed, else record the outcome; the check and the record are one atomic step.
    */
   call(name: string, success: boolean, options: OutcomeOptions = {}): MaybePromise<Circuit> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, ...(options.caller === undefined ? {} : { caller: options.caller }) };
     return chain(this.run(name, this.callStep(name, outcome, options.create), outcome), (step) => {
-      if (!step!.verdict.allowed) throw this.openError(step!.circuit, step!.verdict.retryAt, { forced: step!.verdict.forced });
+      if (!step!.verdict.allowed) throw this.refusal(step!.circuit, step!.verdict, outcome.caller);
       return step!.circuit;
     });
   }
 
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, ...(options.caller === undefined ? {} : { caller: options.caller }) };
     return this.withRoom([name], async () => (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission);
   }
 
@@ -195,7 +199,7 @@ export class BreakerService {
     const record = this.outcomeStep(name, outcome, create);
     return (current) => {
       const c = current ?? newCircuit(name, this.settingsFor(create), now);
-      const admission = admit(c, now, this.policy);
+      const admission = admit(c, now, this.policy, outcome.caller);
       if (!admission.verdict.allowed) return admission;
       const next = record(admission.circuit);
       return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
@@ -263,6 +267,15 @@ export class BreakerService {
 
   events(name: string, limit: number): MaybePromise<Transition[] | null> {
     return chain(this.store.find(name), (circuit) => (circuit === null ? null : this.store.events(circuit.id, limit)));
+  }
+
+  /**
+   * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when
+   * its own isolation refused it. `circuit` as in `openError`.
+   */
+  refusal(circuit: Circuit, verdict: Verdict & { allowed: false }, caller: string | undefined, options: { circuit?: unknown } = {}): AppError {
+    if (verdict.scope === 'caller' && caller !== undefined) return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
+    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: options.circuit });
   }
 
   /**

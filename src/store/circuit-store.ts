@@ -2,6 +2,9 @@ import type Database from 'better-sqlite3';
 import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.js';
 import type { BackoffPolicy, ForcedState, WindowPolicy } from '../domain/policy.js';
 import type { WindowState } from '../domain/window.js';
+import type { QuorumPolicy } from '../domain/quorum.js';
+import type { CallerEntry } from '../domain/caller-state.js';
+import { detailText, parseTransitionDetail } from '../domain/transition-detail.js';
 import { AppError } from '../domain/errors.js';
 import type { MaybePromise } from './maybe-promise.js';
 
@@ -73,6 +76,8 @@ interface CircuitRow {
   reopen_count: number;
   window_state: string | null;
   state_changed_at: number | null;
+  quorum_policy: string | null;
+  callers: string | null;
 }
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -103,6 +108,9 @@ function fromRow(row: CircuitRow): Circuit {
     reopenCount: row.reopen_count,
     windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
     stateChangedAt: row.state_changed_at,
+    // Issue 17, only when set: circuits without a quorum keep the shape they always had.
+    ...(row.quorum_policy === null ? {} : { quorum: JSON.parse(row.quorum_policy) as QuorumPolicy }),
+    ...(row.callers === null ? {} : { callers: JSON.parse(row.callers) as CallerEntry[] }),
   };
 }
 
@@ -133,12 +141,15 @@ export function toParams(c: Circuit) {
     reopen_count: c.reopenCount,
     window_state: json(c.windowState),
     state_changed_at: c.stateChangedAt ?? null,
+    quorum_policy: c.quorum == null ? null : JSON.stringify(c.quorum),
+    callers: c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
   };
 }
 
 const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
-  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at,
+  quorum_policy, callers`;
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -184,10 +195,11 @@ export class SqliteCircuitStore implements CircuitStore {
       half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
+      quorum_policy = @quorum_policy, callers = @callers
       WHERE id = @id`);
     this.insertTransition = db.prepare(
-      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
+      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     );
     // The state a read would show: an open circuit whose time has passed is half-open.
     this.listOpenAt = db.prepare<[number, number, number], CircuitRow>(
@@ -198,8 +210,8 @@ export class SqliteCircuitStore implements CircuitStore {
        AND id > ? ORDER BY id LIMIT ?`,
     );
     this.deleteByName = db.prepare<[string]>('DELETE FROM circuits WHERE name = ?');
-    this.selectEvents = db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number }>(
-      'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
+    this.selectEvents = db.prepare<[number, number], { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number; detail: string | null }>(
+      'SELECT from_state, to_state, reason, at, detail FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
     );
     this.selectPing = db.prepare('SELECT 1').pluck();
     this.selectDataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
@@ -227,7 +239,7 @@ export class SqliteCircuitStore implements CircuitStore {
       } else {
         this.updateCircuit.run(toParams(result.circuit));
       }
-      for (const t of result.transitions) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+      for (const t of result.transitions) this.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
       return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
     });
     this.writeBatch = db.transaction((items: readonly BatchItem[]) => this.runBatch(items));
@@ -260,7 +272,7 @@ export class SqliteCircuitStore implements CircuitStore {
     for (const [name, circuit] of latest) {
       if (circuit !== null && circuit !== stored.get(name)) this.updateCircuit.run(toParams(circuit));
     }
-    for (const [id, t] of events) this.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    for (const [id, t] of events) this.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
     return { results, latest };
   }
 
@@ -340,7 +352,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   events(circuitId: number, limit: number): Transition[] {
     return this.guard(() =>
-      this.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at })),
+      this.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at, ...parseTransitionDetail(r.detail) })),
     );
   }
 

@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState } from '../domain/circuit.js';
+import { parseTransitionDetail, type TransitionDetail } from '../domain/transition-detail.js';
 
-/** One row of the transitions table with its circuit's name. */
-export interface LoggedTransition {
+/** One row of the transitions table with its circuit's name (and its detail members, issue 17). */
+export interface LoggedTransition extends TransitionDetail {
   readonly id: number;
   readonly circuit: string;
   readonly from: CircuitState;
@@ -24,12 +25,16 @@ interface Row {
   to_state: CircuitState;
   reason: string;
   at: number;
+  detail: string | null;
 }
 
-const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reason, t.at
+const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reason, t.at, t.detail
   FROM transitions t JOIN circuits c ON c.id = t.circuit_id`;
 
-const toTransition = (r: Row): LoggedTransition => ({ id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at });
+const toTransition = (r: Row): LoggedTransition => {
+  const t = { id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at };
+  return r.detail === null ? t : { ...t, ...parseTransitionDetail(r.detail) };
+};
 
 /** Transitions in id order, as the event stream and the dashboard read them (SQLite table or Redis stream). */
 export interface TransitionReader {
