@@ -15,7 +15,7 @@ import {
 } from './policy.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 import { callersUnder } from './caller-state.js';
-import { admitCaller, callerWouldRefuse, countCaller, judgeTrip, markForced } from './caller-steps.js';
+import { admitCaller, callerWouldRefuse, countCaller, judgeTrip, markForced, withoutQuorum } from './caller-steps.js';
 import type {
   Admission,
   BreakerEvent,
@@ -312,10 +312,10 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
 export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
   if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
   const next: Circuit = {
-    ...circuit,
+    ...withoutQuorum(circuit),
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
-    ...(circuit.callers === undefined ? {} : { callers: callersUnder(circuit.callers, policy.quorum) }),
+    ...(circuit.callers === undefined || policy.quorum == null ? {} : { callers: callersUnder(circuit.callers, policy.quorum) }),
     updatedAt: now,
   };
   if (circuit.forcedState === policy.forcedState) return withoutTransition(next);
