@@ -17,7 +17,8 @@ import { SSE_LIMITS } from './sse.js';
 import { classify, withTimeout } from './run-call.js';
 import { StreamKeeper, backoffDelay } from './stream-keeper.js';
 import { TransportError, type Transport } from './transport.js';
-import { CircuitView, admitsLocally, effectiveState, forcedFrom, type ViewEntry } from './view.js';
+import { CircuitView, admitsLocally, effectiveState, forcedFrom, isolate, isolationIn, type ViewEntry } from './view.js';
+import { checkedCaller } from './caller-id.js';
 
 const NEVER_ABORTED = new AbortController().signal;
 // How often a circuit's policy (which changes without a transition) is fetched again; sooner
@@ -28,6 +29,8 @@ const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 
 export class CircuitlogClient {
   private readonly transport: Transport;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
   private readonly clock: () => number;
   private readonly failOpen: boolean;
   private readonly closeTimeoutMs: number;
@@ -48,6 +51,7 @@ export class CircuitlogClient {
   constructor(options: ClientOptions) {
     const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 5_000; // 5 s
     this.clock = options.clock ?? Date.now;
+    this.caller = checkedCaller(options.caller);
     this.failOpen = options.failOpen ?? true;
     this.closeTimeoutMs = options.closeTimeoutMs ?? 10_000; // 10 s
     this.transport =
@@ -66,7 +70,7 @@ export class CircuitlogClient {
       });
     const maxCircuits = options.maxCircuits ?? 10_000;
     if (!Number.isInteger(maxCircuits) || maxCircuits < 1) throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
-    this.view = new CircuitView(maxCircuits);
+    this.view = new CircuitView(maxCircuits, this.caller);
     this.local = new LocalBreakers(
       this.clock,
       { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, ...options.localDefaults },
@@ -264,11 +268,15 @@ export class CircuitlogClient {
     if (this.trusted(before) && before.refusedUntil > this.clock()) {
       throw new CircuitOpenError(name, before.state, before.retryAt, { forced: before.forced === 'open' });
     }
+    // Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
+    if (before.isolated && before.isolatedUntil > this.clock() && before.forced === null) {
+      throw new CircuitOpenError(name, before.state, before.isolatedUntil, { caller: this.caller });
+    }
     const generation = this.streamUp ? this.generation : -1;
     const seq = before.eventSeq;
     let answer;
     try {
-      answer = await this.transport.allowed(name);
+      answer = await this.transport.allowed(name, this.caller);
     } catch (error) {
       if (!(error instanceof TransportError)) throw error;
       if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
@@ -284,10 +292,17 @@ export class CircuitlogClient {
     }
     if (answer.allowed) {
       if (answer.circuit !== null) entry.json = answer.circuit;
+      // Still listed while its probe runs; released by the caller_released event (or the next snapshot).
+      if (answer.circuit !== null) isolate(entry, isolationIn(answer.circuit, this.caller));
       entry.policyDueAt = this.clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
     }
     entry.generation = this.streamUp && this.generation === generation ? generation : -1;
     if (answer.allowed) return;
+    if (answer.scope === 'caller') {
+      // Kept until its open_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+      isolate(entry, Math.min(answer.retryAt, this.clock() + answer.retryAfterMs));
+      throw new CircuitOpenError(name, answer.state, answer.retryAt, { caller: this.caller });
+    }
     entry.retryAt = answer.retryAt;
     // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
     entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, this.clock() + answer.retryAfterMs);
@@ -341,8 +356,9 @@ export class CircuitlogClient {
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();
+    const caller = this.caller;
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success, at } : { circuit: name, success, duration_ms: round3(durationMs), at },
+      durationMs === undefined ? { circuit: name, success, at, caller } : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
       offline,
     );
   }

@@ -62,8 +62,8 @@ export function createHttpTransport(options: HttpTransportOptions): Transport {
   }
 
   return {
-    async allowed(name) {
-      const path = `/circuits/${encodeURIComponent(name)}/allowed`;
+    async allowed(name, caller) {
+      const path = `/circuits/${encodeURIComponent(name)}/allowed${caller === undefined ? '' : `?caller=${encodeURIComponent(caller)}`}`;
       // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
       // within what is left of the same deadline.
       const deadlineAt = Date.now() + options.requestTimeoutMs;
@@ -218,6 +218,8 @@ function refusal(body: Record<string, unknown>, res: Answer): AllowedAnswer {
   const retryAfterSeconds = Number(res.headers['retry-after']);
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  // A caller's isolation has its own open_until, whatever the circuit's state.
+  if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
@@ -243,6 +245,8 @@ function parseTransition(data: string, id: string): TransitionEvent | null {
       to: stateOf(d.to, 'closed'),
       reason: String(d.reason ?? ''),
       at: String(d.at ?? ''),
+      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string') ? { callers: d.callers as string[] } : {}),
+      ...(typeof d.until === 'string' ? { until: d.until } : {}),
     };
   } catch {
     return null;
