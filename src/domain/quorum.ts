@@ -17,9 +17,6 @@ export interface QuorumPolicy {
   readonly maxCallers: number;
 }
 
-/** Defaults of a quorum's optional members: a 60 s window, 1,000 callers. */
-export const QUORUM_DEFAULTS = Object.freeze({ windowSeconds: 60, maxCallers: 1_000 });
-
 /** Bounds of each member (the wire schema and the docs use these). */
 export const QUORUM_LIMITS = Object.freeze({
   minCallers: [2, 1_000],

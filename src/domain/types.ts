@@ -125,14 +125,6 @@ export interface Outcome {
   readonly caller?: string;
 }
 
-/** Everything that can happen to a circuit. */
-export type BreakerEvent =
-  | { readonly type: 'refresh' }
-  | { readonly type: 'admit'; readonly caller?: string }
-  | ({ readonly type: 'outcome' } & Outcome)
-  | { readonly type: 'reset' }
-  | { readonly type: 'configure'; readonly policy: CircuitPolicy };
-
 /** What the rules would have answered under a forced-closed circuit (detect-only). */
 export interface WouldRefuse {
   readonly retryAt: EpochMs;

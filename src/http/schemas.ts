@@ -2,7 +2,8 @@ import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { backoffSchema, policyToWire, quorumSchema, windowSchema } from '../policy-schema.js';
+import { policyToWire } from '../domain/policy-wire.js';
+import { backoffSchema, quorumSchema, windowSchema } from '../policy-schema.js';
 import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
 import type { Verdict } from '../domain/circuit.js';
 import { callerField } from './caller-param.js';
@@ -45,20 +46,14 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
-  const policy = policyToWire(c, true);
   const stats = windowStats(c, now);
+  const policy = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    failure_threshold: c.failureThreshold,
-    timeout_seconds: c.timeoutSeconds,
-    half_open_max_calls: c.halfOpenMaxCalls,
-    success_threshold: c.successThreshold,
-    window: policy.window,
-    backoff: policy.backoff,
-    forced_state: c.forcedState,
+    ...policy, // failure_threshold to forced_state (and quorum when set), in this order
     quorum: policy.quorum ?? null,
     isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({ caller: e[0], failures: e[1], open_until: new Date(e[4]!).toISOString(), probe_until: iso(e[6]) })),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
