@@ -23,9 +23,17 @@ export async function quorumSection(ctx) {
     await ctx.setupBenchCircuits(server.url);
     const quorum = { failure_threshold: NEVER_TRIPS, quorum: { min_callers: 3 } };
     for (const name of ['bench-quorum', 'bench-quorum-fail']) {
-      await probeOk(`${server.url}/circuits/${name}`, { method: 'PATCH', headers: JSON_HEADERS, body: JSON.stringify(quorum) });
+      await probeOk(`${server.url}/circuits/${name}`, {
+        method: 'PATCH',
+        headers: JSON_HEADERS,
+        body: JSON.stringify(quorum),
+      });
     }
-    await probeOk(`${server.url}/circuits/bench-quorum/outcomes`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ success: true, caller: CALLER }) });
+    await probeOk(`${server.url}/circuits/bench-quorum/outcomes`, {
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: JSON.stringify({ success: true, caller: CALLER }),
+    });
     const q = `?caller=${encodeURIComponent(CALLER)}`;
     const scenarios = [
       {
@@ -33,8 +41,19 @@ export async function quorumSection(ctx) {
         title: 'quorum: GET /allowed with a caller on a quorum circuit vs without',
         baseline: 'allowed',
         targets: [
-          { id: 'allowed', label: 'GET /circuits/bench-ok/allowed (closed, no quorum, no caller)', url: `${server.url}/circuits/bench-ok/allowed`, pid: server.pid },
-          { id: 'allowed-caller', label: `GET /circuits/bench-quorum/allowed${q} (closed, quorum)`, url: `${server.url}/circuits/bench-quorum/allowed${q}`, goal: 0.9, pid: server.pid },
+          {
+            id: 'allowed',
+            label: 'GET /circuits/bench-ok/allowed (closed, no quorum, no caller)',
+            url: `${server.url}/circuits/bench-ok/allowed`,
+            pid: server.pid,
+          },
+          {
+            id: 'allowed-caller',
+            label: `GET /circuits/bench-quorum/allowed${q} (closed, quorum)`,
+            url: `${server.url}/circuits/bench-quorum/allowed${q}`,
+            goal: 0.9,
+            pid: server.pid,
+          },
         ],
       },
       {
@@ -42,20 +61,42 @@ export async function quorumSection(ctx) {
         title: 'quorum: failure outcome with a caller on a quorum circuit vs without',
         baseline: 'fail',
         targets: [
-          { id: 'fail', label: 'POST /circuits/bench-fail/outcomes {"success":false}', url: `${server.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', pid: server.pid },
           {
-            id: 'fail-caller', label: `POST /circuits/bench-quorum-fail/outcomes {"success":false,"caller":"${CALLER}"} (quorum)`, url: `${server.url}/circuits/bench-quorum-fail/outcomes`,
-            method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ success: false, caller: CALLER }), goal: 0.9, pid: server.pid,
+            id: 'fail',
+            label: 'POST /circuits/bench-fail/outcomes {"success":false}',
+            url: `${server.url}/circuits/bench-fail/outcomes`,
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: '{"success":false}',
+            pid: server.pid,
+          },
+          {
+            id: 'fail-caller',
+            label: `POST /circuits/bench-quorum-fail/outcomes {"success":false,"caller":"${CALLER}"} (quorum)`,
+            url: `${server.url}/circuits/bench-quorum-fail/outcomes`,
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: JSON.stringify({ success: false, caller: CALLER }),
+            goal: 0.9,
+            pid: server.pid,
           },
         ],
       },
     ];
     const results = await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec));
-    const circuit = async (name) => (await (await fetch(`${server.url}/circuits/${name}`)).json());
+    const circuit = async (name) => await (await fetch(`${server.url}/circuits/${name}`)).json();
     const qf = await circuit('bench-quorum-fail');
     const checks = [
-      { what: 'bench-quorum-fail stayed closed, its caller counted (every failure a write to its caller entry)', ok: qf.state === 'closed' && qf.failure_count > 0, detail: `state ${qf.state}, failure_count ${qf.failure_count}` },
-      { what: 'bench-quorum stayed closed with no isolated caller', ok: (await circuit('bench-quorum')).isolated_callers.length === 0, detail: '' },
+      {
+        what: 'bench-quorum-fail stayed closed, its caller counted (every failure a write to its caller entry)',
+        ok: qf.state === 'closed' && qf.failure_count > 0,
+        detail: `state ${qf.state}, failure_count ${qf.failure_count}`,
+      },
+      {
+        what: 'bench-quorum stayed closed with no isolated caller',
+        ok: (await circuit('bench-quorum')).isolated_callers.length === 0,
+        detail: '',
+      },
     ];
     return {
       id: 'quorum',

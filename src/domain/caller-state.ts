@@ -58,7 +58,12 @@ export function callerAdmission(entry: CallerEntry | undefined, now: EpochMs): C
 }
 
 /** The entries with `caller`'s probe slot taken until `now + probeLeaseMs`. */
-export function takeCallerProbe(entries: readonly CallerEntry[], caller: string, now: EpochMs, probeLeaseMs: number): readonly CallerEntry[] {
+export function takeCallerProbe(
+  entries: readonly CallerEntry[],
+  caller: string,
+  now: EpochMs,
+  probeLeaseMs: number,
+): readonly CallerEntry[] {
   return entries.map((e) => (e[0] === caller ? [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs] : e));
 }
 
@@ -86,7 +91,15 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
   const entries = callerEntries(c);
   const found = findCaller(entries, o.caller);
   if (found === undefined && !o.failure && !o.slow) return { entries, transitions: [] };
-  const [, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] = found ?? [o.caller, 0, null, null, null, 0, null];
+  const [, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] = found ?? [
+    o.caller,
+    0,
+    null,
+    null,
+    null,
+    0,
+    null,
+  ];
   const slow = o.slow ? now : slowAt;
   const event = (reason: 'caller_isolated' | 'caller_released', until?: EpochMs): Transition => ({
     from: c.state,
@@ -124,7 +137,12 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
  * any more (no failure or slow call in the window, not isolated), and at most
  * `maxCallers` long: the least recently seen go first.
  */
-function tidy(entries: readonly CallerEntry[], next: CallerEntry, quorum: QuorumPolicy, now: EpochMs): readonly CallerEntry[] {
+function tidy(
+  entries: readonly CallerEntry[],
+  next: CallerEntry,
+  quorum: QuorumPolicy,
+  now: EpochMs,
+): readonly CallerEntry[] {
   const from = quorumWindowStartMs(quorum, now);
   const kept = entries.filter((e) => e[0] !== next[0] && !isIdle(e, from));
   if (!isIdle(next, from)) kept.push(next);
@@ -136,7 +154,10 @@ function isIdle(e: CallerEntry, windowStart: EpochMs): boolean {
 }
 
 /** The table under a new quorum: none without one; cut to the new bound (least recently seen first). */
-export function callersUnder(entries: readonly CallerEntry[], quorum: QuorumPolicy | null | undefined): readonly CallerEntry[] {
+export function callersUnder(
+  entries: readonly CallerEntry[],
+  quorum: QuorumPolicy | null | undefined,
+): readonly CallerEntry[] {
   if (quorum == null) return NO_ENTRIES;
   return entries.length > quorum.maxCallers ? entries.slice(entries.length - quorum.maxCallers) : entries;
 }

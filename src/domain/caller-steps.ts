@@ -20,7 +20,12 @@ export function countCaller(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   const quorum = c.quorum ?? null;
   if (quorum === null || outcome.caller === undefined) return { circuit: c, transitions: NONE };
   const slow = c.window !== null && isSlow(c.window, outcome.durationMs);
-  const step = recordCaller(c, quorum, { caller: outcome.caller, failure: !outcome.success, slow, late: outcome.late }, now);
+  const step = recordCaller(
+    c,
+    quorum,
+    { caller: outcome.caller, failure: !outcome.success, slow, late: outcome.late },
+    now,
+  );
   if (step.entries === callerEntries(c)) return { circuit: c, transitions: NONE };
   return { circuit: { ...c, callers: step.entries, updatedAt: now }, transitions: step.transitions };
 }
@@ -32,13 +37,31 @@ export function countCaller(c: Circuit, outcome: Outcome, now: EpochMs): Step {
  * the trip is withheld: the circuit stays closed, its counts and window start again, and
  * a `trip_withheld` event names the callers that failed.
  */
-export function judgeTrip(c: Circuit, reason: TripReason, now: EpochMs): { open: readonly string[] | null } | { withheld: Step } {
+export function judgeTrip(
+  c: Circuit,
+  reason: TripReason,
+  now: EpochMs,
+): { open: readonly string[] | null } | { withheld: Step } {
   const quorum = c.quorum ?? null;
   if (quorum === null) return { open: null };
-  const callers = quorumCallers(callerEntries(c), reason === 'slow_call_rate_exceeded' ? 'slow' : 'failure', quorum, now);
+  const callers = quorumCallers(
+    callerEntries(c),
+    reason === 'slow_call_rate_exceeded' ? 'slow' : 'failure',
+    quorum,
+    now,
+  );
   if (callers.length >= quorum.minCallers) return { open: callers };
-  const withheld: Transition = { from: 'closed', to: 'closed', reason: 'trip_withheld', at: now, rule: reason, callers };
-  return { withheld: { circuit: { ...c, failureCount: 0, windowState: null, updatedAt: now }, transitions: [withheld] } };
+  const withheld: Transition = {
+    from: 'closed',
+    to: 'closed',
+    reason: 'trip_withheld',
+    at: now,
+    rule: reason,
+    callers,
+  };
+  return {
+    withheld: { circuit: { ...c, failureCount: 0, windowState: null, updatedAt: now }, transitions: [withheld] },
+  };
 }
 
 /**
@@ -46,13 +69,22 @@ export function judgeTrip(c: Circuit, reason: TripReason, now: EpochMs): { open:
  * isolated, no quorum), else a refusal scoped to the caller, or the circuit with the
  * caller's probe slot taken.
  */
-export function admitCaller(c: Circuit, caller: string | undefined, now: EpochMs, probeLeaseMs: number): { verdict: Verdict; circuit: Circuit } | null {
+export function admitCaller(
+  c: Circuit,
+  caller: string | undefined,
+  now: EpochMs,
+  probeLeaseMs: number,
+): { verdict: Verdict; circuit: Circuit } | null {
   if (caller === undefined || (c.quorum ?? null) === null) return null;
   const entries = callerEntries(c);
   const said = callerAdmission(findCaller(entries, caller), now);
   if (said === null) return null;
-  if ('refuseUntil' in said) return { verdict: { allowed: false, retryAt: said.refuseUntil, scope: 'caller' }, circuit: c };
-  return { verdict: { allowed: true }, circuit: { ...c, callers: takeCallerProbe(entries, caller, now, probeLeaseMs), updatedAt: now } };
+  if ('refuseUntil' in said)
+    return { verdict: { allowed: false, retryAt: said.refuseUntil, scope: 'caller' }, circuit: c };
+  return {
+    verdict: { allowed: true },
+    circuit: { ...c, callers: takeCallerProbe(entries, caller, now, probeLeaseMs), updatedAt: now },
+  };
 }
 
 /** When the caller's own isolation would refuse it now (detect-only), or null. */
@@ -65,7 +97,12 @@ export function callerWouldRefuse(c: Circuit, caller: string | undefined, now: E
 /** The step with every event marked as made under a forced-closed circuit, when `before` was one. */
 export function markForced<S extends Step>(before: Circuit, step: S): S {
   if (before.forcedState !== 'closed' || step.transitions.length === 0) return step;
-  return { ...step, transitions: step.transitions.map((t) => (t.forcedState === 'closed' ? t : { ...t, forcedState: 'closed' as const })) };
+  return {
+    ...step,
+    transitions: step.transitions.map((t) =>
+      t.forcedState === 'closed' ? t : { ...t, forcedState: 'closed' as const },
+    ),
+  };
 }
 
 /** The circuit without its quorum and caller table (a policy without a quorum is being applied). */

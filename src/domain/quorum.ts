@@ -42,7 +42,12 @@ export function quorumWindowStartMs(quorum: QuorumPolicy, now: EpochMs): EpochMs
  * The named callers whose last failure (or slow call) lies within the quorum's window,
  * sorted. Anonymous outcomes never have an entry, so they never count.
  */
-export function quorumCallers(entries: readonly CallerEntry[], evidence: QuorumEvidence, quorum: QuorumPolicy, now: EpochMs): string[] {
+export function quorumCallers(
+  entries: readonly CallerEntry[],
+  evidence: QuorumEvidence,
+  quorum: QuorumPolicy,
+  now: EpochMs,
+): string[] {
   const from = quorumWindowStartMs(quorum, now);
   const at = evidence === 'failure' ? 2 : 3; // CallerEntry: failedAt, slowAt
   const callers: string[] = [];

@@ -14,11 +14,16 @@ export interface TransitionDetail {
   readonly forcedState?: 'closed';
 }
 
-const RULES: ReadonlySet<string> = new Set(['failure_threshold_reached', 'failure_rate_exceeded', 'slow_call_rate_exceeded']);
+const RULES: ReadonlySet<string> = new Set([
+  'failure_threshold_reached',
+  'failure_rate_exceeded',
+  'slow_call_rate_exceeded',
+]);
 
 /** The detail of a transition as JSON text, or null when it has none (every transition before issue 17). */
 export function detailText(t: Transition): string | null {
-  if (t.callers === undefined && t.rule === undefined && t.until === undefined && t.forcedState === undefined) return null;
+  if (t.callers === undefined && t.rule === undefined && t.until === undefined && t.forcedState === undefined)
+    return null;
   const d: Record<string, unknown> = {};
   if (t.callers !== undefined) d.callers = t.callers;
   if (t.rule !== undefined) d.rule = t.rule;
@@ -39,7 +44,8 @@ export function parseTransitionDetail(text: string | null | undefined): Transiti
   if (typeof raw !== 'object' || raw === null) return {};
   const r = raw as Record<string, unknown>;
   const out: { -readonly [K in keyof TransitionDetail]: TransitionDetail[K] } = {};
-  if (Array.isArray(r.callers) && r.callers.every((c) => typeof c === 'string' && callerProblem(c) === null)) out.callers = r.callers as string[];
+  if (Array.isArray(r.callers) && r.callers.every((c) => typeof c === 'string' && callerProblem(c) === null))
+    out.callers = r.callers as string[];
   if (typeof r.rule === 'string' && RULES.has(r.rule)) out.rule = r.rule as TripReason;
   if (typeof r.until === 'number' && Number.isFinite(r.until)) out.until = r.until;
   if (r.forcedState === 'closed') out.forcedState = 'closed';
@@ -47,7 +53,12 @@ export function parseTransitionDetail(text: string | null | undefined): Transiti
 }
 
 /** The detail's members in the API's wire form (`/events`, the SSE stream): snake_case, ISO 8601 times; only those set. */
-export function detailWire(d: TransitionDetail): { callers?: readonly string[]; rule?: TripReason; until?: string; forced_state?: 'closed' } {
+export function detailWire(d: TransitionDetail): {
+  callers?: readonly string[];
+  rule?: TripReason;
+  until?: string;
+  forced_state?: 'closed';
+} {
   const out: { callers?: readonly string[]; rule?: TripReason; until?: string; forced_state?: 'closed' } = {};
   if (d.callers !== undefined) out.callers = d.callers;
   if (d.rule !== undefined) out.rule = d.rule;

@@ -22,7 +22,10 @@ export const callerField = z
 
 /** The `caller` query parameter, for the OpenAPI document (the handlers read it with `callerQuery`). */
 export const CallerQuery = z.object({
-  caller: z.string().optional().openapi({ param: { name: 'caller', in: 'query' }, description: DESCRIPTION, example: 'web-7/4242' }),
+  caller: z
+    .string()
+    .optional()
+    .openapi({ param: { name: 'caller', in: 'query' }, description: DESCRIPTION, example: 'web-7/4242' }),
 });
 
 /** `?caller=`, checked; undefined when absent. A bad one is a 400 naming the parameter. */
@@ -31,6 +34,9 @@ export function callerQuery(c: Context): string | undefined {
   const caller = c.req.query('caller');
   if (caller === undefined) return undefined;
   const problem = callerProblem(caller);
-  if (problem !== null) throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields: [{ field: 'caller', message: `caller ${problem}` }] });
+  if (problem !== null)
+    throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', {
+      fields: [{ field: 'caller', message: `caller ${problem}` }],
+    });
   return caller;
 }

@@ -11,6 +11,12 @@ export function callerOpenError(circuit: Circuit, caller: string, retryAt: numbe
   const detail = `Caller '${caller}' is isolated from circuit '${circuit.name}' after failures of its own; its calls are refused until ${until} (then one probe). Other callers are allowed.`;
   return new AppError('CIRCUIT_OPEN', detail, {
     retryAt,
-    extensions: { circuit: circuitMember ?? circuit.name, state: circuit.state, open_until: until, scope: 'caller', caller },
+    extensions: {
+      circuit: circuitMember ?? circuit.name,
+      state: circuit.state,
+      open_until: until,
+      scope: 'caller',
+      caller,
+    },
   });
 }

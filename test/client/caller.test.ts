@@ -17,8 +17,14 @@ afterEach(async () => {
 
 async function serve(timeoutSeconds = 1): Promise<ServerProcess> {
   const dir = tempDir();
-  fs.writeFileSync(path.join(dir, 'c.yaml'), `circuit_defaults:\n  failure_threshold: 3\n  timeout_seconds: ${timeoutSeconds}\n  quorum: {min_callers: 2}\n`);
-  const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+  fs.writeFileSync(
+    path.join(dir, 'c.yaml'),
+    `circuit_defaults:\n  failure_threshold: 3\n  timeout_seconds: ${timeoutSeconds}\n  quorum: {min_callers: 2}\n`,
+  );
+  const server = await startServer({
+    CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+  });
   servers.push(server);
   return server;
 }
@@ -68,11 +74,14 @@ describe('client isolation', () => {
     await good.call('dep', async () => 'ok');
     for (let i = 0; i < 3; i++) await expect(bad.call('dep', boom)).rejects.toThrow('boom');
     // The isolation reaches the client on its event stream; then it decides without asking.
-    await vi.waitFor(async () => {
-      const refused = await bad.call('dep', async () => 'before the event').catch((e: unknown) => e);
-      expect(refused).toBeInstanceOf(CircuitOpenError);
-      expect((refused as CircuitOpenError).scope).toBe('caller');
-    }, { timeout: 5_000 });
+    await vi.waitFor(
+      async () => {
+        const refused = await bad.call('dep', async () => 'before the event').catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(CircuitOpenError);
+        expect((refused as CircuitOpenError).scope).toBe('caller');
+      },
+      { timeout: 5_000 },
+    );
     const fn = vi.fn(async () => 'never');
     const checks = bad.stats().serverChecks;
     await expect(bad.call('dep', fn)).rejects.toMatchObject({ scope: 'caller', state: 'closed' });
@@ -88,15 +97,24 @@ describe('client isolation', () => {
     const server = await serve();
     const bad = await connect(server.url, { caller: 'bad' });
     for (let i = 0; i < 3; i++) await expect(bad.call('dep', boom)).rejects.toThrow('boom');
-    await vi.waitFor(async () => expect(await bad.call('dep', async () => 1).catch((e: unknown) => e)).toBeInstanceOf(CircuitOpenError), { timeout: 5_000 });
+    await vi.waitFor(
+      async () =>
+        expect(await bad.call('dep', async () => 1).catch((e: unknown) => e)).toBeInstanceOf(CircuitOpenError),
+      { timeout: 5_000 },
+    );
     const until = (await json(`${server.url}/circuits/dep`)).isolated_callers[0].open_until;
     await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(until) - Date.now()) + 50));
     expect(await bad.call('dep', async () => 'probe')).toBe('probe');
-    await vi.waitFor(async () => expect((await json(`${server.url}/circuits/dep`)).isolated_callers).toEqual([]), { timeout: 5_000 });
-    await vi.waitFor(async () => {
-      const local = bad.stats().localDecisions;
-      await bad.call('dep', async () => 2);
-      expect(bad.stats().localDecisions).toBe(local + 1); // decided locally again
-    }, { timeout: 5_000 });
+    await vi.waitFor(async () => expect((await json(`${server.url}/circuits/dep`)).isolated_callers).toEqual([]), {
+      timeout: 5_000,
+    });
+    await vi.waitFor(
+      async () => {
+        const local = bad.stats().localDecisions;
+        await bad.call('dep', async () => 2);
+        expect(bad.stats().localDecisions).toBe(local + 1); // decided locally again
+      },
+      { timeout: 5_000 },
+    );
   });
 });

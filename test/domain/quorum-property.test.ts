@@ -55,7 +55,11 @@ function naive(history: readonly Evidence[], kind: Evidence['kind'], q: QuorumPo
 }
 
 /** Run the actions; `check` sees the circuit, the evidence so far and the time after each. */
-function run(p: Policy, actions: readonly Action[], check: (c: Circuit, history: readonly Evidence[], now: number) => void): void {
+function run(
+  p: Policy,
+  actions: readonly Action[],
+  check: (c: Circuit, history: readonly Evidence[], now: number) => void,
+): void {
   let c = newCircuit('svc', p, T0);
   let now = T0;
   const history: Evidence[] = [];
@@ -104,7 +108,9 @@ describe('quorum properties', () => {
     fc.assert(
       fc.property(policy, fc.array(action, { maxLength: 120 }), (p, actions) => {
         run(p, actions, (c, history, now) => {
-          expect(quorumCallers(callerEntries(c), 'failure', p.quorum, now)).toEqual(naive(history, 'failure', p.quorum, now));
+          expect(quorumCallers(callerEntries(c), 'failure', p.quorum, now)).toEqual(
+            naive(history, 'failure', p.quorum, now),
+          );
           expect(quorumCallers(callerEntries(c), 'slow', p.quorum, now)).toEqual(naive(history, 'slow', p.quorum, now));
         });
       }),

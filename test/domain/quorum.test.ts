@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { callerEntries, findCaller, isolatedCallers } from '../../src/domain/caller-state.js';
-import { admit, configure, newCircuit, recordOutcome, reset, type Circuit, type Outcome, type Transition } from '../../src/domain/circuit.js';
+import {
+  admit,
+  configure,
+  newCircuit,
+  recordOutcome,
+  reset,
+  type Circuit,
+  type Outcome,
+  type Transition,
+} from '../../src/domain/circuit.js';
 import { policyOf, type CircuitPolicy, type WindowPolicy } from '../../src/domain/policy.js';
 import { quorumCallers, type QuorumPolicy } from '../../src/domain/quorum.js';
 
@@ -18,8 +27,18 @@ const countWindow = (size: number, failureRateThreshold = 50, extra: Partial<Win
   ...extra,
 });
 
-const fail = (caller?: string, extra: Partial<Outcome> = {}): Outcome => ({ success: false, late: 'count_only', caller, ...extra });
-const pass = (caller?: string, extra: Partial<Outcome> = {}): Outcome => ({ success: true, late: 'count_only', caller, ...extra });
+const fail = (caller?: string, extra: Partial<Outcome> = {}): Outcome => ({
+  success: false,
+  late: 'count_only',
+  caller,
+  ...extra,
+});
+const pass = (caller?: string, extra: Partial<Outcome> = {}): Outcome => ({
+  success: true,
+  late: 'count_only',
+  caller,
+  ...extra,
+});
 
 /** Feed outcomes (all at `now`); the circuit after them and every event on the way. */
 function feed(c: Circuit, outcomes: readonly Outcome[], now = T0): { circuit: Circuit; events: Transition[] } {
@@ -39,13 +58,24 @@ describe('quorum: a trip opens the circuit only on evidence from min_callers cal
     const { circuit: c, events } = feed(circuit(), [fail('a'), fail('b'), fail('a')]);
     expect(c.state).toBe('closed');
     expect(c.failureCount).toBe(0);
-    expect(events).toEqual([{ from: 'closed', to: 'closed', reason: 'trip_withheld', at: T0, rule: 'failure_threshold_reached', callers: ['a', 'b'] }]);
+    expect(events).toEqual([
+      {
+        from: 'closed',
+        to: 'closed',
+        reason: 'trip_withheld',
+        at: T0,
+        rule: 'failure_threshold_reached',
+        callers: ['a', 'b'],
+      },
+    ]);
   });
 
   it('opens once min_callers distinct callers failed in the window, the opening naming them', () => {
     const { circuit: c, events } = feed(circuit(), [fail('a'), fail('b'), fail('c')]);
     expect(c.state).toBe('open');
-    expect(events).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: T0, callers: ['a', 'b', 'c'] }]);
+    expect(events).toEqual([
+      { from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: T0, callers: ['a', 'b', 'c'] },
+    ]);
   });
 
   it('counts a caller only while its last failure is within window_seconds', () => {
@@ -73,10 +103,15 @@ describe('quorum: a trip opens the circuit only on evidence from min_callers cal
   });
 
   it('judges the slow-call rule by the callers that were slow, not those that failed', () => {
-    const c0 = circuit({ failureThreshold: 100, window: countWindow(3, 100, { slowCallDurationMs: 1_000, slowCallRateThreshold: 60 }) });
+    const c0 = circuit({
+      failureThreshold: 100,
+      window: countWindow(3, 100, { slowCallDurationMs: 1_000, slowCallRateThreshold: 60 }),
+    });
     const slow = (caller: string): Outcome => pass(caller, { durationMs: 2_000 });
     const withheld = feed(c0, [fail('a'), slow('x'), slow('x')]);
-    expect(withheld.events).toMatchObject([{ reason: 'trip_withheld', rule: 'slow_call_rate_exceeded', callers: ['x'] }]);
+    expect(withheld.events).toMatchObject([
+      { reason: 'trip_withheld', rule: 'slow_call_rate_exceeded', callers: ['x'] },
+    ]);
     const opened = feed(c0, [slow('x'), slow('y'), slow('z')]);
     expect(opened.events).toMatchObject([{ reason: 'slow_call_rate_exceeded', to: 'open', callers: ['x', 'y', 'z'] }]);
   });
@@ -89,12 +124,20 @@ describe('quorum: a trip opens the circuit only on evidence from min_callers cal
 });
 
 describe('caller isolation', () => {
-  const isolated = () => feed(circuit({ failureThreshold: 3 }), [fail('bad'), pass('ok'), fail('bad'), pass('ok'), fail('bad')]);
+  const isolated = () =>
+    feed(circuit({ failureThreshold: 3 }), [fail('bad'), pass('ok'), fail('bad'), pass('ok'), fail('bad')]);
 
   it('isolates a caller whose own consecutive failures reach failure_threshold, naming it', () => {
     const { circuit: c, events } = isolated();
     expect(c.state).toBe('closed');
-    expect(events).toContainEqual({ from: 'closed', to: 'closed', reason: 'caller_isolated', at: T0, callers: ['bad'], until: T0 + 30_000 });
+    expect(events).toContainEqual({
+      from: 'closed',
+      to: 'closed',
+      reason: 'caller_isolated',
+      at: T0,
+      callers: ['bad'],
+      until: T0 + 30_000,
+    });
     expect(isolatedCallers(callerEntries(c)).map((e) => e[0])).toEqual(['bad']);
   });
 
@@ -110,18 +153,34 @@ describe('caller isolation', () => {
     const c = isolated().circuit;
     const probe = admit(c, T0 + 30_000, lease, 'bad');
     expect(probe.verdict.allowed).toBe(true);
-    expect(admit(probe.circuit, T0 + 30_001, lease, 'bad').verdict).toEqual({ allowed: false, retryAt: T0 + 40_000, scope: 'caller' });
+    expect(admit(probe.circuit, T0 + 30_001, lease, 'bad').verdict).toEqual({
+      allowed: false,
+      retryAt: T0 + 40_000,
+      scope: 'caller',
+    });
     const released = recordOutcome(probe.circuit, pass('bad'), T0 + 30_500);
-    expect(released.transitions).toEqual([{ from: 'closed', to: 'closed', reason: 'caller_released', at: T0 + 30_500, callers: ['bad'] }]);
+    expect(released.transitions).toEqual([
+      { from: 'closed', to: 'closed', reason: 'caller_released', at: T0 + 30_500, callers: ['bad'] },
+    ]);
     expect(admit(released.circuit, T0 + 30_501, lease, 'bad').verdict).toEqual({ allowed: true });
   });
 
   it('isolates again after a failed probe, for the open time grown by the backoff', () => {
-    const c = feed(circuit({ backoff: { multiplier: 2, maxTimeoutSeconds: 300 } }), [fail('bad'), fail('bad'), fail('bad')]).circuit;
+    const c = feed(circuit({ backoff: { multiplier: 2, maxTimeoutSeconds: 300 } }), [
+      fail('bad'),
+      fail('bad'),
+      fail('bad'),
+    ]).circuit;
     const probe = admit(c, T0 + 30_000, lease, 'bad').circuit;
     const again = recordOutcome(probe, fail('bad'), T0 + 30_000);
-    expect(again.transitions).toMatchObject([{ reason: 'caller_isolated', callers: ['bad'], until: T0 + 30_000 + 60_000 }]);
-    expect(admit(again.circuit, T0 + 89_999, lease, 'bad').verdict).toMatchObject({ allowed: false, scope: 'caller', retryAt: T0 + 90_000 });
+    expect(again.transitions).toMatchObject([
+      { reason: 'caller_isolated', callers: ['bad'], until: T0 + 30_000 + 60_000 },
+    ]);
+    expect(admit(again.circuit, T0 + 89_999, lease, 'bad').verdict).toMatchObject({
+      allowed: false,
+      scope: 'caller',
+      retryAt: T0 + 90_000,
+    });
   });
 
   it('does not end an isolation on a late success of a call admitted before it', () => {
@@ -156,7 +215,11 @@ describe('caller table bound', () => {
 
   it('drops the table when the quorum is removed, and cuts it to a smaller bound', () => {
     const c = feed(circuit({ failureThreshold: 1_000 }), [fail('a'), fail('b'), fail('c')]).circuit;
-    expect(callerEntries(configure(c, { ...policyOf(c), quorum: { ...quorum, maxCallers: 2 } }, T0).circuit).map((e) => e[0])).toEqual(['b', 'c']);
+    expect(
+      callerEntries(configure(c, { ...policyOf(c), quorum: { ...quorum, maxCallers: 2 } }, T0).circuit).map(
+        (e) => e[0],
+      ),
+    ).toEqual(['b', 'c']);
     expect(callerEntries(configure(c, { ...policyOf(c), quorum: null }, T0).circuit)).toEqual([]);
   });
 
@@ -179,14 +242,29 @@ describe('detect-only: forced closed runs the quorum and isolation without refus
     const { circuit: c, events } = feed(forced(), [fail('bad'), fail('bad'), fail('bad')]);
     expect(events.every((e) => e.forcedState === 'closed')).toBe(true);
     expect(events.map((e) => e.reason)).toEqual(['caller_isolated', 'trip_withheld']);
-    expect(admit(c, T0 + 1, lease, 'bad').verdict).toEqual({ allowed: true, wouldRefuse: { retryAt: T0 + 30_000, scope: 'caller', state: 'closed' } });
+    expect(admit(c, T0 + 1, lease, 'bad').verdict).toEqual({
+      allowed: true,
+      wouldRefuse: { retryAt: T0 + 30_000, scope: 'caller', state: 'closed' },
+    });
     expect(admit(c, T0 + 1, lease, 'ok').verdict).toEqual({ allowed: true });
   });
 
   it('admits everyone while the rules hold it open, saying each would be refused', () => {
     const { circuit: c, events } = feed(forced(), [fail('a'), fail('b'), fail('c')]);
-    expect(events).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: T0, callers: ['a', 'b', 'c'], forcedState: 'closed' }]);
-    expect(admit(c, T0 + 1, lease, 'd').verdict).toEqual({ allowed: true, wouldRefuse: { retryAt: T0 + 30_000, scope: 'circuit', state: 'open' } });
+    expect(events).toEqual([
+      {
+        from: 'closed',
+        to: 'open',
+        reason: 'failure_threshold_reached',
+        at: T0,
+        callers: ['a', 'b', 'c'],
+        forcedState: 'closed',
+      },
+    ]);
+    expect(admit(c, T0 + 1, lease, 'd').verdict).toEqual({
+      allowed: true,
+      wouldRefuse: { retryAt: T0 + 30_000, scope: 'circuit', state: 'open' },
+    });
     const cleared = configure(c, { ...policyOf(c), forcedState: null }, T0 + 2).circuit;
     expect(admit(cleared, T0 + 2, lease, 'd').verdict).toEqual({ allowed: false, retryAt: T0 + 30_000 });
   });

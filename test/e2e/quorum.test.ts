@@ -33,9 +33,15 @@ async function start(setup: Setup): Promise<ServerProcess> {
     store = { CIRCUITLOG_DB: path.join(dir, 'db.sqlite') };
   }
   fs.writeFileSync(path.join(dir, 'c.yaml'), 'circuit_defaults:\n  failure_threshold: 5\n');
-  const server = await startServer({ ...store, CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_WORKERS: String(setup.workers) }, { detached: true });
+  const server = await startServer(
+    { ...store, CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_WORKERS: String(setup.workers) },
+    { detached: true },
+  );
   const deadline = Date.now() + 10_000;
-  while (setup.workers > 1 && new Set(server.logs.filter((l) => l.event === 'worker_listening').map((l) => l.pid)).size < setup.workers) {
+  while (
+    setup.workers > 1 &&
+    new Set(server.logs.filter((l) => l.event === 'worker_listening').map((l) => l.pid)).size < setup.workers
+  ) {
     if (Date.now() > deadline) throw new Error('workers did not start');
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -55,8 +61,10 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
   const q = (caller: string) => `?caller=${encodeURIComponent(caller)}`;
   const url = (name: string, tail = '') => `${server.url}/circuits/${encodeURIComponent(name)}${tail}`;
   const allowed = (name: string, caller: string) => requestJson(url(name, `/allowed${q(caller)}`));
-  const outcome = (name: string, caller: string, success: boolean) => requestJson(url(name, '/outcomes'), 'POST', { success, caller });
-  const events = async (name: string) => ((await requestJson(url(name, '/events?limit=500'))).json.events as Record<string, unknown>[]).reverse();
+  const outcome = (name: string, caller: string, success: boolean) =>
+    requestJson(url(name, '/outcomes'), 'POST', { success, caller });
+  const events = async (name: string) =>
+    ((await requestJson(url(name, '/events?limit=500'))).json.events as Record<string, unknown>[]).reverse();
   /** A circuit of its own per run, with this policy. */
   async function circuit(policy: Record<string, unknown>): Promise<string> {
     const name = `quorum-${++n}`;
@@ -84,12 +92,26 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
       expect(refused.json.scope).toBeUndefined();
     }
     const log = await events(name);
-    expect(log.filter((e) => e.to === 'open')).toEqual([expect.objectContaining({ from: 'closed', reason: 'failure_threshold_reached', callers: [...CALLERS.slice(0, 4)].sort() })]);
-    expect(log.filter((e) => e.reason === 'trip_withheld')).toEqual([expect.objectContaining({ callers: [...CALLERS.slice(0, 2)].sort() })]);
+    expect(log.filter((e) => e.to === 'open')).toEqual([
+      expect.objectContaining({
+        from: 'closed',
+        reason: 'failure_threshold_reached',
+        callers: [...CALLERS.slice(0, 4)].sort(),
+      }),
+    ]);
+    expect(log.filter((e) => e.reason === 'trip_withheld')).toEqual([
+      expect.objectContaining({ callers: [...CALLERS.slice(0, 2)].sort() }),
+    ]);
   });
 
-  it('one bad caller: isolated alone with a quorum (0 healthy calls refused, released by a probe); without one the same run opens for all', { timeout: 120_000 }, async () => {
-    const policy = { failure_threshold: 3, timeout_seconds: 1, window: { type: 'count', size: 20, failure_rate_threshold: 15 } };
+  it('one bad caller: isolated alone with a quorum (0 healthy calls refused, released by a probe); without one the same run opens for all', {
+    timeout: 120_000,
+  }, async () => {
+    const policy = {
+      failure_threshold: 3,
+      timeout_seconds: 1,
+      window: { type: 'count', size: 20, failure_rate_threshold: 15 },
+    };
     const run = async (name: string) => {
       let healthyRefused = 0;
       let badReported = 0;
@@ -150,7 +172,12 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
   });
 
   it('two callers of five, in one DC, failing with min_callers 3: the trip is withheld and both are isolated', async () => {
-    const name = await circuit({ failure_threshold: 3, timeout_seconds: 60, window: { type: 'count', size: 10, failure_rate_threshold: 30 }, quorum: { min_callers: 3 } });
+    const name = await circuit({
+      failure_threshold: 3,
+      timeout_seconds: 60,
+      window: { type: 'count', size: 10, failure_rate_threshold: 30 },
+      quorum: { min_callers: 3 },
+    });
     const failing = new Set<string>([CALLERS[0], CALLERS[1]]);
     let healthyRefused = 0;
     for (let round = 0; round < 10; round++) {
@@ -161,13 +188,16 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
     const log = await events(name);
     expect(log.some((e) => e.to === 'open')).toBe(false);
     expect(log.filter((e) => e.reason === 'trip_withheld').length).toBeGreaterThan(0);
-    for (const e of log.filter((e) => e.reason === 'trip_withheld')) expect(e).toMatchObject({ rule: 'failure_rate_exceeded', callers: [CALLERS[0], CALLERS[1]] });
+    for (const e of log.filter((e) => e.reason === 'trip_withheld'))
+      expect(e).toMatchObject({ rule: 'failure_rate_exceeded', callers: [CALLERS[0], CALLERS[1]] });
     const shown = (await requestJson(url(name))).json;
     expect(shown.state).toBe('closed');
     expect(shown.isolated_callers.map((c: { caller: string }) => c.caller).sort()).toEqual([CALLERS[0], CALLERS[1]]);
   });
 
-  it('detect-only: forced closed refuses nothing, says would_refuse exactly where the enforced runs refused, marks its events; clearing the force refuses at once', { timeout: 60_000 }, async () => {
+  it('detect-only: forced closed refuses nothing, says would_refuse exactly where the enforced runs refused, marks its events; clearing the force refuses at once', {
+    timeout: 60_000,
+  }, async () => {
     const policy = { failure_threshold: 2, timeout_seconds: 60, quorum: { min_callers: 3 } };
     /** The calls of both runs in a fixed order; per call: refused (enforced) or would_refuse (forced). */
     const runs = async (name: string) => {
@@ -187,7 +217,13 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
       for (let round = 0; round < 6; round++) {
         for (const caller of CALLERS) {
           const t = await call(name, caller, caller !== BAD);
-          marks.push(t.status === 503 ? `refused:${t.json.scope ?? 'circuit'}` : t.json.would_refuse === true ? `would_refuse:${t.json.would_refuse_scope}` : 'allowed');
+          marks.push(
+            t.status === 503
+              ? `refused:${t.json.scope ?? 'circuit'}`
+              : t.json.would_refuse === true
+                ? `would_refuse:${t.json.would_refuse_scope}`
+                : 'allowed',
+          );
         }
       }
       return marks;
@@ -212,7 +248,9 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
     expect(made.map((e) => e.reason)).toEqual(['trip_withheld', 'failure_threshold_reached']);
     expect(made.every((e) => e.forced_state === 'closed')).toBe(true);
     const badLog = await events(forcedBadName);
-    expect(badLog.filter((e) => e.reason === 'caller_isolated')).toEqual([expect.objectContaining({ callers: [BAD], forced_state: 'closed' })]);
+    expect(badLog.filter((e) => e.reason === 'caller_isolated')).toEqual([
+      expect.objectContaining({ callers: [BAD], forced_state: 'closed' }),
+    ]);
 
     // Enforce: the downstream-dead circuit refuses at once, from its current state.
     expect((await requestJson(url(forcedDeadName), 'PATCH', { forced_state: null })).status).toBe(200);

@@ -6,16 +6,20 @@ import { buildApp } from '../helper.js';
 type App = ReturnType<typeof buildApp>;
 const MERGE = { 'content-type': 'application/merge-patch+json' };
 const json = async (res: Response) => (await res.json()) as any;
-const patch = (t: App, name: string, body: unknown) => t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
+const patch = (t: App, name: string, body: unknown) =>
+  t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
 const outcome = (t: App, name: string, success: boolean, caller?: string) =>
   t.request('POST', `/circuits/${name}/outcomes`, caller === undefined ? { success } : { success, caller });
-const allowed = (t: App, name: string, caller?: string) => t.request('GET', `/circuits/${name}/allowed${caller === undefined ? '' : `?caller=${encodeURIComponent(caller)}`}`);
+const allowed = (t: App, name: string, caller?: string) =>
+  t.request('GET', `/circuits/${name}/allowed${caller === undefined ? '' : `?caller=${encodeURIComponent(caller)}`}`);
 const T0 = '2026-11-30T03:30:00.000Z';
 
 /** A circuit `svc` with a quorum of 2 and failure_threshold 3; `bad` isolated by three failures of its own. */
 async function isolated(extra: Record<string, unknown> = {}): Promise<App> {
   const t = buildApp();
-  expect((await patch(t, 'svc', { failure_threshold: 3, timeout_seconds: 30, quorum: { min_callers: 2 }, ...extra })).status).toBe(201);
+  expect(
+    (await patch(t, 'svc', { failure_threshold: 3, timeout_seconds: 30, quorum: { min_callers: 2 }, ...extra })).status,
+  ).toBe(201);
   for (let i = 0; i < 3; i++) expect((await outcome(t, 'svc', false, 'bad')).status).toBe(200);
   return t;
 }
@@ -26,7 +30,11 @@ describe('policy field quorum', () => {
     const made = await json(await patch(t, 'svc', { quorum: { min_callers: 3 } }));
     expect(made.quorum).toEqual({ min_callers: 3, window_seconds: 60, max_callers: 1_000 });
     expect(made.isolated_callers).toEqual([]);
-    expect((await json(await patch(t, 'svc', { quorum: { max_callers: 10 } }))).quorum).toEqual({ min_callers: 3, window_seconds: 60, max_callers: 10 });
+    expect((await json(await patch(t, 'svc', { quorum: { max_callers: 10 } }))).quorum).toEqual({
+      min_callers: 3,
+      window_seconds: 60,
+      max_callers: 10,
+    });
     expect((await json(await patch(t, 'svc', { quorum: null }))).quorum).toBeNull();
   });
 
@@ -44,7 +52,11 @@ describe('policy field quorum', () => {
       expect(res.status).toBe(422);
       expect((await json(res)).errors.map((e: { field: string }) => e.field)).toContain(field);
     }
-    expect((await json(await t.request('GET', '/circuits/svc'))).quorum).toEqual({ min_callers: 3, window_seconds: 60, max_callers: 1_000 });
+    expect((await json(await t.request('GET', '/circuits/svc'))).quorum).toEqual({
+      min_callers: 3,
+      window_seconds: 60,
+      max_callers: 1_000,
+    });
   });
 
   it('is taken by config-as-code (circuit_defaults, circuits, upstream blocks)', () => {
@@ -85,7 +97,12 @@ describe('caller ids', () => {
     const one = await outcome(t, 'svc', false, 'no spaces');
     expect(one.status).toBe(422);
     expect((await json(one)).errors.map((e: { field: string }) => e.field)).toEqual(['caller']);
-    const batch = await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', success: false, caller: 'ok' }, { circuit: 'svc', success: false, caller: 7 }] });
+    const batch = await t.request('POST', '/outcomes', {
+      outcomes: [
+        { circuit: 'svc', success: false, caller: 'ok' },
+        { circuit: 'svc', success: false, caller: 7 },
+      ],
+    });
     expect(batch.status).toBe(422);
     expect((await json(batch)).errors.map((e: { field: string }) => e.field)).toEqual(['outcomes.1.caller']);
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
@@ -94,8 +111,16 @@ describe('caller ids', () => {
   it('counts a named outcome of a batch toward the quorum', async () => {
     const t = buildApp();
     await patch(t, 'svc', { failure_threshold: 2, quorum: { min_callers: 2 } });
-    const outcomes = [{ circuit: 'svc', success: false, caller: 'a' }, { circuit: 'svc', success: false, caller: 'b' }];
-    expect(await json(await t.request('POST', '/outcomes', { outcomes }))).toEqual({ results: [{ circuit: 'svc', state: 'closed' }, { circuit: 'svc', state: 'open' }] });
+    const outcomes = [
+      { circuit: 'svc', success: false, caller: 'a' },
+      { circuit: 'svc', success: false, caller: 'b' },
+    ];
+    expect(await json(await t.request('POST', '/outcomes', { outcomes }))).toEqual({
+      results: [
+        { circuit: 'svc', state: 'closed' },
+        { circuit: 'svc', state: 'open' },
+      ],
+    });
   });
 });
 
@@ -106,7 +131,14 @@ describe('caller isolation over HTTP', () => {
     const res = await allowed(t, 'svc', 'bad');
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('20');
-    expect(await json(res)).toMatchObject({ code: 'CIRCUIT_OPEN', scope: 'caller', caller: 'bad', circuit: 'svc', state: 'closed', open_until: '2026-11-30T03:30:30.000Z' });
+    expect(await json(res)).toMatchObject({
+      code: 'CIRCUIT_OPEN',
+      scope: 'caller',
+      caller: 'bad',
+      circuit: 'svc',
+      state: 'closed',
+      open_until: '2026-11-30T03:30:30.000Z',
+    });
     expect((await allowed(t, 'svc', 'good')).status).toBe(200);
     expect((await allowed(t, 'svc')).status).toBe(200);
   });
@@ -114,7 +146,10 @@ describe('caller isolation over HTTP', () => {
   it('lists the isolated callers on GET /circuits/{name}', async () => {
     const t = await isolated();
     const c = await json(await t.request('GET', '/circuits/svc'));
-    expect(c).toMatchObject({ state: 'closed', isolated_callers: [{ caller: 'bad', failures: 3, open_until: '2026-11-30T03:30:30.000Z', probe_until: null }] });
+    expect(c).toMatchObject({
+      state: 'closed',
+      isolated_callers: [{ caller: 'bad', failures: 3, open_until: '2026-11-30T03:30:30.000Z', probe_until: null }],
+    });
   });
 
   it('refuses POST /call?caller= of the isolated caller the same way, with the whole circuit as circuit', async () => {
@@ -135,8 +170,21 @@ describe('caller isolation over HTTP', () => {
     await outcome(t, 'svc', true, 'bad');
     expect((await allowed(t, 'svc', 'bad')).status).toBe(200);
     const { events } = await json(await t.request('GET', '/circuits/svc/events'));
-    expect(events[0]).toEqual({ from: 'closed', to: 'closed', reason: 'caller_released', at: '2026-11-30T03:30:30.000Z', callers: ['bad'] });
-    expect(events).toContainEqual({ from: 'closed', to: 'closed', reason: 'caller_isolated', at: T0, callers: ['bad'], until: '2026-11-30T03:30:30.000Z' });
+    expect(events[0]).toEqual({
+      from: 'closed',
+      to: 'closed',
+      reason: 'caller_released',
+      at: '2026-11-30T03:30:30.000Z',
+      callers: ['bad'],
+    });
+    expect(events).toContainEqual({
+      from: 'closed',
+      to: 'closed',
+      reason: 'caller_isolated',
+      at: T0,
+      callers: ['bad'],
+      until: '2026-11-30T03:30:30.000Z',
+    });
   });
 
   it('names the failing callers of a withheld trip in /events', async () => {
@@ -147,7 +195,14 @@ describe('caller isolation over HTTP', () => {
     const c = await json(await t.request('GET', '/circuits/svc'));
     expect(c).toMatchObject({ state: 'closed', failure_count: 0 });
     const { events } = await json(await t.request('GET', '/circuits/svc/events'));
-    expect(events[0]).toEqual({ from: 'closed', to: 'closed', reason: 'trip_withheld', at: T0, rule: 'failure_threshold_reached', callers: ['a', 'b'] });
+    expect(events[0]).toEqual({
+      from: 'closed',
+      to: 'closed',
+      reason: 'trip_withheld',
+      at: T0,
+      rule: 'failure_threshold_reached',
+      callers: ['a', 'b'],
+    });
   });
 });
 
@@ -155,7 +210,13 @@ describe('detect-only (forced_state closed)', () => {
   it('admits the isolated caller with would_refuse, scope caller, and its retry time', async () => {
     const t = await isolated({ forced_state: 'closed' });
     const body = await json(await allowed(t, 'svc', 'bad'));
-    expect(body).toMatchObject({ allowed: true, state: 'closed', would_refuse: true, would_refuse_scope: 'caller', would_retry_at: '2026-11-30T03:30:30.000Z' });
+    expect(body).toMatchObject({
+      allowed: true,
+      state: 'closed',
+      would_refuse: true,
+      would_refuse_scope: 'caller',
+      would_retry_at: '2026-11-30T03:30:30.000Z',
+    });
     expect(await json(await allowed(t, 'svc', 'good'))).toMatchObject({ allowed: true, would_refuse: false });
   });
 
@@ -163,7 +224,12 @@ describe('detect-only (forced_state closed)', () => {
     const t = buildApp();
     await patch(t, 'svc', { failure_threshold: 1, forced_state: 'closed' });
     await outcome(t, 'svc', false);
-    expect(await json(await allowed(t, 'svc'))).toMatchObject({ allowed: true, state: 'open', would_refuse: true, would_refuse_scope: 'circuit' });
+    expect(await json(await allowed(t, 'svc'))).toMatchObject({
+      allowed: true,
+      state: 'open',
+      would_refuse: true,
+      would_refuse_scope: 'circuit',
+    });
     const call = await json(await t.request('POST', '/circuits/svc/call', { success: false }));
     expect(call).toMatchObject({ result: 'failure', would_refuse: true });
     const { events } = await json(await t.request('GET', '/circuits/svc/events'));
