@@ -43,6 +43,13 @@ export function isolatedCallers(entries: readonly CallerEntry[]): CallerEntry[] 
   return entries.filter((e) => e[4] !== null);
 }
 
+/** How many callers are isolated right now. */
+export function isolatedCallerCount(entries: readonly CallerEntry[]): number {
+  let n = 0;
+  for (const e of entries) if (e[4] !== null) n++;
+  return n;
+}
+
 /** What the caller's own state says about a call now: null (not isolated: the circuit decides), a refusal, or a probe. */
 export type CallerAdmission = { readonly refuseUntil: EpochMs } | { readonly probe: true } | null;
 

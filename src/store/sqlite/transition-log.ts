@@ -1,22 +1,7 @@
 import type Database from 'better-sqlite3';
-import type { CircuitState } from '../domain/circuit.js';
-import { parseTransitionDetail, type TransitionDetail } from '../domain/transition-detail.js';
-
-/** One row of the transitions table with its circuit's name (and its detail members, issue 17). */
-export interface LoggedTransition extends TransitionDetail {
-  readonly id: number;
-  readonly circuit: string;
-  readonly from: CircuitState;
-  readonly to: CircuitState;
-  readonly reason: string;
-  readonly at: number;
-}
-
-/** Which circuits a reader wants: one by name, or all whose names start with a prefix. */
-export interface TransitionFilter {
-  readonly circuit?: string;
-  readonly prefix?: string;
-}
+import type { CircuitState } from '../../domain/circuit.js';
+import { parseTransitionDetail } from '../../domain/transition-detail.js';
+import type { LoggedTransition, TransitionFilter, TransitionReader } from '../transition-reader.js';
 
 interface Row {
   id: number;
@@ -35,15 +20,6 @@ const toTransition = (r: Row): LoggedTransition => {
   const t = { id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at };
   return r.detail === null ? t : { ...t, ...parseTransitionDetail(r.detail) };
 };
-
-/** Transitions in id order, as the event stream and the dashboard read them (SQLite table or Redis stream). */
-export interface TransitionReader {
-  maxId(): number;
-  after(afterId: number, limit: number, filter?: TransitionFilter): LoggedTransition[];
-  latest(limit: number): LoggedTransition[];
-  /** Each circuit's newest transition; with `names`, of those circuits only (a page of them). */
-  lastPerCircuit(names?: readonly string[]): Map<string, LoggedTransition>;
-}
 
 /**
  * Reads the transitions table in id order, for the event stream (live tail and
@@ -103,11 +79,4 @@ export class TransitionLog implements TransitionReader {
     const rows = names === undefined ? this.selectLastPerCircuit.all() : names.length === 0 ? [] : this.selectLastOfNames.all(JSON.stringify(names));
     return new Map(rows.map((r) => [r.circuit, toTransition(r)]));
   }
-}
-
-/** Does a transition's circuit pass the filter? (The same rule as the SQL above.) */
-export function matchesFilter(circuit: string, filter: TransitionFilter): boolean {
-  if (filter.circuit !== undefined) return circuit === filter.circuit;
-  if (filter.prefix !== undefined) return circuit.startsWith(filter.prefix);
-  return true;
 }
