@@ -175,6 +175,12 @@ function writeProxyConfig(dir, upstreamUrl) {
       '    nodes:',
       `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
       '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+      '  bench-guarded:', // the same node with the issue 17 guard rails on: the proxy GET must not slow down
+      '    nodes:',
+      `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
+      '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+      '    max_ejection_percent: 50',
+      '    panic_threshold_percent: 50',
       '',
     ].join('\n'),
   );
@@ -376,6 +382,8 @@ async function proxySection() {
     const direct = await probeOk(`${upstream.url}${PROXY_PATH}`);
     const viaCl = await probeOk(`${server.url}/proxy/bench${PROXY_PATH}`);
     if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1') throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
+    const viaGuarded = await probeOk(`${server.url}/proxy/bench-guarded${PROXY_PATH}`);
+    if (viaGuarded.body !== direct.body || viaGuarded.headers['x-degraded'] !== 'false') throw new Error(`circuitlog /proxy/bench-guarded answered differently: ${JSON.stringify(viaGuarded).slice(0, 400)}`);
     if ((await probeOk(`${bare.url}${PROXY_PATH}`)).body !== direct.body) throw new Error('featureless proxy answered differently');
     const viaHp = await probeOk(`${hp.url}${PROXY_PATH}`);
     if (viaHp.body !== direct.body) throw new Error(`http-proxy answered differently: ${viaHp.body.slice(0, 200)}`);
@@ -389,6 +397,7 @@ async function proxySection() {
       { id: 'direct', label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`, url: `${upstream.url}${PROXY_PATH}`, pid: upstream.pid },
       { id: 'featureless', label: `featureless Node proxy (node:http + undici Pool.stream), ${proxyWorkers} process(es)`, url: `${bare.url}${PROXY_PATH}`, pid: () => bare.pids() },
       { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}, ${proxyWorkers} worker(s)`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: () => server.pids() },
+      { id: 'circuitlog-guarded', label: 'circuitlog, the same upstream with max_ejection_percent 50 + panic_threshold_percent 50', url: `${server.url}/proxy/bench-guarded${PROXY_PATH}`, pid: () => server.pids() },
       { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
     ];
     if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
@@ -408,6 +417,7 @@ async function proxySection() {
           { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
           { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
           { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
+          { subject: 'circuitlog-guarded', baseline: 'circuitlog', goal: 0.95, label: 'circuitlog /proxy with the guard rails vs without (same run)' },
           ...(base
             ? [
                 { subject: 'baseline-build', baseline: 'featureless', label: 'BENCH_BASELINE_DIST build /proxy vs featureless Node proxy (reference)' },
