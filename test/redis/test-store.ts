@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { createClient } from '@redis/client';
 import pino from 'pino';
 import type { RedisConnection } from '../../src/store/redis/connect.js';
+import type { Subscriber } from '../../src/store/redis/change-subscription.js';
+import { connectionLink } from '../../src/store/redis/redis-commands.js';
 import { RedisCircuitStore } from '../../src/store/redis/redis-store.js';
 
 const open: RedisConnection[] = [];
@@ -19,7 +21,7 @@ export function redisTestStore(url: string): RedisCircuitStore {
     open.push(client);
     return client;
   };
-  return new RedisCircuitStore(connect(), connect(), { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
+  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
 }
 
 export function closeTestStores(): void {
