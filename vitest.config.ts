@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-/** Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`). */
+/** Behaviour suites that run three times: on SQLite (project `sqlite`), on Redis (project `redis`) and on a Redis Cluster (`redis-cluster`). */
 const BOTH_STORES = ['test/http/api.test.ts', 'test/service/due-transitions.test.ts', 'test/http/circuitlog-compat.test.ts', 'test/http/errors-and-security.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts'];
 
 export default defineConfig({
@@ -16,6 +16,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'redis', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis.ts'] } },
+      { extends: true, test: { name: 'redis-cluster', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis-cluster.ts'] } },
     ],
   },
 });

@@ -25,6 +25,18 @@ export interface OpenedCluster {
  * failed over to its replica), so the service follows without a restart.
  */
 export async function connectCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean): Promise<OpenedCluster> {
+  const opened = clusterLinks(url, logger, failFastOffline);
+  try {
+    await opened.connected;
+  } catch (error) {
+    opened.close();
+    throw error;
+  }
+  return opened;
+}
+
+/** The cluster's links at once; `connected` resolves when the layout is known and the subscription connected. */
+export function clusterLinks(url: ClusterUrl, logger: Logger, failFastOffline: boolean): OpenedCluster & { readonly connected: Promise<void> } {
   const scheme = url.tls ? 'rediss' : 'redis';
   const where = ({ host, port }: { host: string; port: number }) => `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const auth = { ...(url.username === '' ? {} : { username: url.username }), ...(url.password === '' ? {} : { password: url.password }) };
@@ -46,14 +58,19 @@ export async function connectCluster(url: ClusterUrl, logger: Logger, failFastOf
     logger.error({ event: 'redis_error', connection: 'cluster', err: error.message }, 'Redis Cluster connection failed; retrying');
   });
   cluster.on('node-ready', () => (reported = false));
-  await cluster.connect();
-  const nodes = () => [...cluster.masters, ...cluster.replicas].map((n) => ({ host: n.host, port: n.port }));
-  const subscriber = new ClusterSubscriber(() => nodes().map(where), auth, logger);
-  await subscriber.start();
+  const nodes = () => {
+    const known = [...cluster.masters, ...cluster.replicas].map((n) => ({ host: n.host, port: n.port }));
+    return (known.length > 0 ? known : url.nodes).map(where);
+  };
+  const subscriber = new ClusterSubscriber(nodes, auth, logger);
+  const connecting = cluster.connect();
+  const connected = connecting.then(() => subscriber.start());
+  connected.catch(() => {}); // the caller awaits it (or, in tests, only the commands do)
   const slots = cluster._slots as unknown as { rediscover(): Promise<void> };
   let lastRediscoverMs = -Infinity;
   const link: CommandLink = {
     send: async (args, routeKey) => {
+      await connecting;
       try {
         return await cluster.sendCommand(routeKey, false, args);
       } catch (error) {
@@ -69,6 +86,7 @@ export async function connectCluster(url: ClusterUrl, logger: Logger, failFastOf
   return {
     link,
     subscriber,
+    connected,
     close: () => {
       subscriber.stop();
       cluster.destroy();

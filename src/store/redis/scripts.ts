@@ -24,10 +24,10 @@ import { SHARDS } from './shards.js';
 
 /**
  * A new circuit's id is `n * 16 + shard`, `n` the shard's `ids` raised to at least the time in
- * units of 100 µs since 2023-11-14 (Redis's clock: `TIME`), so ids across shards still follow
- * the order circuits were created in (to 0.1 ms, on one clock) and `GET /circuits` lists
- * them in that order, as before shards. Ids stay below 10^14 (exact in Lua's number format)
- * until about 2043.
+ * microseconds since 2023-11-14 (Redis's clock: `TIME`), so ids across shards still follow the
+ * order circuits were created in (to 1 µs, on one clock: a Cluster's nodes' clocks may differ
+ * by their skew) and `GET /circuits` lists them in that order, as before shards. Ids stay
+ * below 2^53 (exact as JSON numbers) until 2041.
  */
 const ID_EPOCH_SECONDS = 1_700_000_000;
 
@@ -71,12 +71,12 @@ for i = 1, n do
   local base = 4 + 5 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
   local key, events = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
-  local id = tonumber(redis.call('HGET', key, 'id'))
-  if not id then
+  local id = redis.call('HGET', key, 'id')
+  if not tonumber(id) then
     local now = redis.call('TIME')
-    local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 10000 + math.floor(tonumber(now[2]) / 100))
-    redis.call('SET', KEYS[1], n)
-    id = n * ${SHARDS} + tonumber(ARGV[3])
+    local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 1000000 + tonumber(now[2]))
+    redis.call('SET', KEYS[1], string.format('%.0f', n))
+    id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[3])) -- never tostring: it keeps 14 digits only
     redis.call('ZADD', KEYS[3], id, name)
   end
   local v = redis.call('INCR', KEYS[2])
