@@ -1,5 +1,5 @@
 import { AppError } from '../domain/errors.js';
-import type { LoggedTransition, TransitionReader } from '../store/transition-log.js';
+import type { LoggedTransition, TransitionReader } from '../store/transition-reader.js';
 
 /** Where a resuming stream starts in a cursor reader, or why it cannot. */
 export type CursorResume =

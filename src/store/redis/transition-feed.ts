@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-log.js';
+import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-reader.js';
 import { covers, formatCursor, mergeCursor, parseCursor, zeroCursor, type Cursor } from './event-cursor.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
