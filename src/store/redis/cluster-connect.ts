@@ -59,7 +59,8 @@ export function clusterLinks(url: ClusterUrl, logger: Logger, failFastOffline: b
   });
   cluster.on('node-ready', () => (reported = false));
   const nodes = () => {
-    const known = [...cluster.masters, ...cluster.replicas].map((n) => ({ host: n.host, port: n.port }));
+    // A node that never met another announces no address (a cluster of one): it is one the URL names.
+    const known = [...cluster.masters, ...cluster.replicas].filter((n) => n.host !== '' && n.host !== '?').map((n) => ({ host: n.host, port: n.port }));
     return (known.length > 0 ? known : url.nodes).map(where);
   };
   const subscriber = new ClusterSubscriber(nodes, auth, logger);
