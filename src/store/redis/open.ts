@@ -140,7 +140,12 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     await migrateLegacyKeys(store); // a store of the layout before shards: moved into the shards, once
     const feed = new TransitionFeed(store.redis, store.keys, { logger });
     await feed.start();
-    store.onChange((name) => feed.hint(shardOf(name))); // a write's message: read its shard's stream now
+    // A write that (probably) made a transition: read its shard's stream now. A write that made
+    // none changes no state, so its circuit's last state change is older than the write; a miss
+    // only waits for the feed's read of every shard each second.
+    store.onChange((name, circuit) => {
+      if (circuit !== null && circuit.stateChangedAt != null && circuit.stateChangedAt >= circuit.updatedAt - 2_000) feed.hint(shardOf(name));
+    });
     store.onRebuild(() => feed.hintAll());
     store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served
     store.epoch.watch();
