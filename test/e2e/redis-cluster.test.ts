@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisKeys } from '../../src/store/redis/redis-keys.js';
@@ -7,6 +8,7 @@ import { SHARD_TAGS, slotOf } from '../../src/store/redis/shards.js';
 import { requestJson } from '../fresh-request.js';
 import { openStream } from '../observe/sse-client.js';
 import { clusterCli, NODE_TIMEOUT_MS, startCluster, type RedisCluster } from '../redis/cluster.js';
+import { refusedStart } from '../refused-start.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 // Two circuitlog hosts on a real Redis Cluster of 3 primaries and 3 replicas (loopback, random ports).
@@ -177,4 +179,19 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     for (const host of [a, b]) expect((await request(`${host.url}/circuits/probe/allowed`)).status).toBeLessThan(600); // other shards answer
     expect((await request(`${b.url}/circuits/${name}`)).json.failure_count).toBe(stored);
   }, 60_000);
+});
+
+describe('redis+cluster:// that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
+  it('no node reachable', async () => {
+    const closed = await Promise.all([0, 1].map(() => new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = s.address() as net.AddressInfo;
+        s.close(() => resolve(port));
+      });
+    })));
+    const { code, stderr } = await refusedStart({ CIRCUITLOG_STORE: `redis+cluster://:s3cret@127.0.0.1:${closed[0]},127.0.0.1:${closed[1]}` });
+    expect(code).toBe(2);
+    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: cannot reach Redis at redis\\+cluster://:\\*\\*\\*@127\\.0\\.0\\.1:${closed[0]},127\\.0\\.0\\.1:${closed[1]}: `));
+    expect(stderr).not.toMatch(/s3cret/);
+  });
 });

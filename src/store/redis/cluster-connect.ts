@@ -140,6 +140,7 @@ export class ClusterSubscriber extends EventEmitter implements Subscriber {
   }
 
   private async connectNext(): Promise<void> {
+    if (this.stopped) return;
     const nodes = this.nodes();
     const url = nodes[this.turn++ % nodes.length]!;
     const client = createClient({ url, RESP: 2, ...this.auth, name: 'circuitlog-changes', socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false } }) as unknown as RedisConnection;
