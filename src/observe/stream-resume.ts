@@ -17,7 +17,8 @@ export interface CursorReader extends TransitionReader {
   cursor(): string;
 }
 
-export const isCursorReader = (log: TransitionReader): log is CursorReader => typeof (log as Partial<CursorReader>).resume === 'function';
+export const isCursorReader = (log: TransitionReader): log is CursorReader =>
+  typeof (log as Partial<CursorReader>).resume === 'function';
 
 /** How a stream starts: from `lastId` (null: live), after an optional `reset`; `send` filters and names the events. */
 export interface StreamStart {
@@ -37,8 +38,10 @@ export async function cursorStart(log: TransitionReader, header: string | undefi
   const live: StreamStart = { lastId: null, reset: null, idOf: (t) => log.eventId(t, null) };
   if (header === undefined || header === '') return live;
   const resume = await log.resume(header);
-  if (resume === null && !/^\d{1,15}$/.test(header)) throw new AppError('INVALID_HEADER', 'Last-Event-ID must be the id of an event this server sent.');
-  if (resume === null || 'reset' in resume) return { ...live, reset: { reason: resume?.reset ?? 'unknown-event-id', newest_id: log.cursor() } };
+  if (resume === null && !/^\d{1,15}$/.test(header))
+    throw new AppError('INVALID_HEADER', 'Last-Event-ID must be the id of an event this server sent.');
+  if (resume === null || 'reset' in resume)
+    return { ...live, reset: { reason: resume?.reset ?? 'unknown-event-id', newest_id: log.cursor() } };
   const { afterId, skip, base } = resume;
   return { lastId: afterId, reset: null, idOf: (t) => (skip.has(t.id) ? null : log.eventId(t, base)) };
 }

@@ -62,7 +62,8 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
         let count = 0;
         for (const k of keys.shards) {
           const slot = slotOf(SHARD_TAGS[k.shard]!);
-          if (p.slots.some(([lo, hi]) => slot >= lo && slot <= hi)) count += Number(await clusterCli(p.port, 'ZCARD', k.index));
+          if (p.slots.some(([lo, hi]) => slot >= lo && slot <= hi))
+            count += Number(await clusterCli(p.port, 'ZCARD', k.index));
         }
         return count;
       }),
@@ -73,7 +74,9 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     const seen = new Set<string>();
     let cursor: string | null = null;
     for (let page = 0; page < 100; page++) {
-      const answer: { json: { circuits: { name: string }[]; next_cursor: string | null } } = await request(`${a.url}/circuits?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      const answer: { json: { circuits: { name: string }[]; next_cursor: string | null } } = await request(
+        `${a.url}/circuits?limit=500${cursor ? `&cursor=${cursor}` : ''}`,
+      );
       for (const c of answer.json.circuits) {
         expect(seen.has(c.name), c.name).toBe(false);
         seen.add(c.name);
@@ -85,10 +88,15 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
   }, 120_000);
 
   it('counts 2,000 concurrent failures on one circuit through both hosts exactly', async () => {
-    const answers = await Promise.all(Array.from({ length: 2_000 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/pay/failure`, 'POST', {})));
+    const answers = await Promise.all(
+      Array.from({ length: 2_000 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/pay/failure`, 'POST', {})),
+    );
     expect(answers.filter((r) => r.status !== 200)).toEqual([]);
     for (const host of [a, b]) {
-      await until(async () => (await request(`${host.url}/circuits/pay`)).json.failure_count === 2_000, 'both hosts to show 2,000');
+      await until(
+        async () => (await request(`${host.url}/circuits/pay`)).json.failure_count === 2_000,
+        'both hosts to show 2,000',
+      );
       expect((await request(`${host.url}/circuits/pay`)).json).toMatchObject({ state: 'closed', failure_count: 2_000 });
     }
   }, 60_000);
@@ -103,7 +111,9 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     console.log(`trip on A refused on B after ${Date.now() - tripped} ms`);
     const open = (await request(`${b.url}/circuits/probe`)).json;
     await new Promise((r) => setTimeout(r, Date.parse(open.open_until) - Date.now() + 50));
-    const probes = await Promise.all(Array.from({ length: 200 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/probe/allowed`)));
+    const probes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/probe/allowed`)),
+    );
     expect(probes.filter((r) => r.status === 200)).toHaveLength(3);
   }, 30_000);
 
@@ -114,7 +124,8 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     const got: { circuit: string; to: string }[] = [];
     let last = '';
     try {
-      for (const name of names.slice(0, 12)) await request(`${(name.length % 2 ? a : b).url}/circuits/${name}/failure`, 'POST', {});
+      for (const name of names.slice(0, 12))
+        await request(`${(name.length % 2 ? a : b).url}/circuits/${name}/failure`, 'POST', {});
       for (let i = 0; i < 12; i++) {
         const e = await first.next(2_000);
         got.push({ circuit: e.data.circuit, to: e.data.to });
@@ -124,8 +135,10 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
       first.close();
     }
     // While no stream is open: the other 12 trip, and the first 12 are reset, through both hosts.
-    for (const name of names.slice(12)) await request(`${(name.length % 2 ? b : a).url}/circuits/${name}/failure`, 'POST', {});
-    for (const name of names.slice(0, 12)) await request(`${(name.length % 2 ? a : b).url}/circuits/${name}/reset`, 'POST', {});
+    for (const name of names.slice(12))
+      await request(`${(name.length % 2 ? b : a).url}/circuits/${name}/failure`, 'POST', {});
+    for (const name of names.slice(0, 12))
+      await request(`${(name.length % 2 ? a : b).url}/circuits/${name}/reset`, 'POST', {});
     const resumed = await openStream(`${b.url}/events/stream?prefix=sse-`, { 'last-event-id': last });
     try {
       expect(resumed.status).toBe(200);
@@ -139,10 +152,14 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     } finally {
       resumed.close();
     }
-    const expected = [...names.map((n) => ({ circuit: n, to: 'open' })), ...names.slice(0, 12).map((n) => ({ circuit: n, to: 'closed' }))];
+    const expected = [
+      ...names.map((n) => ({ circuit: n, to: 'open' })),
+      ...names.slice(0, 12).map((n) => ({ circuit: n, to: 'closed' })),
+    ];
     const key = (t: { circuit: string; to: string }) => `${t.circuit}>${t.to}`;
     expect(got.map(key).sort()).toEqual(expected.map(key).sort());
-    for (const name of names.slice(0, 12)) expect(got.filter((t) => t.circuit === name).map((t) => t.to)).toEqual(['open', 'closed']); // per-circuit order
+    for (const name of names.slice(0, 12))
+      expect(got.filter((t) => t.circuit === name).map((t) => t.to)).toEqual(['open', 'closed']); // per-circuit order
   }, 60_000);
 
   it('follows a primary failover (kill -9; its replica is promoted) without a restart', async () => {
@@ -157,7 +174,9 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
     let blackoutEnd = 0;
     const deadline = killed + NODE_TIMEOUT_MS * 2 + 15_000;
     while (Date.now() < deadline) {
-      const answers = await Promise.all([a, b].map((h) => request(`${h.url}/circuits/${name}/failure`, 'POST', {}).catch(() => ({ status: 0 }))));
+      const answers = await Promise.all(
+        [a, b].map((h) => request(`${h.url}/circuits/${name}/failure`, 'POST', {}).catch(() => ({ status: 0 }))),
+      );
       acknowledged += answers.filter((r) => r.status === 200).length;
       if (answers.every((r) => r.status === 200)) {
         blackoutEnd = Date.now();
@@ -166,7 +185,9 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(blackoutEnd, 'both hosts answered again').toBeGreaterThan(0);
-    console.log(`cluster failover: writes to the killed primary's slots answered again after ${blackoutEnd - killed} ms (cluster-node-timeout ${NODE_TIMEOUT_MS} ms)`);
+    console.log(
+      `cluster failover: writes to the killed primary's slots answered again after ${blackoutEnd - killed} ms (cluster-node-timeout ${NODE_TIMEOUT_MS} ms)`,
+    );
     const promoted = (await cluster.primaries()).find((p) => p.slots.some(([lo, hi]) => slot >= lo && slot <= hi))!;
     expect(promoted.port).not.toBe(owner.port);
     for (let i = 0; i < 10; i++) {
@@ -174,7 +195,9 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
       acknowledged++;
     }
     const stored = JSON.parse(await clusterCli(promoted.port, 'HGET', keys.circuit(name), 'c')).failureCount as number;
-    console.log(`acknowledged ${acknowledged}, on the promoted primary ${stored} (replicas_ack 0: asynchronous replication)`);
+    console.log(
+      `acknowledged ${acknowledged}, on the promoted primary ${stored} (replicas_ack 0: asynchronous replication)`,
+    );
     expect(stored).toBeLessThanOrEqual(acknowledged + 10); // at most the unanswered attempts more (applied, answer lost)
     for (const host of [a, b]) expect((await request(`${host.url}/circuits/probe/allowed`)).status).toBeLessThan(600); // other shards answer
     expect((await request(`${b.url}/circuits/${name}`)).json.failure_count).toBe(stored);
@@ -183,15 +206,26 @@ describe('Redis Cluster (3 primaries, 3 replicas), two hosts', () => {
 
 describe('redis+cluster:// that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
   it('no node reachable', async () => {
-    const closed = await Promise.all([0, 1].map(() => new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const { port } = s.address() as net.AddressInfo;
-        s.close(() => resolve(port));
-      });
-    })));
-    const { code, stderr } = await refusedStart({ CIRCUITLOG_STORE: `redis+cluster://:s3cret@127.0.0.1:${closed[0]},127.0.0.1:${closed[1]}` });
+    const closed = await Promise.all(
+      [0, 1].map(
+        () =>
+          new Promise<number>((resolve) => {
+            const s = net.createServer().listen(0, '127.0.0.1', () => {
+              const { port } = s.address() as net.AddressInfo;
+              s.close(() => resolve(port));
+            });
+          }),
+      ),
+    );
+    const { code, stderr } = await refusedStart({
+      CIRCUITLOG_STORE: `redis+cluster://:s3cret@127.0.0.1:${closed[0]},127.0.0.1:${closed[1]}`,
+    });
     expect(code).toBe(2);
-    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: cannot reach Redis at redis\\+cluster://:\\*\\*\\*@127\\.0\\.0\\.1:${closed[0]},127\\.0\\.0\\.1:${closed[1]}: `));
+    expect(stderr).toMatch(
+      new RegExp(
+        `CIRCUITLOG_STORE: cannot reach Redis at redis\\+cluster://:\\*\\*\\*@127\\.0\\.0\\.1:${closed[0]},127\\.0\\.0\\.1:${closed[1]}: `,
+      ),
+    );
     expect(stderr).not.toMatch(/s3cret/);
   });
 });

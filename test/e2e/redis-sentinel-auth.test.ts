@@ -22,18 +22,32 @@ async function guarded(): Promise<Sentinel> {
   return sentinel;
 }
 
-describe('sentinel credentials apart from the data nodes\' (sentinel_username / sentinel_password)', () => {
+describe("sentinel credentials apart from the data nodes' (sentinel_username / sentinel_password)", () => {
   it('parses them from the URL options, refuses unknown options, and never shows the sentinel password', () => {
-    expect(parseSentinelUrl('redis+sentinel://u:p@h1:26379,h2/m/2?sentinel_username=su&sentinel_password=s%40p')).toMatchObject({
-      username: 'u', password: 'p', sentinelUsername: 'su', sentinelPassword: 's@p', masterName: 'm', db: 2,
+    expect(
+      parseSentinelUrl('redis+sentinel://u:p@h1:26379,h2/m/2?sentinel_username=su&sentinel_password=s%40p'),
+    ).toMatchObject({
+      username: 'u',
+      password: 'p',
+      sentinelUsername: 'su',
+      sentinelPassword: 's@p',
+      masterName: 'm',
+      db: 2,
     });
-    expect(parseSentinelUrl('redis+sentinel://h1/m?sentinel_pass=x')).toEqual({ problem: "has the unknown option 'sentinel_pass'; the options are sentinel_username and sentinel_password" });
-    expect(redactSentinelUrl('redis+sentinel://:p@h1/m?sentinel_username=su&sentinel_password=secret')).toBe('redis+sentinel://:***@h1/m?sentinel_username=su&sentinel_password=***');
+    expect(parseSentinelUrl('redis+sentinel://h1/m?sentinel_pass=x')).toEqual({
+      problem: "has the unknown option 'sentinel_pass'; the options are sentinel_username and sentinel_password",
+    });
+    expect(redactSentinelUrl('redis+sentinel://:p@h1/m?sentinel_username=su&sentinel_password=secret')).toBe(
+      'redis+sentinel://:***@h1/m?sentinel_username=su&sentinel_password=***',
+    );
   });
 
   it('starts against a sentinel with requirepass when given its password, and serves from the primary it names', async () => {
     const sentinel = await guarded();
-    const host = await startServer({ CIRCUITLOG_STORE: `redis+sentinel://:data-pw@127.0.0.1:${sentinel.port}/m?sentinel_password=sent-pw` }, { detached: true });
+    const host = await startServer(
+      { CIRCUITLOG_STORE: `redis+sentinel://:data-pw@127.0.0.1:${sentinel.port}/m?sentinel_password=sent-pw` },
+      { detached: true },
+    );
     hosts.push(host);
     expect((await request(`${host.url}/circuits/auth/failure`, 'POST')).json.failure_count).toBe(1);
     expect((await request(`${host.url}/health`)).status).toBe(200);
@@ -42,11 +56,18 @@ describe('sentinel credentials apart from the data nodes\' (sentinel_username / 
   it.each([
     ['no sentinel password', ''],
     ['a wrong sentinel password', '?sentinel_password=wrong-pw'],
-  ])('stops the start with exit 2 naming CIRCUITLOG_STORE and the sentinel credentials, with %s', async (_, options) => {
-    const sentinel = await guarded();
-    const { code, stderr } = await refusedStart({ CIRCUITLOG_STORE: `redis+sentinel://:data-pw@127.0.0.1:${sentinel.port}/m${options}` });
-    expect(code).toBe(2);
-    expect(stderr).toMatch(/CIRCUITLOG_STORE: Redis at redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:\d+\/m.*: the sentinels refused the credentials given \(the sentinel_username and sentinel_password options/);
-    expect(stderr).not.toMatch(/data-pw|wrong-pw|sent-pw/);
-  });
+  ])(
+    'stops the start with exit 2 naming CIRCUITLOG_STORE and the sentinel credentials, with %s',
+    async (_, options) => {
+      const sentinel = await guarded();
+      const { code, stderr } = await refusedStart({
+        CIRCUITLOG_STORE: `redis+sentinel://:data-pw@127.0.0.1:${sentinel.port}/m${options}`,
+      });
+      expect(code).toBe(2);
+      expect(stderr).toMatch(
+        /CIRCUITLOG_STORE: Redis at redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:\d+\/m.*: the sentinels refused the credentials given \(the sentinel_username and sentinel_password options/,
+      );
+      expect(stderr).not.toMatch(/data-pw|wrong-pw|sent-pw/);
+    },
+  );
 });

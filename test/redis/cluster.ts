@@ -18,7 +18,8 @@ export interface RedisCluster {
   stop(): Promise<void>;
 }
 
-export const clusterCli = async (port: number, ...args: string[]) => (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+export const clusterCli = async (port: number, ...args: string[]) =>
+  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
 
 function isFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -41,7 +42,17 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
   const nodes: RedisServer[] = [];
   for (let i = 0; i < primaries * (1 + replicas); i++) {
     const port = await clusterPort();
-    const args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(NODE_TIMEOUT_MS), '--appendonly', 'no', ...extra];
+    const args = [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--cluster-node-timeout',
+      String(NODE_TIMEOUT_MS),
+      '--appendonly',
+      'no',
+      ...extra,
+    ];
     nodes.push(await startRedis({ port, args }));
   }
   const stop = async () => {
@@ -52,7 +63,14 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
     if (primaries === 1 && replicas === 0) {
       await clusterCli(nodes[0]!.port, 'CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
     } else {
-      await exec('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes']);
+      await exec('redis-cli', [
+        '--cluster',
+        'create',
+        ...addresses,
+        '--cluster-replicas',
+        String(replicas),
+        '--cluster-yes',
+      ]);
     }
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -76,7 +94,11 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
         .map((l) => {
           const parts = l.split(' ');
           const port = Number(parts[1]!.split(':')[1]!.split('@')[0]);
-          const slots = parts.slice(8).filter((r) => !r.startsWith('[')).map((r) => r.split('-').map(Number) as [number, number]).map(([a, b]) => [a, b ?? a] as [number, number]);
+          const slots = parts
+            .slice(8)
+            .filter((r) => !r.startsWith('['))
+            .map((r) => r.split('-').map(Number) as [number, number])
+            .map(([a, b]) => [a, b ?? a] as [number, number]);
           return { port, slots };
         })
         .filter((p) => p.slots.length > 0);

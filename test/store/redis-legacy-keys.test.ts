@@ -32,8 +32,21 @@ describe('a store of the layout before shards', () => {
     for (const [i, name] of names.entries()) {
       const step = recordFailure(newCircuit(name, settings, 1_000), 1_000); // opens it (threshold 1)
       const circuit = { ...step.circuit, id: i + 1 };
-      await raw.command(['HSET', `${prefix}c:{${name}}`, 'v', String(100 + i), 'id', String(i + 1), 'c', JSON.stringify(circuit)]);
-      await raw.command(['LPUSH', `${prefix}e:{${name}}`, JSON.stringify(['closed', 'open', 'failure_threshold_reached', 1_000])]);
+      await raw.command([
+        'HSET',
+        `${prefix}c:{${name}}`,
+        'v',
+        String(100 + i),
+        'id',
+        String(i + 1),
+        'c',
+        JSON.stringify(circuit),
+      ]);
+      await raw.command([
+        'LPUSH',
+        `${prefix}e:{${name}}`,
+        JSON.stringify(['closed', 'open', 'failure_threshold_reached', 1_000]),
+      ]);
       await raw.command(['ZADD', `${prefix}index`, String(i + 1), name]);
       await raw.command(['ZADD', `${prefix}due`, String(circuit.openUntil), name]);
     }
@@ -43,15 +56,21 @@ describe('a store of the layout before shards', () => {
     for (const [i, c] of listed.entries()) {
       expect(c).toMatchObject({ state: 'open', failureCount: 1 });
       expect(Math.floor(c.id / SHARDS)).toBe(i + 1);
-      expect(await host.store.events(c.id, 10)).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 }]);
+      expect(await host.store.events(c.id, 10)).toEqual([
+        { from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 },
+      ]);
     }
     expect(await host.store.count()).toBe(3);
     expect((await host.store.dueOpen(1_000_000, 10)).sort()).toEqual(names);
-    expect(await raw.command(['EXISTS', `${prefix}index`, `${prefix}c:{old-a}`, `${prefix}e:{old-a}`, `${prefix}due`])).toBe(0);
+    expect(
+      await raw.command(['EXISTS', `${prefix}index`, `${prefix}c:{old-a}`, `${prefix}e:{old-a}`, `${prefix}due`]),
+    ).toBe(0);
     // A new circuit lists after every moved one; a second start moves nothing and changes nothing.
     await host.store.apply('new', (c) => ({ circuit: c ?? newCircuit('new', settings, 2_000), transitions: [] }));
     const again = await open(prefix);
-    expect((await again.store.list({ limit: 10 })).map((c) => [c.name, c.id])).toEqual((await host.store.list({ limit: 10 })).map((c) => [c.name, c.id]));
+    expect((await again.store.list({ limit: 10 })).map((c) => [c.name, c.id])).toEqual(
+      (await host.store.list({ limit: 10 })).map((c) => [c.name, c.id]),
+    );
     expect((await again.store.list({ limit: 10 })).map((c) => c.name)).toEqual([...names, 'new']);
   });
 });

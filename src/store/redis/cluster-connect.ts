@@ -10,8 +10,6 @@ const CONNECT_TIMEOUT_MS = 2_000; // 2 s per attempt
 const RECONNECT_MAX_DELAY_MS = 1_000; // 1 s
 const TOPOLOGY_REFRESH_MS = 200; // a node that stopped answering: ask the others for the layout after 0.2 s
 
-
-
 export interface OpenedCluster {
   readonly link: CommandLink;
   readonly subscriber: ClusterSubscriber;
@@ -24,7 +22,11 @@ export interface OpenedCluster {
  * resharding), and asks the nodes for the layout again when a node stops answering (a primary
  * failed over to its replica), so the service follows without a restart.
  */
-export async function connectCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean): Promise<OpenedCluster> {
+export async function connectCluster(
+  url: ClusterUrl,
+  logger: Logger,
+  failFastOffline: boolean,
+): Promise<OpenedCluster> {
   const opened = clusterLinks(url, logger, failFastOffline);
   try {
     await opened.connected;
@@ -36,10 +38,18 @@ export async function connectCluster(url: ClusterUrl, logger: Logger, failFastOf
 }
 
 /** The cluster's links at once; `connected` resolves when the layout is known and the subscription connected. */
-export function clusterLinks(url: ClusterUrl, logger: Logger, failFastOffline: boolean): OpenedCluster & { readonly connected: Promise<void> } {
+export function clusterLinks(
+  url: ClusterUrl,
+  logger: Logger,
+  failFastOffline: boolean,
+): OpenedCluster & { readonly connected: Promise<void> } {
   const scheme = url.tls ? 'rediss' : 'redis';
-  const where = ({ host, port }: { host: string; port: number }) => `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
-  const auth = { ...(url.username === '' ? {} : { username: url.username }), ...(url.password === '' ? {} : { password: url.password }) };
+  const where = ({ host, port }: { host: string; port: number }) =>
+    `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const auth = {
+    ...(url.username === '' ? {} : { username: url.username }),
+    ...(url.password === '' ? {} : { password: url.password }),
+  };
   const socket = {
     connectTimeout: CONNECT_TIMEOUT_MS,
     reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 5), RECONNECT_MAX_DELAY_MS),
@@ -55,12 +65,17 @@ export function clusterLinks(url: ClusterUrl, logger: Logger, failFastOffline: b
   cluster.on('error', (error: Error) => {
     if (reported) return;
     reported = true;
-    logger.error({ event: 'redis_error', connection: 'cluster', err: error.message }, 'Redis Cluster connection failed; retrying');
+    logger.error(
+      { event: 'redis_error', connection: 'cluster', err: error.message },
+      'Redis Cluster connection failed; retrying',
+    );
   });
   cluster.on('node-ready', () => (reported = false));
   const nodes = () => {
     // A node that never met another announces no address (a cluster of one): it is one the URL names.
-    const known = [...cluster.masters, ...cluster.replicas].filter((n) => n.host !== '' && n.host !== '?').map((n) => ({ host: n.host, port: n.port }));
+    const known = [...cluster.masters, ...cluster.replicas]
+      .filter((n) => n.host !== '' && n.host !== '?')
+      .map((n) => ({ host: n.host, port: n.port }));
     return (known.length > 0 ? known : url.nodes).map(where);
   };
   const subscriber = new ClusterSubscriber(nodes, auth, logger);
@@ -76,7 +91,10 @@ export function clusterLinks(url: ClusterUrl, logger: Logger, failFastOffline: b
         return await cluster.sendCommand(routeKey, false, args);
       } catch (error) {
         // A dead primary answers nothing: ask the others for the layout (its replica may be promoted by now).
-        if (!/^(MOVED|ASK|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(String((error as Error).message)) && Date.now() - lastRediscoverMs > TOPOLOGY_REFRESH_MS) {
+        if (
+          !/^(MOVED|ASK|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(String((error as Error).message)) &&
+          Date.now() - lastRediscoverMs > TOPOLOGY_REFRESH_MS
+        ) {
           lastRediscoverMs = Date.now();
           void slots.rediscover().catch(() => {});
         }
@@ -143,7 +161,13 @@ export class ClusterSubscriber extends EventEmitter implements Subscriber {
     if (this.stopped) return;
     const nodes = this.nodes();
     const url = nodes[this.turn++ % nodes.length]!;
-    const client = createClient({ url, RESP: 2, ...this.auth, name: 'circuitlog-changes', socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false } }) as unknown as RedisConnection;
+    const client = createClient({
+      url,
+      RESP: 2,
+      ...this.auth,
+      name: 'circuitlog-changes',
+      socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false },
+    }) as unknown as RedisConnection;
     this.client = client;
     let failed = false;
     const fail = () => {
@@ -158,7 +182,10 @@ export class ClusterSubscriber extends EventEmitter implements Subscriber {
     try {
       await client.connect();
     } catch (error) {
-      this.logger.warn({ event: 'redis_subscribe_failed', node: url.replace(/\/\/[^@]*@/, '//'), err: (error as Error).message }, 'the changes subscription could not reach a Cluster node; trying another');
+      this.logger.warn(
+        { event: 'redis_subscribe_failed', node: url.replace(/\/\/[^@]*@/, '//'), err: (error as Error).message },
+        'the changes subscription could not reach a Cluster node; trying another',
+      );
       fail();
       throw error;
     }

@@ -17,13 +17,18 @@ export const isClusterUrl = (raw: string): boolean => /^rediss?\+cluster:/.test(
 /** The parsed URL, or why it is refused (a sentence after the URL). */
 export function parseClusterUrl(raw: string): ClusterUrl | { problem: string } {
   const m = CLUSTER_URL.exec(raw);
-  if (m === null) return { problem: 'is not redis+cluster://[user:pass@]host:port[,host:port...] (a Cluster has no database number and no options)' };
+  if (m === null)
+    return {
+      problem:
+        'is not redis+cluster://[user:pass@]host:port[,host:port...] (a Cluster has no database number and no options)',
+    };
   const [, scheme, user = '', pass = '', hostList = ''] = m;
   const nodes: { host: string; port: number }[] = [];
   for (const entry of hostList.split(',')) {
     const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(entry);
     const port = Number(hp?.[2]);
-    if (hp === null || port < 1 || port > 65535) return { problem: `has node address '${entry}'; each must be host:port` };
+    if (hp === null || port < 1 || port > 65535)
+      return { problem: `has node address '${entry}'; each must be host:port` };
     nodes.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
   }
   let username: string;

@@ -33,7 +33,12 @@ return 1
  */
 export async function migrateLegacyKeys(store: RedisCircuitStore): Promise<number> {
   const { redis, keys } = store;
-  const old = { index: `${keys.prefix}index`, due: `${keys.prefix}due`, circuit: (n: string) => `${keys.prefix}c:{${n}}`, events: (n: string) => `${keys.prefix}e:{${n}}` };
+  const old = {
+    index: `${keys.prefix}index`,
+    due: `${keys.prefix}due`,
+    circuit: (n: string) => `${keys.prefix}c:{${n}}`,
+    events: (n: string) => `${keys.prefix}e:{${n}}`,
+  };
   let moved = 0;
   for (;;) {
     const flat = await redis.command<string[]>(['ZRANGE', old.index, '0', String(PAGE - 1), 'WITHSCORES'], 'read');
@@ -46,7 +51,11 @@ export async function migrateLegacyKeys(store: RedisCircuitStore): Promise<numbe
         const due = await redis.command<string | null>(['ZSCORE', old.due, name], 'read');
         const k = keys.of(name);
         const args = [name, v, String(oldId * SHARDS + k.shard), json, String(oldId), due ?? '', ...events];
-        moved += await redis.eval<number>(MOVE_SCRIPT, [k.circuit(name), k.events(name), k.index, k.due, k.ids, k.version], args);
+        moved += await redis.eval<number>(
+          MOVE_SCRIPT,
+          [k.circuit(name), k.events(name), k.index, k.due, k.ids, k.version],
+          args,
+        );
       }
       await redis.command(['DEL', old.circuit(name)]);
       await redis.command(['DEL', old.events(name)]);

@@ -11,7 +11,10 @@ export class ShardKeys {
   readonly due: string;
   private readonly base: string;
 
-  constructor(prefix: string, readonly shard: number) {
+  constructor(
+    prefix: string,
+    readonly shard: number,
+  ) {
     this.base = `${prefix}{${SHARD_TAGS[shard]}}:`;
     this.ids = `${this.base}ids`;
     this.version = `${this.base}version`;
@@ -38,7 +41,8 @@ export class RedisKeys {
   readonly shards: readonly ShardKeys[];
 
   constructor(readonly prefix: string) {
-    if (/[{}]/.test(prefix)) throw new Error(`the Redis key prefix '${prefix}' must not contain { or } (hash tags name the shards)`);
+    if (/[{}]/.test(prefix))
+      throw new Error(`the Redis key prefix '${prefix}' must not contain { or } (hash tags name the shards)`);
     this.shards = SHARD_TAGS.map((_, i) => new ShardKeys(prefix, i));
   }
 

@@ -33,8 +33,10 @@ export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query:
   // Unfiltered, every circuit read is one answered: read no more than the page needs.
   const pageSize = query.state === undefined ? Math.min(LIST_SCAN_PAGE, query.limit) : LIST_SCAN_PAGE;
   for (;;) {
-    const page = (await indexPage(redis, keys, after, pageSize)).map(([name, id]) => ((after = id), name));
-    if (page.length === 0) return out;
+    const ids = await indexPage(redis, keys, after, pageSize);
+    if (ids.length === 0) return out;
+    after = ids.at(-1)![1];
+    const page = ids.map(([name]) => name);
     const rows = await Promise.all(page.map((name) => readRow(redis, keys, name, malformed)));
     for (const circuit of rows) {
       if (circuit === null) continue; // deleted meanwhile, or malformed

@@ -205,7 +205,11 @@ export class RedisCircuitStore implements CircuitStore {
     const indexed = items.map((item, i) => ({ item, i }));
     const out: (Step | null)[] = new Array(items.length).fill(null);
     const parts = [...byShard(indexed, (x) => x.item.name).values()].map((part) =>
-      this.applyShard(part.map((x) => x.item)).then((results) => part.forEach((x, j) => (out[x.i] = results[j]!))),
+      this.applyShard(part.map((x) => x.item)).then((results) => {
+        part.forEach((x, j) => {
+          out[x.i] = results[j]!;
+        });
+      }),
     );
     return Promise.all(parts).then(() => out);
   }

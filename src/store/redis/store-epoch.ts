@@ -78,24 +78,29 @@ export class StoreEpoch {
 
   private async run(): Promise<void> {
     const floors = this.floors();
-    const reset = await Promise.all(this.keys.shards.map(async (k) => {
-      const held = this.held[k.shard] ?? null;
-      const args = [held ?? '', randomUUID(), String(floors.seq(k.shard)), String(floors.version)];
-      const epoch = await this.redis.eval<string>(SYNC_SCRIPT, [k.epoch, k.seq, k.version], args);
-      this.held[k.shard] = epoch;
-      return held !== null && epoch !== held ? k.shard : -1;
-    }));
+    const reset = await Promise.all(
+      this.keys.shards.map(async (k) => {
+        const held = this.held[k.shard] ?? null;
+        const args = [held ?? '', randomUUID(), String(floors.seq(k.shard)), String(floors.version)];
+        const epoch = await this.redis.eval<string>(SYNC_SCRIPT, [k.epoch, k.seq, k.version], args);
+        this.held[k.shard] = epoch;
+        return held !== null && epoch !== held ? k.shard : -1;
+      }),
+    );
     const shards = reset.filter((s) => s >= 0);
     if (shards.length === 0) return;
     this.logger.warn(
       { event: 'redis_store_reset', shards },
-      'the Redis store was emptied (FLUSHALL, or restarted without its data): its circuits start again from nothing; rebuilding this host\'s copies',
+      "the Redis store was emptied (FLUSHALL, or restarted without its data): its circuits start again from nothing; rebuilding this host's copies",
     );
     for (const listener of this.listeners) {
       try {
         listener();
       } catch (error) {
-        this.logger.error({ event: 'redis_reset_listener_failed', err: (error as Error).message }, 'a store-reset listener failed');
+        this.logger.error(
+          { event: 'redis_reset_listener_failed', err: (error as Error).message },
+          'a store-reset listener failed',
+        );
       }
     }
   }

@@ -68,7 +68,11 @@ export class TransitionFeed {
   async start(): Promise<void> {
     const per = Math.max(1, Math.ceil(this.keep / ALL_SHARDS.length) * 2);
     const loaded = await Promise.all(
-      this.keys.shards.map(async (k) => (await this.redis.command<StreamEntry[]>(['XREVRANGE', k.transitions, '+', '-', 'COUNT', String(per)], 'read')).reverse()),
+      this.keys.shards.map(async (k) =>
+        (
+          await this.redis.command<StreamEntry[]>(['XREVRANGE', k.transitions, '+', '-', 'COUNT', String(per)], 'read')
+        ).reverse(),
+      ),
     );
     const heads = loaded.map(() => 0);
     for (const [shard, entries] of loaded.entries()) {
@@ -124,14 +128,20 @@ export class TransitionFeed {
     const stream = this.keys.shards[shard]!.transitions;
     try {
       for (;;) {
-        const entries = await this.redis.command<StreamEntry[]>(['XRANGE', stream, `(${this.seen[shard]}-0`, '+', 'COUNT', String(PAGE)], 'read');
+        const entries = await this.redis.command<StreamEntry[]>(
+          ['XRANGE', stream, `(${this.seen[shard]}-0`, '+', 'COUNT', String(PAGE)],
+          'read',
+        );
         this.append(shard, entries, true);
         if (entries.length < PAGE) return;
       }
     } catch (error) {
       if (Date.now() - this.lastFailureMs < 10_000) return; // an outage: the connection's own handling reports it
       this.lastFailureMs = Date.now();
-      this.options.logger.warn({ event: 'transition_feed_error', err: (error as Error).message }, 'reading the transitions stream failed; retrying');
+      this.options.logger.warn(
+        { event: 'transition_feed_error', err: (error as Error).message },
+        'reading the transitions stream failed; retrying',
+      );
     }
   }
 
@@ -165,7 +175,10 @@ export class TransitionFeed {
   private warnMalformed(key: string, streamId: string, problem: string): void {
     if (Date.now() - this.lastWarningMs < 60_000) return;
     this.lastWarningMs = Date.now();
-    this.options.logger.warn({ event: 'redis_malformed', key, entry: streamId, problem }, `skipping malformed data in Redis at ${key} entry ${streamId}: ${problem}`);
+    this.options.logger.warn(
+      { event: 'redis_malformed', key, entry: streamId, problem },
+      `skipping malformed data in Redis at ${key} entry ${streamId}: ${problem}`,
+    );
   }
 
   /** Called after new transitions arrived, from any host (the event stream wakes its readers). */
@@ -208,7 +221,8 @@ export class TransitionFeed {
     let start = this.entries.findIndex((t) => !covers(v, t.shard, t.seq));
     if (start === -1) start = this.entries.length;
     const skip = new Set<number>();
-    for (let i = start; i < this.entries.length; i++) if (covers(v, this.entries[i]!.shard, this.entries[i]!.seq)) skip.add(this.entries[i]!.id);
+    for (let i = start; i < this.entries.length; i++)
+      if (covers(v, this.entries[i]!.shard, this.entries[i]!.seq)) skip.add(this.entries[i]!.id);
     const afterId = start === 0 ? (this.entries[0]?.id ?? this.nextId) - 1 : this.entries[start - 1]!.id;
     return { afterId, skip, base: v };
   }
@@ -255,9 +269,11 @@ function parseEntry(streamId: string, fields: string[]): Omit<FedTransition, 'id
   if (!Number.isSafeInteger(seq) || seq <= 0 || part !== '0') return `the id ${streamId} is not <n>-0`;
   const [circuit, from, to, reason, at] = ['circuit', 'from', 'to', 'reason', 'at'].map((k) => f.get(k));
   if (circuit === undefined || circuit === '') return 'circuit is missing';
-  if (!isState(from) || !isState(to)) return `from/to ${JSON.stringify(from ?? null)}/${JSON.stringify(to ?? null)} are not states`;
+  if (!isState(from) || !isState(to))
+    return `from/to ${JSON.stringify(from ?? null)}/${JSON.stringify(to ?? null)} are not states`;
   if (reason === undefined || reason === '') return 'reason is missing';
   const when = Number(at);
-  if (at === undefined || at.trim() === '' || !Number.isFinite(when)) return `at ${JSON.stringify(at ?? null)} is not a number`;
+  if (at === undefined || at.trim() === '' || !Number.isFinite(when))
+    return `at ${JSON.stringify(at ?? null)} is not a number`;
   return { seq, circuit, from, to, reason, at: when };
 }
