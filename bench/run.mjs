@@ -9,6 +9,8 @@
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
 //   quorum      GET /allowed?caller= and failure outcomes with a caller on a quorum circuit vs without (bench/quorum.mjs; goals ≥ 0.9x)
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
+//   redis-modes plain Redis vs Sentinel and Cluster (GET /allowed ≥ 0.9x, failure outcomes on Cluster ≥ 0.8x),
+//               replicas_ack 1 vs 0, outcomes/s with 3 primaries vs 1 (bench/redis-modes.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
@@ -54,6 +56,7 @@ import { policySection } from './policy.mjs';
 import { metricsSection } from './observe.mjs';
 import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
+import { redisModesSection } from './redis-modes.mjs';
 import { clientSection } from './client.mjs';
 import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
@@ -68,9 +71,9 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, client: 5, python: 6, redis: 5, scale: 3, stalls: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -635,6 +638,7 @@ async function main() {
   runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
   runners.scale = () => scaleSection({ setupBenchCircuits, startCircuitlog, tempDir, removeTemp, stopEach, suiteOptions, durationFor, envInt, log, runSuite, repoRoot });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
+  runners['redis-modes'] = () => redisModesSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;

@@ -9,6 +9,8 @@ import type { CircuitStore } from '../../src/store/circuit-store.js';
 import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import type { RedisConnection } from '../../src/store/redis/connect.js';
+import type { Subscriber } from '../../src/store/redis/change-subscription.js';
+import { connectionLink } from '../../src/store/redis/redis-commands.js';
 import { RedisCircuitStore } from '../../src/store/redis/redis-store.js';
 import { FakeClock, silentLogger } from '../helper.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
@@ -39,7 +41,7 @@ function redisStore(prefix: string): RedisCircuitStore {
     connections.push(client);
     return client;
   };
-  return new RedisCircuitStore(connect(), connect(), { prefix, logger: silentLogger });
+  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, { prefix, logger: silentLogger });
 }
 
 /** Two hosts sharing one store: two SQLite connections on one file, or two Redis stores on one prefix. */
