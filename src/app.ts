@@ -27,9 +27,13 @@ import { chain, type MaybePromise } from './store/maybe-promise.js';
 import { registerReadiness, type Readiness } from './server/readiness.js';
 import { registerBackup, type BackupSource } from './server/backup-route.js';
 
+import type { RandomSource } from './domain/throttle.js';
+
 export interface AppDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
+  /** Uniform numbers in [0, 1) for soft throttling's draws (default `Math.random`); tests pass a fake. */
+  readonly random?: RandomSource;
   readonly logger: Logger;
   readonly circuitDefaults: CircuitSettings;
   readonly policy: BreakerPolicy;
@@ -92,7 +96,7 @@ function requireToken(token: string): MiddlewareHandler {
 
 /** Build the HTTP app from its dependencies; main.ts serves it, tests call `app.request()`. */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits, deps.random);
   // Routing on the raw path: see raw-path.ts.
   const app = new OpenAPIHono({ getPath: rawRequestPath });
   const hosts = deps.hosts ?? null;

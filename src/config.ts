@@ -24,6 +24,7 @@ const circuitDefaultsSchema = z
     window: policyFields.window.default(null),
     backoff: policyFields.backoff.default(null),
     forced_state: policyFields.forced_state.default(null),
+    throttle: policyFields.throttle.default(null),
     probe_lease_seconds: positiveInt(86_400).default(10), // 10 s
   })
   .strict()
@@ -35,6 +36,7 @@ const policyOverrides = {
   window: policyFields.window.optional(),
   backoff: policyFields.backoff.optional(),
   forced_state: policyFields.forced_state.optional(),
+  throttle: policyFields.throttle.optional(),
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */
@@ -247,6 +249,7 @@ const fileSchema = z
       window: null,
       backoff: null,
       forced_state: null,
+      throttle: null,
       probe_lease_seconds: 10,
     }),
     /** Circuits created, or updated to this policy, at every start (state kept). */

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, minimumCalls, type CircuitPolicy } from './domain/policy.js';
+import { THROTTLE_LIMITS, resolveThrottle } from './domain/throttle.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 const percent = z.number().gt(0).max(100);
@@ -36,6 +37,14 @@ export const backoffSchema = z
   })
   .strict();
 
+/** Soft throttling (`domain/throttle.ts`): a member left out (or null) takes its default (k 2, 60 s). */
+export const throttleSchema = z
+  .object({
+    k: z.number().min(THROTTLE_LIMITS.minK).max(THROTTLE_LIMITS.maxK).nullish(),
+    window_seconds: int(THROTTLE_LIMITS.minWindowSeconds, THROTTLE_LIMITS.maxWindowSeconds).nullish(),
+  })
+  .strict();
+
 /** Every policy field, each with its type and bounds. */
 export const policyFields = {
   failure_threshold: int(1, 1_000_000_000),
@@ -45,6 +54,7 @@ export const policyFields = {
   window: windowSchema.nullable(),
   backoff: backoffSchema.nullable(),
   forced_state: z.enum(['open', 'closed']).nullable(),
+  throttle: throttleSchema.nullable(),
 };
 
 /** Rules across fields, for a complete policy. */
@@ -56,7 +66,10 @@ export function checkPolicy(p: { timeout_seconds: number; backoff?: z.infer<type
 }
 
 /** A complete policy in wire form. */
-export const policySchema = z.object(policyFields).strict().superRefine(checkPolicy);
+export const policySchema = z
+  .object({ ...policyFields, throttle: policyFields.throttle.optional() }) // left out: none (a policy written before it existed)
+  .strict()
+  .superRefine(checkPolicy);
 export type PolicyWire = z.infer<typeof policySchema>;
 
 /** Wire form to the domain's policy, filling the defaults. */
@@ -79,6 +92,7 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
       maxTimeoutSeconds: w.backoff.max_timeout_seconds ?? Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, w.timeout_seconds),
     },
     forcedState: w.forced_state,
+    throttle: w.throttle == null ? null : resolveThrottle({ k: w.throttle.k ?? undefined, windowSeconds: w.throttle.window_seconds ?? undefined }),
   };
 }
 
@@ -104,6 +118,7 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     },
     backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
     forced_state: p.forcedState,
+    throttle: p.throttle && { k: p.throttle.k, window_seconds: p.throttle.windowSeconds },
   };
 }
 
@@ -120,11 +135,11 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const NULLABLE = new Set(['window', 'backoff', 'forced_state']);
+const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'throttle']);
 
 /**
  * The policy after a merge patch, unvalidated. A top-level field sent as null means
- * "none" for `window`, `backoff` and `forced_state` and "the default" for the others;
+ * "none" for `window`, `backoff`, `forced_state` and `throttle` and "the default" for the others;
  * inside `window`/`backoff` a null member returns to its default.
  */
 export function patchedPolicy(current: CircuitPolicy, defaults: CircuitPolicy, patch: Record<string, unknown>): unknown {

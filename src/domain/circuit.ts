@@ -13,6 +13,8 @@ import {
   type CircuitPolicy,
   type CircuitSettings,
 } from './policy.js';
+import { sameThrottleWindow, type RandomSource } from './throttle.js';
+import { admitThrottled, throttleAfterOutcome } from './throttle-step.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 import type {
   Admission,
@@ -44,6 +46,7 @@ export function newCircuit(name: string, settings: CircuitSettings, now: EpochMs
     openTimeoutSeconds: null,
     reopenCount: 0,
     windowState: null,
+    throttleState: null,
     halfOpenAt: null,
     lastFailureAt: null,
     stateChangedAt: null, // closed since creation: no change yet that would make an outcome stale
@@ -157,11 +160,14 @@ export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
 /**
  * Refresh, then decide; an admitted half-open call takes a probe slot until its outcome
  * is recorded or its lease runs out, so at most `halfOpenMaxCalls` probes are in flight.
- * A forced state decides alone and takes no slot.
+ * A forced state decides alone and takes no slot. A closed circuit with a throttle
+ * refuses a share of calls (`throttle-step.ts`), drawing from `random` only when that
+ * share is above 0.
  */
-export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy): Admission {
+export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy, random: RandomSource = Math.random): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
   if (circuit.forcedState === null ? circuit.state === 'closed' : circuit.forcedState === 'closed') {
+    if (circuit.forcedState === null && circuit.throttle !== null) return admitThrottled(circuit, now, random);
     return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
   }
   const refreshed = refresh(circuit, now);
@@ -192,7 +198,7 @@ export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs):
   });
 }
 
-/** The circuit with the outcome counted (failure count and window), no state change. */
+/** The circuit with the outcome counted (failure count, window, and the throttle while closed), no state change. */
 function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
   const windowState =
     c.window === null
@@ -202,14 +208,15 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
     ...c,
     failureCount,
     windowState,
+    throttleState: c.state === 'closed' ? throttleAfterOutcome(c, outcome.success, now) : c.throttleState,
     lastFailureAt: outcome.success ? c.lastFailureAt : now,
     updatedAt: now,
   };
 }
 
 function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
-  // A success on a healthy circuit without a window changes nothing: no write at all.
-  if (outcome.success && c.failureCount === 0 && c.window === null) return withoutTransition(c);
+  // A success on a healthy circuit without a window or throttle changes nothing: no write at all.
+  if (outcome.success && c.failureCount === 0 && c.window === null && c.throttle === null) return withoutTransition(c);
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
   // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
   const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;
@@ -263,7 +270,7 @@ export function recordSuccess(circuit: Circuit, now: EpochMs): Step {
 /** Operator reset: closed, count 0, window empty, whatever the state was. */
 export function reset(circuit: Circuit, now: EpochMs): Step {
   const c = circuit;
-  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null) {
+  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null && c.throttleState === null) {
     return withoutTransition(c);
   }
   return close(c, now, 'manual_reset');
@@ -271,7 +278,9 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
 
 /**
  * Apply a new policy from the next call on: counts and state are kept, except that a
- * changed window starts empty. Setting, changing or clearing the force is an event.
+ * changed window starts empty, and so does the throttle when it is turned off or its
+ * `windowSeconds` changes (a new `k` applies to the counts kept). Setting, changing or
+ * clearing the force is an event.
  */
 export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
   if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
@@ -279,6 +288,7 @@ export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs)
     ...circuit,
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
+    throttleState: sameThrottleWindow(circuit.throttle, policy.throttle) ? circuit.throttleState : null,
     updatedAt: now,
   };
   if (circuit.forcedState === policy.forcedState) return withoutTransition(next);
@@ -301,6 +311,7 @@ function open(c: Circuit, now: EpochMs, reason: TransitionReason, seconds = c.ti
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     halfOpenAt: c.state === 'half_open' ? c.halfOpenAt : null,
     stateChangedAt: now,
     updatedAt: now,
@@ -320,6 +331,7 @@ function close(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);

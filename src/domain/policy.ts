@@ -3,6 +3,7 @@
  * closes again. Pure data (it serialises to JSON and fits a database row); the HTTP and
  * config layers translate their snake_case wire form to and from it.
  */
+import { sameThrottle, type ThrottlePolicy } from './throttle.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -44,6 +45,8 @@ export interface CircuitPolicy {
   readonly window: WindowPolicy | null;
   readonly backoff: BackoffPolicy | null;
   readonly forcedState: ForcedState | null;
+  /** Soft throttling while closed (`throttle.ts`); null: off. */
+  readonly throttle: ThrottlePolicy | null;
 }
 
 /** The three settings every caller names; the rest default as in `DEFAULT_POLICY`. */
@@ -56,6 +59,7 @@ export const POLICY_EXTRA_DEFAULTS = Object.freeze({
   window: null,
   backoff: null,
   forcedState: null,
+  throttle: null,
 } satisfies Omit<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'>);
 
 /** Window defaults: minimum calls `size` (count) or 10 (time), failure rate 50 %, slow-call rate 100 %. */
@@ -73,6 +77,7 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     window: settings.window ?? null,
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
+    throttle: settings.throttle ?? null,
   };
 }
 
@@ -108,7 +113,8 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     a.successThreshold === b.successThreshold &&
     a.forcedState === b.forcedState &&
     sameWindow(a.window, b.window) &&
-    sameBackoff(a.backoff, b.backoff)
+    sameBackoff(a.backoff, b.backoff) &&
+    sameThrottle(a.throttle, b.throttle)
   );
 }
 
@@ -122,6 +128,7 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     window: p.window,
     backoff: p.backoff,
     forcedState: p.forcedState,
+    throttle: p.throttle,
   };
 }
 

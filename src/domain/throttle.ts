@@ -46,6 +46,9 @@ export const THROTTLE_DEFAULTS = Object.freeze({ k: 2, windowSeconds: 60 });
 /** Accepted ranges: k in [1, 100]; window 1 to 600 s (10 min: the stored buckets stay bounded). */
 export const THROTTLE_LIMITS = Object.freeze({ minK: 1, maxK: 100, minWindowSeconds: 1, maxWindowSeconds: 600 });
 
+/** A throttled call may try again after 1 s (`Retry-After: 1`): the next draw may admit it. */
+export const THROTTLE_RETRY_AFTER_MS = 1_000;
+
 /** Per-second request and accept counts; null when empty. A `time` window state of `window.ts`. */
 export type ThrottleState = WindowState;
 
@@ -86,6 +89,11 @@ export function resolveThrottle(settings: Partial<ThrottlePolicy>): ThrottlePoli
 export function sameThrottle(a: ThrottlePolicy | null, b: ThrottlePolicy | null): boolean {
   if (a === null || b === null) return a === b;
   return a.k === b.k && a.windowSeconds === b.windowSeconds;
+}
+
+/** Whether counts kept under `a` still mean the same under `b`: both on, over the same seconds. */
+export function sameThrottleWindow(a: ThrottlePolicy | null, b: ThrottlePolicy | null): boolean {
+  return a !== null && b !== null && a.windowSeconds === b.windowSeconds;
 }
 
 /** The requests and accepts of the window at `now`: buckets older than the window no longer count. */

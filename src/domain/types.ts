@@ -4,6 +4,7 @@
  * `circuit.ts` holds the pure functions over it.
  */
 import type { CircuitPolicy } from './policy.js';
+import type { ThrottleState } from './throttle.js';
 import type { WindowState } from './window.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
@@ -30,6 +31,8 @@ export interface Circuit extends CircuitPolicy {
   readonly reopenCount: number;
   /** Outcomes in the window; null when empty (emptied on every state change). */
   readonly windowState: WindowState | null;
+  /** Soft throttling's requests and accepts while closed (`throttle.ts`); null when empty (emptied on every state change). */
+  readonly throttleState: ThrottleState | null;
   readonly halfOpenAt: EpochMs | null;
   readonly lastFailureAt: EpochMs | null;
   /**
@@ -113,7 +116,12 @@ export type BreakerEvent =
 
 export type Verdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true };
+  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true; readonly throttled?: ThrottledVerdict };
+
+/** A closed circuit's soft throttle refused the call (`throttle.ts`): drawn against `probability`. */
+export interface ThrottledVerdict {
+  readonly probability: number;
+}
 
 export interface Admission extends Step {
   readonly verdict: Verdict;

@@ -48,7 +48,7 @@ const anyBody = { ...common, 413: problem('Body over the size limit'), 415: prob
 const tooManyCircuits = { 507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written') };
 export const withBody = { ...anyBody, 422: problem('Body fields failed validation'), ...tooManyCircuits };
 const open503 = problem(
-  'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',
+  'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; circuit-throttled: closed, but its soft throttle refused this call (Retry-After: 1, throttle_probability); or a storage problem (storage-busy, storage-unavailable, ...)',
   z.union([OpenProblemSchema, ProblemSchema]),
   retryAfter,
 );
@@ -117,7 +117,9 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
         timeoutSeconds: body.timeout_seconds,
       });
       // circuitlog's 503 carries the whole circuit as `circuit`.
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
+      if (!verdict.allowed) {
+        throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled, circuit: circuitJson(circuit, breaker.now()) });
+      }
       return json(c, { result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
     },
   );
@@ -196,7 +198,7 @@ export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService,
       return chain(breaker.check(name), (admission) => {
         if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
         const { circuit, verdict } = admission;
-        if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
+        if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled });
         return jsonText(c, allowedText(circuit, breaker.now()));
       });
     },

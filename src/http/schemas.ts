@@ -2,7 +2,8 @@ import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { backoffSchema, policyToWire, windowSchema } from '../policy-schema.js';
+import { backoffSchema, policyToWire, throttleSchema, windowSchema } from '../policy-schema.js';
+import { throttleCounts, throttleProbability } from '../domain/throttle.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -19,6 +20,14 @@ export const CircuitSchema = z
     window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
     backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
     forced_state: z.enum(['open', 'closed']).nullable(),
+    throttle: throttleSchema.nullable().openapi({ description: 'Soft throttling while closed ({k, window_seconds}); null: off.' }),
+    throttle_probability: z
+      .number()
+      .openapi({ description: 'The share of calls the throttle refuses now: max(0, (requests - k * accepts) / (requests + 1)) over the window; 0 without a throttle or unless closed.' }),
+    throttle_window: z
+      .object({ requests: z.number().int(), accepts: z.number().int() })
+      .nullable()
+      .openapi({ description: 'The counts the probability is drawn from, as of now: requests (outcomes reported while closed, plus calls the throttle refused) and accepts (successes); null without a throttle.' }),
     effective_timeout_seconds: z.number().int().openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
     reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
     window_stats: z
@@ -40,6 +49,7 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
   const policy = policyToWire(c, true);
   const stats = windowStats(c, now);
+  const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
   return {
     id: c.id,
     name: c.name,
@@ -52,6 +62,9 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     window: policy.window,
     backoff: policy.backoff,
     forced_state: c.forcedState,
+    throttle: policy.throttle ?? null,
+    throttle_probability: counts === null || c.state !== 'closed' || c.forcedState !== null ? 0 : throttleProbability(c.throttle!.k, counts),
+    throttle_window: counts,
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:
@@ -70,17 +83,25 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
 /**
  * Memoise a circuit's serialisation per circuit object. The store hands out the same
  * object until the circuit changes, so a healthy circuit is serialised once, not per
- * request. Half-open circuits and time windows are not kept: their `probes_in_flight` and
- * `window_stats` depend on `now`.
+ * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ * A throttle's counts expire by the epoch second, so a circuit with one is kept for the
+ * second it was serialised in (time windows are not kept, as before).
  */
 function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
   const memo = new WeakMap<Circuit, string>();
+  const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
   return (c, now) => {
-    let text = memo.get(c);
-    if (text === undefined) {
-      text = serialize(c, now);
-      if (c.state !== 'half_open' && c.window?.type !== 'time') memo.set(c, text);
+    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    if (c.throttle === null) {
+      let text = memo.get(c);
+      if (text === undefined) memo.set(c, (text = serialize(c, now)));
+      return text;
     }
+    const second = Math.floor(now / 1000);
+    const kept = perSecond.get(c);
+    if (kept !== undefined && kept.second === second) return kept.text;
+    const text = serialize(c, now);
+    perSecond.set(c, { second, text });
     return text;
   };
 }
@@ -111,6 +132,7 @@ export const OpenProblemSchema = ProblemSchema.extend({
   state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
   forced_state: z.literal('open').optional(),
+  throttle_probability: z.number().optional().openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
 }).openapi('CircuitOpenProblem');
 
 export const NameParam = z.object({

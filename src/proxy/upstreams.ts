@@ -86,6 +86,7 @@ function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     window: u.window ?? null,
     backoff: u.backoff ?? null,
     forced_state: u.forced_state ?? null,
+    throttle: u.throttle ?? null,
   });
 }
 

@@ -12,10 +12,12 @@ import {
   type CircuitState,
   type Outcome,
   type Step,
+  type ThrottledVerdict,
   type Transition,
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import { THROTTLE_RETRY_AFTER_MS, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
@@ -79,6 +81,8 @@ export class BreakerService {
     /** Told of every stored transition, outcome and refusal (metrics, the event stream). */
     private readonly observer?: BreakerObserver,
     private readonly limits: ServiceLimits = {},
+    /** Soft throttling's draws (`domain/throttle.ts`); tests pass a fake. */
+    private readonly random: RandomSource = Math.random,
   ) {
     this.defaults = resolvePolicy(defaults);
     this.group = new GroupCommit<ServiceItem>(
@@ -103,7 +107,7 @@ export class BreakerService {
    */
   check(name: string): MaybePromise<Admission | null> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, this.random)));
   }
 
   /**
@@ -149,7 +153,8 @@ export class BreakerService {
   call(name: string, success: boolean, options: OutcomeOptions = {}): MaybePromise<Circuit> {
     const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
     return chain(this.run(name, this.callStep(name, outcome, options.create), outcome), (step) => {
-      if (!step!.verdict.allowed) throw this.openError(step!.circuit, step!.verdict.retryAt, { forced: step!.verdict.forced });
+      const verdict = step!.verdict;
+      if (!verdict.allowed) throw this.openError(step!.circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled });
       return step!.circuit;
     });
   }
@@ -195,7 +200,7 @@ export class BreakerService {
     const record = this.outcomeStep(name, outcome, create);
     return (current) => {
       const c = current ?? newCircuit(name, this.settingsFor(create), now);
-      const admission = admit(c, now, this.policy);
+      const admission = admit(c, now, this.policy, this.random);
       if (!admission.verdict.allowed) return admission;
       const next = record(admission.circuit);
       return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
@@ -266,15 +271,17 @@ export class BreakerService {
   }
 
   /**
-   * The error for a refused call: CIRCUIT_FORCED_OPEN when forced, else CIRCUIT_OPEN.
-   * `circuit` replaces the `circuit` member (circuitlog's `/call` sends the whole object).
+   * The error for a refused call: CIRCUIT_FORCED_OPEN when forced, CIRCUIT_THROTTLED when
+   * the soft throttle refused it, else CIRCUIT_OPEN. `circuit` replaces the `circuit`
+   * member (circuitlog's `/call` sends the whole object).
    */
-  openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; circuit?: unknown } = {}): AppError {
+  openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; throttled?: ThrottledVerdict; circuit?: unknown } = {}): AppError {
     const extensions = {
       circuit: options.circuit ?? circuit.name,
       state: circuit.state,
       open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
     };
+    if (options.throttled) return throttledError(circuit, options.throttled, extensions);
     if (options.forced) {
       const detail = `Circuit '${circuit.name}' is forced open by an operator; every call is refused until the force is cleared.`;
       return new AppError('CIRCUIT_FORCED_OPEN', detail, { retryAt, extensions: { ...extensions, forced_state: 'open' } });
@@ -358,4 +365,14 @@ export class BreakerService {
     else if (outcome !== undefined) this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs);
     return result;
   }
+}
+
+/** A call the soft throttle refused: 503 `circuit-throttled`, `Retry-After: 1`, the probability it was drawn against. */
+function throttledError(circuit: Circuit, throttled: ThrottledVerdict, extensions: Record<string, unknown>): AppError {
+  const percent = Math.round(throttled.probability * 1000) / 10;
+  const detail = `Circuit '${circuit.name}' is closed but throttled: it refuses ${percent}% of calls while its dependency accepts too few of them.`;
+  return new AppError('CIRCUIT_THROTTLED', detail, {
+    retryAfterSeconds: THROTTLE_RETRY_AFTER_MS / 1000,
+    extensions: { ...extensions, throttle_probability: throttled.probability },
+  });
 }

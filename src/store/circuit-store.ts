@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.js';
 import type { BackoffPolicy, ForcedState, WindowPolicy } from '../domain/policy.js';
+import type { ThrottlePolicy, ThrottleState } from '../domain/throttle.js';
 import type { WindowState } from '../domain/window.js';
 import { AppError } from '../domain/errors.js';
 import type { MaybePromise } from './maybe-promise.js';
@@ -73,6 +74,8 @@ interface CircuitRow {
   reopen_count: number;
   window_state: string | null;
   state_changed_at: number | null;
+  throttle_policy: string | null;
+  throttle_state: string | null;
 }
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -103,6 +106,8 @@ function fromRow(row: CircuitRow): Circuit {
     reopenCount: row.reopen_count,
     windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
     stateChangedAt: row.state_changed_at,
+    throttle: row.throttle_policy === null ? null : (JSON.parse(row.throttle_policy) as ThrottlePolicy),
+    throttleState: row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState),
   };
 }
 
@@ -133,12 +138,15 @@ export function toParams(c: Circuit) {
     reopen_count: c.reopenCount,
     window_state: json(c.windowState),
     state_changed_at: c.stateChangedAt ?? null,
+    throttle_policy: json(c.throttle ?? null),
+    throttle_state: json(c.throttleState ?? null),
   };
 }
 
 const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
-  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at,
+  throttle_policy, throttle_state`;
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -184,7 +192,8 @@ export class SqliteCircuitStore implements CircuitStore {
       half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
+      throttle_policy = @throttle_policy, throttle_state = @throttle_state
       WHERE id = @id`);
     this.insertTransition = db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',

@@ -41,7 +41,9 @@ export function policy(p: Partial<PolicyWire> = {}): PolicyWire {
     forced_state: null,
     ...p,
   };
-  return policyToWire(policyFromWire(wire), true);
+  // Vectors without a throttle leave it out, as policies written before it existed.
+  const { throttle, ...rest } = policyToWire(policyFromWire(wire), true);
+  return throttle == null ? rest : { ...rest, throttle };
 }
 
 export const countWindow = (size: number, w: Partial<WindowWire> = {}): WindowWire => ({ type: 'count', size, ...w });

@@ -38,6 +38,9 @@ const storedCircuit = z.looseObject({
   window: z.looseObject({ type: z.enum(['count', 'time']), size: z.number().int().positive() }).nullable(),
   backoff: z.looseObject({ multiplier: z.number().finite(), maxTimeoutSeconds: seconds }).nullable(),
   forcedState: z.enum(['open', 'closed']).nullable(),
+  // Absent on circuits stored before issue 21: no throttle.
+  throttle: z.looseObject({ k: z.number().min(1).finite(), windowSeconds: z.number().int().positive() }).nullable().default(null),
+  throttleState: z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }).nullable().default(null),
 });
 
 const wholeNumber = /^[1-9]\d{0,15}$/;
