@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 /** Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`). */
-const BOTH_STORES = ['test/http/api.test.ts', 'test/service/due-transitions.test.ts', 'test/http/circuitlog-compat.test.ts', 'test/http/errors-and-security.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts'];
+const BOTH_STORES = ['test/http/api.test.ts', 'test/service/due-transitions.test.ts', 'test/http/circuitlog-compat.test.ts', 'test/http/errors-and-security.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts', 'test/http/throttle.test.ts'];
 
 export default defineConfig({
   test: {

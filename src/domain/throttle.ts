@@ -68,6 +68,17 @@ export interface ThrottleDecision {
 /** A source of uniform numbers in [0, 1), as `Math.random`; tests inject their own. */
 export type RandomSource = () => number;
 
+/**
+ * `random` drawn at most once: the same number however often it is asked. A store may run
+ * a step more than once (an optimistic pass without the lock, a retry after a conflicting
+ * write), and each run of one admission must see the same draw: drawing again would
+ * refuse only when two draws both fall below p (p squared).
+ */
+export function drawOnce(random: RandomSource): RandomSource {
+  let value: number | undefined;
+  return () => (value ??= random());
+}
+
 const windowCache = new Map<number, WindowPolicy>();
 
 /** The time window of `windowSeconds` the counts live in (built once per size). */

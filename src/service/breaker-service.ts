@@ -17,7 +17,7 @@ import {
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
-import { THROTTLE_RETRY_AFTER_MS, type RandomSource } from '../domain/throttle.js';
+import { THROTTLE_RETRY_AFTER_MS, drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
@@ -107,7 +107,8 @@ export class BreakerService {
    */
   check(name: string): MaybePromise<Admission | null> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, this.random)));
+    const random = drawOnce(this.random); // one admission, one draw, however often the store runs the step
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, random)));
   }
 
   /**
@@ -198,9 +199,10 @@ export class BreakerService {
   private callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
     const now = this.clock();
     const record = this.outcomeStep(name, outcome, create);
+    const random = drawOnce(this.random); // one call, one draw, however often the store runs the step
     return (current) => {
       const c = current ?? newCircuit(name, this.settingsFor(create), now);
-      const admission = admit(c, now, this.policy, this.random);
+      const admission = admit(c, now, this.policy, random);
       if (!admission.verdict.allowed) return admission;
       const next = record(admission.circuit);
       return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
