@@ -52,7 +52,7 @@ export class CircuitSnapshot implements SnapshotReader {
     // Only the columns the gauges read (policy-fields.ts): with 10,000 rows, building every
     // column of each was most of a scrape's time and garbage.
     this.firstCircuits = db.prepare<{ now: number; limit: number }, Record<string, unknown>>(
-      `SELECT id, name, forced_state, window_policy, window_state, ${effective} AS effective_state
+      `SELECT id, name, forced_state, window_policy, window_state, throttle_policy, throttle_state, ${effective} AS effective_state
        FROM circuits ORDER BY id LIMIT @limit`,
     );
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
