@@ -7,10 +7,12 @@
 import { performance } from 'node:perf_hooks';
 import type { CircuitState } from '../domain/circuit.js';
 import { circuitNameProblem } from '../domain/circuit-name.js';
-import { CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
+import { CircuitOpenError, CircuitThrottledError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
 import { Emitter } from './emitter.js';
 import { createHttpTransport } from './http-transport.js';
 import { LocalBreakers, type KnownCircuit } from './local-breaker.js';
+import { LocalThrottles } from './local-throttle.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
 import { SSE_LIMITS } from './sse.js';
@@ -33,6 +35,7 @@ export class CircuitlogClient {
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
   private readonly local: LocalBreakers;
+  private readonly throttles: LocalThrottles;
   private readonly queue: OutcomeQueue;
   private readonly stream: StreamKeeper;
   private readonly events = new Emitter<ClientEvents>();
@@ -43,7 +46,7 @@ export class CircuitlogClient {
   private idleWaiters: (() => void)[] = [];
   private readyWaiters: (() => void)[] = [];
   private closing: Promise<void> | null = null;
-  private counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0 };
+  private counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0, throttledLocally: 0 };
 
   constructor(options: ClientOptions) {
     const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 5_000; // 5 s
@@ -72,7 +75,9 @@ export class CircuitlogClient {
       { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, ...options.localDefaults },
       10_000, // 10 s: a local probe's lease, as the server's default
       maxCircuits,
+      options.random,
     );
+    this.throttles = new LocalThrottles(this.clock, options.random ?? Math.random, maxCircuits);
     this.queue = new OutcomeQueue(
       {
         flushAt: Math.min(options.flushAt ?? 250, options.maxBatch ?? 1_000),
@@ -99,6 +104,7 @@ export class CircuitlogClient {
         },
         onEvent: (event) => {
           this.view.apply(event);
+          if (event.from !== event.to) this.throttles.forget(event.circuit); // counts start empty at a state change, as the server's
           this.events.emit('transition', event);
         },
         onReset: (reset) => {
@@ -131,6 +137,11 @@ export class CircuitlogClient {
       if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
         this.counts.localDecisions++;
         if (this.clock() >= entry.policyDueAt) this.refreshPolicy(name, entry);
+        const throttled = this.throttleLocally(name, entry);
+        if (throttled !== null) {
+          if (options.fallback !== undefined) return await options.fallback(throttled);
+          throw throttled;
+        }
       } else {
         try {
           await this.admitRemotely(name);
@@ -154,7 +165,7 @@ export class CircuitlogClient {
     const entry = this.view.get(name);
     if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
       this.counts.localDecisions++;
-      return true;
+      return this.throttleLocally(name, entry) === null;
     }
     try {
       await this.admitRemotely(name);
@@ -288,6 +299,8 @@ export class CircuitlogClient {
     }
     entry.generation = this.streamUp && this.generation === generation ? generation : -1;
     if (answer.allowed) return;
+    // A throttled call is refused alone: the next one may be admitted, so nothing is kept.
+    if (answer.throttled !== undefined) throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);
     entry.retryAt = answer.retryAt;
     // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
     entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, this.clock() + answer.retryAfterMs);
@@ -306,11 +319,25 @@ export class CircuitlogClient {
     );
   }
 
+  /**
+   * The soft throttle on a circuit closed in the local view (not forced closed), decided
+   * here from this client's own counts: the refusal to throw, or null to run the call.
+   */
+  private throttleLocally(name: string, entry: ViewEntry): CircuitThrottledError | null {
+    if (entry.forced !== null) return null;
+    const decision = this.throttles.decide(name, entry.json);
+    if (!decision.throttled) return null;
+    this.counts.throttledLocally++;
+    return new CircuitThrottledError(name, decision.probability, this.clock() + THROTTLE_RETRY_AFTER_MS, { local: true });
+  }
+
   private admitOffline(name: string): void {
     if (!this.failOpen) throw new CircuitlogUnavailableError(`circuitlog is unreachable and failOpen is false: call on '${name}' refused`);
     this.counts.offlineDecisions++;
     const verdict = this.local.admit(name, this.known(name));
-    if (!verdict.allowed) throw new CircuitOpenError(name, this.local.state(name) ?? 'open', verdict.retryAt, { local: true });
+    if (verdict.allowed) return;
+    if (verdict.throttled !== undefined) throw new CircuitThrottledError(name, verdict.throttled.probability, verdict.retryAt, { local: true });
+    throw new CircuitOpenError(name, this.local.state(name) ?? 'open', verdict.retryAt, { local: true });
   }
 
   private known(name: string): KnownCircuit | undefined {
@@ -338,6 +365,10 @@ export class CircuitlogClient {
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.reachable;
     if (offline) this.local.record(name, success, durationMs, this.known(name));
+    else {
+      const entry = this.view.get(name);
+      if (entry !== undefined && entry.forced === null && entry.state === 'closed') this.throttles.record(name, entry.json, success);
+    }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();

@@ -198,7 +198,7 @@ function isProblem(body: unknown): boolean {
 
 function isOpenProblem(body: unknown): body is Record<string, unknown> {
   const code = (body as { code?: unknown } | null)?.code;
-  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN';
+  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN' || code === 'CIRCUIT_THROTTLED';
 }
 
 function stateOf(value: unknown, fallback: CircuitState): CircuitState {
@@ -218,6 +218,10 @@ function refusal(body: Record<string, unknown>, res: Answer): AllowedAnswer {
   const retryAfterSeconds = Number(res.headers['retry-after']);
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  if (body.code === 'CIRCUIT_THROTTLED') {
+    const p = body.throttle_probability;
+    return { allowed: false, state: 'closed', retryAt, retryAfterMs, forced: false, throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 } };
+  }
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 

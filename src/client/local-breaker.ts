@@ -7,6 +7,7 @@
 
 import { admit, configure, newCircuit, recordOutcome, reset, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
 import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, policyOf, resolvePolicy, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
+import { throttleFromJson } from './local-throttle.js';
 import type { CircuitJson } from './transport.js';
 
 /** What the client last knew of a circuit from circuitlog. */
@@ -27,11 +28,13 @@ export class LocalBreakers {
     private readonly probeLeaseMs: number,
     /** Bound, as the view's: the least recently used circuit goes first. */
     private readonly maxCircuits = 10_000,
+    /** Soft throttling's draws (default `Math.random`). */
+    private readonly random: () => number = Math.random,
   ) {}
 
   admit(name: string, known: KnownCircuit | undefined): Verdict {
     const now = this.clock();
-    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs });
+    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs }, this.random);
     this.put(name, step.circuit);
     return step.verdict;
   }
@@ -132,5 +135,6 @@ export function settingsFrom(json: CircuitJson | null, defaults: CircuitSettings
     window: json?.window === undefined ? (defaults.window ?? null) : windowFrom(json.window),
     backoff: json?.backoff === undefined ? (defaults.backoff ?? null) : backoffFrom(json.backoff, timeoutSeconds),
     forcedState: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
+    throttle: json?.throttle === undefined ? (defaults.throttle ?? null) : throttleFromJson(json),
   };
 }
