@@ -21,7 +21,7 @@ function seeded(seed: number): () => number {
   };
 }
 
-const throttledCircuit = (throttle: unknown = { k: 2, window_seconds: 10 }) => ({ name: 'dep', state: 'closed', forced_state: null, throttle });
+const throttledCircuit = (throttle: unknown = { k: 2, window_seconds: 10 }) => ({ name: 'dep', state: 'closed' as const, forced_state: null as string | null, throttle });
 
 /** A connected client whose first snapshot of `dep` carries `throttle`; clock and random injected. */
 async function connected(options: Partial<ClientOptions> & { throttle?: unknown } = {}) {
