@@ -7,11 +7,10 @@
  * JSON) comes from circuitlog's last snapshot.
  */
 
+import { throttleFromJson as throttleOfJson } from '../domain/policy-wire.js';
 import {
-  THROTTLE_LIMITS,
   countRequest,
   decideThrottle,
-  resolveThrottle,
   type RandomSource,
   type ThrottleDecision,
   type ThrottlePolicy,
@@ -74,18 +73,13 @@ export class LocalThrottles {
   }
 }
 
-const isRecord = (v: unknown): v is Readonly<Record<string, unknown>> => typeof v === 'object' && v !== null;
+const NO_JSON = {};
 
-/**
- * The `throttle` of a circuit's JSON, read leniently (an older server sends none): null
- * when absent or not an object; a member out of range takes its default.
- */
+/** The `throttle` of a circuit's JSON (the domain's lenient reading), read once per JSON object. */
+const throttles = new WeakMap<object, ThrottlePolicy | null>();
 export function throttleFromJson(json: CircuitJson | null): ThrottlePolicy | null {
-  const t = json?.throttle;
-  if (!isRecord(t)) return null;
-  const k = typeof t.k === 'number' && t.k >= THROTTLE_LIMITS.minK && t.k <= THROTTLE_LIMITS.maxK ? t.k : undefined;
-  const w = t.window_seconds;
-  const windowSeconds =
-    typeof w === 'number' && Number.isInteger(w) && w >= THROTTLE_LIMITS.minWindowSeconds && w <= THROTTLE_LIMITS.maxWindowSeconds ? w : undefined;
-  return resolveThrottle({ k, windowSeconds });
+  const key = json ?? NO_JSON;
+  let throttle = throttles.get(key);
+  if (throttle === undefined) throttles.set(key, (throttle = throttleOfJson(json?.throttle)));
+  return throttle;
 }

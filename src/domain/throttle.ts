@@ -20,6 +20,7 @@
  * `window.ts` (per-second buckets: a request is a call, a request not accepted is a
  * "failure", so accepts = calls - failures).
  */
+import { POLICY_DEFAULTS } from './policy-defaults.js';
 import type { WindowPolicy } from './policy.js';
 import { addOutcome, windowFigures, type WindowState } from './window.js';
 
@@ -39,9 +40,10 @@ export interface ThrottlePolicy {
  * k = 2 is the book's (and gRPC's) default. 60 s of history: the book keeps two minutes,
  * gRPC 30 s; a minute sits between them, so load falls within seconds of a failure burst
  * (p is judged from the first failures on) while a recovered dependency is fully trusted
- * again within a minute, and it keeps the stored counts at most 60 buckets.
+ * again within a minute, and it keeps the stored counts at most 60 buckets. Kept in the
+ * one defaults table, `policy-defaults.ts`.
  */
-export const THROTTLE_DEFAULTS = Object.freeze({ k: 2, windowSeconds: 60 });
+export const THROTTLE_DEFAULTS = POLICY_DEFAULTS.throttle;
 
 /** Accepted ranges: k in [1, 100]; window 1 to 600 s (10 min: the stored buckets stay bounded). */
 export const THROTTLE_LIMITS = Object.freeze({ minK: 1, maxK: 100, minWindowSeconds: 1, maxWindowSeconds: 600 });

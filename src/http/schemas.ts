@@ -2,8 +2,9 @@ import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { backoffSchema, policyToWire, throttleSchema, windowSchema } from '../policy-schema.js';
+import { policyToWire } from '../domain/policy-wire.js';
 import { throttleCounts, throttleProbability } from '../domain/throttle.js';
+import { backoffSchema, throttleSchema, windowSchema } from '../policy-schema.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -47,22 +48,16 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
-  const policy = policyToWire(c, true);
   const stats = windowStats(c, now);
   const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
+  const wire = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    failure_threshold: c.failureThreshold,
-    timeout_seconds: c.timeoutSeconds,
-    half_open_max_calls: c.halfOpenMaxCalls,
-    success_threshold: c.successThreshold,
-    window: policy.window,
-    backoff: policy.backoff,
-    forced_state: c.forcedState,
-    throttle: policy.throttle ?? null,
+    ...wire, // failure_threshold to throttle, in this order
+    throttle: wire.throttle ?? null,
     throttle_probability: counts === null || c.state !== 'closed' || c.forcedState !== null ? 0 : throttleProbability(c.throttle!.k, counts),
     throttle_window: counts,
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
