@@ -22,7 +22,7 @@
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
 import type { WindowPolicy } from './policy.js';
-import { addOutcome, windowFigures, type WindowState } from './window.js';
+import { addOutcome, type WindowState } from './window.js';
 
 /** A circuit's throttle settings (`throttle: {k, window_seconds}` on the wire; null: off). */
 export interface ThrottlePolicy {
@@ -109,10 +109,25 @@ export function sameThrottleWindow(a: ThrottlePolicy | null, b: ThrottlePolicy |
   return a !== null && b !== null && a.windowSeconds === b.windowSeconds;
 }
 
-/** The requests and accepts of the window at `now`: buckets older than the window no longer count. */
+const NO_COUNTS: ThrottleCounts = Object.freeze({ requests: 0, accepts: 0 });
+
+/**
+ * The requests and accepts of the window at `now`: buckets older than the window no longer
+ * count (the current second and the `windowSeconds - 1` before it, as `window.ts` keeps
+ * them). Summed here rather than through `windowFigures`, which also works out rates: this
+ * runs on every admission of a throttled circuit.
+ */
 export function throttleCounts(policy: ThrottlePolicy, state: ThrottleState | null, now: number): ThrottleCounts {
-  const figures = windowFigures(countsWindow(policy.windowSeconds), state, now);
-  return { requests: figures.calls, accepts: figures.calls - figures.failures };
+  if (state === null || state.type !== 'time') return NO_COUNTS;
+  const from = Math.floor(now / 1000) - policy.windowSeconds + 1;
+  let requests = 0;
+  let notAccepted = 0;
+  for (const b of state.buckets) {
+    if (b[0] < from) continue;
+    requests += b[1];
+    notAccepted += b[2];
+  }
+  return { requests, accepts: requests - notAccepted };
 }
 
 /** The book's formula: `max(0, (requests - k * accepts) / (requests + 1))`, in [0, 1). */
@@ -141,5 +156,8 @@ export function countRequest(policy: ThrottlePolicy, state: ThrottleState | null
  */
 export function decideThrottle(policy: ThrottlePolicy, state: ThrottleState | null, now: number, random: RandomSource): ThrottleDecision {
   const probability = state === null ? 0 : currentThrottleProbability(policy, state, now);
-  return { throttled: probability > 0 && random() < probability, probability };
+  if (probability === 0) return NOT_THROTTLED; // a healthy circuit: no draw, no allocation
+  return { throttled: random() < probability, probability };
 }
+
+const NOT_THROTTLED: ThrottleDecision = Object.freeze({ throttled: false, probability: 0 });
