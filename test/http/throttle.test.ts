@@ -3,6 +3,7 @@ import { buildApp } from '../helper.js';
 
 type App = ReturnType<typeof buildApp>;
 const MERGE = { 'content-type': 'application/merge-patch+json' };
+// biome-ignore lint/suspicious/noExplicitAny: answers are read as loose JSON, as in the other HTTP suites
 const json = async (res: Response) => (await res.json()) as any;
 const patch = (t: App, name: string, body: unknown) => t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
 const get = async (t: App, name: string) => json(await t.request('GET', `/circuits/${name}`));
