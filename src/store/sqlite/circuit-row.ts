@@ -3,7 +3,7 @@ import type { BackoffPolicy, ForcedState, WindowPolicy } from '../../domain/poli
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
 
-/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0006). */
+/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0007). */
 export interface CircuitRow {
   id: number;
   name: string;
