@@ -38,6 +38,8 @@ export function refusal(body: Record<string, unknown>, headers: Readonly<Record<
     const p = body.throttle_probability;
     return { allowed: false, state: 'closed', retryAt, retryAfterMs, forced: false, throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 } };
   }
+  // A caller's isolation has its own open_until, whatever the circuit's state.
+  if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
@@ -63,6 +65,8 @@ export function parseTransition(data: string, id: string): TransitionEvent | nul
       to: stateOf(d.to, 'closed'),
       reason: String(d.reason ?? ''),
       at: String(d.at ?? ''),
+      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string') ? { callers: d.callers as string[] } : {}),
+      ...(typeof d.until === 'string' ? { until: d.until } : {}),
     };
   } catch {
     return null;

@@ -37,7 +37,7 @@ export class LocalBreakers {
 
   admit(name: string, known: KnownCircuit | undefined): Verdict {
     const now = this.clock();
-    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs }, this.random);
+    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs }, undefined, this.random);
     this.put(name, step.circuit);
     return step.verdict;
   }

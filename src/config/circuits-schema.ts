@@ -17,6 +17,7 @@ export const circuitDefaultsSchema = z
     backoff: policyFields.backoff.default(defaults.backoff),
     forced_state: policyFields.forced_state.default(defaults.forcedState),
     throttle: policyFields.throttle.default(defaults.throttle),
+    quorum: policyFields.quorum, // absent: none
     probe_lease_seconds: positiveInt(86_400).default(POLICY_DEFAULTS.probeLeaseSeconds), // at most 1 day
   })
   .strict()
@@ -29,6 +30,7 @@ export const policyOverrides = {
   backoff: policyFields.backoff.optional(),
   forced_state: policyFields.forced_state.optional(),
   throttle: policyFields.throttle.optional(),
+  quorum: policyFields.quorum,
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */

@@ -134,5 +134,6 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     backoff: u.backoff ?? d.backoff,
     forced_state: u.forced_state ?? d.forcedState,
     throttle: u.throttle ?? d.throttle,
+    quorum: u.quorum ?? null,
   });
 }

@@ -4,7 +4,7 @@
  * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type WindowPolicy } from './policy.js';
+import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type QuorumPolicy, type WindowPolicy } from './policy.js';
 import { THROTTLE_LIMITS, type ThrottlePolicy } from './throttle.js';
 
 /** `window` on the wire; a member left out (or null) takes its default. */
@@ -29,6 +29,13 @@ export type ThrottleWire = {
   readonly window_seconds?: number | null; // seconds
 };
 
+/** `quorum` on the wire (issue 17); a member left out (or null) takes its default. */
+export type QuorumWire = {
+  readonly min_callers: number;
+  readonly window_seconds?: number | null; // seconds
+  readonly max_callers?: number | null;
+};
+
 /** A complete policy on the wire. */
 export type PolicyWire = {
   readonly failure_threshold: number;
@@ -40,6 +47,8 @@ export type PolicyWire = {
   readonly forced_state: ForcedState | null;
   /** Left out: none (a policy written before it existed). */
   readonly throttle?: ThrottleWire | null;
+  /** Absent means null (none): policies written before issue 17 read as they always did. */
+  readonly quorum?: QuorumWire | null;
 };
 
 function windowFromWire(w: WindowWire): WindowPolicy {
@@ -78,7 +87,13 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
     backoff: w.backoff && backoffFromWire(w.backoff, w.timeout_seconds),
     forcedState: w.forced_state,
     throttle: w.throttle == null ? null : throttleFromWire(w.throttle),
+    ...(w.quorum == null ? {} : { quorum: quorumFromWire(w.quorum) }),
   };
+}
+
+function quorumFromWire(q: QuorumWire): QuorumPolicy {
+  const defaults = POLICY_DEFAULTS.quorum;
+  return { minCallers: q.min_callers, windowSeconds: q.window_seconds ?? defaults.windowSeconds, maxCallers: q.max_callers ?? defaults.maxCallers };
 }
 
 /**
@@ -104,6 +119,8 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
     forced_state: p.forcedState,
     throttle: p.throttle && { k: p.throttle.k, window_seconds: p.throttle.windowSeconds },
+    // Only when set, as the domain's own field: policies without one read as they always did.
+    ...(p.quorum == null ? {} : { quorum: { min_callers: p.quorum.minCallers, window_seconds: p.quorum.windowSeconds, max_callers: p.quorum.maxCallers } }),
   };
 }
 

@@ -5,6 +5,9 @@
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
 import { sameThrottle, type ThrottlePolicy } from './throttle.js';
+import { sameQuorum, type QuorumPolicy } from './quorum.js';
+
+export type { QuorumPolicy } from './quorum.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -48,6 +51,8 @@ export interface CircuitPolicy {
   readonly forcedState: ForcedState | null;
   /** Soft throttling while closed (`throttle.ts`); null: off. */
   readonly throttle: ThrottlePolicy | null;
+  /** Open for everyone only on evidence from several callers (quorum.ts); null or absent: today's rules. */
+  readonly quorum?: QuorumPolicy | null;
 }
 
 /** The three settings every caller names; the rest default as in `POLICY_DEFAULTS.circuit`. */
@@ -65,6 +70,8 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
     throttle: settings.throttle ?? null,
+    // Only when set: circuits without one keep the shape they always had.
+    ...(settings.quorum == null ? {} : { quorum: settings.quorum }),
   };
 }
 
@@ -101,7 +108,8 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     a.forcedState === b.forcedState &&
     sameWindow(a.window, b.window) &&
     sameBackoff(a.backoff, b.backoff) &&
-    sameThrottle(a.throttle, b.throttle)
+    sameThrottle(a.throttle, b.throttle) &&
+    sameQuorum(a.quorum, b.quorum)
   );
 }
 
@@ -116,6 +124,7 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     backoff: p.backoff,
     forcedState: p.forcedState,
     throttle: p.throttle,
+    ...(p.quorum == null ? {} : { quorum: p.quorum }),
   };
 }
 

@@ -14,6 +14,8 @@ export interface GaugeCircuit {
   readonly windowState: WindowState | null;
   readonly throttle: ThrottlePolicy | null;
   readonly throttleState: ThrottleState | null;
+  /** Callers a quorum circuit isolates now (issue 17); null without a quorum. */
+  readonly isolatedCallers: number | null;
 }
 
 export type StateCounts = Record<CircuitState, number>;

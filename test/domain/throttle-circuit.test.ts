@@ -23,7 +23,7 @@ function feed(c: Circuit, n: number, successes: number, now = T0): Circuit {
 describe('soft throttling in the breaker', () => {
   it('admits every call on a healthy circuit without drawing or writing', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 10);
-    const step = admit(c, T0, lease, never);
+    const step = admit(c, T0, lease, undefined, never);
     expect(step.verdict).toEqual({ allowed: true });
     expect(step.circuit).toBe(c);
   });
@@ -36,7 +36,7 @@ describe('soft throttling in the breaker', () => {
 
   it('refuses with the probability drawn against, retry in 1 s, and counts the refusal as a request', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 3);
-    const step = admit(c, T0 + 5, lease, always);
+    const step = admit(c, T0 + 5, lease, undefined, always);
     expect(step.verdict).toEqual({ allowed: false, retryAt: T0 + 5 + 1_000, throttled: { probability: 4 / 11 } });
     expect(step.transitions).toEqual([]);
     expect(counts(step.circuit, T0 + 5)).toEqual({ requests: 11, accepts: 3 });
@@ -45,7 +45,7 @@ describe('soft throttling in the breaker', () => {
   it('a refusal is not an outcome: the failure count and the window are unchanged', () => {
     const window = { type: 'count' as const, size: 10, minimumCalls: null, failureRateThreshold: 90, slowCallDurationMs: null, slowCallRateThreshold: 100 };
     const c = feed(newCircuit('svc', { ...settings, window }, T0), 10, 3);
-    const refused = admit(c, T0, lease, always).circuit;
+    const refused = admit(c, T0, lease, undefined, always).circuit;
     expect(refused.failureCount).toBe(c.failureCount);
     expect(refused.windowState).toBe(c.windowState);
     expect(refused.lastFailureAt).toBe(c.lastFailureAt);
@@ -53,15 +53,15 @@ describe('soft throttling in the breaker', () => {
 
   it('admits when the draw is at or above the probability, changing nothing', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 3);
-    const step = admit(c, T0, lease, () => 4 / 11);
+    const step = admit(c, T0, lease, undefined, () => 4 / 11);
     expect(step.verdict).toEqual({ allowed: true });
     expect(step.circuit).toBe(c);
   });
 
   it('never throttles a circuit forced closed, and a forced open one is refused as forced', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 0);
-    expect(admit({ ...c, forcedState: 'closed' }, T0, lease, always).verdict).toEqual({ allowed: true });
-    expect(admit({ ...c, forcedState: 'open' }, T0, lease, always).verdict).toMatchObject({ allowed: false, forced: true });
+    expect(admit({ ...c, forcedState: 'closed' }, T0, lease, undefined, always).verdict).toEqual({ allowed: true });
+    expect(admit({ ...c, forcedState: 'open' }, T0, lease, undefined, always).verdict).toMatchObject({ allowed: false, forced: true });
   });
 
   it('starts its counts empty when the circuit opens, and again when it closes', () => {
@@ -72,8 +72,8 @@ describe('soft throttling in the breaker', () => {
     expect(c.throttleState).toBeNull();
     c = refresh(c, T0 + 30_000).circuit;
     expect(c.state).toBe('half_open');
-    expect(admit(c, T0 + 30_000, lease, never).verdict).toEqual({ allowed: true }); // a probe, not throttled
-    c = recordOutcome(admit(c, T0 + 30_000, lease, never).circuit, { success: true }, T0 + 30_001).circuit;
+    expect(admit(c, T0 + 30_000, lease, undefined, never).verdict).toEqual({ allowed: true }); // a probe, not throttled
+    c = recordOutcome(admit(c, T0 + 30_000, lease, undefined, never).circuit, { success: true }, T0 + 30_001).circuit;
     expect(c.state).toBe('closed');
     expect(c.throttleState).toBeNull();
     expect(currentThrottleProbability(c.throttle!, c.throttleState, T0 + 30_001)).toBe(0);
@@ -103,6 +103,6 @@ describe('soft throttling in the breaker', () => {
   it('lets old requests leave the window: p falls back to 0 once the failures are older than window_seconds', () => {
     const c = feed(newCircuit('svc', settings, T0), 50, 0);
     expect(currentThrottleProbability(c.throttle!, c.throttleState, T0 + 59_999)).toBe(50 / 51);
-    expect(admit(c, T0 + 60_000, lease, never).verdict).toEqual({ allowed: true });
+    expect(admit(c, T0 + 60_000, lease, undefined, never).verdict).toEqual({ allowed: true });
   });
 });

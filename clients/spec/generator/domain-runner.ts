@@ -33,8 +33,13 @@ export interface RunnableVector {
 
 export function wireVerdict(v: Verdict): WireVerdict {
   if (v.allowed) return { allowed: true };
-  const refused = { allowed: false as const, retry_at_ms: v.retryAt, forced: v.forced === true };
-  return v.throttled === undefined ? refused : { ...refused, throttled: true };
+  return {
+    allowed: false,
+    retry_at_ms: v.retryAt,
+    forced: v.forced === true,
+    ...(v.scope === undefined ? {} : { scope: v.scope }),
+    ...(v.throttled === undefined ? {} : { throttled: true as const }),
+  };
 }
 
 function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): Expect {
@@ -75,12 +80,12 @@ function drawOf(event: { readonly draw?: number }): () => number {
 function apply(c: Circuit, event: WireEvent, now: number, rule: OutcomeRule, probeLeaseMs: number): { step: DomainStep; verdict: Verdict } {
   switch (event.type) {
     case 'admit': {
-      const admission = admit(c, now, { probeLeaseMs }, drawOf(event));
+      const admission = admit(c, now, { probeLeaseMs }, event.caller, drawOf(event));
       return { step: admission, verdict: admission.verdict };
     }
     case 'outcome':
       return peeked(
-        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms) }, now),
+        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms), ...(event.caller === undefined ? {} : { caller: event.caller }) }, now),
         now,
       );
     case 'reset':

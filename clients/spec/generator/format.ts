@@ -14,6 +14,8 @@ export type WireEvent =
       readonly type: 'admit';
       /** The uniform random number in [0, 1) a throttled circuit draws (vectors with a `throttle` only). */
       readonly draw?: number;
+      /** The asking caller (`?caller=`; `quorum` vectors only). */
+      readonly caller?: string;
     }
   | {
       readonly type: 'outcome';
@@ -23,13 +25,15 @@ export type WireEvent =
       readonly timeout_seconds?: number;
       /** When the call ended, by the caller's clock (`POST /outcomes` `at`); absent: not sent. */
       readonly ended_at_ms?: number;
+      /** Who made the call (`caller`; `quorum` vectors only): counted toward a quorum and its own isolation. */
+      readonly caller?: string;
     }
   | { readonly type: 'reset' }
   | { readonly type: 'configure'; readonly policy: PolicyWire };
 
 export type WireVerdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly throttled?: true };
+  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller'; readonly throttled?: true };
 
 export interface WireTransition {
   readonly from: WireState;

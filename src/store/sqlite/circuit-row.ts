@@ -2,8 +2,10 @@ import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import type { BackoffPolicy, ForcedState, WindowPolicy } from '../../domain/policy.js';
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
+import type { QuorumPolicy } from '../../domain/quorum.js';
+import type { CallerEntry } from '../../domain/caller-state.js';
 
-/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0007). */
+/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0006, 0007). */
 export interface CircuitRow {
   id: number;
   name: string;
@@ -29,6 +31,8 @@ export interface CircuitRow {
   state_changed_at: number | null;
   throttle_policy: string | null;
   throttle_state: string | null;
+  quorum_policy: string | null;
+  callers: string | null;
 }
 
 const NO_LEASES: readonly number[] = Object.freeze([]);
@@ -60,6 +64,9 @@ export function fromRow(row: CircuitRow): Circuit {
     stateChangedAt: row.state_changed_at,
     throttle: row.throttle_policy === null ? null : (JSON.parse(row.throttle_policy) as ThrottlePolicy),
     throttleState: row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState),
+    // Issue 17, only when set: circuits without a quorum keep the shape they always had.
+    ...(row.quorum_policy === null ? {} : { quorum: JSON.parse(row.quorum_policy) as QuorumPolicy }),
+    ...(row.callers === null ? {} : { callers: JSON.parse(row.callers) as CallerEntry[] }),
   };
 }
 
@@ -92,10 +99,12 @@ export function toParams(c: Circuit) {
     state_changed_at: c.stateChangedAt ?? null,
     throttle_policy: json(c.throttle ?? null),
     throttle_state: json(c.throttleState ?? null),
+    quorum_policy: c.quorum == null ? null : JSON.stringify(c.quorum),
+    callers: c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
   };
 }
 
 export const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
   backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at,
-  throttle_policy, throttle_state`;
+  throttle_policy, throttle_state, quorum_policy, callers`;

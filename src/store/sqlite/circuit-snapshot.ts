@@ -3,6 +3,7 @@ import type { CircuitState } from '../../domain/circuit.js';
 import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
+import { isolatedCallerCount, type CallerEntry } from '../../domain/caller-state.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
 
 /** The columns of a circuits row the gauges read. */
@@ -14,6 +15,8 @@ interface GaugeRow {
   window_state: string | null;
   throttle_policy: string | null;
   throttle_state: string | null;
+  quorum_policy: string | null;
+  callers: string | null;
   effective_state: CircuitState;
 }
 
@@ -39,7 +42,7 @@ export class CircuitSnapshot implements SnapshotReader {
     // Only the columns the gauges read (GaugeCircuit): with 10,000 rows, building every
     // column of each was most of a scrape's time and garbage.
     this.firstCircuits = db.prepare<{ now: number; limit: number }, GaugeRow>(
-      `SELECT id, name, forced_state, window_policy, window_state, throttle_policy, throttle_state, ${effective} AS effective_state
+      `SELECT id, name, forced_state, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers, ${effective} AS effective_state
        FROM circuits ORDER BY id LIMIT @limit`,
     );
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
@@ -76,5 +79,6 @@ function toGauge(row: GaugeRow): GaugeCircuit {
   const throttle = row.throttle_policy === null ? null : (JSON.parse(row.throttle_policy) as ThrottlePolicy);
   const throttleState = throttle === null || row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState);
   const forcedState = row.forced_state === 'open' || row.forced_state === 'closed' ? row.forced_state : null;
-  return { id: row.id, name: row.name, state: row.effective_state, forcedState, window, windowState, throttle, throttleState };
+  const isolatedCallers = row.quorum_policy === null ? null : row.callers === null ? 0 : isolatedCallerCount(JSON.parse(row.callers) as CallerEntry[]);
+  return { id: row.id, name: row.name, state: row.effective_state, forcedState, window, windowState, throttle, throttleState, isolatedCallers };
 }
