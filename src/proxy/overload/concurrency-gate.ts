@@ -8,12 +8,17 @@ export type ConcurrencySettings =
 /** Why a request was refused a slot: the `reason` label of circuitlog_proxy_shed_total. */
 export type ShedReason = 'limit' | 'queue_full' | 'queue_timeout';
 
-/** How an admitted request ended, for the adaptive limit. */
+/**
+ * How an admitted request ended, for the adaptive limit: `answered` (a node's head arrived,
+ * whatever its status), `dropped` (the node did not answer in time: a loss, for Vegas), or
+ * `unjudged` (no word on the upstream's latency: the caller left, no node was reachable).
+ */
 export type Ending = 'answered' | 'dropped' | 'unjudged';
 
-/** A slot: released exactly once, with how the request ended. */
+/** A slot: its latency observed at most once, released exactly once. */
 export interface Permit {
   readonly sample: Sample;
+  observed: boolean;
   released: boolean;
 }
 
@@ -83,19 +88,32 @@ export class ConcurrencyGate {
     return { result, cancel: () => this.leave(waiter, 'queue_timeout') };
   }
 
-  /** The request is over: the slot goes to the oldest waiter, if any. */
-  release(permit: Permit, ending: Ending): void {
+  /**
+   * The request's answer (its head) arrived, or it ended without one: its latency since the
+   * slot was taken is a sample of the adaptive limit. Only the first call counts.
+   */
+  observe(permit: Permit, ending: Ending): void {
+    if (permit.observed) return;
+    permit.observed = true;
+    if (this.adaptive === null || ending === 'unjudged') return;
+    if (this.adaptive.answered(permit.sample, this.clock(), ending === 'dropped')) {
+      this.onLimit(this.limit);
+      this.admitWaiters(); // the limit may have grown
+    }
+  }
+
+  /** The request is over (its answer streamed, or it failed): the slot goes to the oldest waiter, if any. */
+  release(permit: Permit): void {
     if (permit.released) return;
     permit.released = true;
     this.inFlightCount--;
-    if (this.adaptive !== null && ending !== 'unjudged' && this.adaptive.answered(permit.sample, this.clock(), ending === 'dropped')) this.onLimit(this.limit);
     this.admitWaiters();
   }
 
   private take(): Permit {
     this.inFlightCount++;
     const now = this.clock();
-    return { sample: this.adaptive?.sent(now, this.inFlightCount) ?? { startedAt: now, inFlight: this.inFlightCount, probe: 0 }, released: false };
+    return { sample: this.adaptive?.sent(now, this.inFlightCount) ?? { startedAt: now, inFlight: this.inFlightCount, probe: 0 }, observed: false, released: false };
   }
 
   private admitWaiters(): void {

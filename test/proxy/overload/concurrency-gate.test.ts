@@ -14,7 +14,7 @@ describe('ConcurrencyGate', () => {
     expect(gate.tryAcquire()).not.toBeNull();
     expect(gate.tryAcquire()).toBeNull();
     expect(gate.inFlight).toBe(2);
-    gate.release(a, 'answered');
+    gate.release(a);
     expect(gate.inFlight).toBe(1);
     expect(gate.tryAcquire()).not.toBeNull();
   });
@@ -23,8 +23,8 @@ describe('ConcurrencyGate', () => {
     const gate = new ConcurrencyGate(fixed(2), () => 0);
     const a = gate.tryAcquire()!;
     gate.tryAcquire();
-    gate.release(a, 'answered');
-    gate.release(a, 'answered');
+    gate.release(a);
+    gate.release(a);
     expect(gate.inFlight).toBe(1);
   });
 
@@ -41,7 +41,7 @@ describe('ConcurrencyGate', () => {
     const a = gate.wait().result.then((p) => order.push(typeof p === 'string' ? p : 'a'));
     const b = gate.wait().result.then((p) => order.push(typeof p === 'string' ? p : 'b'));
     expect(gate.tryAcquire()).toBeNull(); // waiters come first
-    gate.release(first, 'answered');
+    gate.release(first);
     await a;
     expect(order).toEqual(['a']);
     expect(gate.queued).toBe(1);
@@ -65,7 +65,7 @@ describe('ConcurrencyGate', () => {
     const w = gate.wait();
     w.cancel();
     expect(gate.queued).toBe(0);
-    gate.release(first, 'answered');
+    gate.release(first);
     expect(gate.inFlight).toBe(0);
     expect(await w.result).toBe('queue_timeout');
   });
@@ -77,7 +77,10 @@ describe('ConcurrencyGate', () => {
     for (let w = 0; w < 3; w++) {
       const permits = Array.from({ length: Math.max(MIN_SAMPLES, gate.limit) }, () => gate.tryAcquire()).filter((p) => p !== null);
       now += 100;
-      for (const p of permits) gate.release(p, 'answered');
+      for (const p of permits) {
+        gate.observe(p, 'answered');
+        gate.release(p);
+      }
     }
     expect(limits.length).toBeGreaterThan(0);
     expect(gate.limit).toBeGreaterThan(20);
@@ -89,7 +92,11 @@ describe('ConcurrencyGate', () => {
     const gate = new ConcurrencyGate({ limit: 'adaptive', initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000, queueMs: 0, maxQueue: 0 }, () => now);
     const permits = Array.from({ length: 20 }, () => gate.tryAcquire()!);
     now += 100;
-    for (const p of permits) gate.release(p, 'unjudged');
+    for (const p of permits) {
+      gate.observe(p, 'unjudged');
+      gate.observe(p, 'answered'); // only the first observation counts
+      gate.release(p);
+    }
     expect(gate.noLoadMs).toBeNull();
     expect(gate.limit).toBe(20);
   });

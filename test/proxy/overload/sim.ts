@@ -54,7 +54,10 @@ export function simulate(o: SimOptions, phases: readonly Phase[]): SimResult {
         const d = done.pop()!;
         now = d.at;
         inFlight--;
-        if (d.permit !== null) gate!.release(d.permit, 'answered');
+        if (d.permit !== null) {
+          gate!.observe(d.permit, 'answered');
+          gate!.release(d.permit);
+        }
       }
       now = t;
       while (t >= slot.t * 1000 + 100) {
