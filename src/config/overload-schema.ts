@@ -3,8 +3,6 @@
  * adaptive limit on requests in flight) and `retry_budget`. docs/proxy.md#overload-control.
  */
 import { z } from 'zod';
-import type { ConcurrencySettings } from '../proxy/overload/concurrency-gate.js';
-import type { RetryBudgetSettings } from '../proxy/overload/retry-budget.js';
 
 const count = (max: number) => z.number().int().min(1).max(max);
 
@@ -60,20 +58,6 @@ export const retryBudgetSchema = z
 
 export type ConcurrencyConfig = z.infer<typeof concurrencySchema>;
 export type RetryBudgetConfig = z.infer<typeof retryBudgetSchema>;
-
-/** The gate's settings from an upstream's `max_concurrent` or `concurrency` (null: no limit). */
-export function concurrencySettings(u: { readonly max_concurrent?: number; readonly concurrency?: ConcurrencyConfig }): ConcurrencySettings | null {
-  if (u.max_concurrent !== undefined) return { limit: 'fixed', max: u.max_concurrent, queueMs: 0, maxQueue: 1 };
-  const c = u.concurrency;
-  if (c === undefined) return null;
-  if (c.limit === 'fixed') return { limit: 'fixed', max: c.max, queueMs: c.queue_ms, maxQueue: c.max_queue };
-  const initial = c.initial ?? Math.min(c.max, Math.max(c.min, ADAPTIVE_DEFAULTS.initial));
-  return { limit: 'adaptive', initial, min: c.min, max: c.max, windowMs: c.window_ms, probeIntervalMs: c.probe_interval_ms, queueMs: c.queue_ms, maxQueue: c.max_queue };
-}
-
-export function retryBudgetSettings(b: RetryBudgetConfig): RetryBudgetSettings {
-  return { percent: b.percent, minPerSecond: b.min_per_second };
-}
 
 /** For the upstream schema's superRefine: `max_concurrent` and `concurrency` are two spellings of one limit. */
 export function checkOneLimit(u: { readonly max_concurrent?: number; readonly concurrency?: unknown }, ctx: z.RefinementCtx): void {
