@@ -5,8 +5,8 @@
 // the way (failure_threshold 1,000,000; request_timeout_ms 10 s) so that the limit alone is
 // measured. Goodput: 200 answers within 2x the no-load p99, per second, against the capacity C / L.
 //
-// Per mode, one ramp: no load (0.1x, 3 s: the no-load p99), a steady half capacity (30 s:
-// refusals counted), 1x, 1.5x, 2x (5 s each), 3x (15 s: the limit's settling, goodput, p99),
+// Per mode, one ramp: no load (0.1x, 3 s: the no-load p99), half capacity (2 s of warm-up, then
+// 30 s steady: refusals counted), 1x, 1.5x, 2x (5 s each), 3x (15 s: the limit's settling, goodput, p99),
 // and 0.5x again (10 s: recovery). Then retries with every node failing: upstream traffic per
 // request with retry_budget {percent: 100} (what `retries: 1` did before) and the default budget.
 //
@@ -40,6 +40,7 @@ export async function overloadSection(ctx) {
     procs.push(upstream);
     const phases = [
       { id: 'noload', load: 0.1, sec: 3 },
+      { id: 'warm-up', load: 0.5, sec: 2 }, // the limit grows from `initial` to the load's peaks
       { id: 'steady', load: 0.5, sec: steadySec },
       { id: '1x', load: 1, sec: 5 },
       { id: '1.5x', load: 1.5, sec: 5 },
@@ -221,7 +222,7 @@ async function hits(procs) {
 function curves(modes, capacity) {
   return modes.map((m) => ({
     label: m.label,
-    points: m.phases.filter((p) => p.id !== 'recovery').map((p) => ({ load: p.load, goodput: p.goodput / capacity })),
+    points: m.phases.filter((p) => p.id !== 'recovery' && p.id !== 'warm-up').map((p) => ({ load: p.load, goodput: p.goodput / capacity })),
   }));
 }
 

@@ -66,7 +66,13 @@ export class ConcurrencyGate {
 
   /** A slot now, or null when `limit` are in flight (or others wait before us). */
   tryAcquire(): Permit | null {
-    if (this.inFlightCount < this.limit && this.waiters.length === 0) return this.take();
+    if (this.waiters.length === 0) {
+      if (this.inFlightCount < this.limit) return this.take();
+      if (this.adaptive?.grow()) {
+        this.onLimit(this.limit);
+        return this.take();
+      }
+    }
     this.adaptive?.refused();
     return null;
   }

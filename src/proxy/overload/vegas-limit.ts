@@ -5,12 +5,14 @@
  * https://github.com/Netflix/concurrency-limits). Written here from the algorithm, not ported.
  *
  * Requests are sampled in windows (at least `windowMs` and `MIN_SAMPLES` answers). A window's
- * average latency `rtt`, against the no-load latency `noLoad` (the lowest window seen since the
- * last re-measurement), estimates how many requests are waiting in the upstream's queue:
+ * median latency `rtt` (Envoy's adaptive_concurrency also takes a percentile: one stalled
+ * answer does not move it), against the no-load latency `noLoad` (the lowest window seen since
+ * the last re-measurement), estimates how many requests are waiting in the upstream's queue:
  * `queue = limit * (1 - noLoad / rtt)`. Few waiting: the limit grows; more than `beta` waiting:
- * it shrinks by half the excess; in between it holds. A window in which fewer than half the
- * limit were in flight says nothing about capacity (the caller was the bottleneck), so the limit
- * holds, and its latency re-measures `noLoad` (no probe needed: Envoy issue 8337).
+ * it shrinks by half the excess, at most a quarter a window; in between it holds. A window in which
+ * fewer than half the limit were in flight says nothing about capacity (the caller was the
+ * bottleneck), so the limit holds, and such quiet windows re-measure `noLoad` (the best of them
+ * over the interval): no probe is needed at a load the limit admits (Envoy issue 8337).
  *
  * Only when the limit is refusing requests and `noLoad` has gone a probe interval without a
  * fresh measurement is it re-measured by a probe: the limit is halved (never below `min`) until
@@ -18,8 +20,9 @@
  * probes on a timer at any load and pins the limit to its minimum meanwhile, refusing the rest:
  * the 503 bursts of envoyproxy/envoy#8337. Here a load the limit admits in full never sees a
  * probe, and half the limit keeps half the traffic flowing (halving also converges when the old
- * limit was too high). The interval starts at 1 s (the first windows may be measured under
- * load) and doubles after each probe up to `probeIntervalMs`.
+ * limit was too high). While `noLoad` has only been seen under load (a start into overload), the
+ * interval is 1 s, doubling after each probe; once a quiet window or a probe has measured it,
+ * `probeIntervalMs`.
  */
 
 /** What the algorithm needs; validated by the config schema (min <= initial <= max). */
@@ -44,11 +47,18 @@ export interface Sample {
 
 export const MIN_SAMPLES = 10;
 const FIRST_PROBE_MS = 1_000; // 1 s after the first measurement; then doubling
+const KEPT_SAMPLES = 1_000; // latencies kept per window for its median (a bound on memory)
+const MAX_STEP = 0.25; // queueing shrinks the limit by at most a quarter per window (one odd window cannot halve it)
+const LOSS_STEP = 0.1; // a timeout in the window: a tenth
+/** A window with fewer in flight than this share of the limit is quiet: the caller, not the upstream, set the pace. */
+const BUSY = 0.75;
+const DEMAND_GROWTH = 1.25; // growth on demand: at most a quarter per window
 
 interface Window {
   startedAt: number;
   count: number;
-  sumRttMs: number;
+  /** The first KEPT_SAMPLES latencies (ms): the window's latency is their median. */
+  rtts: number[];
   maxInFlight: number;
   dropped: boolean;
   /** Requests were refused during the window: the limit binds. */
@@ -67,12 +77,23 @@ export class VegasLimit {
   private probeWindow: Window | null = null;
   private probes = 0;
   private probeAfterMs: number;
+  /** The lowest latency of a quiet window since the last measurement: the next no-load latency. */
+  private quietMs: number | null = null;
+  /** `noLoad` comes from a quiet window or a probe, not only from windows under load. */
+  private confirmed = false;
+  /** The window after a probe: its answers were sent at half the limit, so it only refills. */
+  private refilling = false;
+  /** The last window showed no queueing: demand over the limit may raise it at once (`grow`). */
+  private roomy = false;
+  /** The estimate when the current window began (growth on demand at most doubles it per window). */
+  private windowBase: number;
 
   constructor(
     private readonly settings: VegasSettings,
     now: number,
   ) {
     this.estimate = settings.initial;
+    this.windowBase = settings.initial;
     this.probeAfterMs = Math.min(FIRST_PROBE_MS, settings.probeIntervalMs);
     this.measuredAt = now;
     this.window = emptyWindow(now);
@@ -98,6 +119,18 @@ export class VegasLimit {
     return { startedAt: now, inFlight, probe: this.probe };
   }
 
+  /**
+   * A request finds the limit full. While the last window showed no queueing at all, the limit
+   * grows by one for it at once (at most doubling in a window), as TCP's slow start grows per
+   * acknowledgement rather than per round trip: a load rising from quiet is not refused before
+   * a window has even closed. Returns true when it grew (admit the request).
+   */
+  grow(): boolean {
+    if (this.probe !== 0 || !this.roomy || this.estimate + 1 > Math.min(this.settings.max, DEMAND_GROWTH * this.windowBase)) return false;
+    this.estimate = Math.floor(this.estimate) + 1;
+    return true;
+  }
+
   /** A request was refused for want of a slot. */
   refused(): void {
     this.window.shed = true;
@@ -113,31 +146,58 @@ export class VegasLimit {
     addSample(this.window, rttMs, sample.inFlight, dropped);
     if (this.window.count < MIN_SAMPLES || now - this.window.startedAt < this.settings.windowMs) return false;
     const before = this.limit;
-    this.closeWindow(this.window, now);
+    if (this.refilling) this.refilling = false;
+    else this.closeWindow(this.window, now);
     this.window = emptyWindow(now);
+    this.windowBase = this.estimate;
     return this.limit !== before;
   }
 
   private closeWindow(w: Window, now: number): void {
-    const rtt = w.sumRttMs / w.count;
-    const appLimited = w.maxInFlight * 2 < this.estimate;
-    const stale = now - this.measuredAt >= this.probeAfterMs;
-    if (this.noLoadMs === null || rtt < this.noLoadMs || (appLimited && stale && !w.dropped)) {
-      this.noLoadMs = rtt;
-      this.measuredAt = now;
+    const rtt = median(w.rtts);
+    const appLimited = w.maxInFlight < BUSY * this.estimate;
+    const stale = now - this.measuredAt >= (this.confirmed ? this.settings.probeIntervalMs : this.probeAfterMs);
+    // A quiet window re-measures, with the best quiet window of the interval (one stalled
+    // window, a GC pause, must not double the no-load latency).
+    const quiet = appLimited && !w.dropped;
+    this.roomy = false;
+    if (quiet) this.quietMs = Math.min(this.quietMs ?? rtt, rtt);
+    if (this.noLoadMs === null || rtt < this.noLoadMs) this.measured(rtt, now, quiet || this.confirmed);
+    else if (quiet && stale) this.measured(this.quietMs!, now, true);
+    if (w.dropped) return this.shrink(w, LOSS_STEP * this.estimate);
+    if (appLimited) {
+      this.roomy = rtt <= this.noLoadMs! * 1.05; // about the no-load latency: nothing queues
+      return; // not a word on capacity: hold (Netflix: "prevent upward drift")
     }
-    if (w.dropped) return this.set(this.estimate * 0.9);
-    if (appLimited) return; // not a word on capacity: hold (Netflix: "prevent upward drift")
     if (stale && w.shed) return this.startProbe(now);
-    const queue = this.estimate * (1 - this.noLoadMs / rtt);
+    const queue = this.estimate * (1 - this.noLoadMs! / rtt);
     const alpha = Math.max(1, 0.05 * this.estimate);
     const beta = Math.max(2, 0.1 * this.estimate);
+    this.roomy = queue < alpha / 2;
     if (queue < alpha / 2) this.set(this.estimate + beta);
     else if (queue < alpha) this.set(this.estimate + 1);
-    else if (queue > beta) this.set(this.estimate - Math.max(1, (queue - alpha) / 2));
+    else if (queue > beta) this.shrink(w, Math.min(MAX_STEP * this.estimate, Math.max(1, (queue - alpha) / 2)));
+  }
+
+  /**
+   * Shrink by `step`; while it refuses nothing, never below twice the window's peak in flight:
+   * a latency blip (a pause of this process, a noisy neighbour) must not turn a load the
+   * upstream takes into refusals. Once it refuses, only `min` bounds it.
+   */
+  private shrink(w: Window, step: number): void {
+    const floor = w.shed ? this.settings.min : Math.min(this.estimate, 2 * w.maxInFlight);
+    this.set(Math.max(floor, this.estimate - step));
+  }
+
+  private measured(noLoadMs: number, now: number, confirmed: boolean): void {
+    this.noLoadMs = noLoadMs;
+    this.measuredAt = now;
+    this.quietMs = null;
+    this.confirmed = confirmed;
   }
 
   private startProbe(now: number): void {
+    this.roomy = false;
     this.probe = ++this.probes;
     this.probeAfterMs = Math.min(this.probeAfterMs * 2, this.settings.probeIntervalMs);
     this.probeStartedAt = now;
@@ -150,11 +210,17 @@ export class VegasLimit {
     if (sample.probe === this.probe && sample.inFlight <= this.limit) addSample(w, rttMs, sample.inFlight, dropped);
     const timedOut = now - this.probeStartedAt > 10 * (this.noLoadMs ?? 0) + this.settings.windowMs;
     if (w.count < MIN_SAMPLES && !timedOut) return false;
-    if (w.count >= MIN_SAMPLES && !w.dropped) this.noLoadMs = w.sumRttMs / w.count;
-    this.measuredAt = now; // a failed probe is not retried before the next interval
+    if (w.count >= MIN_SAMPLES && !w.dropped) {
+      // Well under the old no-load latency: the old one was measured under load, and half the
+      // limit may still queue; probe again soon (the interval doubles) until a probe agrees.
+      const rtt = median(w.rtts);
+      this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
+    }
+    else this.measuredAt = now; // a failed probe is not retried before the next interval
     this.probe = 0;
     this.probeWindow = null;
     this.window = emptyWindow(now);
+    this.refilling = true;
     return true;
   }
 
@@ -164,12 +230,18 @@ export class VegasLimit {
 }
 
 function emptyWindow(now: number): Window {
-  return { startedAt: now, count: 0, sumRttMs: 0, maxInFlight: 0, dropped: false, shed: false };
+  return { startedAt: now, count: 0, rtts: [], maxInFlight: 0, dropped: false, shed: false };
 }
 
 function addSample(w: Window, rttMs: number, inFlight: number, dropped: boolean): void {
   w.count++;
-  w.sumRttMs += rttMs;
+  if (w.rtts.length < KEPT_SAMPLES) w.rtts.push(rttMs);
   if (inFlight > w.maxInFlight) w.maxInFlight = inFlight;
   if (dropped) w.dropped = true;
+}
+
+function median(values: number[]): number {
+  values.sort((a, b) => a - b);
+  const mid = values.length >> 1;
+  return values.length % 2 === 1 ? values[mid]! : (values[mid - 1]! + values[mid]!) / 2;
 }

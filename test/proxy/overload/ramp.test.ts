@@ -10,6 +10,16 @@ const upstream = { capacity: C, latencyMs: LATENCY_MS };
 const quiet = { load: 0.1, seconds: 5 }; // the no-load latency, measured first
 
 describe('adaptive concurrency against an upstream with a real capacity (simulated)', () => {
+  it('from a steady half-capacity load to 3x, keeps goodput >= 90% and admitted p99 <= 2x the no-load p99', () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const r = simulate({ ...upstream, concurrency: adaptive(), seed }, [quiet, { load: 0.5, seconds: 30 }, { load: 3, seconds: 15 }]);
+      const noLoadP99 = percentile(r.phases[0]!.latencies, 99);
+      const overload = r.phases[2]!;
+      expect(overload.good(2 * noLoadP99) / overload.seconds).toBeGreaterThanOrEqual(0.9 * CAPACITY_PER_S);
+      expect(percentile(overload.latencies, 99)).toBeLessThanOrEqual(2 * noLoadP99);
+    }
+  });
+
   it('at 3x capacity keeps goodput >= 90% of capacity and admitted p99 <= 2x the no-load p99; with no limit both collapse', () => {
     const limited = simulate({ ...upstream, concurrency: adaptive() }, [quiet, { load: 3, seconds: 20 }]);
     const open = simulate({ ...upstream, concurrency: null }, [quiet, { load: 3, seconds: 20 }]);

@@ -84,19 +84,30 @@ describe('VegasLimit', () => {
     const at = { now: 0 };
     const low = new VegasLimit({ ...SETTINGS, min: 8, probeIntervalMs: 600_000 }, 0);
     run(low, at, 1, () => 20);
-    const slow = run(low, at, 30, () => 200); // ten times the no-load latency
+    const slow = run(low, at, 30, () => 200, { shed: true }); // ten times the no-load latency
     expect(Math.min(...slow)).toBe(8);
     const high = new VegasLimit({ ...SETTINGS, max: 40 }, 0);
     expect(Math.max(...run(high, { now: 0 }, 30, () => 20))).toBe(40);
   });
 
-  it('holds when fewer than half the limit are in flight (the caller is the bottleneck)', () => {
+  it('does not shrink below twice the peak in flight while it refuses nothing', () => {
+    const at = { now: 0 };
+    const limit = new VegasLimit({ ...SETTINGS, initial: 60 }, 0);
+    run(limit, at, 1, () => 20, { inFlight: () => 20 });
+    const seen = run(limit, at, 30, () => 60, { inFlight: () => 50 }); // latency tripled: a pause, not the upstream
+    expect(Math.min(...seen)).toBe(60);
+    const refusing = run(limit, at, 30, () => 60, { inFlight: () => 50, shed: true });
+    expect(refusing[29]).toBeLessThan(30);
+  });
+
+  it('holds when fewer than three quarters of the limit are in flight (the caller sets the pace)', () => {
     const limit = new VegasLimit(SETTINGS, 0);
-    expect(run(limit, { now: 0 }, 10, () => 20, { inFlight: () => 9 })).toEqual(new Array(10).fill(20));
+    expect(run(limit, { now: 0 }, 10, () => 20, { inFlight: () => 14 })).toEqual(new Array(10).fill(20));
   });
 
   it('shrinks by a tenth when a window had a timeout', () => {
     const limit = new VegasLimit(SETTINGS, 0);
+    limit.refused();
     const samples = Array.from({ length: MIN_SAMPLES }, (_, i) => limit.sent(0, i + 1));
     samples.forEach((s, i) => limit.answered(s, 150, i === 0));
     expect(limit.limit).toBe(18);
@@ -131,6 +142,24 @@ describe('VegasLimit', () => {
       probed ||= limit.probing;
     }
     expect(probed).toBe(false);
+  });
+
+  it('grows at once for demand over the limit while nothing queues, a quarter per window at most', () => {
+    const at = { now: 0 };
+    const limit = new VegasLimit(SETTINGS, 0);
+    run(limit, at, 2, () => 20, { inFlight: () => 5 }); // quiet, at the no-load latency
+    let grown = 0;
+    while (limit.grow()) grown++;
+    expect(grown).toBe(5); // 20 -> 25
+    expect(limit.limit).toBe(25);
+  });
+
+  it('does not grow on demand when the last window queued', () => {
+    const at = { now: 0 };
+    const limit = new VegasLimit(SETTINGS, 0);
+    run(limit, at, 1, () => 20);
+    run(limit, at, 1, () => 30);
+    expect(limit.grow()).toBe(false);
   });
 
   it('holds half the limit, never min, while probing', () => {
