@@ -23,7 +23,7 @@ export interface Permit {
 }
 
 interface Waiter {
-  readonly grant: (permit: Permit | ShedReason) => void;
+  readonly grant: (permit: Permit | ShedReason | 'cancelled') => void;
   timer: NodeJS.Timeout | null;
 }
 
@@ -79,19 +79,19 @@ export class ConcurrencyGate {
 
   /**
    * Wait up to `queueMs` for a slot. Resolves with the permit, or the reason it was refused;
-   * `cancel` (the caller hung up) leaves the queue. Only after `tryAcquire` returned null.
+   * `cancel` (the caller hung up) leaves the queue ('cancelled'). Only after `tryAcquire` returned null.
    */
-  wait(): { readonly result: Promise<Permit | ShedReason>; readonly cancel: () => void } {
+  wait(): { readonly result: Promise<Permit | ShedReason | 'cancelled'>; readonly cancel: () => void } {
     if (this.settings.queueMs === 0) return { result: Promise.resolve('limit'), cancel: noop };
     if (this.waiters.length >= this.settings.maxQueue) return { result: Promise.resolve('queue_full'), cancel: noop };
     let waiter!: Waiter;
-    const result = new Promise<Permit | ShedReason>((resolve) => {
+    const result = new Promise<Permit | ShedReason | 'cancelled'>((resolve) => {
       waiter = { grant: resolve, timer: null };
     });
     waiter.timer = setTimeout(() => this.leave(waiter, 'queue_timeout'), this.settings.queueMs);
     waiter.timer.unref?.();
     this.waiters.push(waiter);
-    return { result, cancel: () => this.leave(waiter, 'queue_timeout') };
+    return { result, cancel: () => this.leave(waiter, 'cancelled') };
   }
 
   /**
@@ -130,7 +130,7 @@ export class ConcurrencyGate {
     }
   }
 
-  private leave(waiter: Waiter, reason: ShedReason): void {
+  private leave(waiter: Waiter, reason: ShedReason | 'cancelled'): void {
     const i = this.waiters.indexOf(waiter);
     if (i === -1) return;
     this.waiters.splice(i, 1);

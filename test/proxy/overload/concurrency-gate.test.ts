@@ -67,7 +67,7 @@ describe('ConcurrencyGate', () => {
     expect(gate.queued).toBe(0);
     gate.release(first);
     expect(gate.inFlight).toBe(0);
-    expect(await w.result).toBe('queue_timeout');
+    expect(await w.result).toBe('cancelled');
   });
 
   it('feeds the adaptive limit and reports its changes', () => {
