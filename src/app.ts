@@ -5,6 +5,7 @@ import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
+import { nodeCircuitName } from './domain/circuit-name.js';
 import { AppError } from './domain/errors.js';
 import { checkHost, misdirected, refuseCrossSite, type HostRule } from './http/browser-guard.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
@@ -208,7 +209,7 @@ export function createApp(deps: AppDeps): App {
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
 function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
-  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => `${u}/${n.id}`)));
+  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => nodeCircuitName(u, n.id))));
   return (name) => names.has(name);
 }
 

@@ -1,10 +1,14 @@
 /**
- * The wire form (snake_case JSON, also the config file's) of a circuit's policy, its
- * validation, and RFC 7396 merge patches of it. Shared by the config loader and the HTTP
- * API; the domain's own `CircuitPolicy` stays free of any library.
+ * Validation of a circuit's policy in its wire form (snake_case JSON, also the config
+ * file's), shared by the config loader and the HTTP API. The mapping to the domain's
+ * `CircuitPolicy` and its defaults are the domain's (`domain/policy-wire.ts`,
+ * `domain/policy-defaults.ts`); zod stays here, at the edges.
  */
 import { z } from 'zod';
-import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, minimumCalls, type CircuitPolicy } from './domain/policy.js';
+import type { PolicyWire } from './domain/policy-wire.js';
+
+export { policyFromWire, policyToWire, type PolicyWire } from './domain/policy-wire.js';
+export { mergePatch, patchedPolicy } from './domain/policy-patch.js';
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 const percent = z.number().gt(0).max(100);
@@ -55,83 +59,5 @@ export function checkPolicy(p: { timeout_seconds: number; backoff?: z.infer<type
   }
 }
 
-/** A complete policy in wire form. */
-export const policySchema = z.object(policyFields).strict().superRefine(checkPolicy);
-export type PolicyWire = z.infer<typeof policySchema>;
-
-/** Wire form to the domain's policy, filling the defaults. */
-export function policyFromWire(w: PolicyWire): CircuitPolicy {
-  return {
-    failureThreshold: w.failure_threshold,
-    timeoutSeconds: w.timeout_seconds,
-    halfOpenMaxCalls: w.half_open_max_calls,
-    successThreshold: w.success_threshold,
-    window: w.window && {
-      type: w.window.type,
-      size: w.window.size,
-      minimumCalls: w.window.minimum_calls ?? null,
-      failureRateThreshold: w.window.failure_rate_threshold ?? WINDOW_DEFAULTS.failureRateThreshold,
-      slowCallDurationMs: w.window.slow_call_duration_ms ?? null,
-      slowCallRateThreshold: w.window.slow_call_rate_threshold ?? WINDOW_DEFAULTS.slowCallRateThreshold,
-    },
-    backoff: w.backoff && {
-      multiplier: w.backoff.multiplier ?? BACKOFF_DEFAULTS.multiplier,
-      maxTimeoutSeconds: w.backoff.max_timeout_seconds ?? Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, w.timeout_seconds),
-    },
-    forcedState: w.forced_state,
-  };
-}
-
-/**
- * The domain's policy in wire form. `resolved` (for display) spells out the window's
- * default minimum_calls; without it (a merge base) a defaulted member is left out, so it
- * keeps following its default.
- */
-export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
-  const w = p.window;
-  return {
-    failure_threshold: p.failureThreshold,
-    timeout_seconds: p.timeoutSeconds,
-    half_open_max_calls: p.halfOpenMaxCalls,
-    success_threshold: p.successThreshold,
-    window: w && {
-      type: w.type,
-      size: w.size,
-      ...(resolved || w.minimumCalls !== null ? { minimum_calls: minimumCalls(w) } : {}),
-      failure_rate_threshold: w.failureRateThreshold,
-      ...(resolved || w.slowCallDurationMs !== null ? { slow_call_duration_ms: w.slowCallDurationMs } : {}),
-      slow_call_rate_threshold: w.slowCallRateThreshold,
-    },
-    backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
-    forced_state: p.forcedState,
-  };
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** RFC 7396 section 2: a member set to null is removed; objects merge recursively; anything else replaces. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isObject(patch)) return patch;
-  const out: Record<string, unknown> = isObject(target) ? { ...target } : {};
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) delete out[key];
-    else out[key] = mergePatch(out[key], value);
-  }
-  return out;
-}
-
-const NULLABLE = new Set(['window', 'backoff', 'forced_state']);
-
-/**
- * The policy after a merge patch, unvalidated. A top-level field sent as null means
- * "none" for `window`, `backoff` and `forced_state` and "the default" for the others;
- * inside `window`/`backoff` a null member returns to its default.
- */
-export function patchedPolicy(current: CircuitPolicy, defaults: CircuitPolicy, patch: Record<string, unknown>): unknown {
-  const merged = mergePatch(policyToWire(current, false), patch) as Record<string, unknown>;
-  const fallback = policyToWire(defaults, false) as Record<string, unknown>;
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) merged[key] = NULLABLE.has(key) ? null : fallback[key];
-  }
-  return merged;
-}
+/** A complete policy in wire form; its output is the domain's `PolicyWire`. */
+export const policySchema = z.object(policyFields).strict().superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;

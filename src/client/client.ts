@@ -6,95 +6,59 @@
 
 import { performance } from 'node:perf_hooks';
 import type { CircuitState } from '../domain/circuit.js';
-import { circuitNameProblem } from '../domain/circuit-name.js';
-import { CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+import { Admission, checkName, isRefusal } from './admission.js';
+import { CircuitlogUnavailableError } from './errors.js';
 import { Emitter } from './emitter.js';
-import { createHttpTransport } from './http-transport.js';
-import { LocalBreakers, type KnownCircuit } from './local-breaker.js';
+import { Link } from './link.js';
+import { LocalBreakers } from './local-breaker.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
-import { SSE_LIMITS } from './sse.js';
-import { classify, withTimeout } from './run-call.js';
-import { StreamKeeper, backoffDelay } from './stream-keeper.js';
-import { TransportError, type Transport } from './transport.js';
-import { CircuitView, admitsLocally, effectiveState, forcedFrom, type ViewEntry } from './view.js';
+import { InFlight, classify, withTimeout } from './run-call.js';
+import { clientSettings } from './settings.js';
+import { StreamKeeper } from './stream-keeper.js';
+import type { Transport } from './transport.js';
+import { CircuitView, effectiveState } from './view.js';
 
 const NEVER_ABORTED = new AbortController().signal;
-// How often a circuit's policy (which changes without a transition) is fetched again; sooner
-// while circuitlog does not know the circuit yet (it is created by its first outcome).
-const POLICY_REFRESH_MS = 60_000; // 60 s
-const UNKNOWN_POLICY_REFRESH_MS = 1_000; // 1 s
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 
 export class CircuitlogClient {
   private readonly transport: Transport;
   private readonly clock: () => number;
-  private readonly failOpen: boolean;
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
   private readonly local: LocalBreakers;
+  private readonly link: Link;
+  private readonly admission: Admission;
   private readonly queue: OutcomeQueue;
   private readonly stream: StreamKeeper;
   private readonly events = new Emitter<ClientEvents>();
-  private streamUp = false;
-  private reachable = true; // until a request fails, assume circuitlog answers
-  private generation = 0;
-  private inFlight = 0;
-  private idleWaiters: (() => void)[] = [];
+  private readonly inFlight = new InFlight();
   private readyWaiters: (() => void)[] = [];
   private closing: Promise<void> | null = null;
-  private counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0 };
 
   constructor(options: ClientOptions) {
-    const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 5_000; // 5 s
-    this.clock = options.clock ?? Date.now;
-    this.failOpen = options.failOpen ?? true;
-    this.closeTimeoutMs = options.closeTimeoutMs ?? 10_000; // 10 s
-    this.transport =
-      options.transport ??
-      createHttpTransport({
-        url: options.url,
-        token: options.token,
-        requestTimeoutMs: options.requestTimeoutMs ?? 2_000, // 2 s, a deadline
-        maxResponseBytes: options.maxResponseBytes,
-        streamLimits: {
-          maxLineChars: options.maxStreamLineChars ?? SSE_LIMITS.maxLineChars,
-          maxEventChars: options.maxStreamEventChars ?? SSE_LIMITS.maxEventChars,
-        },
-        streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 45_000, // 45 s: three missed heartbeats
-        connections: options.connections ?? 8,
-      });
-    const maxCircuits = options.maxCircuits ?? 10_000;
-    if (!Number.isInteger(maxCircuits) || maxCircuits < 1) throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
-    this.view = new CircuitView(maxCircuits);
-    this.local = new LocalBreakers(
-      this.clock,
-      { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, ...options.localDefaults },
-      10_000, // 10 s: a local probe's lease, as the server's default
-      maxCircuits,
-    );
-    this.queue = new OutcomeQueue(
-      {
-        flushAt: Math.min(options.flushAt ?? 250, options.maxBatch ?? 1_000),
-        maxBatch: options.maxBatch ?? 1_000,
-        maxInFlight: 2,
-        flushDelayMs: options.flushDelayMs ?? 5, // 5 ms
-        capacity: options.maxQueuedOutcomes ?? 10_000,
-        retryDelayMs: (attempt) => backoffDelay(attempt, reconnectMaxDelayMs),
-      },
-      {
-        send: (batch) => this.transport.postOutcomes(batch),
-        onDelivered: () => this.setLink(this.streamUp, true),
-        onUnreachable: (error) => this.setLink(this.streamUp, false, error),
-        onRejected: (count, error) => this.events.emit('rejected', { count, error }),
-      },
-    );
+    const settings = clientSettings(options);
+    this.transport = settings.transport;
+    this.clock = settings.clock;
+    this.closeTimeoutMs = settings.closeTimeoutMs;
+    this.view = new CircuitView(settings.maxCircuits);
+    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits);
+    this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
+    const { view, local, transport, link, clock } = this;
+    this.admission = new Admission({ view, local, transport, link, clock, failOpen: settings.failOpen });
+    this.queue = new OutcomeQueue(settings.queue, {
+      send: (batch) => this.transport.postOutcomes(batch),
+      onDelivered: () => this.link.setReachable(true),
+      onUnreachable: (error) => this.link.setReachable(false, error),
+      onRejected: (count, error) => this.events.emit('rejected', { count, error }),
+    });
     this.stream = new StreamKeeper(
       this.transport,
       {
         onOpen: () => {
-          this.generation++; // every snapshot taken before this is re-taken on its next use
-          this.setLink(true, true);
+          this.link.generation++; // every snapshot taken before this is re-taken on its next use
+          this.link.set(true, true);
           this.queue.flush();
         },
         onEvent: (event) => {
@@ -103,12 +67,12 @@ export class CircuitlogClient {
         },
         onReset: (reset) => {
           // Transitions may have been missed: every snapshot is re-taken on its next use.
-          this.generation++;
+          this.link.generation++;
           this.events.emit('reset', reset);
         },
-        onDown: (error) => this.setLink(false, error === null || error.kind === 'rejected' ? this.reachable : false, error ?? undefined),
+        onDown: (error) => this.link.set(false, error === null || error.kind === 'rejected' ? this.link.reachable : false, error ?? undefined),
       },
-      reconnectMaxDelayMs,
+      settings.reconnectMaxDelayMs,
     );
     this.stream.start();
   }
@@ -124,16 +88,12 @@ export class CircuitlogClient {
     options: CallOptions<Awaited<T>, F> = {},
   ): Promise<Awaited<T> | Awaited<F>> {
     this.assertOpen();
-    this.inFlight++; // from here on, close() waits for this call's outcome
+    this.inFlight.enter(); // from here on, close() waits for this call's outcome
     try {
-      if (this.queue.full && this.reachable) await this.queue.waitForSpace();
-      const entry = this.view.get(name);
-      if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
-        this.counts.localDecisions++;
-        if (this.clock() >= entry.policyDueAt) this.refreshPolicy(name, entry);
-      } else {
+      if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
+      if (!this.admission.admitsHere(name, true)) {
         try {
-          await this.admitRemotely(name);
+          await this.admission.admitRemotely(name);
         } catch (error) {
           if (options.fallback !== undefined && isRefusal(error)) return await options.fallback(error);
           throw error;
@@ -141,7 +101,7 @@ export class CircuitlogClient {
       }
       return await this.run(name, fn, options);
     } finally {
-      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      this.inFlight.leave();
     }
   }
 
@@ -151,13 +111,9 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
-    const entry = this.view.get(name);
-    if (entry !== undefined && this.trusted(entry) && admitsLocally(entry)) {
-      this.counts.localDecisions++;
-      return true;
-    }
+    if (this.admission.admitsHere(name, false)) return true;
     try {
-      await this.admitRemotely(name);
+      await this.admission.admitRemotely(name);
       return true;
     } catch (error) {
       if (isRefusal(error)) return false;
@@ -172,18 +128,18 @@ export class CircuitlogClient {
     if (typeof outcome.success !== 'boolean') throw new TypeError('record(): success must be a boolean');
     const d = outcome.durationMs;
     if (d !== undefined && !(Number.isFinite(d) && d >= 0)) throw new TypeError('record(): durationMs must be a finite number >= 0');
-    this.inFlight++;
+    this.inFlight.enter();
     try {
-      if (this.queue.full && this.reachable) await this.queue.waitForSpace();
+      if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
       this.recordOutcome(name, outcome.success, d);
     } finally {
-      if (--this.inFlight === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      this.inFlight.leave();
     }
   }
 
   /** The state this client currently believes (a forced state wins); undefined if it knows nothing yet. */
   state(name: string): CircuitState | undefined {
-    if (!this.reachable) {
+    if (!this.link.reachable) {
       const local = this.local.state(name);
       if (local !== undefined) return local;
     }
@@ -192,7 +148,7 @@ export class CircuitlogClient {
   }
 
   get connection(): ConnectionState {
-    return !this.reachable ? 'offline' : this.streamUp ? 'connected' : 'syncing';
+    return this.link.connection;
   }
 
   /** Subscribe; returns the function that unsubscribes. */
@@ -210,7 +166,7 @@ export class CircuitlogClient {
     const q = this.queue.stats();
     return {
       connection: this.connection,
-      ...this.counts,
+      ...this.admission.counts,
       outcomesPending: this.queue.pending,
       outcomesAcknowledged: q.acknowledged,
       outcomesDropped: q.dropped,
@@ -232,7 +188,7 @@ export class CircuitlogClient {
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), this.closeTimeoutMs)));
     const done = (async () => {
-      if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      if (this.inFlight.busy) await this.inFlight.idle();
       this.queue.flush();
       await this.queue.drained();
       return true;
@@ -250,72 +206,6 @@ export class CircuitlogClient {
 
   private assertOpen(): void {
     if (this.closing !== null) throw new Error('circuitlog client is closed');
-  }
-
-  private trusted(entry: ViewEntry): boolean {
-    return this.streamUp && this.reachable && entry.generation === this.generation;
-  }
-
-  /** Ask circuitlog (or, while it is unreachable, the local breaker); throws on refusal. */
-  private async admitRemotely(name: string): Promise<void> {
-    if (this.view.get(name) === undefined) checkName(name);
-    if (!this.reachable) return this.admitOffline(name);
-    const before = this.view.getOrCreate(name);
-    if (this.trusted(before) && before.refusedUntil > this.clock()) {
-      throw new CircuitOpenError(name, before.state, before.retryAt, { forced: before.forced === 'open' });
-    }
-    const generation = this.streamUp ? this.generation : -1;
-    const seq = before.eventSeq;
-    let answer;
-    try {
-      answer = await this.transport.allowed(name);
-    } catch (error) {
-      if (!(error instanceof TransportError)) throw error;
-      if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
-      this.setLink(this.streamUp, false, error);
-      return this.admitOffline(name);
-    }
-    this.counts.serverChecks++;
-    this.setLink(this.streamUp, true);
-    const entry = this.view.getOrCreate(name);
-    if (entry.eventSeq === seq) {
-      entry.state = answer.state; // no stream event since we asked: this answer is the newest
-      entry.forced = answer.allowed ? forcedFrom(answer.circuit) : answer.forced ? 'open' : null;
-    }
-    if (answer.allowed) {
-      if (answer.circuit !== null) entry.json = answer.circuit;
-      entry.policyDueAt = this.clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
-    }
-    entry.generation = this.streamUp && this.generation === generation ? generation : -1;
-    if (answer.allowed) return;
-    entry.retryAt = answer.retryAt;
-    // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
-    entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, this.clock() + answer.retryAfterMs);
-    throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
-  }
-
-  /** Fetch a circuit's policy in the background, for the local breaker should circuitlog become unreachable. */
-  private refreshPolicy(name: string, entry: ViewEntry): void {
-    entry.policyDueAt = this.clock() + UNKNOWN_POLICY_REFRESH_MS; // no second fetch while this one runs
-    this.transport.circuit(name).then(
-      (json) => {
-        if (json !== null) entry.json = json;
-        entry.policyDueAt = this.clock() + (json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
-      },
-      () => undefined, // a failed refresh keeps the policy known so far; calls are not affected
-    );
-  }
-
-  private admitOffline(name: string): void {
-    if (!this.failOpen) throw new CircuitlogUnavailableError(`circuitlog is unreachable and failOpen is false: call on '${name}' refused`);
-    this.counts.offlineDecisions++;
-    const verdict = this.local.admit(name, this.known(name));
-    if (!verdict.allowed) throw new CircuitOpenError(name, this.local.state(name) ?? 'open', verdict.retryAt, { local: true });
-  }
-
-  private known(name: string): KnownCircuit | undefined {
-    const entry = this.view.get(name);
-    return entry === undefined ? undefined : { state: effectiveState(entry), json: entry.json };
   }
 
   private async run<T, F>(name: string, fn: (signal: AbortSignal) => T, options: CallOptions<Awaited<T>, F>): Promise<Awaited<T> | Awaited<F>> {
@@ -336,8 +226,8 @@ export class CircuitlogClient {
   }
 
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
-    const offline = !this.reachable;
-    if (offline) this.local.record(name, success, durationMs, this.known(name));
+    const offline = !this.link.reachable;
+    if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();
@@ -347,13 +237,8 @@ export class CircuitlogClient {
     );
   }
 
-  /** Track whether the stream is open and circuitlog answers; report changes of the resulting state. */
-  private setLink(streamUp: boolean, reachable: boolean, error?: Error): void {
-    const before = this.connection;
-    this.streamUp = streamUp;
-    this.reachable = reachable;
-    const after = this.connection;
-    if (after === before) return;
+  /** React to a change of the connection state, and report it. */
+  private linkChanged(before: ConnectionState, after: ConnectionState, error?: Error): void {
     if (before === 'offline') this.local.clear(); // back in touch: the server's state wins
     if (after === 'offline') {
       this.queue.releaseWaiters(); // calls waiting for room go on behind the local breaker
@@ -362,13 +247,4 @@ export class CircuitlogClient {
     if (after === 'connected') for (const resolve of this.readyWaiters.splice(0)) resolve();
     this.events.emit('connection', error === undefined ? { state: after } : { state: after, error });
   }
-}
-
-function checkName(name: string): void {
-  const problem = typeof name === 'string' ? circuitNameProblem(name) : 'must be a string';
-  if (problem !== null) throw new TypeError(`Invalid circuit name '${String(name)}': ${problem}`);
-}
-
-function isRefusal(error: unknown): boolean {
-  return error instanceof CircuitOpenError || error instanceof CircuitlogUnavailableError;
 }

@@ -1,9 +1,9 @@
 /** The Transport over HTTP, with undici (which the service already ships) and keep-alive. */
 
 import { Client, Pool } from 'undici';
-import type { CircuitState } from '../domain/circuit.js';
+import { allowedAnswer, isOpenProblem, isProblem, parseReset, parseTransition, refusal } from './answers.js';
 import { SSE_LIMITS, SseLimitError, SseParser, type SseLimits } from './sse.js';
-import { TransportError, type AllowedAnswer, type OpenStream, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
+import { TransportError, type AllowedAnswer, type CircuitJson, type OpenStream, type OutcomeItem, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
 
 export interface HttpTransportOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
@@ -28,135 +28,152 @@ type Answer = { statusCode: number; headers: Response['headers']; json: unknown 
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024; // 1 MiB: a circuit's JSON is about 1 KiB
 
-const STATES: readonly string[] = ['closed', 'open', 'half_open'];
 /** undici's and Node's codes for a socket the other side closed (a kept-alive connection it dropped). */
 const SOCKET_CLOSED = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
 export function createHttpTransport(options: HttpTransportOptions): Transport {
-  const base = new URL(options.url);
-  const prefix = base.pathname.replace(/\/+$/, '');
-  const pool = new Pool(base.origin, { connections: options.connections });
-  // Batches of outcomes go on one connection of their own, pipelined two deep: circuitlog
-  // reads them in the order sent, and starts on the next while answering the previous.
-  const outcomes = new Client(base.origin, { pipelining: 2 });
-  const auth: Headers = options.token ? { authorization: `Bearer ${options.token}` } : {};
-  const streams = new Set<AbortController>();
-  const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
-  // undici's own timers are idle timeouts (each byte restarts them); the deadline is ours.
-  const timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
+  return new HttpTransport(options);
+}
+
+class HttpTransport implements Transport {
+  private readonly prefix: string;
+  private readonly pool: Pool;
+  /**
+   * Batches of outcomes go on one connection of their own, pipelined two deep: circuitlog
+   * reads them in the order sent, and starts on the next while answering the previous.
+   */
+  private readonly outcomes: Client;
+  private readonly auth: Headers;
+  private readonly streams = new Set<AbortController>();
+  private readonly maxBytes: number;
+  /** undici's own timers are idle timeouts (each byte restarts them); the deadline is ours. */
+  private readonly timeouts: { headersTimeout: number; bodyTimeout: number };
+
+  constructor(private readonly options: HttpTransportOptions) {
+    const base = new URL(options.url);
+    this.prefix = base.pathname.replace(/\/+$/, '');
+    this.pool = new Pool(base.origin, { connections: options.connections });
+    this.outcomes = new Client(base.origin, { pipelining: 2 });
+    this.auth = options.token ? { authorization: `Bearer ${options.token}` } : {};
+    this.maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
+    this.timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
+  }
+
+  async allowed(name: string): Promise<AllowedAnswer> {
+    const path = `/circuits/${encodeURIComponent(name)}/allowed`;
+    // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
+    // within what is left of the same deadline.
+    const deadlineAt = Date.now() + this.options.requestTimeoutMs;
+    const res = await this.send('GET', path, {}).catch((error: TransportError) => {
+      if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return this.send('GET', path, {}, undefined, deadlineAt - Date.now());
+      throw error;
+    });
+    const body = res.json;
+    if (res.statusCode === 200) return allowedAnswer(body);
+    if (res.statusCode === 503 && isOpenProblem(body)) return refusal(body, res.headers);
+    throw failure(res.statusCode, body);
+  }
+
+  async circuit(name: string): Promise<CircuitJson | null> {
+    const res = await this.send('GET', `/circuits/${encodeURIComponent(name)}`, {});
+    const body = res.json;
+    if (res.statusCode === 200 && typeof body === 'object' && body !== null) return body as Record<string, unknown>;
+    if (res.statusCode === 404) return null;
+    throw failure(res.statusCode, body);
+  }
+
+  async postOutcomes(items: readonly OutcomeItem[]): Promise<void> {
+    const res = await this.exchange(this.outcomes, {
+      method: 'POST',
+      path: `${this.prefix}/outcomes`,
+      headers: { ...this.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ outcomes: items }),
+      // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
+      idempotent: true,
+    });
+    if (res.statusCode !== 200) throw failure(res.statusCode, res.json);
+  }
+
+  async openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void, onReset?: (reset: StreamReset) => void): Promise<OpenStream> {
+    const controller = new AbortController();
+    const body = await this.openStreamHead(lastEventId, controller);
+    this.streams.add(controller);
+    const parser = new SseParser((message) => {
+      if (message.event === 'reset') {
+        const reset = parseReset(message.data);
+        if (reset !== null) onReset?.(reset);
+        return;
+      }
+      if (message.event !== 'transition' || message.id === undefined) return;
+      const event = parseTransition(message.data, message.id);
+      if (event !== null) onEvent(event);
+    }, this.options.streamLimits ?? SSE_LIMITS);
+    const ended = (async () => {
+      try {
+        for await (const chunk of body) parser.push(chunk);
+      } catch (error) {
+        // aborted, reset, idle past streamIdleTimeoutMs, or past a size limit (SseLimitError):
+        // the stream has ended either way, and the keeper opens it again.
+        if (error instanceof SseLimitError) body.destroy(error);
+      } finally {
+        this.streams.delete(controller);
+      }
+    })();
+    return { ended, close: () => controller.abort() };
+  }
+
+  async close(): Promise<void> {
+    for (const controller of this.streams) controller.abort();
+    await Promise.all([this.pool.close(), this.outcomes.close()]);
+  }
+
+  /** The stream's answer head, once it is a 200; a refusal throws, `rejected` when circuitlog sent a problem. */
+  private async openStreamHead(lastEventId: string | undefined, controller: AbortController): Promise<Body> {
+    const { requestTimeoutMs, streamIdleTimeoutMs } = this.options;
+    const headers: Headers = { ...this.auth, accept: 'text/event-stream' };
+    if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+    // Opening (up to the answer's head, or a refusal's whole body) has the request deadline;
+    // once open, the stream has the idle timeout only (heartbeats every 15 s).
+    const opening = setTimeout(() => controller.abort(new Error('deadline')), requestTimeoutMs);
+    try {
+      const res = (await this.pool.request({
+        method: 'GET',
+        path: `${this.prefix}/events/stream`,
+        headers,
+        signal: controller.signal,
+        headersTimeout: requestTimeoutMs,
+        bodyTimeout: streamIdleTimeoutMs,
+      })) as unknown as Response;
+      if (res.statusCode === 200) return res.body;
+      // A problem document means circuitlog is up and refused the stream (too many open, bad
+      // token): the client keeps asking it per call rather than going offline.
+      const problem = await readJson(res.body, this.maxBytes);
+      if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
+      throw failure(res.statusCode, problem);
+    } catch (error) {
+      throw error instanceof TransportError ? error : unreachable(error);
+    } finally {
+      clearTimeout(opening);
+    }
+  }
 
   /** One request and its whole answer, within `requestTimeoutMs` in total. */
-  async function exchange(dispatcher: Pool | Client, request: Record<string, unknown>, timeoutMs = options.requestTimeoutMs): Promise<Answer> {
+  private async exchange(dispatcher: Pool | Client, request: Record<string, unknown>, timeoutMs = this.options.requestTimeoutMs): Promise<Answer> {
     const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
     try {
-      const res = (await dispatcher.request({ ...request, signal: deadline, ...timeouts } as Parameters<Pool['request']>[0])) as unknown as Response;
-      return { statusCode: res.statusCode, headers: res.headers, json: await readJson(res.body, maxBytes) };
+      const res = (await dispatcher.request({ ...request, signal: deadline, ...this.timeouts } as Parameters<Pool['request']>[0])) as unknown as Response;
+      return { statusCode: res.statusCode, headers: res.headers, json: await readJson(res.body, this.maxBytes) };
     } catch (error) {
-      if (deadline.aborted) throw new TransportError('unreachable', `circuitlog unreachable (no whole answer within ${options.requestTimeoutMs} ms)`, undefined, undefined, { cause: error });
+      if (deadline.aborted) {
+        throw new TransportError('unreachable', `circuitlog unreachable (no whole answer within ${this.options.requestTimeoutMs} ms)`, undefined, undefined, { cause: error });
+      }
       throw error instanceof TransportError ? error : unreachable(error);
     }
   }
 
-  function send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string, timeoutMs?: number): Promise<Answer> {
-    return exchange(pool, { method, path: prefix + path, headers: { ...auth, ...headers }, body }, timeoutMs);
+  private send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string, timeoutMs?: number): Promise<Answer> {
+    return this.exchange(this.pool, { method, path: this.prefix + path, headers: { ...this.auth, ...headers }, body }, timeoutMs);
   }
-
-  return {
-    async allowed(name) {
-      const path = `/circuits/${encodeURIComponent(name)}/allowed`;
-      // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
-      // within what is left of the same deadline.
-      const deadlineAt = Date.now() + options.requestTimeoutMs;
-      const res = await send('GET', path, {}).catch((error: TransportError) => {
-        if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return send('GET', path, {}, undefined, deadlineAt - Date.now());
-        throw error;
-      });
-      const body = res.json;
-      if (res.statusCode === 200) return allowedAnswer(body);
-      if (res.statusCode === 503 && isOpenProblem(body)) return refusal(body, res);
-      throw failure(res.statusCode, body);
-    },
-
-    async circuit(name) {
-      const res = await send('GET', `/circuits/${encodeURIComponent(name)}`, {});
-      const body = res.json;
-      if (res.statusCode === 200 && typeof body === 'object' && body !== null) return body as Record<string, unknown>;
-      if (res.statusCode === 404) return null;
-      throw failure(res.statusCode, body);
-    },
-
-    async postOutcomes(items) {
-      const res = await exchange(outcomes, {
-        method: 'POST',
-        path: `${prefix}/outcomes`,
-        headers: { ...auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ outcomes: items }),
-        // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
-        idempotent: true,
-      });
-      if (res.statusCode !== 200) throw failure(res.statusCode, res.json);
-    },
-
-    async openStream(lastEventId, onEvent, onReset) {
-      const controller = new AbortController();
-      const headers: Headers = { ...auth, accept: 'text/event-stream' };
-      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-      let res;
-      // Opening (up to the answer's head, or a refusal's whole body) has the request deadline;
-      // once open, the stream has the idle timeout only (heartbeats every 15 s).
-      const opening = setTimeout(() => controller.abort(new Error('deadline')), options.requestTimeoutMs);
-      try {
-        res = (await pool.request({
-          method: 'GET',
-          path: `${prefix}/events/stream`,
-          headers,
-          signal: controller.signal,
-          headersTimeout: options.requestTimeoutMs,
-          bodyTimeout: options.streamIdleTimeoutMs,
-        })) as unknown as Response;
-        if (res.statusCode !== 200) {
-          // A problem document means circuitlog is up and refused the stream (too many open, bad
-          // token): the client keeps asking it per call rather than going offline.
-          const problem = await readJson(res.body, maxBytes);
-          if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
-          throw failure(res.statusCode, problem);
-        }
-      } catch (error) {
-        throw error instanceof TransportError ? error : unreachable(error);
-      } finally {
-        clearTimeout(opening);
-      }
-      streams.add(controller);
-      const parser = new SseParser((message) => {
-        if (message.event === 'reset') {
-          const reset = parseReset(message.data);
-          if (reset !== null) onReset?.(reset);
-          return;
-        }
-        if (message.event !== 'transition' || message.id === undefined) return;
-        const event = parseTransition(message.data, message.id);
-        if (event !== null) onEvent(event);
-      }, options.streamLimits ?? SSE_LIMITS);
-      const body = res.body;
-      const ended = (async () => {
-        try {
-          for await (const chunk of body) parser.push(chunk);
-        } catch (error) {
-          // aborted, reset, idle past streamIdleTimeoutMs, or past a size limit (SseLimitError):
-          // the stream has ended either way, and the keeper opens it again.
-          if (error instanceof SseLimitError) body.destroy(error);
-        } finally {
-          streams.delete(controller);
-        }
-      })();
-      return { ended, close: () => controller.abort() } satisfies OpenStream;
-    },
-
-    async close() {
-      for (const controller of streams) controller.abort();
-      await Promise.all([pool.close(), outcomes.close()]);
-    },
-  };
 }
 
 /**
@@ -190,61 +207,4 @@ function unreachable(error: unknown): TransportError {
 function failure(status: number, problem: unknown): TransportError {
   const kind = status >= 500 ? 'unreachable' : 'rejected';
   return new TransportError(kind, `circuitlog answered ${status}`, status, problem);
-}
-
-function isProblem(body: unknown): boolean {
-  return typeof (body as { code?: unknown } | null)?.code === 'string';
-}
-
-function isOpenProblem(body: unknown): body is Record<string, unknown> {
-  const code = (body as { code?: unknown } | null)?.code;
-  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN';
-}
-
-function stateOf(value: unknown, fallback: CircuitState): CircuitState {
-  return typeof value === 'string' && STATES.includes(value) ? (value as CircuitState) : fallback;
-}
-
-function allowedAnswer(body: unknown): AllowedAnswer {
-  const b = (body ?? {}) as Record<string, unknown>;
-  const circuit = typeof b.circuit === 'object' && b.circuit !== null ? (b.circuit as Record<string, unknown>) : null;
-  return { allowed: true, state: stateOf(b.state, 'closed'), circuit };
-}
-
-function refusal(body: Record<string, unknown>, res: Answer): AllowedAnswer {
-  const forced = body.code === 'CIRCUIT_FORCED_OPEN';
-  const state = stateOf(body.state, 'open');
-  const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
-  const retryAfterSeconds = Number(res.headers['retry-after']);
-  const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
-  const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
-  return { allowed: false, state, retryAt, retryAfterMs, forced };
-}
-
-function parseReset(data: string): StreamReset | null {
-  try {
-    const d = JSON.parse(data) as Record<string, unknown>;
-    const newestId = d.newest_id;
-    if (typeof newestId !== 'number' || !Number.isSafeInteger(newestId) || newestId < 0) return null;
-    return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
-  } catch {
-    return null;
-  }
-}
-
-function parseTransition(data: string, id: string): TransitionEvent | null {
-  try {
-    const d = JSON.parse(data) as Record<string, unknown>;
-    if (typeof d.circuit !== 'string' || typeof d.to !== 'string') return null;
-    return {
-      id,
-      circuit: d.circuit,
-      from: stateOf(d.from, 'closed'),
-      to: stateOf(d.to, 'closed'),
-      reason: String(d.reason ?? ''),
-      at: String(d.at ?? ''),
-    };
-  } catch {
-    return null;
-  }
 }

@@ -6,7 +6,8 @@
  */
 
 import { admit, configure, newCircuit, recordOutcome, reset, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
-import { BACKOFF_DEFAULTS, WINDOW_DEFAULTS, policyOf, resolvePolicy, type BackoffPolicy, type WindowPolicy } from '../domain/policy.js';
+import { policyOf, resolvePolicy, type CircuitPolicy } from '../domain/policy.js';
+import { policyFromJson } from '../domain/policy-wire.js';
 import type { CircuitJson } from './transport.js';
 
 /** What the client last knew of a circuit from circuitlog. */
@@ -18,16 +19,19 @@ export interface KnownCircuit {
 
 export class LocalBreakers {
   private readonly circuits = new Map<string, Circuit>();
+  private readonly defaults: CircuitPolicy;
 
   constructor(
     private readonly clock: () => number,
     /** Policy for a circuit the client never saw a snapshot of. */
-    private readonly defaults: CircuitSettings,
+    defaults: CircuitSettings,
     /** How long a locally admitted half-open probe holds its slot. */
     private readonly probeLeaseMs: number,
     /** Bound, as the view's: the least recently used circuit goes first. */
     private readonly maxCircuits = 10_000,
-  ) {}
+  ) {
+    this.defaults = resolvePolicy(defaults);
+  }
 
   admit(name: string, known: KnownCircuit | undefined): Verdict {
     const now = this.clock();
@@ -63,7 +67,7 @@ export class LocalBreakers {
   configure(name: string, json: CircuitJson): void {
     const now = this.clock();
     const c = this.get(name, { state: undefined, json }, now);
-    this.circuits.set(name, configure(c, resolvePolicy(settingsFrom(json, policyOf(c))), now).circuit);
+    this.circuits.set(name, configure(c, policyFromJson(json, policyOf(c)), now).circuit);
   }
 
   state(name: string): CircuitState | undefined {
@@ -77,7 +81,7 @@ export class LocalBreakers {
   private get(name: string, known: KnownCircuit | undefined, now: number): Circuit {
     const existing = this.circuits.get(name);
     if (existing !== undefined) return existing;
-    const circuit = newCircuit(name, settingsFrom(known?.json ?? null, this.defaults), now);
+    const circuit = newCircuit(name, policyFromJson(known?.json ?? null, this.defaults), now);
     if (known?.state === 'half_open') return { ...circuit, state: 'half_open', halfOpenAt: now };
     if (known?.state !== 'open') return circuit;
     // A circuit last known open stays open locally until its known open_until (else its timeout).
@@ -89,48 +93,4 @@ export class LocalBreakers {
       openUntil: Number.isFinite(openUntil) ? openUntil : now + circuit.timeoutSeconds * 1000,
     };
   }
-}
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
-
-function positive(value: unknown, fallback: number, integer = true): number {
-  return typeof value === 'number' && value > 0 && (!integer || Number.isInteger(value)) ? value : fallback;
-}
-
-function windowFrom(w: unknown): WindowPolicy | null {
-  if (!isRecord(w) || (w.type !== 'count' && w.type !== 'time') || typeof w.size !== 'number') return null;
-  return {
-    type: w.type,
-    size: w.size,
-    minimumCalls: typeof w.minimum_calls === 'number' ? w.minimum_calls : null,
-    failureRateThreshold: positive(w.failure_rate_threshold, WINDOW_DEFAULTS.failureRateThreshold, false),
-    slowCallDurationMs: typeof w.slow_call_duration_ms === 'number' ? w.slow_call_duration_ms : null,
-    slowCallRateThreshold: positive(w.slow_call_rate_threshold, WINDOW_DEFAULTS.slowCallRateThreshold, false),
-  };
-}
-
-function backoffFrom(b: unknown, timeoutSeconds: number): BackoffPolicy | null {
-  if (!isRecord(b)) return null;
-  return {
-    multiplier: positive(b.multiplier, BACKOFF_DEFAULTS.multiplier, false),
-    maxTimeoutSeconds: positive(b.max_timeout_seconds, Math.max(BACKOFF_DEFAULTS.maxTimeoutSeconds, timeoutSeconds)),
-  };
-}
-
-/**
- * The domain's settings from a circuit's JSON (docs/api.md), field by field, defaults
- * where a field is missing or malformed, so an older server's JSON works too.
- */
-export function settingsFrom(json: CircuitJson | null, defaults: CircuitSettings): CircuitSettings {
-  const timeoutSeconds = positive(json?.timeout_seconds, defaults.timeoutSeconds);
-  return {
-    ...defaults,
-    failureThreshold: positive(json?.failure_threshold, defaults.failureThreshold),
-    timeoutSeconds,
-    halfOpenMaxCalls: positive(json?.half_open_max_calls, defaults.halfOpenMaxCalls),
-    successThreshold: positive(json?.success_threshold, defaults.successThreshold ?? 1),
-    window: json?.window === undefined ? (defaults.window ?? null) : windowFrom(json.window),
-    backoff: json?.backoff === undefined ? (defaults.backoff ?? null) : backoffFrom(json.backoff, timeoutSeconds),
-    forcedState: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
-  };
 }

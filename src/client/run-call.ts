@@ -37,3 +37,26 @@ export function classify<T>(
     return { failed: true, classifierError };
   }
 }
+
+/** Calls (and records) under way; `close()` waits for them to end before it drains the queue. */
+export class InFlight {
+  private count = 0;
+  private waiters: (() => void)[] = [];
+
+  enter(): void {
+    this.count++;
+  }
+
+  leave(): void {
+    if (--this.count === 0) for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
+  get busy(): boolean {
+    return this.count > 0;
+  }
+
+  /** Resolves once none is under way (call while `busy`). */
+  idle(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}

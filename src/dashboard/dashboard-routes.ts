@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
+import { nodeCircuitName } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
 import { json } from '../http/json.js';
@@ -112,7 +113,7 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
     recent: deps.transitions.latest(RECENT_TRANSITIONS).map(event),
     upstreams: Object.entries(deps.proxy?.upstreams ?? {}).map(([name, u]) => ({
       name,
-      nodes: u.nodes.map((n) => ({ id: n.id, dc: n.dc, circuit: `${name}/${n.id}`, local: n.dc === deps.proxy?.localDc })),
+      nodes: u.nodes.map((n) => ({ id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), local: n.dc === deps.proxy?.localDc })),
     })),
     local_dc: deps.proxy?.localDc ?? null,
   };

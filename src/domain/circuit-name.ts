@@ -1,14 +1,29 @@
 /**
- * Circuit name rules, shared by the server (400 INVALID_NAME) and the client library
- * (which checks a name before queueing its outcomes: one bad name would reject a whole batch).
- * See docs/api.md "Circuit names".
+ * Circuit name rules, shared by the server (400 INVALID_NAME), the config file (upstream
+ * names, node ids, data centres) and the client library (which checks a name before
+ * queueing its outcomes: one bad name would reject a whole batch). See docs/api.md
+ * "Circuit names".
  */
 
 /** Longest circuit name, in characters. */
 export const CIRCUIT_NAME_MAX_LENGTH = 200;
 
-// Segments of [A-Za-z0-9_.:~-] joined by single '/', none of them '.' or '..'.
-const CIRCUIT_NAME = /^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[A-Za-z0-9_.:~-]+(?:\/[A-Za-z0-9_.:~-]+)*$/;
+const SEGMENT_CHARS = '[A-Za-z0-9_.:~-]';
+
+/** One segment of a circuit name: what an upstream name, a node id or a data centre may hold. */
+export const CIRCUIT_NAME_SEGMENT = new RegExp(`^${SEGMENT_CHARS}+$`);
+export const SEGMENT_CHARS_MESSAGE = 'letters, digits and _ . : ~ - only';
+export const DOT_SEGMENT_MESSAGE = "must not be '.' or '..'";
+/** Longest upstream name, node id or data centre, in characters: a node circuit's name (129) stays within the 200. */
+export const SEGMENT_MAX_LENGTH = 64;
+
+/** Whether a segment is '.' or '..', which no circuit name may hold (a URL path would resolve it away). */
+export function isDotSegment(segment: string): boolean {
+  return segment === '.' || segment === '..';
+}
+
+// Segments joined by single '/', none of them '.' or '..'.
+const CIRCUIT_NAME = new RegExp(`^(?!\\.\\.?(?:/|$))(?!.*/\\.\\.?(?:/|$))${SEGMENT_CHARS}+(?:/${SEGMENT_CHARS}+)*$`);
 
 /** `null` when valid, else why not (one regex test on the hot path). */
 export function circuitNameProblem(name: string): string | null {
@@ -17,4 +32,9 @@ export function circuitNameProblem(name: string): string | null {
   if (name.length === 0) return 'must not be empty';
   if (/(?:^|\/)\.\.?(?:\/|$)/.test(name)) return "must not have '.' or '..' segments";
   return "may hold only letters, digits and _ . : ~ -, in segments separated by single '/'";
+}
+
+/** The circuit that guards one proxy node: `<upstream>/<node id>`. */
+export function nodeCircuitName(upstream: string, node: string): string {
+  return `${upstream}/${node}`;
 }

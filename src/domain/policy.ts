@@ -1,8 +1,9 @@
 /**
  * A circuit's policy: the settings that decide when it opens, for how long, and how it
- * closes again. Pure data (it serialises to JSON and fits a database row); the HTTP and
- * config layers translate their snake_case wire form to and from it.
+ * closes again. Pure data (it serialises to JSON and fits a database row); its snake_case
+ * wire form is `policy-wire.ts`, its defaults `policy-defaults.ts`.
  */
+import { POLICY_DEFAULTS } from './policy-defaults.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -46,22 +47,9 @@ export interface CircuitPolicy {
   readonly forcedState: ForcedState | null;
 }
 
-/** The three settings every caller names; the rest default as in `DEFAULT_POLICY`. */
+/** The three settings every caller names; the rest default as in `POLICY_DEFAULTS.circuit`. */
 export type CircuitSettings = Pick<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'> &
   Partial<CircuitPolicy>;
-
-/** Defaults of the fields beyond the three every caller names. */
-export const POLICY_EXTRA_DEFAULTS = Object.freeze({
-  successThreshold: 1,
-  window: null,
-  backoff: null,
-  forcedState: null,
-} satisfies Omit<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'>);
-
-/** Window defaults: minimum calls `size` (count) or 10 (time), failure rate 50 %, slow-call rate 100 %. */
-export const WINDOW_DEFAULTS = Object.freeze({ timeMinimumCalls: 10, failureRateThreshold: 50, slowCallRateThreshold: 100 });
-/** Backoff defaults: doubling, capped at 300 s (APISIX's `max_breaker_sec` default). */
-export const BACKOFF_DEFAULTS = Object.freeze({ multiplier: 2, maxTimeoutSeconds: 300 });
 
 /** Settings completed with the defaults. */
 export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
@@ -69,7 +57,7 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     failureThreshold: settings.failureThreshold,
     timeoutSeconds: settings.timeoutSeconds,
     halfOpenMaxCalls: settings.halfOpenMaxCalls,
-    successThreshold: settings.successThreshold ?? POLICY_EXTRA_DEFAULTS.successThreshold,
+    successThreshold: settings.successThreshold ?? POLICY_DEFAULTS.circuit.successThreshold,
     window: settings.window ?? null,
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
@@ -78,7 +66,7 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
 
 /** The window's minimum number of calls, with its default resolved. */
 export function minimumCalls(window: WindowPolicy): number {
-  return window.minimumCalls ?? (window.type === 'count' ? window.size : WINDOW_DEFAULTS.timeMinimumCalls);
+  return window.minimumCalls ?? (window.type === 'count' ? window.size : POLICY_DEFAULTS.window.timeMinimumCalls);
 }
 
 /** Field-by-field equality of two windows (null equals null). */

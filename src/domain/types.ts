@@ -103,14 +103,6 @@ export interface Outcome {
   readonly at?: EpochMs;
 }
 
-/** Everything that can happen to a circuit. */
-export type BreakerEvent =
-  | { readonly type: 'refresh' }
-  | { readonly type: 'admit' }
-  | ({ readonly type: 'outcome' } & Outcome)
-  | { readonly type: 'reset' }
-  | { readonly type: 'configure'; readonly policy: CircuitPolicy };
-
 export type Verdict =
   | { readonly allowed: true }
   | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true };

@@ -2,7 +2,8 @@ import { z } from '@hono/zod-openapi';
 import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { backoffSchema, policyToWire, windowSchema } from '../policy-schema.js';
+import { policyToWire } from '../domain/policy-wire.js';
+import { backoffSchema, windowSchema } from '../policy-schema.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -38,20 +39,13 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
-  const policy = policyToWire(c, true);
   const stats = windowStats(c, now);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    failure_threshold: c.failureThreshold,
-    timeout_seconds: c.timeoutSeconds,
-    half_open_max_calls: c.halfOpenMaxCalls,
-    success_threshold: c.successThreshold,
-    window: policy.window,
-    backoff: policy.backoff,
-    forced_state: c.forcedState,
+    ...policyToWire(c, true), // failure_threshold to forced_state, in this order
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:

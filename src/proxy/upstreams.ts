@@ -1,4 +1,5 @@
 import type { UpstreamConfig } from '../config.js';
+import { nodeCircuitName } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import { configure, newCircuit, type Admission, type CircuitPolicy } from '../domain/circuit.js';
 import { policyFromWire } from '../policy-schema.js';
@@ -47,7 +48,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
       const url = new URL(n.url);
-      return { id: n.id, dc: n.dc, circuit: `${name}/${n.id}`, origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
+      return { id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
     });
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));

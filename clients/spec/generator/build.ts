@@ -4,7 +4,7 @@
  * `want` of a step is the author's intent, checked at generation so a vector that no longer
  * says what its description says fails loudly instead of being written.
  */
-import { policyFromWire, policyToWire, type PolicyWire } from '../../../src/policy-schema.js';
+import { policyFromWire, policyToWire, type PolicyWire } from '../../../src/domain/policy-wire.js';
 import { runOnDomain } from './domain-runner.js';
 import type { Expect, OutcomeRule, Vector, WireEvent, WireState } from './format.js';
 

@@ -18,7 +18,7 @@ import {
   type Step as DomainStep,
   type Verdict,
 } from '../../../src/domain/circuit.js';
-import { policyFromWire } from '../../../src/policy-schema.js';
+import { policyFromWire } from '../../../src/domain/policy-wire.js';
 import type { Expect, OutcomeRule, WireEvent, WireVerdict } from './format.js';
 
 /** What a vector needs to run: its policy, rule, lease and events. */

@@ -2,7 +2,7 @@
  * The types of `clients/spec/state-machine.json` (documented in clients/spec/README.md):
  * snake_case wire form, as a client in any language reads it.
  */
-import type { PolicyWire } from '../../../src/policy-schema.js';
+import type { PolicyWire } from '../../../src/domain/policy-wire.js';
 
 export type WireState = 'closed' | 'open' | 'half_open';
 

@@ -1,0 +1,123 @@
+/**
+ * Whether a call may go ahead: decided here on a circuit the trusted local view shows
+ * closed, asked of circuitlog otherwise, and of the local breaker while circuitlog is
+ * unreachable. A refusal throws.
+ */
+
+import { circuitNameProblem } from '../domain/circuit-name.js';
+import { CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+import type { Link } from './link.js';
+import type { KnownCircuit, LocalBreakers } from './local-breaker.js';
+import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
+import { admitsLocally, effectiveState, forcedFrom, type CircuitView, type ViewEntry } from './view.js';
+
+// How often a circuit's policy (which changes without a transition) is fetched again; sooner
+// while circuitlog does not know the circuit yet (it is created by its first outcome).
+const POLICY_REFRESH_MS = 60_000; // 60 s
+const UNKNOWN_POLICY_REFRESH_MS = 1_000; // 1 s
+
+export interface AdmissionDeps {
+  readonly view: CircuitView;
+  readonly local: LocalBreakers;
+  readonly transport: Transport;
+  readonly link: Link;
+  readonly clock: () => number;
+  readonly failOpen: boolean;
+}
+
+export class Admission {
+  readonly counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0 };
+
+  constructor(private readonly deps: AdmissionDeps) {}
+
+  /** Decided here without asking (counted), refreshing the policy in the background when due if `refresh`. */
+  admitsHere(name: string, refresh: boolean): boolean {
+    const entry = this.deps.view.get(name);
+    if (entry === undefined || !this.deps.link.trusts(entry) || !admitsLocally(entry)) return false;
+    this.counts.localDecisions++;
+    if (refresh && this.deps.clock() >= entry.policyDueAt) this.refreshPolicy(name, entry);
+    return true;
+  }
+
+  /** Ask circuitlog (or, while it is unreachable, the local breaker); throws on refusal. */
+  async admitRemotely(name: string): Promise<void> {
+    const { view, link, transport } = this.deps;
+    if (view.get(name) === undefined) checkName(name);
+    if (!link.reachable) return this.admitOffline(name);
+    const before = view.getOrCreate(name);
+    if (link.trusts(before) && before.refusedUntil > this.deps.clock()) {
+      throw new CircuitOpenError(name, before.state, before.retryAt, { forced: before.forced === 'open' });
+    }
+    const generation = link.streamUp ? link.generation : -1;
+    const seq = before.eventSeq;
+    let answer: AllowedAnswer;
+    try {
+      answer = await transport.allowed(name);
+    } catch (error) {
+      if (!(error instanceof TransportError)) throw error;
+      if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
+      link.setReachable(false, error);
+      return this.admitOffline(name);
+    }
+    this.counts.serverChecks++;
+    link.setReachable(true);
+    this.learn(view.getOrCreate(name), answer, seq, generation);
+    if (answer.allowed) return;
+    throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
+  }
+
+  /** What the client last knew of a circuit, for the local breaker. */
+  known(name: string): KnownCircuit | undefined {
+    const entry = this.deps.view.get(name);
+    return entry === undefined ? undefined : { state: effectiveState(entry), json: entry.json };
+  }
+
+  /** The view entry after circuitlog's answer (asked with the entry at `seq`, under stream `generation`). */
+  private learn(entry: ViewEntry, answer: AllowedAnswer, seq: number, generation: number): void {
+    const { link, clock } = this.deps;
+    if (entry.eventSeq === seq) {
+      entry.state = answer.state; // no stream event since we asked: this answer is the newest
+      entry.forced = answer.allowed ? forcedFrom(answer.circuit) : answer.forced ? 'open' : null;
+    }
+    if (answer.allowed) {
+      if (answer.circuit !== null) entry.json = answer.circuit;
+      entry.policyDueAt = clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
+    }
+    entry.generation = link.streamUp && link.generation === generation ? generation : -1;
+    if (answer.allowed) return;
+    entry.retryAt = answer.retryAt;
+    // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
+    entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, clock() + answer.retryAfterMs);
+  }
+
+  /** Fetch a circuit's policy in the background, for the local breaker should circuitlog become unreachable. */
+  private refreshPolicy(name: string, entry: ViewEntry): void {
+    const { clock } = this.deps;
+    entry.policyDueAt = clock() + UNKNOWN_POLICY_REFRESH_MS; // no second fetch while this one runs
+    this.deps.transport.circuit(name).then(
+      (json) => {
+        if (json !== null) entry.json = json;
+        entry.policyDueAt = clock() + (json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
+      },
+      () => undefined, // a failed refresh keeps the policy known so far; calls are not affected
+    );
+  }
+
+  private admitOffline(name: string): void {
+    if (!this.deps.failOpen) throw new CircuitlogUnavailableError(`circuitlog is unreachable and failOpen is false: call on '${name}' refused`);
+    this.counts.offlineDecisions++;
+    const verdict = this.deps.local.admit(name, this.known(name));
+    if (!verdict.allowed) throw new CircuitOpenError(name, this.deps.local.state(name) ?? 'open', verdict.retryAt, { local: true });
+  }
+}
+
+/** A TypeError for a name circuitlog would refuse (checked before its outcomes are queued). */
+export function checkName(name: string): void {
+  const problem = typeof name === 'string' ? circuitNameProblem(name) : 'must be a string';
+  if (problem !== null) throw new TypeError(`Invalid circuit name '${String(name)}': ${problem}`);
+}
+
+/** A refusal (open circuit, or circuitlog unreachable with failOpen false), which a fallback answers. */
+export function isRefusal(error: unknown): boolean {
+  return error instanceof CircuitOpenError || error instanceof CircuitlogUnavailableError;
+}

@@ -1,0 +1,66 @@
+/**
+ * circuitlog's answers, read leniently: a field missing or of the wrong type takes a safe
+ * default, an unusable event is skipped (an older or newer server, or a proxy in between).
+ */
+
+import type { CircuitState } from '../domain/circuit.js';
+import type { AllowedAnswer, StreamReset, TransitionEvent } from './transport.js';
+
+const STATES: readonly string[] = ['closed', 'open', 'half_open'];
+
+export function isProblem(body: unknown): boolean {
+  return typeof (body as { code?: unknown } | null)?.code === 'string';
+}
+
+export function isOpenProblem(body: unknown): body is Record<string, unknown> {
+  const code = (body as { code?: unknown } | null)?.code;
+  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN';
+}
+
+function stateOf(value: unknown, fallback: CircuitState): CircuitState {
+  return typeof value === 'string' && STATES.includes(value) ? (value as CircuitState) : fallback;
+}
+
+export function allowedAnswer(body: unknown): AllowedAnswer {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const circuit = typeof b.circuit === 'object' && b.circuit !== null ? (b.circuit as Record<string, unknown>) : null;
+  return { allowed: true, state: stateOf(b.state, 'closed'), circuit };
+}
+
+export function refusal(body: Record<string, unknown>, headers: Readonly<Record<string, string | string[] | undefined>>): AllowedAnswer {
+  const forced = body.code === 'CIRCUIT_FORCED_OPEN';
+  const state = stateOf(body.state, 'open');
+  const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
+  const retryAfterSeconds = Number(headers['retry-after']);
+  const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
+  const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  return { allowed: false, state, retryAt, retryAfterMs, forced };
+}
+
+export function parseReset(data: string): StreamReset | null {
+  try {
+    const d = JSON.parse(data) as Record<string, unknown>;
+    const newestId = d.newest_id;
+    if (typeof newestId !== 'number' || !Number.isSafeInteger(newestId) || newestId < 0) return null;
+    return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
+  } catch {
+    return null;
+  }
+}
+
+export function parseTransition(data: string, id: string): TransitionEvent | null {
+  try {
+    const d = JSON.parse(data) as Record<string, unknown>;
+    if (typeof d.circuit !== 'string' || typeof d.to !== 'string') return null;
+    return {
+      id,
+      circuit: d.circuit,
+      from: stateOf(d.from, 'closed'),
+      to: stateOf(d.to, 'closed'),
+      reason: String(d.reason ?? ''),
+      at: String(d.at ?? ''),
+    };
+  } catch {
+    return null;
+  }
+}

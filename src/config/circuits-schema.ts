@@ -1,0 +1,33 @@
+/** The config file's policy sections: `circuit_defaults`, `circuits:`, and the policy fields of an upstream. */
+import { z } from 'zod';
+import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { checkPolicy, policyFields } from '../policy-schema.js';
+import { positiveInt } from './fields.js';
+
+const defaults = POLICY_DEFAULTS.circuit;
+
+/** `circuit_defaults`: every policy field (defaults from `POLICY_DEFAULTS`) and the probe lease. */
+export const circuitDefaultsSchema = z
+  .object({
+    failure_threshold: policyFields.failure_threshold.default(defaults.failureThreshold),
+    timeout_seconds: policyFields.timeout_seconds.default(defaults.timeoutSeconds), // at most 30 days
+    half_open_max_calls: policyFields.half_open_max_calls.default(defaults.halfOpenMaxCalls),
+    success_threshold: policyFields.success_threshold.default(defaults.successThreshold),
+    window: policyFields.window.default(defaults.window),
+    backoff: policyFields.backoff.default(defaults.backoff),
+    forced_state: policyFields.forced_state.default(defaults.forcedState),
+    probe_lease_seconds: positiveInt(86_400).default(POLICY_DEFAULTS.probeLeaseSeconds), // at most 1 day
+  })
+  .strict()
+  .superRefine(checkPolicy);
+
+/** Policy fields an upstream may set besides its thresholds; the rest come from elsewhere. */
+export const policyOverrides = {
+  success_threshold: policyFields.success_threshold.optional(),
+  window: policyFields.window.optional(),
+  backoff: policyFields.backoff.optional(),
+  forced_state: policyFields.forced_state.optional(),
+};
+
+/** `circuits:` entries: any policy fields, over `circuit_defaults`. */
+export const declaredCircuitSchema = z.object(policyFields).partial().strict();

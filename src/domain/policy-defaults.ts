@@ -1,0 +1,35 @@
+/**
+ * Every built-in default of a circuit's policy, once, with its unit. The config file
+ * (`circuit_defaults`, `upstreams.*`), the HTTP API (merge patches, the wire mapping) and
+ * the client's local breakers all read them here. See docs/api.md "Policy fields".
+ */
+import type { CircuitPolicy } from './policy.js';
+
+export const POLICY_DEFAULTS = Object.freeze({
+  /** A circuit's policy when nothing sets a field (the config's `circuit_defaults`). */
+  circuit: Object.freeze({
+    failureThreshold: 5, // consecutive failures
+    timeoutSeconds: 30, // 30 s open time
+    halfOpenMaxCalls: 1, // probes in flight at once
+    successThreshold: 1, // successful probes in a row
+    window: null,
+    backoff: null,
+    forcedState: null,
+  } satisfies CircuitPolicy),
+  /** A proxy node's circuit (`upstreams.<name>.failure_threshold`); its other fields as `circuit`. */
+  upstreamFailureThreshold: 3, // consecutive failures
+  /** How long an admitted half-open probe holds its slot without reporting. */
+  probeLeaseSeconds: 10, // 10 s
+  /** Members a `window` leaves out. */
+  window: Object.freeze({
+    /** A time window's minimum calls; a count window's is its size. */
+    timeMinimumCalls: 10, // outcomes
+    failureRateThreshold: 50, // percent
+    slowCallRateThreshold: 100, // percent
+  }),
+  /** Members a `backoff` leaves out: doubling, capped at 300 s (APISIX's `max_breaker_sec` default) or the base open time if longer. */
+  backoff: Object.freeze({
+    multiplier: 2, // times the previous open time
+    maxTimeoutSeconds: 300, // 300 s
+  }),
+});

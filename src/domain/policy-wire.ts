@@ -1,0 +1,137 @@
+/**
+ * The policy's wire form: the snake_case JSON of the HTTP API and the config file, mapped
+ * to the domain's `CircuitPolicy` and back, once. Validation is the edges' (zod in
+ * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
+ */
+import { POLICY_DEFAULTS } from './policy-defaults.js';
+import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type WindowPolicy } from './policy.js';
+
+/** `window` on the wire; a member left out (or null) takes its default. */
+export type WindowWire = {
+  readonly type: 'count' | 'time';
+  readonly size: number; // outcomes (count) or seconds (time)
+  readonly minimum_calls?: number | null;
+  readonly failure_rate_threshold?: number | null; // percent
+  readonly slow_call_duration_ms?: number | null;
+  readonly slow_call_rate_threshold?: number | null; // percent
+};
+
+/** `backoff` on the wire; a member left out (or null) takes its default. */
+export type BackoffWire = {
+  readonly multiplier?: number | null;
+  readonly max_timeout_seconds?: number | null;
+};
+
+/** A complete policy on the wire. */
+export type PolicyWire = {
+  readonly failure_threshold: number;
+  readonly timeout_seconds: number;
+  readonly half_open_max_calls: number;
+  readonly success_threshold: number;
+  readonly window: WindowWire | null;
+  readonly backoff: BackoffWire | null;
+  readonly forced_state: ForcedState | null;
+};
+
+function windowFromWire(w: WindowWire): WindowPolicy {
+  const defaults = POLICY_DEFAULTS.window;
+  return {
+    type: w.type,
+    size: w.size,
+    minimumCalls: w.minimum_calls ?? null,
+    failureRateThreshold: w.failure_rate_threshold ?? defaults.failureRateThreshold,
+    slowCallDurationMs: w.slow_call_duration_ms ?? null,
+    slowCallRateThreshold: w.slow_call_rate_threshold ?? defaults.slowCallRateThreshold,
+  };
+}
+
+function backoffFromWire(b: BackoffWire, timeoutSeconds: number): BackoffPolicy {
+  const defaults = POLICY_DEFAULTS.backoff;
+  return {
+    multiplier: b.multiplier ?? defaults.multiplier,
+    maxTimeoutSeconds: b.max_timeout_seconds ?? Math.max(defaults.maxTimeoutSeconds, timeoutSeconds),
+  };
+}
+
+/** Wire form to the domain's policy, filling the window's and backoff's defaults. */
+export function policyFromWire(w: PolicyWire): CircuitPolicy {
+  return {
+    failureThreshold: w.failure_threshold,
+    timeoutSeconds: w.timeout_seconds,
+    halfOpenMaxCalls: w.half_open_max_calls,
+    successThreshold: w.success_threshold,
+    window: w.window && windowFromWire(w.window),
+    backoff: w.backoff && backoffFromWire(w.backoff, w.timeout_seconds),
+    forcedState: w.forced_state,
+  };
+}
+
+/**
+ * The domain's policy in wire form. `resolved` (for display) spells out the window's
+ * default minimum_calls; without it (a merge base) a defaulted member is left out, so it
+ * keeps following its default.
+ */
+export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
+  const w = p.window;
+  return {
+    failure_threshold: p.failureThreshold,
+    timeout_seconds: p.timeoutSeconds,
+    half_open_max_calls: p.halfOpenMaxCalls,
+    success_threshold: p.successThreshold,
+    window: w && {
+      type: w.type,
+      size: w.size,
+      ...(resolved || w.minimumCalls !== null ? { minimum_calls: minimumCalls(w) } : {}),
+      failure_rate_threshold: w.failureRateThreshold,
+      ...(resolved || w.slowCallDurationMs !== null ? { slow_call_duration_ms: w.slowCallDurationMs } : {}),
+      slow_call_rate_threshold: w.slowCallRateThreshold,
+    },
+    backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
+    forced_state: p.forcedState,
+  };
+}
+
+const isRecord = (v: unknown): v is Readonly<Record<string, unknown>> => typeof v === 'object' && v !== null;
+const positive = (v: unknown): number | undefined => (typeof v === 'number' && v > 0 ? v : undefined);
+const positiveInt = (v: unknown): number | undefined => (Number.isInteger(v) ? positive(v) : undefined);
+const numberOrNull = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+
+/** A window from untrusted JSON: null unless its type and size are usable; bad members take their defaults. */
+function windowWireFrom(w: unknown): WindowWire | null {
+  if (!isRecord(w) || (w.type !== 'count' && w.type !== 'time') || typeof w.size !== 'number') return null;
+  return {
+    type: w.type,
+    size: w.size,
+    minimum_calls: numberOrNull(w.minimum_calls),
+    failure_rate_threshold: positive(w.failure_rate_threshold),
+    slow_call_duration_ms: numberOrNull(w.slow_call_duration_ms),
+    slow_call_rate_threshold: positive(w.slow_call_rate_threshold),
+  };
+}
+
+function backoffWireFrom(b: unknown): BackoffWire | null {
+  return isRecord(b) ? { multiplier: positive(b.multiplier), max_timeout_seconds: positiveInt(b.max_timeout_seconds) } : null;
+}
+
+/**
+ * The policy in a circuit's JSON from a server (docs/api.md), read field by field: a
+ * missing or malformed field takes `fallback`'s value (a missing `window` or `backoff`
+ * too; a malformed one is none), so an older server's JSON works too. `forced_state` is
+ * only ever the JSON's.
+ */
+export function policyFromJson(json: Readonly<Record<string, unknown>> | null, fallback: CircuitPolicy): CircuitPolicy {
+  const policy = policyFromWire({
+    failure_threshold: positiveInt(json?.failure_threshold) ?? fallback.failureThreshold,
+    timeout_seconds: positiveInt(json?.timeout_seconds) ?? fallback.timeoutSeconds,
+    half_open_max_calls: positiveInt(json?.half_open_max_calls) ?? fallback.halfOpenMaxCalls,
+    success_threshold: positiveInt(json?.success_threshold) ?? fallback.successThreshold,
+    window: windowWireFrom(json?.window),
+    backoff: backoffWireFrom(json?.backoff),
+    forced_state: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
+  });
+  return {
+    ...policy,
+    window: json?.window === undefined ? fallback.window : policy.window,
+    backoff: json?.backoff === undefined ? fallback.backoff : policy.backoff,
+  };
+}
