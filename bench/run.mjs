@@ -23,7 +23,9 @@
 //      BENCH_WRK_THREADS (1), BENCH_ONLY (comma list of sections api,proxy,workers,durability and/or
 //      api scenario ids get,ok,fail), BENCH_CPU_PROF=1 (every circuitlog runs with --cpu-prof; profiles
 //      in bench/results/prof/), BENCH_SYNCHRONOUS (NORMAL|FULL, api section), BENCH_CIRCUITLOG_CONFIG
-//      (api section), BENCH_UPSTREAM_BYTES (proxy body size, 300), BENCH_NGINX (0 = skip nginx, or its path).
+//      (api section), BENCH_UPSTREAM_BYTES (proxy body size, 300), BENCH_NGINX (0 = skip nginx, or its path),
+//      BENCH_BASELINE_DIST (another build's dist/ directory: the api section's GET /allowed and the proxy
+//      section also run against that build, and its rows are compared with this build's in the same run).
 // See bench/README.md.
 
 import fs from 'node:fs';
@@ -63,6 +65,9 @@ const repoRoot = path.resolve(benchDir, '..');
 const resultsDir = path.join(benchDir, 'results');
 const profDir = path.join(resultsDir, 'prof');
 const dist = path.join(repoRoot, 'dist', 'main.js');
+/** BENCH_BASELINE_DIST: a built baseline (another checkout's dist/), measured beside this build in the same run. */
+const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
+if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
 const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls', 'overload'];
 const API_IDS = ['get', 'ok', 'fail'];
@@ -128,12 +133,12 @@ async function stopEach(procs) {
  * circuitlog from dist/main.js. At log level `info` it announces itself (once all workers
  * listen, with CIRCUITLOG_WORKERS > 1); at `warn` we poll /health instead.
  */
-function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '', logLevel = 'info' }) {
+function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '', logLevel = 'info', main = dist }) {
   const quiet = logLevel !== 'info' && logLevel !== 'debug' && logLevel !== 'trace';
   return startProcess({
     name,
-    args: [...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), dist],
-    cwd: repoRoot,
+    args: [...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), main],
+    cwd: path.resolve(path.dirname(main), '..'),
     port: 'auto',
     readyPath: quiet ? '/health' : undefined,
     timeoutMs: 30_000,
@@ -226,6 +231,13 @@ async function apiSection() {
     log(`circuitlog pid ${server.pid} on ${server.url}`);
     const u = (p) => `${server.url}${p}`;
     const sizes = await setupBenchCircuits(server.url);
+    let base = null; // the BENCH_BASELINE_DIST build, same settings, its own database
+    if (baselineDist !== null) {
+      base = await startCircuitlog({ name: 'circuitlog-baseline', db: path.join(tmp, 'baseline.db'), logLevel: 'warn', config: process.env.BENCH_CIRCUITLOG_CONFIG ?? '', synchronous: process.env.BENCH_SYNCHRONOUS ?? '', main: baselineDist });
+      procs.push(base);
+      log(`circuitlog baseline build (${baselineDist}) pid ${base.pid} on ${base.url}`);
+      await setupBenchCircuits(base.url);
+    }
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
 
     const bare = await startProcess({
@@ -262,7 +274,9 @@ async function apiSection() {
         targets: [
           { id: 'bare', label: `bare GET /bare (${sizes.getAllowed} B)`, url: b('/bare'), pid: bare.pid },
           { id: 'circuitlog', label: 'GET /circuits/bench-ok/allowed', url: u('/circuits/bench-ok/allowed'), goal: 0.9, pid: server.pid },
+          ...(base === null ? [] : [{ id: 'baseline-build', label: 'GET /circuits/bench-ok/allowed, BENCH_BASELINE_DIST build', url: `${base.url}/circuits/bench-ok/allowed`, pid: base.pid }]),
         ],
+        comparisons: base === null ? [] : [{ subject: 'circuitlog', baseline: 'baseline-build', goal: 0.95, label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build' }],
       },
       {
         id: 'ok',
@@ -326,6 +340,12 @@ async function proxySection() {
     const server = await startCircuitlog({ name: 'circuitlog-proxy', db: path.join(tmp, 'proxy.db'), config, workers: proxyWorkers });
     procs.push(server);
     log(`circuitlog (proxy) pid ${server.pid} on ${server.url}`);
+    let base = null; // the BENCH_BASELINE_DIST build's proxy, same config
+    if (baselineDist !== null) {
+      base = await startCircuitlog({ name: 'circuitlog-proxy-baseline', db: path.join(tmp, 'proxy-baseline.db'), config, workers: proxyWorkers, main: baselineDist });
+      procs.push(base);
+      log(`circuitlog (proxy) baseline build pid ${base.pid} on ${base.url}`);
+    }
     const bare = await startFeatureless(upstream.url, proxyWorkers);
     procs.push(bare);
     const hp = await startProcess({
@@ -373,6 +393,11 @@ async function proxySection() {
       { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
     ];
     if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
+    if (base) {
+      const viaBase = await probeOk(`${base.url}/proxy/bench${PROXY_PATH}`);
+      if (viaBase.body !== direct.body) throw new Error(`baseline build /proxy answered differently: ${viaBase.body.slice(0, 200)}`);
+      targets.push({ id: 'baseline-build', label: `circuitlog GET /proxy/bench${PROXY_PATH}, BENCH_BASELINE_DIST build`, url: `${base.url}/proxy/bench${PROXY_PATH}`, pid: () => base.pids() });
+    }
     const scenarios = [
       {
         id: 'proxy',
@@ -384,6 +409,12 @@ async function proxySection() {
           { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
           { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
           { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
+          ...(base
+            ? [
+                { subject: 'baseline-build', baseline: 'featureless', label: 'BENCH_BASELINE_DIST build /proxy vs featureless Node proxy (reference)' },
+                { subject: 'circuitlog', baseline: 'baseline-build', label: 'circuitlog /proxy: this build vs the BENCH_BASELINE_DIST build' },
+              ]
+            : []),
         ],
       },
     ];

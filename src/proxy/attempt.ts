@@ -1,4 +1,4 @@
-import type { DispatchHandler } from './upstream-client.js';
+import type { Dispatcher } from 'undici';
 import { isNothingSent } from './upstream-client.js';
 import type { UploadWatcher } from './replayable-body.js';
 
@@ -22,21 +22,22 @@ function onTimeout(attempt: Attempt): void {
 }
 
 /**
- * One try of one node, as undici's dispatch handler: `settle` is called once, with the head
- * (`status`, `rawHeaders`) or a `failure`. Body bytes that arrive before `attach` are held
- * (reading pauses past 64 KiB); then they go to the sink. One object per attempt, no
- * promise, stream or AbortSignal of its own: the forwarding hot path (issue 12).
+ * One try of one node, as an undici dispatch handler (undici 7's `onRequestStart` …
+ * `onResponseError`): `settle` is called once, with the head (`status`, `rawHeaders`, as
+ * undici read them) or a `failure`. Body bytes that arrive before `attach` are held (reading
+ * pauses past 64 KiB); then they go to the sink. One object per attempt, no promise, stream
+ * or AbortSignal of its own: the forwarding hot path (issue 12).
  */
-export class Attempt implements DispatchHandler, UploadWatcher {
+export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
   status = 0;
   rawHeaders: Buffer[] = [];
   failure: AttemptFailure | null = null;
   error: Error | null = null;
-  private abortFn: ((reason?: Error) => void) | null = null;
+  private controller: Dispatcher.DispatchController | null = null;
   private cancelled: Error | null = null;
   private timer: NodeJS.Timeout | null;
   private settle: ((attempt: Attempt) => void) | null;
-  private resumeFn: () => void = noop;
+  private readonly resumeFn = (): void => this.controller?.resume();
   private sink: BodySink | null = null;
   private held: Buffer[] | null = null;
   private heldBytes = 0;
@@ -79,34 +80,35 @@ export class Attempt implements DispatchHandler, UploadWatcher {
     return this.status !== 0;
   }
 
-  onConnect(abort: (reason?: Error) => void): void {
-    this.abortFn = abort;
-    if (this.cancelled !== null) abort(this.cancelled);
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.cancelled !== null) controller.abort(this.cancelled);
   }
 
-  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    if (status < 200) return true; // interim answers other than 100 reach here; skip them (RFC 9110 section 15.2)
+  onResponseStart(controller: Dispatcher.DispatchController, status: number): void {
+    if (status < 200) return; // interim answers other than 100 reach here; skip them (RFC 9110 section 15.2)
     this.clearTimer();
     this.status = status;
-    this.rawHeaders = rawHeaders;
-    this.resumeFn = resume;
+    this.rawHeaders = (controller.rawHeaders as Buffer[] | null | undefined) ?? []; // undici's raw list: names as sent, repeats kept
     this.finish();
-    return true;
   }
 
-  onData(chunk: Buffer): boolean {
-    if (this.sink !== null) return this.sink.write(chunk, this.resumeFn);
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.sink !== null) {
+      if (!this.sink.write(chunk, this.resumeFn)) controller.pause();
+      return;
+    }
     (this.held ??= []).push(chunk);
     this.heldBytes += chunk.length;
-    return this.heldBytes < HOLD_BYTES;
+    if (this.heldBytes >= HOLD_BYTES) controller.pause();
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     this.ended = true;
     this.sink?.end();
   }
 
-  onError(error: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.clearTimer();
     if (this.answered) {
       this.bodyError = error;
@@ -129,7 +131,7 @@ export class Attempt implements DispatchHandler, UploadWatcher {
     }
     if (this.ended || this.bodyError !== null) return;
     this.cancelled = reason;
-    this.abortFn?.(reason);
+    this.controller?.abort(reason);
   }
 
   /** Send the body (held bytes first) to `sink`; a body already over is reported at once. */
@@ -153,14 +155,6 @@ export class Attempt implements DispatchHandler, UploadWatcher {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
   }
-}
-
-function noop(): void {}
-
-/** Milliseconds since `startedAt` on `clock`; never negative (a wall clock may step back). */
-export function elapsedMs(clock: () => number, startedAt: number): number {
-  const ms = clock() - startedAt;
-  return ms > 0 ? ms : 0;
 }
 
 /** A sink that throws the body away, keeping the connection for reuse unless it is large. */

@@ -1,22 +1,7 @@
-/**
- * Header handling at the proxy boundary. Hop-by-hop fields describe one connection and
- * must not be forwarded (RFC 9110 section 7.6.1, https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1);
- * the same idea as hono's src/helper/proxy.
- */
+/** Header handling at the proxy boundary; the hop-by-hop list is in proxy-errors.ts. */
+import { HOP_BY_HOP } from './proxy-errors.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
-
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-authorization',
-  'proxy-authenticate',
-]);
 
 /** Fields we set ourselves or that undici refuses (it sends `Host` from the node origin). */
 const REQUEST_DROPPED = new Set(['host', 'expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-dc']);

@@ -1,36 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { BreakerService } from '../service/breaker-service.js';
-import { elapsedMs, type Attempt, type BodySink } from './attempt.js';
+import type { BodySink } from './attempt.js';
 import type { Flight } from './coalesce.js';
-import type { HeaderRecord } from './forward-headers.js';
-import type { ProxyInput } from './proxy-handler.js';
-import type { ReplayableBody } from './replayable-body.js';
+import { recordNode, type FailoverDeps } from './failover.js';
+import type { ProxyCall } from './proxy-call.js';
+import { NOBODY_READS } from './proxy-errors.js';
 import type { StaleCapture } from './stale-cache.js';
-import type { ProxyTarget } from './target-path.js';
-import type { ProxyNode, Upstream } from './upstreams.js';
-
-/** One proxied request on its way through `forward`. */
-export interface Call {
-  readonly input: ProxyInput;
-  readonly upstream: Upstream;
-  readonly target: ProxyTarget;
-  readonly method: string;
-  readonly requestHeaders: HeaderRecord;
-  readonly headers: Record<string, string | string[]>;
-  readonly body: ReplayableBody | null;
-  /** The attempt in progress (its head pending, or its body streaming to the caller). */
-  current: Attempt | null;
-  /** Hands the bulkhead slot to the response body; true once handed over. */
-  handedOff: boolean;
-  /** The caller's response is over (sent, or the caller left). */
-  done: boolean;
-  /** When this request leads a coalesced call: the followers waiting on it. */
-  flight: Flight | null;
-  /** The leader hung up while followers wait: the answer is still read, for them only. */
-  detached: boolean;
-}
+import type { ProxyNode } from './upstreams.js';
 
 /** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
 const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'ECONNRESET']);
@@ -38,8 +15,6 @@ const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND
 function isNodeBodyError(error: { code?: string }): boolean {
   return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
 }
-
-const NOBODY_READS = Object.assign(new Error('the leader left and no follower waits'), { code: 'CIRCUITLOG_CALLER_GONE' });
 
 /** Where a forwarded body goes: the caller's Node response (or a web stream), then the verdict. */
 export class ForwardSink implements BodySink {
@@ -49,8 +24,8 @@ export class ForwardSink implements BodySink {
   private over = false;
 
   constructor(
-    private readonly deps: { readonly breaker: BreakerService; readonly logger: Logger; readonly clock: () => number },
-    private readonly call: Call,
+    private readonly deps: FailoverDeps & { readonly logger: Logger },
+    private readonly call: ProxyCall,
     private readonly node: ProxyNode,
     private readonly judge: boolean,
     private readonly keep: StaleCapture | null,
@@ -64,7 +39,7 @@ export class ForwardSink implements BodySink {
     this.flight?.chunk(chunk);
     if (this.call.detached) {
       // Read on for the followers only; once they no longer wait on this body, stop it.
-      if (this.flight === null || this.flight.settled) this.call.current?.cancel('caller_gone', NOBODY_READS);
+      if (this.flight === null || this.flight.settled) this.call.cancel(NOBODY_READS);
       return true;
     }
     const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
@@ -93,7 +68,7 @@ export class ForwardSink implements BodySink {
   fail(error: Error & { code?: string }): void {
     const nodeFault = !this.call.done && isNodeBodyError(error);
     if (nodeFault) {
-      this.deps.logger.warn({ event: 'upstream_failed', upstream: this.call.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
+      this.deps.logger.warn({ event: 'upstream_failed', upstream: this.call.parts.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
     }
     this.flight?.release(); // a cut body is no answer to share: the followers call themselves
     if (this.outgoing !== null) this.outgoing.destroy();
@@ -104,10 +79,7 @@ export class ForwardSink implements BodySink {
   private close(success: boolean): void {
     if (this.over) return;
     this.over = true;
-    const call = this.call;
-    call.done = true;
-    call.current = null;
-    call.upstream.inFlight--;
-    if (this.judge) this.deps.breaker.record(this.node.circuit, success, call.upstream.recordOptions, elapsedMs(this.deps.clock, this.startedAt));
+    this.call.end();
+    if (this.judge) recordNode(this.deps, this.call.parts.upstream, this.node, success, this.startedAt);
   }
 }

@@ -4,7 +4,6 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { discardBody } from './send-response.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import type { UpstreamClient } from './upstream-client.js';
-import { isPromise } from '../store/maybe-promise.js';
 import { buildUpstreams, type ProxyNode, type Upstream } from './upstreams.js';
 
 /** Active health checks; main.ts starts them with the server and stops them on shutdown. */
@@ -62,8 +61,7 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
     if (checking.has(node.circuit)) return; // the previous round's probe is still out
     checking.add(node.circuit);
     try {
-      const got = deps.breaker.get(node.circuit);
-      const circuit = isPromise(got) ? await got : got; // also turns an expired open into half-open
+      const circuit = await deps.breaker.get(node.circuit); // also turns an expired open into half-open
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
       const healthy = await probe(upstream, node);
       deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');

@@ -9,9 +9,8 @@ import type { ProxyHooks } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
-import { isPromise } from '../store/maybe-promise.js';
 import { parseProxyTarget } from './target-path.js';
-import { unknownUpstream } from './unknown-upstream.js';
+import { unknownUpstream } from './proxy-errors.js';
 
 /** What createApp needs to serve /proxy. */
 export interface ProxyOptions {
@@ -41,7 +40,7 @@ export interface ProxyRouteDeps {
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
   const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
-  if (isPromise(created)) deps.pending?.push(created);
+  deps.pending?.push(created);
   const handler = createProxyHandler({
     upstreams,
     breaker: deps.breaker,
@@ -57,7 +56,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
   const upgrade = createUpgradeHandler({
-    upstreams, breaker: deps.breaker, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
+    upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
     hooks: deps.hooks,
   });
   return { handler, upgrade };

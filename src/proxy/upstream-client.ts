@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { Socket } from 'node:net';
-import { Agent, buildConnector } from 'undici';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { skipInterimResponses } from './interim-responses.js';
 
 /** One request to one configured node; `origin` and `path` are always sent separately. */
@@ -11,18 +11,9 @@ export interface UpstreamRequest {
   readonly method: string;
   readonly headers: Record<string, string | string[]>;
   readonly body: Readable | null;
-  /** Aborts the request: an AbortSignal, or any EventEmitter that emits 'abort' (undici takes both). */
-  readonly signal: AbortSignal | AbortEmitter;
+  readonly signal: AbortSignal;
   /** Longest silence allowed between response body chunks. */
   readonly bodyTimeoutMs: number;
-}
-
-/** The EventEmitter form of an abort signal that undici accepts. */
-export interface AbortEmitter {
-  readonly aborted: boolean;
-  on(event: 'abort', listener: () => void): unknown;
-  once(event: 'abort', listener: () => void): unknown;
-  removeListener(event: 'abort', listener: () => void): unknown;
 }
 
 /** The upstream's answer; the caller must consume or destroy `body`. */
@@ -36,18 +27,11 @@ export interface UpstreamResponse {
 export type UpstreamDispatch = Omit<UpstreamRequest, 'signal'>;
 
 /**
- * undici's dispatch handler: the callback API under `request()` and `stream()`. The proxy
- * forwards through it with no promise, stream or AbortSignal per response (issue 12).
- * `onConnect` hands over the function that aborts the request; returning false from
- * `onHeaders`/`onData` pauses reading until `resume` is called.
+ * undici's dispatch handler (undici 7's `onRequestStart`, `onResponseStart`, `onResponseData`,
+ * `onResponseEnd`, `onResponseError`): the proxy forwards through it with no promise, stream
+ * or AbortSignal per response (issue 12). The controller aborts, pauses and resumes.
  */
-export interface DispatchHandler {
-  onConnect(abort: (reason?: Error) => void): void;
-  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean;
-  onData(chunk: Buffer): boolean;
-  onComplete(trailers: unknown): void;
-  onError(error: Error): void;
-}
+export type DispatchHandler = Dispatcher.DispatchHandler;
 
 /** How the proxy talks to nodes; tests may pass their own. */
 export interface UpstreamClient {
@@ -93,10 +77,10 @@ export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamC
       const res = await agent.request({
         origin: r.origin,
         path: r.path,
-        method: r.method as 'GET',
+        method: r.method as Dispatcher.HttpMethod,
         headers: r.headers,
         body: r.body,
-        signal: r.signal as AbortSignal, // undici also accepts an EventEmitter here
+        signal: r.signal,
         headersTimeout: 0, // the caller's per-attempt timer covers connect + headers
         bodyTimeout: r.bodyTimeoutMs,
       });
@@ -107,13 +91,13 @@ export function createUndiciClient(options: UndiciClientOptions = {}): UpstreamC
         {
           origin: r.origin,
           path: r.path,
-          method: r.method as 'GET',
+          method: r.method as Dispatcher.HttpMethod,
           headers: r.headers,
           body: r.body,
           headersTimeout: 0, // the caller's per-attempt timer covers connect + headers
           bodyTimeout: r.bodyTimeoutMs,
         },
-        handler as unknown as Parameters<Agent['dispatch']>[1],
+        handler,
       );
     },
     close: () => agent.close(),

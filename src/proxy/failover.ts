@@ -1,0 +1,84 @@
+import type { BreakerService, Clock } from '../service/breaker-service.js';
+import { NodePick } from './node-picker.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
+
+/** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
+export const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+
+/** How one try of one node ended; `A` is the transport's answer (an HTTP head, a WebSocket handshake answer). */
+export type Tried<A> =
+  | { readonly kind: 'answer'; readonly answer: A; readonly failed: boolean; readonly startedAt: number }
+  | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly startedAt: number }
+  | { readonly kind: 'caller_gone' };
+
+/** One transport's side of the failover: HTTP forwarding (proxy-handler.ts) or the WebSocket handshake (upgrade.ts). */
+export interface Transport<A> {
+  readonly upstream: Upstream;
+  readonly method: string;
+  /** Try `node`; `startedAt` is the clock when it was dispatched. */
+  attempt(node: ProxyNode, startedAt: number): Promise<Tried<A>>;
+  /** Whether the request could be sent whole again (its body is kept, or it has none). */
+  replayable(): boolean;
+  /** Throw away a failing answer that a retry on another node supersedes. */
+  discard(answer: A): void;
+}
+
+/** How the failover ended. `answer` with `failed` false is the node's to judge (the transport records its success). */
+export type Ending<A> =
+  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly answer: A; readonly failed: boolean; readonly startedAt: number }
+  | { readonly kind: 'no_node'; readonly retryAt: number | null }
+  | { readonly kind: 'timeout' | 'unreachable' }
+  | { readonly kind: 'caller_gone' };
+
+export interface FailoverDeps {
+  readonly breaker: BreakerService;
+  readonly clock: Clock;
+  /** On a storage outage, use the local DC's nodes without their breakers. */
+  readonly failOpen: boolean;
+}
+
+/**
+ * Record one node outcome, with its duration (`startedAt` to now on the injected clock):
+ * every proxy outcome, HTTP or WebSocket, success or failure, goes through here, so a slow
+ * call counts in the node's slow-call window whatever carried it.
+ */
+export function recordNode(deps: FailoverDeps, upstream: Upstream, node: ProxyNode, success: boolean, startedAt: number): void {
+  deps.breaker.record(node.circuit, success, upstream.recordOptions, elapsedMs(deps.clock, startedAt));
+}
+
+/** Milliseconds since `startedAt` on `clock`; never negative (a wall clock may step back). */
+export function elapsedMs(clock: () => number, startedAt: number): number {
+  const ms = clock() - startedAt;
+  return ms > 0 ? ms : 0;
+}
+
+/**
+ * The one failover loop: pick a node (local DC first), try it; a failure (timeout,
+ * unreachable, refused, a status in `failure_statuses`) is recorded against the node and,
+ * for an idempotent method within the retry budget, the next node is tried. A refused
+ * connection sent nothing, so any method moves on, outside the budget. When no node is
+ * left, the last failing answer goes back as sent, or the last failure is the ending.
+ */
+export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<Ending<A>> {
+  const { upstream } = t;
+  let tried: Set<ProxyNode> | null = null;
+  let budget = upstream.config.retries;
+  let last: Ending<A> | null = null;
+  for (;;) {
+    const picking = new NodePick(upstream, tried, deps.breaker, deps.failOpen);
+    const pick = picking.now() ?? (await picking.later());
+    if (pick.node === null) return last ?? { kind: 'no_node', retryAt: pick.retryAt };
+    if (last?.kind === 'answer') t.discard(last.answer);
+    const node = pick.node;
+    const tr = await t.attempt(node, deps.clock());
+    if (tr.kind === 'caller_gone') return tr;
+    if (tr.kind === 'answer' && !tr.failed) return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt };
+    recordNode(deps, upstream, node, false, tr.startedAt);
+    (tried ??= new Set()).add(node);
+    last = tr.kind === 'answer' ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt } : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
+    const replayable = t.replayable();
+    if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
+    if (!IDEMPOTENT.has(t.method) || budget === 0 || !replayable) return last;
+    budget--;
+  }
+}

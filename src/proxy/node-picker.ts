@@ -1,0 +1,88 @@
+import { AppError } from '../domain/errors.js';
+import type { Admission } from '../domain/circuit.js';
+import type { BreakerService } from '../service/breaker-service.js';
+import { isPromise } from '../store/maybe-promise.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
+
+export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonly retryAt: number | null };
+
+/**
+ * The one walk over an upstream's nodes: the first group (local DC first) with a node whose
+ * circuit admits a call, round-robin inside the group, skipping `tried`. It yields each
+ * candidate and is sent that node's admission, so only the chosen node's circuit is
+ * admitted (a half-open node's probe slot is taken only when it is used).
+ */
+function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null): Generator<ProxyNode, Pick, Admission | null> {
+  let retryAt = Infinity;
+  for (let g = 0; g < upstream.groups.length; g++) {
+    const group = upstream.groups[g]!;
+    const start = upstream.cursors[g]!;
+    upstream.cursors[g] = (start + 1) % group.length;
+    for (let k = 0; k < group.length; k++) {
+      const node = group[(start + k) % group.length]!;
+      if (tried?.has(node)) continue;
+      const admission = yield node;
+      if (admission === null || admission.verdict.allowed) return { node };
+      retryAt = Math.min(retryAt, admission.verdict.retryAt);
+    }
+  }
+  return { node: null, retryAt: Number.isFinite(retryAt) ? retryAt : null };
+}
+
+/**
+ * Choosing the next node for one attempt. The service's checks are answered at once when
+ * the store can (SQLite always; Redis from its cache: the closed-circuit fast path), so
+ * `now()` is a synchronous peek; a check that needs the shared store makes it answer null,
+ * and `later()` finishes the same walk asynchronously. This is the one place in the proxy
+ * that meets the service's value-or-promise answers.
+ */
+export class NodePick {
+  private readonly steps: Generator<ProxyNode, Pick, Admission | null>;
+  private pending: Promise<Admission | null> | null = null;
+  private candidate: ProxyNode | null = null;
+
+  constructor(
+    upstream: Upstream,
+    tried: ReadonlySet<ProxyNode> | null,
+    private readonly breaker: BreakerService,
+    /** On a storage outage, a local node is used without its breaker. */
+    private readonly failOpen: boolean,
+  ) {
+    this.steps = walk(upstream, tried);
+  }
+
+  /** The pick, when every check it took was answered at once; else null (then await `later()`). */
+  now(): Pick | null {
+    let step = this.steps.next();
+    while (!step.done) {
+      const admission = this.breaker.check(step.value.circuit);
+      if (isPromise(admission)) {
+        this.pending = admission;
+        this.candidate = step.value;
+        return null;
+      }
+      step = this.steps.next(admission);
+    }
+    return step.value;
+  }
+
+  /** The rest of the walk `now()` left, awaiting each check. */
+  async later(): Promise<Pick> {
+    let node = this.candidate!;
+    let pending: Promise<Admission | null> | null = this.pending;
+    for (;;) {
+      let admission: Admission | null;
+      try {
+        admission = await (pending ?? this.breaker.check(node.circuit));
+      } catch (error) {
+        // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
+        if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };
+        throw error;
+      }
+      pending = null;
+      const step = this.steps.next(admission);
+      if (step.done) return step.value;
+      node = step.value;
+    }
+  }
+}

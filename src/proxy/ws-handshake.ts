@@ -1,0 +1,80 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Transport, Tried } from './failover.js';
+import { upstreamRequestHeaders } from './forward-headers.js';
+import type { ProxyTarget } from './target-path.js';
+import { isNothingSent } from './upstream-client.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
+
+/** A node's answer to the handshake: its 101 with the switched socket, or any other answer. */
+export interface HandshakeAnswer {
+  readonly res: http.IncomingMessage;
+  /** Set on a 101: the node's socket and the bytes that came after its head. */
+  readonly switched: { readonly socket: Socket; readonly head: Buffer } | null;
+}
+
+export interface HandshakeRequest {
+  readonly upstream: Upstream;
+  readonly target: ProxyTarget;
+  readonly incoming: http.IncomingMessage;
+  /** The caller's connection: its closing ends the handshake in progress. */
+  readonly client: Duplex;
+  readonly localDc: string;
+  readonly logger: Logger;
+}
+
+/** The WebSocket handshake as the failover core's transport: one `GET` with `Upgrade: websocket` per attempt, on its own connection. */
+export function handshakeTransport(req: HandshakeRequest): Transport<HandshakeAnswer> {
+  return {
+    upstream: req.upstream,
+    method: 'GET',
+    attempt: (node, startedAt) => handshake(req, node, startedAt),
+    replayable: () => true, // a handshake has no body
+    discard: (answer) => (answer.switched === null ? answer.res.resume() : answer.switched.socket.destroy()),
+  };
+}
+
+function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): Promise<Tried<HandshakeAnswer>> {
+  const { upstream, incoming, client, logger } = req;
+  const url = new URL(node.origin);
+  const headers = upstreamRequestHeaders(incoming.headers, { clientIp: incoming.socket.remoteAddress, proto: 'http', localDc: req.localDc });
+  headers.connection = 'Upgrade';
+  headers.upgrade = 'websocket';
+  const request = (url.protocol === 'https:' ? https : http).request({
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port || (url.protocol === 'https:' ? 443 : 80),
+    path: node.basePath + req.target.path,
+    method: 'GET',
+    headers,
+    agent: false, // a tunnel owns its connection
+  });
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (outcome: Tried<HandshakeAnswer>) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      client.off('close', onCallerGone);
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => {
+      settle({ kind: 'timeout', startedAt });
+      request.destroy();
+    }, upstream.config.request_timeout_ms);
+    const onCallerGone = () => {
+      settle({ kind: 'caller_gone' });
+      request.destroy();
+    };
+    client.once('close', onCallerGone);
+    request.once('upgrade', (res, socket, head) => settle({ kind: 'answer', answer: { res, switched: { socket, head } }, failed: false, startedAt }));
+    request.once('response', (res) => settle({ kind: 'answer', answer: { res, switched: null }, failed: upstream.failureStatuses.has(res.statusCode ?? 0), startedAt }));
+    request.once('error', (error) => {
+      if (!settled) logger.warn({ event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: 'upgrade', err: error.message }, `${node.circuit}: upgrade failed`);
+      settle({ kind: isNothingSent(error) ? 'refused' : 'unreachable', startedAt });
+    });
+    request.end();
+  });
+}
