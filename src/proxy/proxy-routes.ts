@@ -5,10 +5,10 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
-import type { ProxyHooks } from './proxy-hooks.js';
+import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
-import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+import { buildUpstreams, ensureNodeCircuits, type Upstream } from './upstreams.js';
 import { parseProxyTarget } from './target-path.js';
 import { unknownUpstream } from './proxy-errors.js';
 
@@ -37,8 +37,9 @@ export interface ProxyRouteDeps {
  * Mount `/proxy/:upstream/*` for every method. No bearer token and no body limit: this is
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
-export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
-  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
+export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler; concurrency: () => UpstreamConcurrency[] } {
+  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.clock);
+  watchOverload(upstreams, deps.hooks);
   const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
   deps.pending?.push(created);
   const handler = createProxyHandler({
@@ -59,7 +60,21 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
     hooks: deps.hooks,
   });
-  return { handler, upgrade };
+  return { handler, upgrade, concurrency: () => concurrencyOf(upstreams) };
+}
+
+/** Overload control reports to the hooks: refusals and retries counted, limits and in-flight read at scrape time. */
+function watchOverload(upstreams: ReadonlyMap<string, Upstream>, hooks: ProxyHooks | undefined): void {
+  if (hooks === undefined) return;
+  for (const u of upstreams.values()) {
+    u.overload.hooks = { shed: (name, reason) => hooks.proxyShed?.(name, reason), retry: (name, result) => hooks.proxyRetry?.(name, result) };
+  }
+  hooks.proxyConcurrency?.(() => concurrencyOf(upstreams));
+}
+
+/** Every upstream's limit and requests in flight now (the gauges and the dashboard). */
+export function concurrencyOf(upstreams: ReadonlyMap<string, Upstream>): UpstreamConcurrency[] {
+  return [...upstreams.values()].map((u) => ({ upstream: u.name, kind: u.overload.gate?.settings.limit ?? null, limit: u.overload.gate?.limit ?? null, inFlight: u.inFlight }));
 }
 
 /**

@@ -96,14 +96,14 @@ describe('concurrency limit (proxy)', () => {
   });
 
   it('with the adaptive limit, 3x an upstream capacity keeps its queue short and refuses the excess; with no limit the queue grows', async () => {
-    // C = 8 at 50 ms (160 answers/s), offered 480/s for 3 s, open loop. Counts, not times:
+    // C = 8 at 50 ms (160 answers/s), offered 480/s for 2 s, open loop. Counts, not times:
     // how long the upstream's own queue got, and how many were refused.
     const run = async (block: string) => {
       const up = await capacity(8, 50);
       const { url } = await startProxy({ n: { id: 'dc1-1', url: up.url } }, `failure_threshold: 1000000\nrequest_timeout_ms: 10000\nhealth_check: { enabled: false }\n${block}`, true);
       const pool = loopbackPool(url);
       cleanup.push(() => pool.close());
-      const r = await openLoop({ pool, path: '/proxy/users/x', ratePerSecond: 480, durationMs: 3_000, maxOutstanding: 2_000 });
+      const r = await openLoop({ pool, path: '/proxy/users/x', ratePerSecond: 480, durationMs: 2_000, maxOutstanding: 2_000 });
       return { r, stats: up.stats() };
     };
     const limited = await run('concurrency: { limit: adaptive, initial: 8, min: 2, max: 200 }');
