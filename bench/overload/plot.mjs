@@ -23,7 +23,7 @@ export function goodputSvg(curves, { C, latencyMs }) {
     const color = COLORS[i % COLORS.length];
     parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${x(p.load).toFixed(1)},${y(p.goodput).toFixed(1)}`).join(' ')}"/>`);
     for (const p of pts) parts.push(`<circle cx="${x(p.load).toFixed(1)}" cy="${y(p.goodput).toFixed(1)}" r="3" fill="${color}"/>`);
-    parts.push(`<text x="${PAD.l + 10}" y="${PAD.t + 14 + 16 * i}" font-size="12" fill="${color}">${escape(c.label)}</text>`);
+    parts.push(`<text x="${PAD.l + 10}" y="${PAD.t + 14 + 16 * i}" font-size="12" fill="${color}">${escapeXml(c.label)}</text>`);
   });
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif">${parts.join('')}</svg>\n`;
 }
@@ -38,13 +38,13 @@ export function textPlot(curves) {
       const p = c.points.find((q) => q.load === load);
       if (!p) continue;
       const n = Math.round(Math.min(1.2, Math.max(0, p.goodput)) * 40);
-      const bar = '#'.repeat(Math.min(n, 40)) + (n > 40 ? '|' + '#'.repeat(n - 40) : ' '.repeat(40 - n) + '|');
+      const bar = '#'.repeat(Math.min(n, 40)) + (n > 40 ? `|${'#'.repeat(n - 40)}` : `${' '.repeat(40 - n)}|`);
       lines.push(`${`${load}x`.padStart(5)} ${c.label.padEnd(width)} ${bar} ${(p.goodput * 100).toFixed(0)}%`);
     }
   }
   return lines.join('\n');
 }
 
-function escape(s) {
+function escapeXml(s) {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
 }

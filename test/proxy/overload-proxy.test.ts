@@ -74,7 +74,11 @@ describe('concurrency limit (proxy)', () => {
     const { app, get, url } = await startProxy(n, 'request_timeout_ms: 2000\nconcurrency: { limit: fixed, max: 1, queue_ms: 100, max_queue: 1 }');
     const held = fetch(`${url}/proxy/users/a`);
     await until(async () => (await app.scrape()).get('circuitlog_proxy_in_flight{upstream="users"}') === 1);
-    const [waiter, over] = await Promise.all([get('/proxy/users/b'), (async () => (await new Promise((r) => setTimeout(r, 20)), get('/proxy/users/c')))()]);
+    const late = async () => {
+      await new Promise((r) => setTimeout(r, 20)); // after b has joined the queue
+      return get('/proxy/users/c');
+    };
+    const [waiter, over] = await Promise.all([get('/proxy/users/b'), late()]);
     expect(waiter.res.status).toBe(503);
     expect(over.res.status).toBe(503);
     const m = await app.scrape();

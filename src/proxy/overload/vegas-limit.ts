@@ -164,12 +164,18 @@ export class VegasLimit {
     if (quiet) this.quietMs = Math.min(this.quietMs ?? rtt, rtt);
     if (this.noLoadMs === null || rtt < this.noLoadMs) this.measured(rtt, now, quiet || this.confirmed);
     else if (quiet && stale) this.measured(this.quietMs!, now, true);
-    if (w.dropped) return this.shrink(w, LOSS_STEP * this.estimate);
+    if (w.dropped) {
+      this.shrink(w, LOSS_STEP * this.estimate);
+      return;
+    }
     if (appLimited) {
       this.roomy = rtt <= this.noLoadMs! * 1.05; // about the no-load latency: nothing queues
       return; // not a word on capacity: hold (Netflix: "prevent upward drift")
     }
-    if (stale && w.shed) return this.startProbe(now);
+    if (stale && w.shed) {
+      this.startProbe(now);
+      return;
+    }
     const queue = this.estimate * (1 - this.noLoadMs! / rtt);
     const alpha = Math.max(1, 0.05 * this.estimate);
     const beta = Math.max(2, 0.1 * this.estimate);

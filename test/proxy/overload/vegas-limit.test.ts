@@ -109,7 +109,7 @@ describe('VegasLimit', () => {
     const limit = new VegasLimit(SETTINGS, 0);
     limit.refused();
     const samples = Array.from({ length: MIN_SAMPLES }, (_, i) => limit.sent(0, i + 1));
-    samples.forEach((s, i) => limit.answered(s, 150, i === 0));
+    for (const [i, s] of samples.entries()) limit.answered(s, 150, i === 0);
     expect(limit.limit).toBe(18);
   });
 
