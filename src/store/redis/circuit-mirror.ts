@@ -1,17 +1,11 @@
 import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
-import type { CapCutoff } from '../circuit-snapshot.js';
-import { toParams } from '../circuit-store.js';
+import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../snapshot-reader.js';
 import type { RedisCircuitStore } from './redis-store.js';
 
-/** One circuit as the metrics read it (the same shape as the SQLite snapshot's rows). */
-export interface MirroredCircuit {
-  readonly id: number;
-  readonly name: string;
-  /** The state a GET would show now: an open circuit past `open_until` reads half_open. */
-  readonly state: CircuitState;
-  /** The circuit as SQLite columns (snake_case, JSON text), for code written against rows. */
-  readonly row: Readonly<Record<string, unknown>>;
+/** One circuit as the gauges read it, with the whole mirrored circuit. */
+export interface MirroredCircuit extends GaugeCircuit {
+  readonly circuit: Circuit;
 }
 
 const LOAD_PAGE = 500; // circuits read per round trip at (re)load
@@ -26,7 +20,7 @@ const RETRY_MS = 1_000; // 1 s between attempts when a reload fails (Redis still
  * cut off do not linger; a failed reload is logged and retried, never left unhandled.
  * Costs one copy of every circuit per host; only built when metrics are on.
  */
-export class CircuitMirror {
+export class CircuitMirror implements SnapshotReader {
   private byName = new Map<string, Circuit>();
   private sorted: Circuit[] | null = null;
   /** The cap's cutoff as last computed; kept current as circuits come and go (see `set`). */
@@ -116,7 +110,7 @@ export class CircuitMirror {
   first(limit: number, now: number): MirroredCircuit[] {
     return this.inIdOrder()
       .slice(0, Math.max(0, limit))
-      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), row: { ...toParams(c), effective_state: stateAt(c, now) } }));
+      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), forcedState: c.forcedState, window: c.window, windowState: c.windowState, circuit: c }));
   }
 
   /** O(1) while circuits are only added; counted again (one sort) after a delete inside the cap. */
