@@ -43,8 +43,10 @@ export class ConcurrencyGate {
     private readonly clock: () => number,
     /** Called when the limit changes (for the gauge). */
     private readonly onLimit: (limit: number) => void = () => {},
+    /** This process's callback delay (ms) since the last call, for the adaptive limit (loop-lag.ts). */
+    lagMs?: () => number,
   ) {
-    this.adaptive = settings.limit === 'adaptive' ? new VegasLimit(settings, clock()) : null;
+    this.adaptive = settings.limit === 'adaptive' ? new VegasLimit(settings, clock(), lagMs) : null;
   }
 
   get limit(): number {

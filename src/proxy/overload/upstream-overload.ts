@@ -1,4 +1,5 @@
 import { ConcurrencyGate, type ConcurrencySettings, type Ending, type Permit, type ShedReason } from './concurrency-gate.js';
+import { loopLagReader } from './loop-lag.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
 
 /** What overload control reports (metrics count these); optional. */
@@ -26,7 +27,8 @@ export class UpstreamOverload {
     retryBudget: RetryBudgetSettings,
     private readonly clock: () => number,
   ) {
-    this.gate = concurrency === null ? null : new ConcurrencyGate(concurrency, clock);
+    // An adaptive limit reads its own process's callback delay off its latency samples.
+    this.gate = concurrency === null ? null : new ConcurrencyGate(concurrency, clock, undefined, concurrency.limit === 'adaptive' ? loopLagReader() : undefined);
     this.budget = new RetryBudget(retryBudget);
   }
 

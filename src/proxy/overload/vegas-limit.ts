@@ -91,6 +91,8 @@ export class VegasLimit {
   constructor(
     private readonly settings: VegasSettings,
     now: number,
+    /** This process's mean callback delay (ms) since the last call: taken off each window's latency (loop-lag.ts). */
+    private readonly lagMs: () => number = () => 0,
   ) {
     this.estimate = settings.initial;
     this.windowBase = settings.initial;
@@ -146,7 +148,10 @@ export class VegasLimit {
     addSample(this.window, rttMs, sample.inFlight, dropped);
     if (this.window.count < MIN_SAMPLES || now - this.window.startedAt < this.settings.windowMs) return false;
     const before = this.limit;
-    if (this.refilling) this.refilling = false;
+    if (this.refilling) {
+      this.refilling = false;
+      this.lagMs(); // the refill window's delay is not the next window's
+    }
     else this.closeWindow(this.window, now);
     this.window = emptyWindow(now);
     this.windowBase = this.estimate;
@@ -154,7 +159,7 @@ export class VegasLimit {
   }
 
   private closeWindow(w: Window, now: number): void {
-    const rtt = median(w.rtts);
+    const rtt = Math.max(0, median(w.rtts) - this.lagMs());
     const appLimited = w.maxInFlight < BUSY * this.estimate;
     const stale = now - this.measuredAt >= (this.confirmed ? this.settings.probeIntervalMs : this.probeAfterMs);
     // A quiet window re-measures, with the best quiet window of the interval (one stalled
@@ -219,7 +224,7 @@ export class VegasLimit {
     if (w.count >= MIN_SAMPLES && !w.dropped) {
       // Well under the old no-load latency: the old one was measured under load, and half the
       // limit may still queue; probe again soon (the interval doubles) until a probe agrees.
-      const rtt = median(w.rtts);
+      const rtt = Math.max(0, median(w.rtts) - this.lagMs());
       this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
     }
     else this.measuredAt = now; // a failed probe is not retried before the next interval

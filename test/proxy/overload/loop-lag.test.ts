@@ -1,0 +1,22 @@
+import { expect, it } from 'vitest';
+import { loopLagReader } from '../../../src/proxy/overload/loop-lag.js';
+import { MIN_SAMPLES, VegasLimit } from '../../../src/proxy/overload/vegas-limit.js';
+
+it('reads a pause of the event loop as the delay a caller would have felt', async () => {
+  const read = loopLagReader();
+  await new Promise((r) => setTimeout(r, 30));
+  read(); // from here
+  const until = performance.now() + 200;
+  while (performance.now() < until); // a 200 ms pause
+  await new Promise((r) => setTimeout(r, 30));
+  // A caller arriving during the ~230 ms felt about 200 * 200 / 2 / 230 = 87 ms on average;
+  // a loaded machine only adds pauses.
+  expect(read()).toBeGreaterThan(50);
+});
+
+it('takes the process delay off the latency samples of the adaptive limit', () => {
+  const limit = new VegasLimit({ initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000 }, 0, () => 30);
+  const samples = Array.from({ length: MIN_SAMPLES }, (_, i) => limit.sent(0, i + 1));
+  for (const s of samples) limit.answered(s, 100, false); // 100 ms each, 30 of them ours
+  expect(limit.noLoad).toBe(70);
+});
