@@ -159,7 +159,8 @@ export class VegasLimit {
   }
 
   private closeWindow(w: Window, now: number): void {
-    const rtt = Math.max(0, median(w.rtts) - this.lagMs());
+    const rtt = this.upstreamMs(w);
+    if (rtt === null) return; // mostly our own pause: the window says nothing of the upstream
     const appLimited = w.maxInFlight < BUSY * this.estimate;
     const stale = now - this.measuredAt >= (this.confirmed ? this.settings.probeIntervalMs : this.probeAfterMs);
     // A quiet window re-measures, with the best quiet window of the interval (one stalled
@@ -200,6 +201,16 @@ export class VegasLimit {
     this.set(Math.max(floor, this.estimate - step));
   }
 
+  /**
+   * The window's median latency less this process's own delay over it; null when that delay is
+   * half the median or more (a paused or saturated proxy, which no limit on the upstream fixes).
+   */
+  private upstreamMs(w: Window): number | null {
+    const rtt = median(w.rtts);
+    const lag = this.lagMs();
+    return rtt > 0 && lag * 2 >= rtt ? null : rtt - lag;
+  }
+
   private measured(noLoadMs: number, now: number, confirmed: boolean): void {
     this.noLoadMs = noLoadMs;
     this.measuredAt = now;
@@ -224,8 +235,9 @@ export class VegasLimit {
     if (w.count >= MIN_SAMPLES && !w.dropped) {
       // Well under the old no-load latency: the old one was measured under load, and half the
       // limit may still queue; probe again soon (the interval doubles) until a probe agrees.
-      const rtt = Math.max(0, median(w.rtts) - this.lagMs());
-      this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
+      const rtt = this.upstreamMs(w);
+      if (rtt !== null) this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
+      else this.measuredAt = now;
     }
     else this.measuredAt = now; // a failed probe is not retried before the next interval
     this.probe = 0;

@@ -20,3 +20,11 @@ it('takes the process delay off the latency samples of the adaptive limit', () =
   for (const s of samples) limit.answered(s, 100, false); // 100 ms each, 30 of them ours
   expect(limit.noLoad).toBe(70);
 });
+
+it('skips a window that was mostly its own pause', () => {
+  const limit = new VegasLimit({ initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000 }, 0, () => 60);
+  const samples = Array.from({ length: MIN_SAMPLES }, (_, i) => limit.sent(0, i + 1));
+  for (const s of samples) limit.answered(s, 100, false);
+  expect(limit.noLoad).toBeNull();
+  expect(limit.limit).toBe(20);
+});
