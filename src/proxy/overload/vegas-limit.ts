@@ -159,8 +159,9 @@ export class VegasLimit {
   }
 
   private closeWindow(w: Window, now: number): void {
-    const rtt = this.upstreamMs(w);
-    if (rtt === null) return; // mostly our own pause: the window says nothing of the upstream
+    const window = this.latencies(w);
+    if (window === null) return; // mostly our own pause: the window says nothing of the upstream
+    const rtt = window.raw;
     const appLimited = w.maxInFlight < BUSY * this.estimate;
     const stale = now - this.measuredAt >= (this.confirmed ? this.settings.probeIntervalMs : this.probeAfterMs);
     // A quiet window re-measures, with the best quiet window of the interval (one stalled
@@ -182,7 +183,8 @@ export class VegasLimit {
       this.startProbe(now);
       return;
     }
-    const queue = this.estimate * (1 - this.noLoadMs! / rtt);
+    // Our own delay may excuse latency, never add any: the no-load latency is measured raw.
+    const queue = this.estimate * (1 - this.noLoadMs! / Math.max(this.noLoadMs!, window.excused));
     const alpha = Math.max(1, 0.05 * this.estimate);
     const beta = Math.max(2, 0.1 * this.estimate);
     this.roomy = queue < alpha / 2;
@@ -202,13 +204,14 @@ export class VegasLimit {
   }
 
   /**
-   * The window's median latency less this process's own delay over it; null when that delay is
-   * half the median or more (a paused or saturated proxy, which no limit on the upstream fixes).
+   * The window's median latency, raw and less this process's own delay over it (`excused`);
+   * null when that delay is half the median or more (a paused or saturated proxy, which no
+   * limit on the upstream fixes).
    */
-  private upstreamMs(w: Window): number | null {
-    const rtt = median(w.rtts);
+  private latencies(w: Window): { raw: number; excused: number } | null {
+    const raw = median(w.rtts);
     const lag = this.lagMs();
-    return rtt > 0 && lag * 2 >= rtt ? null : rtt - lag;
+    return raw > 0 && lag * 2 >= raw ? null : { raw, excused: raw - lag };
   }
 
   private measured(noLoadMs: number, now: number, confirmed: boolean): void {
@@ -235,7 +238,7 @@ export class VegasLimit {
     if (w.count >= MIN_SAMPLES && !w.dropped) {
       // Well under the old no-load latency: the old one was measured under load, and half the
       // limit may still queue; probe again soon (the interval doubles) until a probe agrees.
-      const rtt = this.upstreamMs(w);
+      const rtt = this.latencies(w)?.raw ?? null;
       if (rtt !== null) this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
       else this.measuredAt = now;
     }

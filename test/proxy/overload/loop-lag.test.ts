@@ -14,11 +14,21 @@ it('reads a pause of the event loop as the delay a caller would have felt', asyn
   expect(read()).toBeGreaterThan(50);
 });
 
-it('takes the process delay off the latency samples of the adaptive limit', () => {
-  const limit = new VegasLimit({ initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000 }, 0, () => 30);
-  const samples = Array.from({ length: MIN_SAMPLES }, (_, i) => limit.sent(0, i + 1));
-  for (const s of samples) limit.answered(s, 100, false); // 100 ms each, 30 of them ours
-  expect(limit.noLoad).toBe(70);
+it("excuses latency that was this process's own delay, but measures the no-load latency raw", () => {
+  const at = { now: 0 };
+  let lag = 0;
+  const limit = new VegasLimit({ initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000 }, 0, () => lag);
+  const window = (rttMs: number) => {
+    const samples = Array.from({ length: 20 }, (_, i) => limit.sent(at.now, i + 1));
+    at.now += 100;
+    for (const s of samples) limit.answered(s, s.startedAt + Math.max(rttMs, 100), false);
+  };
+  window(100); // the no-load latency: 100 ms
+  const before = limit.limit;
+  lag = 40;
+  window(140); // 40 ms of it ours: no queueing, so the limit grows
+  expect(limit.noLoad).toBe(100);
+  expect(limit.limit).toBeGreaterThan(before);
 });
 
 it('skips a window that was mostly its own pause', () => {
