@@ -185,7 +185,7 @@ async function retrySection(ctx, tmp, procs) {
     failing.push(p);
   }
   const rate = 200; // requests per second
-  const sec = 10;
+  const sec = 9; // inside one 10 s budget window (its 1 s buckets): the bound is per window
   const rows = [];
   for (const run of [
     { id: 'unbounded', label: 'retries: 1, retry_budget {percent: 100} (as before)', block: '    retries: 1\n    retry_budget: { percent: 100 }\n' },
@@ -199,14 +199,14 @@ async function retrySection(ctx, tmp, procs) {
     await pool.close();
     const nodeHits = (await hits(failing)) - before;
     await ctx.stopEach([server]);
-    const allowed = r.sent * 1.2 + 3 * sec;
+    const allowed = r.sent * 1.2 + 3 * 10; // 20% plus 3/s over the 10 s window
     rows.push({ ...run, requests: r.sent, nodeHits, ratio: nodeHits / r.sent, allowedRatio: allowed / r.sent, status500: r.statuses[500] ?? 0 });
     ctx.log(`  retry ${run.id}: ${r.sent} requests, ${nodeHits} node hits (${(nodeHits / r.sent).toFixed(2)}x)`);
   }
   const markdown = [
     `Every node failing (2 nodes answering 500), ${rate} requests/s for ${sec} s:`,
     '',
-    '| budget | requests | node hits | hits per request | bound (1.2 + 3/s floor) |',
+    '| budget | requests | node hits | hits per request | bound (1.2 + 30 per 10 s) |',
     '|---|---:|---:|---:|---:|',
     ...rows.map((r) => `| ${r.label} | ${r.requests} | ${r.nodeHits} | ${r.ratio.toFixed(3)} | ${r.allowedRatio.toFixed(3)} |`),
   ].join('\n');
