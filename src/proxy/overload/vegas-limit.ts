@@ -83,7 +83,7 @@ export class VegasLimit {
   private confirmed = false;
   /** The window after a probe: its answers were sent at half the limit, so it only refills. */
   private refilling = false;
-  /** The last window was quiet and showed no queueing: demand over the limit may raise it at once (`grow`). */
+  /** The last window showed no queueing: demand over the limit may raise it at once (`grow`). */
   private roomy = false;
   /** The estimate when the current window began (growth on demand: at most a quarter more per window). */
   private windowBase: number;
@@ -122,8 +122,8 @@ export class VegasLimit {
   }
 
   /**
-   * A request finds the limit full. While the last window was quiet and at the no-load latency,
-   * the limit grows by one for it at once (at most a quarter in a window), as TCP's slow start grows per
+   * A request finds the limit full. While the last window showed no queueing at all, the limit
+   * grows by one for it at once (at most a quarter in a window), as TCP's slow start grows per
    * acknowledgement rather than per round trip: a load rising from quiet is not refused before
    * a window has even closed. Returns true when it grew (admit the request).
    */
@@ -187,7 +187,7 @@ export class VegasLimit {
     const queue = this.estimate * (1 - this.noLoadMs! / Math.max(this.noLoadMs!, window.excused));
     const alpha = Math.max(1, 0.05 * this.estimate);
     const beta = Math.max(2, 0.1 * this.estimate);
-    // growth on demand only after a quiet window: under saturation the limit moves by windows alone
+    this.roomy = queue < alpha / 2;
     if (queue < alpha / 2) this.set(this.estimate + beta);
     else if (queue < alpha) this.set(this.estimate + 1);
     else if (queue > beta) this.shrink(w, Math.min(MAX_STEP * this.estimate, Math.max(1, (queue - alpha) / 2)));
