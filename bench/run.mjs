@@ -1,4 +1,4 @@
-// `npm run bench`: ten sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: eleven sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
@@ -7,6 +7,7 @@
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
+//   quorum      GET /allowed?caller= and failure outcomes with a caller on a quorum circuit vs without (bench/quorum.mjs; goals ≥ 0.9x)
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
@@ -56,6 +57,7 @@ import { metricsSection } from './observe.mjs';
 import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
 import { clientSection } from './client.mjs';
+import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
 import { scaleSection } from './scale.mjs';
 import { overloadSection } from './overload.mjs';
@@ -69,9 +71,9 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls', 'overload'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls', 'overload'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, python: 6, redis: 5, scale: 3, stalls: 0, overload: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, client: 5, python: 6, redis: 5, scale: 3, stalls: 0, overload: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -619,6 +621,7 @@ async function main() {
 
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
+  runners.quorum = () => quorumSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, runSuite });
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
   runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { PolicyWire } from './domain/policy-wire.js';
+import { QUORUM_LIMITS } from './domain/quorum.js';
 
 export { policyFromWire, policyToWire, type PolicyWire } from './domain/policy-wire.js';
 export { mergePatch, patchedPolicy } from './domain/policy-patch.js';
@@ -40,6 +41,21 @@ export const backoffSchema = z
   })
   .strict();
 
+const [minCallersMin, minCallersMax] = QUORUM_LIMITS.minCallers;
+const [maxCallersMin, maxCallersMax] = QUORUM_LIMITS.maxCallers;
+export const quorumSchema = z
+  .object({
+    min_callers: int(minCallersMin, minCallersMax),
+    window_seconds: int(...QUORUM_LIMITS.windowSeconds).nullish(),
+    max_callers: int(maxCallersMin, maxCallersMax).nullish(),
+  })
+  .strict()
+  .superRefine((q, ctx) => {
+    if (q.max_callers != null && q.max_callers < q.min_callers) {
+      ctx.addIssue({ code: 'custom', path: ['max_callers'], message: `must be at least min_callers (${q.min_callers}): a quorum it could never hold` });
+    }
+  });
+
 /** Every policy field, each with its type and bounds. */
 export const policyFields = {
   failure_threshold: int(1, 1_000_000_000),
@@ -49,6 +65,8 @@ export const policyFields = {
   window: windowSchema.nullable(),
   backoff: backoffSchema.nullable(),
   forced_state: z.enum(['open', 'closed']).nullable(),
+  /** Absent means null: policies written before issue 17 stay valid. */
+  quorum: quorumSchema.nullish(),
 };
 
 /** Rules across fields, for a complete policy. */

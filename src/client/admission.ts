@@ -9,7 +9,7 @@ import { CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } 
 import type { Link } from './link.js';
 import type { KnownCircuit, LocalBreakers } from './local-breaker.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
-import { admitsLocally, effectiveState, forcedFrom, type CircuitView, type ViewEntry } from './view.js';
+import { admitsLocally, effectiveState, forcedFrom, isolate, isolationIn, type CircuitView, type ViewEntry } from './view.js';
 
 // How often a circuit's policy (which changes without a transition) is fetched again; sooner
 // while circuitlog does not know the circuit yet (it is created by its first outcome).
@@ -23,6 +23,8 @@ export interface AdmissionDeps {
   readonly link: Link;
   readonly clock: () => number;
   readonly failOpen: boolean;
+  /** This client's caller id: named on every admission, and its own isolation honoured here. */
+  readonly caller: string;
 }
 
 export class Admission {
@@ -48,11 +50,15 @@ export class Admission {
     if (link.trusts(before) && before.refusedUntil > this.deps.clock()) {
       throw new CircuitOpenError(name, before.state, before.retryAt, { forced: before.forced === 'open' });
     }
+    // Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
+    if (before.isolated && before.isolatedUntil > this.deps.clock() && before.forced === null) {
+      throw new CircuitOpenError(name, before.state, before.isolatedUntil, { caller: this.deps.caller });
+    }
     const generation = link.streamUp ? link.generation : -1;
     const seq = before.eventSeq;
     let answer: AllowedAnswer;
     try {
-      answer = await transport.allowed(name);
+      answer = await transport.allowed(name, this.deps.caller);
     } catch (error) {
       if (!(error instanceof TransportError)) throw error;
       if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
@@ -63,6 +69,7 @@ export class Admission {
     link.setReachable(true);
     this.learn(view.getOrCreate(name), answer, seq, generation);
     if (answer.allowed) return;
+    if (answer.scope === 'caller') throw new CircuitOpenError(name, answer.state, answer.retryAt, { caller: this.deps.caller });
     throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
   }
 
@@ -81,10 +88,17 @@ export class Admission {
     }
     if (answer.allowed) {
       if (answer.circuit !== null) entry.json = answer.circuit;
+      // Still listed while its probe runs; released by the caller_released event (or the next snapshot).
+      if (answer.circuit !== null) isolate(entry, isolationIn(answer.circuit, this.deps.caller));
       entry.policyDueAt = clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
     }
     entry.generation = link.streamUp && link.generation === generation ? generation : -1;
     if (answer.allowed) return;
+    if (answer.scope === 'caller') {
+      // Kept until its open_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+      isolate(entry, Math.min(answer.retryAt, clock() + answer.retryAfterMs));
+      return;
+    }
     entry.retryAt = answer.retryAt;
     // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
     entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, clock() + answer.retryAfterMs);

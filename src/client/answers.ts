@@ -34,6 +34,8 @@ export function refusal(body: Record<string, unknown>, headers: Readonly<Record<
   const retryAfterSeconds = Number(headers['retry-after']);
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  // A caller's isolation has its own open_until, whatever the circuit's state.
+  if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
@@ -59,6 +61,8 @@ export function parseTransition(data: string, id: string): TransitionEvent | nul
       to: stateOf(d.to, 'closed'),
       reason: String(d.reason ?? ''),
       at: String(d.at ?? ''),
+      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string') ? { callers: d.callers as string[] } : {}),
+      ...(typeof d.until === 'string' ? { until: d.until } : {}),
     };
   } catch {
     return null;

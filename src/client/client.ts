@@ -24,6 +24,8 @@ const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 
 export class CircuitlogClient {
   private readonly transport: Transport;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
   private readonly clock: () => number;
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
@@ -41,12 +43,13 @@ export class CircuitlogClient {
     const settings = clientSettings(options);
     this.transport = settings.transport;
     this.clock = settings.clock;
+    this.caller = settings.caller;
     this.closeTimeoutMs = settings.closeTimeoutMs;
-    this.view = new CircuitView(settings.maxCircuits);
+    this.view = new CircuitView(settings.maxCircuits, this.caller);
     this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits);
     this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
     const { view, local, transport, link, clock } = this;
-    this.admission = new Admission({ view, local, transport, link, clock, failOpen: settings.failOpen });
+    this.admission = new Admission({ view, local, transport, link, clock, failOpen: settings.failOpen, caller: this.caller });
     this.queue = new OutcomeQueue(settings.queue, {
       send: (batch) => this.transport.postOutcomes(batch),
       onDelivered: () => this.link.setReachable(true),
@@ -231,8 +234,9 @@ export class CircuitlogClient {
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();
+    const caller = this.caller;
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success, at } : { circuit: name, success, duration_ms: round3(durationMs), at },
+      durationMs === undefined ? { circuit: name, success, at, caller } : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
       offline,
     );
   }

@@ -12,13 +12,19 @@ export class CircuitOpenError extends Error {
   /** True when the client's own breaker refused, while circuitlog was unreachable. */
   readonly local: boolean;
 
-  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean } = {}) {
+  /** `caller`: only this client's caller is refused (isolated by failures of its own); the circuit serves other callers. */
+  readonly scope: 'circuit' | 'caller';
+
+  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean; caller?: string } = {}) {
     const forced = options.forced === true;
     super(
       forced
         ? `Circuit '${circuit}' is forced open.`
-        : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
+        : options.caller !== undefined
+          ? `Caller '${options.caller}' is isolated from circuit '${circuit}' after failures of its own; retry at ${new Date(retryAt).toISOString()}.`
+          : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
     );
+    this.scope = options.caller === undefined ? 'circuit' : 'caller';
     this.name = 'CircuitOpenError';
     this.code = forced ? 'CIRCUIT_FORCED_OPEN' : 'CIRCUIT_OPEN';
     this.circuit = circuit;

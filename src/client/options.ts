@@ -42,6 +42,12 @@ export interface ClientOptions {
   readonly closeTimeoutMs?: number;
   /** Local breaker policy for circuits never seen while connected (default 5 failures, 30 s, 1 probe). */
   readonly localDefaults?: Partial<CircuitSettings>;
+  /**
+   * Who this client is to circuitlog: sent as `caller` on every outcome and admission, so a
+   * circuit with a quorum opens for everyone only on evidence from several callers, and
+   * isolates this one alone when only its calls fail (default `<hostname>/<pid>`).
+   */
+  readonly caller?: string;
   /** Connections to circuitlog, besides the stream's (default 8). */
   readonly connections?: number;
   /** For tests: replaces HTTP. */

@@ -8,6 +8,7 @@ import type { OutcomeQueueOptions } from './outcome-queue.js';
 import { SSE_LIMITS } from './sse.js';
 import { backoffDelay } from './stream-keeper.js';
 import type { Transport } from './transport.js';
+import { checkedCaller } from './caller-id.js';
 
 export interface ClientSettings {
   readonly transport: Transport;
@@ -21,6 +22,8 @@ export interface ClientSettings {
   /** How long a locally admitted half-open probe holds its slot. */
   readonly probeLeaseMs: number;
   readonly queue: OutcomeQueueOptions;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
 }
 
 function transportFor(options: ClientOptions): Transport {
@@ -51,6 +54,7 @@ export function clientSettings(options: ClientOptions): ClientSettings {
   return {
     transport,
     clock: options.clock ?? Date.now,
+    caller: checkedCaller(options.caller), // default <hostname>/<pid>
     failOpen: options.failOpen ?? true,
     closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s
     reconnectMaxDelayMs,

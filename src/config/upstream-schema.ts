@@ -138,5 +138,6 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     window: u.window ?? d.window,
     backoff: u.backoff ?? d.backoff,
     forced_state: u.forced_state ?? d.forcedState,
+    quorum: u.quorum ?? null,
   });
 }

@@ -27,6 +27,11 @@ export const POLICY_DEFAULTS = Object.freeze({
     failureRateThreshold: 50, // percent
     slowCallRateThreshold: 100, // percent
   }),
+  /** Members a `quorum` leaves out (issue 17). */
+  quorum: Object.freeze({
+    windowSeconds: 60, // 60 s: how far back a caller's last failure counts
+    maxCallers: 1_000, // callers remembered per circuit
+  }),
   /** Members a `backoff` leaves out: doubling, capped at 300 s (APISIX's `max_breaker_sec` default) or the base open time if longer. */
   backoff: Object.freeze({
     multiplier: 2, // times the previous open time

@@ -4,7 +4,7 @@
  * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type WindowPolicy } from './policy.js';
+import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type QuorumPolicy, type WindowPolicy } from './policy.js';
 
 /** `window` on the wire; a member left out (or null) takes its default. */
 export type WindowWire = {
@@ -22,6 +22,13 @@ export type BackoffWire = {
   readonly max_timeout_seconds?: number | null;
 };
 
+/** `quorum` on the wire (issue 17); a member left out (or null) takes its default. */
+export type QuorumWire = {
+  readonly min_callers: number;
+  readonly window_seconds?: number | null; // seconds
+  readonly max_callers?: number | null;
+};
+
 /** A complete policy on the wire. */
 export type PolicyWire = {
   readonly failure_threshold: number;
@@ -31,6 +38,8 @@ export type PolicyWire = {
   readonly window: WindowWire | null;
   readonly backoff: BackoffWire | null;
   readonly forced_state: ForcedState | null;
+  /** Absent means null (none): policies written before issue 17 read as they always did. */
+  readonly quorum?: QuorumWire | null;
 };
 
 function windowFromWire(w: WindowWire): WindowPolicy {
@@ -63,7 +72,13 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
     window: w.window && windowFromWire(w.window),
     backoff: w.backoff && backoffFromWire(w.backoff, w.timeout_seconds),
     forcedState: w.forced_state,
+    ...(w.quorum == null ? {} : { quorum: quorumFromWire(w.quorum) }),
   };
+}
+
+function quorumFromWire(q: QuorumWire): QuorumPolicy {
+  const defaults = POLICY_DEFAULTS.quorum;
+  return { minCallers: q.min_callers, windowSeconds: q.window_seconds ?? defaults.windowSeconds, maxCallers: q.max_callers ?? defaults.maxCallers };
 }
 
 /**
@@ -88,6 +103,8 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     },
     backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
     forced_state: p.forcedState,
+    // Only when set, as the domain's own field: policies without one read as they always did.
+    ...(p.quorum == null ? {} : { quorum: { min_callers: p.quorum.minCallers, window_seconds: p.quorum.windowSeconds, max_callers: p.quorum.maxCallers } }),
   };
 }
 

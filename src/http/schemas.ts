@@ -3,7 +3,10 @@ import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { policyToWire } from '../domain/policy-wire.js';
-import { backoffSchema, windowSchema } from '../policy-schema.js';
+import { backoffSchema, quorumSchema, windowSchema } from '../policy-schema.js';
+import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
+import type { Verdict } from '../domain/circuit.js';
+import { callerField } from './caller-param.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -20,6 +23,10 @@ export const CircuitSchema = z
     window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
     backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
     forced_state: z.enum(['open', 'closed']).nullable(),
+    quorum: quorumSchema.nullable().openapi({ description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.' }),
+    isolated_callers: z
+      .array(z.object({ caller: z.string(), failures: z.number().int(), open_until: isoTime, probe_until: isoTime.nullable() }))
+      .openapi({ description: 'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.' }),
     effective_timeout_seconds: z.number().int().openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
     reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
     window_stats: z
@@ -40,12 +47,15 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
   const stats = windowStats(c, now);
+  const policy = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    ...policyToWire(c, true), // failure_threshold to forced_state, in this order
+    ...policy, // failure_threshold to forced_state (and quorum when set), in this order
+    quorum: policy.quorum ?? null,
+    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({ caller: e[0], failures: e[1], open_until: new Date(e[4]!).toISOString(), probe_until: iso(e[6]) })),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:
@@ -79,6 +89,22 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
   };
 }
 
+/**
+ * Under a forced-closed circuit (detect-only): whether the rules would have refused this
+ * call, and how; `{}` on any other circuit.
+ */
+export function wouldRefuseJson(c: Circuit, verdict: Verdict): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
+  if (c.forcedState !== 'closed' || !verdict.allowed) return {};
+  const w = verdict.wouldRefuse;
+  if (w === undefined) return { would_refuse: false };
+  return { would_refuse: true, would_refuse_scope: w.scope, would_retry_at: new Date(w.retryAt).toISOString() };
+}
+
+/** The `GET /allowed` answer under a forced-closed circuit (not memoised: it depends on the caller and `now`). */
+export function detectOnlyText(c: Circuit, verdict: Verdict, now: number): string {
+  return `${JSON.stringify({ allowed: true, state: c.state, ...wouldRefuseJson(c, verdict), circuit: circuitJson(c, now) })}\n`;
+}
+
 /** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
 export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
 
@@ -105,6 +131,8 @@ export const OpenProblemSchema = ProblemSchema.extend({
   state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
   forced_state: z.literal('open').optional(),
+  scope: z.literal('caller').optional().openapi({ description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.' }),
+  caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
 }).openapi('CircuitOpenProblem');
 
 export const NameParam = z.object({
@@ -170,6 +198,7 @@ export const OutcomeBody = z
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
     at: outcomeAt,
     duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
+    caller: callerField,
   })
   .strict()
   .openapi('OutcomeRequest');
@@ -193,7 +222,14 @@ export const ListQuery = z.object({
 
 /** `GET /allowed`: `circuit` is null for a circuit never recorded (a union, so the document says `null` too). */
 export const AllowedSchema = z
-  .object({ allowed: z.literal(true), state: z.enum(['closed', 'half_open']), circuit: z.union([CircuitSchema, z.null()]) })
+  .object({
+    allowed: z.literal(true),
+    state: z.enum(['closed', 'half_open', 'open']).openapi({ description: 'The state by the rules: open only under forced_state closed.' }),
+    would_refuse: z.boolean().optional().openapi({ description: 'Only under forced_state closed (detect-only): true when the rules would have refused this call.' }),
+    would_refuse_scope: z.enum(['circuit', 'caller']).optional().openapi({ description: 'With would_refuse true: the circuit refuses everyone, or only this caller (isolated).' }),
+    would_retry_at: isoTime.optional().openapi({ description: 'With would_refuse true: when the rules would let this caller try again.' }),
+    circuit: z.union([CircuitSchema, z.null()]),
+  })
   .openapi('Allowed');
 
 export const EventsQuery = z.object({
@@ -201,5 +237,14 @@ export const EventsQuery = z.object({
 });
 
 export const EventSchema = z
-  .object({ from: z.string(), to: z.string(), reason: z.string(), at: isoTime })
+  .object({
+    from: z.string(),
+    to: z.string(),
+    reason: z.string(),
+    at: isoTime,
+    callers: z.array(z.string()).optional().openapi({ description: 'trip_withheld and a quorum\'s opening: the named callers that failed in the window; caller_isolated / caller_released: the caller.' }),
+    rule: z.string().optional().openapi({ description: 'trip_withheld: the rule that fired.' }),
+    until: isoTime.optional().openapi({ description: 'caller_isolated: when the caller\'s open time ends.' }),
+    forced_state: z.literal('closed').optional().openapi({ description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).' }),
+  })
   .openapi('Transition');

@@ -40,6 +40,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   /** Counters, histograms and prom-client's default process metrics. */
   readonly counters = new Registry();
   private readonly transitions;
+  private readonly detectOnly;
   private readonly outcomes;
   private readonly slowCalls;
   private readonly rejections;
@@ -63,6 +64,12 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const registers = [this.counters];
     collectDefaultMetrics({ register: this.counters });
     this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
+    this.detectOnly = new Counter({
+      name: 'circuitlog_detect_only_transitions_total',
+      help: 'Transitions, withheld trips and caller isolations the rules made while the circuit was forced closed (what the policy would have done); not in circuitlog_transitions_total',
+      labelNames: ['circuit', 'from', 'to', 'reason'],
+      registers,
+    });
     this.outcomes = new BatchedCounter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
     this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
     this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
@@ -77,7 +84,9 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   }
 
   transition(circuit: Circuit, t: Transition): void {
-    if (this.isLabelled(circuit)) this.transitions.inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
+    if (!this.isLabelled(circuit)) return;
+    // Detect-only events are counted apart: a dashboard shows what a policy would have done before it is enforced.
+    (t.forcedState === 'closed' ? this.detectOnly : this.transitions).inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
   }
 
   outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
@@ -168,6 +177,10 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     circuits.forEach((c, i) => {
       const forced = c.forcedState;
       for (const s of FORCED) out.push(`circuitlog_circuit_forced{${labels[i]},forced_state="${s}"} ${forced === s ? 1 : 0}`);
+    });
+    out.push('# HELP circuitlog_circuit_isolated_callers Callers a quorum circuit isolates now (failures of their own); only circuits with a quorum', '# TYPE circuitlog_circuit_isolated_callers gauge');
+    circuits.forEach((c, i) => {
+      if (c.isolatedCallers !== null) out.push(`circuitlog_circuit_isolated_callers{${labels[i]}} ${c.isolatedCallers}`);
     });
     out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
     circuits.forEach((c, i) => {

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { EventHub } from './event-hub.js';
 import { openStreamSink } from './stream-sink.js';
 import type { Metrics } from './metrics.js';
+import { detailWire } from '../domain/transition-detail.js';
 
 export const HEARTBEAT_MS = 15_000; // 15 s: a comment line keeps proxies from closing an idle stream
 /**
@@ -27,7 +28,7 @@ const StreamQuery = z
 
 /** The `data:` of one transition event. */
 export function transitionData(t: LoggedTransition): string {
-  return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString() });
+  return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString(), ...detailWire(t) });
 }
 
 /** `Last-Event-ID` as a transition id, null when absent; anything else is a 400. */

@@ -1,9 +1,10 @@
-import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition } from '../domain/circuit.js';
+import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition, type Verdict } from '../domain/circuit.js';
 import type { AppError } from '../domain/errors.js';
 import type { CircuitPolicy, CircuitSettings } from '../domain/policy.js';
 import { isPromise, chain } from '../store/maybe-promise.js';
 import { BreakerCore, type ServiceItem } from './breaker-core.js';
 import { openError } from './open-error.js';
+import { callerOpenError } from './caller-refusal.js';
 
 export type { Clock, ServiceLimits } from './breaker-core.js';
 
@@ -13,6 +14,14 @@ export interface OutcomeOptions {
   readonly timeoutSeconds?: number;
   /** How long the call took; judged against a window's slow-call duration. */
   readonly durationMs?: number;
+  /** Who made the call (domain/caller.ts): counted toward a quorum and the caller's own isolation. */
+  readonly caller?: string;
+}
+
+/** The outcome of `options`, naming its caller only when it has one (the proxy's hot path allocates nothing more). */
+function outcomeOf(success: boolean, options: OutcomeOptions, durationMs?: number): Outcome {
+  const { timeoutSeconds, caller } = options;
+  return caller === undefined ? { success, timeoutSeconds, durationMs } : { success, timeoutSeconds, durationMs, caller };
 }
 
 /** One outcome of a batch. */
@@ -54,11 +63,11 @@ export class BreakerService extends BreakerCore {
    * in memory (SQLite always; Redis from its cache); `undefined` means ask `allowed`.
    * A refusal answered here is reported to the observer as `allowed` would.
    */
-  peekAllowed(name: string): Decision | undefined {
+  peekAllowed(name: string, caller?: string): Decision | undefined {
     const current = this.store.peek(name);
     if (current === undefined) return undefined;
     if (current === null) return null;
-    const admission = admit(current, this.clock(), this.policy);
+    const admission = admit(current, this.clock(), this.policy, caller);
     // Taking a probe slot or moving to half-open is a write: that is `allowed`'s work.
     if (admission.circuit !== current) return undefined;
     return this.settle(name, admission);
@@ -68,9 +77,9 @@ export class BreakerService extends BreakerCore {
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
    */
-  async allowed(name: string): Promise<Decision> {
+  async allowed(name: string, caller?: string): Promise<Decision> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller)));
   }
 
   /**
@@ -80,7 +89,7 @@ export class BreakerService extends BreakerCore {
    */
   record(name: string, success: boolean, options: OutcomeOptions = {}, durationMs = options.durationMs): Promise<Circuit> {
     // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const outcome = outcomeOf(success, options, durationMs);
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (!isPromise(result)) return Promise.resolve(result);
     result.catch((error: unknown) => {
@@ -114,15 +123,15 @@ export class BreakerService extends BreakerCore {
    * allowed, else record the outcome; the check and the record are one atomic step.
    */
   async call(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Circuit> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome = outcomeOf(success, options);
     const step = (await this.run(name, this.callStep(name, outcome, options.create), outcome))!;
-    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt, { forced: step.verdict.forced });
+    if (!step.verdict.allowed) throw this.refusal(step.circuit, step.verdict, outcome.caller);
     return step.circuit;
   }
 
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome = outcomeOf(success, options);
     return this.withRoom([name], async () => (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission);
   }
 
@@ -191,6 +200,15 @@ export class BreakerService extends BreakerCore {
   async events(name: string, limit: number): Promise<Transition[] | null> {
     const circuit = await this.store.find(name);
     return circuit === null ? null : this.store.events(circuit.id, limit);
+  }
+
+  /**
+   * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when
+   * its own isolation refused it (`caller-refusal.ts`). `circuit` as in `openError`.
+   */
+  refusal(circuit: Circuit, verdict: Verdict & { allowed: false }, caller: string | undefined, options: { circuit?: unknown } = {}): AppError {
+    if (verdict.scope === 'caller' && caller !== undefined) return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
+    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: options.circuit });
   }
 
   /** The error for a refused call (`open-error.ts`). */

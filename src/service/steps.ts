@@ -33,7 +33,7 @@ export function callStep(ctx: StepContext, outcome: Outcome, policy: BreakerPoli
   const record = outcomeStep(ctx, outcome);
   return (current) => {
     const c = current ?? newCircuit(ctx.name, ctx.settings, ctx.now);
-    const admission = admit(c, ctx.now, policy);
+    const admission = admit(c, ctx.now, policy, outcome.caller);
     if (!admission.verdict.allowed) return admission;
     const next = record(admission.circuit);
     return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };

@@ -11,6 +11,8 @@ export interface GaugeCircuit {
   readonly forcedState: ForcedState | null;
   readonly window: WindowPolicy | null;
   readonly windowState: WindowState | null;
+  /** Callers a quorum circuit isolates now (issue 17); null without a quorum. */
+  readonly isolatedCallers: number | null;
 }
 
 export type StateCounts = Record<CircuitState, number>;

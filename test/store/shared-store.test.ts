@@ -69,6 +69,27 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     expect(await store.find('full')).toEqual({ ...full, id });
   });
 
+  it('keeps a quorum and its caller table exactly, and the detail members of a transition (issue 17)', async () => {
+    const store = await makeStore();
+    const circuit: Circuit = {
+      ...newCircuit('shared', { ...settings, quorum: { minCallers: 2, windowSeconds: 60, maxCallers: 10 } }, T0),
+      callers: [
+        ['dc1/a', 3, T0, null, T0 + 30_000, 30, null],
+        ['dc2/b', 0, T0 - 5, T0 - 5, null, 0, T0 + 10_000],
+      ],
+    };
+    const withheld = { from: 'closed', to: 'closed', reason: 'trip_withheld', at: T0, rule: 'failure_threshold_reached', callers: ['dc1/a'], forcedState: 'closed' } as const;
+    const isolated = { from: 'closed', to: 'closed', reason: 'caller_isolated', at: T0, callers: ['dc1/a'], until: T0 + 30_000 } as const;
+    const { id } = (await store.apply('shared', () => ({ circuit, transitions: [isolated, withheld] })))!.circuit;
+    expect(await store.find('shared')).toEqual({ ...circuit, id });
+    expect(await store.events(id, 10)).toEqual([withheld, isolated]);
+    const { quorum: _quorum, callers: _callers, ...without } = circuit;
+    await store.apply('shared', (c) => ({ circuit: { ...without, id: c!.id, updatedAt: T0 + 1 }, transitions: [] }));
+    const after = (await store.find('shared'))!;
+    expect(after.quorum ?? null).toBeNull();
+    expect(after.callers ?? []).toEqual([]);
+  });
+
   it('writes nothing when a step returns the very circuit it was given', async () => {
     const store = await makeStore();
     const first = (await store.apply('svc', create('svc')))!.circuit;

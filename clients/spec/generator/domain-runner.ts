@@ -31,7 +31,8 @@ export interface RunnableVector {
 }
 
 export function wireVerdict(v: Verdict): WireVerdict {
-  return v.allowed ? { allowed: true } : { allowed: false, retry_at_ms: v.retryAt, forced: v.forced === true };
+  if (v.allowed) return { allowed: true };
+  return { allowed: false, retry_at_ms: v.retryAt, forced: v.forced === true, ...(v.scope === undefined ? {} : { scope: v.scope }) };
 }
 
 function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): Expect {
@@ -55,12 +56,12 @@ function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): 
 function apply(c: Circuit, event: WireEvent, now: number, rule: OutcomeRule, probeLeaseMs: number): { step: DomainStep; verdict: Verdict } {
   switch (event.type) {
     case 'admit': {
-      const admission = admit(c, now, { probeLeaseMs });
+      const admission = admit(c, now, { probeLeaseMs }, event.caller);
       return { step: admission, verdict: admission.verdict };
     }
     case 'outcome':
       return peeked(
-        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms) }, now),
+        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms), ...(event.caller === undefined ? {} : { caller: event.caller }) }, now),
         now,
       );
     case 'reset':

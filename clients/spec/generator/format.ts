@@ -10,7 +10,11 @@ export type WireState = 'closed' | 'open' | 'half_open';
 export type OutcomeRule = 'count_only' | 'circuitlog';
 
 export type WireEvent =
-  | { readonly type: 'admit' }
+  | {
+      readonly type: 'admit';
+      /** The asking caller (`?caller=`; `quorum` vectors only). */
+      readonly caller?: string;
+    }
   | {
       readonly type: 'outcome';
       readonly success: boolean;
@@ -19,13 +23,15 @@ export type WireEvent =
       readonly timeout_seconds?: number;
       /** When the call ended, by the caller's clock (`POST /outcomes` `at`); absent: not sent. */
       readonly ended_at_ms?: number;
+      /** Who made the call (`caller`; `quorum` vectors only): counted toward a quorum and its own isolation. */
+      readonly caller?: string;
     }
   | { readonly type: 'reset' }
   | { readonly type: 'configure'; readonly policy: PolicyWire };
 
 export type WireVerdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean };
+  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller' };
 
 export interface WireTransition {
   readonly from: WireState;

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../snapshot-reader.js';
 import type { RedisCircuitStore } from './redis-store.js';
+import { callerEntries, isolatedCallerCount } from '../../domain/caller-state.js';
 
 /** One circuit as the gauges read it, with the whole mirrored circuit. */
 export interface MirroredCircuit extends GaugeCircuit {
@@ -110,7 +111,16 @@ export class CircuitMirror implements SnapshotReader {
   first(limit: number, now: number): MirroredCircuit[] {
     return this.inIdOrder()
       .slice(0, Math.max(0, limit))
-      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), forcedState: c.forcedState, window: c.window, windowState: c.windowState, circuit: c }));
+      .map((c) => ({
+        id: c.id,
+        name: c.name,
+        state: stateAt(c, now),
+        forcedState: c.forcedState,
+        window: c.window,
+        windowState: c.windowState,
+        isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
+        circuit: c,
+      }));
   }
 
   /** O(1) while circuits are only added; counted again (one sort) after a delete inside the cap. */

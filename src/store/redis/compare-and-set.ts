@@ -7,6 +7,7 @@ import { CAS_SCRIPT } from './scripts.js';
 import type { StoreEpoch } from './store-epoch.js';
 import type { Malformed } from './stored-circuit.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { detailText } from '../../domain/transition-detail.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -81,7 +82,8 @@ export class CompareAndSet {
     for (const { name, steps } of writes) {
       const read = states.get(name)!;
       const final = steps.at(-1)!.circuit;
-      const transitions = steps.flatMap((s) => s.transitions.map((t) => [t.from, t.to, t.reason, t.at]));
+      // A fifth member, the detail's JSON text, only when the transition has one (scripts.ts).
+      const transitions = steps.flatMap((s) => s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))));
       scriptKeys.push(keys.circuit(name), keys.events(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
@@ -119,4 +121,9 @@ export class CompareAndSet {
     });
     return states;
   }
+}
+
+function withDetail(t: (string | number)[], detail: string | null): (string | number)[] {
+  if (detail !== null) t.push(detail);
+  return t;
 }

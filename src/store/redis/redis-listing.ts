@@ -3,6 +3,7 @@ import type { ListQuery } from '../circuit-store.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
 import { isState, parseCircuit, type Malformed } from './stored-circuit.js';
+import { parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters by state
 
@@ -70,10 +71,11 @@ function parseTransition(row: string): Transition | null {
   } catch {
     return null;
   }
-  if (!Array.isArray(raw) || raw.length !== 4) return null;
-  const [from, to, reason, at] = raw as unknown[];
+  if (!Array.isArray(raw) || (raw.length !== 4 && raw.length !== 5)) return null;
+  const [from, to, reason, at, detail] = raw as unknown[];
   if (!isState(from) || !isState(to) || typeof reason !== 'string' || typeof at !== 'number' || !Number.isFinite(at)) return null;
-  return { from, to, reason: reason as Transition['reason'], at };
+  const t = { from, to, reason: reason as Transition['reason'], at };
+  return typeof detail === 'string' ? { ...t, ...parseTransitionDetail(detail) } : t;
 }
 
 /** The state a read at `now` would show: an open circuit whose time has passed is half-open. */

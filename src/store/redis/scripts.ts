@@ -28,7 +28,8 @@ export const RESET_VERSION_MARGIN = 1_000_000;
  * Write circuits if none changed since it was read. KEYS: ids, version, index, seq,
  * transitions, epoch, due, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, the
  * writer's epoch, then per circuit: name, the version read (`0` = absent), the new JSON,
- * its transitions as a JSON array of `[from, to, reason, at]`, and its `open_until` while
+ * its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
+ * fifth member when it has one: transition-detail.ts), and its `open_until` while
  * open (`''` otherwise: the circuit leaves `due`).
  * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, ...}`: the
  * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
@@ -68,8 +69,13 @@ for i = 1, n do
   for _, t in ipairs(transitions) do
     local seq = redis.call('INCR', KEYS[4])
     redis.call('LPUSH', events, cjson.encode(t))
-    redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
-      'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+    if t[5] then
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4], 'detail', t[5])
+    else
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+    end
   end
   if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
   redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)

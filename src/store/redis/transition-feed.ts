@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-reader.js';
 import type { RedisConnection } from './connect.js';
 import { isState } from './stored-circuit.js';
+import { parseTransitionDetail } from '../../domain/transition-detail.js';
 
 /** One transition of the `transitions` stream, with its number (the stream id `<n>-0`): the same shape as SQLite's log. */
 export type FedTransition = LoggedTransition;
@@ -146,5 +147,6 @@ function parseEntry(streamId: string, fields: string[]): FedTransition | string 
   if (reason === undefined || reason === '') return 'reason is missing';
   const when = Number(at);
   if (at === undefined || at.trim() === '' || !Number.isFinite(when)) return `at ${JSON.stringify(at ?? null)} is not a number`;
-  return { id, circuit, from, to, reason, at: when };
+  const detail = f.get('detail');
+  return detail === undefined ? { id, circuit, from, to, reason, at: when } : { id, circuit, from, to, reason, at: when, ...parseTransitionDetail(detail) };
 }
