@@ -43,7 +43,9 @@ export function parseReset(data: string): StreamReset | null {
   try {
     const d = JSON.parse(data) as Record<string, unknown>;
     const newestId = d.newest_id;
-    if (typeof newestId !== 'number' || !Number.isSafeInteger(newestId) || newestId < 0) return null;
+    // A number (SQLite's transition id) or, on Redis, a cursor of numbers joined by dots: opaque either way.
+    const valid = typeof newestId === 'number' ? Number.isSafeInteger(newestId) && newestId >= 0 : typeof newestId === 'string' && /^\d+(\.\d+)*$/.test(newestId);
+    if (!valid) return null;
     return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
   } catch {
     return null;

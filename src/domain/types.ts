@@ -60,7 +60,9 @@ export type TransitionReason =
   | 'force_cleared'
   | 'trip_withheld'
   | 'caller_isolated'
-  | 'caller_released';
+  | 'caller_released'
+  /** A proxy node's trip withheld by its upstream's `max_ejection_percent` (closed -> closed). */
+  | 'ejection_capped';
 
 /** The rules that open a closed circuit. */
 export type TripReason = 'failure_threshold_reached' | 'failure_rate_exceeded' | 'slow_call_rate_exceeded';

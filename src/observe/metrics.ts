@@ -1,4 +1,4 @@
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
@@ -48,6 +48,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly healthChecks;
   private readonly degraded;
   private readonly coalesced;
+  private readonly panic;
   /** The end of the `max_circuits` cap, read at most every CUTOFF_REFRESH_MS (or when a newer circuit appears below it). */
   private cutoff: (CapCutoff & { readonly readAt: number }) | undefined;
   /**
@@ -76,6 +77,8 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
     this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
     this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
+    // 'max' across workers: 1 while any worker serves the upstream in panic (each reads the nodes itself).
+    this.panic = new Gauge({ name: 'circuitlog_proxy_panic', help: 'Whether the upstream is in panic (panic_threshold_percent): 1 while node breakers are not honoured', labelNames: ['upstream'], aggregator: 'max', registers });
   }
 
   transition(circuit: Circuit, t: Transition): void {
@@ -120,6 +123,10 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   readonly proxyCoalesced = (upstream: string): void => {
     this.coalesced.inc({ upstream });
   };
+
+  proxyPanic(upstream: string, panic: boolean): void {
+    this.panic.set({ upstream }, panic ? 1 : 0);
+  }
 
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {
     this.healthChecks.inc({ upstream, node, result });

@@ -3,6 +3,7 @@ import type { AppError } from '../domain/errors.js';
 import type { CircuitPolicy, CircuitSettings } from '../domain/policy.js';
 import { isPromise, chain } from '../store/maybe-promise.js';
 import { BreakerCore, type ServiceItem } from './breaker-core.js';
+import { guardedItems, type OutcomeGuard } from './guarded-outcome.js';
 import { openError } from './open-error.js';
 import { callerOpenError } from './caller-refusal.js';
 
@@ -92,12 +93,37 @@ export class BreakerService extends BreakerCore {
     const outcome = outcomeOf(success, options, durationMs);
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (!isPromise(result)) return Promise.resolve(result);
-    result.catch((error: unknown) => {
-      if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
-      this.lastRecordWarning = this.clock();
-      this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
-    });
+    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
     return result;
+  }
+
+  /**
+   * `record`, with `guard` free to change the step after seeing the `peers` circuits as
+   * the same atomic write reads them (the proxy's ejection cap: proxy/guard-rails.ts). See
+   * `guardedItems` for how the peers' reads are made part of the write.
+   */
+  recordAmong(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined, peers: readonly string[], guard: OutcomeGuard): Promise<Circuit> {
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
+    const result = chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!.circuit);
+    if (!isPromise(result)) return Promise.resolve(result);
+    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+    return result;
+  }
+
+  /**
+   * The circuit as the store holds it in memory right now, without a write or a round trip
+   * (null: not stored; undefined: not in memory, ask `get`). Not refreshed: an open circuit
+   * past its open time is still `open` here (the proxy's panic reading judges that itself).
+   */
+  peekCircuit(name: string): Circuit | null | undefined {
+    return this.store.peek(name);
+  }
+
+  private warnNotRecorded(name: string, success: boolean, error: unknown): void {
+    if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
+    this.lastRecordWarning = this.clock();
+    this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
   }
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
