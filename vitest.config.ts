@@ -4,11 +4,11 @@ import { defineConfig } from 'vitest/config';
  * Behaviour suites that run three times: on SQLite (project `sqlite`), on Redis (project `redis`)
  * and on a Redis Cluster (project `redis-cluster`),
  * because they prove service logic over an asynchronous store (group commit, the circuit
- * limit, the due-transition timer, the caller quorum). What a store itself must do is proved once per store by
+ * limit, the due-transition timer, the caller quorum, soft throttling's one draw per call). What a store itself must do is proved once per store by
  * test/store/shared-store.test.ts (and test/service/peek-allowed.test.ts), which start their
  * own redis-server; the other HTTP suites run on SQLite only.
  */
-const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts', 'test/http/quorum-api.test.ts'];
+const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts', 'test/http/quorum-api.test.ts', 'test/http/throttle.test.ts'];
 
 export default defineConfig({
   test: {

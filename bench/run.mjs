@@ -12,6 +12,7 @@
 //   redis-modes plain Redis vs Sentinel and Cluster (GET /allowed ≥ 0.9x, failure outcomes on Cluster ≥ 0.8x),
 //               replicas_ack 1 vs 0, outcomes/s with 3 primaries vs 1 (bench/redis-modes.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
+//   throttle    GET /allowed on a healthy circuit with a soft throttle vs none (goal ≥0.9x); success outcomes (bench/throttle.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
@@ -61,6 +62,7 @@ import { clientSection } from './client.mjs';
 import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
 import { scaleSection } from './scale.mjs';
+import { throttleSection } from './throttle.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -71,9 +73,9 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'throttle', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, throttle: 5, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -633,6 +635,7 @@ async function main() {
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
   runners.quorum = () => quorumSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, runSuite });
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
+  runners.throttle = () => throttleSection({ startCircuitlog, tempDir, removeTemp, stopEach, runSuite, suiteOptions, log, durationSec: durationFor('throttle') });
   runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { PolicyWire } from './domain/policy-wire.js';
+import { THROTTLE_LIMITS } from './domain/throttle.js';
 import { QUORUM_LIMITS } from './domain/quorum.js';
 
 export { policyFromWire, policyToWire, type PolicyWire } from './domain/policy-wire.js';
@@ -41,6 +42,14 @@ export const backoffSchema = z
   })
   .strict();
 
+/** Soft throttling (`domain/throttle.ts`): a member left out (or null) takes its default (k 2, 60 s). */
+export const throttleSchema = z
+  .object({
+    k: z.number().min(THROTTLE_LIMITS.minK).max(THROTTLE_LIMITS.maxK).nullish(),
+    window_seconds: int(THROTTLE_LIMITS.minWindowSeconds, THROTTLE_LIMITS.maxWindowSeconds).nullish(),
+  })
+  .strict();
+
 const [minCallersMin, minCallersMax] = QUORUM_LIMITS.minCallers;
 const [maxCallersMin, maxCallersMax] = QUORUM_LIMITS.maxCallers;
 export const quorumSchema = z
@@ -65,6 +74,7 @@ export const policyFields = {
   window: windowSchema.nullable(),
   backoff: backoffSchema.nullable(),
   forced_state: z.enum(['open', 'closed']).nullable(),
+  throttle: throttleSchema.nullable(),
   /** Absent means null: policies written before issue 17 stay valid. */
   quorum: quorumSchema.nullish(),
 };
@@ -78,4 +88,7 @@ export function checkPolicy(p: { timeout_seconds: number; backoff?: z.infer<type
 }
 
 /** A complete policy in wire form; its output is the domain's `PolicyWire`. */
-export const policySchema = z.object(policyFields).strict().superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;
+export const policySchema = z
+  .object({ ...policyFields, throttle: policyFields.throttle.optional() }) // left out: none (a policy written before it existed)
+  .strict()
+  .superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;

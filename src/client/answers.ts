@@ -14,7 +14,7 @@ export function isProblem(body: unknown): boolean {
 
 export function isOpenProblem(body: unknown): body is Record<string, unknown> {
   const code = (body as { code?: unknown } | null)?.code;
-  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN';
+  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN' || code === 'CIRCUIT_THROTTLED';
 }
 
 function stateOf(value: unknown, fallback: CircuitState): CircuitState {
@@ -34,6 +34,10 @@ export function refusal(body: Record<string, unknown>, headers: Readonly<Record<
   const retryAfterSeconds = Number(headers['retry-after']);
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  if (body.code === 'CIRCUIT_THROTTLED') {
+    const p = body.throttle_probability;
+    return { allowed: false, state: 'closed', retryAt, retryAfterMs, forced: false, throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 } };
+  }
   // A caller's isolation has its own open_until, whatever the circuit's state.
   if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };

@@ -11,6 +11,7 @@ import { CircuitlogUnavailableError } from './errors.js';
 import { Emitter } from './emitter.js';
 import { Link } from './link.js';
 import { LocalBreakers } from './local-breaker.js';
+import { LocalThrottles } from './local-throttle.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
 import { InFlight, classify, withTimeout } from './run-call.js';
@@ -30,6 +31,7 @@ export class CircuitlogClient {
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
   private readonly local: LocalBreakers;
+  private readonly throttles: LocalThrottles;
   private readonly link: Link;
   private readonly admission: Admission;
   private readonly queue: OutcomeQueue;
@@ -46,10 +48,11 @@ export class CircuitlogClient {
     this.caller = settings.caller;
     this.closeTimeoutMs = settings.closeTimeoutMs;
     this.view = new CircuitView(settings.maxCircuits, this.caller);
-    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits);
+    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits, settings.random);
+    this.throttles = new LocalThrottles(this.clock, settings.random, settings.maxCircuits);
     this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
-    const { view, local, transport, link, clock } = this;
-    this.admission = new Admission({ view, local, transport, link, clock, failOpen: settings.failOpen, caller: this.caller });
+    const { view, local, throttles, transport, link, clock } = this;
+    this.admission = new Admission({ view, local, throttles, transport, link, clock, failOpen: settings.failOpen, caller: this.caller });
     this.queue = new OutcomeQueue(settings.queue, {
       send: (batch) => this.transport.postOutcomes(batch),
       onDelivered: () => this.link.setReachable(true),
@@ -66,6 +69,7 @@ export class CircuitlogClient {
         },
         onEvent: (event) => {
           this.view.apply(event);
+          if (event.from !== event.to) this.throttles.forget(event.circuit); // counts start empty at a state change, as the server's
           this.events.emit('transition', event);
         },
         onReset: (reset) => {
@@ -94,7 +98,13 @@ export class CircuitlogClient {
     this.inFlight.enter(); // from here on, close() waits for this call's outcome
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
-      if (!this.admission.admitsHere(name, true)) {
+      if (this.admission.admitsHere(name, true)) {
+        const throttled = this.admission.throttleHere(name);
+        if (throttled !== null) {
+          if (options.fallback !== undefined) return await options.fallback(throttled);
+          throw throttled;
+        }
+      } else {
         try {
           await this.admission.admitRemotely(name);
         } catch (error) {
@@ -114,7 +124,7 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
-    if (this.admission.admitsHere(name, false)) return true;
+    if (this.admission.admitsHere(name, false)) return this.admission.throttleHere(name) === null;
     try {
       await this.admission.admitRemotely(name);
       return true;
@@ -231,6 +241,10 @@ export class CircuitlogClient {
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.link.reachable;
     if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
+    else {
+      const entry = this.view.get(name);
+      if (entry !== undefined && entry.forced === null && entry.state === 'closed') this.throttles.record(name, entry.json, success);
+    }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();

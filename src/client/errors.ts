@@ -4,7 +4,7 @@ import type { CircuitState } from '../domain/circuit.js';
 
 /** The circuit refused the call: it is open, half-open with every probe slot taken, or forced open. */
 export class CircuitOpenError extends Error {
-  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN';
+  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN' | 'CIRCUIT_THROTTLED';
   readonly circuit: string;
   readonly state: CircuitState;
   /** When a call may be admitted again (for a forced-open circuit: when to ask again). */
@@ -31,6 +31,25 @@ export class CircuitOpenError extends Error {
     this.state = state;
     this.retryAt = new Date(retryAt);
     this.local = options.local === true;
+  }
+}
+
+/**
+ * The circuit is closed, but its soft throttle refused this call (`throttle` policy): a
+ * share of calls is refused while the dependency accepts too few. A `CircuitOpenError`, so
+ * code that handles refusals handles this one too; the next call may well be admitted.
+ */
+export class CircuitThrottledError extends CircuitOpenError {
+  declare readonly code: 'CIRCUIT_THROTTLED';
+  /** The refusal probability the call was drawn against. */
+  readonly probability: number;
+
+  constructor(circuit: string, probability: number, retryAt: number, options: { local?: boolean } = {}) {
+    super(circuit, 'closed', retryAt, options);
+    this.name = 'CircuitThrottledError';
+    (this as { code: string }).code = 'CIRCUIT_THROTTLED';
+    this.message = `Circuit '${circuit}' is throttled: ${Math.round(probability * 1000) / 10}% of calls are refused while its dependency accepts too few.`;
+    this.probability = probability;
   }
 }
 

@@ -54,6 +54,8 @@ export interface ClientOptions {
   readonly transport?: Transport;
   /** For tests: epoch milliseconds now. */
   readonly clock?: () => number;
+  /** For tests: uniform numbers in [0, 1) for soft throttling's draws (default `Math.random`). */
+  readonly random?: () => number;
 }
 
 export interface CallOptions<T, F> {
@@ -88,6 +90,8 @@ export interface ClientStats {
   readonly serverChecks: number;
   /** Calls decided by the local breaker while circuitlog was unreachable. */
   readonly offlineDecisions: number;
+  /** Calls this client's soft throttle refused on circuits closed in its view (no request made). */
+  readonly throttledLocally: number;
   readonly outcomesPending: number;
   readonly outcomesAcknowledged: number;
   /** Dropped while unreachable, past `maxQueuedOutcomes`. */

@@ -13,6 +13,8 @@ import { checkedCaller } from './caller-id.js';
 export interface ClientSettings {
   readonly transport: Transport;
   readonly clock: () => number;
+  /** Soft throttling's draws, uniform in [0, 1). */
+  readonly random: () => number;
   readonly failOpen: boolean;
   readonly closeTimeoutMs: number;
   readonly reconnectMaxDelayMs: number;
@@ -54,6 +56,7 @@ export function clientSettings(options: ClientOptions): ClientSettings {
   return {
     transport,
     clock: options.clock ?? Date.now,
+    random: options.random ?? Math.random,
     caller: checkedCaller(options.caller), // default <hostname>/<pid>
     failOpen: options.failOpen ?? true,
     closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s

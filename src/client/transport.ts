@@ -18,6 +18,8 @@ export type AllowedAnswer =
       /** `Retry-After`, in ms: unlike `retryAt`, free of any clock difference between hosts. */
       readonly retryAfterMs: number;
       readonly forced: boolean;
+      /** The soft throttle refused this call (`CIRCUIT_THROTTLED`): the probability it was drawn against. */
+      readonly throttled?: { readonly probability: number };
       /** `caller`: only this client's caller is refused (isolated by failures of its own). */
       readonly scope?: 'caller';
     };

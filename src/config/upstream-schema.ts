@@ -137,6 +137,7 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     window: u.window ?? d.window,
     backoff: u.backoff ?? d.backoff,
     forced_state: u.forced_state ?? d.forcedState,
+    throttle: u.throttle ?? d.throttle,
     quorum: u.quorum ?? null,
   });
 }

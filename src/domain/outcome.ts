@@ -4,6 +4,7 @@
  */
 import { nextOpenTimeoutSeconds } from './policy.js';
 import { activeLeases, chain, closeCircuit, effectiveTimeoutSeconds, openCircuit, refresh, withoutTransition, assertNever } from './state-change.js';
+import { throttleAfterOutcome } from './throttle-step.js';
 import type { Circuit, EpochMs, FailureOptions, Outcome, Step, TripReason } from './types.js';
 import { countCaller, judgeTrip, markForced } from './caller-steps.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip } from './window.js';
@@ -52,7 +53,7 @@ function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   }
 }
 
-/** The circuit with the outcome counted (failure count and window), no state change. */
+/** The circuit with the outcome counted (failure count, window, and the throttle while closed), no state change. */
 function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
   const windowState =
     c.window === null
@@ -62,14 +63,15 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
     ...c,
     failureCount,
     windowState,
+    throttleState: c.state === 'closed' ? throttleAfterOutcome(c, outcome.success, now) : c.throttleState,
     lastFailureAt: outcome.success ? c.lastFailureAt : now,
     updatedAt: now,
   };
 }
 
 function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
-  // A success on a healthy circuit without a window changes nothing: no write at all.
-  if (outcome.success && c.failureCount === 0 && c.window === null) return withoutTransition(c);
+  // A success on a healthy circuit without a window or throttle changes nothing: no write at all.
+  if (outcome.success && c.failureCount === 0 && c.window === null && c.throttle === null) return withoutTransition(c);
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
   // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
   const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;

@@ -61,6 +61,7 @@ export function openCircuit(c: Circuit, now: EpochMs, reason: TransitionReason, 
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     halfOpenAt: c.state === 'half_open' ? c.halfOpenAt : null,
     stateChangedAt: now,
     updatedAt: now,
@@ -81,6 +82,7 @@ export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason)
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);

@@ -5,6 +5,7 @@
  */
 import type { CallerEntry } from './caller-state.js';
 import type { CircuitPolicy } from './policy.js';
+import type { ThrottleState } from './throttle.js';
 import type { WindowState } from './window.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
@@ -31,6 +32,8 @@ export interface Circuit extends CircuitPolicy {
   readonly reopenCount: number;
   /** Outcomes in the window; null when empty (emptied on every state change). */
   readonly windowState: WindowState | null;
+  /** Soft throttling's requests and accepts while closed (`throttle.ts`); null when empty (emptied on every state change). */
+  readonly throttleState: ThrottleState | null;
   readonly halfOpenAt: EpochMs | null;
   readonly lastFailureAt: EpochMs | null;
   /**
@@ -138,7 +141,12 @@ export interface WouldRefuse {
 
 export type Verdict =
   | { readonly allowed: true; readonly wouldRefuse?: WouldRefuse }
-  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true; readonly scope?: 'caller' };
+  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true; readonly scope?: 'caller'; readonly throttled?: ThrottledVerdict };
+
+/** A closed circuit's soft throttle refused the call (`throttle.ts`): drawn against `probability`. */
+export interface ThrottledVerdict {
+  readonly probability: number;
+}
 
 export interface Admission extends Step {
   readonly verdict: Verdict;

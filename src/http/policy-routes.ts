@@ -16,7 +16,7 @@ const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
 
 const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
   description:
-    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state.',
+    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state, throttle.',
   example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
 });
 

@@ -3,7 +3,8 @@ import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { policyToWire } from '../domain/policy-wire.js';
-import { backoffSchema, quorumSchema, windowSchema } from '../policy-schema.js';
+import { throttleCounts, throttleProbability } from '../domain/throttle.js';
+import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
 import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
 import type { Verdict } from '../domain/circuit.js';
 import { callerField } from './caller-param.js';
@@ -23,6 +24,14 @@ export const CircuitSchema = z
     window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
     backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
     forced_state: z.enum(['open', 'closed']).nullable(),
+    throttle: throttleSchema.nullable().openapi({ description: 'Soft throttling while closed ({k, window_seconds}); null: off.' }),
+    throttle_probability: z
+      .number()
+      .openapi({ description: 'The share of calls the throttle refuses now: max(0, (requests - k * accepts) / (requests + 1)) over the window; 0 without a throttle or unless closed.' }),
+    throttle_window: z
+      .object({ requests: z.number().int(), accepts: z.number().int() })
+      .nullable()
+      .openapi({ description: 'The counts the probability is drawn from, as of now: requests (outcomes reported while closed, plus calls the throttle refused) and accepts (successes); null without a throttle.' }),
     quorum: quorumSchema.nullable().openapi({ description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.' }),
     isolated_callers: z
       .array(z.object({ caller: z.string(), failures: z.number().int(), open_until: isoTime, probe_until: isoTime.nullable() }))
@@ -47,13 +56,17 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
   const stats = windowStats(c, now);
+  const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
   const policy = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    ...policy, // failure_threshold to forced_state (and quorum when set), in this order
+    ...policy, // failure_threshold to throttle (and quorum when set), in this order
+    throttle: policy.throttle ?? null,
+    throttle_probability: counts === null || c.state !== 'closed' || c.forcedState !== null ? 0 : throttleProbability(c.throttle!.k, counts),
+    throttle_window: counts,
     quorum: policy.quorum ?? null,
     isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({ caller: e[0], failures: e[1], open_until: new Date(e[4]!).toISOString(), probe_until: iso(e[6]) })),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
@@ -74,17 +87,25 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
 /**
  * Memoise a circuit's serialisation per circuit object. The store hands out the same
  * object until the circuit changes, so a healthy circuit is serialised once, not per
- * request. Half-open circuits and time windows are not kept: their `probes_in_flight` and
- * `window_stats` depend on `now`.
+ * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ * A throttle's counts expire by the epoch second, so a circuit with one is kept for the
+ * second it was serialised in (time windows are not kept, as before).
  */
 function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
   const memo = new WeakMap<Circuit, string>();
+  const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
   return (c, now) => {
-    let text = memo.get(c);
-    if (text === undefined) {
-      text = serialize(c, now);
-      if (c.state !== 'half_open' && c.window?.type !== 'time') memo.set(c, text);
+    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    if (c.throttle === null) {
+      let text = memo.get(c);
+      if (text === undefined) memo.set(c, (text = serialize(c, now)));
+      return text;
     }
+    const second = Math.floor(now / 1000);
+    const kept = perSecond.get(c);
+    if (kept !== undefined && kept.second === second) return kept.text;
+    const text = serialize(c, now);
+    perSecond.set(c, { second, text });
     return text;
   };
 }
@@ -131,6 +152,7 @@ export const OpenProblemSchema = ProblemSchema.extend({
   state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
   forced_state: z.literal('open').optional(),
+  throttle_probability: z.number().optional().openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
   scope: z.literal('caller').optional().openapi({ description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.' }),
   caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
 }).openapi('CircuitOpenProblem');

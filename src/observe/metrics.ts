@@ -6,7 +6,7 @@ import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CapCutoff, SnapshotReader } from '../store/snapshot-reader.js';
 import { isSlow } from '../domain/window.js';
-import { failureRateOf } from './policy-fields.js';
+import { failureRateOf, throttleProbabilityOf } from './policy-fields.js';
 import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
 
 export interface MetricsOptions {
@@ -176,6 +176,14 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     circuits.forEach((c, i) => {
       const rate = failureRateOf(c, now);
       if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${labels[i]}} ${rate}`);
+    });
+    out.push(
+      '# HELP circuitlog_circuit_throttle_probability Share of calls the soft throttle refuses now (0 to 1), circuits with a throttle',
+      '# TYPE circuitlog_circuit_throttle_probability gauge',
+    );
+    circuits.forEach((c, i) => {
+      const p = throttleProbabilityOf(c, now);
+      if (p !== null) out.push(`circuitlog_circuit_throttle_probability{${labels[i]}} ${p}`);
     });
     out.push('');
     return out.join('\n');

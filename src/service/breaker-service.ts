@@ -1,10 +1,11 @@
 import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition, type Verdict } from '../domain/circuit.js';
 import type { AppError } from '../domain/errors.js';
 import type { CircuitPolicy, CircuitSettings } from '../domain/policy.js';
+import { drawOnce } from '../domain/throttle.js';
 import { isPromise, chain } from '../store/maybe-promise.js';
 import { BreakerCore, type ServiceItem } from './breaker-core.js';
 import { guardedItems, type OutcomeGuard } from './guarded-outcome.js';
-import { openError } from './open-error.js';
+import { openError, type OpenErrorOptions } from './open-error.js';
 import { callerOpenError } from './caller-refusal.js';
 
 export type { Clock, ServiceLimits } from './breaker-core.js';
@@ -68,9 +69,15 @@ export class BreakerService extends BreakerCore {
     const current = this.store.peek(name);
     if (current === undefined) return undefined;
     if (current === null) return null;
-    const admission = admit(current, this.clock(), this.policy, caller);
+    // A throttle that must draw (p > 0) is `allowed`'s work too: one draw per call, made
+    // inside the store's step (a refusal is a write), never here and again there.
+    let mustDraw = false;
+    const admission = admit(current, this.clock(), this.policy, caller, () => {
+      mustDraw = true;
+      return 1; // admits; the answer is not used
+    });
     // Taking a probe slot or moving to half-open is a write: that is `allowed`'s work.
-    if (admission.circuit !== current) return undefined;
+    if (mustDraw || admission.circuit !== current) return undefined;
     return this.settle(name, admission);
   }
 
@@ -80,7 +87,8 @@ export class BreakerService extends BreakerCore {
    */
   async allowed(name: string, caller?: string): Promise<Decision> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller)));
+    const random = drawOnce(this.random); // one admission, one draw, however often the store runs the step
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller, random)));
   }
 
   /**
@@ -234,11 +242,11 @@ export class BreakerService extends BreakerCore {
    */
   refusal(circuit: Circuit, verdict: Verdict & { allowed: false }, caller: string | undefined, options: { circuit?: unknown } = {}): AppError {
     if (verdict.scope === 'caller' && caller !== undefined) return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
-    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: options.circuit });
+    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled, circuit: options.circuit });
   }
 
   /** The error for a refused call (`open-error.ts`). */
-  openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; circuit?: unknown } = {}): AppError {
+  openError(circuit: Circuit, retryAt: number, options: OpenErrorOptions = {}): AppError {
     return openError(circuit, retryAt, options);
   }
 }

@@ -44,7 +44,7 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     expect(await store.find('svc')).toEqual(written!.circuit);
   });
 
-  it('keeps every field of a circuit exactly: policy, window state, leases and times', async () => {
+  it('keeps every field of a circuit exactly: policy, window and throttle state, leases and times', async () => {
     const store = await makeStore();
     const full: Circuit = {
       ...newCircuit('full', settings, T0),
@@ -55,6 +55,8 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
       backoff: { multiplier: 2, maxTimeoutSeconds: 600 },
       forcedState: 'closed',
       windowState: { type: 'count', outcomes: 'ab', failures: 1, slowCalls: 1 },
+      throttle: { k: 1.5, windowSeconds: 30 },
+      throttleState: { type: 'time', buckets: [[T0 / 1000, 4, 3, 0]] },
       probeLeases: [T0 + 10_000, T0 + 20_000],
       probeSuccesses: 1,
       openUntil: T0 + 60_000,

@@ -12,6 +12,8 @@ export type OutcomeRule = 'count_only' | 'circuitlog';
 export type WireEvent =
   | {
       readonly type: 'admit';
+      /** The uniform random number in [0, 1) a throttled circuit draws (vectors with a `throttle` only). */
+      readonly draw?: number;
       /** The asking caller (`?caller=`; `quorum` vectors only). */
       readonly caller?: string;
     }
@@ -31,7 +33,7 @@ export type WireEvent =
 
 export type WireVerdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller' };
+  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller'; readonly throttled?: true };
 
 export interface WireTransition {
   readonly from: WireState;
@@ -52,6 +54,8 @@ export interface Expect {
   readonly effective_timeout_seconds: number;
   readonly open_until_ms: number | null;
   readonly window: { readonly calls: number; readonly failures: number; readonly slow_calls: number } | null;
+  /** Vectors with a `throttle` only: its counts and refusal probability as of `at_ms`. */
+  readonly throttle?: { readonly requests: number; readonly accepts: number; readonly probability: number };
   readonly transitions: readonly WireTransition[];
   readonly verdict: WireVerdict;
 }

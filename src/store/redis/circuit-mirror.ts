@@ -118,6 +118,8 @@ export class CircuitMirror implements SnapshotReader {
         forcedState: c.forcedState,
         window: c.window,
         windowState: c.windowState,
+        throttle: c.throttle,
+        throttleState: c.throttleState,
         isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
         circuit: c,
       }));

@@ -35,13 +35,19 @@ export const SHARD_TAGS: readonly string[] = Array.from({ length: SHARDS }, (_, 
   }
 });
 
-/** The shard of a circuit: FNV-1a of its name's UTF-8 bytes. */
+/**
+ * The shard of a circuit: FNV-1a of the UTF-8 bytes of its name up to its last `/` (the whole
+ * name when it has none). Siblings share a shard, as Redis Cluster's hash tags let keys share a
+ * slot: an upstream's node circuits (`<upstream>/<node>`) are written in one atomic script, which
+ * the proxy's ejection cap needs (a trip reads its peers in the same write).
+ */
 export function shardOf(name: string): number {
+  const slash = name.lastIndexOf('/');
+  const key = slash === -1 ? name : name.slice(0, slash);
   let hash = 0x811c9dc5;
-  for (const byte of Buffer.from(name, 'utf8')) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  for (const byte of Buffer.from(key, 'utf8')) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
   return hash % SHARDS;
 }
-
 /** Circuit ids are `n * SHARDS + shard` (n from the shard's counter): unique, and they name their shard. */
 export const shardOfId = (id: number): number => id % SHARDS;
 

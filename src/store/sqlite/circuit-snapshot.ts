@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState } from '../../domain/circuit.js';
 import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
 import { isolatedCallerCount, type CallerEntry } from '../../domain/caller-state.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
@@ -12,6 +13,8 @@ interface GaugeRow {
   forced_state: ForcedState | null;
   window_policy: string | null;
   window_state: string | null;
+  throttle_policy: string | null;
+  throttle_state: string | null;
   quorum_policy: string | null;
   callers: string | null;
   effective_state: CircuitState;
@@ -39,7 +42,7 @@ export class CircuitSnapshot implements SnapshotReader {
     // Only the columns the gauges read (GaugeCircuit): with 10,000 rows, building every
     // column of each was most of a scrape's time and garbage.
     this.firstCircuits = db.prepare<{ now: number; limit: number }, GaugeRow>(
-      `SELECT id, name, forced_state, window_policy, window_state, quorum_policy, callers, ${effective} AS effective_state
+      `SELECT id, name, forced_state, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers, ${effective} AS effective_state
        FROM circuits ORDER BY id LIMIT @limit`,
     );
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
@@ -69,10 +72,13 @@ export class CircuitSnapshot implements SnapshotReader {
   }
 }
 
-/** A row as typed values; the window's JSON is parsed only for circuits that have a window. */
+/** A row as typed values; the window's (throttle's) JSON is parsed only for circuits that have one. */
 function toGauge(row: GaugeRow): GaugeCircuit {
   const window = row.window_policy === null ? null : (JSON.parse(row.window_policy) as WindowPolicy);
   const windowState = window === null || row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState);
+  const throttle = row.throttle_policy === null ? null : (JSON.parse(row.throttle_policy) as ThrottlePolicy);
+  const throttleState = throttle === null || row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState);
+  const forcedState = row.forced_state === 'open' || row.forced_state === 'closed' ? row.forced_state : null;
   const isolatedCallers = row.quorum_policy === null ? null : row.callers === null ? 0 : isolatedCallerCount(JSON.parse(row.callers) as CallerEntry[]);
-  return { id: row.id, name: row.name, state: row.effective_state, forcedState: row.forced_state === 'open' || row.forced_state === 'closed' ? row.forced_state : null, window, windowState, isolatedCallers };
+  return { id: row.id, name: row.name, state: row.effective_state, forcedState, window, windowState, throttle, throttleState, isolatedCallers };
 }

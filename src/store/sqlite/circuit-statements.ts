@@ -34,7 +34,7 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
       reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
-      quorum_policy = @quorum_policy, callers = @callers
+      throttle_policy = @throttle_policy, throttle_state = @throttle_state, quorum_policy = @quorum_policy, callers = @callers
       WHERE id = @id`),
     insertTransition: db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
