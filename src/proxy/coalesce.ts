@@ -91,7 +91,10 @@ export class Flight {
 
   /** Settle with a complete answer known at once (a fallback). */
   answer(status: number, headers: FlatHeaders, body: Buffer): void {
-    if (!mayShareAnswer(status, (name) => flatGet(headers, name))) return this.release();
+    if (!mayShareAnswer(status, (name) => flatGet(headers, name))) {
+      this.release();
+      return;
+    }
     this.settle({ kind: 'answer', status, headers, body });
   }
 

@@ -56,7 +56,9 @@ export class BreakerCore {
     this.room = new CircuitRoom(store, limits.maxCircuits);
     this.group = new GroupCommit<ServiceItem>(
       (items) => this.store.applyBatch(items),
-      (items, results) => items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome)),
+      (items, results) => {
+        for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
+      },
     );
   }
 

@@ -148,7 +148,7 @@ export class BreakerService extends BreakerCore {
   private async recordBatchNow(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
     const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
     const results = this.groupCommit ? await this.group.submit(items) : await this.store.applyBatch(items);
-    if (!this.groupCommit) items.forEach((item, i) => this.settle(item.name, results[i] ?? null, item.outcome));
+    if (!this.groupCommit) for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
     return results.map((r) => r!.circuit);
   }
 

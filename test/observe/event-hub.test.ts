@@ -43,7 +43,7 @@ describe('EventHub replay (Last-Event-ID)', () => {
     const { log } = fakeLog(3_000);
     const hub = new EventHub({ log, maxStreams: 10 });
     const got = [[], [], []] as number[][];
-    got.forEach((ids) => hub.subscribe({}, 0, { send: (t) => ids.push(t.id) }));
+    for (const ids of got) hub.subscribe({}, 0, { send: (t) => ids.push(t.id) });
     const sent = () => got.reduce((n, ids) => n + ids.length, 0);
     for (let i = 1; i <= 6; i++) {
       await turn();

@@ -136,7 +136,9 @@ describe('proxy metrics', () => {
     const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, verifyClient: (info, done) => (info.req.url?.includes('refuse') ? done(false, 403) : done(true)) });
     await once(wss, 'listening');
     cleanup.push(() => new Promise((resolve) => wss.close(resolve)));
-    cleanup.push(async () => wss.clients.forEach((c) => c.terminate()));
+    cleanup.push(async () => {
+    for (const c of wss.clients) c.terminate();
+  });
     const [fake] = Object.values(await startNodes('dc2-1'));
     const wsNode = new FakeNode('dc1-1'); // never started: only its url, pointing at the WebSocket server
     wsNode.port = (wss.address() as AddressInfo).port;
