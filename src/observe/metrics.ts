@@ -140,7 +140,8 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const out = [
       '# HELP circuitlog_circuits Circuits in each state',
       '# TYPE circuitlog_circuits gauge',
-      ...STATES.map((s) => `circuitlog_circuits{state="${s}"} ${counts[s]}`),
+      // Unknown yet (a Redis host reading its mirror after start): no sample rather than a short count.
+      ...(counts === null ? [] : STATES.map((s) => `circuitlog_circuits{state="${s}"} ${counts[s]}`)),
       '# HELP circuitlog_circuit_state 1 for the current state of a circuit, 0 for the others',
       '# TYPE circuitlog_circuit_state gauge',
     ];
