@@ -20,7 +20,11 @@ function fakeNode(id) {
     id,
     port: 0,
     start: () => new Promise((resolve) => server.listen(node.port, '127.0.0.1', () => ((node.port = server.address().port), resolve()))),
-    stop: () => new Promise((resolve) => (sockets.forEach((s) => s.destroy()), server.close(() => resolve()))),
+    stop: () =>
+      new Promise((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
   return node;
 }

@@ -335,7 +335,7 @@ function render() {
     const dcs = [...new Set(u.nodes.map((n) => n.dc))].sort((a, b) => Number(b === view.localDc) - Number(a === view.localDc));
     const parts = dcs.map((dc) => {
       const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c)).sort(byUrgency);
-      u.nodes.forEach((n) => nodeCircuits.add(n.circuit));
+      for (const n of u.nodes) nodeCircuits.add(n.circuit);
       const open = circuits.filter(refusing).length;
       const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
       return circuits.length ? el('div', { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc }, el('h3', { textContent: title }), table(circuits)) : null;

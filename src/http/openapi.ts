@@ -1,5 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { OBSERVE_TOKEN_PATHS } from '../observe/observe-openapi.js';
+import { needsToken } from './auth.js';
 import { OPERATION_IDS, SERVERS } from './operation-ids.js';
 import { PROBLEMS } from './problem.js';
 import { ProblemSchema } from './schemas.js';
@@ -109,9 +109,10 @@ function buildDocument(app: OpenAPIHono, options: DocumentOptions): ReturnType<O
       const id = OPERATION_IDS[`${method} ${path}`];
       if (id !== undefined && typeof operation === 'object' && operation !== null && 'responses' in operation) operation.operationId = id;
     }
-    if (!path.startsWith('/circuits') && path !== '/outcomes' && !OBSERVE_TOKEN_PATHS.includes(path)) continue;
+    if (!needsToken(path)) continue;
     for (const operation of Object.values(item)) {
       if (typeof operation !== 'object' || operation === null || !('responses' in operation)) continue;
+      if (operation.security !== undefined) continue; // declared by its route (/admin/backup: the token always)
       if (options.token) operation.security = [{ bearer: [] }];
       else delete operation.responses['401'];
     }

@@ -4,7 +4,7 @@ import { AppError, type FieldError } from '../domain/errors.js';
 import { circuitNameProblem } from '../config.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import { common, ok, problem, withBody } from './circuit-routes.js';
+import { circuitNotFound, common, ok, problem, withBody } from './route-kit.js';
 import { circuitNameParam, fieldErrors, readJson } from './request.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
@@ -64,6 +64,13 @@ export interface PolicyRouteOptions {
 
 /** PATCH and DELETE of a circuit, and the batch of outcomes. */
 export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, options: PolicyRouteOptions): void {
+  registerPatch(app, breaker, options.bodyLimitBytes);
+  registerDelete(app, breaker, options.isConfigCircuit);
+  registerBatch(app, breaker, options.bodyLimitBytes);
+}
+
+/** `PATCH /circuits/{name}`: a JSON merge patch of the policy, merged inside the store's write. */
+function registerPatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
   const patchRoute = createRoute({
     method: 'patch',
     path: '/circuits/{name}',
@@ -85,7 +92,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
   app.patch('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);
     requireMergePatch(c.req.header('content-type'));
-    const patch = await readJson(c, PatchBody, options.bodyLimitBytes);
+    const patch = await readJson(c, PatchBody, bodyLimitBytes);
     // The merge runs inside the store's write transaction, on the circuit as stored.
     const { circuit, created } = await breaker.withRoom([name], async () => breaker.configure(name, (current) => {
       const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
@@ -99,7 +106,10 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
     return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });
+}
 
+/** `DELETE /circuits/{name}`: the circuit and its events; a proxy node's circuit is the config's (409). */
+function registerDelete(app: OpenAPIHono, breaker: BreakerService, isConfigCircuit: (name: string) => boolean): void {
   const deleteRoute = createRoute({
     method: 'delete',
     path: '/circuits/{name}',
@@ -116,13 +126,16 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
   app.openAPIRegistry.registerPath(deleteRoute);
   app.delete('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);
-    if (options.isConfigCircuit(name)) {
+    if (isConfigCircuit(name)) {
       throw new AppError('CIRCUIT_DEFINED_BY_CONFIG', `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`);
     }
-    if (!(await breaker.delete(name))) throw new AppError('CIRCUIT_NOT_FOUND', `No circuit named '${name}'.`);
+    if (!(await breaker.delete(name))) throw circuitNotFound(name);
     return c.body(null, 204);
   });
+}
 
+/** `POST /outcomes`: up to MAX_BATCH_OUTCOMES outcomes in order, in one transaction. */
+function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
   const batchRoute = createRoute({
     method: 'post',
     path: '/outcomes',
@@ -138,7 +151,7 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
   });
   app.openAPIRegistry.registerPath(batchRoute);
   app.post('/outcomes', async (c) => {
-    const body = await readJson(c, BatchBody, Math.max(options.bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const body = await readJson(c, BatchBody, Math.max(bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
     const now = breaker.now();
     const circuits = await breaker.recordBatch(
       body.outcomes.map((o, i) => ({

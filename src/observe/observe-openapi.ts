@@ -1,8 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 
-/** Paths that follow the token rules of /circuits (the OpenAPI document marks them so). */
-export const OBSERVE_TOKEN_PATHS = ['/metrics', '/events/stream', '/dashboard/api/state'];
-
 const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: z.object({}).passthrough() } } });
 const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
 

@@ -28,19 +28,23 @@ export interface ProxyRouteDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
-  /** Start-up work an asynchronous store is still doing (node circuits); main awaits it. */
-  readonly pending?: Promise<unknown>[];
   readonly hooks?: ProxyHooks;
+}
+
+export interface ProxyRoutes {
+  readonly handler: ProxyHandler;
+  readonly upgrade: UpgradeHandler;
+  /** Resolves once the node circuits are stored (at once on SQLite); the server listens after it. */
+  readonly ready: Promise<void>;
 }
 
 /**
  * Mount `/proxy/:upstream/*` for every method. No bearer token and no body limit: this is
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
-export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): { handler: ProxyHandler; upgrade: UpgradeHandler } {
+export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): ProxyRoutes {
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
-  const created = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
-  deps.pending?.push(created);
+  const ready = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
   const handler = createProxyHandler({
     upstreams,
     breaker: deps.breaker,
@@ -59,7 +63,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
     hooks: deps.hooks,
   });
-  return { handler, upgrade };
+  return { handler, upgrade, ready };
 }
 
 /**

@@ -91,10 +91,10 @@ describe("npm start's build (prestart)", () => {
     expect(await runPrestart(root)).toBe(0);
     expect(mtimes(dist)).toEqual(before); // up to date: not one file written
 
-    const source = path.join(root, 'src', 'config.ts');
+    const source = path.join(root, 'src', 'config', 'env.ts');
     fs.writeFileSync(source, fs.readFileSync(source, 'utf8').replace('must be an integer from', 'must be a BUILD_PROBE integer from'));
     expect(await runPrestart(root)).toBe(0);
-    expect(fs.readFileSync(path.join(dist, 'config.js'), 'utf8')).toContain('BUILD_PROBE');
-    expect(mtimes(dist)['config.js']).toBeGreaterThan(before['config.js']!);
+    expect(fs.readFileSync(path.join(dist, 'config', 'env.js'), 'utf8')).toContain('BUILD_PROBE');
+    expect(mtimes(dist)['config/env.js']).toBeGreaterThan(before['config/env.js']!);
   }, 180_000);
 });

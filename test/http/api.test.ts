@@ -82,7 +82,7 @@ describe('GET /circuits/:name/allowed', () => {
 describe('POST /circuits/:name/outcomes', () => {
   it('records failures and opens at the default threshold', async () => {
     const t = buildApp();
-    let body;
+    let body: unknown;
     for (let i = 0; i < 5; i++) body = await (await t.request('POST', '/circuits/svc/outcomes', { success: false, duration_ms: 12.5 })).json();
     expect(body).toMatchObject({ state: 'open', failure_count: 5, failure_threshold: 5 });
   });

@@ -224,7 +224,7 @@ function documented(key: string, status: number, contentType: string | undefined
   const response = responses?.[String(status)] ?? responses?.default;
   if (!response) return `status ${status} is not documented for ${key}`;
   if (!response.content) return null; // e.g. a proxied answer: whatever the node sent
-  const mediaType = contentType?.split(';')[0]!.trim() ?? '';
+  const mediaType = contentType?.split(';')[0]?.trim() ?? '';
   const media = response.content[mediaType];
   if (!media) return `${key} ${status}: '${mediaType}' is not one of ${Object.keys(response.content).join(', ')}`;
   return media.schema;

@@ -83,8 +83,12 @@ async function crashRounds(workers: string, batch = false): Promise<void> {
     await server.killGroup(); // kill -9 primary and workers in the middle of the load
     running.splice(running.indexOf(server), 1);
     await load.stop();
-    load.acked.forEach((n, k) => (totalAcked[k]! += n));
-    load.sent.forEach((n, k) => (totalSent[k]! += n));
+    load.acked.forEach((n, k) => {
+      totalAcked[k]! += n;
+    });
+    load.sent.forEach((n, k) => {
+      totalSent[k]! += n;
+    });
     expect(load.acked.reduce((a, b) => a + b, 0), 'the load got going before the kill').toBeGreaterThan(50);
     expect([...load.statuses.keys()].filter((s) => s !== 200 && s !== 0), 'no status but 200 or a dropped connection').toEqual([]);
 

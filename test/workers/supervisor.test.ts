@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget, runPrimary, type WorkerProcess } from '../../src/cluster.js';
+import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget, runPrimary, type WorkerProcess } from '../../src/server/cluster.js';
 import { FakeClock, silentLogger } from '../helper.js';
 
 /** A worker that does what the test tells it: listen, send a message, die. */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
-import { ProblemSchema } from '../http/schemas.js';
+import { ProblemSchema } from './schemas.js';
 
 /** Where an online backup comes from: the SQLite store's own connection. */
 export interface BackupSource {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { LeaseStore } from './store/lease-store.js';
-import { isPromise, type MaybePromise } from './store/maybe-promise.js';
+import type { LeaseStore } from '../store/lease-store.js';
+import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 
 export interface LeaderOptions {
   readonly lease: string;

@@ -1,9 +1,13 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
-import { ProblemSchema } from '../http/schemas.js';
-import { json } from '../http/json.js';
+import { chain, type MaybePromise } from '../store/maybe-promise.js';
+import type { CircuitStore } from '../store/circuit-store.js';
+import type { HealthReport } from '../store/storage-health.js';
+import { json } from './json.js';
+import { PROBLEMS } from './problem.js';
+import { ProblemSchema } from './schemas.js';
 
-/** Where the process is in its life, for `GET /health/ready`; main.ts flips it on SIGTERM. */
+/** Where the process is in its life, for `GET /health/ready`; the server flips it on SIGTERM. */
 export interface Readiness {
   readonly draining: boolean;
 }
@@ -19,7 +23,7 @@ const ReadySchema = z.object({ status: z.literal('ready') }).openapi('Ready');
  * closes. A process still starting has no port open (docs/operations.md#readiness). It needs
  * no token and reads no store: a shared store's outage must not take every instance out at once.
  */
-export function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): void {
+function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): void {
   app.get(READY_PATH, (c) => {
     if (readiness?.draining) throw new AppError('NOT_READY', 'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.');
     return json(c, { status: 'ready' as const }, 200);
@@ -34,5 +38,30 @@ export function registerReadiness(app: OpenAPIHono, readiness: Readiness | undef
       405: { description: 'Another method than GET or HEAD', content: { 'application/problem+json': { schema: ProblemSchema } } },
       503: { description: 'not-ready: draining after SIGTERM (or still starting)', content: { 'application/problem+json': { schema: ProblemSchema } } },
     },
+  });
+}
+
+export interface ServiceRouteDeps {
+  readonly store: CircuitStore;
+  /** The store's health (full disk, deleted file); default: `store.ping()`. */
+  readonly health?: () => MaybePromise<HealthReport>;
+  readonly readiness?: Readiness;
+}
+
+/**
+ * The service's own routes, never behind the token: `GET /health` (liveness and the store's
+ * health), `GET /health/ready` and `GET /problems/{kind}` (what a problem `type` means).
+ * /health and /problems are documented in openapi.ts.
+ */
+export function registerServiceRoutes(app: OpenAPIHono, deps: ServiceRouteDeps): void {
+  app.get('/health', async (c) => {
+    const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
+    return json(c, report, report.status === 'ok' ? 200 : 503);
+  });
+  registerReadiness(app, deps.readiness);
+  app.get('/problems/:kind', (c) => {
+    const entry = Object.values(PROBLEMS).find((p) => p.type === `/problems/${c.req.param('kind')}`);
+    if (!entry) throw new AppError('NOT_FOUND', `No problem type '${c.req.param('kind')}'.`);
+    return json(c, entry);
   });
 }

@@ -1,0 +1,64 @@
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { ProxyRoutes } from '../proxy/proxy-routes.js';
+import { misdirected, type HostRule } from './browser-guard.js';
+import { problemParts } from './problem.js';
+import { logFailure, toAppError } from './request-failure.js';
+
+/** node:http's 'request' listener for `/proxy/*`, bypassing Hono. */
+export type RequestListener = (incoming: IncomingMessage, outgoing: ServerResponse) => void;
+/** node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
+export type UpgradeListener = (incoming: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+export interface RawListenerDeps {
+  readonly proxy: ProxyRoutes;
+  readonly hosts: HostRule | null;
+  readonly logger: Logger;
+  readonly clock: () => number;
+}
+
+/** The path of a request target, for problems and logs. */
+const pathOf = (target: string | undefined): string => (target ?? '/').split('?')[0] ?? '/';
+
+/**
+ * `/proxy/*` straight from Node's request and response, skipping @hono/node-server's Request
+ * and Context (about a sixth of a proxied request's cost). It applies the Host check itself
+ * (the Hono middleware does not run here) and answers a failure as the app would.
+ */
+export function rawProxyListener(deps: RawListenerDeps): RequestListener {
+  return (incoming, outgoing) => {
+    const method = incoming.method ?? 'GET';
+    const target = incoming.url ?? '/';
+    const wrongHost = misdirected(deps.hosts, incoming.headers.host);
+    const handled = wrongHost ? Promise.reject(wrongHost) : deps.proxy.handler({ method, url: target, incoming, outgoing });
+    handled.catch((thrown: unknown) => {
+      const error = toAppError(thrown);
+      const path = pathOf(target);
+      logFailure(deps.logger, method, path, error);
+      if (outgoing.headersSent) {
+        outgoing.destroy();
+        return;
+      }
+      const problem = problemParts(error, path, deps.clock());
+      outgoing.writeHead(problem.status, problem.headers).end(problem.body);
+    });
+  };
+}
+
+/** The 'upgrade' listener: WebSocket handshakes under /proxy, refused as a raw HTTP/1.1 problem. */
+export function rawUpgradeListener(deps: RawListenerDeps): UpgradeListener {
+  return (incoming, socket, head) => {
+    socket.on('error', () => {}); // a caller resetting its tunnel is no error of ours
+    const wrongHost = misdirected(deps.hosts, incoming.headers.host);
+    (wrongHost ? Promise.reject(wrongHost) : deps.proxy.upgrade(incoming, socket, head)).catch((thrown: unknown) => {
+      const error = toAppError(thrown);
+      const path = pathOf(incoming.url);
+      logFailure(deps.logger, incoming.method ?? 'GET', path, error);
+      const problem = problemParts(error, path, deps.clock());
+      const head = Object.entries({ ...problem.headers, 'content-length': String(Buffer.byteLength(problem.body)), connection: 'close' });
+      const lines = head.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+      socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n${lines}\r\n${problem.body}`);
+    });
+  };
+}

@@ -1,0 +1,23 @@
+import type { Logger } from 'pino';
+import { AppError } from '../domain/errors.js';
+import { PROBLEMS } from './problem.js';
+
+/** Anything thrown while answering, as an AppError: a stranger is a bug, answered as a 500 `INTERNAL`. */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  return new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
+}
+
+/**
+ * The `request_failed` log line of an error answer, at the level its code deserves: a 500 is
+ * an error with its cause; a refusal by an open circuit is the breaker working (debug: its
+ * transitions are logged, not each refused call); a storage problem a warning; the rest info.
+ */
+export function logFailure(logger: Logger, method: string, path: string, error: AppError): void {
+  const status = PROBLEMS[error.code].status;
+  const fields = { event: 'request_failed', method, path, status, code: error.code };
+  if (error.code === 'INTERNAL') logger.error({ ...fields, err: error.options.cause ?? error }, error.message);
+  else if (error.code === 'CIRCUIT_OPEN') logger.debug(fields, error.message);
+  else if (error.code.startsWith('STORAGE_')) logger.warn(fields, error.message);
+  else logger.info(fields, error.message);
+}

@@ -1,0 +1,69 @@
+import http from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import type { Logger } from 'pino';
+import type { ServerConfig } from '../config.js';
+import type { RequestListener, UpgradeListener } from '../http/raw-listeners.js';
+import type { Readiness } from '../http/service-routes.js';
+import { rejectConnect } from './connect.js';
+import { adapterErrorHandler } from './request-error.js';
+import { serverTimeoutOptions } from './timeouts.js';
+
+/** What the node:http server serves: the app's fetch, and the raw proxy listeners when a proxy is configured. */
+export interface Served {
+  readonly fetch: (request: Request) => Response | Promise<Response>;
+  readonly proxyListener?: RequestListener;
+  readonly upgradeListener?: UpgradeListener;
+}
+
+/** The node:http server with the configured timeouts; CONNECT is answered 405 (see connect.ts). */
+export function createNodeServer(config: ServerConfig, logger: Logger): http.Server {
+  const server = http.createServer(serverTimeoutOptions(config));
+  server.on('connect', rejectConnect(logger, Date.now));
+  return server;
+}
+
+/**
+ * Attach the app: `/proxy/` to the raw proxy listener (when there is one), everything else
+ * through @hono/node-server; WebSocket upgrades to the upgrade listener. While draining every
+ * answer says `Connection: close`, moving keep-alive callers off as Envoy drains.
+ */
+export function serveApp(server: http.Server, served: Served, readiness: Readiness, logger: Logger): void {
+  const honoListener = getRequestListener(served.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
+  const { proxyListener, upgradeListener } = served;
+  server.on('request', (incoming, outgoing) => {
+    if (readiness.draining) outgoing.shouldKeepAlive = false;
+    if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
+    else void honoListener(incoming, outgoing);
+  });
+  if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
+}
+
+export interface DrainOptions {
+  readonly logger: Logger;
+  /** How long in-flight requests may take before their connections are closed. */
+  readonly graceMs: number;
+  /** Stop the singleton jobs and end the event streams (they never end by themselves). */
+  readonly stopJobs: () => void;
+  /** Close what the server used (the proxy's connection pools, the store), then the process ends. */
+  readonly closeResources: () => Promise<void>;
+  readonly onStopped: () => void;
+}
+
+/** After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to the grace), then stop. */
+export function drain(server: http.Server, signal: string, options: DrainOptions): void {
+  const { logger } = options;
+  logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
+  options.stopJobs();
+  const timer = setTimeout(() => {
+    logger.warn({ event: 'shutdown_timeout' }, 'grace period over; closing connections');
+    server.closeAllConnections();
+  }, options.graceMs);
+  timer.unref();
+  server.close(() => {
+    void options.closeResources().finally(() => {
+      logger.info({ event: 'stopped' }, 'stopped');
+      options.onStopped();
+    });
+  });
+  server.closeIdleConnections();
+}

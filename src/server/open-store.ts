@@ -1,0 +1,105 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { ConfigError, type Config } from '../config.js';
+import type { BackupSource } from '../http/backup-routes.js';
+import { CircuitSnapshot, type SnapshotReader } from '../store/circuit-snapshot.js';
+import { SqliteCircuitStore, type CircuitStore } from '../store/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../store/database.js';
+import type { HousekeepingStore } from '../store/housekeeping-store.js';
+import { SqliteLeaseStore, type LeaseStore } from '../store/lease-store.js';
+import type { MaybePromise } from '../store/maybe-promise.js';
+import { SqliteHousekeeping } from '../store/sqlite-housekeeping.js';
+import { StorageHealth, type HealthReport } from '../store/storage-health.js';
+import { redactUrl } from '../store/store-choice.js';
+import { TransitionLog, type TransitionReader } from '../store/transition-log.js';
+
+/** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */
+export interface OpenedStore {
+  readonly store: CircuitStore;
+  /** What /events/stream, the dashboard and the state gauges read. */
+  readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
+  /** Wakes the event streams when transitions arrive from other hosts (Redis). */
+  readonly onForeignTransitions?: (listener: () => void) => void;
+  readonly health: () => MaybePromise<HealthReport>;
+  readonly leases: LeaseStore;
+  /** Retention and idle deletion, run by the lease holder. */
+  readonly housekeeping: HousekeepingStore;
+  readonly close: () => void;
+  /** SQLite only: the online backup behind GET /admin/backup. */
+  readonly backup?: BackupSource;
+  /** Redis: the store was emptied under us (FLUSHALL, a restart without data); listeners re-declare. */
+  readonly onReset?: (listener: () => void) => void;
+}
+
+/** Run `fn` on the database; an SQLite error becomes a ConfigError naming CIRCUITLOG_DB. */
+function withDatabase<T>(config: Config, fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === 'SQLITE_BUSY') {
+      // A single-worker server holds its file exclusively; a second one on it lands here.
+      throw new ConfigError(
+        'CIRCUITLOG_DB: the database is locked by another process (another circuitlog on the same file? use CIRCUITLOG_WORKERS to run several)',
+      );
+    }
+    if (typeof code === 'string' && code.startsWith('SQLITE_')) {
+      throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`);
+    }
+    throw error;
+  }
+}
+
+/** Apply the pending migrations to the SQLite file (one process does this before any serves). */
+export function migrateDatabase(config: Config, logger: Logger): void {
+  const applied = withDatabase(config, () => {
+    const db = openDatabase(config.dbPath, { synchronous: config.synchronous });
+    try {
+      return migrate(db, readMigrations(defaultMigrationsDir()));
+    } finally {
+      db.close();
+    }
+  });
+  if (applied.length > 0) logger.info({ event: 'migrated', applied }, `applied ${applied.length} migration(s)`);
+}
+
+/**
+ * The store `CIRCUITLOG_STORE` names; an unreachable Redis is a ConfigError naming the variable.
+ * `shared`: one of several workers on one SQLite file (else this process holds it exclusively).
+ */
+export async function openStore(config: Config, logger: Logger, shared: boolean): Promise<OpenedStore> {
+  return config.store.kind === 'redis' ? openRedis(config, config.store, logger) : openSqlite(config, logger, shared);
+}
+
+async function openRedis(config: Config, choice: Extract<Config['store'], { kind: 'redis' }>, logger: Logger): Promise<OpenedStore> {
+  const { url, timeoutMs } = choice;
+  const { openRedisStore, describeStartFailure } = await import('../store/redis/open.js'); // SQLite users never load the Redis client
+  const { RedisHousekeeping } = await import('../store/redis/redis-housekeeping.js');
+  const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
+  const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
+    throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
+  });
+  const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
+  // The state gauges count every circuit of every host: a mirror of them, loading in the background.
+  const mirror = config.metrics.enabled ? await redis.mirror(config.metrics.max_circuits) : null;
+  const readers = { transitions: redis.feed, snapshot: () => mirror! };
+  const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
+  const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);
+  const housekeeping = new RedisHousekeeping(redis.store);
+  return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, housekeeping, close: () => void redis.close(), onReset };
+}
+
+function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStore {
+  const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
+  const storage = new StorageHealth(config.dbPath, logger);
+  const sqlite = new SqliteCircuitStore(db, !shared);
+  const store = storage.wrap(sqlite);
+  const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
+  // Alone, this connection makes every write, and SQLite carries them into a running backup:
+  // copy 16 MiB per step and let requests run between steps. With several workers another
+  // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
+  const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
+  const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
+  const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
+  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
+}

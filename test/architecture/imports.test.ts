@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import {
+  type ImportEdge,
+  folderViolations,
+  formatViolations,
+  nodeCycles,
+  parseImports,
+  sourceFiles,
+  unresolved,
+} from './import-rules.js';
+
+// The import-boundary test: the layer rules of docs/design.md, checked on every src/**/*.ts import.
+// Rules and node definitions live in ./import-rules.ts (FOLDER_RULES, nodeOf).
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const files = sourceFiles(root);
+const edges = files.flatMap((file) => parseImports(file, fs.readFileSync(path.join(root, file), 'utf8')));
+
+function cycleReport(cycles: ReturnType<typeof nodeCycles>): string {
+  return cycles
+    .map(
+      (c) =>
+        `cycle between ${c.nodes.join(', ')}:\n` +
+        c.imports.map((e) => `  ${e.file}:${e.line} imports '${e.specifier}'`).join('\n'),
+    )
+    .join('\n');
+}
+
+describe('import boundaries of src/', () => {
+  it('reads the imports of every source file, each relative one naming a file that exists', () => {
+    expect(files.length).toBeGreaterThan(50);
+    expect(edges.length).toBeGreaterThan(files.length);
+    expect(formatViolations(unresolved(edges, new Set(files)))).toBe('');
+  });
+
+  it('keeps src/domain, src/store and src/client within what each may import', () => {
+    expect(formatViolations(folderViolations(edges))).toBe('');
+  });
+
+  it('has no import cycle between top-level folders and root files of src/', () => {
+    expect(cycleReport(nodeCycles(edges))).toBe('');
+  });
+});
+
+describe('the import checker', () => {
+  const edge = (file: string, specifier: string): ImportEdge =>
+    parseImports(file, `import x from '${specifier}';\n`)[0] as ImportEdge;
+
+  it('parses static, type-only, re-export and dynamic imports with their lines', () => {
+    const text = [
+      "import type { A } from './a.js';",
+      "export { b } from '../store/b.js';",
+      "const c = await import('node:fs');",
+      "import d from '@hono/zod-openapi';",
+    ].join('\n');
+    expect(parseImports('src/domain/x.ts', text)).toEqual([
+      { file: 'src/domain/x.ts', line: 1, specifier: './a.js', target: 'src/domain/a.ts' },
+      { file: 'src/domain/x.ts', line: 2, specifier: '../store/b.js', target: 'src/store/b.ts' },
+      { file: 'src/domain/x.ts', line: 3, specifier: 'node:fs', target: null },
+      { file: 'src/domain/x.ts', line: 4, specifier: '@hono/zod-openapi', target: null },
+    ]);
+  });
+
+  it('reports the file, the import and the rule it breaks', () => {
+    const found = folderViolations([
+      edge('src/domain/circuit.ts', 'node:crypto'),
+      edge('src/domain/circuit.ts', './types.js'),
+      edge('src/store/redis/x.ts', 'zod'),
+      edge('src/store/redis/x.ts', '../../http/problem.js'),
+      edge('src/store/redis/x.ts', '@redis/client'),
+      edge('src/store/x.ts', '../domain/types.js'),
+      edge('src/client/x.ts', '../config.js'),
+      edge('src/client/x.ts', 'undici'),
+      edge('src/http/x.ts', 'zod'),
+    ]);
+    expect(formatViolations(found).split('\n')).toEqual([
+      "src/domain/circuit.ts:1 imports 'node:crypto': src/domain is pure: it imports nothing outside src/domain (no node:, no npm package)",
+      "src/store/redis/x.ts:1 imports 'zod': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino)",
+      "src/store/redis/x.ts:1 imports '../../http/problem.js': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino)",
+      "src/client/x.ts:1 imports '../config.js': src/client imports only src/domain and node:*, undici (nothing of the server)",
+    ]);
+  });
+
+  it('finds a cycle through a root file and names the imports that close it', () => {
+    const cycles = nodeCycles([
+      edge('src/http/a.ts', '../observe/b.js'),
+      edge('src/observe/b.ts', '../config.js'),
+      edge('src/config.ts', './http/c.js'),
+      edge('src/store/d.ts', '../domain/e.js'),
+      edge('src/main.ts', './store/d.js'),
+    ]);
+    expect(cycles.map((c) => c.nodes)).toEqual([['config.ts', 'http', 'observe']]);
+    expect(cycles[0]?.imports.map((e) => e.file)).toEqual(['src/http/a.ts', 'src/observe/b.ts', 'src/config.ts']);
+  });
+
+  it('flags a relative import that names no file', () => {
+    const found = unresolved([edge('src/http/a.ts', './gone.js')], new Set(['src/http/a.ts']));
+    expect(formatViolations(found)).toBe("src/http/a.ts:1 imports './gone.js': relative import resolves to no src/ file (src/http/gone.ts)");
+  });
+});
