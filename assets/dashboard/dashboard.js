@@ -344,8 +344,8 @@ function render() {
   }
   const others = all.filter((c) => !nodeCircuits.has(c.name) && match(c));
   if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others), pager()));
-  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size ? 'No circuit matches the filter.' : 'No circuits yet.' }), pager());
-  $('groups').replaceChildren(...groups);
+  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size || view.filter ? 'No circuit matches the filter.' : 'No circuits yet.' }), pager());
+  $('groups').replaceChildren(...groups.filter(Boolean));
 
   const counts = { refused: 0, probing: 0, allowed: 0 };
   for (const c of all) counts[verdict(c)]++;
