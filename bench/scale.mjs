@@ -29,6 +29,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { percentileSorted, probeOk, startProcess } from './lib.mjs';
 import { fanoutRun } from './fanout.mjs';
+import { dashboardRun } from './dashboard-load.mjs';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const DAY_MS = 86_400_000;
@@ -54,6 +55,7 @@ export async function scaleSection(ctx) {
       rows.push(...(await measureStore(ctx, libs, tmp, store, ns, durationSec)));
     }
     const fanout = process.env.BENCH_SCALE_FANOUT === '0' ? null : await fanoutRun(ctx, tmp);
+    const dashboard = process.env.BENCH_SCALE_DASHBOARD === '0' ? null : await dashboardRun({ ...ctx, require }, tmp, (file, n) => seedSqlite(libs, file, n));
     const retention = oldRows > 0 ? await retentionRun(ctx, libs, tmp, oldRows, durationSec) : null;
     for (const r of rows) {
       const base = rows.find((b) => b.store === r.store && b.n === ns[0]);
@@ -74,7 +76,8 @@ export async function scaleSection(ctx) {
       table: rows,
       retention,
       fanout,
-      markdownExtra: tableMarkdown(rows, retention, fanout),
+      dashboard,
+      markdownExtra: tableMarkdown(rows, retention, fanout, dashboard),
       notes: [
         'Filler circuits are written into the store directly (one SQLite transaction, or pipelined Redis commands in the store\'s layout) before circuitlog starts; bench-ok and bench-fail through the API. One circuitlog process, log level warn, metrics on (max_circuits 10,000).',
         `Load: ${ctx.suiteOptions(durationSec).connections} connections, ${durationSec} s per target after a 1 s warm-up, one round; all processes share this machine's CPUs with other work, so compare ratios.`,
@@ -305,7 +308,7 @@ function startRedisServer(dir) {
 const f0 = (x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
-function tableMarkdown(rows, retention, fanout) {
+function tableMarkdown(rows, retention, fanout, dashboard) {
   const lines = [
     '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | RSS bytes/circuit | redis-server bytes/circuit | start-up ms | state gauges complete ms | /metrics p50 ms |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -334,6 +337,14 @@ function tableMarkdown(rows, retention, fanout) {
       '',
       `- ${f0(many.count)} streams: a transition reaches all within p99 ${f2(many.p99)} ms (goal ≤ 250 ms): ${many.p99 <= 250 ? 'met' : 'NOT met'}`,
       `- ${f0(manyClients.count)} clients: a trip reaches every local view within p99 ${f2(manyClients.p99)} ms (goal ≤ 250 ms): ${manyClients.p99 <= 250 ? 'met' : 'NOT met'}`,
+    );
+  }
+  if (dashboard) {
+    const { few, many } = dashboard;
+    lines.push(
+      '',
+      `Dashboard in headless Chromium, median of 5 loads: first row on screen ${f0(many.firstRowMs)} ms at ${f0(many.n)} circuits (${many.rows} rows on the page) vs ${f0(few.firstRowMs)} ms at ${f0(few.n)} (${f2(many.firstRowMs / few.firstRowMs)}x); stream live ${f0(many.liveMs)} vs ${f0(few.liveMs)} ms.`,
+      `- dashboard at ${f0(many.n)} circuits: first screen ${f0(many.firstRowMs)} ms (goal < 1,000 ms): ${many.firstRowMs < 1000 ? 'met' : 'NOT met'}`,
     );
   }
   if (retention) {
