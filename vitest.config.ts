@@ -1,7 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
-/** Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`). */
-const BOTH_STORES = ['test/http/api.test.ts', 'test/service/due-transitions.test.ts', 'test/http/circuitlog-compat.test.ts', 'test/http/errors-and-security.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts'];
+/**
+ * Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`),
+ * because they prove service logic over an asynchronous store (group commit, the circuit
+ * limit, the due-transition timer). What a store itself must do is proved once per store by
+ * test/store/shared-store.test.ts (and test/service/peek-allowed.test.ts), which start their
+ * own redis-server; the other HTTP suites run on SQLite only.
+ */
+const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts'];
 
 export default defineConfig({
   test: {

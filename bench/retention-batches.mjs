@@ -9,8 +9,8 @@ import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { createRequire } from 'node:module';
 import pino from 'pino';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../dist/store/database.js';
-import { SqliteHousekeeping } from '../dist/store/sqlite-housekeeping.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../dist/store/sqlite/database.js';
+import { SqliteHousekeeping } from '../dist/store/sqlite/housekeeping.js';
 import { Housekeeping } from '../dist/service/housekeeping.js';
 
 const Database = createRequire(import.meta.url)('better-sqlite3');

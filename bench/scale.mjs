@@ -43,7 +43,7 @@ export async function scaleSection(ctx) {
   const require = createRequire(path.join(ctx.repoRoot, 'package.json'));
   const Database = require('better-sqlite3');
   const dist = (p) => import(pathToFileURL(path.join(ctx.repoRoot, 'dist', p)).href);
-  const { migrate, readMigrations, defaultMigrationsDir } = await dist('store/database.js');
+  const { migrate, readMigrations, defaultMigrationsDir } = await dist('store/sqlite/database.js');
   const { newCircuit } = await dist('domain/circuit.js');
   const libs = { Database, migrate, readMigrations, defaultMigrationsDir, newCircuit, require };
 

@@ -21,7 +21,7 @@ import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions, type
 import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { MaybePromise } from './store/maybe-promise.js';
-import type { HealthReport } from './store/storage-health.js';
+import type { HealthReport } from './store/circuit-store.js';
 
 const DEFAULT_API_BODY_LIMIT_BYTES = 16 * 1024; // 16 KiB
 

@@ -22,7 +22,7 @@ import { listen, probeListen, urlHost } from './server/listen.js';
 import { createNodeServer, drain, serveApp } from './server/node-server.js';
 import { migrateDatabase, openStore, type OpenedStore } from './server/open-store.js';
 import { activityStampMs } from './service/housekeeping.js';
-import { databaseFileProblem } from './store/db-file.js';
+import { databaseFileProblem } from './store/sqlite/db-file.js';
 import { redactUrl } from './store/store-choice.js';
 
 /**

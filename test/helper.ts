@@ -1,7 +1,8 @@
 import pino from 'pino';
 import { createApp, type AppDeps } from '../src/app.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../src/store/database.js';
-import { SqliteCircuitStore, type CircuitStore } from '../src/store/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../src/store/sqlite/database.js';
+import type { CircuitStore } from '../src/store/circuit-store.js';
+import { SqliteCircuitStore } from '../src/store/sqlite/circuit-store.js';
 import { redisTestStore } from './redis/test-store.js';
 
 /** A clock the test moves by hand. */

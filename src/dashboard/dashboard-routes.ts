@@ -10,7 +10,7 @@ import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
 import { json } from '../http/json.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import type { TransitionReader } from '../store/transition-log.js';
+import type { TransitionReader } from '../store/transition-reader.js';
 import { transitionData } from '../observe/observe-routes.js';
 import { dashboardPage } from './page.js';
 

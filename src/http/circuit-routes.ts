@@ -1,6 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import type { BreakerService } from '../service/breaker-service.js';
-import { chain } from '../store/maybe-promise.js';
+import type { BreakerService, Decision } from '../service/breaker-service.js';
 import { json } from './json.js';
 import { registerCall, registerOutcome, registerReset, registerSuccessFailure } from './outcome-routes.js';
 import { circuitNameParam, parseQuery } from './request.js';
@@ -56,13 +55,15 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
   });
   serveRoute(app, route, (c) => {
     const name = circuitNameParam(c);
-    // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
-    return chain(breaker.check(name), (admission) => {
-      if (admission === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
-      const { circuit, verdict } = admission;
+    const answer = (decision: Decision) => {
+      if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
+      const { circuit, verdict } = decision;
       if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
       return jsonText(c, allowedText(circuit, breaker.now()));
-    });
+    };
+    // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
+    const peeked = breaker.peekAllowed(name);
+    return peeked === undefined ? breaker.allowed(name).then(answer) : answer(peeked);
   });
 }
 

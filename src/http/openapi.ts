@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { needsToken } from './auth.js';
 import { OPERATION_IDS, SERVERS } from './operation-ids.js';
-import { PROBLEMS } from './problem.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 import { ProblemSchema } from './schemas.js';
 
 export interface DocumentOptions {

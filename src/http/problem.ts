@@ -1,46 +1,22 @@
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Context } from 'hono';
-import type { ErrorCode } from '../domain/errors.js';
-import { AppError } from '../domain/errors.js';
+import type { AppError } from '../domain/errors.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 
-/** One row per error code: HTTP status, stable problem type and title (RFC 9457 section 3.1). */
-export const PROBLEMS: Record<ErrorCode, { status: number; type: string; title: string }> = {
-  CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
-  CIRCUIT_FORCED_OPEN: { status: 503, type: '/problems/circuit-forced-open', title: 'Circuit is forced open' },
-  CIRCUIT_DEFINED_BY_CONFIG: { status: 409, type: '/problems/circuit-defined-by-config', title: 'Circuit is defined by the config' },
-  NOT_FOUND: { status: 404, type: '/problems/not-found', title: 'Not found' },
-  CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },
-  INVALID_NAME: { status: 400, type: '/problems/invalid-name', title: 'Invalid circuit name' },
-  INVALID_PATH: { status: 400, type: '/problems/invalid-path', title: 'Invalid proxied path' },
-  BAD_REQUEST: { status: 400, type: '/problems/bad-request', title: 'Malformed request' },
-  INVALID_JSON: { status: 400, type: '/problems/invalid-json', title: 'Request body is not valid JSON' },
-  INVALID_QUERY: { status: 400, type: '/problems/invalid-query', title: 'Invalid query parameters' },
-  VALIDATION_FAILED: { status: 422, type: '/problems/validation-failed', title: 'Request body failed validation' },
-  PAYLOAD_TOO_LARGE: { status: 413, type: '/problems/payload-too-large', title: 'Request body too large' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, type: '/problems/unsupported-media-type', title: 'Body must be application/json' },
-  METHOD_NOT_ALLOWED: { status: 405, type: '/problems/method-not-allowed', title: 'Method not allowed' },
-  UNAUTHORIZED: { status: 401, type: '/problems/unauthorized', title: 'Missing or invalid bearer token' },
-  STORAGE_BUSY: { status: 503, type: '/problems/storage-busy', title: 'Storage busy' },
-  STORAGE_FULL: { status: 503, type: '/problems/storage-full', title: 'Storage full' },
-  STORAGE_UNAVAILABLE: { status: 503, type: '/problems/storage-unavailable', title: 'Storage unavailable' },
-  UPSTREAM_NOT_FOUND: { status: 404, type: '/problems/upstream-not-found', title: 'Unknown upstream' },
-  NO_NODE_AVAILABLE: { status: 503, type: '/problems/no-node-available', title: 'No upstream node available' },
-  BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
-  UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
-  UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
-  REQUEST_BODY_TIMEOUT: { status: 408, type: '/problems/request-body-timeout', title: 'Request body timed out' },
-  INVALID_HEADER: { status: 400, type: '/problems/invalid-header', title: 'Invalid request header' },
-  TOO_MANY_STREAMS: { status: 503, type: '/problems/too-many-streams', title: 'Too many open event streams' },
-  // RFC 4918 section 11.5: the server cannot store what the request needs (limits.max_circuits).
-  TOO_MANY_CIRCUITS: { status: 507, type: '/problems/too-many-circuits', title: 'Too many circuits' },
-  UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
-  CROSS_SITE_REQUEST: { status: 403, type: '/problems/cross-site-request', title: 'Cross-site request refused' },
-  MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
-  ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
-  NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
-  INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
-};
-
+/**
+ * The one place problems are rendered (RFC 9457), for the three ways circuitlog answers:
+ * a Hono `Response`, a raw `ServerResponse` (the proxy's listener) and a raw socket (upgrade,
+ * CONNECT, start-up). The codes' statuses, types and titles are `domain/problem-codes.ts`.
+ */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** A rendered problem: status, headers and the JSON text (ending with a newline). */
+export interface ProblemParts {
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
 
 /**
  * A request path as a valid URI reference (RFC 9457's `instance`): what was sent, with a
@@ -57,19 +33,17 @@ function percentEncode(ch: string): string {
   return out;
 }
 
-/** The status, headers and body of the problem document for an AppError. */
-export function problemParts(error: AppError, instance: string, now: number): { status: number; headers: Record<string, string>; body: string } {
+/**
+ * The status, headers and body of the problem document for an AppError. An `instance` of
+ * `undefined` leaves the member out (where the request is not known, rather than guess it).
+ */
+export function problemParts(error: AppError, instance: string | undefined, now: number): ProblemParts {
   const entry = PROBLEMS[error.code];
   const { fields, retryAt, retryAfterSeconds, extensions, headers } = error.options;
-  const body: Record<string, unknown> = {
-    type: entry.type,
-    title: entry.title,
-    status: entry.status,
-    detail: error.message,
-    instance: uriReference(instance),
-    code: error.code,
-    ...extensions,
-  };
+  const body: Record<string, unknown> = { type: entry.type, title: entry.title, status: entry.status, detail: error.message };
+  if (instance !== undefined) body.instance = uriReference(instance);
+  body.code = error.code;
+  Object.assign(body, extensions);
   if (fields) body.errors = fields;
   const responseHeaders: Record<string, string> = { 'content-type': PROBLEM_CONTENT_TYPE, ...headers };
   if (retryAt !== undefined) {
@@ -85,4 +59,23 @@ export function problemParts(error: AppError, instance: string, now: number): { 
 export function problemResponse(c: Context, error: AppError, now: number): Response {
   const { status, headers, body } = problemParts(error, c.req.path, now);
   return new Response(body, { status, headers });
+}
+
+/** The same problem as a bare `Response` where no Hono context exists (`instance` left out). */
+export function problemFetchResponse(error: AppError, now: number): Response {
+  const { status, headers, body } = problemParts(error, undefined, now);
+  return new Response(body, { status, headers });
+}
+
+/** Answer a raw `ServerResponse` with the problem (its caller checks that no head was sent). */
+export function writeProblem(outgoing: ServerResponse, error: AppError, instance: string, now: number): void {
+  const { status, headers, body } = problemParts(error, instance, now);
+  outgoing.writeHead(status, headers).end(body);
+}
+
+/** Answer on a raw socket (an upgrade, CONNECT, start-up) with the problem, then close it. */
+export function endSocketWithProblem(socket: Duplex, error: AppError, instance: string, now: number): void {
+  const { status, headers, body } = problemParts(error, instance, now);
+  const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' });
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`);
 }

@@ -1,9 +1,9 @@
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyRoutes } from '../proxy/proxy-routes.js';
 import { misdirected, type HostRule } from './browser-guard.js';
-import { problemParts } from './problem.js';
+import { endSocketWithProblem, writeProblem } from './problem.js';
 import { logFailure, toAppError } from './request-failure.js';
 
 /** node:http's 'request' listener for `/proxy/*`, bypassing Hono. */
@@ -40,8 +40,7 @@ export function rawProxyListener(deps: RawListenerDeps): RequestListener {
         outgoing.destroy();
         return;
       }
-      const problem = problemParts(error, path, deps.clock());
-      outgoing.writeHead(problem.status, problem.headers).end(problem.body);
+      writeProblem(outgoing, error, path, deps.clock());
     });
   };
 }
@@ -55,10 +54,7 @@ export function rawUpgradeListener(deps: RawListenerDeps): UpgradeListener {
       const error = toAppError(thrown);
       const path = pathOf(incoming.url);
       logFailure(deps.logger, incoming.method ?? 'GET', path, error);
-      const problem = problemParts(error, path, deps.clock());
-      const head = Object.entries({ ...problem.headers, 'content-length': String(Buffer.byteLength(problem.body)), connection: 'close' });
-      const lines = head.map(([name, value]) => `${name}: ${value}\r\n`).join('');
-      socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status] ?? ''}\r\n${lines}\r\n${problem.body}`);
+      endSocketWithProblem(socket, error, path, deps.clock());
     });
   };
 }

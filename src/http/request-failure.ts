@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
-import { PROBLEMS } from './problem.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 
 /** Anything thrown while answering, as an AppError: a stranger is a bug, answered as a 500 `INTERNAL`. */
 export function toAppError(error: unknown): AppError {

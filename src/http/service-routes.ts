@@ -2,9 +2,9 @@ import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
 import { chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { CircuitStore } from '../store/circuit-store.js';
-import type { HealthReport } from '../store/storage-health.js';
+import type { HealthReport } from '../store/circuit-store.js';
 import { json } from './json.js';
-import { PROBLEMS } from './problem.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 import { ProblemSchema } from './schemas.js';
 
 /** Where the process is in its life, for `GET /health/ready`; the server flips it on SIGTERM. */

@@ -1,5 +1,5 @@
 import { AppError } from '../domain/errors.js';
-import { matchesFilter, type LoggedTransition, type TransitionFilter, type TransitionReader } from '../store/transition-log.js';
+import { matchesFilter, type LoggedTransition, type TransitionFilter, type TransitionReader } from '../store/transition-reader.js';
 
 export interface EventHubOptions {
   readonly log: TransitionReader;

@@ -1,12 +1,12 @@
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
-import { PROBLEMS } from '../http/problem.js';
+import { PROBLEMS } from '../domain/problem-codes.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
-import type { CapCutoff, SnapshotReader } from '../store/circuit-snapshot.js';
+import type { CapCutoff, SnapshotReader } from '../store/snapshot-reader.js';
 import { isSlow } from '../domain/window.js';
-import { failureRateOfRow, forcedStateOfRow } from './policy-fields.js';
+import { failureRateOf } from './policy-fields.js';
 import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
 
 export interface MetricsOptions {
@@ -150,12 +150,12 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     });
     out.push('# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state', '# TYPE circuitlog_circuit_forced gauge');
     circuits.forEach((c, i) => {
-      const forced = forcedStateOfRow(c.row);
+      const forced = c.forcedState;
       for (const s of FORCED) out.push(`circuitlog_circuit_forced{${labels[i]},forced_state="${s}"} ${forced === s ? 1 : 0}`);
     });
     out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
     circuits.forEach((c, i) => {
-      const rate = failureRateOfRow(c.row, now);
+      const rate = failureRateOf(c, now);
       if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${labels[i]}} ${rate}`);
     });
     out.push('');

@@ -1,9 +1,8 @@
-import type Database from 'better-sqlite3';
 import type { Circuit, Transition } from '../domain/circuit.js';
 import type { ProxyHooks } from '../proxy/proxy-hooks.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
-import { CircuitSnapshot, type SnapshotReader } from '../store/circuit-snapshot.js';
-import { TransitionLog, type TransitionReader } from '../store/transition-log.js';
+import type { SnapshotReader } from '../store/snapshot-reader.js';
+import type { TransitionReader } from '../store/transition-reader.js';
 import { clusterCountersClient } from './cluster-metrics.js';
 import { EventHub } from './event-hub.js';
 import { Metrics } from './metrics.js';
@@ -24,10 +23,8 @@ export interface Observability {
 }
 
 export interface ObservabilityOptions {
-  /** SQLite: the transitions table and the circuits table are read from this connection. */
-  readonly db?: Database.Database;
-  /** Another store (Redis): its readers instead; `snapshot` is only called with metrics on. */
-  readonly readers?: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
+  /** The store's readers (SQLite: `sqliteReaders`; Redis: its feed and mirror); `snapshot` is only called with metrics on. */
+  readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
   readonly clock: () => number;
   readonly metricsEnabled: boolean;
   readonly maxCircuits: number;
@@ -38,13 +35,13 @@ export interface ObservabilityOptions {
   readonly maxStreamBufferBytes?: number;
 }
 
-/** Build the metrics registry and the event hub over one database connection. */
+/** Build the metrics registry and the event hub over the store's readers. */
 export function createObservability(options: ObservabilityOptions): Observability {
-  const transitions = options.readers?.transitions ?? new TransitionLog(options.db!);
+  const transitions = options.readers.transitions;
   const hub = new EventHub({ log: transitions, maxStreams: options.maxStreams });
   let metrics: Metrics | undefined;
   if (options.metricsEnabled) {
-    const snapshot = options.readers?.snapshot() ?? new CircuitSnapshot(options.db!);
+    const snapshot = options.readers.snapshot();
     metrics = new Metrics({ snapshot, maxCircuits: options.maxCircuits, clock: options.clock });
     if (options.clustered) metrics.clusterCounters = clusterCountersClient(metrics.counters);
   }

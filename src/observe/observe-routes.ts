@@ -3,7 +3,7 @@ import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { CIRCUIT_NAME_MAX_LENGTH } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import type { LoggedTransition, TransitionReader } from '../store/transition-log.js';
+import type { LoggedTransition, TransitionReader } from '../store/transition-reader.js';
 import type { Logger } from 'pino';
 import type { EventHub } from './event-hub.js';
 import { openStreamSink } from './stream-sink.js';

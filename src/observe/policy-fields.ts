@@ -1,22 +1,7 @@
-import type { ForcedState } from '../domain/policy.js';
-import type { WindowPolicy } from '../domain/policy.js';
-import { windowFigures, type WindowState } from '../domain/window.js';
+import { windowFigures } from '../domain/window.js';
+import type { GaugeCircuit } from '../store/snapshot-reader.js';
 
-/**
- * The policy columns of a circuits-table row (migration 0003) as the metrics read them,
- * straight from the row: the gauges never build whole circuits for 10,000 rows.
- */
-
-/** The row's forced state, or null. */
-export function forcedStateOfRow(row: Readonly<Record<string, unknown>>): ForcedState | null {
-  const value = row.forced_state;
-  return value === 'open' || value === 'closed' ? value : null;
-}
-
-/** The row's window failure rate in percent as of `now` (expired time buckets left out), or null without a window. */
-export function failureRateOfRow(row: Readonly<Record<string, unknown>>, now: number): number | null {
-  if (typeof row.window_policy !== 'string') return null;
-  const window = JSON.parse(row.window_policy) as WindowPolicy;
-  const state = typeof row.window_state === 'string' ? (JSON.parse(row.window_state) as WindowState) : null;
-  return windowFigures(window, state, now).failureRate;
+/** The circuit's window failure rate in percent as of `now` (expired time buckets left out), or null without a window. */
+export function failureRateOf(circuit: GaugeCircuit, now: number): number | null {
+  return circuit.window === null ? null : windowFigures(circuit.window, circuit.windowState, now).failureRate;
 }

@@ -1,7 +1,6 @@
 import { AppError } from '../domain/errors.js';
 import type { Admission } from '../domain/circuit.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import { isPromise } from '../store/maybe-promise.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonly retryAt: number | null };
@@ -32,7 +31,8 @@ function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null): Genera
 /**
  * Choosing the next node for one attempt. The service's checks are answered at once when
  * the store can (SQLite always; Redis from its cache: the closed-circuit fast path), so
- * `now()` is a synchronous peek; a check that needs the shared store makes it answer null,
+ * `now()` is a synchronous peek (`peekAllowed`); a check that needs a write or the shared
+ * store (a probe slot, a Redis cache miss) makes it answer null,
  * and `later()` finishes the same walk asynchronously. This is the one place in the proxy
  * that meets the service's value-or-promise answers.
  */
@@ -55,9 +55,9 @@ export class NodePick {
   now(): Pick | null {
     let step = this.steps.next();
     while (!step.done) {
-      const admission = this.breaker.check(step.value.circuit);
-      if (isPromise(admission)) {
-        this.pending = admission;
+      const admission = this.breaker.peekAllowed(step.value.circuit);
+      if (admission === undefined) {
+        this.pending = this.breaker.allowed(step.value.circuit);
         this.candidate = step.value;
         return null;
       }
@@ -73,7 +73,7 @@ export class NodePick {
     for (;;) {
       let admission: Admission | null;
       try {
-        admission = await (pending ?? this.breaker.check(node.circuit));
+        admission = await (pending ?? this.breaker.allowed(node.circuit));
       } catch (error) {
         // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
         if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };

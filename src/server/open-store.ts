@@ -2,16 +2,19 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../config.js';
 import type { BackupSource } from '../http/backup-routes.js';
-import { CircuitSnapshot, type SnapshotReader } from '../store/circuit-snapshot.js';
-import { SqliteCircuitStore, type CircuitStore } from '../store/circuit-store.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../store/database.js';
+import type { CircuitStore, HealthReport } from '../store/circuit-store.js';
+import type { SnapshotReader } from '../store/snapshot-reader.js';
+import { SqliteCircuitStore } from '../store/sqlite/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../store/sqlite/database.js';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
-import { SqliteLeaseStore, type LeaseStore } from '../store/lease-store.js';
+import type { LeaseStore } from '../store/lease-store.js';
+import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
 import type { MaybePromise } from '../store/maybe-promise.js';
-import { SqliteHousekeeping } from '../store/sqlite-housekeeping.js';
-import { StorageHealth, type HealthReport } from '../store/storage-health.js';
+import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
+import { sqliteReaders } from '../store/sqlite/readers.js';
+import { StorageHealth } from '../store/sqlite/storage-health.js';
 import { redactUrl } from '../store/store-choice.js';
-import { TransitionLog, type TransitionReader } from '../store/transition-log.js';
+import type { TransitionReader } from '../store/transition-reader.js';
 
 /** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */
 export interface OpenedStore {
@@ -94,7 +97,7 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
   const storage = new StorageHealth(config.dbPath, logger);
   const sqlite = new SqliteCircuitStore(db, !shared);
   const store = storage.wrap(sqlite);
-  const readers = { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
+  const readers = sqliteReaders(db);
   // Alone, this connection makes every write, and SQLite carries them into a running backup:
   // copy 16 MiB per step and let requests run between steps. With several workers another
   // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
-import { problemParts } from '../http/problem.js';
+import { problemFetchResponse } from '../http/problem.js';
 
 /**
  * `errorHandler` for @hono/node-server's request listener. The adapter refuses some requests
@@ -16,9 +16,7 @@ export function adapterErrorHandler(logger: Logger, clock: () => number) {
       : new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
     if (refused) logger.info({ event: 'request_failed', status: 400, code: appError.code }, appError.message);
     else logger.error({ event: 'request_failed', status: 500, code: appError.code, err: error }, appError.message);
-    const { status, headers, body } = problemParts(appError, '', clock());
-    // The adapter hands over only the error, not the request: leave `instance` out rather than guess it.
-    const { instance: _unknown, ...problem } = JSON.parse(body) as Record<string, unknown>;
-    return new Response(`${JSON.stringify(problem)}\n`, { status, headers });
+    // The adapter hands over only the error, not the request: `instance` is left out rather than guessed.
+    return problemFetchResponse(appError, clock());
   };
 }

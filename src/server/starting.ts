@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { AppError } from '../domain/errors.js';
-import { problemParts } from '../http/problem.js';
+import { endSocketWithProblem } from '../http/problem.js';
 
 const ANSWER_WITHIN_MS = 1_000; // a client that sends nothing still gets the answer after this
 
@@ -20,9 +20,7 @@ export function answerStarting(socket: Socket, clock: () => number = Date.now): 
     clearTimeout(timer);
     const target = /^[A-Z]+ (\S+)/.exec(head)?.[1] ?? '/';
     const error = new AppError('NOT_READY', 'circuitlog is starting; try again in a moment.', { retryAfterSeconds: 1 });
-    const { status, headers, body } = problemParts(error, target.split('?')[0] ?? '/', clock());
-    const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' });
-    socket.end(`HTTP/1.1 ${status} Service Unavailable\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`);
+    endSocketWithProblem(socket, error, target.split('?')[0] ?? '/', clock());
     setTimeout(() => socket.destroy(), ANSWER_WITHIN_MS).unref(); // never linger past the answer
   };
   const timer = setTimeout(answer, ANSWER_WITHIN_MS);

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultMigrationsDir, migrate, readMigrations } from '../../src/store/database.js';
+import { defaultMigrationsDir, migrate, readMigrations } from '../../src/store/sqlite/database.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 // Issue 20: the dashboard with 100,000 circuits stays usable: one page at a time, the circuits

@@ -34,7 +34,7 @@ describe('POST bodies', () => {
     const res = await t.app.request(`/circuits/svc/${route}`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
     expect(res.status).toBe(415);
     expect(await res.json()).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
-    expect(t.breaker.get('svc')).toMatchObject({ failureCount: 1 });
+    expect(await t.breaker.get('svc')).toMatchObject({ failureCount: 1 });
   });
 
   it.each(['success', 'reset'])('still takes /%s with no body or an empty JSON object', async (route) => {
@@ -48,7 +48,7 @@ describe('POST bodies', () => {
     const t = buildApp({ apiBodyLimitBytes: 100 });
     const res = await t.request('POST', '/circuits/svc/success', { pad: 'x'.repeat(200) });
     expect(res.status).toBe(413);
-    expect(t.breaker.get('svc')).toBeNull();
+    expect(await t.breaker.get('svc')).toBeNull();
   });
 });
 
@@ -86,6 +86,6 @@ describe('a caller hanging up mid-body', () => {
     await vi.waitFor(() => expect(lines.some((l) => l.event === 'client_closed')).toBe(true), { timeout: 10_000 });
     expect(lines.find((l) => l.event === 'client_closed')).toMatchObject({ level: 20, status: 499, path: '/circuits/svc/outcomes' });
     expect(lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
-    expect(t.breaker.get('svc')).toBeNull();
+    expect(await t.breaker.get('svc')).toBeNull();
   });
 });

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { PROBLEMS } from '../../src/http/problem.js';
+import { PROBLEMS } from '../../src/domain/problem-codes.js';
 
 /** `| status | code | when |` rows of docs/api.md's error table, as [code, status] pairs. */
 function documentedCodes(): [string, number][] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EventHub } from '../../src/observe/event-hub.js';
-import type { LoggedTransition, TransitionReader } from '../../src/store/transition-log.js';
+import type { LoggedTransition, TransitionReader } from '../../src/store/transition-reader.js';
 
 /** A transitions log of `count` rows (ids 1..count) that counts its reads. */
 function fakeLog(count: number) {

@@ -5,9 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp, type AppDeps } from '../../src/app.js';
 import { createObservability, type ObservabilityOptions } from '../../src/observe/observability.js';
+import { sqliteReaders } from '../../src/store/sqlite/readers.js';
 import { FakeClock, memoryStore, silentLogger } from '../helper.js';
 
-export interface ObservedOptions extends Partial<Omit<ObservabilityOptions, 'db' | 'clock'>> {
+export interface ObservedOptions extends Partial<Omit<ObservabilityOptions, 'readers' | 'clock'>> {
   readonly deps?: Partial<AppDeps>;
 }
 
@@ -16,7 +17,7 @@ export function buildObservedApp(options: ObservedOptions = {}) {
   const clock = new FakeClock();
   const { db, store } = memoryStore();
   const observe = createObservability({
-    db,
+    readers: sqliteReaders(db),
     clock: clock.now,
     metricsEnabled: options.metricsEnabled ?? true,
     maxCircuits: options.maxCircuits ?? 10_000,

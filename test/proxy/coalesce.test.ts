@@ -43,7 +43,7 @@ describe('request coalescing', () => {
     expect(answers.filter((a) => a.res.headers.get('x-coalesced') === 'true')).toHaveLength(99);
     expect(answers.every((a) => a.res.headers.get('x-node') === 'dc1-1' && a.res.headers.get('x-degraded') === 'false')).toBe(true);
     expect(coalesced).toEqual(Array(99).fill('users'));
-    expect(proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
+    expect(await proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
   });
 
   it('never merges different queries', async () => {
@@ -65,7 +65,7 @@ describe('request coalescing', () => {
     const answers = await burst(proxy, Array(20).fill('/proxy/users/items'));
     expect(node.hits).toBe(1);
     expect(answers.map((a) => [a.res.status, a.text])).toEqual(Array(20).fill([500, 'boom from dc1-1']));
-    expect(proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 1 });
+    expect(await proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 1 });
   });
 
   it('lets followers make their own calls when the answer is over max_body_bytes', async () => {

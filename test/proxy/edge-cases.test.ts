@@ -30,7 +30,7 @@ describe('interim (1xx) answers from a node', () => {
   it('never opens the circuit of a node that always sends 100 Continue', async () => {
     const proxy = await start('continue');
     for (let i = 0; i < 5; i++) expect((await proxy.get(`/proxy/users/x?i=${i}`)).res.status).toBe(200);
-    expect(proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
+    expect(await proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
     expect(node!.hits).toBe(5);
   });
 });

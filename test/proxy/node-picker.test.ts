@@ -18,12 +18,20 @@ const closed = { verdict: { allowed: true, retryAt: 0 } } as unknown as Admissio
 
 /** A breaker whose checks answer per circuit: at once, or as a promise (a store that must be asked). */
 function breaker(answers: Record<string, Admission | Promise<Admission> | Error>, asked: string[]): BreakerService {
+  const answer = (name: string) => answers[name] ?? null;
+  const later = (a: Admission | Promise<Admission> | Error | null) => a instanceof Error || a instanceof Promise;
   return {
-    check(name: string) {
+    // The synchronous peek answers what is at hand; the rest is `allowed`'s (each node asked once).
+    peekAllowed(name: string) {
+      const a = answer(name);
+      if (later(a)) return undefined;
       asked.push(name);
-      const a = answers[name] ?? null;
-      if (a instanceof Error) return Promise.reject(a);
       return a;
+    },
+    allowed(name: string) {
+      asked.push(name);
+      const a = answer(name);
+      return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
     },
   } as unknown as BreakerService;
 }

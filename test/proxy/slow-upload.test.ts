@@ -35,7 +35,7 @@ function stalledPut(app: ProxyApp, declared: number, sent: number, more?: Promis
 }
 
 function circuits(app: ProxyApp) {
-  return Object.keys(fixture.nodes).map((id) => app.breaker.get(`users/${id}`) as { state: string; failureCount: number });
+  return Promise.all(Object.keys(fixture.nodes).map(async (id) => (await app.breaker.get(`users/${id}`)) as { state: string; failureCount: number }));
 }
 
 describe('slow uploads', () => {
@@ -46,7 +46,7 @@ describe('slow uploads', () => {
     const meanwhile = await app.get('/proxy/users/list');
     expect(meanwhile.res.status).toBe(200);
     const answers = await Promise.all(stalled);
-    expect(circuits(app)).toEqual([expect.objectContaining({ state: 'closed', failureCount: 0 }), expect.objectContaining({ state: 'closed', failureCount: 0 })]);
+    expect(await circuits(app)).toEqual([expect.objectContaining({ state: 'closed', failureCount: 0 }), expect.objectContaining({ state: 'closed', failureCount: 0 })]);
     expect((await app.get('/proxy/users/after')).res.status).toBe(200);
     for (const a of answers) {
       expect(a.status).toBe(408);
@@ -67,7 +67,7 @@ describe('slow uploads', () => {
     const got = await answer;
     expect(got.status).toBe(200);
     expect(got.head).toContain('x-body-bytes: 1000');
-    expect(circuits(app)[0]).toMatchObject({ state: 'closed', failureCount: 0 });
+    expect((await circuits(app))[0]).toMatchObject({ state: 'closed', failureCount: 0 });
   });
 
   it('does not judge a slow upload a slow call: the duration runs from the end of the body', async () => {
@@ -80,7 +80,7 @@ describe('slow uploads', () => {
       finish();
       expect((await answer).status).toBe(200);
     }
-    expect(circuits(app)[0]).toMatchObject({ state: 'closed' });
+    expect((await circuits(app))[0]).toMatchObject({ state: 'closed' });
   });
 
   it('still times a node that stops reading the body', async () => {
@@ -89,6 +89,6 @@ describe('slow uploads', () => {
     const body = Buffer.alloc(64 * 1024 * 1024, 0x61);
     const res = await fetch(`${app.url}/proxy/users/files/big`, { method: 'PUT', body }).catch((error: unknown) => error as Error);
     if (res instanceof Response) expect(res.status).toBe(504);
-    expect(circuits(app)[0]).toMatchObject({ failureCount: 1 });
+    expect((await circuits(app))[0]).toMatchObject({ failureCount: 1 });
   });
 });

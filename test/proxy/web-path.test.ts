@@ -28,7 +28,7 @@ describe('proxy through app.request (web streams, no Node listener)', () => {
 
   it('creates every node circuit up front with the upstream settings', async () => {
     const { breaker } = await setup();
-    const circuit = breaker.get('users/dc2-1');
+    const circuit = await breaker.get('users/dc2-1');
     expect(circuit).toMatchObject({ state: 'closed', failureThreshold: 3, timeoutSeconds: 30 });
   });
 

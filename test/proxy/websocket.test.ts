@@ -52,7 +52,7 @@ describe('WebSocket pass-through', () => {
     ws.send('hello');
     const [data] = await once(ws, 'message');
     expect(String(data)).toBe('hello');
-    expect(app.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
+    expect(await app.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
   });
 
   it('fails over past a refused node, counting a failure on its circuit', async () => {

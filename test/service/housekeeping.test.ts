@@ -5,9 +5,9 @@ import { activityStampMs, Housekeeping, type HousekeepingOptions } from '../../s
 import type { CircuitStore } from '../../src/store/circuit-store.js';
 import type { HousekeepingStore } from '../../src/store/housekeeping-store.js';
 import { RedisHousekeeping } from '../../src/store/redis/redis-housekeeping.js';
-import { SqliteHousekeeping } from '../../src/store/sqlite-housekeeping.js';
-import { SqliteCircuitStore } from '../../src/store/circuit-store.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/database.js';
+import { SqliteHousekeeping } from '../../src/store/sqlite/housekeeping.js';
+import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { FakeClock } from '../helper.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { closeTestStores, redisTestStore } from '../redis/test-store.js';

@@ -131,6 +131,6 @@ describe('the Redis state-gauge mirror', () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(mirror.stateCounts(500)).toEqual(recount(all, 500));
     const firstById = [...all].sort((a, b) => a.id - b.id).slice(0, 30);
-    expect(mirror.first(30, 0).map((c) => [c.name, c.row.failure_count])).toEqual(firstById.map((c) => [c.name, c.failureCount]));
+    expect(mirror.first(30, 0).map((c) => [c.name, c.circuit.failureCount])).toEqual(firstById.map((c) => [c.name, c.failureCount]));
   });
 });

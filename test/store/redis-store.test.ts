@@ -127,10 +127,10 @@ describe('RedisCircuitStore', () => {
     await mirror.load();
     expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 1, half_open: 0 });
     expect(mirror.stateCounts(1_000 + 31_000)).toEqual({ closed: 1, open: 0, half_open: 1 });
-    expect(mirror.first(1, 1_000).map((c) => [c.name, c.state, c.row.failure_count])).toEqual([['x', 'closed', 1]]);
+    expect(mirror.first(1, 1_000).map((c) => [c.name, c.state, c.circuit.failureCount])).toEqual([['x', 'closed', 1]]);
     await a.store.apply('x', failure('x'));
     await a.store.delete('y');
-    const settled = () => mirror.first(10, 1_000).map((c) => `${c.name}:${c.row.failure_count}`).join();
+    const settled = () => mirror.first(10, 1_000).map((c) => `${c.name}:${c.circuit.failureCount}`).join();
     for (let i = 0; i < 500 && settled() !== 'x:2'; i++) await new Promise((r) => setTimeout(r, 10));
     expect(settled()).toBe('x:2');
     expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 0, half_open: 0 });

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { newCircuit, recordFailure } from '../../src/domain/circuit.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/database.js';
-import { SqliteCircuitStore } from '../../src/store/circuit-store.js';
-import { CircuitSnapshot } from '../../src/store/circuit-snapshot.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
+import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
+import { CircuitSnapshot } from '../../src/store/sqlite/circuit-snapshot.js';
 import { tempDir } from '../server-process.js';
 
 const run = promisify(execFile);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteCircuitStore } from '../../src/store/circuit-store.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/database.js';
+import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { buildApp } from '../helper.js';
 import { tempDir } from '../server-process.js';
 

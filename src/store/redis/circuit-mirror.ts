@@ -1,18 +1,12 @@
 import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
-import type { CapCutoff } from '../circuit-snapshot.js';
-import { toParams } from '../circuit-store.js';
 import type { ListQuery } from '../circuit-store.js';
+import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../snapshot-reader.js';
 import { MirrorState, stateAt } from './mirror-state.js';
 
-/** One circuit as the metrics read it (the same shape as the SQLite snapshot's rows). */
-export interface MirroredCircuit {
-  readonly id: number;
-  readonly name: string;
-  /** The state a GET would show now: an open circuit past `open_until` reads half_open. */
-  readonly state: CircuitState;
-  /** The circuit as SQLite columns (snake_case, JSON text), for code written against rows. */
-  readonly row: Readonly<Record<string, unknown>>;
+/** One circuit as the gauges read it, with the whole mirrored circuit. */
+export interface MirroredCircuit extends GaugeCircuit {
+  readonly circuit: Circuit;
 }
 
 /** What the mirror needs of the Redis store: its listing and its change feed. */
@@ -48,7 +42,7 @@ interface Loading {
  * have been missed) it reads everything again into a fresh copy, serving the old one
  * meanwhile, and swaps; a failed load is logged and retried, never left unhandled.
  */
-export class CircuitMirror {
+export class CircuitMirror implements SnapshotReader {
   private state: MirrorState;
   /** A load has completed: the counts are whole. */
   private complete = false;
@@ -204,7 +198,7 @@ export class CircuitMirror {
   first(limit: number, now: number): MirroredCircuit[] {
     return this.state
       .first(limit)
-      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), row: { ...toParams(c), effective_state: stateAt(c, now) } }));
+      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), forcedState: c.forcedState, window: c.window, windowState: c.windowState, circuit: c }));
   }
 
   /** O(1) while circuits are only added; walks the head (at most `headLimit`) after a delete inside it. */

@@ -107,6 +107,12 @@ export class RedisCircuitStore implements CircuitStore {
     return this.read(name).then((v) => v.circuit);
   }
 
+  /** From the cache while no write to the circuit is queued (as `apply` answers at once), else undefined. */
+  peek(name: string): Circuit | null | undefined {
+    if (this.queues.has(name)) return undefined;
+    return this.cache.get(name)?.circuit;
+  }
+
   /** The stored circuit with its version; one read at a time per name. */
   private read(name: string): Promise<Versioned> {
     const running = this.reads.get(name);

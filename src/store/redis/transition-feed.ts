@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-log.js';
+import { matchesFilter, type LoggedTransition, type TransitionFilter } from '../transition-reader.js';
 import type { RedisConnection } from './connect.js';
 import { isState } from './stored-circuit.js';
 

@@ -1,16 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Circuit, Step } from '../domain/circuit.js';
-import { AppError } from '../domain/errors.js';
-import type { CircuitStore, SqliteCircuitStore } from './circuit-store.js';
+import type { Circuit, Step } from '../../domain/circuit.js';
+import { AppError } from '../../domain/errors.js';
+import type { CircuitStore, HealthReport } from '../circuit-store.js';
+import type { SqliteCircuitStore } from './circuit-store.js';
 
-/** What `/health` answers: `ok` is 200, anything else 503. */
-export interface HealthReport {
-  readonly status: 'ok' | 'degraded' | 'failed' | 'unavailable';
-  readonly storage?: 'full' | 'deleted' | 'replaced';
-  readonly detail?: string;
-}
+export type { HealthReport } from '../circuit-store.js';
 
 /** Free space at which a disk that was full counts as usable again. */
 const RECOVERED_FREE_BYTES = 1024 * 1024; // 1 MiB
@@ -75,6 +71,7 @@ export class StorageHealth {
     };
     return {
       find: (name) => store.find(name),
+      peek: (name) => store.peek(name),
       apply,
       applyBatch: (items) => write(() => store.applyBatch(items)),
       delete: (name) => write(() => store.delete(name)),

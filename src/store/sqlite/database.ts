@@ -81,5 +81,5 @@ export function migrate(db: Database.Database, migrations: readonly Migration[])
 
 /** The repository's own migrations folder, next to `src/` and `dist/`. */
 export function defaultMigrationsDir(): string {
-  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'migrations');
 }

@@ -1,34 +1,17 @@
 import type Database from 'better-sqlite3';
-import type { CircuitState } from '../domain/circuit.js';
+import type { CircuitState } from '../../domain/circuit.js';
+import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { WindowState } from '../../domain/window.js';
+import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
 
-/** One circuit as the metrics read it; `row` holds the columns the gauges need (policy-fields.ts). */
-export interface CircuitSnapshotRow {
-  readonly id: number;
-  readonly name: string;
-  /** The state a GET would show now: an open circuit past `open_until` reads half_open. */
-  readonly state: CircuitState;
-  readonly row: Readonly<Record<string, unknown>>;
-}
-
-export type StateCounts = Record<CircuitState, number>;
-
-/**
- * Where the `max_circuits` cap ends: with at least `limit` circuits, the id of the
- * `limit`-th by creation (`full`); with fewer, the newest id (every circuit is inside).
- * A circuit is inside the cap when its id is at most `lastId`.
- */
-export interface CapCutoff {
-  readonly lastId: number;
-  readonly full: boolean;
-}
-
-/** The circuits as the state gauges read them (SQLite table, or the Redis store's mirror). */
-export interface SnapshotReader {
-  /** Null while the counts are not known yet (a Redis host still reading its mirror at start). */
-  stateCounts(now: number): StateCounts | null;
-  first(limit: number, now: number): CircuitSnapshotRow[];
-  /** Reads at most `limit` ids (an index walk), never the whole table. */
-  capCutoff(limit: number): CapCutoff;
+/** The columns of a circuits row the gauges read. */
+interface GaugeRow {
+  id: number;
+  name: string;
+  forced_state: ForcedState | null;
+  window_policy: string | null;
+  window_state: string | null;
+  effective_state: CircuitState;
 }
 
 /**
@@ -50,9 +33,9 @@ export class CircuitSnapshot implements SnapshotReader {
       `SELECT ${effective} AS state, count(*) AS n FROM circuits WHERE state IN ('open', 'half_open') GROUP BY 1`,
     );
     this.countAll = db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck();
-    // Only the columns the gauges read (policy-fields.ts): with 10,000 rows, building every
+    // Only the columns the gauges read (GaugeCircuit): with 10,000 rows, building every
     // column of each was most of a scrape's time and garbage.
-    this.firstCircuits = db.prepare<{ now: number; limit: number }, Record<string, unknown>>(
+    this.firstCircuits = db.prepare<{ now: number; limit: number }, GaugeRow>(
       `SELECT id, name, forced_state, window_policy, window_state, ${effective} AS effective_state
        FROM circuits ORDER BY id LIMIT @limit`,
     );
@@ -70,14 +53,9 @@ export class CircuitSnapshot implements SnapshotReader {
   }
 
   /** The first `limit` circuits by creation (id), with their state as of `now`. */
-  first(limit: number, now: number): CircuitSnapshotRow[] {
+  first(limit: number, now: number): GaugeCircuit[] {
     if (limit <= 0) return [];
-    return this.firstCircuits.all({ now, limit }).map((row) => ({
-      id: row.id as number,
-      name: row.name as string,
-      state: row.effective_state as CircuitState,
-      row,
-    }));
+    return this.firstCircuits.all({ now, limit }).map(toGauge);
   }
 
   /** The id of the `limit`-th circuit by creation, or the newest id when there are fewer. */
@@ -86,4 +64,11 @@ export class CircuitSnapshot implements SnapshotReader {
     const nth = this.nthId.get(limit - 1);
     return nth === undefined ? { lastId: this.maxId.get()!, full: false } : { lastId: nth, full: true };
   }
+}
+
+/** A row as typed values; the window's JSON is parsed only for circuits that have a window. */
+function toGauge(row: GaugeRow): GaugeCircuit {
+  const window = row.window_policy === null ? null : (JSON.parse(row.window_policy) as WindowPolicy);
+  const windowState = window === null || row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState);
+  return { id: row.id, name: row.name, state: row.effective_state, forcedState: row.forced_state === 'open' || row.forced_state === 'closed' ? row.forced_state : null, window, windowState };
 }

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { HousekeepingStore, IdleProgress, TrimProgress } from './housekeeping-store.js';
+import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
 
 /** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
 const IDLE_SCAN = 1_000;

@@ -1,21 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { CircuitState } from '../domain/circuit.js';
-
-/** One row of the transitions table with its circuit's name. */
-export interface LoggedTransition {
-  readonly id: number;
-  readonly circuit: string;
-  readonly from: CircuitState;
-  readonly to: CircuitState;
-  readonly reason: string;
-  readonly at: number;
-}
-
-/** Which circuits a reader wants: one by name, or all whose names start with a prefix. */
-export interface TransitionFilter {
-  readonly circuit?: string;
-  readonly prefix?: string;
-}
+import type { CircuitState } from '../../domain/circuit.js';
+import type { LoggedTransition, TransitionFilter, TransitionReader } from '../transition-reader.js';
 
 interface Row {
   id: number;
@@ -30,15 +15,6 @@ const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reas
   FROM transitions t JOIN circuits c ON c.id = t.circuit_id`;
 
 const toTransition = (r: Row): LoggedTransition => ({ id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at });
-
-/** Transitions in id order, as the event stream and the dashboard read them (SQLite table or Redis stream). */
-export interface TransitionReader {
-  maxId(): number;
-  after(afterId: number, limit: number, filter?: TransitionFilter): LoggedTransition[];
-  latest(limit: number): LoggedTransition[];
-  /** Each circuit's newest transition; with `names`, of those circuits only (a page of them). */
-  lastPerCircuit(names?: readonly string[]): Map<string, LoggedTransition>;
-}
 
 /**
  * Reads the transitions table in id order, for the event stream (live tail and
@@ -98,11 +74,4 @@ export class TransitionLog implements TransitionReader {
     const rows = names === undefined ? this.selectLastPerCircuit.all() : names.length === 0 ? [] : this.selectLastOfNames.all(JSON.stringify(names));
     return new Map(rows.map((r) => [r.circuit, toTransition(r)]));
   }
-}
-
-/** Does a transition's circuit pass the filter? (The same rule as the SQL above.) */
-export function matchesFilter(circuit: string, filter: TransitionFilter): boolean {
-  if (filter.circuit !== undefined) return circuit === filter.circuit;
-  if (filter.prefix !== undefined) return circuit.startsWith(filter.prefix);
-  return true;
 }

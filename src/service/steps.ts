@@ -1,0 +1,41 @@
+import { admit, newCircuit, recordOutcome, type Admission, type BreakerPolicy, type Circuit, type Outcome, type Step } from '../domain/circuit.js';
+import type { CircuitPolicy } from '../domain/policy.js';
+
+/** What an outcome step needs besides the outcome: the circuit a missing one is created with, and when. */
+export interface StepContext {
+  readonly name: string;
+  readonly settings: CircuitPolicy;
+  readonly now: number;
+  /** With idle deletion on: refresh `updatedAt` of an unchanged circuit at most this often. */
+  readonly activityStampMs?: number;
+}
+
+/**
+ * The step recording one outcome, creating the circuit if missing. Every outcome, on
+ * every route and the proxy, is turned into its step here.
+ */
+export function outcomeStep(ctx: StepContext, outcome: Outcome): (current: Circuit | null) => Step {
+  const { name, settings, now, activityStampMs: stampMs } = ctx;
+  // A new circuit is written even when the outcome changes nothing: the store writes
+  // whenever the step's circuit is not the one it read, and it read none.
+  return (current) => {
+    const step = recordOutcome(current ?? newCircuit(name, settings, now), outcome, now);
+    // Idle deletion reads `updatedAt` as "last used": refresh it, at most once per stampMs.
+    if (stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs) {
+      return { ...step, circuit: { ...current, updatedAt: now } };
+    }
+    return step;
+  };
+}
+
+/** The circuitlog `call`: admit, and when admitted record the outcome, in one step. */
+export function callStep(ctx: StepContext, outcome: Outcome, policy: BreakerPolicy): (current: Circuit | null) => Admission {
+  const record = outcomeStep(ctx, outcome);
+  return (current) => {
+    const c = current ?? newCircuit(ctx.name, ctx.settings, ctx.now);
+    const admission = admit(c, ctx.now, policy);
+    if (!admission.verdict.allowed) return admission;
+    const next = record(admission.circuit);
+    return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
+  };
+}

@@ -1,0 +1,93 @@
+import type { Circuit, CircuitState } from '../../domain/circuit.js';
+import type { BackoffPolicy, ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { WindowState } from '../../domain/window.js';
+
+/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004). */
+export interface CircuitRow {
+  id: number;
+  name: string;
+  state: CircuitState;
+  failure_count: number;
+  failure_threshold: number;
+  timeout_seconds: number;
+  half_open_max_calls: number;
+  probe_leases: string;
+  open_until: number | null;
+  half_open_at: number | null;
+  last_failure_at: number | null;
+  created_at: number;
+  updated_at: number;
+  success_threshold: number;
+  window_policy: string | null;
+  backoff_policy: string | null;
+  forced_state: ForcedState | null;
+  probe_successes: number;
+  open_timeout_seconds: number | null;
+  reopen_count: number;
+  window_state: string | null;
+  state_changed_at: number | null;
+}
+
+const NO_LEASES: readonly number[] = Object.freeze([]);
+
+/** The circuit a row holds. */
+export function fromRow(row: CircuitRow): Circuit {
+  return {
+    id: row.id,
+    name: row.name,
+    state: row.state,
+    failureCount: row.failure_count,
+    failureThreshold: row.failure_threshold,
+    timeoutSeconds: row.timeout_seconds,
+    halfOpenMaxCalls: row.half_open_max_calls,
+    probeLeases: row.probe_leases === '[]' ? NO_LEASES : (JSON.parse(row.probe_leases) as number[]),
+    openUntil: row.open_until,
+    halfOpenAt: row.half_open_at,
+    lastFailureAt: row.last_failure_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    successThreshold: row.success_threshold,
+    window: row.window_policy === null ? null : (JSON.parse(row.window_policy) as WindowPolicy),
+    backoff: row.backoff_policy === null ? null : (JSON.parse(row.backoff_policy) as BackoffPolicy),
+    forcedState: row.forced_state,
+    probeSuccesses: row.probe_successes,
+    openTimeoutSeconds: row.open_timeout_seconds,
+    reopenCount: row.reopen_count,
+    windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
+    stateChangedAt: row.state_changed_at,
+  };
+}
+
+const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
+
+/** A circuit as its SQLite row (the statements' named parameters). */
+export function toParams(c: Circuit) {
+  return {
+    id: c.id,
+    name: c.name,
+    state: c.state,
+    failure_count: c.failureCount,
+    failure_threshold: c.failureThreshold,
+    timeout_seconds: c.timeoutSeconds,
+    half_open_max_calls: c.halfOpenMaxCalls,
+    probe_leases: c.probeLeases.length === 0 ? '[]' : JSON.stringify(c.probeLeases),
+    open_until: c.openUntil,
+    half_open_at: c.halfOpenAt,
+    last_failure_at: c.lastFailureAt,
+    created_at: c.createdAt,
+    updated_at: c.updatedAt,
+    success_threshold: c.successThreshold,
+    window_policy: json(c.window),
+    backoff_policy: json(c.backoff),
+    forced_state: c.forcedState,
+    probe_successes: c.probeSuccesses,
+    open_timeout_seconds: c.openTimeoutSeconds,
+    reopen_count: c.reopenCount,
+    window_state: json(c.windowState),
+    state_changed_at: c.stateChangedAt ?? null,
+  };
+}
+
+export const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
+  probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;

@@ -1,0 +1,67 @@
+import type Database from 'better-sqlite3';
+import type { CircuitState, Transition } from '../../domain/circuit.js';
+import { COLUMNS, type CircuitRow } from './circuit-row.js';
+
+type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number };
+
+/** The circuits and transitions statements of one connection, prepared once. */
+export interface CircuitStatements {
+  readonly selectByName: Database.Statement<[string], CircuitRow>;
+  readonly insertCircuit: Database.Statement;
+  readonly updateCircuit: Database.Statement;
+  readonly insertTransition: Database.Statement;
+  readonly listOpenAt: Database.Statement<[number, number, number], CircuitRow>;
+  readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitRow>;
+  readonly deleteByName: Database.Statement<[string]>;
+  readonly selectEvents: Database.Statement<[number, number], EventRow>;
+  readonly selectPing: Database.Statement;
+  readonly selectDataVersion: Database.Statement<[], number>;
+  readonly selectCount: Database.Statement<[], number>;
+  readonly selectDueOpen: Database.Statement<[number, number], string>;
+  readonly listAll: Database.Statement<[number, number], CircuitRow>;
+  readonly listByState: Database.Statement<[string, number, number], CircuitRow>;
+}
+
+export function prepareCircuitStatements(db: Database.Database): CircuitStatements {
+  return {
+    selectByName: db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`),
+    insertCircuit: db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
+      VALUES (${COLUMNS.replace('id, ', '').split(',').map((col) => `@${col.trim()}`).join(', ')})`),
+    updateCircuit: db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
+      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
+      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
+      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
+      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
+      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
+      WHERE id = @id`),
+    insertTransition: db.prepare(
+      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    // The state a read would show: an open circuit whose time has passed is half-open.
+    listOpenAt: db.prepare<[number, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    listHalfOpenAt: db.prepare<[number, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
+       AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    deleteByName: db.prepare<[string]>('DELETE FROM circuits WHERE name = ?'),
+    selectEvents: db.prepare<[number, number], EventRow>(
+      'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
+    ),
+    selectPing: db.prepare('SELECT 1').pluck(),
+    selectDataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
+    selectCount: db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck(),
+    // Uses the (state, id) index: only the open circuits are read.
+    selectDueOpen: db.prepare<[number, number], string>(
+      `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
+    ).pluck(),
+    listAll: db.prepare<[number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
+    ),
+    listByState: db.prepare<[string, number, number], CircuitRow>(
+      `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
+    ),
+  };
+}
