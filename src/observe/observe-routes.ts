@@ -30,6 +30,18 @@ export function transitionData(t: LoggedTransition): string {
   return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString() });
 }
 
+const encoder = new TextEncoder();
+/** Each live transition's event as bytes, made once for all the streams it goes to (the hub hands them one object). */
+const encodedEvents = new WeakMap<LoggedTransition, Uint8Array>();
+function transitionEvent(t: LoggedTransition): Uint8Array {
+  let bytes = encodedEvents.get(t);
+  if (bytes === undefined) {
+    bytes = encoder.encode(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`);
+    encodedEvents.set(t, bytes);
+  }
+  return bytes;
+}
+
 /** `Last-Event-ID` as a transition id, null when absent; anything else is a 400. */
 function lastEventId(header: string | undefined): number | null {
   if (header === undefined || header === '') return null;
@@ -93,7 +105,7 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     try {
       unsubscribe = storageRead(() =>
         hub.subscribe(query, reset === null ? lastId : reset.newest_id, {
-          send: (t) => sink.write(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`),
+          send: (t) => sink.write(transitionEvent(t)),
           close: () => sink.end(),
           backlogged: () => sink.backlogged(),
           drained: () => sink.drained(),
