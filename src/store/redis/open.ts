@@ -1,9 +1,12 @@
 import type { Logger } from 'pino';
+import type { ListQuery } from '../circuit-store.js';
 import { connectRedis, RedisStartError } from './connect.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
 import { CircuitMirror } from './circuit-mirror.js';
+import { RedisCommands } from './redis-commands.js';
+import { listCircuits } from './redis-listing.js';
 import { SentinelMaster } from './sentinel-master.js';
 import { isSentinelUrl, parseSentinelUrl } from './sentinel-url.js';
 
@@ -121,7 +124,13 @@ async function openAt(url: string, options: OpenRedisOptions, startTimeoutMs: nu
     feed,
     mirror: async (headLimit?: number) => {
       if (mirror === undefined) {
-        mirror = new CircuitMirror(store, options.logger, headLimit);
+        // Its own connection: a page of 1,000 reads never queues ahead of a request's command
+        // (at a million circuits that held start-up's own commands back by seconds).
+        const own = await connectRedis({ ...common, name: 'circuitlog-mirror' }).catch(() => null);
+        if (own !== null) connections.push(own);
+        const bulk = own === null ? store.redis : new RedisCommands(own, timeoutMs ?? 1_000, logger);
+        const source = { list: (query: ListQuery) => listCircuits(bulk, store.keys, query, store.malformed), onChange: store.onChange.bind(store), onRebuild: store.onRebuild.bind(store) };
+        mirror = new CircuitMirror(source, options.logger, headLimit);
         void mirror.start(); // never rejects: a failed load is logged and retried
       }
       return mirror;
