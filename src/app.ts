@@ -20,7 +20,6 @@ import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions, type ProxyRoutes } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
 import type { CircuitStore } from './store/circuit-store.js';
-import type { MaybePromise } from './store/maybe-promise.js';
 import type { HealthReport } from './store/circuit-store.js';
 
 const DEFAULT_API_BODY_LIMIT_BYTES = 16 * 1024; // 16 KiB
@@ -48,7 +47,7 @@ export interface AppDeps {
    */
   readonly hosts?: HostRule;
   /** The store's health for `/health` (full disk, deleted file); default: `store.ping()`. */
-  readonly health?: () => MaybePromise<HealthReport>;
+  readonly health?: () => Promise<HealthReport>;
   /** `limits.max_circuits` and the activity stamp idle deletion needs (default: none). */
   readonly limits?: ServiceLimits;
   /** For `GET /health/ready` (draining after SIGTERM); ready throughout when absent. */

@@ -1,6 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
-import { chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import type { HealthReport } from '../store/circuit-store.js';
 import { json } from './json.js';
@@ -44,7 +43,7 @@ function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): 
 export interface ServiceRouteDeps {
   readonly store: CircuitStore;
   /** The store's health (full disk, deleted file); default: `store.ping()`. */
-  readonly health?: () => MaybePromise<HealthReport>;
+  readonly health?: () => Promise<HealthReport>;
   readonly readiness?: Readiness;
 }
 
@@ -55,7 +54,7 @@ export interface ServiceRouteDeps {
  */
 export function registerServiceRoutes(app: OpenAPIHono, deps: ServiceRouteDeps): void {
   app.get('/health', async (c) => {
-    const report = await (deps.health?.() ?? chain(deps.store.ping(), (ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
+    const report = await (deps.health?.() ?? Promise.resolve(deps.store.ping()).then((ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
     return json(c, report, report.status === 'ok' ? 200 : 503);
   });
   registerReadiness(app, deps.readiness);

@@ -9,7 +9,6 @@ import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
 import type { LeaseStore } from '../store/lease-store.js';
 import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
-import type { MaybePromise } from '../store/maybe-promise.js';
 import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
 import { StorageHealth } from '../store/sqlite/storage-health.js';
@@ -23,7 +22,7 @@ export interface OpenedStore {
   readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
   /** Wakes the event streams when transitions arrive from other hosts (Redis). */
   readonly onForeignTransitions?: (listener: () => void) => void;
-  readonly health: () => MaybePromise<HealthReport>;
+  readonly health: () => Promise<HealthReport>;
   readonly leases: LeaseStore;
   /** Retention and idle deletion, run by the lease holder. */
   readonly housekeeping: HousekeepingStore;
@@ -104,5 +103,5 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
   const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
   const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
   const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
-  return { store, readers, health: () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
+  return { store, readers, health: async () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
 }

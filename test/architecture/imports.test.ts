@@ -68,6 +68,7 @@ describe('the import checker', () => {
     const found = folderViolations([
       edge('src/domain/circuit.ts', 'node:crypto'),
       edge('src/domain/circuit.ts', './types.js'),
+      edge('src/store/redis/x.ts', 'hono'),
       edge('src/store/redis/x.ts', 'zod'),
       edge('src/store/redis/x.ts', '../../http/problem.js'),
       edge('src/store/redis/x.ts', '@redis/client'),
@@ -78,8 +79,8 @@ describe('the import checker', () => {
     ]);
     expect(formatViolations(found).split('\n')).toEqual([
       "src/domain/circuit.ts:1 imports 'node:crypto': src/domain is pure: it imports nothing outside src/domain (no node:, no npm package)",
-      "src/store/redis/x.ts:1 imports 'zod': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino)",
-      "src/store/redis/x.ts:1 imports '../../http/problem.js': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino)",
+      "src/store/redis/x.ts:1 imports 'hono': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino; zod to validate Redis answers)",
+      "src/store/redis/x.ts:1 imports '../../http/problem.js': src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino; zod to validate Redis answers)",
       "src/client/x.ts:1 imports '../config.js': src/client imports only src/domain and node:*, undici (nothing of the server)",
     ]);
   });

@@ -17,7 +17,7 @@ function appOnFile() {
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
   const disk = { free: 1e9 };
   const store = new StorageHealth(file, logger, () => disk.free).wrap(new SqliteCircuitStore(db, true));
-  const t = buildApp({ store, health: () => store.health() });
+  const t = buildApp({ store, health: async () => store.health() });
   return { ...t, db, file, disk, lines };
 }
 
