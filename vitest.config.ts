@@ -1,13 +1,14 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Behaviour suites that run twice: on SQLite (project `sqlite`) and on Redis (project `redis`),
+ * Behaviour suites that run three times: on SQLite (project `sqlite`), on Redis (project `redis`)
+ * and on a Redis Cluster (project `redis-cluster`),
  * because they prove service logic over an asynchronous store (group commit, the circuit
- * limit, the due-transition timer). What a store itself must do is proved once per store by
+ * limit, the due-transition timer, the caller quorum, soft throttling's one draw per call). What a store itself must do is proved once per store by
  * test/store/shared-store.test.ts (and test/service/peek-allowed.test.ts), which start their
  * own redis-server; the other HTTP suites run on SQLite only.
  */
-const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts'];
+const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts', 'test/http/quorum-api.test.ts', 'test/http/throttle.test.ts'];
 
 export default defineConfig({
   test: {
@@ -22,6 +23,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'redis', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis.ts'] } },
+      { extends: true, test: { name: 'redis-cluster', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis-cluster.ts'] } },
     ],
   },
 });

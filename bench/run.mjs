@@ -1,4 +1,4 @@
-// `npm run bench`: ten sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: eleven sections, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
@@ -7,8 +7,12 @@
 //   workers     CIRCUITLOG_WORKERS=1 vs 2: GET /allowed, POST failure outcome, proxy GET (informative)
 //   durability  POST failure outcomes (all writes) with CIRCUITLOG_SYNCHRONOUS=NORMAL vs FULL (informative)
 //   policy      outcome writes vs GET /allowed, 100-item batches, group commit on/off (bench/policy.mjs; goals)
+//   quorum      GET /allowed?caller= and failure outcomes with a caller on a quorum circuit vs without (bench/quorum.mjs; goals ≥ 0.9x)
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
+//   redis-modes plain Redis vs Sentinel and Cluster (GET /allowed ≥ 0.9x, failure outcomes on Cluster ≥ 0.8x),
+//               replicas_ack 1 vs 0, outcomes/s with 3 primaries vs 1 (bench/redis-modes.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
+//   throttle    GET /allowed on a healthy circuit with a soft throttle vs none (goal ≥0.9x); success outcomes (bench/throttle.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
@@ -53,9 +57,12 @@ import { policySection } from './policy.mjs';
 import { metricsSection } from './observe.mjs';
 import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
+import { redisModesSection } from './redis-modes.mjs';
 import { clientSection } from './client.mjs';
+import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
 import { scaleSection } from './scale.mjs';
+import { throttleSection } from './throttle.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -66,9 +73,9 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'metrics', 'client', 'python', 'redis', 'scale', 'stalls'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'throttle', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, metrics: 8, client: 5, python: 6, redis: 5, scale: 3, stalls: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, throttle: 5, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -173,6 +180,12 @@ function writeProxyConfig(dir, upstreamUrl) {
       '    nodes:',
       `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
       '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+      '  bench-guarded:', // the same node with the issue 17 guard rails on: the proxy GET must not slow down
+      '    nodes:',
+      `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
+      '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+      '    max_ejection_percent: 50',
+      '    panic_threshold_percent: 50',
       '',
     ].join('\n'),
   );
@@ -374,6 +387,8 @@ async function proxySection() {
     const direct = await probeOk(`${upstream.url}${PROXY_PATH}`);
     const viaCl = await probeOk(`${server.url}/proxy/bench${PROXY_PATH}`);
     if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1') throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
+    const viaGuarded = await probeOk(`${server.url}/proxy/bench-guarded${PROXY_PATH}`);
+    if (viaGuarded.body !== direct.body || viaGuarded.headers['x-degraded'] !== 'false') throw new Error(`circuitlog /proxy/bench-guarded answered differently: ${JSON.stringify(viaGuarded).slice(0, 400)}`);
     if ((await probeOk(`${bare.url}${PROXY_PATH}`)).body !== direct.body) throw new Error('featureless proxy answered differently');
     const viaHp = await probeOk(`${hp.url}${PROXY_PATH}`);
     if (viaHp.body !== direct.body) throw new Error(`http-proxy answered differently: ${viaHp.body.slice(0, 200)}`);
@@ -387,6 +402,7 @@ async function proxySection() {
       { id: 'direct', label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`, url: `${upstream.url}${PROXY_PATH}`, pid: upstream.pid },
       { id: 'featureless', label: `featureless Node proxy (node:http + undici Pool.stream), ${proxyWorkers} process(es)`, url: `${bare.url}${PROXY_PATH}`, pid: () => bare.pids() },
       { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}, ${proxyWorkers} worker(s)`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: () => server.pids() },
+      { id: 'circuitlog-guarded', label: 'circuitlog, the same upstream with max_ejection_percent 50 + panic_threshold_percent 50', url: `${server.url}/proxy/bench-guarded${PROXY_PATH}`, pid: () => server.pids() },
       { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
     ];
     if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
@@ -406,6 +422,7 @@ async function proxySection() {
           { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
           { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
           { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
+          { subject: 'circuitlog-guarded', baseline: 'circuitlog', goal: 0.95, label: 'circuitlog /proxy with the guard rails vs without (same run)' },
           ...(base
             ? [
                 { subject: 'baseline-build', baseline: 'featureless', label: 'BENCH_BASELINE_DIST build /proxy vs featureless Node proxy (reference)' },
@@ -616,12 +633,15 @@ async function main() {
 
   const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
     policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
+  runners.quorum = () => quorumSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, runSuite });
   runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
+  runners.throttle = () => throttleSection({ startCircuitlog, tempDir, removeTemp, stopEach, runSuite, suiteOptions, log, durationSec: durationFor('throttle') });
   runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
   runners.scale = () => scaleSection({ setupBenchCircuits, startCircuitlog, tempDir, removeTemp, stopEach, suiteOptions, durationFor, envInt, log, runSuite, repoRoot });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
+  runners['redis-modes'] = () => redisModesSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;

@@ -19,6 +19,7 @@ import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
 import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions, type ProxyRoutes } from './proxy/proxy-routes.js';
 import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
+import type { RandomSource } from './domain/throttle.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { HealthReport } from './store/circuit-store.js';
 
@@ -27,6 +28,8 @@ const DEFAULT_API_BODY_LIMIT_BYTES = 16 * 1024; // 16 KiB
 export interface AppDeps {
   readonly store: CircuitStore;
   readonly clock: Clock;
+  /** Uniform numbers in [0, 1) for soft throttling's draws (default `Math.random`); tests pass a fake. */
+  readonly random?: RandomSource;
   readonly logger: Logger;
   readonly circuitDefaults: CircuitSettings;
   readonly policy: BreakerPolicy;
@@ -76,7 +79,7 @@ export interface App {
  * Order matters: guards first, then the routes, then the fallbacks (notFound, onError).
  */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits);
+  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits, deps.random);
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see raw-path.ts
   const hosts = deps.hosts ?? null;
   registerGuards(app, hosts, deps.token);

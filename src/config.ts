@@ -5,6 +5,7 @@
  * once, beside its field, with its unit.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem, nodeCircuitName } from './domain/circuit-name.js';
 import { ConfigError } from './config/config-error.js';
 import { readEnv, type EnvConfig } from './config/env.js';
@@ -20,6 +21,8 @@ export type { ServerConfig } from './config/service-schema.js';
 export interface Config extends Omit<FileConfig, 'store'>, EnvConfig {
   /** The config file's `store:` section (the store itself comes from `CIRCUITLOG_STORE`). */
   readonly storeOptions: FileConfig['store'];
+  /** `instance_id`, or `<hostname>:<port>`: every worker is this one caller (they share a host's network path). */
+  readonly instanceId: string;
 }
 
 /** The config file at `CIRCUITLOG_CONFIG`, or every default without one. */
@@ -38,7 +41,13 @@ function readConfigFile(configPath: string | undefined): FileConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): Config {
   const fromEnv = readEnv(env, argv);
   const { store: storeOptions, ...rest } = readConfigFile(fromEnv.configPath);
-  return { ...rest, storeOptions, ...fromEnv };
+  return { ...rest, storeOptions, ...fromEnv, instanceId: rest.instance_id ?? defaultInstanceId(fromEnv.port) };
+}
+
+/** `<hostname>:<port>`, cut to a valid caller id (a host name may hold no other characters but '-' and '.'). */
+function defaultInstanceId(port: number): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9_.:~\-/]/g, '_').slice(0, 120) || 'localhost';
+  return `${host}:${port}`;
 }
 
 /** Whether the config defines a circuit (declared under `circuits:`, or a proxy node's): never deleted as idle. */
@@ -54,6 +63,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     config_file: config.configPath ?? null,
     upstreams: Object.keys(config.upstreams),
     local_dc: config.local_dc ?? null,
+    instance_id: config.instanceId,
     token: config.token === undefined ? 'off' : 'on',
     workers: config.workers,
     synchronous: config.synchronous,

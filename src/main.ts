@@ -84,7 +84,7 @@ function observersFor(config: Config, opened: OpenedStore, shared: boolean): Obs
 /** The proxy, when a local DC and at least one upstream are configured. */
 function proxyFor(config: Config, observe: Observability): ProxyOptions | undefined {
   if (config.local_dc === undefined || Object.keys(config.upstreams).length === 0) return undefined;
-  return { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced };
+  return { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced, instanceId: config.instanceId };
 }
 
 interface Wired {

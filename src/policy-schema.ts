@@ -6,6 +6,8 @@
  */
 import { z } from 'zod';
 import type { PolicyWire } from './domain/policy-wire.js';
+import { THROTTLE_LIMITS } from './domain/throttle.js';
+import { QUORUM_LIMITS } from './domain/quorum.js';
 
 export { policyFromWire, policyToWire, type PolicyWire } from './domain/policy-wire.js';
 export { mergePatch, patchedPolicy } from './domain/policy-patch.js';
@@ -40,6 +42,29 @@ export const backoffSchema = z
   })
   .strict();
 
+/** Soft throttling (`domain/throttle.ts`): a member left out (or null) takes its default (k 2, 60 s). */
+export const throttleSchema = z
+  .object({
+    k: z.number().min(THROTTLE_LIMITS.minK).max(THROTTLE_LIMITS.maxK).nullish(),
+    window_seconds: int(THROTTLE_LIMITS.minWindowSeconds, THROTTLE_LIMITS.maxWindowSeconds).nullish(),
+  })
+  .strict();
+
+const [minCallersMin, minCallersMax] = QUORUM_LIMITS.minCallers;
+const [maxCallersMin, maxCallersMax] = QUORUM_LIMITS.maxCallers;
+export const quorumSchema = z
+  .object({
+    min_callers: int(minCallersMin, minCallersMax),
+    window_seconds: int(...QUORUM_LIMITS.windowSeconds).nullish(),
+    max_callers: int(maxCallersMin, maxCallersMax).nullish(),
+  })
+  .strict()
+  .superRefine((q, ctx) => {
+    if (q.max_callers != null && q.max_callers < q.min_callers) {
+      ctx.addIssue({ code: 'custom', path: ['max_callers'], message: `must be at least min_callers (${q.min_callers}): a quorum it could never hold` });
+    }
+  });
+
 /** Every policy field, each with its type and bounds. */
 export const policyFields = {
   failure_threshold: int(1, 1_000_000_000),
@@ -49,6 +74,9 @@ export const policyFields = {
   window: windowSchema.nullable(),
   backoff: backoffSchema.nullable(),
   forced_state: z.enum(['open', 'closed']).nullable(),
+  throttle: throttleSchema.nullable(),
+  /** Absent means null: policies written before issue 17 stay valid. */
+  quorum: quorumSchema.nullish(),
 };
 
 /** Rules across fields, for a complete policy. */
@@ -60,4 +88,7 @@ export function checkPolicy(p: { timeout_seconds: number; backoff?: z.infer<type
 }
 
 /** A complete policy in wire form; its output is the domain's `PolicyWire`. */
-export const policySchema = z.object(policyFields).strict().superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;
+export const policySchema = z
+  .object({ ...policyFields, throttle: policyFields.throttle.optional() }) // left out: none (a policy written before it existed)
+  .strict()
+  .superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;

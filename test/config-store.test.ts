@@ -52,6 +52,16 @@ describe('CIRCUITLOG_STORE', () => {
     }
   });
 
+  it('takes redis+cluster:// (and rediss+cluster://) with host:port nodes, refusing malformed ones without the password', () => {
+    const url = 'rediss+cluster://u:hunter2@n1:7000,[::1]:7001,n3:7002';
+    expect(loadConfig({ CIRCUITLOG_STORE: url }, []).store).toEqual({ kind: 'redis', url, timeoutMs: 1_000 });
+    expect(describeConfig(loadConfig({ CIRCUITLOG_STORE: url }, []))).toMatchObject({ store: 'rediss+cluster://u:***@n1:7000,[::1]:7001,n3:7002' });
+    for (const bad of ['redis+cluster://', 'redis+cluster://:hunter2@n1', 'redis+cluster://n1:7000/0', 'redis+cluster://n1:7000?x=1', 'redis+cluster://n1:0', 'redis+cluster://n1:7000,']) {
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).not.toThrow(/hunter2/);
+    }
+  });
+
   it('logs where the state lives without the password', () => {
     const described = describeConfig(loadConfig({ CIRCUITLOG_STORE: 'redis://user:hunter2@h:6379/1' }, []));
     expect(described).toMatchObject({ store: 'redis://user:***@h:6379/1', db: null });

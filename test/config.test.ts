@@ -11,7 +11,7 @@ describe('configuration', () => {
   it('has secure, documented defaults', () => {
     const config = loadConfig({}, []);
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', dbPath: './data/circuitlog.db', workers: 1, synchronous: 'NORMAL', token: undefined });
-    expect(config.circuit_defaults).toEqual({ failure_threshold: 5, timeout_seconds: 30, half_open_max_calls: 1, success_threshold: 1, window: null, backoff: null, forced_state: null, probe_lease_seconds: 10 });
+    expect(config.circuit_defaults).toEqual({ failure_threshold: 5, timeout_seconds: 30, half_open_max_calls: 1, success_threshold: 1, window: null, backoff: null, forced_state: null, throttle: null, probe_lease_seconds: 10 });
   });
 
   it('takes the worker count from CIRCUITLOG_WORKERS or --workers, auto meaning the CPU count', () => {

@@ -285,6 +285,17 @@ function verdict(c) {
   if (c.forced_state === 'closed') return 'allowed';
   return c.state === 'open' ? 'refused' : c.state === 'half_open' ? 'probing' : 'allowed';
 }
+/**
+ * A circuit forced closed (detect-only) admits every call; what would its rules do? Refuse
+ * everyone while open underneath, or the callers it isolates. Null when they would refuse nothing.
+ */
+function wouldRefuse(c) {
+  if (c.forced_state !== 'closed') return null;
+  if (c.state === 'open') return 'the rules hold it open: every call would be refused';
+  const isolated = Array.isArray(c.isolated_callers) ? c.isolated_callers.length : 0;
+  if (isolated > 0) return `${isolated} isolated caller(s) would be refused: ${c.isolated_callers.map((i) => i.caller).join(', ')}`;
+  return null;
+}
 const VERDICT_ORDER = { refused: 0, probing: 1, allowed: 2 };
 /** Refused first, then probing, then allowed; by name within each. */
 const byUrgency = (a, b) => VERDICT_ORDER[verdict(a)] - VERDICT_ORDER[verdict(b)] || a.name.localeCompare(b.name);
@@ -293,15 +304,21 @@ function row(c) {
   const t = c.last_transition;
   const forced = c.forced_state ?? null;
   const calls = verdict(c);
+  const would = wouldRefuse(c);
   return el(
     'tr',
-    { 'data-circuit': c.name, class: `state-${c.state} calls-${calls}` },
+    { 'data-circuit': c.name, class: `state-${c.state} calls-${calls}${would ? ' would-refuse' : ''}` },
     el('td', { class: 'verdict' }, el('span', { class: `calls ${calls}`, textContent: calls, title: 'What a call gets now' })),
     el('td', { class: 'name', textContent: c.name }),
     el('td', {}, el('span', { class: `state ${c.state}${forced ? ' overridden' : ''}`, textContent: STATE_WORDS[c.state] ?? c.state, title: forced ? `breaker state; the force decides calls` : 'breaker state' })),
     el('td', { class: 'failures', textContent: failures(c) }),
     el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
-    el('td', { class: 'forced' }, forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null),
+    el(
+      'td',
+      { class: 'forced' },
+      forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null,
+      would ? el('span', { class: 'would-refuse-badge', textContent: 'would refuse', title: `Detect-only: ${would}` }) : null,
+    ),
     el('td', { class: 'last', 'data-at': t ? t.at : '', 'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–' }),
     el(
       'td',

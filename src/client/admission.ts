@@ -5,11 +5,13 @@
  */
 
 import { circuitNameProblem } from '../domain/circuit-name.js';
-import { CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
+import { CircuitOpenError, CircuitThrottledError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
 import type { Link } from './link.js';
 import type { KnownCircuit, LocalBreakers } from './local-breaker.js';
+import type { LocalThrottles } from './local-throttle.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
-import { admitsLocally, effectiveState, forcedFrom, type CircuitView, type ViewEntry } from './view.js';
+import { admitsLocally, effectiveState, forcedFrom, isolate, isolationIn, type CircuitView, type ViewEntry } from './view.js';
 
 // How often a circuit's policy (which changes without a transition) is fetched again; sooner
 // while circuitlog does not know the circuit yet (it is created by its first outcome).
@@ -19,14 +21,17 @@ const UNKNOWN_POLICY_REFRESH_MS = 1_000; // 1 s
 export interface AdmissionDeps {
   readonly view: CircuitView;
   readonly local: LocalBreakers;
+  readonly throttles: LocalThrottles;
   readonly transport: Transport;
   readonly link: Link;
   readonly clock: () => number;
   readonly failOpen: boolean;
+  /** This client's caller id: named on every admission, and its own isolation honoured here. */
+  readonly caller: string;
 }
 
 export class Admission {
-  readonly counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0 };
+  readonly counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0, throttledLocally: 0 };
 
   constructor(private readonly deps: AdmissionDeps) {}
 
@@ -39,6 +44,19 @@ export class Admission {
     return true;
   }
 
+  /**
+   * After `admitsHere`: the soft throttle on a circuit closed in the view (not forced closed),
+   * decided here from this client's own counts: the refusal to throw, or null to run the call.
+   */
+  throttleHere(name: string): CircuitThrottledError | null {
+    const entry = this.deps.view.get(name);
+    if (entry === undefined || entry.forced !== null) return null;
+    const decision = this.deps.throttles.decide(name, entry.json);
+    if (!decision.throttled) return null;
+    this.counts.throttledLocally++;
+    return new CircuitThrottledError(name, decision.probability, this.deps.clock() + THROTTLE_RETRY_AFTER_MS, { local: true });
+  }
+
   /** Ask circuitlog (or, while it is unreachable, the local breaker); throws on refusal. */
   async admitRemotely(name: string): Promise<void> {
     const { view, link, transport } = this.deps;
@@ -48,11 +66,15 @@ export class Admission {
     if (link.trusts(before) && before.refusedUntil > this.deps.clock()) {
       throw new CircuitOpenError(name, before.state, before.retryAt, { forced: before.forced === 'open' });
     }
+    // Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
+    if (before.isolated && before.isolatedUntil > this.deps.clock() && before.forced === null) {
+      throw new CircuitOpenError(name, before.state, before.isolatedUntil, { caller: this.deps.caller });
+    }
     const generation = link.streamUp ? link.generation : -1;
     const seq = before.eventSeq;
     let answer: AllowedAnswer;
     try {
-      answer = await transport.allowed(name);
+      answer = await transport.allowed(name, this.deps.caller);
     } catch (error) {
       if (!(error instanceof TransportError)) throw error;
       if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
@@ -63,6 +85,8 @@ export class Admission {
     link.setReachable(true);
     this.learn(view.getOrCreate(name), answer, seq, generation);
     if (answer.allowed) return;
+    if (answer.throttled !== undefined) throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);
+    if (answer.scope === 'caller') throw new CircuitOpenError(name, answer.state, answer.retryAt, { caller: this.deps.caller });
     throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
   }
 
@@ -81,10 +105,18 @@ export class Admission {
     }
     if (answer.allowed) {
       if (answer.circuit !== null) entry.json = answer.circuit;
+      // Still listed while its probe runs; released by the caller_released event (or the next snapshot).
+      if (answer.circuit !== null) isolate(entry, isolationIn(answer.circuit, this.deps.caller));
       entry.policyDueAt = clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
     }
     entry.generation = link.streamUp && link.generation === generation ? generation : -1;
-    if (answer.allowed) return;
+    // A throttled call is refused alone: the next one may be admitted, so nothing is kept.
+    if (answer.allowed || answer.throttled !== undefined) return;
+    if (answer.scope === 'caller') {
+      // Kept until its open_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+      isolate(entry, Math.min(answer.retryAt, clock() + answer.retryAfterMs));
+      return;
+    }
     entry.retryAt = answer.retryAt;
     // Kept until retryAt, by this host's clock at most Retry-After from now (hosts' clocks differ).
     entry.refusedUntil = answer.forced ? Infinity : Math.min(answer.retryAt, clock() + answer.retryAfterMs);
@@ -107,7 +139,9 @@ export class Admission {
     if (!this.deps.failOpen) throw new CircuitlogUnavailableError(`circuitlog is unreachable and failOpen is false: call on '${name}' refused`);
     this.counts.offlineDecisions++;
     const verdict = this.deps.local.admit(name, this.known(name));
-    if (!verdict.allowed) throw new CircuitOpenError(name, this.deps.local.state(name) ?? 'open', verdict.retryAt, { local: true });
+    if (verdict.allowed) return;
+    if (verdict.throttled !== undefined) throw new CircuitThrottledError(name, verdict.throttled.probability, verdict.retryAt, { local: true });
+    throw new CircuitOpenError(name, this.deps.local.state(name) ?? 'open', verdict.retryAt, { local: true });
   }
 }
 

@@ -14,7 +14,7 @@ export function isProblem(body: unknown): boolean {
 
 export function isOpenProblem(body: unknown): body is Record<string, unknown> {
   const code = (body as { code?: unknown } | null)?.code;
-  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN';
+  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN' || code === 'CIRCUIT_THROTTLED';
 }
 
 function stateOf(value: unknown, fallback: CircuitState): CircuitState {
@@ -34,6 +34,12 @@ export function refusal(body: Record<string, unknown>, headers: Readonly<Record<
   const retryAfterSeconds = Number(headers['retry-after']);
   const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  if (body.code === 'CIRCUIT_THROTTLED') {
+    const p = body.throttle_probability;
+    return { allowed: false, state: 'closed', retryAt, retryAfterMs, forced: false, throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 } };
+  }
+  // A caller's isolation has its own open_until, whatever the circuit's state.
+  if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
@@ -41,7 +47,9 @@ export function parseReset(data: string): StreamReset | null {
   try {
     const d = JSON.parse(data) as Record<string, unknown>;
     const newestId = d.newest_id;
-    if (typeof newestId !== 'number' || !Number.isSafeInteger(newestId) || newestId < 0) return null;
+    // A number (SQLite's transition id) or, on Redis, a cursor of numbers joined by dots: opaque either way.
+    const valid = typeof newestId === 'number' ? Number.isSafeInteger(newestId) && newestId >= 0 : typeof newestId === 'string' && /^\d+(\.\d+)*$/.test(newestId);
+    if (!valid) return null;
     return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
   } catch {
     return null;
@@ -59,6 +67,8 @@ export function parseTransition(data: string, id: string): TransitionEvent | nul
       to: stateOf(d.to, 'closed'),
       reason: String(d.reason ?? ''),
       at: String(d.at ?? ''),
+      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string') ? { callers: d.callers as string[] } : {}),
+      ...(typeof d.until === 'string' ? { until: d.until } : {}),
     };
   } catch {
     return null;

@@ -11,6 +11,7 @@ import { CircuitlogUnavailableError } from './errors.js';
 import { Emitter } from './emitter.js';
 import { Link } from './link.js';
 import { LocalBreakers } from './local-breaker.js';
+import { LocalThrottles } from './local-throttle.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
 import { InFlight, classify, withTimeout } from './run-call.js';
@@ -24,10 +25,13 @@ const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 
 export class CircuitlogClient {
   private readonly transport: Transport;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
   private readonly clock: () => number;
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
   private readonly local: LocalBreakers;
+  private readonly throttles: LocalThrottles;
   private readonly link: Link;
   private readonly admission: Admission;
   private readonly queue: OutcomeQueue;
@@ -41,12 +45,14 @@ export class CircuitlogClient {
     const settings = clientSettings(options);
     this.transport = settings.transport;
     this.clock = settings.clock;
+    this.caller = settings.caller;
     this.closeTimeoutMs = settings.closeTimeoutMs;
-    this.view = new CircuitView(settings.maxCircuits);
-    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits);
+    this.view = new CircuitView(settings.maxCircuits, this.caller);
+    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits, settings.random);
+    this.throttles = new LocalThrottles(this.clock, settings.random, settings.maxCircuits);
     this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
-    const { view, local, transport, link, clock } = this;
-    this.admission = new Admission({ view, local, transport, link, clock, failOpen: settings.failOpen });
+    const { view, local, throttles, transport, link, clock } = this;
+    this.admission = new Admission({ view, local, throttles, transport, link, clock, failOpen: settings.failOpen, caller: this.caller });
     this.queue = new OutcomeQueue(settings.queue, {
       send: (batch) => this.transport.postOutcomes(batch),
       onDelivered: () => this.link.setReachable(true),
@@ -63,6 +69,7 @@ export class CircuitlogClient {
         },
         onEvent: (event) => {
           this.view.apply(event);
+          if (event.from !== event.to) this.throttles.forget(event.circuit); // counts start empty at a state change, as the server's
           this.events.emit('transition', event);
         },
         onReset: (reset) => {
@@ -91,7 +98,13 @@ export class CircuitlogClient {
     this.inFlight.enter(); // from here on, close() waits for this call's outcome
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
-      if (!this.admission.admitsHere(name, true)) {
+      if (this.admission.admitsHere(name, true)) {
+        const throttled = this.admission.throttleHere(name);
+        if (throttled !== null) {
+          if (options.fallback !== undefined) return await options.fallback(throttled);
+          throw throttled;
+        }
+      } else {
         try {
           await this.admission.admitRemotely(name);
         } catch (error) {
@@ -111,7 +124,7 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
-    if (this.admission.admitsHere(name, false)) return true;
+    if (this.admission.admitsHere(name, false)) return this.admission.throttleHere(name) === null;
     try {
       await this.admission.admitRemotely(name);
       return true;
@@ -228,11 +241,16 @@ export class CircuitlogClient {
   private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
     const offline = !this.link.reachable;
     if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
+    else {
+      const entry = this.view.get(name);
+      if (entry !== undefined && entry.forced === null && entry.state === 'closed') this.throttles.record(name, entry.json, success);
+    }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();
+    const caller = this.caller;
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success, at } : { circuit: name, success, duration_ms: round3(durationMs), at },
+      durationMs === undefined ? { circuit: name, success, at, caller } : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
       offline,
     );
   }

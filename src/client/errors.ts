@@ -4,7 +4,7 @@ import type { CircuitState } from '../domain/circuit.js';
 
 /** The circuit refused the call: it is open, half-open with every probe slot taken, or forced open. */
 export class CircuitOpenError extends Error {
-  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN';
+  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN' | 'CIRCUIT_THROTTLED';
   readonly circuit: string;
   readonly state: CircuitState;
   /** When a call may be admitted again (for a forced-open circuit: when to ask again). */
@@ -12,19 +12,44 @@ export class CircuitOpenError extends Error {
   /** True when the client's own breaker refused, while circuitlog was unreachable. */
   readonly local: boolean;
 
-  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean } = {}) {
+  /** `caller`: only this client's caller is refused (isolated by failures of its own); the circuit serves other callers. */
+  readonly scope: 'circuit' | 'caller';
+
+  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean; caller?: string } = {}) {
     const forced = options.forced === true;
     super(
       forced
         ? `Circuit '${circuit}' is forced open.`
-        : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
+        : options.caller !== undefined
+          ? `Caller '${options.caller}' is isolated from circuit '${circuit}' after failures of its own; retry at ${new Date(retryAt).toISOString()}.`
+          : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
     );
+    this.scope = options.caller === undefined ? 'circuit' : 'caller';
     this.name = 'CircuitOpenError';
     this.code = forced ? 'CIRCUIT_FORCED_OPEN' : 'CIRCUIT_OPEN';
     this.circuit = circuit;
     this.state = state;
     this.retryAt = new Date(retryAt);
     this.local = options.local === true;
+  }
+}
+
+/**
+ * The circuit is closed, but its soft throttle refused this call (`throttle` policy): a
+ * share of calls is refused while the dependency accepts too few. A `CircuitOpenError`, so
+ * code that handles refusals handles this one too; the next call may well be admitted.
+ */
+export class CircuitThrottledError extends CircuitOpenError {
+  declare readonly code: 'CIRCUIT_THROTTLED';
+  /** The refusal probability the call was drawn against. */
+  readonly probability: number;
+
+  constructor(circuit: string, probability: number, retryAt: number, options: { local?: boolean } = {}) {
+    super(circuit, 'closed', retryAt, options);
+    this.name = 'CircuitThrottledError';
+    (this as { code: string }).code = 'CIRCUIT_THROTTLED';
+    this.message = `Circuit '${circuit}' is throttled: ${Math.round(probability * 1000) / 10}% of calls are refused while its dependency accepts too few.`;
+    this.probability = probability;
   }
 }
 

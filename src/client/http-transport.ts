@@ -59,8 +59,8 @@ class HttpTransport implements Transport {
     this.timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
   }
 
-  async allowed(name: string): Promise<AllowedAnswer> {
-    const path = `/circuits/${encodeURIComponent(name)}/allowed`;
+  async allowed(name: string, caller?: string): Promise<AllowedAnswer> {
+    const path = `/circuits/${encodeURIComponent(name)}/allowed${caller === undefined ? '' : `?caller=${encodeURIComponent(caller)}`}`;
     // A GET is safe to repeat: once more when a kept-alive socket was closed under us,
     // within what is left of the same deadline.
     const deadlineAt = Date.now() + this.options.requestTimeoutMs;

@@ -29,13 +29,15 @@ export class LocalBreakers {
     private readonly probeLeaseMs: number,
     /** Bound, as the view's: the least recently used circuit goes first. */
     private readonly maxCircuits = 10_000,
+    /** Soft throttling's draws (default `Math.random`). */
+    private readonly random: () => number = Math.random,
   ) {
     this.defaults = resolvePolicy(defaults);
   }
 
   admit(name: string, known: KnownCircuit | undefined): Verdict {
     const now = this.clock();
-    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs });
+    const step = admit(this.get(name, known, now), now, { probeLeaseMs: this.probeLeaseMs }, undefined, this.random);
     this.put(name, step.circuit);
     return step.verdict;
   }

@@ -42,12 +42,20 @@ export interface ClientOptions {
   readonly closeTimeoutMs?: number;
   /** Local breaker policy for circuits never seen while connected (default 5 failures, 30 s, 1 probe). */
   readonly localDefaults?: Partial<CircuitSettings>;
+  /**
+   * Who this client is to circuitlog: sent as `caller` on every outcome and admission, so a
+   * circuit with a quorum opens for everyone only on evidence from several callers, and
+   * isolates this one alone when only its calls fail (default `<hostname>/<pid>`).
+   */
+  readonly caller?: string;
   /** Connections to circuitlog, besides the stream's (default 8). */
   readonly connections?: number;
   /** For tests: replaces HTTP. */
   readonly transport?: Transport;
   /** For tests: epoch milliseconds now. */
   readonly clock?: () => number;
+  /** For tests: uniform numbers in [0, 1) for soft throttling's draws (default `Math.random`). */
+  readonly random?: () => number;
 }
 
 export interface CallOptions<T, F> {
@@ -82,6 +90,8 @@ export interface ClientStats {
   readonly serverChecks: number;
   /** Calls decided by the local breaker while circuitlog was unreachable. */
   readonly offlineDecisions: number;
+  /** Calls this client's soft throttle refused on circuits closed in its view (no request made). */
+  readonly throttledLocally: number;
   readonly outcomesPending: number;
   readonly outcomesAcknowledged: number;
   /** Dropped while unreachable, past `maxQueuedOutcomes`. */

@@ -8,10 +8,13 @@ import type { OutcomeQueueOptions } from './outcome-queue.js';
 import { SSE_LIMITS } from './sse.js';
 import { backoffDelay } from './stream-keeper.js';
 import type { Transport } from './transport.js';
+import { checkedCaller } from './caller-id.js';
 
 export interface ClientSettings {
   readonly transport: Transport;
   readonly clock: () => number;
+  /** Soft throttling's draws, uniform in [0, 1). */
+  readonly random: () => number;
   readonly failOpen: boolean;
   readonly closeTimeoutMs: number;
   readonly reconnectMaxDelayMs: number;
@@ -21,6 +24,8 @@ export interface ClientSettings {
   /** How long a locally admitted half-open probe holds its slot. */
   readonly probeLeaseMs: number;
   readonly queue: OutcomeQueueOptions;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
 }
 
 function transportFor(options: ClientOptions): Transport {
@@ -51,6 +56,8 @@ export function clientSettings(options: ClientOptions): ClientSettings {
   return {
     transport,
     clock: options.clock ?? Date.now,
+    random: options.random ?? Math.random,
+    caller: checkedCaller(options.caller), // default <hostname>/<pid>
     failOpen: options.failOpen ?? true,
     closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s
     reconnectMaxDelayMs,

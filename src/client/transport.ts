@@ -18,6 +18,10 @@ export type AllowedAnswer =
       /** `Retry-After`, in ms: unlike `retryAt`, free of any clock difference between hosts. */
       readonly retryAfterMs: number;
       readonly forced: boolean;
+      /** The soft throttle refused this call (`CIRCUIT_THROTTLED`): the probability it was drawn against. */
+      readonly throttled?: { readonly probability: number };
+      /** `caller`: only this client's caller is refused (isolated by failures of its own). */
+      readonly scope?: 'caller';
     };
 
 /** One item of `POST /outcomes`. */
@@ -27,6 +31,8 @@ export interface OutcomeItem {
   readonly duration_ms?: number;
   /** When the call ended (RFC 3339); circuitlog applies an outcome older than the circuit's last state change as a late one. */
   readonly at?: string;
+  /** The client's caller id (issue 17). */
+  readonly caller?: string;
 }
 
 /** One `event: transition` of `/events/stream`, with its `id:`. */
@@ -38,6 +44,10 @@ export interface TransitionEvent {
   readonly reason: string;
   /** ISO 8601, as the server sent it. */
   readonly at: string;
+  /** The callers an event names (caller_isolated, caller_released, trip_withheld), when it names any. */
+  readonly callers?: readonly string[];
+  /** caller_isolated: when the caller's open time ends (ISO 8601). */
+  readonly until?: string;
 }
 
 /**
@@ -58,7 +68,7 @@ export interface OpenStream {
 
 export interface Transport {
   /** `GET /circuits/:name/allowed`; in half-open an admitted call holds a probe lease. */
-  allowed(name: string): Promise<AllowedAnswer>;
+  allowed(name: string, caller?: string): Promise<AllowedAnswer>;
   /** `GET /circuits/:name`: its JSON, or null when circuitlog has no such circuit yet. */
   circuit(name: string): Promise<CircuitJson | null>;
   /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */

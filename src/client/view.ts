@@ -23,6 +23,13 @@ export interface ViewEntry {
   /** Epoch ms until which circuitlog's last refusal stands (0: none); any event clears it. */
   refusedUntil: number;
   retryAt: number;
+  /**
+   * This client's caller is isolated from the circuit (issue 17): calls are asked of circuitlog
+   * (which refuses them until `isolatedUntil`, then grants one probe) until it is released.
+   */
+  isolated: boolean;
+  /** Epoch ms until which the isolation refuses calls without asking (0: not isolated). */
+  isolatedUntil: number;
 }
 
 const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
@@ -40,7 +47,11 @@ const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
 export class CircuitView {
   private readonly entries = new Map<string, ViewEntry>();
 
-  constructor(private readonly maxCircuits = 10_000) {}
+  constructor(
+    private readonly maxCircuits = 10_000,
+    /** This client's caller id: events naming it isolate or release it. */
+    private readonly caller?: string,
+  ) {}
 
   get size(): number {
     return this.entries.size;
@@ -59,7 +70,7 @@ export class CircuitView {
   getOrCreate(name: string): ViewEntry {
     let entry = this.get(name);
     if (entry === undefined) {
-      entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0 };
+      entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0, isolated: false, isolatedUntil: 0 };
       this.entries.set(name, entry);
       if (this.entries.size > this.maxCircuits) this.entries.delete(this.entries.keys().next().value!);
     }
@@ -74,12 +85,33 @@ export class CircuitView {
     entry.eventSeq++;
     entry.refusedUntil = 0;
     if (event.reason in FORCED_BY_REASON) entry.forced = FORCED_BY_REASON[event.reason] ?? null;
+    if (this.caller !== undefined && event.callers?.includes(this.caller)) {
+      if (event.reason === 'caller_isolated') isolate(entry, event.until === undefined ? 0 : Date.parse(event.until));
+      else if (event.reason === 'caller_released') isolate(entry, null);
+    }
   }
+}
+
+/** Mark the entry isolated until `until` (epoch ms), or released (null). */
+export function isolate(entry: ViewEntry, until: number | null): void {
+  entry.isolated = until !== null;
+  entry.isolatedUntil = until === null || !Number.isFinite(until) ? 0 : until;
+}
+
+/** This caller's isolation as a circuit's JSON lists it (`isolated_callers`): its open_until, or null when not listed. */
+export function isolationIn(json: CircuitJson | null, caller: string): number | null {
+  const listed = json?.isolated_callers;
+  if (!Array.isArray(listed)) return null;
+  for (const item of listed as unknown[]) {
+    const i = item as { caller?: unknown; open_until?: unknown } | null;
+    if (i?.caller === caller) return typeof i.open_until === 'string' ? Date.parse(i.open_until) : 0;
+  }
+  return null;
 }
 
 /** May a call on this circuit be decided here, without asking circuitlog? */
 export function admitsLocally(entry: ViewEntry): boolean {
-  return entry.forced === 'closed' || (entry.forced === null && entry.state === 'closed');
+  return entry.forced === 'closed' || (entry.forced === null && entry.state === 'closed' && !entry.isolated);
 }
 
 /** The state a call sees: a forced state wins over the counted one. */

@@ -16,6 +16,8 @@ export const circuitDefaultsSchema = z
     window: policyFields.window.default(defaults.window),
     backoff: policyFields.backoff.default(defaults.backoff),
     forced_state: policyFields.forced_state.default(defaults.forcedState),
+    throttle: policyFields.throttle.default(defaults.throttle),
+    quorum: policyFields.quorum, // absent: none
     probe_lease_seconds: positiveInt(86_400).default(POLICY_DEFAULTS.probeLeaseSeconds), // at most 1 day
   })
   .strict()
@@ -27,6 +29,8 @@ export const policyOverrides = {
   window: policyFields.window.optional(),
   backoff: policyFields.backoff.optional(),
   forced_state: policyFields.forced_state.optional(),
+  throttle: policyFields.throttle.optional(),
+  quorum: policyFields.quorum,
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */

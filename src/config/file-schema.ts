@@ -15,6 +15,8 @@ const sections = z
     /** Circuits created, or updated to this policy, at every start (state kept). */
     circuits: z.record(z.string(), declaredCircuitSchema).default({}),
     local_dc: z.string().regex(CIRCUIT_NAME_SEGMENT).max(SEGMENT_MAX_LENGTH).optional(),
+    /** The caller the proxy names on its node outcomes; default `<hostname>:<port>` (`Config.instanceId`). */
+    instance_id: z.string().regex(/^[A-Za-z0-9_.:~\-/]{1,128}$/, "1 to 128 letters, digits, _ . : ~ - and '/'").optional(),
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s

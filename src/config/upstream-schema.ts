@@ -107,6 +107,10 @@ export const upstreamSchema = z
     max_concurrent: positiveInt(1_000_000).optional(),
     fallback: fallbackSchema.optional(),
     coalesce: coalesceSchema.prefault({}),
+    /** Share of the nodes request outcomes may hold open at once (Envoy's max_ejection_percent); docs/proxy.md#guard-rails-ejection-cap-panic-detect-only. */
+    max_ejection_percent: z.number().int().min(0).max(100).default(100),
+    /** Below this share of nodes available, node breakers are not honoured (Envoy's panic threshold); 0: off. */
+    panic_threshold_percent: z.number().int().min(0).max(100).default(0),
     ...policyOverrides,
   })
   .strict()
@@ -133,5 +137,7 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     window: u.window ?? d.window,
     backoff: u.backoff ?? d.backoff,
     forced_state: u.forced_state ?? d.forcedState,
+    throttle: u.throttle ?? d.throttle,
+    quorum: u.quorum ?? null,
   });
 }

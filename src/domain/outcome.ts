@@ -4,7 +4,9 @@
  */
 import { nextOpenTimeoutSeconds } from './policy.js';
 import { activeLeases, chain, closeCircuit, effectiveTimeoutSeconds, openCircuit, refresh, withoutTransition, assertNever } from './state-change.js';
-import type { Circuit, EpochMs, FailureOptions, Outcome, Step } from './types.js';
+import { throttleAfterOutcome } from './throttle-step.js';
+import type { Circuit, EpochMs, FailureOptions, Outcome, Step, TripReason } from './types.js';
+import { countCaller, judgeTrip, markForced } from './caller-steps.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip } from './window.js';
 
 /**
@@ -31,22 +33,27 @@ export function isStale(c: Circuit, at: EpochMs, now: EpochMs): boolean {
  * changes nothing: it is evidence of an earlier state, already acted on.
  */
 export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs): Step {
-  return chain(refresh(circuit, now), (c) => {
-    if (outcome.at !== undefined && isStale(c, outcome.at, now)) return withoutTransition(c);
-    switch (c.state) {
-      case 'closed':
-        return outcomeWhileClosed(c, outcome, now);
-      case 'half_open':
-        return outcomeWhileHalfOpen(c, outcome, now);
-      case 'open':
-        return outcomeWhileOpen(c, outcome, now);
-      default:
-        return assertNever(c.state);
-    }
-  });
+  return markForced(circuit, chain(refresh(circuit, now), (refreshed) => {
+    if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
+    // A named outcome is counted for its caller first (quorum, isolation: caller-steps.ts).
+    return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
+  }));
 }
 
-/** The circuit with the outcome counted (failure count and window), no state change. */
+function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
+  switch (c.state) {
+    case 'closed':
+      return outcomeWhileClosed(c, outcome, now);
+    case 'half_open':
+      return outcomeWhileHalfOpen(c, outcome, now);
+    case 'open':
+      return outcomeWhileOpen(c, outcome, now);
+    default:
+      return assertNever(c.state);
+  }
+}
+
+/** The circuit with the outcome counted (failure count, window, and the throttle while closed), no state change. */
 function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
   const windowState =
     c.window === null
@@ -56,23 +63,33 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
     ...c,
     failureCount,
     windowState,
+    throttleState: c.state === 'closed' ? throttleAfterOutcome(c, outcome.success, now) : c.throttleState,
     lastFailureAt: outcome.success ? c.lastFailureAt : now,
     updatedAt: now,
   };
 }
 
 function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
-  // A success on a healthy circuit without a window changes nothing: no write at all.
-  if (outcome.success && c.failureCount === 0 && c.window === null) return withoutTransition(c);
+  // A success on a healthy circuit without a window or throttle changes nothing: no write at all.
+  if (outcome.success && c.failureCount === 0 && c.window === null && c.throttle === null) return withoutTransition(c);
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
   // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
   const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;
-  if (!outcome.success && next.failureCount >= c.failureThreshold) return openCircuit(next, now, 'failure_threshold_reached', seconds);
+  if (!outcome.success && next.failureCount >= c.failureThreshold) return trip(next, now, 'failure_threshold_reached', seconds);
   if (c.window !== null) {
-    const trip = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
-    if (trip !== null) return openCircuit(next, now, trip, seconds);
+    const reason = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
+    if (reason !== null) return trip(next, now, reason, seconds);
   }
   return withoutTransition(next);
+}
+
+/** A trip rule fired: open, unless a quorum withholds it (caller-steps.ts). */
+function trip(c: Circuit, now: EpochMs, reason: TripReason, seconds: number): Step {
+  const judged = judgeTrip(c, reason, now);
+  if ('withheld' in judged) return judged.withheld;
+  const opened = openCircuit(c, now, reason, seconds);
+  if (judged.open === null) return opened;
+  return { circuit: opened.circuit, transitions: [{ ...opened.transitions[0]!, callers: judged.open }] };
 }
 
 function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step {

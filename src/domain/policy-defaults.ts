@@ -15,6 +15,7 @@ export const POLICY_DEFAULTS = Object.freeze({
     window: null,
     backoff: null,
     forcedState: null,
+    throttle: null, // soft throttling off
   } satisfies CircuitPolicy),
   /** A proxy node's circuit (`upstreams.<name>.failure_threshold`); its other fields as `circuit`. */
   upstreamFailureThreshold: 3, // consecutive failures
@@ -26,6 +27,19 @@ export const POLICY_DEFAULTS = Object.freeze({
     timeMinimumCalls: 10, // outcomes
     failureRateThreshold: 50, // percent
     slowCallRateThreshold: 100, // percent
+  }),
+  /**
+   * Members a `throttle` leaves out: the SRE book's K = 2; 60 s of history (the book keeps
+   * two minutes, gRPC's throttler 30 s; see `throttle.ts`).
+   */
+  throttle: Object.freeze({
+    k: 2, // requests may reach k times the accepts
+    windowSeconds: 60, // 60 s
+  }),
+  /** Members a `quorum` leaves out (issue 17). */
+  quorum: Object.freeze({
+    windowSeconds: 60, // 60 s: how far back a caller's last failure counts
+    maxCallers: 1_000, // callers remembered per circuit
   }),
   /** Members a `backoff` leaves out: doubling, capped at 300 s (APISIX's `max_breaker_sec` default) or the base open time if longer. */
   backoff: Object.freeze({

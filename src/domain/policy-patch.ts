@@ -15,11 +15,11 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const NULLABLE = new Set(['window', 'backoff', 'forced_state']);
+const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'throttle', 'quorum']);
 
 /**
  * The policy after a merge patch, in wire form and unvalidated. A top-level field sent as
- * null means "none" for `window`, `backoff` and `forced_state` and "the default" for the
+ * null means "none" for `window`, `backoff`, `forced_state`, `throttle` and `quorum`, and "the default" for the
  * others; inside `window`/`backoff` a null member returns to its default.
  */
 export function patchedPolicy(current: CircuitPolicy, defaults: CircuitPolicy, patch: Record<string, unknown>): unknown {

@@ -4,7 +4,8 @@
  * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type WindowPolicy } from './policy.js';
+import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type QuorumPolicy, type WindowPolicy } from './policy.js';
+import { THROTTLE_LIMITS, type ThrottlePolicy } from './throttle.js';
 
 /** `window` on the wire; a member left out (or null) takes its default. */
 export type WindowWire = {
@@ -22,6 +23,19 @@ export type BackoffWire = {
   readonly max_timeout_seconds?: number | null;
 };
 
+/** `throttle` on the wire (soft throttling, `throttle.ts`); a member left out (or null) takes its default. */
+export type ThrottleWire = {
+  readonly k?: number | null;
+  readonly window_seconds?: number | null; // seconds
+};
+
+/** `quorum` on the wire (issue 17); a member left out (or null) takes its default. */
+export type QuorumWire = {
+  readonly min_callers: number;
+  readonly window_seconds?: number | null; // seconds
+  readonly max_callers?: number | null;
+};
+
 /** A complete policy on the wire. */
 export type PolicyWire = {
   readonly failure_threshold: number;
@@ -31,6 +45,10 @@ export type PolicyWire = {
   readonly window: WindowWire | null;
   readonly backoff: BackoffWire | null;
   readonly forced_state: ForcedState | null;
+  /** Left out: none (a policy written before it existed). */
+  readonly throttle?: ThrottleWire | null;
+  /** Absent means null (none): policies written before issue 17 read as they always did. */
+  readonly quorum?: QuorumWire | null;
 };
 
 function windowFromWire(w: WindowWire): WindowPolicy {
@@ -53,7 +71,12 @@ function backoffFromWire(b: BackoffWire, timeoutSeconds: number): BackoffPolicy 
   };
 }
 
-/** Wire form to the domain's policy, filling the window's and backoff's defaults. */
+function throttleFromWire(t: ThrottleWire): ThrottlePolicy {
+  const defaults = POLICY_DEFAULTS.throttle;
+  return { k: t.k ?? defaults.k, windowSeconds: t.window_seconds ?? defaults.windowSeconds };
+}
+
+/** Wire form to the domain's policy, filling the window's, backoff's and throttle's defaults. */
 export function policyFromWire(w: PolicyWire): CircuitPolicy {
   return {
     failureThreshold: w.failure_threshold,
@@ -63,7 +86,14 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
     window: w.window && windowFromWire(w.window),
     backoff: w.backoff && backoffFromWire(w.backoff, w.timeout_seconds),
     forcedState: w.forced_state,
+    throttle: w.throttle == null ? null : throttleFromWire(w.throttle),
+    ...(w.quorum == null ? {} : { quorum: quorumFromWire(w.quorum) }),
   };
+}
+
+function quorumFromWire(q: QuorumWire): QuorumPolicy {
+  const defaults = POLICY_DEFAULTS.quorum;
+  return { minCallers: q.min_callers, windowSeconds: q.window_seconds ?? defaults.windowSeconds, maxCallers: q.max_callers ?? defaults.maxCallers };
 }
 
 /**
@@ -88,6 +118,9 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     },
     backoff: p.backoff && { multiplier: p.backoff.multiplier, max_timeout_seconds: p.backoff.maxTimeoutSeconds },
     forced_state: p.forcedState,
+    throttle: p.throttle && { k: p.throttle.k, window_seconds: p.throttle.windowSeconds },
+    // Only when set, as the domain's own field: policies without one read as they always did.
+    ...(p.quorum == null ? {} : { quorum: { min_callers: p.quorum.minCallers, window_seconds: p.quorum.windowSeconds, max_callers: p.quorum.maxCallers } }),
   };
 }
 
@@ -109,14 +142,29 @@ function windowWireFrom(w: unknown): WindowWire | null {
   };
 }
 
+/** A throttle from untrusted JSON: null unless an object; a member out of range takes its default. */
+function throttleWireFrom(t: unknown): ThrottleWire | null {
+  if (!isRecord(t)) return null;
+  const { minK, maxK, minWindowSeconds, maxWindowSeconds } = THROTTLE_LIMITS;
+  const k = typeof t.k === 'number' && t.k >= minK && t.k <= maxK ? t.k : null;
+  const w = positiveInt(t.window_seconds);
+  return { k, window_seconds: w !== undefined && w >= minWindowSeconds && w <= maxWindowSeconds ? w : null };
+}
+
+/** The `throttle` member of a server's circuit JSON, read leniently (`throttleWireFrom`): null when absent or not an object. */
+export function throttleFromJson(t: unknown): ThrottlePolicy | null {
+  const wire = throttleWireFrom(t);
+  return wire === null ? null : throttleFromWire(wire);
+}
+
 function backoffWireFrom(b: unknown): BackoffWire | null {
   return isRecord(b) ? { multiplier: positive(b.multiplier), max_timeout_seconds: positiveInt(b.max_timeout_seconds) } : null;
 }
 
 /**
  * The policy in a circuit's JSON from a server (docs/api.md), read field by field: a
- * missing or malformed field takes `fallback`'s value (a missing `window` or `backoff`
- * too; a malformed one is none), so an older server's JSON works too. `forced_state` is
+ * missing or malformed field takes `fallback`'s value (a missing `window`, `backoff` or
+ * `throttle` too; a malformed one is none), so an older server's JSON works too. `forced_state` is
  * only ever the JSON's.
  */
 export function policyFromJson(json: Readonly<Record<string, unknown>> | null, fallback: CircuitPolicy): CircuitPolicy {
@@ -128,10 +176,12 @@ export function policyFromJson(json: Readonly<Record<string, unknown>> | null, f
     window: windowWireFrom(json?.window),
     backoff: backoffWireFrom(json?.backoff),
     forced_state: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
+    throttle: throttleWireFrom(json?.throttle),
   });
   return {
     ...policy,
     window: json?.window === undefined ? fallback.window : policy.window,
     backoff: json?.backoff === undefined ? fallback.backoff : policy.backoff,
+    throttle: json?.throttle === undefined ? fallback.throttle : policy.throttle,
   };
 }

@@ -4,6 +4,10 @@
  * wire form is `policy-wire.ts`, its defaults `policy-defaults.ts`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
+import { sameThrottle, type ThrottlePolicy } from './throttle.js';
+import { sameQuorum, type QuorumPolicy } from './quorum.js';
+
+export type { QuorumPolicy } from './quorum.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -45,6 +49,10 @@ export interface CircuitPolicy {
   readonly window: WindowPolicy | null;
   readonly backoff: BackoffPolicy | null;
   readonly forcedState: ForcedState | null;
+  /** Soft throttling while closed (`throttle.ts`); null: off. */
+  readonly throttle: ThrottlePolicy | null;
+  /** Open for everyone only on evidence from several callers (quorum.ts); null or absent: today's rules. */
+  readonly quorum?: QuorumPolicy | null;
 }
 
 /** The three settings every caller names; the rest default as in `POLICY_DEFAULTS.circuit`. */
@@ -61,6 +69,9 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     window: settings.window ?? null,
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
+    throttle: settings.throttle ?? null,
+    // Only when set: circuits without one keep the shape they always had.
+    ...(settings.quorum == null ? {} : { quorum: settings.quorum }),
   };
 }
 
@@ -96,7 +107,9 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     a.successThreshold === b.successThreshold &&
     a.forcedState === b.forcedState &&
     sameWindow(a.window, b.window) &&
-    sameBackoff(a.backoff, b.backoff)
+    sameBackoff(a.backoff, b.backoff) &&
+    sameThrottle(a.throttle, b.throttle) &&
+    sameQuorum(a.quorum, b.quorum)
   );
 }
 
@@ -110,6 +123,8 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     window: p.window,
     backoff: p.backoff,
     forcedState: p.forcedState,
+    throttle: p.throttle,
+    ...(p.quorum == null ? {} : { quorum: p.quorum }),
   };
 }
 

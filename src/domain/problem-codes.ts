@@ -11,6 +11,7 @@ export interface ProblemCode {
 export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
   CIRCUIT_FORCED_OPEN: { status: 503, type: '/problems/circuit-forced-open', title: 'Circuit is forced open' },
+  CIRCUIT_THROTTLED: { status: 503, type: '/problems/circuit-throttled', title: 'Circuit is throttled' },
   CIRCUIT_DEFINED_BY_CONFIG: { status: 409, type: '/problems/circuit-defined-by-config', title: 'Circuit is defined by the config' },
   NOT_FOUND: { status: 404, type: '/problems/not-found', title: 'Not found' },
   CIRCUIT_NOT_FOUND: { status: 404, type: '/problems/circuit-not-found', title: 'Circuit not found' },

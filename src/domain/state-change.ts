@@ -2,6 +2,7 @@
  * The state changes every step of the breaker is built from: open, close, the lazy
  * open -> half-open refresh, and the plumbing that chains steps. Pure, as `circuit.ts`.
  */
+import { markForced } from './caller-steps.js';
 import type { Circuit, EpochMs, Step, Transition, TransitionReason } from './types.js';
 
 /** The empty transition list every unchanged step shares. */
@@ -38,10 +39,10 @@ export function refresh(circuit: Circuit, now: EpochMs): Step {
     return withoutTransition({ ...circuit, openUntil: latest, updatedAt: now });
   }
   const at = circuit.openUntil;
-  return {
+  return markForced(circuit, {
     circuit: { ...circuit, state: 'half_open', halfOpenAt: at, probeLeases: [], probeSuccesses: 0, windowState: null, stateChangedAt: now, updatedAt: now },
     transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at }],
-  };
+  });
 }
 
 /** Probe leases still held at `now`. */
@@ -60,6 +61,7 @@ export function openCircuit(c: Circuit, now: EpochMs, reason: TransitionReason, 
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     halfOpenAt: c.state === 'half_open' ? c.halfOpenAt : null,
     stateChangedAt: now,
     updatedAt: now,
@@ -80,6 +82,7 @@ export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason)
     probeLeases: [],
     probeSuccesses: 0,
     windowState: null,
+    throttleState: null,
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);

@@ -3,7 +3,9 @@
  * can happen to it, and what a step answers. Plain serialisable data, documented once here;
  * `circuit.ts` holds the pure functions over it.
  */
+import type { CallerEntry } from './caller-state.js';
 import type { CircuitPolicy } from './policy.js';
+import type { ThrottleState } from './throttle.js';
 import type { WindowState } from './window.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
@@ -30,6 +32,8 @@ export interface Circuit extends CircuitPolicy {
   readonly reopenCount: number;
   /** Outcomes in the window; null when empty (emptied on every state change). */
   readonly windowState: WindowState | null;
+  /** Soft throttling's requests and accepts while closed (`throttle.ts`); null when empty (emptied on every state change). */
+  readonly throttleState: ThrottleState | null;
   readonly halfOpenAt: EpochMs | null;
   readonly lastFailureAt: EpochMs | null;
   /**
@@ -39,6 +43,8 @@ export interface Circuit extends CircuitPolicy {
    * Missing (undefined) on circuits stored before it existed: then only the window rule applies.
    */
   readonly stateChangedAt?: EpochMs | null;
+  /** With a quorum: what it keeps per named caller (caller-state.ts); absent or empty: none. */
+  readonly callers?: readonly CallerEntry[];
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
 }
@@ -54,14 +60,33 @@ export type TransitionReason =
   | 'manual_reset'
   | 'forced_open'
   | 'forced_closed'
-  | 'force_cleared';
+  | 'force_cleared'
+  | 'trip_withheld'
+  | 'caller_isolated'
+  | 'caller_released'
+  /** A proxy node's trip withheld by its upstream's `max_ejection_percent` (closed -> closed). */
+  | 'ejection_capped';
 
-/** A state change, or a force set or cleared (then `from` and `to` may be equal). */
+/** The rules that open a closed circuit. */
+export type TripReason = 'failure_threshold_reached' | 'failure_rate_exceeded' | 'slow_call_rate_exceeded';
+
+/**
+ * A state change, or an event that keeps the state (then `from` and `to` are equal): a
+ * force set or cleared, a trip withheld for want of a quorum, a caller isolated or released.
+ */
 export interface Transition {
   readonly from: CircuitState;
   readonly to: CircuitState;
   readonly reason: TransitionReason;
   readonly at: EpochMs;
+  /** trip_withheld and a quorum's opening: the named callers that failed in the window; caller_*: the caller. */
+  readonly callers?: readonly string[];
+  /** trip_withheld: the rule that fired. */
+  readonly rule?: TripReason;
+  /** caller_isolated: when the caller's open time ends. */
+  readonly until?: EpochMs;
+  /** Made while the circuit was forced closed: what the rules would have done (detect-only). */
+  readonly forcedState?: 'closed';
 }
 
 /** What a step did: the circuit after it and the state changes it made, in order. */
@@ -101,11 +126,27 @@ export interface Outcome {
    * counted by observers, no change to the circuit at all.
    */
   readonly at?: EpochMs;
+  /** Who made the call (caller.ts rules); absent: anonymous, never counted toward a quorum. */
+  readonly caller?: string;
+}
+
+/** What the rules would have answered under a forced-closed circuit (detect-only). */
+export interface WouldRefuse {
+  readonly retryAt: EpochMs;
+  /** `caller`: the asking caller is isolated; `circuit`: the circuit is refusing everyone. */
+  readonly scope: 'circuit' | 'caller';
+  /** The state by the rules. */
+  readonly state: CircuitState;
 }
 
 export type Verdict =
-  | { readonly allowed: true }
-  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true };
+  | { readonly allowed: true; readonly wouldRefuse?: WouldRefuse }
+  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true; readonly scope?: 'caller'; readonly throttled?: ThrottledVerdict };
+
+/** A closed circuit's soft throttle refused the call (`throttle.ts`): drawn against `probability`. */
+export interface ThrottledVerdict {
+  readonly probability: number;
+}
 
 export interface Admission extends Step {
   readonly verdict: Verdict;

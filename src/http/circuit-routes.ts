@@ -4,7 +4,9 @@ import { json } from './json.js';
 import { registerCall, registerOutcome, registerReset, registerSuccessFailure } from './outcome-routes.js';
 import { circuitNameParam, parseQuery } from './request.js';
 import { circuitNotFound, common, jsonText, ok, open503, problem, serveRoute } from './route-kit.js';
-import { AllowedSchema, CircuitSchema, EventSchema, EventsQuery, ListQuery, NameParam, allowedText, circuitJson } from './schemas.js';
+import { AllowedSchema, CircuitSchema, EventSchema, EventsQuery, ListQuery, NameParam, allowedText, circuitJson, detectOnlyText } from './schemas.js';
+import { detailWire } from '../domain/transition-detail.js';
+import { CallerQuery, callerQuery } from './caller-param.js';
 
 /**
  * The /circuits routes: circuitlog-compatible ones first, then the new ones (this order is
@@ -46,7 +48,7 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
     path: '/circuits/{name}/allowed',
     tags: ['circuits'],
     summary: 'May a call go ahead? In half-open an admitted call takes a probe slot',
-    request: { params: NameParam },
+    request: { params: NameParam, query: CallerQuery },
     responses: {
       200: ok('Allowed; circuit is null for a circuit never recorded (closed by definition)', AllowedSchema),
       ...common,
@@ -55,15 +57,17 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
   });
   serveRoute(app, route, (c) => {
     const name = circuitNameParam(c);
+    const caller = callerQuery(c);
     const answer = (decision: Decision) => {
       if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
       const { circuit, verdict } = decision;
-      if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced });
+      if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller);
+      if (circuit.forcedState === 'closed') return jsonText(c, detectOnlyText(circuit, verdict, breaker.now()));
       return jsonText(c, allowedText(circuit, breaker.now()));
     };
     // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
-    const peeked = breaker.peekAllowed(name);
-    return peeked === undefined ? breaker.allowed(name).then(answer) : answer(peeked);
+    const peeked = breaker.peekAllowed(name, caller);
+    return peeked === undefined ? breaker.allowed(name, caller).then(answer) : answer(peeked);
   });
 }
 
@@ -106,6 +110,6 @@ function registerEvents(app: OpenAPIHono, breaker: BreakerService): void {
     const name = circuitNameParam(c);
     const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
     if (events === null) throw circuitNotFound(name);
-    return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString() })) }, 200);
+    return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString(), ...detailWire(e) })) }, 200);
   });
 }

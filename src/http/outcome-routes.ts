@@ -3,7 +3,8 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, readJson } from './request.js';
 import { json } from './json.js';
 import { circuitNotFound, jsonBody, jsonText, ok, open503, problem, serveRoute, withBody } from './route-kit.js';
-import { CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam, OutcomeBody, circuitJson, circuitText, outcomeTime } from './schemas.js';
+import { CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam, OutcomeBody, circuitJson, circuitText, outcomeTime, wouldRefuseJson } from './schemas.js';
+import { CallerQuery, callerQuery } from './caller-param.js';
 
 /** `POST /circuits/{name}/call`, circuitlog's: refuse with 503 when open, else record the outcome. */
 export function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
@@ -12,7 +13,7 @@ export function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimi
     path: '/circuits/{name}/call',
     tags: ['circuits'],
     summary: 'circuitlog call: refuse with 503 when open, else record the outcome',
-    request: { params: NameParam, body: jsonBody(CallBody, false) },
+    request: { params: NameParam, query: CallerQuery, body: jsonBody(CallBody, false) },
     responses: {
       200: ok('Outcome recorded', z.object({ result: z.enum(['success', 'failure']), circuit: CircuitSchema })),
       ...withBody,
@@ -21,15 +22,17 @@ export function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimi
   });
   serveRoute(app, route, async (c) => {
     const name = circuitNameParam(c);
+    const caller = callerQuery(c);
     const body = await readJson(c, CallBody, bodyLimitBytes);
     const success = body.success ?? true;
     const { circuit, verdict } = await breaker.callGrouped(name, success, {
       create: body.threshold === undefined ? undefined : { failureThreshold: body.threshold },
       timeoutSeconds: body.timeout_seconds,
+      caller,
     });
     // circuitlog's 503 carries the whole circuit as `circuit`.
-    if (!verdict.allowed) throw breaker.openError(circuit, verdict.retryAt, { forced: verdict.forced, circuit: circuitJson(circuit, breaker.now()) });
-    return json(c, { result: success ? ('success' as const) : ('failure' as const), circuit: circuitJson(circuit, breaker.now()) }, 200);
+    if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller, { circuit: circuitJson(circuit, breaker.now()) });
+    return json(c, { result: success ? ('success' as const) : ('failure' as const), ...wouldRefuseJson(circuit, verdict), circuit: circuitJson(circuit, breaker.now()) }, 200);
   });
 }
 
@@ -91,7 +94,8 @@ export function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyL
     const body = await readJson(c, OutcomeBody, bodyLimitBytes);
     // A late outcome (the circuit opened since the call was admitted) changes no state.
     const at = outcomeTime(body.at, breaker.now(), 'at');
-    const circuit = await breaker.recordGrouped(name, { success: body.success, durationMs: body.duration_ms, late: 'count_only', at });
+    const outcome = { success: body.success, durationMs: body.duration_ms, late: 'count_only' as const, at };
+    const circuit = await breaker.recordGrouped(name, body.caller === undefined ? outcome : { ...outcome, caller: body.caller });
     return jsonText(c, circuitText(circuit, breaker.now()));
   });
 }

@@ -8,6 +8,7 @@ import { circuitNotFound, common, ok, problem, withBody } from './route-kit.js';
 import { circuitNameParam, fieldErrors, readJson } from './request.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
+import { callerField } from './caller-param.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -15,7 +16,7 @@ const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
 
 const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
   description:
-    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state.',
+    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state, throttle.',
   example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
 });
 
@@ -27,6 +28,7 @@ const BatchItem = z.object({
   success: z.boolean(),
   duration_ms: z.number().min(0).max(86_400_000).optional(),
   at: outcomeAt,
+  caller: callerField,
 }).strict();
 const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).strict().openapi('OutcomeBatch');
 const BatchAnswer = z.object({
@@ -160,6 +162,7 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
         durationMs: o.duration_ms,
         late: 'count_only' as const,
         at: outcomeTime(o.at, now, `outcomes.${i}.at`),
+        ...(o.caller === undefined ? {} : { caller: o.caller }),
       })),
     );
     return json(c, { results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);

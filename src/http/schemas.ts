@@ -3,7 +3,11 @@ import type { Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { policyToWire } from '../domain/policy-wire.js';
-import { backoffSchema, windowSchema } from '../policy-schema.js';
+import { throttleCounts, throttleProbability } from '../domain/throttle.js';
+import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
+import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
+import type { Verdict } from '../domain/circuit.js';
+import { callerField } from './caller-param.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -20,6 +24,18 @@ export const CircuitSchema = z
     window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
     backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
     forced_state: z.enum(['open', 'closed']).nullable(),
+    throttle: throttleSchema.nullable().openapi({ description: 'Soft throttling while closed ({k, window_seconds}); null: off.' }),
+    throttle_probability: z
+      .number()
+      .openapi({ description: 'The share of calls the throttle refuses now: max(0, (requests - k * accepts) / (requests + 1)) over the window; 0 without a throttle or unless closed.' }),
+    throttle_window: z
+      .object({ requests: z.number().int(), accepts: z.number().int() })
+      .nullable()
+      .openapi({ description: 'The counts the probability is drawn from, as of now: requests (outcomes reported while closed, plus calls the throttle refused) and accepts (successes); null without a throttle.' }),
+    quorum: quorumSchema.nullable().openapi({ description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.' }),
+    isolated_callers: z
+      .array(z.object({ caller: z.string(), failures: z.number().int(), open_until: isoTime, probe_until: isoTime.nullable() }))
+      .openapi({ description: 'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.' }),
     effective_timeout_seconds: z.number().int().openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
     reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
     window_stats: z
@@ -40,12 +56,19 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 /** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
   const stats = windowStats(c, now);
+  const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
+  const policy = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
     state: c.state,
     failure_count: c.failureCount,
-    ...policyToWire(c, true), // failure_threshold to forced_state, in this order
+    ...policy, // failure_threshold to throttle (and quorum when set), in this order
+    throttle: policy.throttle ?? null,
+    throttle_probability: counts === null || c.state !== 'closed' || c.forcedState !== null ? 0 : throttleProbability(c.throttle!.k, counts),
+    throttle_window: counts,
+    quorum: policy.quorum ?? null,
+    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({ caller: e[0], failures: e[1], open_until: new Date(e[4]!).toISOString(), probe_until: iso(e[6]) })),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:
@@ -64,19 +87,43 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
 /**
  * Memoise a circuit's serialisation per circuit object. The store hands out the same
  * object until the circuit changes, so a healthy circuit is serialised once, not per
- * request. Half-open circuits and time windows are not kept: their `probes_in_flight` and
- * `window_stats` depend on `now`.
+ * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ * A throttle's counts expire by the epoch second, so a circuit with one is kept for the
+ * second it was serialised in (time windows are not kept, as before).
  */
 function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
   const memo = new WeakMap<Circuit, string>();
+  const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
   return (c, now) => {
-    let text = memo.get(c);
-    if (text === undefined) {
-      text = serialize(c, now);
-      if (c.state !== 'half_open' && c.window?.type !== 'time') memo.set(c, text);
+    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    if (c.throttle === null) {
+      let text = memo.get(c);
+      if (text === undefined) memo.set(c, (text = serialize(c, now)));
+      return text;
     }
+    const second = Math.floor(now / 1000);
+    const kept = perSecond.get(c);
+    if (kept !== undefined && kept.second === second) return kept.text;
+    const text = serialize(c, now);
+    perSecond.set(c, { second, text });
     return text;
   };
+}
+
+/**
+ * Under a forced-closed circuit (detect-only): whether the rules would have refused this
+ * call, and how; `{}` on any other circuit.
+ */
+export function wouldRefuseJson(c: Circuit, verdict: Verdict): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
+  if (c.forcedState !== 'closed' || !verdict.allowed) return {};
+  const w = verdict.wouldRefuse;
+  if (w === undefined) return { would_refuse: false };
+  return { would_refuse: true, would_refuse_scope: w.scope, would_retry_at: new Date(w.retryAt).toISOString() };
+}
+
+/** The `GET /allowed` answer under a forced-closed circuit (not memoised: it depends on the caller and `now`). */
+export function detectOnlyText(c: Circuit, verdict: Verdict, now: number): string {
+  return `${JSON.stringify({ allowed: true, state: c.state, ...wouldRefuseJson(c, verdict), circuit: circuitJson(c, now) })}\n`;
 }
 
 /** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
@@ -105,6 +152,9 @@ export const OpenProblemSchema = ProblemSchema.extend({
   state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
   forced_state: z.literal('open').optional(),
+  throttle_probability: z.number().optional().openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
+  scope: z.literal('caller').optional().openapi({ description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.' }),
+  caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
 }).openapi('CircuitOpenProblem');
 
 export const NameParam = z.object({
@@ -170,6 +220,7 @@ export const OutcomeBody = z
     success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
     at: outcomeAt,
     duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
+    caller: callerField,
   })
   .strict()
   .openapi('OutcomeRequest');
@@ -193,7 +244,14 @@ export const ListQuery = z.object({
 
 /** `GET /allowed`: `circuit` is null for a circuit never recorded (a union, so the document says `null` too). */
 export const AllowedSchema = z
-  .object({ allowed: z.literal(true), state: z.enum(['closed', 'half_open']), circuit: z.union([CircuitSchema, z.null()]) })
+  .object({
+    allowed: z.literal(true),
+    state: z.enum(['closed', 'half_open', 'open']).openapi({ description: 'The state by the rules: open only under forced_state closed.' }),
+    would_refuse: z.boolean().optional().openapi({ description: 'Only under forced_state closed (detect-only): true when the rules would have refused this call.' }),
+    would_refuse_scope: z.enum(['circuit', 'caller']).optional().openapi({ description: 'With would_refuse true: the circuit refuses everyone, or only this caller (isolated).' }),
+    would_retry_at: isoTime.optional().openapi({ description: 'With would_refuse true: when the rules would let this caller try again.' }),
+    circuit: z.union([CircuitSchema, z.null()]),
+  })
   .openapi('Allowed');
 
 export const EventsQuery = z.object({
@@ -201,5 +259,14 @@ export const EventsQuery = z.object({
 });
 
 export const EventSchema = z
-  .object({ from: z.string(), to: z.string(), reason: z.string(), at: isoTime })
+  .object({
+    from: z.string(),
+    to: z.string(),
+    reason: z.string(),
+    at: isoTime,
+    callers: z.array(z.string()).optional().openapi({ description: 'trip_withheld and a quorum\'s opening: the named callers that failed in the window; caller_isolated / caller_released: the caller.' }),
+    rule: z.string().optional().openapi({ description: 'trip_withheld: the rule that fired.' }),
+    until: isoTime.optional().openapi({ description: 'caller_isolated: when the caller\'s open time ends.' }),
+    forced_state: z.literal('closed').optional().openapi({ description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).' }),
+  })
   .openapi('Transition');

@@ -1,4 +1,4 @@
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, CircuitState, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
@@ -7,7 +7,7 @@ import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../store/snapshot-reader.js';
 import type { ForcedState } from '../domain/policy.js';
 import { isSlow } from '../domain/window.js';
-import { failureRateOf } from './policy-fields.js';
+import { failureRateOf, throttleProbabilityOf } from './policy-fields.js';
 import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
 
 export interface MetricsOptions {
@@ -47,6 +47,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   /** Counters, histograms and prom-client's default process metrics. */
   readonly counters = new Registry();
   private readonly transitions;
+  private readonly detectOnly;
   private readonly outcomes;
   private readonly slowCalls;
   private readonly rejections;
@@ -57,6 +58,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly healthChecks;
   private readonly degraded;
   private readonly coalesced;
+  private readonly panic;
   /** The lines of each labelled circuit as last rendered, by name (at most about twice the cap). */
   private readonly rendered = new Map<string, RenderedCircuit>();
   private lastSections: { readonly blocks: readonly RenderedCircuit[]; readonly state: string; readonly forced: string } | undefined;
@@ -72,6 +74,12 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const registers = [this.counters];
     collectDefaultMetrics({ register: this.counters });
     this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
+    this.detectOnly = new Counter({
+      name: 'circuitlog_detect_only_transitions_total',
+      help: 'Transitions, withheld trips and caller isolations the rules made while the circuit was forced closed (what the policy would have done); not in circuitlog_transitions_total',
+      labelNames: ['circuit', 'from', 'to', 'reason'],
+      registers,
+    });
     this.outcomes = new BatchedCounter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
     this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
     this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
@@ -82,10 +90,14 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
     this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
     this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
+    // 'max' across workers: 1 while any worker serves the upstream in panic (each reads the nodes itself).
+    this.panic = new Gauge({ name: 'circuitlog_proxy_panic', help: 'Whether the upstream is in panic (panic_threshold_percent): 1 while node breakers are not honoured', labelNames: ['upstream'], aggregator: 'max', registers });
   }
 
   transition(circuit: Circuit, t: Transition): void {
-    if (this.isLabelled(circuit)) this.transitions.inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
+    if (!this.isLabelled(circuit)) return;
+    // Detect-only events are counted apart: a dashboard shows what a policy would have done before it is enforced.
+    (t.forcedState === 'closed' ? this.detectOnly : this.transitions).inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
   }
 
   outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
@@ -125,6 +137,10 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.coalesced.inc({ upstream });
   };
 
+  proxyPanic(upstream: string, panic: boolean): void {
+    this.panic.set({ upstream }, panic ? 1 : 0);
+  }
+
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void {
     this.healthChecks.inc({ upstream, node, result });
   }
@@ -162,10 +178,22 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     if (blocks.length > 0) out.push(sections.state);
     out.push('# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state', '# TYPE circuitlog_circuit_forced gauge');
     if (blocks.length > 0) out.push(sections.forced);
+    out.push('# HELP circuitlog_circuit_isolated_callers Callers a quorum circuit isolates now (failures of their own); only circuits with a quorum', '# TYPE circuitlog_circuit_isolated_callers gauge');
+    circuits.forEach((c, i) => {
+      if (c.isolatedCallers !== null) out.push(`circuitlog_circuit_isolated_callers{${blocks[i]!.label}} ${c.isolatedCallers}`);
+    });
     out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
     circuits.forEach((c, i) => {
       const rate = failureRateOf(c, now);
       if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${blocks[i]!.label}} ${rate}`);
+    });
+    out.push(
+      '# HELP circuitlog_circuit_throttle_probability Share of calls the soft throttle refuses now (0 to 1), circuits with a throttle',
+      '# TYPE circuitlog_circuit_throttle_probability gauge',
+    );
+    circuits.forEach((c, i) => {
+      const p = throttleProbabilityOf(c, now);
+      if (p !== null) out.push(`circuitlog_circuit_throttle_probability{${blocks[i]!.label}} ${p}`);
     });
     out.push('');
     if (this.rendered.size > 2 * circuits.length + 1_000) this.forgetRendered(circuits); // deleted circuits' lines

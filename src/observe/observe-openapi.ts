@@ -25,14 +25,14 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
     summary: 'Server-Sent Events: one `transition` event per state change; Last-Event-ID replays',
     request: {
       query: z.object({ circuit: z.string().optional(), prefix: z.string().optional() }),
-      headers: z.object({ 'last-event-id': z.string().regex(/^\d+$/).optional() }),
+      headers: z.object({ 'last-event-id': z.string().regex(/^\d+(\.\d+)*$/).optional() }),
     },
     responses: {
       200: text(
         'text/event-stream',
-        'event: transition, id: <transition id>, data: {circuit, from, to, reason, at}; a comment heartbeat every 15 s. A Last-Event-ID this server cannot resume from first gets event: reset, id: <newest id>, data: {"reason": "unknown-event-id" | "expired", "newest_id": N} (take a new snapshot), then live events',
+        'event: transition, id: <event id>, data: {circuit, from, to, reason, at}; a comment heartbeat every 15 s. The id is opaque: the transition number on SQLite, a cursor over the shards on Redis (16 numbers joined by dots). A Last-Event-ID this server cannot resume from first gets event: reset, id: <newest id>, data: {"reason": "unknown-event-id" | "expired", "newest_id": <newest id>} (take a new snapshot), then live events',
       ),
-      400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not a number'),
+      400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not an event id'),
       ...unauthorized,
       503: problem('events.max_streams streams already open; Retry-After'),
     },

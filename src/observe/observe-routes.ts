@@ -7,7 +7,9 @@ import type { LoggedTransition, TransitionReader } from '../store/transition-rea
 import type { Logger } from 'pino';
 import type { EventHub } from './event-hub.js';
 import { openStreamSink } from './stream-sink.js';
+import { cursorStart, type StreamStart } from './stream-resume.js';
 import type { Metrics } from './metrics.js';
+import { detailWire } from '../domain/transition-detail.js';
 
 export const HEARTBEAT_MS = 15_000; // 15 s: a comment line keeps proxies from closing an idle stream
 /**
@@ -27,19 +29,7 @@ const StreamQuery = z
 
 /** The `data:` of one transition event. */
 export function transitionData(t: LoggedTransition): string {
-  return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString() });
-}
-
-const encoder = new TextEncoder();
-/** Each live transition's event as bytes, made once for all the streams it goes to (the hub hands them one object). */
-const encodedEvents = new WeakMap<LoggedTransition, Uint8Array>();
-function transitionEvent(t: LoggedTransition): Uint8Array {
-  let bytes = encodedEvents.get(t);
-  if (bytes === undefined) {
-    bytes = encoder.encode(`event: transition\nid: ${t.id}\ndata: ${transitionData(t)}\n\n`);
-    encodedEvents.set(t, bytes);
-  }
-  return bytes;
+  return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString(), ...detailWire(t) });
 }
 
 /** `Last-Event-ID` as a transition id, null when absent; anything else is a 400. */
@@ -90,12 +80,13 @@ export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: Obse
 function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
   const { hub } = deps;
   const maxBytes = deps.maxStreamBufferBytes ?? MAX_STREAM_BUFFER_BYTES;
-  app.get('/events/stream', (c) => {
+  app.get('/events/stream', async (c) => {
     const query = streamQuery(c);
-    const lastId = lastEventId(c.req.header('last-event-id'));
+    const start = await streamStart(deps, c.req.header('last-event-id'));
+    const lastId = start.lastId;
     hub.ensureRoom(); // refuse with a problem document before the stream starts
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-    const reset = storageRead(() => resetFor(deps.transitions, lastId));
+    const reset = start.reset;
     const sink = openStreamSink(outgoing, maxBytes, (buffered) => {
       deps.logger?.warn({ event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes }, 'event stream client too slow; stream destroyed');
     });
@@ -104,8 +95,11 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     let unsubscribe: () => void;
     try {
       unsubscribe = storageRead(() =>
-        hub.subscribe(query, reset === null ? lastId : reset.newest_id, {
-          send: (t) => sink.write(transitionEvent(t)),
+        hub.subscribe(query, reset === null ? lastId : typeof reset.newest_id === 'number' ? reset.newest_id : null, {
+          send: (t) => {
+            const id = start.idOf(t);
+            if (id !== null) sink.write(`event: transition\nid: ${id}\ndata: ${transitionData(t)}\n\n`);
+          },
           close: () => sink.end(),
           backlogged: () => sink.backlogged(),
           drained: () => sink.drained(),
@@ -123,6 +117,14 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     // x-accel-buffering: nginx in front passes events on at once instead of buffering them.
     return c.body(sink.readable, 200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   });
+}
+
+/** Where the stream starts: a cursor (Redis: `stream-resume.ts`), or a row id (SQLite). */
+async function streamStart(deps: ObserveRouteDeps, header: string | undefined): Promise<StreamStart> {
+  const cursors = await cursorStart(deps.transitions, header);
+  if (cursors !== null) return cursors;
+  const lastId = lastEventId(header);
+  return { lastId, reset: storageRead(() => resetFor(deps.transitions, lastId)), idOf: (t) => String(t.id) };
 }
 
 /** A read of the transitions log; a busy or failing store is a 503 to retry, not a 500. */

@@ -1,5 +1,7 @@
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { NodePick } from './node-picker.js';
+import { recordRequestOutcome } from './node-outcomes.js';
+import { NodePick, type NodeUse, type Pick } from './node-picker.js';
+import { pickInPanic, type PanicWatches } from './panic.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
@@ -23,9 +25,12 @@ export interface Transport<A> {
   discard(answer: A): void;
 }
 
-/** How the failover ended. `answer` with `failed` false is the node's to judge (the transport records its success). */
+/**
+ * How the failover ended. `answer` with `failed` false is the node's to judge (the transport
+ * records its success) when `use.judged`; `use` also carries the marks for the answer's head.
+ */
 export type Ending<A> =
-  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly answer: A; readonly failed: boolean; readonly startedAt: number }
+  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly answer: A; readonly failed: boolean; readonly startedAt: number; readonly use: NodeUse }
   | { readonly kind: 'no_node'; readonly retryAt: number | null }
   | { readonly kind: 'timeout' | 'unreachable' }
   | { readonly kind: 'caller_gone' };
@@ -35,15 +40,18 @@ export interface FailoverDeps {
   readonly clock: Clock;
   /** On a storage outage, use the local DC's nodes without their breakers. */
   readonly failOpen: boolean;
+  /** The upstreams' panic state (`panic_threshold_percent`); absent: never in panic. */
+  readonly panics?: PanicWatches;
 }
 
 /**
  * Record one node outcome, with its duration (`startedAt` to now on the injected clock):
  * every proxy outcome, HTTP or WebSocket, success or failure, goes through here, so a slow
- * call counts in the node's slow-call window whatever carried it.
+ * call counts in the node's slow-call window whatever carried it, and every one is held to
+ * the upstream's ejection cap (node-outcomes.ts).
  */
 export function recordNode(deps: FailoverDeps, upstream: Upstream, node: ProxyNode, success: boolean, startedAt: number): void {
-  deps.breaker.record(node.circuit, success, upstream.recordOptions, elapsedMs(deps.clock, startedAt));
+  recordRequestOutcome(deps.breaker, upstream, node, success, elapsedMs(deps.clock, startedAt));
 }
 
 /** Milliseconds since `startedAt` on `clock`; never negative (a wall clock may step back). */
@@ -61,24 +69,51 @@ export function elapsedMs(clock: () => number, startedAt: number): number {
  */
 export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<Ending<A>> {
   const { upstream } = t;
+  const panic = { holds: deps.panics?.of(upstream)?.holds() ?? false };
   let tried: Set<ProxyNode> | null = null;
   let budget = upstream.config.retries;
   let last: Ending<A> | null = null;
   for (;;) {
-    const picking = new NodePick(upstream, tried, deps.breaker, deps.failOpen);
-    const pick = picking.now() ?? (await picking.later());
+    const picking = panic.holds ? null : new NodePick(upstream, tried, deps.breaker, deps.failOpen);
+    const quick = picking?.now() ?? null; // the fast path: a node its breaker admits, answered at once
+    const pick = quick?.node ? quick : await choose(deps, upstream, tried, panic, picking, quick);
     if (pick.node === null) return last ?? { kind: 'no_node', retryAt: pick.retryAt };
     if (last?.kind === 'answer') t.discard(last.answer);
-    const node = pick.node;
+    const { node, use } = pick;
     const tr = await t.attempt(node, deps.clock());
     if (tr.kind === 'caller_gone') return tr;
-    if (tr.kind === 'answer' && !tr.failed) return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt };
-    recordNode(deps, upstream, node, false, tr.startedAt);
+    if (tr.kind === 'answer' && !tr.failed) return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
+    if (use.judged) recordNode(deps, upstream, node, false, tr.startedAt);
     (tried ??= new Set()).add(node);
-    last = tr.kind === 'answer' ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt } : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
+    last = tr.kind === 'answer' ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt, use } : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
     const replayable = t.replayable();
     if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
     if (!IDEMPOTENT.has(t.method) || budget === 0 || !replayable) return last;
     budget--;
   }
+}
+
+/**
+ * The node for the next attempt when the fast path has none: the breakers' walk finished
+ * (`picking`, or its answer `quick`), or, while the upstream is in panic, a pick over every
+ * node (panic.ts). A walk that finds no node has the nodes read again at once, so the request
+ * that finds every node out is the first one served in panic.
+ */
+async function choose(
+  deps: FailoverDeps,
+  upstream: Upstream,
+  tried: ReadonlySet<ProxyNode> | null,
+  panic: { holds: boolean },
+  picking: NodePick | null,
+  quick: Pick | null,
+): Promise<Pick> {
+  if (picking !== null) {
+    const pick = quick ?? (await picking.later());
+    const watch = pick.node === null ? deps.panics?.of(upstream) : undefined;
+    if (watch === undefined) return pick;
+    watch.stale();
+    if (!watch.holds()) return pick;
+    panic.holds = true;
+  }
+  return (await pickInPanic(upstream, deps.breaker, tried)) ?? { node: null, retryAt: null };
 }

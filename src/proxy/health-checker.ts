@@ -17,6 +17,8 @@ export interface HealthChecker {
 export interface HealthCheckerDeps {
   readonly upstreams: Record<string, UpstreamConfig>;
   readonly localDc: string;
+  /** Config `instance_id`: health-check outcomes are this proxy's too. */
+  readonly instanceId?: string;
   readonly breaker: BreakerService;
   readonly client: UpstreamClient;
   readonly logger: Logger;
@@ -30,7 +32,7 @@ export interface HealthCheckerDeps {
  * A healthy answer leaves a closed node's failure count alone: only traffic resets it.
  */
 export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
-  const upstreams = [...buildUpstreams(deps.upstreams, deps.localDc).values()].filter((u) => u.config.health_check.enabled);
+  const upstreams = [...buildUpstreams(deps.upstreams, deps.localDc, deps.instanceId).values()].filter((u) => u.config.health_check.enabled);
   const checking = new Set<string>();
   const timers: NodeJS.Timeout[] = [];
 
@@ -65,7 +67,7 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
       const healthy = await probe(upstream, node);
       deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');
-      const create = { create: upstream.settings };
+      const create = upstream.recordOptions;
       if (!healthy) {
         deps.logger.info({ event: 'health_check_failed', upstream: upstream.name, node: node.id }, `${node.circuit}: health check failed`);
         deps.breaker.record(node.circuit, false, create);

@@ -12,6 +12,7 @@ import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-report.js';
 import { sendResponse } from './send-response.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
+import type { NodeUse } from './node-picker.js';
 import type { ProxyNode } from './upstreams.js';
 
 /** Writing HTTP answers to the caller: a node's streamed answer, a coalesced copy, a fallback. */
@@ -28,12 +29,12 @@ export type AnswerDeps = FailoverDeps & { readonly logger: Logger };
  * failure, even though the head was already passed on. A body cut by the caller leaving
  * says nothing against the node.
  */
-export function streamAnswer(deps: AnswerDeps, call: ProxyCall, node: ProxyNode, attempt: Attempt, judge: boolean): Response {
+export function streamAnswer(deps: AnswerDeps, call: ProxyCall, node: ProxyNode, attempt: Attempt, judge: boolean, use: NodeUse): Response {
   const { parts } = call;
   const status = attempt.status;
   const headers = downstreamFlatHeaders(attempt.rawHeaders);
   if (NO_LENGTH_STATUSES.has(status)) removeFlat(headers, 'content-length');
-  pushNodeMarkers(headers, node);
+  pushNodeMarkers(headers, node, use);
   report(parts.report, node, status);
   const noBody = parts.method === 'HEAD' || NO_BODY_STATUSES.has(status);
   const stale = parts.upstream.stale;

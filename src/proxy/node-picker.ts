@@ -1,9 +1,32 @@
 import { AppError } from '../domain/errors.js';
 import type { Admission } from '../domain/circuit.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { wouldRefuse } from './guard-rails.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
-export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonly retryAt: number | null };
+/**
+ * How a picked node is used. `judged`: its outcome goes to its breaker (not so for a node
+ * used in panic against its breaker); `panic`: picked while its upstream is in panic
+ * (`X-Degraded: panic`); `wouldRefuse`: forced closed while its rules would refuse
+ * (detect-only: `X-Circuit-Would-Refuse: true`).
+ */
+export interface NodeUse {
+  readonly judged: boolean;
+  readonly panic: boolean;
+  readonly wouldRefuse: boolean;
+}
+
+/** The common use: judged, no marks (one object, no allocation per pick). */
+export const PLAIN_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: false });
+const WOULD_REFUSE_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: true });
+
+export type Pick = { readonly node: ProxyNode; readonly use: NodeUse } | { readonly node: null; readonly retryAt: number | null };
+
+/** The use of a node whose breaker admitted the call: marked when only a force let it through. */
+function admittedUse(admission: Admission | null, now: () => number): NodeUse {
+  if (admission?.circuit?.forcedState !== 'closed') return PLAIN_USE; // (a test's stand-in admission may carry no circuit)
+  return wouldRefuse(admission.circuit, now()) ? WOULD_REFUSE_USE : PLAIN_USE;
+}
 
 /**
  * The one walk over an upstream's nodes: the first group (local DC first) with a node whose
@@ -11,7 +34,7 @@ export type Pick = { readonly node: ProxyNode } | { readonly node: null; readonl
  * candidate and is sent that node's admission, so only the chosen node's circuit is
  * admitted (a half-open node's probe slot is taken only when it is used).
  */
-function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null): Generator<ProxyNode, Pick, Admission | null> {
+function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null, now: () => number): Generator<ProxyNode, Pick, Admission | null> {
   let retryAt = Infinity;
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
@@ -21,7 +44,7 @@ function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null): Genera
       const node = group[(start + k) % group.length]!;
       if (tried?.has(node)) continue;
       const admission = yield node;
-      if (admission === null || admission.verdict.allowed) return { node };
+      if (admission === null || admission.verdict.allowed) return { node, use: admittedUse(admission, now) };
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
   }
@@ -48,7 +71,7 @@ export class NodePick {
     /** On a storage outage, a local node is used without its breaker. */
     private readonly failOpen: boolean,
   ) {
-    this.steps = walk(upstream, tried);
+    this.steps = walk(upstream, tried, () => breaker.now());
   }
 
   /** The pick, when every check it took was answered at once; else null (then await `later()`). */
@@ -76,7 +99,7 @@ export class NodePick {
         admission = await (pending ?? this.breaker.allowed(node.circuit));
       } catch (error) {
         // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
-        if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node };
+        if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node, use: PLAIN_USE };
         throw error;
       }
       pending = null;

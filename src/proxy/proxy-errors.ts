@@ -4,6 +4,7 @@
  * and the hop-by-hop field list. Every error text of `/proxy` lives here once.
  */
 import { AppError } from '../domain/errors.js';
+import type { NodeUse } from './node-picker.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
@@ -28,14 +29,25 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
 /** Hop-by-hop fields of a node's 101 answer other than the two the switch needs (and the request-only one). */
 export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set([...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'));
 
-/** Add the marker fields of every node answer to a flat list: which node, which DC, whether it is outside the local DC. */
-export function pushNodeMarkers(headers: string[], node: ProxyNode): void {
-  headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', node.local ? 'false' : 'true');
+/**
+ * Add the marker fields of every node answer to a flat list: which node, which DC, whether
+ * it is degraded (outside the local DC, or `panic`), and, detect-only, whether the node's
+ * rules would have refused the call (docs/proxy.md#guard-rails-ejection-cap-panic-detect-only).
+ */
+export function pushNodeMarkers(headers: string[], node: ProxyNode, use: NodeUse): void {
+  headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', degraded(node, use));
+  if (use.wouldRefuse) headers.push('x-circuit-would-refuse', 'true');
 }
 
 /** The node markers as raw head lines (for a head written on a socket). */
-export function nodeMarkerLines(node: ProxyNode): string {
-  return `x-node: ${node.id}\r\nx-dc: ${node.dc}\r\nx-degraded: ${node.local ? 'false' : 'true'}\r\n`;
+export function nodeMarkerLines(node: ProxyNode, use: NodeUse): string {
+  const refuse = use.wouldRefuse ? 'x-circuit-would-refuse: true\r\n' : '';
+  return `x-node: ${node.id}\r\nx-dc: ${node.dc}\r\nx-degraded: ${degraded(node, use)}\r\n${refuse}`;
+}
+
+function degraded(node: ProxyNode, use: NodeUse): string {
+  if (use.panic) return 'panic';
+  return node.local ? 'false' : 'true';
 }
 
 /** The reason an attempt is cancelled when the caller hung up (never counted against a node). */

@@ -19,6 +19,7 @@ import { ReplayableBody } from './replayable-body.js';
 import type { UpstreamClient } from './upstream-client.js';
 import type { Upstream } from './upstreams.js';
 import type { Attempt } from './attempt.js';
+import type { PanicWatches } from './panic.js';
 
 export { FORWARDED_METHODS } from './proxy-errors.js';
 export type { ProxyInput } from './proxy-call.js';
@@ -37,6 +38,8 @@ export interface ProxyHandlerDeps {
   /** Called once per follower served from another request's call (for a metric). */
   readonly onCoalesced?: (upstream: string) => void;
   readonly hooks?: ProxyHooks;
+  /** The upstreams' panic state, shared with the WebSocket path (panic.ts); absent: never in panic. */
+  readonly panics?: PanicWatches;
 }
 
 export type ProxyHandler = (input: ProxyInput) => Promise<Response>;
@@ -58,7 +61,7 @@ class HttpProxy {
   private readonly answerDeps: AnswerDeps;
 
   constructor(private readonly deps: ProxyHandlerDeps) {
-    this.core = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true };
+    this.core = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true, panics: deps.panics };
     this.answerDeps = { ...this.core, logger: deps.logger };
   }
 
@@ -92,7 +95,7 @@ class HttpProxy {
     const { upstream } = call.parts;
     switch (ending.kind) {
       case 'answer':
-        return streamAnswer(this.answerDeps, call, ending.node, ending.answer, !ending.failed); // a failing answer goes back as sent, already counted
+        return streamAnswer(this.answerDeps, call, ending.node, ending.answer, !ending.failed && ending.use.judged, ending.use); // a failing answer goes back as sent, already counted
       case 'no_node':
         return this.fallbackOr(call, noNodeAvailable(upstream, ending.retryAt));
       case 'timeout':

@@ -9,6 +9,8 @@ export interface ProxyHooks {
   proxyError(upstream: string, error: unknown, durationMs: number): void;
   /** A fallback answer was served instead of a node's. */
   proxyFallback(upstream: string, kind: 'stale' | 'static'): void;
+  /** An upstream entered (`true`) or left panic (`panic_threshold_percent`); optional. */
+  proxyPanic?(upstream: string, panic: boolean): void;
   /** One active health check of a node. */
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void;
 }

@@ -9,6 +9,7 @@ import type { ProxyHooks } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+import { PanicWatches, reportPanic } from './panic.js';
 import { parseProxyTarget } from './target-path.js';
 import { unknownUpstream } from './proxy-errors.js';
 
@@ -16,6 +17,8 @@ import { unknownUpstream } from './proxy-errors.js';
 export interface ProxyOptions {
   readonly localDc: string;
   readonly upstreams: Record<string, UpstreamConfig>;
+  /** Config `instance_id`: the caller this proxy names on its node outcomes. */
+  readonly instanceId?: string;
   readonly client: UpstreamClient;
   /** Counter hook: one call per follower answered from a coalesced call (`circuitlog_proxy_coalesced_total{upstream}`). */
   readonly onCoalesced?: (upstream: string) => void;
@@ -43,9 +46,11 @@ export interface ProxyRoutes {
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): ProxyRoutes {
-  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc);
+  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.proxy.instanceId);
   const ready = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
+  const panics = new PanicWatches(upstreams.values(), deps.breaker, deps.clock, reportPanic(deps.logger, deps.hooks, upstreams.values()));
   const handler = createProxyHandler({
+    panics,
     upstreams,
     breaker: deps.breaker,
     client: deps.proxy.client,
@@ -61,7 +66,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
   const upgrade = createUpgradeHandler({
     upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
-    hooks: deps.hooks,
+    hooks: deps.hooks, panics,
   });
   return { handler, upgrade, ready };
 }

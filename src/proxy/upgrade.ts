@@ -10,6 +10,7 @@ import type { ProxyHooks } from './proxy-hooks.js';
 import { report, reported, type Report } from './proxy-report.js';
 import { handshakeTransport } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
+import type { PanicWatches } from './panic.js';
 import type { Upstream } from './upstreams.js';
 
 export interface UpgradeDeps {
@@ -22,6 +23,8 @@ export interface UpgradeDeps {
   readonly failOpen?: boolean;
   /** Each upgrade attempt is counted as a proxied request (status 101, or what was sent instead). */
   readonly hooks?: ProxyHooks;
+  /** The upstreams' panic state, shared with the HTTP path (panic.ts); absent: never in panic. */
+  readonly panics?: PanicWatches;
 }
 
 /** Handles node:http's 'upgrade' event; throws an AppError for the caller to render. */
@@ -37,7 +40,7 @@ export type UpgradeHandler = (incoming: http.IncomingMessage, socket: Duplex, he
  * other offer (`h2c`) is declined and the request served as plain HTTP/1.1 (ignore-upgrade.ts).
  */
 export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
-  const core: FailoverDeps = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true };
+  const core: FailoverDeps = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true, panics: deps.panics };
 
   async function switchProtocols(incoming: http.IncomingMessage, client: Duplex, clientHead: Buffer, r: Report | null): Promise<void> {
     const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
@@ -59,14 +62,14 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
         case 'unreachable':
           throw upstreamUnreachable(upstream);
       }
-      const { node, answer } = ending;
-      if (!ending.failed) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
+      const { node, answer, use } = ending;
+      if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
       if (answer.switched === null) {
         report(r, node, answer.res.statusCode ?? 0);
-        return relayAnswer(answer.res, node, client); // a failure status goes back as sent, too
+        return relayAnswer(answer.res, node, use, client); // a failure status goes back as sent, too
       }
       switched = true;
-      tunnel(node, answer, client, clientHead, slot);
+      tunnel(node, use, answer, client, clientHead, slot);
       report(r, node, 101);
     } finally {
       if (!switched) slot.release();

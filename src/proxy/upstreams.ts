@@ -24,8 +24,8 @@ export interface Upstream {
   readonly config: UpstreamConfig;
   /** The policy of its node circuits, from the upstream's config block. */
   readonly settings: CircuitPolicy;
-  /** `{ create: settings }`, made once: passed to every `breaker.record` of a node. */
-  readonly recordOptions: { readonly create: CircuitPolicy };
+  /** `{ create: settings, caller }`, made once: passed to every `breaker.record` of a node. */
+  readonly recordOptions: { readonly create: CircuitPolicy; readonly caller?: string };
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
@@ -38,8 +38,8 @@ export interface Upstream {
   inFlight: number;
 }
 
-/** Build the run-time upstreams from the parsed config. */
-export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string): Map<string, Upstream> {
+/** Build the run-time upstreams from the parsed config; `caller` (config `instance_id`) names this proxy on its node outcomes. */
+export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string, caller?: string): Map<string, Upstream> {
   const out = new Map<string, Upstream>();
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
@@ -55,7 +55,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
       name,
       config,
       settings,
-      recordOptions: { create: settings },
+      recordOptions: caller === undefined ? { create: settings } : { create: settings, caller },
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),

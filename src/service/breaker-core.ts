@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Admission, BreakerPolicy, Circuit, Outcome, Step } from '../domain/circuit.js';
 import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import { drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
 import type { BreakerObserver } from './breaker-observer.js';
@@ -48,6 +49,8 @@ export class BreakerCore {
     /** Told of every stored transition, outcome and refusal (metrics, the event stream). */
     protected readonly observer?: BreakerObserver,
     protected readonly limits: ServiceLimits = {},
+    /** Soft throttling's draws (`domain/throttle.ts`); tests pass a fake. */
+    protected readonly random: RandomSource = Math.random,
   ) {
     this.defaults = resolvePolicy(defaults);
     this.room = new CircuitRoom(store, limits.maxCircuits);
@@ -66,7 +69,7 @@ export class BreakerCore {
   }
 
   protected callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
-    return callStep({ name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs }, outcome, this.policy);
+    return callStep({ name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs }, outcome, this.policy, drawOnce(this.random)); // one call, one draw
   }
 
   /**

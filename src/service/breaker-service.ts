@@ -1,9 +1,12 @@
-import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition } from '../domain/circuit.js';
+import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition, type Verdict } from '../domain/circuit.js';
 import type { AppError } from '../domain/errors.js';
 import type { CircuitPolicy, CircuitSettings } from '../domain/policy.js';
+import { drawOnce } from '../domain/throttle.js';
 import { isPromise, chain } from '../store/maybe-promise.js';
 import { BreakerCore, type ServiceItem } from './breaker-core.js';
-import { openError } from './open-error.js';
+import { guardedItems, type OutcomeGuard } from './guarded-outcome.js';
+import { openError, type OpenErrorOptions } from './open-error.js';
+import { callerOpenError } from './caller-refusal.js';
 
 export type { Clock, ServiceLimits } from './breaker-core.js';
 
@@ -13,6 +16,14 @@ export interface OutcomeOptions {
   readonly timeoutSeconds?: number;
   /** How long the call took; judged against a window's slow-call duration. */
   readonly durationMs?: number;
+  /** Who made the call (domain/caller.ts): counted toward a quorum and the caller's own isolation. */
+  readonly caller?: string;
+}
+
+/** The outcome of `options`, naming its caller only when it has one (the proxy's hot path allocates nothing more). */
+function outcomeOf(success: boolean, options: OutcomeOptions, durationMs?: number): Outcome {
+  const { timeoutSeconds, caller } = options;
+  return caller === undefined ? { success, timeoutSeconds, durationMs } : { success, timeoutSeconds, durationMs, caller };
 }
 
 /** One outcome of a batch. */
@@ -54,13 +65,19 @@ export class BreakerService extends BreakerCore {
    * in memory (SQLite always; Redis from its cache); `undefined` means ask `allowed`.
    * A refusal answered here is reported to the observer as `allowed` would.
    */
-  peekAllowed(name: string): Decision | undefined {
+  peekAllowed(name: string, caller?: string): Decision | undefined {
     const current = this.store.peek(name);
     if (current === undefined) return undefined;
     if (current === null) return null;
-    const admission = admit(current, this.clock(), this.policy);
+    // A throttle that must draw (p > 0) is `allowed`'s work too: one draw per call, made
+    // inside the store's step (a refusal is a write), never here and again there.
+    let mustDraw = false;
+    const admission = admit(current, this.clock(), this.policy, caller, () => {
+      mustDraw = true;
+      return 1; // admits; the answer is not used
+    });
     // Taking a probe slot or moving to half-open is a write: that is `allowed`'s work.
-    if (admission.circuit !== current) return undefined;
+    if (mustDraw || admission.circuit !== current) return undefined;
     return this.settle(name, admission);
   }
 
@@ -68,9 +85,10 @@ export class BreakerService extends BreakerCore {
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
    */
-  async allowed(name: string): Promise<Decision> {
+  async allowed(name: string, caller?: string): Promise<Decision> {
     const now = this.clock();
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy)));
+    const random = drawOnce(this.random); // one admission, one draw, however often the store runs the step
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller, random)));
   }
 
   /**
@@ -80,15 +98,40 @@ export class BreakerService extends BreakerCore {
    */
   record(name: string, success: boolean, options: OutcomeOptions = {}, durationMs = options.durationMs): Promise<Circuit> {
     // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const outcome = outcomeOf(success, options, durationMs);
     const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
     if (!isPromise(result)) return Promise.resolve(result);
-    result.catch((error: unknown) => {
-      if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
-      this.lastRecordWarning = this.clock();
-      this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
-    });
+    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
     return result;
+  }
+
+  /**
+   * `record`, with `guard` free to change the step after seeing the `peers` circuits as
+   * the same atomic write reads them (the proxy's ejection cap: proxy/guard-rails.ts). See
+   * `guardedItems` for how the peers' reads are made part of the write.
+   */
+  recordAmong(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined, peers: readonly string[], guard: OutcomeGuard): Promise<Circuit> {
+    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
+    const result = chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!.circuit);
+    if (!isPromise(result)) return Promise.resolve(result);
+    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+    return result;
+  }
+
+  /**
+   * The circuit as the store holds it in memory right now, without a write or a round trip
+   * (null: not stored; undefined: not in memory, ask `get`). Not refreshed: an open circuit
+   * past its open time is still `open` here (the proxy's panic reading judges that itself).
+   */
+  peekCircuit(name: string): Circuit | null | undefined {
+    return this.store.peek(name);
+  }
+
+  private warnNotRecorded(name: string, success: boolean, error: unknown): void {
+    if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
+    this.lastRecordWarning = this.clock();
+    this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
   }
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
@@ -114,15 +157,15 @@ export class BreakerService extends BreakerCore {
    * allowed, else record the outcome; the check and the record are one atomic step.
    */
   async call(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Circuit> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome = outcomeOf(success, options);
     const step = (await this.run(name, this.callStep(name, outcome, options.create), outcome))!;
-    if (!step.verdict.allowed) throw this.openError(step.circuit, step.verdict.retryAt, { forced: step.verdict.forced });
+    if (!step.verdict.allowed) throw this.refusal(step.circuit, step.verdict, outcome.caller);
     return step.circuit;
   }
 
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds };
+    const outcome = outcomeOf(success, options);
     return this.withRoom([name], async () => (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission);
   }
 
@@ -193,8 +236,17 @@ export class BreakerService extends BreakerCore {
     return circuit === null ? null : this.store.events(circuit.id, limit);
   }
 
+  /**
+   * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when
+   * its own isolation refused it (`caller-refusal.ts`). `circuit` as in `openError`.
+   */
+  refusal(circuit: Circuit, verdict: Verdict & { allowed: false }, caller: string | undefined, options: { circuit?: unknown } = {}): AppError {
+    if (verdict.scope === 'caller' && caller !== undefined) return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
+    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled, circuit: options.circuit });
+  }
+
   /** The error for a refused call (`open-error.ts`). */
-  openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; circuit?: unknown } = {}): AppError {
+  openError(circuit: Circuit, retryAt: number, options: OpenErrorOptions = {}): AppError {
     return openError(circuit, retryAt, options);
   }
 }

@@ -1,16 +1,26 @@
-import type { Circuit } from '../domain/circuit.js';
+import type { Circuit, ThrottledVerdict } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
+import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
+
+export interface OpenErrorOptions {
+  readonly forced?: boolean;
+  /** The soft throttle refused the call (the verdict's `throttled`). */
+  readonly throttled?: ThrottledVerdict;
+  /** Replaces the `circuit` member (circuitlog's `/call` sends the whole object). */
+  readonly circuit?: unknown;
+}
 
 /**
- * The error for a refused call: CIRCUIT_FORCED_OPEN when forced, else CIRCUIT_OPEN.
- * `circuit` replaces the `circuit` member (circuitlog's `/call` sends the whole object).
+ * The error for a refused call: CIRCUIT_FORCED_OPEN when forced, CIRCUIT_THROTTLED when
+ * the soft throttle refused it, else CIRCUIT_OPEN.
  */
-export function openError(circuit: Circuit, retryAt: number, options: { forced?: boolean; circuit?: unknown } = {}): AppError {
+export function openError(circuit: Circuit, retryAt: number, options: OpenErrorOptions = {}): AppError {
   const extensions = {
     circuit: options.circuit ?? circuit.name,
     state: circuit.state,
     open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
   };
+  if (options.throttled) return throttledError(circuit, options.throttled, extensions);
   if (options.forced) {
     const detail = `Circuit '${circuit.name}' is forced open by an operator; every call is refused until the force is cleared.`;
     return new AppError('CIRCUIT_FORCED_OPEN', detail, { retryAt, extensions: { ...extensions, forced_state: 'open' } });
@@ -20,4 +30,14 @@ export function openError(circuit: Circuit, retryAt: number, options: { forced?:
       ? `Circuit '${circuit.name}' is open; calls are refused until ${new Date(retryAt).toISOString()}.`
       : `Circuit '${circuit.name}' is half-open and all ${circuit.halfOpenMaxCalls} probe slot(s) are taken.`;
   return new AppError('CIRCUIT_OPEN', detail, { retryAt, extensions });
+}
+
+/** A call the soft throttle refused: 503 `circuit-throttled`, `Retry-After: 1`, the probability it was drawn against. */
+function throttledError(circuit: Circuit, throttled: ThrottledVerdict, extensions: Record<string, unknown>): AppError {
+  const percent = Math.round(throttled.probability * 1000) / 10;
+  const detail = `Circuit '${circuit.name}' is closed but throttled: it refuses ${percent}% of calls while its dependency accepts too few of them.`;
+  return new AppError('CIRCUIT_THROTTLED', detail, {
+    retryAfterSeconds: THROTTLE_RETRY_AFTER_MS / 1000,
+    extensions: { ...extensions, throttle_probability: throttled.probability },
+  });
 }

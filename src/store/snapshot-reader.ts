@@ -1,5 +1,6 @@
 import type { CircuitState } from '../domain/circuit.js';
 import type { ForcedState, WindowPolicy } from '../domain/policy.js';
+import type { ThrottlePolicy, ThrottleState } from '../domain/throttle.js';
 import type { WindowState } from '../domain/window.js';
 
 /** One circuit as the state gauges read it: typed values, whichever store holds it. */
@@ -11,6 +12,10 @@ export interface GaugeCircuit {
   readonly forcedState: ForcedState | null;
   readonly window: WindowPolicy | null;
   readonly windowState: WindowState | null;
+  readonly throttle: ThrottlePolicy | null;
+  readonly throttleState: ThrottleState | null;
+  /** Callers a quorum circuit isolates now (issue 17); null without a quorum. */
+  readonly isolatedCallers: number | null;
 }
 
 export type StateCounts = Record<CircuitState, number>;

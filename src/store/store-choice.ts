@@ -1,3 +1,4 @@
+import { isClusterUrl, parseClusterUrl } from './redis/cluster-url.js';
 import { isSentinelUrl, parseSentinelUrl, redactSentinelUrl } from './redis/sentinel-url.js';
 
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
@@ -27,7 +28,7 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
     if (path === '') throw fail("CIRCUITLOG_STORE: 'sqlite:' needs a file path (sqlite:./data/circuitlog.db)");
     return { kind: 'sqlite', path };
   }
-  const problem = isSentinelUrl(raw) ? sentinelProblem(raw) : redisUrlProblem(raw);
+  const problem = isSentinelUrl(raw) ? sentinelProblem(raw) : isClusterUrl(raw) ? clusterProblem(raw) : redisUrlProblem(raw);
   const shown = redactSentinelUrl(raw).replace(/:[^:@/]*@/, ':***@'); // never print a password
   if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
   return { kind: 'redis', url: raw, timeoutMs };
@@ -44,7 +45,7 @@ export function redisUrlProblem(raw: string): string | null {
   } catch {
     return 'is not a URL (sqlite:<path>, redis://host[:port][/db] or rediss://...)';
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis://, rediss:// or redis+sentinel://';
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis://, rediss://, redis+sentinel:// or redis+cluster://';
   if (url.hostname === '') return 'has no host (redis://host[:port][/db])';
   const db = url.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d{1,5}$/.test(db)) return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
@@ -57,9 +58,14 @@ const sentinelProblem = (raw: string): string | null => {
   return 'problem' in parsed ? parsed.problem : null;
 };
 
+const clusterProblem = (raw: string): string | null => {
+  const parsed = parseClusterUrl(raw);
+  return 'problem' in parsed ? parsed.problem : null;
+};
+
 /** The URL with its password replaced, for logs. */
 export function redactUrl(raw: string): string {
-  if (isSentinelUrl(raw)) return redactSentinelUrl(raw);
+  if (isSentinelUrl(raw) || isClusterUrl(raw)) return redactSentinelUrl(raw);
   const url = new URL(raw);
   if (url.password !== '') url.password = '***';
   return url.toString();

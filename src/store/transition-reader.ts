@@ -1,7 +1,8 @@
 import type { CircuitState } from '../domain/circuit.js';
+import type { TransitionDetail } from '../domain/transition-detail.js';
 
-/** One stored transition with its circuit's name. */
-export interface LoggedTransition {
+/** One stored transition with its circuit's name (and its detail members, issue 17). */
+export interface LoggedTransition extends TransitionDetail {
   readonly id: number;
   readonly circuit: string;
   readonly from: CircuitState;

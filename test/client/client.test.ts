@@ -126,7 +126,7 @@ describe('calls', () => {
     const error = new Error('mine');
     await expect(client.call('svc', () => Promise.reject(error))).rejects.toBe(error);
     await client.close();
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String), caller: client.caller }]);
   });
 
   it('uses the fallback when the call is refused, throws, or times out', async () => {
@@ -164,7 +164,7 @@ describe('calls', () => {
     expect(signal?.reason).toBe(error);
     finish(1);
     await vi.advanceTimersByTimeAsync(10);
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String) }]);
+    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String), caller: client.caller }]);
   });
 
   it('gives fn a signal that never aborts when no timeout is set', async () => {

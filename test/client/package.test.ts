@@ -7,7 +7,7 @@ const run = promisify(execFile);
 describe('the circuitlog/client package entry', () => {
   it('resolves through package.json exports to the built JavaScript', async () => {
     const { stdout } = await run(process.execPath, ['--input-type=module', '-e', "import('circuitlog/client').then((m) => console.log(Object.keys(m).sort().join(',')))"]);
-    expect(stdout.trim()).toBe('CallTimeoutError,CircuitOpenError,CircuitlogClient,CircuitlogRequestError,CircuitlogUnavailableError,createClient');
+    expect(stdout.trim()).toBe('CallTimeoutError,CircuitOpenError,CircuitThrottledError,CircuitlogClient,CircuitlogRequestError,CircuitlogUnavailableError,createClient');
   });
 
   it('types a consumer under strict, inferring results from fn and fallback', async () => {

@@ -277,3 +277,36 @@ describe('dashboard at a glance', () => {
     expect(errors).toEqual([]);
   });
 });
+
+describe('dashboard: detect-only circuits (issue 17)', () => {
+  const patch = (server: ServerProcess, name: string, body: unknown) =>
+    fetch(`${server.url}/circuits/${encodeURIComponent(name)}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const fail = (server: ServerProcess, name: string, caller: string) =>
+    fetch(`${server.url}/circuits/${encodeURIComponent(name)}/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success: false, caller }) });
+
+  it('marks forced-closed circuits whose rules would refuse (open underneath, or isolating a caller), and no other', async () => {
+    const server = await start();
+    expect((await patch(server, 'trial/open', { failure_threshold: 1, forced_state: 'closed' })).status).toBe(201);
+    expect((await patch(server, 'trial/isolating', { failure_threshold: 2, forced_state: 'closed', quorum: { min_callers: 2 } })).status).toBe(201);
+    expect((await patch(server, 'trial/quiet', { forced_state: 'closed' })).status).toBe(201);
+    await fail(server, 'trial/open', 'a');
+    await fail(server, 'trial/isolating', 'bad');
+    await fail(server, 'trial/isolating', 'bad');
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.locator('#live.on').waitFor({ timeout: 10_000 });
+    const badge = (name: string) => page.locator(`tr[data-circuit="${name}"] .would-refuse-badge`);
+    expect(await badge('trial/open').textContent()).toBe('would refuse');
+    expect(await badge('trial/open').getAttribute('title')).toBe('Detect-only: the rules hold it open: every call would be refused');
+    expect(await badge('trial/isolating').getAttribute('title')).toBe('Detect-only: 1 isolated caller(s) would be refused: bad');
+    expect(await badge('trial/quiet').count()).toBe(0);
+    // Still admitting every call: the force decides.
+    expect(await page.locator('tr[data-circuit="trial/open"] .calls').textContent()).toBe('allowed');
+    expect(await page.locator('tr[data-circuit="trial/open"]').getAttribute('class')).toContain('would-refuse');
+    // Enforced: the marker goes, the row refuses.
+    expect((await patch(server, 'trial/open', { forced_state: null })).status).toBe(200);
+    await page.locator('tr[data-circuit="trial/open"] .calls.refused').waitFor({ timeout: 5_000 });
+    expect(await badge('trial/open').count()).toBe(0);
+    expect(errors).toEqual([]);
+  });
+});

@@ -13,6 +13,7 @@ const everyField: CircuitPolicy = {
   window: { type: 'count', size: 40, minimumCalls: 20, failureRateThreshold: 25.5, slowCallDurationMs: 750, slowCallRateThreshold: 80 },
   backoff: { multiplier: 1.5, maxTimeoutSeconds: 900 },
   forcedState: 'open',
+  throttle: { k: 3, windowSeconds: 20 },
 };
 
 const throughJson = (wire: PolicyWire): PolicyWire => JSON.parse(JSON.stringify(wire)) as PolicyWire;
@@ -35,6 +36,7 @@ describe('the policy wire mapping', () => {
       window: { type: 'count', size: 40, minimum_calls: 20, failure_rate_threshold: 25.5, slow_call_duration_ms: 750, slow_call_rate_threshold: 80 },
       backoff: { multiplier: 1.5, max_timeout_seconds: 900 },
       forced_state: 'open',
+      throttle: { k: 3, window_seconds: 20 },
     });
   });
 
@@ -56,6 +58,14 @@ describe('the policy wire mapping', () => {
     expect(p.backoff).toEqual({ multiplier: POLICY_DEFAULTS.backoff.multiplier, maxTimeoutSeconds: POLICY_DEFAULTS.backoff.maxTimeoutSeconds });
   });
 
+  it('fills left-out throttle members from POLICY_DEFAULTS, and reads a throttle left out as none', () => {
+    const base = policyToWire(POLICY_DEFAULTS.circuit, true);
+    expect(policyFromWire({ ...base, throttle: {} }).throttle).toEqual({ k: POLICY_DEFAULTS.throttle.k, windowSeconds: POLICY_DEFAULTS.throttle.windowSeconds });
+    expect(policyFromWire({ ...base, throttle: { k: null, window_seconds: 5 } }).throttle).toEqual({ k: 2, windowSeconds: 5 });
+    const { throttle: _none, ...older } = base;
+    expect(policyFromWire(older).throttle).toBeNull();
+  });
+
   it("caps the default backoff at the base open time when that is longer than the table's cap", () => {
     const p = policyFromWire({ ...policyToWire(POLICY_DEFAULTS.circuit, true), timeout_seconds: 600, backoff: {} });
     expect(p.backoff?.maxTimeoutSeconds).toBe(600);
@@ -63,6 +73,13 @@ describe('the policy wire mapping', () => {
 });
 
 describe('policyFromJson (the client reading a server)', () => {
+  it('reads throttle leniently: members out of range take their defaults, a non-object is none, a missing one the fallback', () => {
+    const fallback: CircuitPolicy = { ...everyField, forcedState: null };
+    expect(policyFromJson({ throttle: { k: 0.5, window_seconds: 601 } }, fallback).throttle).toEqual({ k: 2, windowSeconds: 60 });
+    expect(policyFromJson({ throttle: 'on' }, fallback).throttle).toBeNull();
+    expect(policyFromJson({}, fallback).throttle).toEqual(fallback.throttle);
+  });
+
   it('reads a circuit JSON with every field set as the strict mapping does', () => {
     const json = { name: 'svc', state: 'closed', ...policyToWire(everyField, true) };
     expect(policyFromJson(json, POLICY_DEFAULTS.circuit)).toEqual(everyField);

@@ -1,9 +1,12 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { RedisKeys } from '../../src/store/redis/redis-keys.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, request } from '../redis/http.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, type ServerProcess } from '../server-process.js';
+
+const keys = new RedisKeys('circuitlog:');
 
 const exec = promisify(execFile);
 const running: ServerProcess[] = [];
@@ -32,20 +35,20 @@ describe('malformed data in Redis is skipped and logged once, and the service ke
     const { host, cli } = await setup();
     const a = await host();
     for (const name of ['good', 'notjson', 'badfield', 'string']) expect((await request(`${a.url}/circuits/${name}/failure`, 'POST')).status).toBe(200);
-    await cli('HSET', 'circuitlog:c:{notjson}', 'c', '{not json');
-    const stored = JSON.parse(await cli('HGET', 'circuitlog:c:{badfield}', 'c'));
-    await cli('HSET', 'circuitlog:c:{badfield}', 'c', JSON.stringify({ ...stored, failureCount: 'many' }));
-    await cli('DEL', 'circuitlog:c:{string}');
-    await cli('SET', 'circuitlog:c:{string}', 'garbage');
+    await cli('HSET', keys.circuit('notjson'), 'c', '{not json');
+    const stored = JSON.parse(await cli('HGET', keys.circuit('badfield'), 'c'));
+    await cli('HSET', keys.circuit('badfield'), 'c', JSON.stringify({ ...stored, failureCount: 'many' }));
+    await cli('DEL', keys.circuit('string'));
+    await cli('SET', keys.circuit('string'), 'garbage');
 
     for (let i = 0; i < 2; i++) {
       const list = await request(`${a.url}/circuits`);
       expect(list.status).toBe(200);
       expect(list.json.circuits.map((c: { name: string }) => c.name)).toEqual(['good']);
     }
-    await eventually(async () => warnings(a, 'circuitlog:c:{string}').length > 0, 2_000); // log lines arrive after the answer
-    for (const key of ['circuitlog:c:{notjson}', 'circuitlog:c:{badfield}', 'circuitlog:c:{string}']) expect(warnings(a, key), key).toHaveLength(1);
-    expect(warnings(a, 'circuitlog:c:{badfield}')[0]!.problem).toMatch(/failureCount/);
+    await eventually(async () => warnings(a, keys.circuit('string')).length > 0, 2_000); // log lines arrive after the answer
+    for (const key of [keys.circuit('notjson'), keys.circuit('badfield'), keys.circuit('string')]) expect(warnings(a, key), key).toHaveLength(1);
+    expect(warnings(a, keys.circuit('badfield'))[0]!.problem).toMatch(/failureCount/);
 
     const b = await host(); // loads every circuit for the state gauges at start
     expect((await request(`${b.url}/metrics`)).status).toBe(200);
@@ -60,8 +63,8 @@ describe('malformed data in Redis is skipped and logged once, and the service ke
     const { host, cli } = await setup();
     const a = await host();
     expect((await request(`${a.url}/circuits/x/failure`, 'POST')).status).toBe(200);
-    const seq = await cli('INCR', 'circuitlog:seq');
-    await cli('XADD', 'circuitlog:transitions', `${seq}-0`, 'circuit', 'x', 'from', 'closed', 'to', 'open', 'reason', 'manual', 'at', 'not-a-number');
+    const seq = await cli('INCR', keys.of('x').seq);
+    await cli('XADD', keys.of('x').transitions, `${seq}-0`, 'circuit', 'x', 'from', 'closed', 'to', 'open', 'reason', 'manual', 'at', 'not-a-number');
     expect(await eventually(async () => a.logs.some((l) => l.event === 'redis_malformed' && l.entry === `${seq}-0`), 3_000)).toBe(true);
     expect((await request(`${a.url}/dashboard/api/state`)).status).toBe(200);
     const b = await host();
@@ -74,11 +77,11 @@ describe('malformed data in Redis is skipped and logged once, and the service ke
     const { host, cli } = await setup();
     const a = await host();
     for (let i = 0; i < 5; i++) await request(`${a.url}/circuits/y/failure`, 'POST'); // opens it: one transition
-    await cli('LPUSH', 'circuitlog:e:{y}', 'garbage');
+    await cli('LPUSH', keys.events('y'), 'garbage');
     const events = await request(`${a.url}/circuits/y/events`);
     expect(events.status).toBe(200);
     expect(events.json.events).toHaveLength(1);
-    expect(await eventually(async () => warnings(a, 'circuitlog:e:{y}').length === 1, 2_000)).toBe(true);
+    expect(await eventually(async () => warnings(a, keys.events('y')).length === 1, 2_000)).toBe(true);
   });
 
   it('a garbage PUBLISH on the changes channel leaves the cache on: reads of a held circuit still answer while Redis is frozen', async () => {

@@ -2,10 +2,13 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { RedisKeys } from '../../src/store/redis/redis-keys.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, request } from '../redis/http.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+
+const keys = new RedisKeys('circuitlog:');
 
 const exec = promisify(execFile);
 const running: ServerProcess[] = [];
@@ -37,7 +40,7 @@ describe('store.redis.replicas_ack: a write is acknowledged once that many repli
       const write = await request(`${host.url}/circuits/acked/failure`, 'POST');
       expect(write.status).toBe(200);
     }
-    expect(JSON.parse(await cli(replica.port, 'HGET', 'circuitlog:c:{acked}', 'c')).failureCount).toBe(20); // every acknowledged failure is on the replica
+    expect(JSON.parse(await cli(replica.port, 'HGET', keys.circuit('acked'), 'c')).failureCount).toBe(20); // every acknowledged failure is on the replica
     replica.child.kill('SIGSTOP');
     try {
       const write = await request(`${host.url}/circuits/other/failure`, 'POST', 5_000);

@@ -1,11 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { RedisKeys } from '../../src/store/redis/redis-keys.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStream } from '../observe/sse-client.js';
 import { eventually, request } from '../redis/http.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { cli, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, masterInfo, startSentinel, type Sentinel } from '../redis/sentinel.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+
+const keys = new RedisKeys('circuitlog:');
 
 const running: ServerProcess[] = [];
 const redises: RedisServer[] = [];
@@ -109,7 +112,7 @@ async function failover(storeRedis: string): Promise<Failover> {
   const [newHost, newPort] = (await cli(watching[0]!.port, 'SENTINEL', 'get-master-addr-by-name', MASTER)).split('\n');
   expect(newHost).toBe('127.0.0.1');
   expect(Number(newPort)).not.toBe(primary.port);
-  const stored = JSON.parse(await cli(Number(newPort), 'HGET', 'circuitlog:c:{load}', 'c')).failureCount as number;
+  const stored = JSON.parse(await cli(Number(newPort), 'HGET', keys.circuit('load'), 'c')).failureCount as number;
   return { hosts, blackoutMs: resumed!.endedMs - killedAtMs, acknowledged, unanswered: answers.length - acknowledged, stored, stream };
 }
 

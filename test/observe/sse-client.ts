@@ -1,7 +1,10 @@
 import http from 'node:http';
 
 export interface SseEvent {
+  /** The id as a number (SQLite's transition ids; NaN for a Redis cursor: see `rawId`). */
   readonly id: number;
+  /** The id as sent (opaque: a Redis cursor is numbers joined by dots). */
+  readonly rawId: string;
   readonly event: string;
   readonly data: any;
 }
@@ -50,7 +53,8 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
             else if (line.includes(':')) fields[line.slice(0, line.indexOf(':'))] = line.slice(line.indexOf(':') + 1).trimStart();
           }
           if (fields.event === undefined) continue;
-          const event = { id: Number(fields.id), event: fields.event, data: JSON.parse(fields.data ?? 'null') };
+          const event = { id: Number(fields.id), event: fields.event, data: JSON.parse(fields.data ?? 'null') } as SseEvent;
+          Object.defineProperty(event, 'rawId', { value: fields.id ?? '', enumerable: false }); // toEqual on events compares what it always did
           const waiter = waiters.shift();
           if (waiter) waiter(event);
           else queued.push(event);

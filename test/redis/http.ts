@@ -41,3 +41,9 @@ export async function eventually(probe: () => Promise<boolean>, limitMs = 10_000
   }
   return false;
 }
+
+/** Is Redis event cursor `a` past `b`: at or past it on every shard, and past it on one (ids are opaque to clients; tests may look inside). */
+export function cursorAfter(a: string, b: string): boolean {
+  const [x, y] = [a.split('.').map(Number), b.split('.').map(Number)];
+  return x.length === y.length && x.every((n, i) => n >= y[i]!) && x.some((n, i) => n > y[i]!);
+}

@@ -24,6 +24,8 @@ export interface RedisServerOptions {
   readonly password?: string;
   /** A replica of the redis-server on this loopback port. */
   readonly replicaOf?: number;
+  /** More `redis-server` arguments (a Cluster node's: test/redis/cluster.ts). */
+  readonly args?: readonly string[];
 }
 
 function freePort(): Promise<number> {
@@ -46,6 +48,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   if (options.appendfsync) args.push('--appendfsync', options.appendfsync, '--appenddirname', 'aof');
   if (options.password !== undefined) args.push('--requirepass', options.password);
   if (options.replicaOf !== undefined) args.push('--replicaof', '127.0.0.1', String(options.replicaOf));
+  args.push(...(options.args ?? []));
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -59,7 +62,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
         socket.write('PING\r\n');
         socket.once('data', (data) => {
           socket.destroy();
-          if (!data.toString().startsWith('+PONG') && !data.toString().startsWith('-NOAUTH')) return; // still loading its data
+          if (!data.toString().startsWith('+PONG') && !data.toString().startsWith('-NOAUTH') && !data.toString().startsWith('-CLUSTERDOWN')) return; // still loading its data
           clearInterval(poll);
           clearTimeout(timer);
           resolve();

@@ -31,7 +31,7 @@ export const DOWN_AFTER_MS = 1_000;
 export const FAILOVER_TIMEOUT_MS = 3_000;
 
 /** A sentinel watching master `name` at 127.0.0.1:`primaryPort` with quorum 2; resolves once it answers. */
-export async function startSentinel(name: string, primaryPort: number): Promise<Sentinel> {
+export async function startSentinel(name: string, primaryPort: number, auth: { requirepass?: string; masterPassword?: string } = {}): Promise<Sentinel> {
   const port = await freePort();
   const dir = tempDir('circuitlog-sentinel-');
   const conf = path.join(dir, 'sentinel.conf'); // Sentinel rewrites its own file: it must be writable
@@ -45,6 +45,8 @@ export async function startSentinel(name: string, primaryPort: number): Promise<
       `sentinel down-after-milliseconds ${name} ${DOWN_AFTER_MS}`,
       `sentinel failover-timeout ${name} ${FAILOVER_TIMEOUT_MS}`,
       `sentinel parallel-syncs ${name} 1`,
+      ...(auth.masterPassword === undefined ? [] : [`sentinel auth-pass ${name} ${auth.masterPassword}`]),
+      ...(auth.requirepass === undefined ? [] : [`requirepass ${auth.requirepass}`]),
       '',
     ].join('\n'),
   );
@@ -52,7 +54,7 @@ export async function startSentinel(name: string, primaryPort: number): Promise<
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const ok = await cli(port, 'PING').then((r) => r === 'PONG', () => false);
+    const ok = await cli(port, ...(auth.requirepass === undefined ? [] : ['--no-auth-warning', '-a', auth.requirepass]), 'PING').then((r) => r === 'PONG', () => false);
     if (ok) break;
     if (Date.now() > deadline || child.exitCode !== null) throw new Error('redis-server --sentinel did not start');
     await new Promise((r) => setTimeout(r, 50));

@@ -2,6 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { createClient } from '@redis/client';
 import pino from 'pino';
 import type { RedisConnection } from '../../src/store/redis/connect.js';
+import type { Subscriber } from '../../src/store/redis/change-subscription.js';
+import { clusterLinks } from '../../src/store/redis/cluster-connect.js';
+import { isClusterUrl, parseClusterUrl } from '../../src/store/redis/cluster-url.js';
+import { connectionLink } from '../../src/store/redis/redis-commands.js';
 import { RedisCircuitStore } from '../../src/store/redis/redis-store.js';
 
 const open: RedisConnection[] = [];
@@ -12,6 +16,7 @@ const open: RedisConnection[] = [];
  * until connected, and a key prefix of its own keeps each app's circuits apart.
  */
 export function redisTestStore(url: string): RedisCircuitStore {
+  if (isClusterUrl(url)) return clusterTestStore(url);
   const connect = () => {
     const client = createClient({ url, RESP: 2 }) as unknown as RedisConnection;
     client.on('error', () => {}); // a test that stops its server sees the errors through the store
@@ -19,9 +24,22 @@ export function redisTestStore(url: string): RedisCircuitStore {
     open.push(client);
     return client;
   };
-  return new RedisCircuitStore(connect(), connect(), { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
+  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
+}
+
+const closers: (() => void)[] = [];
+
+/** The same on a Redis Cluster (`setup-redis-cluster.ts`): the cluster client and its subscription. */
+function clusterTestStore(url: string): RedisCircuitStore {
+  const parsed = parseClusterUrl(url);
+  if ('problem' in parsed) throw new Error(parsed.problem);
+  const logger = pino({ level: 'silent' });
+  const links = clusterLinks(parsed, logger, false);
+  closers.push(() => links.close());
+  return new RedisCircuitStore(links.link, links.subscriber, { prefix: `t-${randomUUID()}:`, logger });
 }
 
 export function closeTestStores(): void {
   for (const client of open.splice(0)) client.destroy();
+  for (const close of closers.splice(0)) close();
 }

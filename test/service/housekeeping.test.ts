@@ -49,8 +49,8 @@ const stores: [string, () => Promise<Fixture>][] = [
       const store = redisTestStore(redis.url());
       await store.ready();
       const log = async () => {
-        const stream = await store.redis.command<[string, string[]][]>(['XRANGE', store.keys.transitions, '-', '+']);
-        return group(stream.map(([, f]) => [f[1]!, Number(f[f.indexOf('at') + 1])]));
+        const streams = await Promise.all(store.keys.shards.map((k) => store.redis.command<[string, string[]][]>(['XRANGE', k.transitions, '-', '+'])));
+        return group(streams.flat().map(([, f]) => [f[1]!, Number(f[f.indexOf('at') + 1])]));
       };
       return { store, housekeeping: new RedisHousekeeping(store), log };
     },

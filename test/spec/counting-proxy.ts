@@ -16,7 +16,8 @@ export interface CountingProxy {
 export async function startCountingProxy(targetPort: number): Promise<CountingProxy> {
   const log: string[] = [];
   const server = http.createServer((req, res) => {
-    log.push(`${req.method} ${req.url}`);
+    // Counted by path: a client may add a query (the Node client's ?caller=).
+    log.push(`${req.method} ${req.url?.split('?')[0]}`);
     const upstream = http.request(
       { host: '127.0.0.1', port: targetPort, method: req.method, path: req.url, headers: req.headers },
       (answer) => {

@@ -44,7 +44,7 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     expect(await store.find('svc')).toEqual(written!.circuit);
   });
 
-  it('keeps every field of a circuit exactly: policy, window state, leases and times', async () => {
+  it('keeps every field of a circuit exactly: policy, window and throttle state, leases and times', async () => {
     const store = await makeStore();
     const full: Circuit = {
       ...newCircuit('full', settings, T0),
@@ -55,6 +55,8 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
       backoff: { multiplier: 2, maxTimeoutSeconds: 600 },
       forcedState: 'closed',
       windowState: { type: 'count', outcomes: 'ab', failures: 1, slowCalls: 1 },
+      throttle: { k: 1.5, windowSeconds: 30 },
+      throttleState: { type: 'time', buckets: [[T0 / 1000, 4, 3, 0]] },
       probeLeases: [T0 + 10_000, T0 + 20_000],
       probeSuccesses: 1,
       openUntil: T0 + 60_000,
@@ -70,6 +72,27 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     // The listings read the same fields (SQLite reads them as raw rows).
     expect(await store.list({ limit: 10 })).toEqual([{ ...full, id }]);
     expect(await store.list({ limit: 10, state: 'half_open', now: T0 })).toEqual([{ ...full, id }]);
+  });
+
+  it('keeps a quorum and its caller table exactly, and the detail members of a transition (issue 17)', async () => {
+    const store = await makeStore();
+    const circuit: Circuit = {
+      ...newCircuit('shared', { ...settings, quorum: { minCallers: 2, windowSeconds: 60, maxCallers: 10 } }, T0),
+      callers: [
+        ['dc1/a', 3, T0, null, T0 + 30_000, 30, null],
+        ['dc2/b', 0, T0 - 5, T0 - 5, null, 0, T0 + 10_000],
+      ],
+    };
+    const withheld = { from: 'closed', to: 'closed', reason: 'trip_withheld', at: T0, rule: 'failure_threshold_reached', callers: ['dc1/a'], forcedState: 'closed' } as const;
+    const isolated = { from: 'closed', to: 'closed', reason: 'caller_isolated', at: T0, callers: ['dc1/a'], until: T0 + 30_000 } as const;
+    const { id } = (await store.apply('shared', () => ({ circuit, transitions: [isolated, withheld] })))!.circuit;
+    expect(await store.find('shared')).toEqual({ ...circuit, id });
+    expect(await store.events(id, 10)).toEqual([withheld, isolated]);
+    const { quorum: _quorum, callers: _callers, ...without } = circuit;
+    await store.apply('shared', (c) => ({ circuit: { ...without, id: c!.id, updatedAt: T0 + 1 }, transitions: [] }));
+    const after = (await store.find('shared'))!;
+    expect(after.quorum ?? null).toBeNull();
+    expect(after.callers ?? []).toEqual([]);
   });
 
   it('writes nothing when a step returns the very circuit it was given', async () => {

@@ -19,6 +19,8 @@ export interface Want {
   readonly probes_in_flight?: number;
   readonly effective_timeout_seconds?: number;
   readonly open_until_ms?: number | null;
+  readonly throttled?: boolean;
+  readonly probability?: number;
 }
 
 export interface Draft {
@@ -41,7 +43,9 @@ export function policy(p: Partial<PolicyWire> = {}): PolicyWire {
     forced_state: null,
     ...p,
   };
-  return policyToWire(policyFromWire(wire), true);
+  // Vectors without a throttle leave it out, as policies written before it existed.
+  const { throttle, ...rest } = policyToWire(policyFromWire(wire), true);
+  return throttle == null ? rest : { ...rest, throttle };
 }
 
 export const countWindow = (size: number, w: Partial<WindowWire> = {}): WindowWire => ({ type: 'count', size, ...w });
@@ -65,9 +69,9 @@ export const took = (at_ms: number, success: boolean, duration_ms: number, want?
   event: { type: 'outcome', success, duration_ms },
   want: st(want),
 });
-export const admit = (at_ms: number, want?: boolean | Want): Draft => ({
+export const admit = (at_ms: number, want?: boolean | Want, draw?: number): Draft => ({
   at_ms,
-  event: { type: 'admit' },
+  event: draw === undefined ? { type: 'admit' } : { type: 'admit', draw },
   want: typeof want === 'boolean' ? { allowed: want } : want,
 });
 export const reset = (at_ms: number, want?: WireState | Want): Draft => ({ at_ms, event: { type: 'reset' }, want: st(want) });
@@ -104,6 +108,8 @@ function check(id: string, index: number, want: Want, got: Expect): void {
   same('probes_in_flight', want.probes_in_flight, got.probes_in_flight);
   same('effective_timeout_seconds', want.effective_timeout_seconds, got.effective_timeout_seconds);
   same('open_until_ms', want.open_until_ms, got.open_until_ms);
+  same('throttled', want.throttled, !got.verdict.allowed && got.verdict.throttled === true);
+  same('probability', want.probability, got.throttle?.probability);
   if (want.reason !== undefined && !got.transitions.some((t) => t.reason === want.reason)) {
     problems.push(`reason: wanted a ${want.reason} transition, got ${JSON.stringify(got.transitions)}`);
   }

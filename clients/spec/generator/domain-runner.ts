@@ -19,6 +19,7 @@ import {
   type Verdict,
 } from '../../../src/domain/circuit.js';
 import { policyFromWire } from '../../../src/domain/policy-wire.js';
+import { throttleCounts, throttleProbability } from '../../../src/domain/throttle.js';
 import type { Expect, OutcomeRule, WireEvent, WireVerdict } from './format.js';
 
 /** What a vector needs to run: its policy, rule, lease and events. */
@@ -31,7 +32,14 @@ export interface RunnableVector {
 }
 
 export function wireVerdict(v: Verdict): WireVerdict {
-  return v.allowed ? { allowed: true } : { allowed: false, retry_at_ms: v.retryAt, forced: v.forced === true };
+  if (v.allowed) return { allowed: true };
+  return {
+    allowed: false,
+    retry_at_ms: v.retryAt,
+    forced: v.forced === true,
+    ...(v.scope === undefined ? {} : { scope: v.scope }),
+    ...(v.throttled === undefined ? {} : { throttled: true as const }),
+  };
 }
 
 function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): Expect {
@@ -46,8 +54,25 @@ function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): 
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     open_until_ms: c.openUntil,
     window: stats === null ? null : { calls: stats.calls, failures: stats.failures, slow_calls: stats.slowCalls },
+    ...throttleOf(c, now),
     transitions: step.transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason, at_ms: t.at })),
     verdict: wireVerdict(verdict),
+  };
+}
+
+/** The throttle's figures, only for a circuit with a throttle (the other vectors leave the member out). */
+function throttleOf(c: Circuit, now: number): Pick<Expect, 'throttle'> {
+  if (c.throttle === null) return {};
+  const counts = throttleCounts(c.throttle, c.throttleState, now);
+  const probability = c.state === 'closed' && c.forcedState === null ? throttleProbability(c.throttle.k, counts) : 0;
+  return { throttle: { ...counts, probability } };
+}
+
+/** A vector's admission draws its `draw`; one that needs a draw and has none is a broken vector. */
+function drawOf(event: { readonly draw?: number }): () => number {
+  return () => {
+    if (event.draw === undefined) throw new Error('this admit draws a random number: give the event a draw');
+    return event.draw;
   };
 }
 
@@ -55,12 +80,12 @@ function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): 
 function apply(c: Circuit, event: WireEvent, now: number, rule: OutcomeRule, probeLeaseMs: number): { step: DomainStep; verdict: Verdict } {
   switch (event.type) {
     case 'admit': {
-      const admission = admit(c, now, { probeLeaseMs });
+      const admission = admit(c, now, { probeLeaseMs }, event.caller, drawOf(event));
       return { step: admission, verdict: admission.verdict };
     }
     case 'outcome':
       return peeked(
-        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms) }, now),
+        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms), ...(event.caller === undefined ? {} : { caller: event.caller }) }, now),
         now,
       );
     case 'reset':

@@ -10,7 +10,13 @@ export type WireState = 'closed' | 'open' | 'half_open';
 export type OutcomeRule = 'count_only' | 'circuitlog';
 
 export type WireEvent =
-  | { readonly type: 'admit' }
+  | {
+      readonly type: 'admit';
+      /** The uniform random number in [0, 1) a throttled circuit draws (vectors with a `throttle` only). */
+      readonly draw?: number;
+      /** The asking caller (`?caller=`; `quorum` vectors only). */
+      readonly caller?: string;
+    }
   | {
       readonly type: 'outcome';
       readonly success: boolean;
@@ -19,13 +25,15 @@ export type WireEvent =
       readonly timeout_seconds?: number;
       /** When the call ended, by the caller's clock (`POST /outcomes` `at`); absent: not sent. */
       readonly ended_at_ms?: number;
+      /** Who made the call (`caller`; `quorum` vectors only): counted toward a quorum and its own isolation. */
+      readonly caller?: string;
     }
   | { readonly type: 'reset' }
   | { readonly type: 'configure'; readonly policy: PolicyWire };
 
 export type WireVerdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean };
+  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller'; readonly throttled?: true };
 
 export interface WireTransition {
   readonly from: WireState;
@@ -46,6 +54,8 @@ export interface Expect {
   readonly effective_timeout_seconds: number;
   readonly open_until_ms: number | null;
   readonly window: { readonly calls: number; readonly failures: number; readonly slow_calls: number } | null;
+  /** Vectors with a `throttle` only: its counts and refusal probability as of `at_ms`. */
+  readonly throttle?: { readonly requests: number; readonly accepts: number; readonly probability: number };
   readonly transitions: readonly WireTransition[];
   readonly verdict: WireVerdict;
 }

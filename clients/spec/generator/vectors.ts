@@ -3,14 +3,25 @@ import { basicVectors } from './cases-basic.js';
 import { circuitlogVectors } from './cases-circuitlog.js';
 import { gridVectors } from './cases-grid.js';
 import { operatorVectors } from './cases-operator.js';
+import { quorumVectors } from './cases-quorum.js';
 import { staleVectors } from './cases-stale.js';
+import { throttleVectors } from './cases-throttle.js';
 import { windowVectors } from './cases-window.js';
 import type { StateMachineSpec } from './format.js';
 
 export const SPEC_PATH = 'clients/spec/state-machine.json';
 
 export function stateMachineSpec(): StateMachineSpec {
-  const vectors = [...basicVectors(), ...windowVectors(), ...operatorVectors(), ...gridVectors(), ...circuitlogVectors(), ...staleVectors()];
+  const vectors = [
+    ...basicVectors(),
+    ...windowVectors(),
+    ...operatorVectors(),
+    ...gridVectors(),
+    ...circuitlogVectors(),
+    ...staleVectors(),
+    ...quorumVectors(),
+    ...throttleVectors(),
+  ];
   const ids = new Set<string>();
   for (const v of vectors) {
     if (ids.has(v.id)) throw new Error(`duplicate vector id ${v.id}`);

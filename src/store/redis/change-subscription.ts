@@ -1,9 +1,16 @@
 import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
-import type { RedisConnection } from './connect.js';
 import type { CircuitCache } from './redis-cache.js';
 import { RESET_VERSION_MARGIN } from './scripts.js';
 import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
+
+/** The connection the subscription lives on: a Redis client, or one that moves between Cluster nodes (`cluster-subscriber.ts`). */
+export interface Subscriber {
+  readonly isReady: boolean;
+  on(event: 'ready' | 'end' | 'reconnecting' | 'error', listener: () => void): unknown;
+  SUBSCRIBE(channel: string, listener: (message: string) => void): Promise<unknown>;
+  UNSUBSCRIBE(channel: string): Promise<unknown>;
+}
 
 /**
  * The `changes` channel every write publishes on: it keeps this host's cache current and
@@ -18,7 +25,7 @@ export class ChangeSubscription {
   private readonly jumpListeners: (() => void)[] = [];
 
   constructor(
-    subscriber: RedisConnection,
+    subscriber: Subscriber,
     private readonly channel: string,
     private readonly cache: CircuitCache,
     private readonly logger: Logger,
@@ -54,7 +61,7 @@ export class ChangeSubscription {
   }
 
   /** (Re)subscribe; the cache is trusted from the moment the subscription is confirmed. */
-  private async subscribe(subscriber: RedisConnection): Promise<void> {
+  private async subscribe(subscriber: Subscriber): Promise<void> {
     try {
       // After a reconnect: one listener, not one more per reconnect (the client resubscribes on its own too).
       if (this.subscribed !== null) await subscriber.UNSUBSCRIBE(this.channel);

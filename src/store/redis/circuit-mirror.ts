@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import type { ListQuery } from '../circuit-store.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../snapshot-reader.js';
+import { callerEntries, isolatedCallerCount } from '../../domain/caller-state.js';
 import { MirrorState, stateAt } from './mirror-state.js';
 
 /** One circuit as the gauges read it, with the whole mirrored circuit. */
@@ -196,9 +197,18 @@ export class CircuitMirror implements SnapshotReader {
   }
 
   first(limit: number, now: number): MirroredCircuit[] {
-    return this.state
-      .first(limit)
-      .map((c) => ({ id: c.id, name: c.name, state: stateAt(c, now), forcedState: c.forcedState, window: c.window, windowState: c.windowState, circuit: c }));
+    return this.state.first(limit).map((c) => ({
+      id: c.id,
+      name: c.name,
+      state: stateAt(c, now),
+      forcedState: c.forcedState,
+      window: c.window,
+      windowState: c.windowState,
+      throttle: c.throttle,
+      throttleState: c.throttleState,
+      isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
+      circuit: c,
+    }));
   }
 
   /** O(1) while circuits are only added; walks the head (at most `headLimit`) after a delete inside it. */

@@ -4,9 +4,11 @@ import type { CircuitCache, Versioned } from './redis-cache.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
 import { CAS_SCRIPT } from './scripts.js';
+import { shardOf } from './shards.js';
 import type { StoreEpoch } from './store-epoch.js';
 import type { Malformed } from './stored-circuit.js';
 import type { ReplicaAck } from './replica-ack.js';
+import { detailText } from '../../domain/transition-detail.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -32,6 +34,7 @@ export type Plan = (states: Map<string, Versioned>) => { writes: Write[]; answer
  * The optimistic loop: read the circuits (cache or Redis) with their versions, compute
  * the writes, and commit them with the Lua script only if no version changed; on a
  * conflict the script answers the current states and the steps run again on those.
+ * Every circuit of one run belongs to one shard (`shards.ts`): the script runs on its slot.
  */
 export class CompareAndSet {
   constructor(
@@ -48,15 +51,17 @@ export class CompareAndSet {
   ) {}
 
   async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
+    const shard = shardOf(names[0]!);
+    if (names.some((n) => shardOf(n) !== shard)) throw new Error('one compare-and-set writes one shard');
     // Circuits not in the cache are read in parallel: one round trip for a whole batch.
     let states = new Map(await Promise.all(names.map(async (name) => [name, this.cache.get(name) ?? (await this.read(name))] as const)));
     for (let attempt = 1; ; attempt++) {
       const { writes, answer } = plan(states);
       if (writes.length === 0) return answer;
-      const reply = await this.send(writes, states);
+      const reply = await this.send(shard, writes, states);
       if (reply[0] === 1) {
         const committed = this.committed(writes, reply, answer);
-        await this.replicated.confirm(); // with replicas_ack: acknowledged only once that many replicas have it
+        await this.replicated.confirm(this.keys.shards[shard]!.epoch); // with replicas_ack: acknowledged only once that many replicas have it
         return committed;
       }
       if (reply[0] === -1) {
@@ -74,14 +79,15 @@ export class CompareAndSet {
     }
   }
 
-  private send(writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
-    const { keys } = this;
+  private send(shard: number, writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
+    const keys = this.keys.shards[shard]!;
     const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch, keys.due];
-    const args = [this.channel, this.epoch.current];
+    const args = [this.channel, this.epoch.of(shard), String(shard)];
     for (const { name, steps } of writes) {
       const read = states.get(name)!;
       const final = steps.at(-1)!.circuit;
-      const transitions = steps.flatMap((s) => s.transitions.map((t) => [t.from, t.to, t.reason, t.at]));
+      // A fifth member, the detail's JSON text, only when the transition has one (scripts.ts).
+      const transitions = steps.flatMap((s) => s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))));
       scriptKeys.push(keys.circuit(name), keys.events(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
@@ -119,4 +125,9 @@ export class CompareAndSet {
     });
     return states;
   }
+}
+
+function withDetail(t: (string | number)[], detail: string | null): (string | number)[] {
+  if (detail !== null) t.push(detail);
+  return t;
 }

@@ -1,12 +1,15 @@
 import type { Logger } from 'pino';
-import type { ListQuery } from '../circuit-store.js';
+import type { Subscriber } from './change-subscription.js';
+import { connectCluster } from './cluster-connect.js';
+import { isClusterUrl, parseClusterUrl } from './cluster-url.js';
 import { connectRedis, RedisStartError } from './connect.js';
+import { migrateLegacyKeys } from './legacy-keys.js';
+import { connectionLink, type CommandLink } from './redis-commands.js';
+import { shardOf } from './shards.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
 import { CircuitMirror } from './circuit-mirror.js';
-import { RedisCommands } from './redis-commands.js';
-import { listCircuits } from './redis-listing.js';
 import { SentinelMaster } from './sentinel-master.js';
 import { isSentinelUrl, parseSentinelUrl } from './sentinel-url.js';
 
@@ -48,8 +51,9 @@ export function describeStartFailure(shownUrl: string, error: unknown): string {
 }
 
 /**
- * Connect the two connections the store needs (commands, and the `changes` subscription)
- * and resolve once the subscription is live, so the cache works from the first request.
+ * Connect what the store needs (commands, and the `changes` subscription: two connections to
+ * one Redis, or the Cluster client and one subscription connection) and resolve once the
+ * subscription is live, so the cache works from the first request.
  */
 export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedRedis> {
   const startTimeoutMs = options.startTimeoutMs ?? 8_000; // 8 s
@@ -78,17 +82,33 @@ async function followSentinel(raw: string, logger: Logger): Promise<{ url: strin
   return { url: `${parsed.tls ? 'rediss' : 'redis'}://${auth}127.0.0.1:${sentinel.port}/${parsed.db}`, sentinel };
 }
 
+/** The links the store works through: commands, and the `changes` subscription. */
+interface Links {
+  readonly link: CommandLink;
+  readonly subscriber: Subscriber;
+  readonly db: number;
+  close(): void;
+}
+
 async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<OpenedRedis> {
+  if (isClusterUrl(options.url)) {
+    const parsed = parseClusterUrl(options.url);
+    if ('problem' in parsed) throw new RedisStartError(`the URL ${parsed.problem}`, null);
+    const cluster = await connectCluster(parsed, options.logger, !options.queueOffline);
+    return openOn({ link: cluster.link, subscriber: cluster.subscriber, db: 0, close: () => cluster.close() }, options);
+  }
   const followed = isSentinelUrl(options.url) ? await followSentinel(options.url, options.logger) : null;
   try {
-    return await openAt(followed?.url ?? options.url, options, startTimeoutMs, followed?.sentinel);
+    const links = await connectPlain(followed?.url ?? options.url, options, startTimeoutMs, followed?.sentinel);
+    return await openOn(links, options);
   } catch (error) {
     followed?.sentinel.stop();
     throw error;
   }
 }
 
-async function openAt(url: string, options: OpenRedisOptions, startTimeoutMs: number, sentinel?: SentinelMaster): Promise<OpenedRedis> {
+/** One Redis (or the primary Sentinel names): a command connection and a subscription connection. */
+async function connectPlain(url: string, options: OpenRedisOptions, startTimeoutMs: number, sentinel?: SentinelMaster): Promise<Links> {
   const common = {
     url,
     tlsHost: sentinel === undefined ? undefined : () => sentinel.host,
@@ -97,56 +117,62 @@ async function openAt(url: string, options: OpenRedisOptions, startTimeoutMs: nu
     logger: options.logger,
   };
   const client = await connectRedis({ ...common, name: 'circuitlog' });
-  const connections = [client];
-  const more = async (name: string) => {
-    const c = await connectRedis({ ...common, name }).catch((error: unknown) => {
-      for (const open of connections) open.destroy();
-      throw error;
-    });
-    connections.push(c);
-    return c;
+  const subscriber = await connectRedis({ ...common, name: 'circuitlog-changes' }).catch((error: unknown) => {
+    client.destroy();
+    throw error;
+  });
+  const close = () => {
+    sentinel?.stop();
+    for (const c of [client, subscriber]) {
+      try {
+        c.destroy();
+      } catch {
+        // already closed
+      }
+    }
   };
-  const subscriber = await more('circuitlog-changes');
-  const reader = await more('circuitlog-transitions'); // XREAD BLOCK holds its connection
-  const db = Number(new URL(url).pathname.slice(1) || 0);
+  return { link: connectionLink(client), subscriber: subscriber as unknown as Subscriber, db: Number(new URL(url).pathname.slice(1) || 0), close };
+}
+
+async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRedis> {
   const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
-  const store = new RedisCircuitStore(client, subscriber, { db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
-  await store.ready();
-  await store.epoch.sync(); // adopt the store's epoch, or write one into an empty store
-  const feed = new TransitionFeed(reader, { prefix: options.prefix, logger: options.logger });
-  await feed.start();
-  store.seqSeen = () => feed.maxId(); // after a reset, transition numbers go on above what this host served
-  store.epoch.watch();
-  let mirror: CircuitMirror | undefined;
-  return {
-    store,
-    leases: new RedisLeaseStore(store, options.prefix),
-    feed,
-    mirror: async (headLimit?: number) => {
-      if (mirror === undefined) {
-        // Its own connection: a page of 1,000 reads never queues ahead of a request's command
-        // (at a million circuits that held start-up's own commands back by seconds).
-        const own = await connectRedis({ ...common, name: 'circuitlog-mirror' }).catch(() => null);
-        if (own !== null) connections.push(own);
-        const bulk = own === null ? store.redis : new RedisCommands(own, timeoutMs ?? 1_000, logger);
-        const source = { list: (query: ListQuery) => listCircuits(bulk, store.keys, query, store.malformed), onChange: store.onChange.bind(store), onRebuild: store.onRebuild.bind(store) };
-        mirror = new CircuitMirror(source, options.logger, headLimit);
-        void mirror.start(); // never rejects: a failed load is logged and retried
-      }
-      return mirror;
-    },
-    close: async () => {
-      store.epoch.stop();
-      feed.stop();
-      mirror?.stop();
-      sentinel?.stop();
-      for (const c of connections) {
-        try {
-          c.destroy();
-        } catch {
-          // already closed
+  try {
+    const store = new RedisCircuitStore(links.link, links.subscriber, { db: links.db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
+    await store.ready();
+    await store.epoch.sync(); // adopt every shard's epoch, or write one into an empty shard
+    await migrateLegacyKeys(store); // a store of the layout before shards: moved into the shards, once
+    const feed = new TransitionFeed(store.redis, store.keys, { logger });
+    await feed.start();
+    // A write that (probably) made a transition: read its shard's stream now. A write that made
+    // none changes no state, so its circuit's last state change is older than the write; a miss
+    // only waits for the feed's read of every shard each second.
+    store.onChange((name, circuit) => {
+      if (circuit !== null && circuit.stateChangedAt != null && circuit.stateChangedAt >= circuit.updatedAt - 2_000) feed.hint(shardOf(name));
+    });
+    store.onRebuild(() => feed.hintAll());
+    store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served
+    store.epoch.watch();
+    let mirror: CircuitMirror | undefined;
+    return {
+      store,
+      leases: new RedisLeaseStore(store, prefix),
+      feed,
+      mirror: async (headLimit?: number) => {
+        if (mirror === undefined) {
+          mirror = new CircuitMirror(store, logger, headLimit);
+          void mirror.start(); // never rejects: a failed load is logged and retried
         }
-      }
-    },
-  };
+        return mirror;
+      },
+      close: async () => {
+        store.epoch.stop();
+        feed.stop();
+        mirror?.stop();
+        links.close();
+      },
+    };
+  } catch (error) {
+    links.close();
+    throw error;
+  }
 }

@@ -3,6 +3,17 @@ import type { Logger } from 'pino';
 import { AppError } from '../../domain/errors.js';
 import type { RedisConnection } from './connect.js';
 
+/**
+ * Where commands go: one connection (plain Redis, Sentinel), or a Cluster client that sends each
+ * to the primary of its key's slot (`routeKey`: the first key; none for PING).
+ */
+export interface CommandLink {
+  send(args: string[], routeKey: string | undefined): Promise<unknown>;
+}
+
+/** A single connection as a link: every command on it, whatever its key. */
+export const connectionLink = (client: RedisConnection): CommandLink => ({ send: (args) => client.sendCommand(args) });
+
 const READ_FAILED = 'The shared store (Redis) is unavailable; nothing was read or changed. Try again.';
 const WRITE_FAILED = 'The shared store (Redis) is unavailable; the change may or may not have been applied.';
 
@@ -14,7 +25,7 @@ export class RedisCommands {
   private lastWarningMs = -Infinity;
 
   constructor(
-    private readonly client: RedisConnection,
+    private readonly link: CommandLink,
     private readonly timeoutMs: number,
     private readonly logger: Logger,
   ) {}
@@ -24,12 +35,12 @@ export class RedisCommands {
    * detail says what a caller can know: a read changed nothing, while a write that got no
    * answer may have been applied (a frozen Redis runs it when it wakes up).
    */
-  command<T>(args: string[], kind: 'read' | 'write' = 'write', timeoutMs = this.timeoutMs): Promise<T> {
+  command<T>(args: string[], kind: 'read' | 'write' = 'write', timeoutMs = this.timeoutMs, routeKey: string | undefined = args[1]): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
     });
-    return Promise.race([this.client.sendCommand(args) as Promise<T>, timeout])
+    return Promise.race([this.link.send(args, routeKey) as Promise<T>, timeout])
       .catch((error: unknown) => {
         if (error instanceof AppError) throw error;
         const noScript = String((error as Error).message).startsWith('NOSCRIPT'); // expected once per script: eval() loads it
@@ -55,10 +66,10 @@ export class RedisCommands {
     }
     const call = [String(keys.length), ...keys, ...args];
     try {
-      return await this.command<T>(['EVALSHA', sha, ...call]);
+      return await this.command<T>(['EVALSHA', sha, ...call], 'write', this.timeoutMs, keys[0]);
     } catch (error) {
       if (!String((error as AppError).options?.cause ?? '').includes('NOSCRIPT')) throw error;
-      return this.command<T>(['EVAL', source, ...call]);
+      return this.command<T>(['EVAL', source, ...call], 'write', this.timeoutMs, keys[0]);
     }
   }
 }

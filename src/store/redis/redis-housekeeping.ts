@@ -1,5 +1,7 @@
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
+import { indexPage } from './redis-listing.js';
 import type { RedisCircuitStore } from './redis-store.js';
+import { byShard } from './shards.js';
 
 /**
  * Trim circuits' event lists (`e:{name}`, newest first): to `ARGV[1]` entries (0: no bound),
@@ -35,8 +37,8 @@ return removed
 
 /**
  * Delete the named circuits that are closed, not forced and unchanged since `ARGV[2]`, as
- * DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS: index, version,
- * then per name `c:{name}` and `e:{name}`. ARGV: channel, before, the names. Answers the names deleted.
+ * DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one shard's):
+ * index, version, then per name `c:<name>` and `e:<name>`. ARGV: channel, before, the names. Answers the names deleted.
  */
 const DELETE_IDLE_SCRIPT = `
 local out = {}
@@ -61,30 +63,39 @@ return out
 type StreamEntry = [id: string, fields: string[]];
 
 /**
- * Housekeeping on Redis: the `transitions` stream trimmed by age with XTRIM MINID (its
- * ids are `<seq>-0`, so the cut is the first entry young enough to keep), each circuit's
- * event list trimmed in batches of circuits taken from the index in id order, and idle
- * circuits deleted by a script that re-checks them atomically.
+ * Housekeeping on Redis: each shard's `transitions` stream trimmed by age with XTRIM MINID
+ * (its ids are `<seq>-0`, so the cut is the first entry young enough to keep), each circuit's
+ * event list trimmed in batches of circuits taken from the indexes in id order, and idle
+ * circuits deleted by a script that re-checks them atomically (one script per shard a batch
+ * touches: a script runs on one slot).
  */
 export class RedisHousekeeping implements HousekeepingStore {
   constructor(private readonly store: RedisCircuitStore) {}
 
   async trimByAge(before: number, batch: number): Promise<number> {
-    const { redis, keys } = this.store;
-    const entries = await redis.command<StreamEntry[]>(['XRANGE', keys.transitions, '-', '+', 'COUNT', String(batch)]);
+    const trimmed = await Promise.all(this.store.keys.shards.map((k) => this.trimStream(k.transitions, before, batch)));
+    return trimmed.reduce((a, b) => a + b, 0);
+  }
+
+  private async trimStream(stream: string, before: number, batch: number): Promise<number> {
+    const { redis } = this.store;
+    const entries = await redis.command<StreamEntry[]>(['XRANGE', stream, '-', '+', 'COUNT', String(batch)]);
     let old = 0;
     while (old < entries.length && atOf(entries[old]!) < before) old++;
     if (old === 0) return 0;
     const last = entries[old - 1]![0];
     const minId = old < entries.length ? entries[old]![0] : `${Number(last.split('-')[0]) + 1}-0`;
-    return redis.command<number>(['XTRIM', keys.transitions, 'MINID', minId]);
+    return redis.command<number>(['XTRIM', stream, 'MINID', minId]);
   }
 
   async trimPerCircuit(max: number, before: number, cursor: number, batch: number): Promise<TrimProgress> {
     const { names, next } = await this.page(cursor, batch);
     if (names.length === 0) return { deleted: 0, cursor: 0, done: true };
-    const lists = names.map((n) => this.store.keys.events(n));
-    const deleted = await this.store.redis.eval<number>(TRIM_LISTS_SCRIPT, lists, [String(max), String(before)]);
+    let deleted = 0;
+    for (const group of byShard(names, (n) => n).values()) {
+      const lists = group.map((n) => this.store.keys.events(n));
+      deleted += await this.store.redis.eval<number>(TRIM_LISTS_SCRIPT, lists, [String(max), String(before)]);
+    }
     const done = names.length < batch;
     return { deleted, cursor: done ? 0 : next, done }; // every sweep passes over every circuit's list
   }
@@ -93,24 +104,19 @@ export class RedisHousekeeping implements HousekeepingStore {
     const { names, next } = await this.page(cursor, batch);
     const candidates = names.filter((n) => !keep(n));
     const { keys, channel } = this.store;
-    const deleted =
-      candidates.length === 0
-        ? []
-        : await this.store.redis.eval<string[]>(
-            DELETE_IDLE_SCRIPT,
-            [keys.index, keys.version, ...candidates.flatMap((n) => [keys.circuit(n), keys.events(n)])],
-            [channel, String(before), ...candidates],
-          );
+    const deleted: string[] = [];
+    for (const [shard, group] of byShard(candidates, (n) => n)) {
+      const k = keys.shards[shard]!;
+      const scriptKeys = [k.index, k.version, ...group.flatMap((n) => [k.circuit(n), k.events(n)])];
+      deleted.push(...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [channel, String(before), ...group])));
+    }
     return { deleted, cursor: next, done: names.length < batch };
   }
 
-  /** Up to `batch` circuit names with ids above `cursor`, in id order, and the last id. */
+  /** Up to `batch` circuit names with ids above `cursor`, in id order across the shards, and the last id. */
   private async page(cursor: number, batch: number): Promise<{ names: string[]; next: number }> {
-    const { redis, keys } = this.store;
-    const flat = await redis.command<string[]>(['ZRANGEBYSCORE', keys.index, `(${cursor}`, '+inf', 'WITHSCORES', 'LIMIT', '0', String(batch)]);
-    const names: string[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2) names.push(flat[i]!);
-    return { names, next: flat.length === 0 ? cursor : Number(flat.at(-1)) };
+    const page = await indexPage(this.store.redis, this.store.keys, cursor, batch);
+    return { names: page.map(([name]) => name), next: page.at(-1)?.[1] ?? cursor };
   }
 }
 

@@ -1,5 +1,7 @@
-/** The store's key names under its prefix (the layout is described in `scripts.ts`). */
-export class RedisKeys {
+import { SHARD_TAGS, shardOf } from './shards.js';
+
+/** One shard's keys: all in one Cluster slot (the shard's hash tag comes first after the prefix). */
+export class ShardKeys {
   readonly ids: string;
   readonly version: string;
   readonly index: string;
@@ -7,24 +9,53 @@ export class RedisKeys {
   readonly transitions: string;
   readonly epoch: string;
   readonly due: string;
+  private readonly base: string;
 
-  constructor(readonly prefix: string) {
-    this.ids = `${prefix}ids`;
-    this.version = `${prefix}version`;
-    this.index = `${prefix}index`;
-    this.seq = `${prefix}seq`;
-    this.transitions = `${prefix}transitions`;
-    this.epoch = `${prefix}epoch`;
-    this.due = `${prefix}due`;
+  constructor(
+    prefix: string,
+    readonly shard: number,
+  ) {
+    this.base = `${prefix}{${SHARD_TAGS[shard]}}:`;
+    this.ids = `${this.base}ids`;
+    this.version = `${this.base}version`;
+    this.index = `${this.base}index`;
+    this.seq = `${this.base}seq`;
+    this.transitions = `${this.base}transitions`;
+    this.epoch = `${this.base}epoch`;
+    this.due = `${this.base}due`;
   }
 
-  /** The circuit's hash; the name is a hash tag, so a circuit's keys share one Cluster slot. */
+  /** The circuit's hash (`v` version, `id`, `c` the circuit as JSON). */
   circuit(name: string): string {
-    return `${this.prefix}c:{${name}}`;
+    return `${this.base}c:${name}`;
   }
 
   /** The circuit's newest transitions. */
   events(name: string): string {
-    return `${this.prefix}e:{${name}}`;
+    return `${this.base}e:${name}`;
+  }
+}
+
+/** The store's key names under its prefix (the layout is described in `scripts.ts` and `shards.ts`). */
+export class RedisKeys {
+  readonly shards: readonly ShardKeys[];
+
+  constructor(readonly prefix: string) {
+    if (/[{}]/.test(prefix))
+      throw new Error(`the Redis key prefix '${prefix}' must not contain { or } (hash tags name the shards)`);
+    this.shards = SHARD_TAGS.map((_, i) => new ShardKeys(prefix, i));
+  }
+
+  /** The keys of the shard a circuit belongs to. */
+  of(name: string): ShardKeys {
+    return this.shards[shardOf(name)]!;
+  }
+
+  circuit(name: string): string {
+    return this.of(name).circuit(name);
+  }
+
+  events(name: string): string {
+    return this.of(name).events(name);
   }
 }

@@ -4,15 +4,16 @@ import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
 import { ChangeSubscription } from './change-subscription.js';
 import { CompareAndSet, type Answer } from './compare-and-set.js';
-import type { RedisConnection } from './connect.js';
+import type { Subscriber } from './change-subscription.js';
 import { CircuitCache, type Versioned } from './redis-cache.js';
-import { RedisCommands } from './redis-commands.js';
+import { RedisCommands, type CommandLink } from './redis-commands.js';
 import { RedisKeys } from './redis-keys.js';
 import { circuitEvents, listCircuits } from './redis-listing.js';
 import { DELETE_SCRIPT } from './scripts.js';
 import { StoreEpoch } from './store-epoch.js';
 import { Malformed } from './stored-circuit.js';
 import { ReplicaAck } from './replica-ack.js';
+import { byShard } from './shards.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -60,19 +61,19 @@ export class RedisCircuitStore implements CircuitStore {
   readonly epoch: StoreEpoch;
   readonly malformed: Malformed;
   private readonly replicated: ReplicaAck;
-  /** The newest transition number this host has seen (the feed sets it): a floor after a reset. */
-  seqSeen: () => number = () => 0;
+  /** The newest transition number of a shard this host has seen (the feed sets it): a floor after a reset. */
+  seqSeen: (shard: number) => number = () => 0;
 
   constructor(
-    client: RedisConnection,
-    subscriber: RedisConnection,
+    client: CommandLink,
+    subscriber: Subscriber,
     options: RedisStoreOptions,
   ) {
     this.keys = new RedisKeys(options.prefix ?? 'circuitlog:');
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
     this.malformed = new Malformed(options.logger);
-    this.epoch = new StoreEpoch(this.redis, this.keys, () => ({ seq: this.seqSeen(), version: this.cache.highestVersion }), options.logger);
+    this.epoch = new StoreEpoch(this.redis, this.keys, () => ({ seq: (shard) => this.seqSeen(shard), version: this.cache.highestVersion }), options.logger);
     this.epoch.onReset(() => this.cache.reset());
     this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
@@ -198,8 +199,22 @@ export class RedisCircuitStore implements CircuitStore {
     }
   }
 
+  /** One compare-and-set per shard the batch touches (in parallel); each shard's part is atomic. */
   applyBatch(items: readonly BatchItem[]): MaybePromise<(Step | null)[]> {
     if (items.length === 0) return [];
+    const indexed = items.map((item, i) => ({ item, i }));
+    const out: (Step | null)[] = new Array(items.length).fill(null);
+    const parts = [...byShard(indexed, (x) => x.item.name).values()].map((part) =>
+      this.applyShard(part.map((x) => x.item)).then((results) => {
+        part.forEach((x, j) => {
+          out[x.i] = results[j]!;
+        });
+      }),
+    );
+    return Promise.all(parts).then(() => out);
+  }
+
+  private applyShard(items: readonly BatchItem[]): Promise<(Step | null)[]> {
     const names = [...new Set(items.map((i) => i.name))];
     return this.cas.run(names, (states) => {
       const latest = new Map([...states].map(([n, v]) => [n, v.circuit]));
@@ -217,15 +232,16 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   async delete(name: string): Promise<boolean> {
-    const keys = [this.keys.circuit(name), this.keys.events(name), this.keys.index, this.keys.version, this.keys.epoch, this.keys.due];
-    let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.current]);
+    const shard = this.keys.of(name);
+    const keys = [shard.circuit(name), shard.events(name), shard.index, shard.version, shard.epoch, shard.due];
+    let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.of(shard.shard)]);
     if (version === -1) {
-      await this.epoch.sync(); // not synced yet, or the store was emptied since
-      version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.current]);
+      await this.epoch.sync(); // not synced yet, or the shard was emptied since
+      version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.of(shard.shard)]);
     }
     if (version <= 0) return false;
     this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
-    await this.replicated.confirm();
+    await this.replicated.confirm(shard.epoch);
     return true;
   }
 
@@ -237,9 +253,10 @@ export class RedisCircuitStore implements CircuitStore {
     return circuitEvents(this.redis, this.keys, circuitId, limit, this.malformed);
   }
 
-  /** How many circuits exist: the index's size, O(1) (`limits.max_circuits`). */
-  count(): Promise<number> {
-    return this.redis.command<number>(['ZCARD', this.keys.index]);
+  /** How many circuits exist: the sum of the shards' index sizes, O(shards) (`limits.max_circuits`). */
+  async count(): Promise<number> {
+    const sizes = await Promise.all(this.keys.shards.map((k) => this.redis.command<number>(['ZCARD', k.index], 'read')));
+    return sizes.reduce((a, b) => a + b, 0);
   }
 
   /**
@@ -247,8 +264,13 @@ export class RedisCircuitStore implements CircuitStore {
    * every write keeps (see CAS_SCRIPT), never a scan of the circuits. A circuit opened before
    * the set existed is not in it and half-opens on its next call, as it always did.
    */
-  dueOpen(now: number, limit: number): Promise<string[]> {
-    return this.redis.command<string[]>(['ZRANGE', this.keys.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit)], 'read');
+  async dueOpen(now: number, limit: number): Promise<string[]> {
+    const pages = await Promise.all(
+      this.keys.shards.map((k) => this.redis.command<string[]>(['ZRANGE', k.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'], 'read')),
+    );
+    const due: [string, number][] = [];
+    for (const flat of pages) for (let i = 0; i + 1 < flat.length; i += 2) due.push([flat[i]!, Number(flat[i + 1])]);
+    return due.sort((a, b) => a[1] - b[1]).slice(0, limit).map(([name]) => name);
   }
 
   ping(): Promise<boolean> {

@@ -6,7 +6,8 @@ import type { RedisCommands } from './redis-commands.js';
  * waits for every write that connection sent before it, so one WAIT covers a whole group
  * commit). Fewer replicas within the timeout: 503, since the write is on the primary only and
  * a failover may lose it. With 0 (the default) nothing is sent: Redis's asynchronous
- * replication, as before.
+ * replication, as before. In a Cluster the WAIT goes to the primary of `routeKey`'s slot, on
+ * the connection the write went on.
  */
 export class ReplicaAck {
   constructor(
@@ -15,9 +16,9 @@ export class ReplicaAck {
     private readonly timeoutMs: number,
   ) {}
 
-  async confirm(): Promise<void> {
+  async confirm(routeKey: string): Promise<void> {
     if (this.replicas === 0) return;
-    const got = await this.redis.command<number>(['WAIT', String(this.replicas), String(this.timeoutMs)], 'write', this.timeoutMs + 1_000);
+    const got = await this.redis.command<number>(['WAIT', String(this.replicas), String(this.timeoutMs)], 'write', this.timeoutMs + 1_000, routeKey);
     if (got >= this.replicas) return;
     throw new AppError(
       'STORAGE_UNAVAILABLE',

@@ -1,20 +1,35 @@
+import { SHARDS } from './shards.js';
+
 /**
  * The Lua scripts of the Redis store. Redis runs a script atomically (nothing else runs
  * meanwhile: https://redis.io/docs/latest/develop/interact/programmability/eval-intro/),
  * which makes each one a compare-and-set over the circuits it names.
  *
- * Keys, under a prefix (default `circuitlog:`): `c:{name}` a hash (`v` version, `id`, `c`
- * the circuit as JSON); `e:{name}` its newest transitions (a list, trimmed); `ids`, `version`
- * and `seq` counters; `index` a sorted set name -> id (listing in id order); `transitions`
- * a stream of every transition with ids `<seq>-0`, trimmed. Versions come from one counter
- * for all circuits, so a version is never reused, not even after a DELETE and a re-create.
- * Every write publishes `<version>\n<id>\n<name>\n<json>` (json empty: deleted) on
- * `changes:<db>` (channels are not per database), from inside the script: a host sees a change only once it is committed.
- * `epoch` names the store's life (SYNC_SCRIPT): writes check it, so none lands in a store
- * emptied since the writer last synced. `due` a sorted set name -> `open_until` of every
+ * Keys, under a prefix (default `circuitlog:`), per shard (`shards.ts`: 16 shards, each the
+ * hash tag `{<tag>}` right after the prefix, so a shard's keys share one Cluster slot):
+ * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON); `{<tag>}:e:<name>`
+ * its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
+ * sorted set name -> id (listing in id order, merged across shards); `transitions` a stream of
+ * the shard's transitions with ids `<seq>-0`, trimmed. A circuit's id is `n * 16 + shard`
+ * (`n` from its shard's `ids`, see ID_EPOCH_SECONDS), so ids are unique across shards and name their shard. Versions
+ * come from the shard's counter, so a circuit's version is never reused, not even after a
+ * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>` (json
+ * empty: deleted) on `changes:<db>` (channels are not per database; in a Cluster a plain
+ * PUBLISH reaches every node), from inside the script: a host sees a change only once it is
+ * committed. `epoch` names the shard's life (SYNC_SCRIPT): writes check it, so none lands in a
+ * shard emptied since the writer last synced. `due` a sorted set name -> `open_until` of every
  * open circuit, so the lease holder finds the circuits due to half-open without a scan
  * (`RedisStore.dueOpen`).
  */
+
+/**
+ * A new circuit's id is `n * 16 + shard`, `n` the shard's `ids` raised to at least the time in
+ * microseconds since 2023-11-14 (Redis's clock: `TIME`), so ids across shards still follow the
+ * order circuits were created in (to 1 µs, on one clock: a Cluster's nodes' clocks may differ
+ * by their skew) and `GET /circuits` lists them in that order, as before shards. Ids stay
+ * below 2^53 (exact as JSON numbers) until 2041.
+ */
+const ID_EPOCH_SECONDS = 1_700_000_000;
 
 /** Newest transitions kept per circuit for `GET /circuits/{name}/events` (its limit is at most 500). */
 export const EVENTS_PER_CIRCUIT = 1_000;
@@ -25,10 +40,11 @@ export const RESET_SEQ_MARGIN = 1_000;
 export const RESET_VERSION_MARGIN = 1_000_000;
 
 /**
- * Write circuits if none changed since it was read. KEYS: ids, version, index, seq,
- * transitions, epoch, due, then per circuit `c:{name}` and `e:{name}`. ARGV: channel, the
- * writer's epoch, then per circuit: name, the version read (`0` = absent), the new JSON,
- * its transitions as a JSON array of `[from, to, reason, at]`, and its `open_until` while
+ * Write circuits of one shard if none changed since it was read. KEYS (the shard's): ids,
+ * version, index, seq, transitions, epoch, due, then per circuit `c:<name>` and `e:<name>`.
+ * ARGV: channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON,
+ * its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
+ * fifth member when it has one: transition-detail.ts), and its `open_until` while
  * open (`''` otherwise: the circuit leaves `due`).
  * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, ...}`: the
  * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
@@ -37,10 +53,10 @@ export const RESET_VERSION_MARGIN = 1_000_000;
  */
 export const CAS_SCRIPT = `
 if redis.call('GET', KEYS[6]) ~= ARGV[2] then return {-1} end
-local n = (#ARGV - 2) / 5
+local n = (#ARGV - 3) / 5
 for i = 1, n do
   local v = redis.call('HGET', KEYS[6 + 2 * i], 'v') or '0'
-  if v ~= ARGV[3 + 5 * (i - 1) + 1] then
+  if v ~= ARGV[4 + 5 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
       local cur = redis.call('HMGET', KEYS[6 + 2 * j], 'v', 'id', 'c')
@@ -53,12 +69,15 @@ for i = 1, n do
 end
 local out = {1}
 for i = 1, n do
-  local base = 3 + 5 * (i - 1)
+  local base = 4 + 5 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
   local key, events = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
-  local id = tonumber(redis.call('HGET', key, 'id'))
-  if not id then
-    id = redis.call('INCR', KEYS[1])
+  local id = redis.call('HGET', key, 'id')
+  if not tonumber(id) then
+    local now = redis.call('TIME')
+    local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 1000000 + tonumber(now[2]))
+    redis.call('SET', KEYS[1], string.format('%.0f', n))
+    id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[3])) -- never tostring: it keeps 14 digits only
     redis.call('ZADD', KEYS[3], id, name)
   end
   local v = redis.call('INCR', KEYS[2])
@@ -68,8 +87,13 @@ for i = 1, n do
   for _, t in ipairs(transitions) do
     local seq = redis.call('INCR', KEYS[4])
     redis.call('LPUSH', events, cjson.encode(t))
-    redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
-      'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+    if t[5] then
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4], 'detail', t[5])
+    else
+      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+    end
   end
   if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
   redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)
@@ -80,7 +104,7 @@ return out
 `;
 
 /**
- * Remove a circuit and its events. KEYS: `c:{name}`, `e:{name}`, index, version, epoch, due.
+ * Remove a circuit and its events. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due.
  * ARGV: channel, name, the writer's epoch. Answers the version of the deletion, 0 if
  * unknown, -1 when the store's epoch is not the writer's.
  */
@@ -97,10 +121,11 @@ return v
 `;
 
 /**
- * The store's epoch: a random id written once into an empty store, so a host can tell that
+ * A shard's epoch: a random id written once into an empty shard, so a host can tell that
  * the store it writes to is still the one it read (a FLUSHALL, or a Redis restarted without
  * its data, removes it). KEYS: epoch, seq, version. ARGV: the epoch the host holds (`''` at
- * start), a new random epoch, the highest transition number and version the host has seen.
+ * start), a new random epoch, the highest transition number of the shard and the highest
+ * version the host has seen.
  * Adopts the stored epoch, or writes the new one when there is none; then raises `seq` and
  * `version` to at least the host's figures, plus a margin of 1,000 transitions and 1,000,000
  * versions when the epoch is not the one the host held (the store was emptied), so transition

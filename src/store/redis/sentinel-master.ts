@@ -13,7 +13,8 @@ type SentinelClient = RedisConnection;
 /** A connection to one sentinel (RESP2, TLS with `rediss+sentinel://`). */
 function sentinelClient(url: SentinelUrl, { host, port }: Address, socket: { connectTimeout?: number; reconnectStrategy: false | (() => number) }): SentinelClient {
   const where = host.includes(':') ? `[${host}]` : host;
-  const client = createClient({ url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`, RESP: 2, socket }) as unknown as SentinelClient;
+  const auth = { ...(url.sentinelUsername === '' ? {} : { username: url.sentinelUsername }), ...(url.sentinelPassword === '' ? {} : { password: url.sentinelPassword }) };
+  const client = createClient({ url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`, RESP: 2, socket, ...auth }) as unknown as SentinelClient;
   client.on('error', () => {}); // a sentinel down is expected: the others answer
   return client;
 }
@@ -141,6 +142,7 @@ export class SentinelMaster {
 /** `SENTINEL get-master-addr-by-name`, from the first sentinel that answers. */
 async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Address> {
   const failures: string[] = [];
+  const denied: string[] = [];
   for (const { host, port } of url.sentinels) {
     const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const client = sentinelClient(url, { host, port }, { connectTimeout: timeoutMs, reconnectStrategy: false });
@@ -154,7 +156,9 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
       return { host: h, port: Number(p) };
     } catch (error) {
       if (error instanceof RedisStartError) throw error;
-      failures.push(`${where}: ${(error as Error).message}`);
+      const message = (error as Error).message;
+      if (/^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (invalid (username-)?password|AUTH)/i.test(message)) denied.push(`${where}: ${message}`);
+      failures.push(`${where}: ${message}`);
     } finally {
       try {
         client.destroy();
@@ -162,6 +166,9 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
         // never connected
       }
     }
+  }
+  if (denied.length > 0) {
+    throw new RedisStartError(`the sentinels refused the credentials given (the sentinel_username and sentinel_password options: docs/many-hosts.md): ${denied.join('; ')}`, null);
   }
   throw new Error(`no sentinel answers (${failures.join('; ')})`);
 }

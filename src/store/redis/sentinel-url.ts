@@ -1,7 +1,8 @@
 /**
- * `redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/db]` (also
- * `rediss+sentinel://`: TLS to the sentinels and the data nodes). The credentials are the data
- * nodes'; the sentinels are asked without any (see docs/many-hosts.md).
+ * `redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/db][?sentinel_username=u&sentinel_password=p]`
+ * (also `rediss+sentinel://`: TLS to the sentinels and the data nodes). The credentials before
+ * `@` are the data nodes'; the sentinels are asked with `sentinel_username`/`sentinel_password`
+ * (a sentinel's own `requirepass` or ACL user), without any when absent (docs/many-hosts.md).
  */
 export interface SentinelUrl {
   readonly tls: boolean;
@@ -10,9 +11,13 @@ export interface SentinelUrl {
   readonly db: number;
   readonly username: string;
   readonly password: string;
+  /** The sentinels' own credentials (`''`: none). */
+  readonly sentinelUsername: string;
+  readonly sentinelPassword: string;
 }
 
-const SENTINEL_URL = /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?$/;
+const SENTINEL_URL = /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?(?:\?([^#]*))?$/;
+const OPTIONS = new Set(['sentinel_username', 'sentinel_password']);
 const DEFAULT_SENTINEL_PORT = 26379;
 
 export const isSentinelUrl = (raw: string): boolean => /^rediss?\+sentinel:/.test(raw);
@@ -20,8 +25,10 @@ export const isSentinelUrl = (raw: string): boolean => /^rediss?\+sentinel:/.tes
 /** The parsed URL, or why it is refused (a sentence after the URL). */
 export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string } {
   const m = SENTINEL_URL.exec(raw);
-  if (m === null) return { problem: 'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db]' };
-  const [, scheme, user = '', pass = '', hostList = '', name = '', dbRaw = ''] = m;
+  if (m === null) return { problem: 'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db][?sentinel_username=...&sentinel_password=...]' };
+  const [, scheme, user = '', pass = '', hostList = '', name = '', dbRaw = '', query = ''] = m;
+  const options = new URLSearchParams(query);
+  for (const key of options.keys()) if (!OPTIONS.has(key)) return { problem: `has the unknown option '${key}'; the options are sentinel_username and sentinel_password` };
   const sentinels: { host: string; port: number }[] = [];
   for (const entry of hostList.split(',')) {
     const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
@@ -38,8 +45,11 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
   } catch {
     return { problem: 'has credentials that are not valid percent-encoding' };
   }
-  return { tls: scheme === 'rediss', sentinels, masterName: decodeURIComponent(name), db: Number(dbRaw || 0), username, password };
+  const sentinelUsername = options.get('sentinel_username') ?? '';
+  const sentinelPassword = options.get('sentinel_password') ?? '';
+  return { tls: scheme === 'rediss', sentinels, masterName: decodeURIComponent(name), db: Number(dbRaw || 0), username, password, sentinelUsername, sentinelPassword };
 }
 
-/** The URL with its password replaced, for logs and errors. */
-export const redactSentinelUrl = (raw: string): string => raw.replace(/^([^:]+:\/\/[^:@/]*:)[^@/]*@/, '$1***@');
+/** The URL with its passwords replaced (the data nodes' and `sentinel_password`), for logs and errors. */
+export const redactSentinelUrl = (raw: string): string =>
+  raw.replace(/^([^:]+:\/\/[^:@/]*:)[^@/]*@/, '$1***@').replace(/([?&]sentinel_password=)[^&#]*/g, '$1***');

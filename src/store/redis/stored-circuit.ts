@@ -38,6 +38,12 @@ const storedCircuit = z.looseObject({
   window: z.looseObject({ type: z.enum(['count', 'time']), size: z.number().int().positive() }).nullable(),
   backoff: z.looseObject({ multiplier: z.number().finite(), maxTimeoutSeconds: seconds }).nullable(),
   forcedState: z.enum(['open', 'closed']).nullable(),
+  // Absent on circuits stored before issue 21: no throttle.
+  throttle: z.looseObject({ k: z.number().min(1).finite(), windowSeconds: z.number().int().positive() }).nullable().default(null),
+  throttleState: z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }).nullable().default(null),
+  // Issue 17; absent on circuits without a quorum.
+  quorum: z.object({ minCallers: z.number().int().min(2), windowSeconds: z.number().int().positive(), maxCallers: z.number().int().min(2) }).nullable().optional(),
+  callers: z.array(z.tuple([z.string().min(1), count, time.nullable(), time.nullable(), time.nullable(), seconds, time.nullable()])).optional(),
 });
 
 const wholeNumber = /^[1-9]\d{0,15}$/;

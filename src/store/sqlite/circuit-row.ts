@@ -1,8 +1,11 @@
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import type { BackoffPolicy, ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
+import type { QuorumPolicy } from '../../domain/quorum.js';
+import type { CallerEntry } from '../../domain/caller-state.js';
 
-/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004). */
+/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0006, 0007). */
 export interface CircuitRow {
   id: number;
   name: string;
@@ -26,6 +29,10 @@ export interface CircuitRow {
   reopen_count: number;
   window_state: string | null;
   state_changed_at: number | null;
+  throttle_policy: string | null;
+  throttle_state: string | null;
+  quorum_policy: string | null;
+  callers: string | null;
 }
 
 const NO_LEASES: readonly number[] = Object.freeze([]);
@@ -55,6 +62,11 @@ export function fromRow(row: CircuitRow): Circuit {
     reopenCount: row.reopen_count,
     windowState: row.window_state === null ? null : (JSON.parse(row.window_state) as WindowState),
     stateChangedAt: row.state_changed_at,
+    throttle: row.throttle_policy === null ? null : (JSON.parse(row.throttle_policy) as ThrottlePolicy),
+    throttleState: row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState),
+    // Issue 17, only when set: circuits without a quorum keep the shape they always had.
+    ...(row.quorum_policy === null ? {} : { quorum: JSON.parse(row.quorum_policy) as QuorumPolicy }),
+    ...(row.callers === null ? {} : { callers: JSON.parse(row.callers) as CallerEntry[] }),
   };
 }
 
@@ -63,6 +75,7 @@ export type CircuitValues = [
   number, string, CircuitState, number, number, number, number,
   string, number | null, number | null, number | null, number, number, number, string | null,
   string | null, ForcedState | null, number, number | null, number, string | null, number | null,
+  string | null, string | null, string | null, string | null,
 ];
 
 /**
@@ -70,7 +83,7 @@ export type CircuitValues = [
  * a third of what row objects cost (GET /circuits deep in a big table).
  */
 export function fromValues(v: CircuitValues): Circuit {
-  const [id, name, state, failureCount, failureThreshold, timeoutSeconds, halfOpenMaxCalls, leases, openUntil, halfOpenAt, lastFailureAt, createdAt, updatedAt, successThreshold, window, backoff, forcedState, probeSuccesses, openTimeoutSeconds, reopenCount, windowState, stateChangedAt] = v;
+  const [id, name, state, failureCount, failureThreshold, timeoutSeconds, halfOpenMaxCalls, leases, openUntil, halfOpenAt, lastFailureAt, createdAt, updatedAt, successThreshold, window, backoff, forcedState, probeSuccesses, openTimeoutSeconds, reopenCount, windowState, stateChangedAt, throttle, throttleState, quorum, callers] = v;
   return {
     id,
     name,
@@ -94,6 +107,11 @@ export function fromValues(v: CircuitValues): Circuit {
     reopenCount,
     windowState: windowState === null ? null : (JSON.parse(windowState) as WindowState),
     stateChangedAt,
+    throttle: throttle === null ? null : (JSON.parse(throttle) as ThrottlePolicy),
+    throttleState: throttleState === null ? null : (JSON.parse(throttleState) as ThrottleState),
+    // As fromRow: circuits without a quorum keep the shape they always had.
+    ...(quorum === null ? {} : { quorum: JSON.parse(quorum) as QuorumPolicy }),
+    ...(callers === null ? {} : { callers: JSON.parse(callers) as CallerEntry[] }),
   };
 }
 
@@ -124,9 +142,14 @@ export function toParams(c: Circuit) {
     reopen_count: c.reopenCount,
     window_state: json(c.windowState),
     state_changed_at: c.stateChangedAt ?? null,
+    throttle_policy: json(c.throttle ?? null),
+    throttle_state: json(c.throttleState ?? null),
+    quorum_policy: c.quorum == null ? null : JSON.stringify(c.quorum),
+    callers: c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
   };
 }
 
 export const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
-  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at`;
+  backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at,
+  throttle_policy, throttle_state, quorum_policy, callers`;

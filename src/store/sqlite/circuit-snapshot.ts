@@ -1,13 +1,19 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState } from '../../domain/circuit.js';
 import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
+import { isolatedCallerCount, type CallerEntry } from '../../domain/caller-state.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
 
 const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
 const FORCED: readonly (ForcedState | null)[] = [null, 'open', 'closed'];
 const HAS_WINDOW = 16;
 const PACK = 32; // id * PACK + code: exact for ids below 2^48
+
+/** The columns of a circuit with a window, a throttle or a quorum, read only for those circuits. */
+type ExtraRow = [number, string | null, string | null, string | null, string | null, string | null, string | null];
+type Extras = Pick<GaugeCircuit, 'window' | 'windowState' | 'throttle' | 'throttleState' | 'isolatedCallers'>;
 
 /**
  * Read-only views of the circuits table for /metrics, with prepared statements of its
@@ -38,11 +44,12 @@ export class CircuitSnapshot implements SnapshotReader {
     // alone cost four times this). Names are read once per id (cached); the window columns
     // only of circuits that have a window.
     const code = `(CASE WHEN state = 'open' AND open_until <= @now THEN 2 WHEN state = 'open' THEN 1 WHEN state = 'half_open' THEN 2 ELSE 0 END)
-      + (CASE forced_state WHEN 'open' THEN 4 WHEN 'closed' THEN 8 ELSE 0 END) + (CASE WHEN window_policy IS NULL THEN 0 ELSE ${HAS_WINDOW} END)`;
+      + (CASE forced_state WHEN 'open' THEN 4 WHEN 'closed' THEN 8 ELSE 0 END) + (CASE WHEN window_policy IS NULL AND throttle_policy IS NULL AND quorum_policy IS NULL THEN 0 ELSE ${HAS_WINDOW} END)`;
     this.firstCodes = db.prepare<{ now: number; limit: number }, number>(`SELECT id * ${PACK} + ${code} FROM circuits ORDER BY id LIMIT @limit`).pluck();
     this.namesFrom = db.prepare<[number, number], [number, string]>('SELECT id, name FROM circuits WHERE id >= ? ORDER BY id LIMIT ?').raw();
-    this.windowsTo = db.prepare<[number], [number, string, string | null]>(
-      'SELECT id, window_policy, window_state FROM circuits WHERE id <= ? AND window_policy IS NOT NULL',
+    this.windowsTo = db.prepare<[number], ExtraRow>(
+      `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers FROM circuits
+       WHERE id <= ? AND (window_policy IS NOT NULL OR throttle_policy IS NOT NULL OR quorum_policy IS NOT NULL)`,
     ).raw();
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
     this.nthId = db.prepare<[number], number>('SELECT id FROM circuits ORDER BY id LIMIT 1 OFFSET ?').pluck();
@@ -68,7 +75,17 @@ export class CircuitSnapshot implements SnapshotReader {
     return ids.map((id, i): GaugeCircuit => {
       const code = packed[i]! % PACK;
       const w = code >= HAS_WINDOW ? windowed!.get(id) : undefined;
-      return { id, name: this.names.get(id)!, state: STATES[code & 3]!, forcedState: FORCED[(code >> 2) & 3]!, window: w?.window ?? null, windowState: w?.windowState ?? null };
+      return {
+        id,
+        name: this.names.get(id)!,
+        state: STATES[code & 3]!,
+        forcedState: FORCED[(code >> 2) & 3]!,
+        window: w?.window ?? null,
+        windowState: w?.windowState ?? null,
+        throttle: w?.throttle ?? null,
+        throttleState: w?.throttleState ?? null,
+        isolatedCallers: w?.isolatedCallers ?? null,
+      };
     });
   }
 
@@ -83,11 +100,19 @@ export class CircuitSnapshot implements SnapshotReader {
     for (const [id, name] of this.namesFrom.all(ids[missing]!, ids.length - missing)) this.names.set(id, name);
   }
 
-  /** The window and its state of each windowed circuit up to `lastId`. */
-  private windows(lastId: number): Map<number, { window: WindowPolicy; windowState: WindowState | null }> {
-    const out = new Map<number, { window: WindowPolicy; windowState: WindowState | null }>();
-    for (const [id, policy, state] of this.windowsTo.all(lastId)) {
-      out.set(id, { window: JSON.parse(policy) as WindowPolicy, windowState: state === null ? null : (JSON.parse(state) as WindowState) });
+  /** The window, throttle and quorum figures of each circuit up to `lastId` that has one of them. */
+  private windows(lastId: number): Map<number, Extras> {
+    const out = new Map<number, Extras>();
+    for (const [id, windowPolicy, windowJson, throttlePolicy, throttleJson, quorumPolicy, callers] of this.windowsTo.all(lastId)) {
+      const window = windowPolicy === null ? null : (JSON.parse(windowPolicy) as WindowPolicy);
+      const throttle = throttlePolicy === null ? null : (JSON.parse(throttlePolicy) as ThrottlePolicy);
+      out.set(id, {
+        window,
+        windowState: window === null || windowJson === null ? null : (JSON.parse(windowJson) as WindowState),
+        throttle,
+        throttleState: throttle === null || throttleJson === null ? null : (JSON.parse(throttleJson) as ThrottleState),
+        isolatedCallers: quorumPolicy === null ? null : callers === null ? 0 : isolatedCallerCount(JSON.parse(callers) as CallerEntry[]),
+      });
     }
     return out;
   }

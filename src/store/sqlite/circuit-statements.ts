@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { CircuitState, Transition } from '../../domain/circuit.js';
 import { COLUMNS, type CircuitRow, type CircuitValues } from './circuit-row.js';
 
-type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number };
+type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number; detail: string | null };
 
 /** The circuits and transitions statements of one connection, prepared once. */
 export interface CircuitStatements {
@@ -33,10 +33,11 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
       half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
       success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
       forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
+      throttle_policy = @throttle_policy, throttle_state = @throttle_state, quorum_policy = @quorum_policy, callers = @callers
       WHERE id = @id`),
     insertTransition: db.prepare(
-      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, ?, ?, ?, ?)',
+      'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),
     // The state a read would show: an open circuit whose time has passed is half-open.
     listOpenAt: db.prepare<[number, number, number], CircuitValues>(
@@ -48,7 +49,7 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
     ).raw(),
     deleteByName: db.prepare<[string]>('DELETE FROM circuits WHERE name = ?'),
     selectEvents: db.prepare<[number, number], EventRow>(
-      'SELECT from_state, to_state, reason, at FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
+      'SELECT from_state, to_state, reason, at, detail FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
     ),
     selectPing: db.prepare('SELECT 1').pluck(),
     selectDataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),

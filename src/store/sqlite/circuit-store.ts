@@ -4,6 +4,7 @@ import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import { fromRow, fromValues, toParams, type CircuitValues } from './circuit-row.js';
 import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
+import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
 
@@ -48,7 +49,7 @@ export class SqliteCircuitStore implements CircuitStore {
     } else {
       this.sql.updateCircuit.run(toParams(result.circuit));
     }
-    for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
     return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
   }
 
@@ -79,7 +80,7 @@ export class SqliteCircuitStore implements CircuitStore {
     for (const [name, circuit] of latest) {
       if (circuit !== null && circuit !== stored.get(name)) this.sql.updateCircuit.run(toParams(circuit));
     }
-    for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at);
+    for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
     return { results, latest };
   }
 
@@ -164,7 +165,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   events(circuitId: number, limit: number): Transition[] {
     return this.guard(() =>
-      this.sql.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at })),
+      this.sql.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at, ...parseTransitionDetail(r.detail) })),
     );
   }
 

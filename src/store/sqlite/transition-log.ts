@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState } from '../../domain/circuit.js';
+import { parseTransitionDetail } from '../../domain/transition-detail.js';
 import type { LoggedTransition, TransitionFilter, TransitionReader } from '../transition-reader.js';
 
 interface Row {
@@ -9,12 +10,16 @@ interface Row {
   to_state: CircuitState;
   reason: string;
   at: number;
+  detail: string | null;
 }
 
-const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reason, t.at
+const SELECT = `SELECT t.id, c.name AS circuit, t.from_state, t.to_state, t.reason, t.at, t.detail
   FROM transitions t JOIN circuits c ON c.id = t.circuit_id`;
 
-const toTransition = (r: Row): LoggedTransition => ({ id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at });
+const toTransition = (r: Row): LoggedTransition => {
+  const t = { id: r.id, circuit: r.circuit, from: r.from_state, to: r.to_state, reason: r.reason, at: r.at };
+  return r.detail === null ? t : { ...t, ...parseTransitionDetail(r.detail) };
+};
 
 /**
  * Reads the transitions table in id order, for the event stream (live tail and

@@ -16,6 +16,7 @@ from ._errors import (
     CircuitlogRequestError,
     CircuitlogUnavailableError,
     CircuitOpenError,
+    CircuitThrottledError,
     ClientClosedError,
 )
 from ._sync import Client
@@ -26,6 +27,7 @@ __all__ = [
     "BackoffPolicy",
     "CallTimeoutError",
     "CircuitOpenError",
+    "CircuitThrottledError",
     "CircuitlogError",
     "CircuitlogRequestError",
     "CircuitlogUnavailableError",

@@ -113,12 +113,18 @@ class AsyncClient:
             e = core.entries.get(name)
             local = e is not None and e.local_ok and e.generation == core.trusted_generation
             core.calls_running += 1
+            throttled = None
             if local:
                 core.counts["local_decisions"] += 1
                 if e is not None and core.clock_ms() >= e.policy_due_at:
                     e.policy_due_at = core.clock_ms() + 1_000
                     self._policy_wanted.add(name)
+                throttled = None if e is None else core.throttle_locally(name, e)
         try:
+            if throttled is not None:
+                if fallback is not None:
+                    return await _maybe_await(fallback(throttled))
+                raise throttled
             if not local:
                 try:
                     await self._admit_remotely(name)
@@ -164,7 +170,7 @@ class AsyncClient:
         if e is not None and e.local_ok and e.generation == core.trusted_generation:
             with core.lock:
                 core.counts["local_decisions"] += 1
-            return True
+                return core.throttle_locally(name, e) is None
         try:
             await self._admit_remotely(name)
             return True

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from . import _domain as d
-from ._errors import CircuitlogUnavailableError, CircuitOpenError
-from ._local import Json, LocalBreakers
+from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
+from ._local import Json, LocalBreakers, throttle_from
 from ._names import check_name
 from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
 
@@ -31,6 +31,7 @@ TransitionCallback = Callable[[TransitionEvent], None]
 # while circuitlog does not know the circuit yet (it is created by its first outcome).
 POLICY_REFRESH_MS = 60_000  # 60 s
 UNKNOWN_POLICY_REFRESH_MS = 1_000  # 1 s
+THROTTLE_MAX_CIRCUITS = 10_000  # circuits with soft-throttle counts (each at most window_seconds buckets, 600 at most)
 _FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_closed": "closed", "force_cleared": None}
 
 
@@ -106,6 +107,10 @@ class Core:
         self.stream_up = False
         self.reachable = True  # until a request fails, assume circuitlog answers
         self.local = LocalBreakers(self.clock_ms, options.local_defaults)
+        #: Uniform numbers in [0, 1) for soft throttling's draws (replaceable in tests).
+        self.random: Callable[[], float] = random.random
+        #: Soft-throttle counts per circuit closed in the view: (window_seconds, counts); bounded below.
+        self.throttles: dict[str, tuple[int, d.TimeWindow | None]] = {}
         self.items: deque[Outcome] = deque()
         self.in_flight = 0  # outcomes in the batch being sent
         self.calls_running = 0
@@ -115,6 +120,7 @@ class Core:
             "local_decisions": 0,
             "server_checks": 0,
             "offline_decisions": 0,
+            "throttled_locally": 0,
             "outcomes_acknowledged": 0,
             "outcomes_dropped": 0,
             "outcomes_rejected": 0,
@@ -166,6 +172,8 @@ class Core:
         entry = self.entries.get(event.circuit)
         if entry is None:
             return
+        if event.from_state != event.to_state:
+            self.throttles.pop(event.circuit, None)  # counts start empty at a state change, as the server's
         entry.state = event.to_state
         entry.event_seq += 1
         entry.refused_until = 0
@@ -218,6 +226,9 @@ class Core:
                 entry.json = answer.circuit
             entry.policy_due_at = now + (UNKNOWN_POLICY_REFRESH_MS if entry.json is None else POLICY_REFRESH_MS)
         entry.generation = generation if self.stream_up and self.generation == generation else -1
+        if isinstance(answer, Refused) and answer.throttled is not None:
+            # A throttled call is refused alone: the next one may be admitted, so nothing is kept.
+            raise CircuitThrottledError(name, answer.throttled, answer.retry_at)
         if isinstance(answer, Refused):
             entry.retry_at = answer.retry_at
             # Kept until retry_at, by this host's clock at most Retry-After from now (hosts' clocks differ).
@@ -233,6 +244,8 @@ class Core:
         self.counts["offline_decisions"] += 1
         entry = self.entries.get(name)
         verdict = self.local.admit(name, *self._known(entry))
+        if verdict.throttled is not None:
+            raise CircuitThrottledError(name, verdict.throttled, verdict.retry_at, local=True)
         if not verdict.allowed:
             raise CircuitOpenError(name, self.local.state(name) or "open", verdict.retry_at, local=True)
 
@@ -257,8 +270,43 @@ class Core:
 
     # -- outcomes ---------------------------------------------------------------------------
 
+    def throttle_locally(self, name: str, entry: Entry) -> CircuitThrottledError | None:
+        """Under lock: the soft throttle on a circuit closed in the view (not forced), over this client's own calls.
+
+        Requests are the calls run (counted when their outcome is pushed) plus the ones refused here;
+        accepts are the successes (docs/api.md "Soft throttling"). The refusal to raise, or None.
+        """
+        t = throttle_from((entry.json or {}).get("throttle")) if entry.forced is None else None
+        if t is None:
+            return None
+        now = self.clock_ms()
+        counts = self._throttle_counts(name, t)
+        p = 0.0 if counts is None else d.throttle_probability(t, counts, now)
+        if p <= 0 or self.random() >= p:
+            return None
+        self.throttles[name] = (t.window_seconds, d.count_request(t, counts, False, now))
+        self.counts["throttled_locally"] += 1
+        return CircuitThrottledError(name, p, now + d.THROTTLE_RETRY_AFTER_MS, local=True)
+
+    def _throttle_counts(self, name: str, t: d.ThrottlePolicy) -> d.TimeWindow | None:
+        kept = self.throttles.pop(name, None)  # re-inserted by the caller: the most recently used last
+        counts = kept[1] if kept is not None and kept[0] == t.window_seconds else None
+        if len(self.throttles) >= THROTTLE_MAX_CIRCUITS:
+            del self.throttles[next(iter(self.throttles))]  # the least recently used goes first
+        self.throttles[name] = (t.window_seconds, counts)
+        return counts
+
     def push(self, name: str, success: bool, duration_ms: float | None) -> bool:
         """Under lock: queue an outcome; True when the flusher should be woken."""
+        entry = self.entries.get(name)
+        if self.reachable and entry is not None and entry.forced is None and entry.state == "closed":
+            t = throttle_from((entry.json or {}).get("throttle"))
+            if t is not None:
+                now = self.clock_ms()
+                self.throttles[name] = (
+                    t.window_seconds,
+                    d.count_request(t, self._throttle_counts(name, t), success, now),
+                )
         if not self.reachable:
             entry = self.entries.get(name)
             self.local.record(name, success, duration_ms, *self._known(entry))

@@ -9,8 +9,9 @@ so the two cannot drift apart. Times are epoch milliseconds; nothing here reads 
 from __future__ import annotations
 
 import math
+import random as _random
 from dataclasses import dataclass, field, replace
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 State = Literal["closed", "open", "half_open"]
 Forced = Optional[Literal["open", "closed"]]
@@ -33,6 +34,14 @@ class BackoffPolicy:
 
 
 @dataclass(frozen=True)
+class ThrottlePolicy:
+    """Soft throttling (the SRE book's client-side throttling): k and seconds of history."""
+
+    k: float = 2
+    window_seconds: int = 60
+
+
+@dataclass(frozen=True)
 class Policy:
     failure_threshold: int = 5
     timeout_seconds: int = 30
@@ -41,6 +50,7 @@ class Policy:
     window: WindowPolicy | None = None
     backoff: BackoffPolicy | None = None
     forced_state: Forced = None
+    throttle: ThrottlePolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class Circuit:
     open_timeout_seconds: int | None = None
     reopen_count: int = 0
     window_state: WindowState | None = None
+    throttle_state: TimeWindow | None = None  # requests (calls) and non-accepts (failures) while closed
     half_open_at: float | None = None
     last_failure_at: float | None = None
     updated_at: float = 0
@@ -90,6 +101,7 @@ class Verdict:
     allowed: bool
     retry_at: float = 0
     forced: bool = False
+    throttled: float | None = None  # a soft-throttle refusal: the probability it was drawn against
 
 
 ALLOWED = Verdict(True)
@@ -176,6 +188,31 @@ def window_trip(w: WindowPolicy, calls: int, failures: int, slow_calls: int) -> 
     return None
 
 
+THROTTLE_RETRY_AFTER_MS = 1000  # a throttled call may try again after 1 s
+
+
+def _throttle_window(t: ThrottlePolicy) -> WindowPolicy:
+    return WindowPolicy("time", t.window_seconds)
+
+
+def throttle_counts(t: ThrottlePolicy, state: TimeWindow | None, now: float) -> tuple[int, int]:
+    """(requests, accepts) of the throttle's window at ``now``."""
+    calls, failures, _ = window_figures(_throttle_window(t), state, now)
+    return calls, calls - failures
+
+
+def throttle_probability(t: ThrottlePolicy, state: TimeWindow | None, now: float) -> float:
+    """max(0, (requests - k * accepts) / (requests + 1)) over the window."""
+    requests, accepts = throttle_counts(t, state, now)
+    return max(0.0, (requests - t.k * accepts) / (requests + 1))
+
+
+def count_request(t: ThrottlePolicy, state: TimeWindow | None, accepted: bool, now: float) -> TimeWindow:
+    counted = add_outcome(_throttle_window(t), state, not accepted, False, now)
+    assert isinstance(counted, TimeWindow)
+    return counted
+
+
 def refresh(c: Circuit, now: float) -> Step:
     """Open -> half-open once due, stamped at ``open_until``; an ``open_until`` beyond now + open time is pulled in."""
     if c.state != "open" or c.open_until is None:
@@ -210,11 +247,22 @@ def is_call_allowed(c: Circuit, now: float) -> Verdict:
     return Verdict(False, min(leases))
 
 
-def admit(c: Circuit, now: float, probe_lease_ms: float) -> Step:
-    """Refresh, then decide; an admitted half-open call holds a probe slot until its outcome or lease end."""
+def admit(c: Circuit, now: float, probe_lease_ms: float, random: Callable[[], float] = _random.random) -> Step:
+    """Refresh, then decide; an admitted half-open call holds a probe slot until its outcome or lease end.
+
+    A closed, unforced circuit with a throttle refuses with the throttle's probability, drawing
+    from ``random`` only when that is above 0; the refusal counts as a request not accepted.
+    """
     forced = c.policy.forced_state
     if (c.state == "closed") if forced is None else (forced == "closed"):
-        return Step(c)
+        t = c.policy.throttle
+        if forced is not None or t is None:
+            return Step(c)
+        p = 0.0 if c.throttle_state is None else throttle_probability(t, c.throttle_state, now)
+        if p <= 0 or random() >= p:
+            return Step(c)
+        counted = replace(c, throttle_state=count_request(t, c.throttle_state, False, now), updated_at=now)
+        return Step(counted, (), Verdict(False, now + THROTTLE_RETRY_AFTER_MS, throttled=p))
     refreshed = refresh(c, now)
     r = refreshed.circuit
     verdict = is_call_allowed(r, now)
@@ -248,10 +296,15 @@ def _counted(c: Circuit, success: bool, duration_ms: float | None, now: float, f
     window_state = (
         c.window_state if w is None else add_outcome(w, c.window_state, not success, is_slow(w, duration_ms), now)
     )
+    t = c.policy.throttle
+    throttle_state = (
+        count_request(t, c.throttle_state, success, now) if t is not None and c.state == "closed" else c.throttle_state
+    )
     return replace(
         c,
         failure_count=failure_count,
         window_state=window_state,
+        throttle_state=throttle_state,
         last_failure_at=c.last_failure_at if success else now,
         updated_at=now,
     )
@@ -261,7 +314,7 @@ def _while_closed(
     c: Circuit, success: bool, duration_ms: float | None, timeout_seconds: int | None, now: float
 ) -> Step:
     w = c.policy.window
-    if success and c.failure_count == 0 and w is None:
+    if success and c.failure_count == 0 and w is None and c.policy.throttle is None:
         return Step(c)
     n = _counted(c, success, duration_ms, now, 0 if success else c.failure_count + 1)
     # circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
@@ -312,19 +365,31 @@ def _while_open(
 
 
 def reset(c: Circuit, now: float) -> Step:
-    if c.state == "closed" and c.failure_count == 0 and not c.probe_leases and c.window_state is None:
+    if (
+        c.state == "closed"
+        and c.failure_count == 0
+        and not c.probe_leases
+        and c.window_state is None
+        and c.throttle_state is None
+    ):
         return Step(c)
     return _close(c, now, "manual_reset")
 
 
 def configure(c: Circuit, policy: Policy, now: float) -> Step:
-    """A new policy from the next call on; a changed window starts empty; a force change is an event."""
+    """A new policy from the next call on; a changed window starts empty; a force change is an event.
+
+    The throttle's counts are kept while it stays on over the same window_seconds (a new k applies to them).
+    """
     if policy == c.policy:
         return Step(c)
+    old, new = c.policy.throttle, policy.throttle
+    same_throttle_window = old is not None and new is not None and old.window_seconds == new.window_seconds
     n = replace(
         c,
         policy=policy,
         window_state=c.window_state if c.policy.window == policy.window else None,
+        throttle_state=c.throttle_state if same_throttle_window else None,
         updated_at=now,
     )
     if c.policy.forced_state == policy.forced_state:
@@ -344,6 +409,7 @@ def _open(c: Circuit, now: float, reason: str, seconds: int | None = None) -> St
         probe_leases=(),
         probe_successes=0,
         window_state=None,
+        throttle_state=None,
         half_open_at=c.half_open_at if c.state == "half_open" else None,
         updated_at=now,
     )
@@ -362,6 +428,7 @@ def _close(c: Circuit, now: float, reason: str) -> Step:
         probe_leases=(),
         probe_successes=0,
         window_state=None,
+        throttle_state=None,
         updated_at=now,
     )
     if c.state == "closed":

@@ -30,6 +30,23 @@ class CircuitOpenError(CircuitlogError):
         super().__init__(message)
 
 
+class CircuitThrottledError(CircuitOpenError):
+    """The circuit is closed, but its soft throttle refused this call (the ``throttle`` policy).
+
+    A ``CircuitOpenError``, so code that handles refusals handles this one too; the next call may well be admitted.
+    """
+
+    def __init__(self, circuit: str, probability: float, retry_at_ms: float, *, local: bool = False):
+        super().__init__(circuit, "closed", retry_at_ms, local=local)
+        self.code = "CIRCUIT_THROTTLED"
+        #: The refusal probability the call was drawn against.
+        self.probability = probability
+        self.args = (
+            f"Circuit '{circuit}' is throttled: {round(probability * 100, 1)}% of calls are refused "
+            "while its dependency accepts too few.",
+        )
+
+
 class CircuitlogUnavailableError(CircuitlogError):
     """circuitlog could not be reached and ``fail_open`` is False, or ``close()`` could not deliver everything."""
 

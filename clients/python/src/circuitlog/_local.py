@@ -45,6 +45,17 @@ def _backoff_from(b: object, timeout_seconds: int) -> d.BackoffPolicy | None:
     )
 
 
+def throttle_from(t: object) -> d.ThrottlePolicy | None:
+    """``throttle`` of a circuit's JSON: None when absent or not an object; a member out of range takes its default."""
+    if not isinstance(t, dict):
+        return None
+    k, w = t.get("k"), t.get("window_seconds")
+    return d.ThrottlePolicy(
+        k=float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) and 1 <= k <= 100 else 2,
+        window_seconds=w if isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 600 else 60,
+    )
+
+
 def policy_from(json: Json | None, defaults: d.Policy) -> d.Policy:
     """The domain policy from a circuit's JSON (docs/api.md), field by field, defaults where missing or malformed."""
     j = json or {}
@@ -58,6 +69,7 @@ def policy_from(json: Json | None, defaults: d.Policy) -> d.Policy:
         window=defaults.window if "window" not in j else _window_from(j["window"]),
         backoff=defaults.backoff if "backoff" not in j else _backoff_from(j["backoff"], timeout),
         forced_state=forced if forced in ("open", "closed") else None,
+        throttle=defaults.throttle if "throttle" not in j else throttle_from(j["throttle"]),
     )
 
 

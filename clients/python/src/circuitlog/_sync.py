@@ -124,11 +124,17 @@ class Client:
             e = core.entries.get(name)
             local = e is not None and e.local_ok and e.generation == core.trusted_generation
             core.calls_running += 1
+            throttled = None
             if local:
                 core.counts["local_decisions"] += 1
                 if e is not None and core.clock_ms() >= e.policy_due_at:
                     self._want_policy(name)
+                throttled = None if e is None else core.throttle_locally(name, e)
         try:
+            if throttled is not None:
+                if fallback is not None:
+                    return fallback(throttled)
+                raise throttled
             if not local:
                 try:
                     self._admit_remotely(name)
@@ -174,7 +180,7 @@ class Client:
             e = core.entries.get(name)
             if e is not None and e.local_ok and e.generation == core.trusted_generation:
                 core.counts["local_decisions"] += 1
-                return True
+                return core.throttle_locally(name, e) is None
         try:
             self._admit_remotely(name)
             return True

@@ -28,6 +28,8 @@ class Refused:
     #: ``Retry-After`` in ms: unlike ``retry_at``, free of any clock difference between hosts.
     retry_after_ms: float
     forced: bool
+    #: A soft-throttle refusal (``CIRCUIT_THROTTLED``): the probability it was drawn against.
+    throttled: float | None = None
 
 
 Answer = Union[Admitted, Refused]
@@ -90,6 +92,10 @@ def allowed_answer(status: int, headers: Any, body: object) -> Answer:
         circuit = b.get("circuit")
         return Admitted(_state(b.get("state"), "closed"), circuit if isinstance(circuit, dict) else None)
     code = b.get("code")
+    if status == 503 and code == "CIRCUIT_THROTTLED":
+        p = b.get("throttle_probability")
+        probability = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < 1 else 0.0
+        return Refused("closed", time.time() * 1000 + 1000, 1000, False, probability)
     if status == 503 and code in ("CIRCUIT_OPEN", "CIRCUIT_FORCED_OPEN"):
         forced = code == "CIRCUIT_FORCED_OPEN"
         state = _state(b.get("state"), "open")

@@ -1,0 +1,68 @@
+/**
+ * The members of an event beyond `from`, `to`, `reason` and `at` (issue 17: the callers a
+ * quorum or an isolation names, the rule a withheld trip withheld, a caller's open time, the
+ * detect-only mark) as the stores keep them: one small JSON object, absent when empty.
+ * Read back from storage it is untrusted: `parseTransitionDetail` keeps only well-formed members.
+ */
+import { callerProblem } from './caller.js';
+import type { EpochMs, Transition, TripReason } from './types.js';
+
+export interface TransitionDetail {
+  readonly callers?: readonly string[];
+  readonly rule?: TripReason;
+  readonly until?: EpochMs;
+  readonly forcedState?: 'closed';
+}
+
+const RULES: ReadonlySet<string> = new Set([
+  'failure_threshold_reached',
+  'failure_rate_exceeded',
+  'slow_call_rate_exceeded',
+]);
+
+/** The detail of a transition as JSON text, or null when it has none (every transition before issue 17). */
+export function detailText(t: Transition): string | null {
+  if (t.callers === undefined && t.rule === undefined && t.until === undefined && t.forcedState === undefined)
+    return null;
+  const d: Record<string, unknown> = {};
+  if (t.callers !== undefined) d.callers = t.callers;
+  if (t.rule !== undefined) d.rule = t.rule;
+  if (t.until !== undefined) d.until = t.until;
+  if (t.forcedState !== undefined) d.forcedState = t.forcedState;
+  return JSON.stringify(d);
+}
+
+/** The well-formed members of stored detail text (null, bad JSON or bad members: none). */
+export function parseTransitionDetail(text: string | null | undefined): TransitionDetail {
+  if (text == null || text === '') return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return {};
+  }
+  if (typeof raw !== 'object' || raw === null) return {};
+  const r = raw as Record<string, unknown>;
+  const out: { -readonly [K in keyof TransitionDetail]: TransitionDetail[K] } = {};
+  if (Array.isArray(r.callers) && r.callers.every((c) => typeof c === 'string' && callerProblem(c) === null))
+    out.callers = r.callers as string[];
+  if (typeof r.rule === 'string' && RULES.has(r.rule)) out.rule = r.rule as TripReason;
+  if (typeof r.until === 'number' && Number.isFinite(r.until)) out.until = r.until;
+  if (r.forcedState === 'closed') out.forcedState = 'closed';
+  return out;
+}
+
+/** The detail's members in the API's wire form (`/events`, the SSE stream): snake_case, ISO 8601 times; only those set. */
+export function detailWire(d: TransitionDetail): {
+  callers?: readonly string[];
+  rule?: TripReason;
+  until?: string;
+  forced_state?: 'closed';
+} {
+  const out: { callers?: readonly string[]; rule?: TripReason; until?: string; forced_state?: 'closed' } = {};
+  if (d.callers !== undefined) out.callers = d.callers;
+  if (d.rule !== undefined) out.rule = d.rule;
+  if (d.until !== undefined) out.until = new Date(d.until).toISOString();
+  if (d.forcedState !== undefined) out.forced_state = d.forcedState;
+  return out;
+}

@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newCircuit, recordFailure } from '../../src/domain/circuit.js';
+import { openRedisStore, type OpenedRedis } from '../../src/store/redis/open.js';
+import { SHARDS } from '../../src/store/redis/shards.js';
+import { silentLogger } from '../helper.js';
+import { startRedis, type RedisServer } from '../redis/redis-server.js';
+
+let redis: RedisServer;
+const opened: OpenedRedis[] = [];
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await Promise.all(opened.map((o) => o.close()));
+  await redis.stop('SIGKILL');
+});
+const open = async (prefix: string) => {
+  const o = await openRedisStore({ url: redis.url(), logger: silentLogger, prefix });
+  opened.push(o);
+  return o;
+};
+
+describe('a store of the layout before shards', () => {
+  it('is moved into the shards at start (state, version, events, due, id order kept), once, and a second start changes nothing', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const settings = { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
+    const scratch = await open(`${prefix}scratch:`);
+    const raw = scratch.store.redis;
+    // The old keys as circuitlog wrote them: c:{name}, e:{name}, index, due under the prefix.
+    const names = ['old-a', 'old-b', 'old-c'];
+    for (const [i, name] of names.entries()) {
+      const step = recordFailure(newCircuit(name, settings, 1_000), 1_000); // opens it (threshold 1)
+      const circuit = { ...step.circuit, id: i + 1 };
+      await raw.command([
+        'HSET',
+        `${prefix}c:{${name}}`,
+        'v',
+        String(100 + i),
+        'id',
+        String(i + 1),
+        'c',
+        JSON.stringify(circuit),
+      ]);
+      await raw.command([
+        'LPUSH',
+        `${prefix}e:{${name}}`,
+        JSON.stringify(['closed', 'open', 'failure_threshold_reached', 1_000]),
+      ]);
+      await raw.command(['ZADD', `${prefix}index`, String(i + 1), name]);
+      await raw.command(['ZADD', `${prefix}due`, String(circuit.openUntil), name]);
+    }
+    const host = await open(prefix);
+    const listed = await host.store.list({ limit: 10 });
+    expect(listed.map((c) => c.name)).toEqual(names); // the old id order
+    for (const [i, c] of listed.entries()) {
+      expect(c).toMatchObject({ state: 'open', failureCount: 1 });
+      expect(Math.floor(c.id / SHARDS)).toBe(i + 1);
+      expect(await host.store.events(c.id, 10)).toEqual([
+        { from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 },
+      ]);
+    }
+    expect(await host.store.count()).toBe(3);
+    expect((await host.store.dueOpen(1_000_000, 10)).sort()).toEqual(names);
+    expect(
+      await raw.command(['EXISTS', `${prefix}index`, `${prefix}c:{old-a}`, `${prefix}e:{old-a}`, `${prefix}due`]),
+    ).toBe(0);
+    // A new circuit lists after every moved one; a second start moves nothing and changes nothing.
+    await host.store.apply('new', (c) => ({ circuit: c ?? newCircuit('new', settings, 2_000), transitions: [] }));
+    const again = await open(prefix);
+    expect((await again.store.list({ limit: 10 })).map((c) => [c.name, c.id])).toEqual(
+      (await host.store.list({ limit: 10 })).map((c) => [c.name, c.id]),
+    );
+    expect((await again.store.list({ limit: 10 })).map((c) => c.name)).toEqual([...names, 'new']);
+  });
+});
