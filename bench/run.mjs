@@ -16,6 +16,8 @@
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
+//   overload    the proxy before an upstream with a real capacity, open loop up to 3x: adaptive concurrency
+//               limit vs none (goodput, p99, the limit's settling); retry budget with every node failing (bench/overload.mjs)
 //   scale       N = 1 .. 1,000,000 circuits: req/s ratios, deep list p50, RSS per circuit, start-up, /metrics;
 //               retention's effect on GET /allowed p99 over 10M old transitions (bench/scale.mjs)
 //
@@ -62,6 +64,7 @@ import { clientSection } from './client.mjs';
 import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
 import { scaleSection } from './scale.mjs';
+import { overloadSection } from './overload.mjs';
 import { throttleSection } from './throttle.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -73,9 +76,9 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'throttle', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls'];
+const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'throttle', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls', 'overload'];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, throttle: 5, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0 };
+const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, throttle: 5, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0, overload: 0 };
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -640,6 +643,7 @@ async function main() {
   runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
   runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
   runners.scale = () => scaleSection({ setupBenchCircuits, startCircuitlog, tempDir, removeTemp, stopEach, suiteOptions, durationFor, envInt, log, runSuite, repoRoot });
+  runners.overload = () => overloadSection({ startCircuitlog, startProcess, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   runners['redis-modes'] = () => redisModesSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
   const sections = [];

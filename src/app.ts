@@ -90,7 +90,7 @@ export function createApp(deps: AppDeps): App {
   if (deps.observe) {
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined);
-    registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined });
+    registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined, concurrency: proxy?.concurrency });
   }
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';

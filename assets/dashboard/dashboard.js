@@ -4,6 +4,7 @@
 
 const TOKEN_KEY = 'circuitlog-token';
 const REFRESH_MS = 15_000; // full reload of figures that change without a transition (failure counts)
+const LOAD_MS = 2_000; // upstreams' concurrency limits and requests in flight
 const RECONNECT_MS = 1_000;
 const TIMELINE_MAX = 100;
 const PAGE = 500; // circuits per /dashboard/api/state answer for the open and half-open lists
@@ -132,6 +133,22 @@ function goTo(after, before) {
   loadState().catch((error) => {
     if (!(error instanceof Unauthorized)) setMessage(error.message, true);
   });
+}
+
+/** The upstreams' limits and requests in flight change by the millisecond: read them (one circuit's page) every LOAD_MS. */
+async function refreshLoads() {
+  if (view.upstreams.length === 0) return;
+  const s = await api('GET', '/dashboard/api/state?limit=1');
+  const byName = new Map(s.upstreams.map((u) => [u.name, u.concurrency]));
+  for (const u of view.upstreams) u.concurrency = byName.get(u.name) ?? null;
+  render();
+}
+
+/** "limit 35 (adaptive) · 12 in flight", or "12 in flight" without a limit. */
+function loadText(c) {
+  if (!c) return '';
+  const flight = `${c.in_flight} in flight`;
+  return c.limit === null ? flight : `limit ${c.limit.value} (${c.limit.kind}) · ${flight}`;
 }
 
 const refreshing = new Set();
@@ -357,7 +374,8 @@ function render() {
       const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
       return circuits.length ? el('div', { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc }, el('h3', { textContent: title }), table(circuits)) : null;
     });
-    if (parts.some(Boolean)) groups.push(el('section', { class: 'group', 'data-upstream': u.name }, el('h2', { textContent: `upstream ${u.name}` }), ...parts));
+    const load = el('span', { class: 'load', textContent: loadText(u.concurrency) });
+    if (parts.some(Boolean)) groups.push(el('section', { class: 'group', 'data-upstream': u.name }, el('h2', {}, `upstream ${u.name} `, load), ...parts));
   }
   const others = all.filter((c) => !nodeCircuits.has(c.name) && match(c));
   if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others), pager()));
@@ -453,6 +471,7 @@ async function start() {
   started = true;
   void followStream();
   setInterval(() => loadState().catch(() => {}), REFRESH_MS);
+  setInterval(() => refreshLoads().catch(() => {}), LOAD_MS);
 }
 
 let searchTimer;

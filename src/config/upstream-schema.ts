@@ -7,6 +7,7 @@ import { policyFromWire } from '../domain/policy-wire.js';
 import { checkPolicy, policyFields } from '../policy-schema.js';
 import { policyOverrides } from './circuits-schema.js';
 import { dcName, positiveInt, segmentName } from './fields.js';
+import { checkOneLimit, concurrencySchema, retryBudgetSchema } from './overload-schema.js';
 
 const nodeSchema = z
   .object({
@@ -105,6 +106,9 @@ export const upstreamSchema = z
     failure_statuses: z.array(z.number().int().min(100).max(599)).default([500, 502, 503, 504]),
     health_check: healthCheckSchema.prefault({}),
     max_concurrent: positiveInt(1_000_000).optional(),
+    /** A fixed or adaptive limit on requests in flight (docs/proxy.md#overload-control-concurrency-limits-and-the-retry-budget). */
+    concurrency: concurrencySchema.optional(),
+    retry_budget: retryBudgetSchema.prefault({}),
     fallback: fallbackSchema.optional(),
     coalesce: coalesceSchema.prefault({}),
     /** Share of the nodes request outcomes may hold open at once (Envoy's max_ejection_percent); docs/proxy.md#guard-rails-ejection-cap-panic-detect-only. */
@@ -116,6 +120,7 @@ export const upstreamSchema = z
   .strict()
   .superRefine((u, ctx) => {
     checkPolicy(u, ctx);
+    checkOneLimit(u, ctx);
     const seen = new Set<string>();
     u.nodes.forEach((node, i) => {
       if (seen.has(node.id)) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'id'], message: `duplicate node id '${node.id}'` });

@@ -19,6 +19,16 @@ export interface DashboardDeps {
   readonly transitions: TransitionReader;
   readonly proxy?: { readonly localDc: string; readonly upstreams: Record<string, UpstreamConfig> };
   readonly tokenRequired: boolean;
+  /** Each upstream's concurrency limit and requests in flight now (the proxy's, once its routes are up). */
+  readonly concurrency?: () => readonly UpstreamLoad[];
+}
+
+/** An upstream's concurrency now, as the dashboard shows it. */
+export interface UpstreamLoad {
+  readonly upstream: string;
+  readonly kind: 'fixed' | 'adaptive' | null;
+  readonly limit: number | null;
+  readonly inFlight: number;
 }
 
 const PAGE = 500; // circuits per answer by default: one short task on the event loop
@@ -106,6 +116,7 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
   const last = deps.transitions.lastPerCircuit(circuits.map((c) => c.name));
   const nodeLast = deps.transitions.lastPerCircuit(nodeNames(deps));
   const event = (t: Parameters<typeof transitionData>[0]) => ({ id: t.id, ...(JSON.parse(transitionData(t)) as object) });
+  const loads = new Map(upstreamLoads(deps).map((l) => [l.name, l]));
   return {
     now: new Date(now).toISOString(),
     last_event_id: lastEventId,
@@ -123,6 +134,7 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
     upstreams: Object.entries(deps.proxy?.upstreams ?? {}).map(([name, u]) => ({
       name,
       nodes: u.nodes.map((n) => ({ id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), local: n.dc === deps.proxy?.localDc })),
+      concurrency: loads.get(name) ?? null,
     })),
     local_dc: deps.proxy?.localDc ?? null,
   };
@@ -168,4 +180,9 @@ async function searchScan(deps: DashboardDeps, query: z.output<typeof StateQuery
     if (rows.length < SEARCH_READ) return { circuits, nextAfter: null };
   }
   return { circuits, nextAfter: after };
+}
+
+/** Per upstream: `{ name, limit: { kind, value } | null, in_flight }` (the wire names of the dashboard API; the page polls them). */
+function upstreamLoads(deps: DashboardDeps) {
+  return (deps.concurrency?.() ?? []).map((u) => ({ name: u.upstream, limit: u.kind === null ? null : { kind: u.kind, value: u.limit }, in_flight: u.inFlight }));
 }

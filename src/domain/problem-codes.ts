@@ -31,6 +31,7 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   UPSTREAM_NOT_FOUND: { status: 404, type: '/problems/upstream-not-found', title: 'Unknown upstream' },
   NO_NODE_AVAILABLE: { status: 503, type: '/problems/no-node-available', title: 'No upstream node available' },
   BULKHEAD_FULL: { status: 503, type: '/problems/bulkhead-full', title: 'Too many concurrent requests' },
+  CONCURRENCY_LIMITED: { status: 503, type: '/problems/concurrency-limited', title: "Over the upstream's concurrency limit" },
   UPSTREAM_TIMEOUT: { status: 504, type: '/problems/upstream-timeout', title: 'Upstream timed out' },
   UPSTREAM_UNREACHABLE: { status: 502, type: '/problems/upstream-unreachable', title: 'Upstream unreachable' },
   REQUEST_BODY_TIMEOUT: { status: 408, type: '/problems/request-body-timeout', title: 'Request body timed out' },

@@ -9,6 +9,9 @@ import type { ForcedState } from '../domain/policy.js';
 import { isSlow } from '../domain/window.js';
 import { failureRateOf, throttleProbabilityOf } from './policy-fields.js';
 import { BatchedCounter, BatchedHistogram } from './batched-metrics.js';
+import { OverloadMetrics } from './overload-metrics.js';
+import type { ShedReason } from '../proxy/overload/concurrency-gate.js';
+import type { UpstreamConcurrency } from '../proxy/proxy-hooks.js';
 
 export interface MetricsOptions {
   readonly snapshot: SnapshotReader;
@@ -58,6 +61,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly healthChecks;
   private readonly degraded;
   private readonly coalesced;
+  private readonly overload;
   private readonly panic;
   /** The lines of each labelled circuit as last rendered, by name (at most about twice the cap). */
   private readonly rendered = new Map<string, RenderedCircuit>();
@@ -88,6 +92,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.proxyDuration = new BatchedHistogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', registers });
     this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
     this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
+    this.overload = new OverloadMetrics(registers);
     this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
     this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
     // 'max' across workers: 1 while any worker serves the upstream in panic (each reads the nodes itself).
@@ -136,6 +141,18 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   readonly proxyCoalesced = (upstream: string): void => {
     this.coalesced.inc({ upstream });
   };
+
+  proxyShed(upstream: string, reason: ShedReason): void {
+    this.overload.shedOne(upstream, reason);
+  }
+
+  proxyRetry(upstream: string, result: 'sent' | 'budget_exhausted'): void {
+    this.overload.retry(upstream, result);
+  }
+
+  proxyConcurrency(read: () => readonly UpstreamConcurrency[]): void {
+    this.overload.watch(read);
+  }
 
   proxyPanic(upstream: string, panic: boolean): void {
     this.panic.set({ upstream }, panic ? 1 : 0);

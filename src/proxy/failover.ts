@@ -63,7 +63,8 @@ export function elapsedMs(clock: () => number, startedAt: number): number {
 /**
  * The one failover loop: pick a node (local DC first), try it; a failure (timeout,
  * unreachable, refused, a status in `failure_statuses`) is recorded against the node and,
- * for an idempotent method within the retry budget, the next node is tried. A refused
+ * for an idempotent method within `retries` and the upstream's retry budget (`retry_budget`,
+ * overload/retry-budget.ts), the next node is tried. A refused
  * connection sent nothing, so any method moves on, outside the budget. When no node is
  * left, the last failing answer goes back as sent, or the last failure is the ending.
  */
@@ -73,6 +74,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
   let tried: Set<ProxyNode> | null = null;
   let budget = upstream.config.retries;
   let last: Ending<A> | null = null;
+  let sent = false;
   for (;;) {
     const picking = panic.holds ? null : new NodePick(upstream, tried, deps.breaker, deps.failOpen);
     const quick = picking?.now() ?? null; // the fast path: a node its breaker admits, answered at once
@@ -80,6 +82,8 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
     if (pick.node === null) return last ?? { kind: 'no_node', retryAt: pick.retryAt };
     if (last?.kind === 'answer') t.discard(last.answer);
     const { node, use } = pick;
+    if (!sent) upstream.overload.requestSent(); // the retry budget's base: requests that reached the failover's first attempt
+    sent = true;
     const tr = await t.attempt(node, deps.clock());
     if (tr.kind === 'caller_gone') return tr;
     if (tr.kind === 'answer' && !tr.failed) return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
@@ -89,6 +93,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
     const replayable = t.replayable();
     if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
     if (!IDEMPOTENT.has(t.method) || budget === 0 || !replayable) return last;
+    if (!upstream.overload.retryAllowed()) return last; // over the retry budget: the first attempt's result stands
     budget--;
   }
 }

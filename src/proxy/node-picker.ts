@@ -25,6 +25,8 @@ export type Pick = { readonly node: ProxyNode; readonly use: NodeUse } | { reado
 /** The use of a node whose breaker admitted the call: marked when only a force let it through. */
 function admittedUse(admission: Admission | null, now: () => number): NodeUse {
   if (admission?.circuit?.forcedState !== 'closed') return PLAIN_USE; // (a test's stand-in admission may carry no circuit)
+  // The domain's verdict also knows the caller's own isolation (a quorum policy) under the force.
+  if (admission.verdict.allowed && admission.verdict.wouldRefuse !== undefined) return WOULD_REFUSE_USE;
   return wouldRefuse(admission.circuit, now()) ? WOULD_REFUSE_USE : PLAIN_USE;
 }
 
@@ -63,6 +65,8 @@ export class NodePick {
   private readonly steps: Generator<ProxyNode, Pick, Admission | null>;
   private pending: Promise<Admission | null> | null = null;
   private candidate: ProxyNode | null = null;
+  /** Config `instance_id`: the proxy asks as its caller, so its own isolation from a node (a quorum policy) is honoured. */
+  private readonly caller: string | undefined;
 
   constructor(
     upstream: Upstream,
@@ -72,15 +76,16 @@ export class NodePick {
     private readonly failOpen: boolean,
   ) {
     this.steps = walk(upstream, tried, () => breaker.now());
+    this.caller = upstream.recordOptions.caller;
   }
 
   /** The pick, when every check it took was answered at once; else null (then await `later()`). */
   now(): Pick | null {
     let step = this.steps.next();
     while (!step.done) {
-      const admission = this.breaker.peekAllowed(step.value.circuit);
+      const admission = this.breaker.peekAllowed(step.value.circuit, this.caller);
       if (admission === undefined) {
-        this.pending = this.breaker.allowed(step.value.circuit);
+        this.pending = this.breaker.allowed(step.value.circuit, this.caller);
         this.candidate = step.value;
         return null;
       }
@@ -96,7 +101,7 @@ export class NodePick {
     for (;;) {
       let admission: Admission | null;
       try {
-        admission = await (pending ?? this.breaker.allowed(node.circuit));
+        admission = await (pending ?? this.breaker.allowed(node.circuit, this.caller));
       } catch (error) {
         // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
         if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node, use: PLAIN_USE };

@@ -156,7 +156,8 @@ export async function pickInPanic(
       if (tried?.has(node)) continue;
       upstream.cursors[g] = (start + k + 1) % group.length;
       try {
-        return inPanic(node, breaker.peekAllowed(node.circuit) ?? (await breaker.allowed(node.circuit)));
+        const caller = upstream.recordOptions.caller;
+        return inPanic(node, breaker.peekAllowed(node.circuit, caller) ?? (await breaker.allowed(node.circuit, caller)));
       } catch {
         return { node, use: PANIC_UNJUDGED }; // the store is down: used unguarded, as fail-open does
       }

@@ -83,6 +83,11 @@ export class ProxyCall {
     this.current?.cancel('caller_gone', reason);
   }
 
+  /** How the failover ended, for an adaptive concurrency limit: the node's head came, it timed out, or neither. */
+  observe(ending: 'answer' | 'timeout' | 'other'): void {
+    this.slot.observe(ending === 'answer' ? 'answered' : ending === 'timeout' ? 'dropped' : 'unjudged');
+  }
+
   /** The node's answer is being streamed: the slot is the response body's until `end()`. */
   handOff(): void {
     this.handedOff = true;

@@ -4,6 +4,7 @@
  * and the hop-by-hop field list. Every error text of `/proxy` lives here once.
  */
 import { AppError } from '../domain/errors.js';
+import type { ShedReason } from './overload/concurrency-gate.js';
 import type { NodeUse } from './node-picker.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
@@ -61,6 +62,13 @@ export function methodNotForwarded(method: string): AppError {
 
 export function bulkheadFull(upstream: Upstream, max: number): AppError {
   return new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
+}
+
+/** 503 CONCURRENCY_LIMITED: over the upstream's `concurrency` limit (docs/proxy.md#overload-control-concurrency-limits-and-the-retry-budget). */
+export function concurrencyLimited(upstream: Upstream, reason: ShedReason): AppError {
+  const limit = upstream.overload.gate?.limit ?? 0;
+  const why = reason === 'limit' ? `already has ${limit} requests in flight, its concurrency limit now` : reason === 'queue_full' ? `has ${limit} requests in flight and its queue is full` : `had no free slot within queue_ms (${upstream.overload.gate?.settings.queueMs ?? 0} ms)`;
+  return new AppError('CONCURRENCY_LIMITED', `'${upstream.name}' ${why}; no node was contacted.`, { retryAfterSeconds: 1, extensions: { limit, reason } });
 }
 
 export function noNodeAvailable(upstream: Upstream, retryAt: number | null): AppError {

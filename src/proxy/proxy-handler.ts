@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { admitTarget, checkRoom, coalescingKey, Slot } from './admission.js';
+import { admitTarget, coalescingKey, takeSlot, waitForSlot } from './admission.js';
 import { hasRequestBody } from './cache-rules.js';
 import type { FlightResult } from './coalesce.js';
 import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
@@ -75,10 +75,17 @@ class HttpProxy {
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     const waiting = inFlight?.join(requestHeaders) ?? null;
     if (waiting !== null) return this.follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
-    checkRoom(upstream);
-    const sent = this.outgoingRequest(input, upstream, requestHeaders);
+    const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, input.outgoing));
+    if (slot === null) return new Response(null, { status: 499 }); // the caller left while waiting for a slot
+    let sent: Pick<CallParts, 'headers' | 'body'>;
+    try {
+      sent = this.outgoingRequest(input, upstream, requestHeaders);
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
-    const call = new ProxyCall({ input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r }, new Slot(upstream));
+    const call = new ProxyCall({ input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r }, slot);
     try {
       return this.answer(call, await failover(this.core, httpTransport(this.deps, call)));
     } catch (error) {
@@ -93,6 +100,7 @@ class HttpProxy {
   /** The caller's answer for how the failover ended. */
   private answer(call: ProxyCall, ending: Ending<Attempt>): Response {
     const { upstream } = call.parts;
+    call.observe(ending.kind === 'answer' || ending.kind === 'timeout' ? ending.kind : 'other');
     switch (ending.kind) {
       case 'answer':
         return streamAnswer(this.answerDeps, call, ending.node, ending.answer, !ending.failed && ending.use.judged, ending.use); // a failing answer goes back as sent, already counted

@@ -1,3 +1,5 @@
+import type { ShedReason } from './overload/concurrency-gate.js';
+
 /**
  * What the proxy reports as it works (metrics count these). Optional in the proxy's deps;
  * a node is `null` when no node answered.
@@ -13,4 +15,18 @@ export interface ProxyHooks {
   proxyPanic?(upstream: string, panic: boolean): void;
   /** One active health check of a node. */
   healthCheck(upstream: string, node: string, result: 'success' | 'failure'): void;
+  /** A request refused a concurrency slot (`circuitlog_proxy_shed_total{upstream, reason}`). */
+  proxyShed?(upstream: string, reason: ShedReason): void;
+  /** A retry on another node, sent or refused by the budget (`circuitlog_proxy_retries_total{upstream, result}`). */
+  proxyRetry?(upstream: string, result: 'sent' | 'budget_exhausted'): void;
+  /** Called once with a reader of every limited upstream's limit and requests in flight (for the gauges). */
+  proxyConcurrency?(read: () => readonly UpstreamConcurrency[]): void;
+}
+
+/** One upstream's concurrency now: its limit (null: none) and its requests (and tunnels) holding a slot. */
+export interface UpstreamConcurrency {
+  readonly upstream: string;
+  readonly kind: 'fixed' | 'adaptive' | null;
+  readonly limit: number | null;
+  readonly inFlight: number;
 }

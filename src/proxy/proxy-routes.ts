@@ -5,10 +5,10 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
-import type { ProxyHooks } from './proxy-hooks.js';
+import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
-import { buildUpstreams, ensureNodeCircuits } from './upstreams.js';
+import { buildUpstreams, ensureNodeCircuits, type Upstream } from './upstreams.js';
 import { PanicWatches, reportPanic } from './panic.js';
 import { parseProxyTarget } from './target-path.js';
 import { unknownUpstream } from './proxy-errors.js';
@@ -39,6 +39,8 @@ export interface ProxyRoutes {
   readonly upgrade: UpgradeHandler;
   /** Resolves once the node circuits are stored (at once on SQLite); the server listens after it. */
   readonly ready: Promise<void>;
+  /** Every upstream's concurrency limit and requests in flight now (the dashboard). */
+  readonly concurrency: () => UpstreamConcurrency[];
 }
 
 /**
@@ -46,7 +48,8 @@ export interface ProxyRoutes {
  * the data plane, and callers' Authorization headers belong to the upstream.
  */
 export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyRouteDeps): ProxyRoutes {
-  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.proxy.instanceId);
+  const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.proxy.instanceId, deps.clock);
+  watchOverload(upstreams, deps.hooks);
   const ready = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
   const panics = new PanicWatches(upstreams.values(), deps.breaker, deps.clock, reportPanic(deps.logger, deps.hooks, upstreams.values()));
   const handler = createProxyHandler({
@@ -68,7 +71,21 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
     hooks: deps.hooks, panics,
   });
-  return { handler, upgrade, ready };
+  return { handler, upgrade, ready, concurrency: () => concurrencyOf(upstreams) };
+}
+
+/** Overload control reports to the hooks: refusals and retries counted, limits and in-flight read at scrape time. */
+function watchOverload(upstreams: ReadonlyMap<string, Upstream>, hooks: ProxyHooks | undefined): void {
+  if (hooks === undefined) return;
+  for (const u of upstreams.values()) {
+    u.overload.hooks = { shed: (name, reason) => hooks.proxyShed?.(name, reason), retry: (name, result) => hooks.proxyRetry?.(name, result) };
+  }
+  hooks.proxyConcurrency?.(() => concurrencyOf(upstreams));
+}
+
+/** Every upstream's limit and requests in flight now (the gauges and the dashboard). */
+export function concurrencyOf(upstreams: ReadonlyMap<string, Upstream>): UpstreamConcurrency[] {
+  return [...upstreams.values()].map((u) => ({ upstream: u.name, kind: u.overload.gate?.settings.limit ?? null, limit: u.overload.gate?.limit ?? null, inFlight: u.inFlight }));
 }
 
 /**

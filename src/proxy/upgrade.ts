@@ -2,7 +2,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { admitTarget, takeSlot } from './admission.js';
+import { admitTarget, takeSlot, waitForSlot } from './admission.js';
 import { failover, recordNode, type FailoverDeps } from './failover.js';
 import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
@@ -48,10 +48,12 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET') throw upgradeNotSupported(upgrade);
     const { target, upstream } = admitTarget(deps.upstreams, raw);
     if (r !== null) r.upstream = upstream.name;
-    const slot = takeSlot(upstream);
+    const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
+    if (slot === null) return report(r, null, 499);
     let switched = false; // the slot passes to the tunnel once it opens
     try {
       const ending = await failover(core, handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }));
+      slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
       switch (ending.kind) {
         case 'caller_gone':
           return report(r, null, 499); // as on the HTTP path: nothing was sent

@@ -4,6 +4,8 @@ import { nodeCircuitName } from '../domain/circuit-name.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
+import { concurrencySettings, retryBudgetSettings } from './overload/overload-settings.js';
+import { UpstreamOverload } from './overload/upstream-overload.js';
 import { StaleCache } from './stale-cache.js';
 
 /** A configured node with its circuit name and where to send requests. */
@@ -35,11 +37,14 @@ export interface Upstream {
   readonly coalescer: Coalescer | null;
   /** Round-robin position per group. */
   readonly cursors: number[];
+  /** Calls (and WebSocket tunnels) holding a concurrency slot. */
   inFlight: number;
+  /** Its concurrency limit (fixed or adaptive) and retry budget. */
+  readonly overload: UpstreamOverload;
 }
 
 /** Build the run-time upstreams from the parsed config; `caller` (config `instance_id`) names this proxy on its node outcomes. */
-export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string, caller?: string): Map<string, Upstream> {
+export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string, caller?: string, clock: () => number = Date.now): Map<string, Upstream> {
   const out = new Map<string, Upstream>();
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
@@ -68,6 +73,7 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
       coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes, credentials }) : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
+      overload: new UpstreamOverload(name, concurrencySettings(config), retryBudgetSettings(config.retry_budget), clock),
     });
   }
   return out;

@@ -111,7 +111,7 @@ export class BreakerService extends BreakerCore {
    * `guardedItems` for how the peers' reads are made part of the write.
    */
   recordAmong(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined, peers: readonly string[], guard: OutcomeGuard): Promise<Circuit> {
-    const outcome: Outcome = { success, timeoutSeconds: options.timeoutSeconds, durationMs };
+    const outcome = outcomeOf(success, options, durationMs);
     const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
     const result = chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!.circuit);
     if (!isPromise(result)) return Promise.resolve(result);

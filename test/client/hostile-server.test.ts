@@ -15,7 +15,7 @@ afterEach(async () => {
 async function hostile(handlers: { stream?: Handler; allowed?: Handler }) {
   const server = http.createServer((req, res) => {
     if (req.url?.startsWith('/events/stream')) return (handlers.stream ?? quietStream)(req, res);
-    if (req.url?.split('?')[0]!.endsWith('/allowed')) return (handlers.allowed ?? allowedClosed)(req, res);
+    if ((req.url ?? '').split('?')[0]?.endsWith('/allowed')) return (handlers.allowed ?? allowedClosed)(req, res);
     if (req.url === '/outcomes') return void req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'));
     res.writeHead(404).end();
   });

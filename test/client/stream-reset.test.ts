@@ -18,8 +18,8 @@ it('takes a fresh snapshot of every circuit on event: reset, and resumes after n
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': open\n\n');
       streams.push({ lastEventId: req.headers['last-event-id'] as string | undefined, res });
-    } else if (req.url?.split('?')[0]!.endsWith('/allowed')) {
-      allowed.push(req.url);
+    } else if ((req.url ?? '').split('?')[0]?.endsWith('/allowed')) {
+      allowed.push(req.url ?? '');
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"allowed":true,"state":"closed","circuit":null}');
     } else {
       req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'));

@@ -146,6 +146,28 @@ describe('dashboard in headless Chromium', () => {
     expect(errors).toEqual([]);
   });
 
+  it("shows each upstream's concurrency limit and its requests in flight", async () => {
+    const slow = await startNodes('dc1-9');
+    slow['dc1-9']!.mode = 'hang';
+    const dir = tempDir();
+    const config = path.join(dir, 'circuitlog.yaml');
+    fs.writeFileSync(
+      config,
+      `local_dc: dc1\nupstreams:\n  slow:\n    nodes: [{ id: dc1-9, dc: dc1, url: "${slow['dc1-9']!.url}" }]\n    request_timeout_ms: 20000\n    health_check: { enabled: false }\n    concurrency: { limit: fixed, max: 5 }\n  fast:\n    nodes: [{ id: dc1-1, dc: dc1, url: "${nodes['dc1-1']!.url}" }]\n    health_check: { enabled: false }\n    concurrency: { limit: adaptive, initial: 30 }\n`,
+    );
+    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config });
+    servers.push(server);
+    const held = [0, 1].map(() => fetch(`${server.url}/proxy/slow/x`).catch(() => null));
+    const { page, errors } = await openPage();
+    await page.goto(`${server.url}/dashboard`);
+    await page.locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 2 in flight' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('section[data-upstream="fast"] h2 .load').textContent()).toBe('limit 30 (adaptive) · 0 in flight');
+    await slow['dc1-9']!.stop(); // the held requests end
+    await Promise.all(held);
+    await page.locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 0 in flight' }).waitFor({ timeout: 10_000 });
+    expect(errors).toEqual([]);
+  });
+
   it('filters circuits by name', async () => {
     const server = await start();
     for (const name of ['payments/charge', 'email/send']) await api(server, 'POST', name, '/success');

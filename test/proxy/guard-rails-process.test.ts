@@ -122,7 +122,9 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     for (const id of ['dc1-2', 'dc1-3', 'dc1-4']) failRequests(nodes[id]!);
     const server = await launch(
       run,
-      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 1\nmax_ejection_percent: 50\nhealth_check: { enabled: false }',
+      // retry_budget 100%: every failed attempt may fail over (as before issue 21); 3 of 4 nodes
+      // failing need more retries than the default budget (20% + 3/s) allows, and the budget is not under test here
+      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 1\nretry_budget: { percent: 100 }\nmax_ejection_percent: 50\nhealth_check: { enabled: false }',
     );
     const stream = openStream(`${server.url}/events/stream`);
     const statuses: number[] = [];
@@ -216,6 +218,51 @@ describe.each(RUNS)('proxy guard rails ($store, $workers worker(s))', (run) => {
     const answers = await Promise.all(Array.from({ length: 6 }, () => get(`${server.url}/proxy/users/x`)));
     expect(answers.map((a) => a.status)).toEqual(Array(6).fill(503));
     expect(Object.values(nodes).map((n) => n.seen.filter((s) => s.url !== '/healthz').length)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('the proxy is a caller (instance_id): with a quorum, its own failures isolate it from the node, which stays closed for everyone', async () => {
+    nodes = await startNodes('dc1-1', 'dc1-2');
+    failRequests(nodes['dc1-1']!);
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 0\nquorum: { min_callers: 2 }\nhealth_check: { enabled: false }',
+      'instance_id: edge-7.dc1\n',
+    );
+    const circuit = `${server.url}/circuits/${encodeURIComponent('users/dc1-1')}`;
+    const isolated = async () =>
+      (await json<{ isolated_callers: { caller: string }[] }>(circuit)).isolated_callers.map((e) => e.caller);
+    for (let i = 0; i < 8 && (await isolated()).length === 0; i++) await get(`${server.url}/proxy/users/x`);
+    expect(await isolated()).toEqual(['edge-7.dc1']); // the proxy's own name, not an anonymous outcome
+    expect((await states(server))['users/dc1-1']).toBe('closed'); // one caller is no quorum: not opened for everyone
+    const reasons = (await events(server, 'users/dc1-1')).map((e) => e.reason);
+    expect(reasons).toContain('trip_withheld');
+    expect(reasons).toContain('caller_isolated');
+    expect(reasons).not.toContain('failure_threshold_reached');
+    const hitsBefore = nodes['dc1-1']!.seen.length;
+    const after = await Promise.all(Array.from({ length: 10 }, () => get(`${server.url}/proxy/users/x`)));
+    expect(after.map((a) => a.status)).toEqual(Array(10).fill(200)); // the proxy honours its isolation: the healthy node answers
+    expect(nodes['dc1-1']!.seen.length).toBe(hitsBefore);
+    const allowed = await fetch(`${circuit}/allowed?caller=other-host`);
+    expect(allowed.status).toBe(200); // every other caller is still allowed
+  });
+
+  it('detect-only with a quorum: the proxy isolated under the force still sends to the node, marked X-Circuit-Would-Refuse: true', async () => {
+    nodes = await startNodes('dc1-1', 'dc1-2');
+    failRequests(nodes['dc1-1']!);
+    const server = await launch(
+      run,
+      'failure_threshold: 2\ntimeout_seconds: 60\nretries: 0\nforced_state: closed\nquorum: { min_callers: 2 }\nhealth_check: { enabled: false }',
+      'instance_id: edge-7.dc1\n',
+    );
+    const answers: Answer[] = [];
+    for (let i = 0; i < 12; i++) answers.push(await get(`${server.url}/proxy/users/x`));
+    expect(answers.some((a) => a.status === 503)).toBe(false); // nothing refused under the force
+    expect((await states(server))['users/dc1-1']).toBe('closed'); // withheld: one caller is no quorum
+    const failing = answers.filter((a) => a.body.startsWith('boom'));
+    expect(failing.length).toBeGreaterThanOrEqual(5); // still sent its share while the proxy is isolated from it
+    // Its first two failures isolate the proxy (caller scope, not the circuit); every later answer from it is marked.
+    expect(failing.slice(0, 2).map((a) => a.headers['x-circuit-would-refuse'])).toEqual([undefined, undefined]);
+    expect(failing.slice(2).every((a) => a.headers['x-circuit-would-refuse'] === 'true')).toBe(true);
   });
 
   it('detect-only: a forced-closed node whose rules would refuse is forwarded, marked X-Circuit-Would-Refuse: true', async () => {
