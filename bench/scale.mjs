@@ -28,6 +28,8 @@ import { performance } from 'node:perf_hooks';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { percentileSorted, probeOk, startProcess } from './lib.mjs';
+import { fanoutRun } from './fanout.mjs';
+import { dashboardRun } from './dashboard-load.mjs';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const DAY_MS = 86_400_000;
@@ -52,6 +54,8 @@ export async function scaleSection(ctx) {
       if (store === 'redis' && spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) continue;
       rows.push(...(await measureStore(ctx, libs, tmp, store, ns, durationSec)));
     }
+    const fanout = process.env.BENCH_SCALE_FANOUT === '0' ? null : await fanoutRun(ctx, tmp);
+    const dashboard = process.env.BENCH_SCALE_DASHBOARD === '0' ? null : await dashboardRun({ ...ctx, require }, tmp, (file, n) => seedSqlite(libs, file, n));
     const retention = oldRows > 0 ? await retentionRun(ctx, libs, tmp, oldRows, durationSec) : null;
     for (const r of rows) {
       const base = rows.find((b) => b.store === r.store && b.n === ns[0]);
@@ -71,7 +75,9 @@ export async function scaleSection(ctx) {
       results: [],
       table: rows,
       retention,
-      markdownExtra: tableMarkdown(rows, retention),
+      fanout,
+      dashboard,
+      markdownExtra: tableMarkdown(rows, retention, fanout, dashboard),
       notes: [
         'Filler circuits are written into the store directly (one SQLite transaction, or pipelined Redis commands in the store\'s layout) before circuitlog starts; bench-ok and bench-fail through the API. One circuitlog process, log level warn, metrics on (max_circuits 10,000).',
         `Load: ${ctx.suiteOptions(durationSec).connections} connections, ${durationSec} s per target after a 1 s warm-up, one round; all processes share this machine's CPUs with other work, so compare ratios.`,
@@ -98,14 +104,14 @@ async function measureStore(ctx, libs, tmp, store, ns, durationSec) {
     ]);
     const [result] = await ctx.runSuite([{ id: `scale-${store}`, title: `scale: ${store}`, baseline: `allowed-${ns[0]}`, targets }], { ...ctx.suiteOptions(durationSec), warmupSec: 1 });
     const rows = [];
-    for (const { n, server, redis, startupMs } of servers) {
+    for (const { n, server, redis, startupMs, gaugesMs } of servers) {
       const allowed = result.targets.find((t) => t.id === `allowed-${n}`);
       const fail = result.targets.find((t) => t.id === `fail-${n}`);
       const rssBytes = rssOf(server.pid);
       const listP50 = await timeList(server.url, Math.max(0, Math.floor(n * 0.9)));
       const metricsP50 = await timeMetrics(server.url);
       const redisBytes = redis ? await redisUsedMemory(libs, redis.url) : null;
-      rows.push({ store, n, redisBytes, startupMs, allowedRps: allowed.rps, allowedP99: allowed.p99, failRps: fail.rps, failP99: fail.p99, listP50, rssBytes, metricsP50, valid: allowed.valid && fail.valid });
+      rows.push({ store, n, redisBytes, startupMs, gaugesMs, allowedRps: allowed.rps, allowedP99: allowed.p99, failRps: fail.rps, failP99: fail.p99, listP50, rssBytes, metricsP50, valid: allowed.valid && fail.valid });
       ctx.log(`scale :: ${store} N=${n}: start ${startupMs.toFixed(0)} ms, allowed ${allowed.rps.toFixed(0)}/s, fail ${fail.rps.toFixed(0)}/s, list p50 ${listP50.toFixed(2)} ms, RSS ${(rssBytes / 2 ** 20).toFixed(0)} MiB, /metrics ${metricsP50.toFixed(1)} ms`);
     }
     return rows;
@@ -137,8 +143,21 @@ async function startAt(ctx, libs, tmp, store, n) {
   const startedAt = performance.now();
   const server = await startProcess({ name: `circuitlog-${store}-${n}`, args: [path.join(ctx.repoRoot, 'dist', 'main.js')], cwd: ctx.repoRoot, port: 'auto', readyPath: '/health', timeoutMs: 120_000, env });
   const startupMs = performance.now() - startedAt;
+  // Redis: the state gauges' mirror loads in the background after start-up; the loads below wait for it.
+  const gaugesMs = (await gaugesComplete(server.url)) - startedAt;
+  if (store === 'redis') ctx.log(`scale :: ${store} N=${n}: serving after ${startupMs.toFixed(0)} ms, state gauges complete after ${gaugesMs.toFixed(0)} ms`);
   await ctx.setupBenchCircuits(server.url);
-  return { n, server, redis, startupMs };
+  return { n, server, redis, startupMs, gaugesMs };
+}
+
+/** When /metrics first shows the per-state counts (a Redis host's mirror has loaded); bounded to 10 minutes. */
+async function gaugesComplete(url) {
+  for (let i = 0; i < 6_000; i++) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    if (text.includes('circuitlog_circuits{state="closed"}')) return performance.now();
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url}: the state gauges did not appear within 10 minutes`);
 }
 
 function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir }, file, count, now = Date.now()) {
@@ -289,12 +308,12 @@ function startRedisServer(dir) {
 const f0 = (x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 
-function tableMarkdown(rows, retention) {
+function tableMarkdown(rows, retention, fanout, dashboard) {
   const lines = [
-    '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | RSS bytes/circuit | redis-server bytes/circuit | start-up ms | /metrics p50 ms |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | RSS bytes/circuit | redis-server bytes/circuit | start-up ms | state gauges complete ms | /metrics p50 ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map((r) =>
-      `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${r.redisBytesPerCircuit == null ? '–' : f0(r.redisBytesPerCircuit)} | ${f0(r.startupMs)} | ${f2(r.metricsP50)} |`,
+      `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${r.redisBytesPerCircuit == null ? '–' : f0(r.redisBytesPerCircuit)} | ${f0(r.startupMs)} | ${f0(r.gaugesMs)} | ${f2(r.metricsP50)} |`,
     ),
   ];
   const big = rows.filter((r) => r.n === Math.max(...rows.map((x) => x.n)));
@@ -305,6 +324,29 @@ function tableMarkdown(rows, retention) {
     ...rows.map((r) => `- ${r.store} N=${f0(r.n)}: list p50 ${f2(r.listP50)} ms (goal < 5 ms): ${r.listP50 < 5 ? 'met' : 'NOT met'}`),
     ...big.map((r) => `- ${r.store} N=${f0(r.n)}: start-up ${f0(r.startupMs)} ms (goal < 5,000 ms), /metrics p50 ${f2(r.metricsP50)} ms (goal < 50 ms): ${r.startupMs < 5000 ? 'met' : 'NOT met'} / ${r.metricsP50 < 50 ? 'met' : 'NOT met'}`),
   );
+  if (fanout) {
+    const { one, many, oneClient, manyClients } = fanout;
+    lines.push(
+      '',
+      '| readers (SQLite, one process) | deliveries | p50 ms | p99 ms | max ms | p99 ratio to 1 | server RSS per stream |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      `| 1 GET /events/stream | ${f0(one.deliveries)} | ${f2(one.p50)} | ${f2(one.p99)} | ${f2(one.max)} | 1.00x | – |`,
+      `| ${f0(many.count)} GET /events/stream | ${f0(many.deliveries)} | ${f2(many.p50)} | ${f2(many.p99)} | ${f2(many.max)} | ${f2(many.p99 / one.p99)}x | ${f0(many.bytesPerStream)} B |`,
+      `| 1 circuitlog/client (trip → local view) | ${f0(oneClient.deliveries)} | ${f2(oneClient.p50)} | ${f2(oneClient.p99)} | ${f2(oneClient.max)} | 1.00x | – |`,
+      `| ${f0(manyClients.count)} circuitlog/client | ${f0(manyClients.deliveries)} | ${f2(manyClients.p50)} | ${f2(manyClients.p99)} | ${f2(manyClients.max)} | ${f2(manyClients.p99 / oneClient.p99)}x | – |`,
+      '',
+      `- ${f0(many.count)} streams: a transition reaches all within p99 ${f2(many.p99)} ms (goal ≤ 250 ms): ${many.p99 <= 250 ? 'met' : 'NOT met'}`,
+      `- ${f0(manyClients.count)} clients: a trip reaches every local view within p99 ${f2(manyClients.p99)} ms (goal ≤ 250 ms): ${manyClients.p99 <= 250 ? 'met' : 'NOT met'}`,
+    );
+  }
+  if (dashboard) {
+    const { few, many } = dashboard;
+    lines.push(
+      '',
+      `Dashboard in headless Chromium, median of 5 loads: first row on screen ${f0(many.firstRowMs)} ms at ${f0(many.n)} circuits (${many.rows} rows on the page) vs ${f0(few.firstRowMs)} ms at ${f0(few.n)} (${f2(many.firstRowMs / few.firstRowMs)}x); stream live ${f0(many.liveMs)} vs ${f0(few.liveMs)} ms.`,
+      `- dashboard at ${f0(many.n)} circuits: first screen ${f0(many.firstRowMs)} ms (goal < 1,000 ms): ${many.firstRowMs < 1000 ? 'met' : 'NOT met'}`,
+    );
+  }
   if (retention) {
     lines.push(
       '',

@@ -1,5 +1,5 @@
-// circuitlog dashboard: lists every circuit, follows /events/stream, and offers the
-// operator actions. Plain browser JavaScript, no build step and no CDN. The stream is read
+// circuitlog dashboard: lists the circuits a page at a time (those refusing calls always
+// first), searches them on the server, follows /events/stream, and offers the operator actions. Plain browser JavaScript, no build step and no CDN. The stream is read
 // with fetch(), not EventSource, so the bearer token can go in a header (never in a URL).
 
 const TOKEN_KEY = 'circuitlog-token';
@@ -7,13 +7,21 @@ const REFRESH_MS = 15_000; // full reload of figures that change without a trans
 const LOAD_MS = 2_000; // upstreams' concurrency limits and requests in flight
 const RECONNECT_MS = 1_000;
 const TIMELINE_MAX = 100;
-const PAGE = 500; // circuits per /dashboard/api/state answer
-const MAX_CIRCUITS = 10_000; // circuits the page lists; a wall screen shows no more
+const PAGE = 500; // circuits per /dashboard/api/state answer for the open and half-open lists
+const URGENT_MAX = 1_000; // open and half-open circuits listed each (past it the header says so)
+const PAGE_SIZE = 100; // circuits per page of the list
+const SEARCH_ANSWERS = 40; // search answers read for one page at most (each reads ≤ 5,000 circuits)
+const SEARCH_DELAY_MS = 250; // typing pauses this long before the server is asked
 const STATE_WORDS = { closed: 'closed', open: 'open', half_open: 'half-open' };
 
 const $ = (id) => document.getElementById(id);
 const view = {
-  circuits: new Map(), // name -> circuit JSON (+ last_transition)
+  circuits: new Map(), // name -> circuit JSON (+ last_transition): what the page shows
+  urgentFull: false, // more open or half-open circuits than URGENT_MAX
+  after: 0, // the page: circuits after this id
+  before: [], // the `after` of each earlier page, for Previous
+  next: null, // the `after` of the next page, or null on the last
+  complete: false, // the page holds every circuit (one page, no search): the header counts exactly
   upstreams: [],
   localDc: null,
   timeline: [],
@@ -63,36 +71,68 @@ const circuitPath = (name) => `/circuits/${encodeURIComponent(name)}`;
 
 // ---- data ------------------------------------------------------------------------------
 
-/** Every page of one listing (all circuits, or one state), up to `max` circuits. */
-async function loadPages(state, max, into) {
+/** Every page of the circuits in one state, up to `max`; true when there were more. */
+async function loadUrgent(state, max, into) {
   let after = 0;
-  let first = null;
-  while (after !== null && into.size < max) {
-    const s = await api('GET', `/dashboard/api/state?limit=${PAGE}&after=${after}${state ? `&state=${state}` : ''}`);
-    first ??= s;
+  let added = 0;
+  while (after !== null && added < max) {
+    const s = await api('GET', `/dashboard/api/state?limit=${Math.min(PAGE, max - added)}&after=${after}&state=${state}`);
     for (const c of s.circuits) into.set(c.name, c);
+    added += s.circuits.length;
     after = s.next_after;
   }
-  return first;
+  return after !== null;
 }
 
 /**
- * The circuits a page at a time (each answer a short task for the server): open and
- * half-open ones first, so a wall screen over MAX_CIRCUITS circuits still shows every
- * circuit that refuses calls, then the rest up to MAX_CIRCUITS.
+ * One page of the list: PAGE_SIZE circuits after `view.after` in creation order, or with a
+ * filter the next PAGE_SIZE whose names contain it, searched by the server (each answer
+ * reads a bounded slice of the table, so a search asks again until the page is full).
+ */
+async function loadListPage(into) {
+  const q = view.filter ? `&q=${encodeURIComponent(view.filter)}` : '';
+  let after = view.after;
+  let s;
+  for (let i = 0; i < SEARCH_ANSWERS && into.size < PAGE_SIZE && after !== null; i++) {
+    s = await api('GET', `/dashboard/api/state?limit=${PAGE_SIZE - into.size}&after=${after}${q}`);
+    for (const c of s.circuits) into.set(c.name, c);
+    after = s.next_after;
+  }
+  return { s, next: after };
+}
+
+/**
+ * What the page shows, each answer a short task for the server: the open and half-open
+ * circuits (up to URGENT_MAX each, so a wall screen always shows what refuses calls), the
+ * proxy's node circuits (in every answer), and one page of the rest; never the whole table.
  */
 async function loadState() {
+  const page = new Map();
+  const { s, next } = await loadListPage(page);
   const circuits = new Map();
-  const s = await loadPages('open', MAX_CIRCUITS, circuits);
-  await loadPages('half_open', MAX_CIRCUITS, circuits);
-  await loadPages(null, MAX_CIRCUITS, circuits);
+  const full = [await loadUrgent('open', URGENT_MAX, circuits), await loadUrgent('half_open', URGENT_MAX, circuits)];
+  for (const c of s.nodes) circuits.set(c.name, c); // the proxy's node circuits, wherever they are
+  for (const [name, c] of page) circuits.set(name, c);
   view.skewMs = Date.parse(s.now) - Date.now();
   view.upstreams = s.upstreams;
   view.localDc = s.local_dc;
   view.circuits = circuits;
+  view.urgentFull = full.some(Boolean);
+  view.next = next;
+  view.pageSize = page.size;
+  view.complete = view.after === 0 && next === null && !view.filter;
   if (view.timeline.length === 0) view.timeline = s.recent;
   if (!view.streaming) view.lastEventId = s.last_event_id;
   render();
+}
+
+/** Load another page (Next, Previous, or the first again after a new filter). */
+function goTo(after, before) {
+  view.after = after;
+  view.before = before;
+  loadState().catch((error) => {
+    if (!(error instanceof Unauthorized)) setMessage(error.message, true);
+  });
 }
 
 /** The upstreams' limits and requests in flight change by the millisecond: read them (one circuit's page) every LOAD_MS. */
@@ -133,6 +173,8 @@ function onTransition(id, event) {
   const entry = { id, ...event };
   view.timeline = [entry, ...view.timeline].slice(0, TIMELINE_MAX);
   const known = view.circuits.get(event.circuit);
+  // A circuit not on the page joins it when it starts refusing or probing (it is urgent).
+  if (known === undefined && event.to === 'closed') return render();
   view.circuits.set(event.circuit, { ...(known ?? { name: event.circuit }), state: event.to, last_transition: entry });
   render();
   void refreshCircuit(event.circuit);
@@ -336,19 +378,21 @@ function render() {
     if (parts.some(Boolean)) groups.push(el('section', { class: 'group', 'data-upstream': u.name }, el('h2', {}, `upstream ${u.name} `, load), ...parts));
   }
   const others = all.filter((c) => !nodeCircuits.has(c.name) && match(c));
-  if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others)));
-  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size ? 'No circuit matches the filter.' : 'No circuits yet.' }));
-  $('groups').replaceChildren(...groups);
+  if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others), pager()));
+  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size || view.filter ? 'No circuit matches the filter.' : 'No circuits yet.' }), pager());
+  $('groups').replaceChildren(...groups.filter(Boolean));
 
   const counts = { refused: 0, probing: 0, allowed: 0 };
   for (const c of all) counts[verdict(c)]++;
+  // One page of many (or a search): every open and half-open circuit is known, the rest is not.
+  const more = view.urgentFull ? '+' : '';
+  const head = view.complete ? `${all.length} circuits: ` : `page ${view.before.length + 1}${view.filter ? ` of the circuits matching "${view.filter}"` : ''}, ${view.pageSize} circuits; in all: `;
   $('summary').replaceChildren(
-    `${all.length} circuits: `,
-    el('span', { class: 'count refused', textContent: `${counts.refused} refusing calls` }),
+    head,
+    el('span', { class: 'count refused', textContent: `${counts.refused}${more} refusing calls` }),
     ', ',
-    el('span', { class: 'count probing', textContent: `${counts.probing} probing` }),
-    ', ',
-    el('span', { class: 'count allowed', textContent: `${counts.allowed} allowing` }),
+    el('span', { class: 'count probing', textContent: `${counts.probing}${more} probing` }),
+    ...(view.complete ? [', ', el('span', { class: 'count allowed', textContent: `${counts.allowed} allowing` })] : []),
   );
   $('timeline').replaceChildren(
     ...view.timeline.map((t) =>
@@ -356,6 +400,16 @@ function render() {
     ),
   );
   tick();
+}
+
+/** Previous and Next under the list, when there is more than one page. */
+function pager() {
+  if (view.before.length === 0 && view.next === null) return null;
+  const prev = el('button', { type: 'button', id: 'prev-page', textContent: '← Previous', disabled: view.before.length === 0 });
+  const next = el('button', { type: 'button', id: 'next-page', textContent: 'Next →', disabled: view.next === null });
+  prev.addEventListener('click', () => goTo(view.before.at(-1) ?? 0, view.before.slice(0, -1)));
+  next.addEventListener('click', () => goTo(view.next, [...view.before, view.after]));
+  return el('nav', { class: 'pager', 'aria-label': 'Pages of circuits' }, prev, ` page ${view.before.length + 1} `, next);
 }
 
 /** Once a second: the open_until countdowns and how long ago each last transition was. */
@@ -420,9 +474,12 @@ async function start() {
   setInterval(() => refreshLoads().catch(() => {}), LOAD_MS);
 }
 
+let searchTimer;
 $('filter').addEventListener('input', (e) => {
   view.filter = e.target.value.trim().toLowerCase();
-  render();
+  render(); // what is on the page narrows at once; the server is asked once typing pauses
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => goTo(0, []), SEARCH_DELAY_MS);
 });
 $('groups').addEventListener('click', (e) => void onAction(e));
 $('token-form').addEventListener('submit', (e) => {

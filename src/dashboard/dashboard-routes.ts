@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config.js';
+import type { Circuit } from '../domain/circuit.js';
 import { nodeCircuitName } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import { circuitJson } from '../http/schemas.js';
@@ -32,6 +33,8 @@ export interface UpstreamLoad {
 
 const PAGE = 500; // circuits per answer by default: one short task on the event loop
 const MAX_PAGE = 1_000;
+const SEARCH_READ = 1_000; // circuits read per listing call while searching
+const SEARCH_SCAN = 5_000; // circuits a search answer reads at most; `next_after` goes on from there
 const RECENT_TRANSITIONS = 50; // the timeline's first fill
 const ASSETS: Record<string, string> = { 'dashboard.js': 'text/javascript; charset=utf-8', 'dashboard.css': 'text/css; charset=utf-8' };
 
@@ -82,6 +85,8 @@ const StateQuery = z
     limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(PAGE),
     after: z.coerce.number().int().min(0).default(0),
     state: z.enum(['closed', 'open', 'half_open']).optional(),
+    /** Only circuits whose name contains this, ignoring case. */
+    q: z.string().min(1).max(200).optional(),
   })
   .strict();
 
@@ -91,7 +96,7 @@ function stateQuery(c: Context): z.output<typeof StateQuery> {
   if (result.success) return result.data;
   const fields = result.error.issues.flatMap((issue) =>
     issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ field: key, message: 'unknown query parameter; use limit, after or state' }))
+      ? issue.keys.map((key) => ({ field: key, message: 'unknown query parameter; use limit, after, state or q' }))
       : [{ field: issue.path.map(String).join('.') || '(query)', message: issue.message }],
   );
   throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields });
@@ -107,10 +112,9 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
   // Read before the circuits: whatever changes after this is replayed on the stream.
   const lastEventId = deps.transitions.maxId();
   const now = deps.breaker.now();
-  // One row past the page only tells whether another page follows.
-  const rows = await deps.breaker.list({ afterId: query.after, limit: query.limit + 1, state: query.state }, query.limit);
-  const circuits = rows.slice(0, query.limit);
+  const { circuits, nextAfter } = query.q === undefined ? await listPage(deps, query) : await searchPage(deps, { ...query, q: query.q, now });
   const last = deps.transitions.lastPerCircuit(circuits.map((c) => c.name));
+  const nodeLast = deps.transitions.lastPerCircuit(nodeNames(deps));
   const event = (t: Parameters<typeof transitionData>[0]) => ({ id: t.id, ...(JSON.parse(transitionData(t)) as object) });
   const loads = new Map(upstreamLoads(deps).map((l) => [l.name, l]));
   return {
@@ -120,8 +124,13 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
       const t = last.get(circuit.name);
       return { ...circuitJson(circuit, now), last_transition: t === undefined ? null : event(t) };
     }),
-    next_after: rows.length > query.limit ? circuits.at(-1)!.id : null,
+    next_after: nextAfter,
     recent: deps.transitions.latest(RECENT_TRANSITIONS).map(event),
+    // The proxy's node circuits wherever they are in the list: the page groups them by upstream.
+    nodes: (await Promise.all(nodeNames(deps).map(async (name) => deps.breaker.get(name)))).filter((c) => c !== null).map((c) => {
+      const t = nodeLast.get(c.name);
+      return { ...circuitJson(c, now), last_transition: t === undefined ? null : event(t) };
+    }),
     upstreams: Object.entries(deps.proxy?.upstreams ?? {}).map(([name, u]) => ({
       name,
       nodes: u.nodes.map((n) => ({ id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), local: n.dc === deps.proxy?.localDc })),
@@ -129,6 +138,48 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
     })),
     local_dc: deps.proxy?.localDc ?? null,
   };
+}
+
+const nodeNames = (deps: DashboardDeps) => Object.entries(deps.proxy?.upstreams ?? {}).flatMap(([name, u]) => u.nodes.map((n) => nodeCircuitName(name, n.id)));
+
+type Page = { readonly circuits: Circuit[]; readonly nextAfter: number | null };
+
+/** Up to `limit` circuits after `after`; one row past the page only tells whether another follows. */
+async function listPage(deps: DashboardDeps, query: z.output<typeof StateQuery>): Promise<Page> {
+  const rows = await deps.breaker.list({ afterId: query.after, limit: query.limit + 1, state: query.state }, query.limit);
+  const circuits = rows.slice(0, query.limit);
+  return { circuits, nextAfter: rows.length > query.limit ? circuits.at(-1)!.id : null };
+}
+
+/**
+ * The circuits after `after` whose name contains `q` (ignoring case), in id order. One answer
+ * reads at most SEARCH_SCAN circuits, so a search of a million costs each request the same;
+ * `next_after` is where the next answer goes on (null once the table is read to its end),
+ * and an answer may hold fewer than `limit` matches, or none, with more to come.
+ */
+async function searchPage(deps: DashboardDeps, query: z.output<typeof StateQuery> & { q: string; now: number }): Promise<Page> {
+  const found = await searchScan(deps, query);
+  // As a listing's page: an open circuit whose time has passed is read (half-opened) first.
+  const due = (c: Circuit) => c.state === 'open' && c.openUntil !== null && c.openUntil <= query.now;
+  const circuits = await Promise.all(found.circuits.map(async (c) => (due(c) ? ((await deps.breaker.get(c.name)) ?? c) : c)));
+  return { circuits, nextAfter: found.nextAfter };
+}
+
+async function searchScan(deps: DashboardDeps, query: z.output<typeof StateQuery> & { q: string }): Promise<Page> {
+  const needle = query.q.toLowerCase();
+  const circuits: Circuit[] = [];
+  let after = query.after;
+  for (let read = 0; read < SEARCH_SCAN; read += SEARCH_READ) {
+    const rows = await deps.breaker.list({ afterId: after, limit: SEARCH_READ, state: query.state }, 0);
+    for (const c of rows) {
+      after = c.id;
+      if (!c.name.toLowerCase().includes(needle)) continue;
+      circuits.push(c);
+      if (circuits.length === query.limit) return { circuits, nextAfter: c.id };
+    }
+    if (rows.length < SEARCH_READ) return { circuits, nextAfter: null };
+  }
+  return { circuits, nextAfter: after };
 }
 
 /** Per upstream: `{ name, limit: { kind, value } | null, in_flight }` (the wire names of the dashboard API; the page polls them). */

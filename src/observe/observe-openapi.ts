@@ -54,6 +54,7 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
         limit: z.coerce.number().int().min(1).max(1000).optional().openapi({ description: 'Circuits per page (default 500)' }),
         after: z.coerce.number().int().min(0).optional().openapi({ description: 'The `next_after` of the previous page (a circuit id); 0 for the first' }),
         state: z.enum(['closed', 'open', 'half_open']).optional().openapi({ description: 'Only circuits in this state (as a read now would show it)' }),
+        q: z.string().min(1).max(200).optional().openapi({ description: 'Only circuits whose name contains this, ignoring case; an answer reads at most 5,000 circuits, so it may hold fewer than `limit` with a `next_after` to go on from' }),
       }),
     },
     responses: { 200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } }, ...unauthorized },

@@ -4,8 +4,8 @@ import type { ServerResponse } from 'node:http';
 export interface StreamSink {
   /** The response body. */
   readonly readable: ReadableStream<Uint8Array>;
-  /** Queue text; past the bound the stream is destroyed instead. */
-  write(text: string): void;
+  /** Queue text (or bytes shared by many streams: never changed); past the bound the stream is destroyed instead. */
+  write(text: string | Uint8Array): void;
   /** More than half the bound is unsent: a replay waits for `drained` before sending on. */
   backlogged(): boolean;
   /** Resolves once at most half the bound is unsent, or the stream has ended. */
@@ -60,7 +60,7 @@ export function openStreamSink(outgoing: ServerResponse | undefined, maxBytes: n
     backlogged,
     write(text) {
       if (done) return;
-      const chunk = encoder.encode(text);
+      const chunk = typeof text === 'string' ? encoder.encode(text) : text;
       const total = buffered() + chunk.byteLength;
       if (total <= maxBytes) {
         controller.enqueue(chunk);

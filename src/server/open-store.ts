@@ -82,8 +82,8 @@ async function openRedis(config: Config, choice: Extract<Config['store'], { kind
     throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
   });
   const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
-  // The state gauges count every circuit of every host: a mirror of them all, loaded before serving.
-  const mirror = config.metrics.enabled ? await redis.mirror() : null;
+  // The state gauges count every circuit of every host: a mirror of them, loading in the background.
+  const mirror = config.metrics.enabled ? await redis.mirror(config.metrics.max_circuits) : null;
   const readers = { transitions: redis.feed, snapshot: () => mirror! };
   const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
   const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);

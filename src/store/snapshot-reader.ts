@@ -32,7 +32,8 @@ export interface CapCutoff {
 
 /** The circuits as the state gauges read them (SQLite table, or the Redis store's mirror). */
 export interface SnapshotReader {
-  stateCounts(now: number): StateCounts;
+  /** Null while the counts are not known yet (a Redis host still reading its mirror at start). */
+  stateCounts(now: number): StateCounts | null;
   first(limit: number, now: number): GaugeCircuit[];
   /** Reads at most `limit` ids (an index walk), never the whole table. */
   capCutoff(limit: number): CapCutoff;

@@ -93,4 +93,21 @@ describe('dashboard state in pages', () => {
       expect((await res.json()).errors.map((e: { field: string }) => e.field)).toEqual([field]);
     }
   });
+  it('searches names on the server (?q=, ignoring case), reading at most 5,000 circuits per answer and saying where to go on', async () => {
+    const app = buildObservedApp();
+    const insert = app.db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)");
+    app.db.transaction(() => {
+      for (let i = 1; i <= 12_000; i++) insert.run(i === 3 || i === 11_000 ? `Pay/wanted-${i}` : `other/c${i}`);
+    })();
+    const get = async (query: string) => (await (await app.request('GET', `/dashboard/api/state?${query}`)).json()) as { circuits: { name: string }[]; next_after: number | null };
+    const first = await get('q=PAY%2FWANTED&limit=10');
+    expect([first.circuits.map((c) => c.name), first.next_after]).toEqual([['Pay/wanted-3'], 5_000]);
+    const second = await get('q=pay%2Fwanted&limit=10&after=5000');
+    expect([second.circuits.map((c) => c.name), second.next_after]).toEqual([[], 10_000]);
+    const third = await get('q=pay%2Fwanted&limit=10&after=10000');
+    expect([third.circuits.map((c) => c.name), third.next_after]).toEqual([['Pay/wanted-11000'], null]);
+    const full = await get('q=other&limit=2');
+    expect([full.circuits.map((c) => c.name), full.next_after]).toEqual([['other/c1', 'other/c2'], 2]);
+    expect((await app.request('GET', '/dashboard/api/state?q=')).status).toBe(400);
+  });
 });

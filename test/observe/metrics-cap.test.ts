@@ -102,12 +102,12 @@ describe('metrics.max_circuits on the Redis mirror', () => {
     const mirror = new CircuitMirror(fake.store);
     await mirror.load();
     mirror.capCutoff(100);
-    const byName = (mirror as unknown as { byName: Map<string, Circuit> }).byName;
+    const state = (mirror as unknown as { state: { first: (limit: number) => Circuit[] } }).state;
     let walks = 0;
-    const values = byName.values.bind(byName);
-    byName.values = () => {
+    const first = state.first.bind(state);
+    state.first = (limit) => {
       walks++;
-      return values();
+      return first(limit);
     };
     const metrics = new Metrics({ snapshot: mirror, maxCircuits: 100, clock: new FakeClock().now });
     for (let id = 5_001; id <= 6_000; id++) {

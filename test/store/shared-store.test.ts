@@ -69,6 +69,9 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     };
     const { id } = (await store.apply('full', () => ({ circuit: full, transitions: [] })))!.circuit;
     expect(await store.find('full')).toEqual({ ...full, id });
+    // The listings read the same fields (SQLite reads them as raw rows).
+    expect(await store.list({ limit: 10 })).toEqual([{ ...full, id }]);
+    expect(await store.list({ limit: 10, state: 'half_open', now: T0 })).toEqual([{ ...full, id }]);
   });
 
   it('keeps a quorum and its caller table exactly, and the detail members of a transition (issue 17)', async () => {

@@ -1,64 +1,123 @@
 import type { Logger } from 'pino';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
+import type { ListQuery } from '../circuit-store.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader } from '../snapshot-reader.js';
-import type { RedisCircuitStore } from './redis-store.js';
 import { callerEntries, isolatedCallerCount } from '../../domain/caller-state.js';
+import { MirrorState, stateAt } from './mirror-state.js';
 
 /** One circuit as the gauges read it, with the whole mirrored circuit. */
 export interface MirroredCircuit extends GaugeCircuit {
   readonly circuit: Circuit;
 }
 
-const LOAD_PAGE = 500; // circuits read per round trip at (re)load
-const RETRY_MS = 1_000; // 1 s between attempts when a reload fails (Redis still away)
+/** What the mirror needs of the Redis store: its listing and its change feed. */
+export interface MirrorSource {
+  list(query: ListQuery): Promise<Circuit[]>;
+  onChange(listener: (name: string, circuit: Circuit | null) => void): void;
+  onRebuild(listener: () => void): void;
+}
+
+const LOAD_PAGE = 1_000; // circuits read per listing call at (re)load
+const RETRY_MS = 1_000; // 1 s between attempts when a load fails (Redis still away)
+export const DEFAULT_HEAD = 10_000; // metrics.max_circuits' default
+
+/** A load under way: pages in id order, and the changes to circuits it has not reached yet. */
+interface Loading {
+  readonly state: MirrorState;
+  /** Changes to circuits past `through`: they win over what the pages list. */
+  readonly pending: Map<string, Circuit | null>;
+  through: number;
+}
 
 /**
- * Every circuit of the store, in this host's memory, for the state gauges of `/metrics`
- * (counts per state across all circuits, and the first N by id): loaded at start and again
- * after every resubscription or store reset (messages may have been missed meanwhile), and
- * kept current by the same `changes` messages as the store's cache. A reload reads into a
- * fresh map and swaps it in when complete, so circuits deleted or changed while this host was
- * cut off do not linger; a failed reload is logged and retried, never left unhandled.
- * Costs one copy of every circuit per host; only built when metrics are on.
+ * The circuits of the store as the state gauges of `/metrics` read them (counts per state
+ * across all circuits, and the first `headLimit` by id whole; see `mirror-state.ts`), kept
+ * current by the same `changes` messages as the store's cache.
+ *
+ * Start-up does not wait for it: `start()` reads the circuits in the background, a page at a
+ * time between requests (about 1 s per 12,000 circuits on a loaded 2-core machine; a million
+ * take over a minute). Until that first load is complete `stateCounts` answers null (the
+ * per-state counts are left out of `/metrics`), and `first` answers the circuits read so far,
+ * which are exactly the first ones by id. Nothing else depends on it: `/allowed` and the
+ * writes read the store and its cache. After a resubscription or a store reset (messages may
+ * have been missed) it reads everything again into a fresh copy, serving the old one
+ * meanwhile, and swaps; a failed load is logged and retried, never left unhandled.
  */
 export class CircuitMirror implements SnapshotReader {
-  private byName = new Map<string, Circuit>();
-  private sorted: Circuit[] | null = null;
-  /** The cap's cutoff as last computed; kept current as circuits come and go (see `set`). */
-  private cut: (CapCutoff & { readonly limit: number; readonly count: number }) | null = null;
-  /** The reload in progress: changes arriving meanwhile go into it too, and win over what it lists. */
-  private loading: { fresh: Map<string, Circuit>; touched: Set<string> } | null = null;
+  private state: MirrorState;
+  /** A load has completed: the counts are whole. */
+  private complete = false;
+  private loading: Loading | null = null;
   private generation = 0;
   private retry: NodeJS.Timeout | undefined;
+  /** A read of the head under way, with the changes that arrive meanwhile (they win). */
+  private headRead: Map<string, Circuit | null> | null = null;
+  private headReadAgain = false;
+  /** The cap's cutoff as last computed; kept current as circuits are added (see `change`). */
+  private cut: (CapCutoff & { readonly limit: number; readonly count: number }) | null = null;
+  private firstLoad: Promise<void> | null = null;
 
   constructor(
-    private readonly store: RedisCircuitStore,
+    private readonly store: MirrorSource,
     private readonly logger?: Logger,
+    private readonly headLimit = DEFAULT_HEAD,
   ) {
-    store.onChange((name, circuit) => this.set(name, circuit));
+    this.state = new MirrorState(headLimit);
+    store.onChange((name, circuit) => this.change(name, circuit));
     store.onRebuild(() => this.reload());
+  }
+
+  /** Read every circuit in the background; resolves when the first load is complete (nobody needs to wait). */
+  start(): Promise<void> {
+    this.firstLoad ??= new Promise((resolve) => {
+      const attempt = () => {
+        this.load().then(resolve, (error: unknown) => {
+          this.logger?.warn({ event: 'redis_mirror_load_failed', err: (error as Error).message }, 'reading the circuits for the state gauges failed; retrying');
+          this.retry = setTimeout(attempt, RETRY_MS);
+          this.retry.unref();
+        });
+      };
+      attempt();
+    });
+    return this.firstLoad;
+  }
+
+  /** Whether the per-state counts are whole (a load has completed). */
+  get loaded(): boolean {
+    return this.complete;
   }
 
   /** Read every circuit (in pages) into a fresh copy, then swap it in. Rejects if Redis fails. */
   async load(): Promise<void> {
     const generation = ++this.generation;
-    const loading = { fresh: new Map<string, Circuit>(), touched: new Set<string>() };
+    const loading: Loading = { state: new MirrorState(this.headLimit), pending: new Map(), through: 0 };
     this.loading = loading;
+    if (!this.complete) this.serve(loading.state); // nothing whole to serve yet: serve the pages as they come
     try {
-      let after = 0;
       for (;;) {
-        const page = await this.store.list({ afterId: after, limit: LOAD_PAGE });
-        if (generation !== this.generation) return; // a newer reload took over
-        for (const c of page) if (!loading.touched.has(c.name)) loading.fresh.set(c.name, c);
+        const page = await this.store.list({ afterId: loading.through, limit: LOAD_PAGE });
+        if (generation !== this.generation) return; // a newer load took over
+        for (const c of page) {
+          const latest = loading.pending.has(c.name) ? loading.pending.get(c.name)! : c;
+          loading.pending.delete(c.name);
+          if (latest !== null) loading.state.put(latest);
+          loading.through = Math.max(loading.through, c.id);
+        }
         if (page.length < LOAD_PAGE) break;
-        after = page.at(-1)!.id;
       }
-      this.byName = loading.fresh;
-      this.sorted = null;
-      this.cut = null; // counted again from the fresh copy when next asked
+      const later = [...loading.pending.values()].filter((c) => c !== null).sort((a, b) => a.id - b.id);
+      for (const c of later) loading.state.put(c);
+      this.serve(loading.state);
+      this.complete = true;
+      if (loading.state.short) this.readHead();
     } finally {
       if (this.loading === loading) this.loading = null;
     }
+  }
+
+  private serve(state: MirrorState): void {
+    this.state = state;
+    this.cut = null; // counted again from the new copy when next asked
   }
 
   /** A reload after a resubscription or reset: failures are logged and retried, never thrown. */
@@ -77,65 +136,94 @@ export class CircuitMirror implements SnapshotReader {
     this.generation++;
   }
 
-  private set(name: string, circuit: Circuit | null): void {
-    const known = this.byName.get(name);
-    for (const map of this.loading ? [this.byName, this.loading.fresh] : [this.byName]) {
-      if (circuit === null) map.delete(name);
-      else map.set(name, circuit);
+  private change(name: string, circuit: Circuit | null): void {
+    const loading = this.loading;
+    if (loading !== null) {
+      if (loading.state.has(name) || (circuit !== null && circuit.id <= loading.through)) apply(loading.state, name, circuit);
+      else loading.pending.set(name, circuit);
     }
-    this.loading?.touched.add(name);
-    this.sorted = null;
-    if (known === undefined && circuit !== null) this.added(circuit.id);
-    else if (known !== undefined && circuit === null && this.cut !== null && known.id <= this.cut.lastId) this.cut = null;
+    if (loading?.state !== this.state) this.applyServed(name, circuit);
+    this.headRead?.set(name, circuit);
   }
 
-  /** A new circuit: past a full cap nothing moves; below it, the newest id is the new end. */
+  private applyServed(name: string, circuit: Circuit | null): void {
+    const state = this.state;
+    const wasHead = circuit === null ? state.remove(name) : false;
+    const newLast = circuit !== null && state.put(circuit);
+    if (newLast) this.added(circuit.id);
+    else if (wasHead || (circuit !== null && state.short)) this.cut = null;
+    if (state.short && this.complete) this.readHead();
+  }
+
+  /** A new last circuit of the head: below a full cap the newest id is the new end. */
   private added(id: number): void {
     const cut = this.cut;
-    if (cut === null || (cut.full && id > cut.lastId)) return;
-    if (id <= cut.lastId) this.cut = null; // out of id order (a reload): count again
-    else this.cut = { limit: cut.limit, lastId: id, count: cut.count + 1, full: cut.count + 1 >= cut.limit };
+    if (cut === null || cut.full) return;
+    this.cut = { limit: cut.limit, lastId: id, count: cut.count + 1, full: cut.count + 1 >= cut.limit };
   }
 
-  private inIdOrder(): Circuit[] {
-    this.sorted ??= [...this.byName.values()].sort((a, b) => a.id - b.id);
-    return this.sorted;
+  /** Read the first circuits again (a circuit inside the head was deleted, or one arrived out of order). */
+  private readHead(): void {
+    if (this.headRead !== null) {
+      this.headReadAgain = true;
+      return;
+    }
+    const touched = new Map<string, Circuit | null>();
+    this.headRead = touched;
+    const state = this.state;
+    this.store.list({ afterId: 0, limit: this.headLimit }).then(
+      (circuits) => {
+        if (this.state !== state) return;
+        const latest = circuits.map((c) => (touched.has(c.name) ? touched.get(c.name)! : c)).filter((c) => c !== null);
+        state.replaceHead(latest);
+        this.cut = null;
+        if (state.short && touched.size > 0) this.headReadAgain = true; // changed meanwhile: once more
+      },
+      (error: unknown) => {
+        this.logger?.warn({ event: 'redis_mirror_head_failed', err: (error as Error).message }, 'reading the first circuits for the state gauges failed');
+      },
+    ).finally(() => {
+      this.headRead = null;
+      if (this.headReadAgain) {
+        this.headReadAgain = false;
+        this.readHead();
+      }
+    });
   }
 
-  stateCounts(now: number): Record<CircuitState, number> {
-    const counts: Record<CircuitState, number> = { closed: 0, open: 0, half_open: 0 };
-    for (const c of this.byName.values()) counts[stateAt(c, now)]++;
-    return counts;
+  /** Counts per state, or null until the first load is complete (the counts would be short). */
+  stateCounts(now: number): Record<CircuitState, number> | null {
+    return this.complete ? this.state.stateCounts(now) : null;
   }
 
   first(limit: number, now: number): MirroredCircuit[] {
-    return this.inIdOrder()
-      .slice(0, Math.max(0, limit))
-      .map((c) => ({
-        id: c.id,
-        name: c.name,
-        state: stateAt(c, now),
-        forcedState: c.forcedState,
-        window: c.window,
-        windowState: c.windowState,
-        throttle: c.throttle,
-        throttleState: c.throttleState,
-        isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
-        circuit: c,
-      }));
+    return this.state.first(limit).map((c) => ({
+      id: c.id,
+      name: c.name,
+      state: stateAt(c, now),
+      forcedState: c.forcedState,
+      window: c.window,
+      windowState: c.windowState,
+      throttle: c.throttle,
+      throttleState: c.throttleState,
+      isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
+      circuit: c,
+    }));
   }
 
-  /** O(1) while circuits are only added; counted again (one sort) after a delete inside the cap. */
+  /** O(1) while circuits are only added; walks the head (at most `headLimit`) after a delete inside it. */
   capCutoff(limit: number): CapCutoff {
     if (limit <= 0) return { lastId: 0, full: true };
     if (this.cut?.limit === limit) return this.cut;
-    const ids = Float64Array.from(this.byName.values(), (c) => c.id).sort();
-    const full = ids.length >= limit;
-    this.cut = { limit, full, lastId: full ? ids[limit - 1]! : (ids.at(-1) ?? 0), count: Math.min(ids.length, limit) };
-    return this.cut;
+    const head = this.state.first(limit);
+    const full = this.state.size >= limit;
+    const cut = { limit, full, lastId: head.at(-1)?.id ?? 0, count: Math.min(this.state.size, limit) };
+    if (this.complete || full) this.cut = cut; // while the first load runs, counted again each time
+    return cut;
   }
 }
 
-function stateAt(c: Circuit, now: number): CircuitState {
-  return c.state === 'open' && c.openUntil !== null && c.openUntil <= now ? 'half_open' : c.state;
+function apply(state: MirrorState, name: string, circuit: Circuit | null): void {
+  if (circuit === null) state.remove(name);
+  else state.put(circuit);
 }

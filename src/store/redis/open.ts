@@ -33,8 +33,11 @@ export interface OpenedRedis {
   readonly leases: RedisLeaseStore;
   /** Every host's transitions as they happen, for `/events/stream` (started). */
   readonly feed: TransitionFeed;
-  /** A loaded mirror of every circuit (for the state gauges); made on the first call. */
-  mirror(): Promise<CircuitMirror>;
+  /**
+   * The mirror of the circuits for the state gauges (the first `headLimit` whole), made on the
+   * first call; it loads in the background and start-up does not wait for it.
+   */
+  mirror(headLimit?: number): Promise<CircuitMirror>;
   close(): Promise<void>;
 }
 
@@ -154,9 +157,11 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
       store,
       leases: new RedisLeaseStore(store, prefix),
       feed,
-      mirror: async () => {
-        mirror = new CircuitMirror(store, logger);
-        await mirror.load();
+      mirror: async (headLimit?: number) => {
+        if (mirror === undefined) {
+          mirror = new CircuitMirror(store, logger, headLimit);
+          void mirror.start(); // never rejects: a failed load is logged and retried
+        }
         return mirror;
       },
       close: async () => {

@@ -70,6 +70,51 @@ export function fromRow(row: CircuitRow): Circuit {
   };
 }
 
+/** A row of COLUMNS as values in that order (a `.raw()` statement): no object per row to build. */
+export type CircuitValues = [
+  number, string, CircuitState, number, number, number, number,
+  string, number | null, number | null, number | null, number, number, number, string | null,
+  string | null, ForcedState | null, number, number | null, number, string | null, number | null,
+  string | null, string | null, string | null, string | null,
+];
+
+/**
+ * The circuit a raw row holds, as `fromRow`: a page of 100 circuits read as arrays costs about
+ * a third of what row objects cost (GET /circuits deep in a big table).
+ */
+export function fromValues(v: CircuitValues): Circuit {
+  const [id, name, state, failureCount, failureThreshold, timeoutSeconds, halfOpenMaxCalls, leases, openUntil, halfOpenAt, lastFailureAt, createdAt, updatedAt, successThreshold, window, backoff, forcedState, probeSuccesses, openTimeoutSeconds, reopenCount, windowState, stateChangedAt, throttle, throttleState, quorum, callers] = v;
+  return {
+    id,
+    name,
+    state,
+    failureCount,
+    failureThreshold,
+    timeoutSeconds,
+    halfOpenMaxCalls,
+    probeLeases: leases === '[]' ? NO_LEASES : (JSON.parse(leases) as number[]),
+    openUntil,
+    halfOpenAt,
+    lastFailureAt,
+    createdAt,
+    updatedAt,
+    successThreshold,
+    window: window === null ? null : (JSON.parse(window) as WindowPolicy),
+    backoff: backoff === null ? null : (JSON.parse(backoff) as BackoffPolicy),
+    forcedState,
+    probeSuccesses,
+    openTimeoutSeconds,
+    reopenCount,
+    windowState: windowState === null ? null : (JSON.parse(windowState) as WindowState),
+    stateChangedAt,
+    throttle: throttle === null ? null : (JSON.parse(throttle) as ThrottlePolicy),
+    throttleState: throttleState === null ? null : (JSON.parse(throttleState) as ThrottleState),
+    // As fromRow: circuits without a quorum keep the shape they always had.
+    ...(quorum === null ? {} : { quorum: JSON.parse(quorum) as QuorumPolicy }),
+    ...(callers === null ? {} : { callers: JSON.parse(callers) as CallerEntry[] }),
+  };
+}
+
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
 /** A circuit as its SQLite row (the statements' named parameters). */

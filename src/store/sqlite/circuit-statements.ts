@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState, Transition } from '../../domain/circuit.js';
-import { COLUMNS, type CircuitRow } from './circuit-row.js';
+import { COLUMNS, type CircuitRow, type CircuitValues } from './circuit-row.js';
 
 type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number; detail: string | null };
 
@@ -10,16 +10,16 @@ export interface CircuitStatements {
   readonly insertCircuit: Database.Statement;
   readonly updateCircuit: Database.Statement;
   readonly insertTransition: Database.Statement;
-  readonly listOpenAt: Database.Statement<[number, number, number], CircuitRow>;
-  readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitRow>;
+  readonly listOpenAt: Database.Statement<[number, number, number], CircuitValues>;
+  readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitValues>;
   readonly deleteByName: Database.Statement<[string]>;
   readonly selectEvents: Database.Statement<[number, number], EventRow>;
   readonly selectPing: Database.Statement;
   readonly selectDataVersion: Database.Statement<[], number>;
   readonly selectCount: Database.Statement<[], number>;
   readonly selectDueOpen: Database.Statement<[number, number], string>;
-  readonly listAll: Database.Statement<[number, number], CircuitRow>;
-  readonly listByState: Database.Statement<[string, number, number], CircuitRow>;
+  readonly listAll: Database.Statement<[number, number], CircuitValues>;
+  readonly listByState: Database.Statement<[string, number, number], CircuitValues>;
 }
 
 export function prepareCircuitStatements(db: Database.Database): CircuitStatements {
@@ -40,13 +40,13 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),
     // The state a read would show: an open circuit whose time has passed is half-open.
-    listOpenAt: db.prepare<[number, number, number], CircuitRow>(
+    listOpenAt: db.prepare<[number, number, number], CircuitValues>(
       `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
-    ),
-    listHalfOpenAt: db.prepare<[number, number, number], CircuitRow>(
+    ).raw(),
+    listHalfOpenAt: db.prepare<[number, number, number], CircuitValues>(
       `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
        AND id > ? ORDER BY id LIMIT ?`,
-    ),
+    ).raw(),
     deleteByName: db.prepare<[string]>('DELETE FROM circuits WHERE name = ?'),
     selectEvents: db.prepare<[number, number], EventRow>(
       'SELECT from_state, to_state, reason, at, detail FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
@@ -58,11 +58,11 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
     selectDueOpen: db.prepare<[number, number], string>(
       `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
     ).pluck(),
-    listAll: db.prepare<[number, number], CircuitRow>(
+    listAll: db.prepare<[number, number], CircuitValues>(
       `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
-    ),
-    listByState: db.prepare<[string, number, number], CircuitRow>(
+    ).raw(), // the rowid b-tree from the cursor on (keyset): a page deep in the table costs what the first costs
+    listByState: db.prepare<[string, number, number], CircuitValues>(
       `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
-    ),
+    ).raw(),
   };
 }

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
-import { fromRow, toParams, type CircuitRow } from './circuit-row.js';
+import { fromRow, fromValues, toParams, type CircuitValues } from './circuit-row.js';
 import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
@@ -154,12 +154,12 @@ export class SqliteCircuitStore implements CircuitStore {
     return this.guard(() => {
       const after = query.afterId ?? 0;
       const now = query.now;
-      let rows: CircuitRow[];
+      let rows: CircuitValues[]; // raw rows: the listings read many circuits at once
       if (query.state === undefined) rows = this.sql.listAll.all(after, query.limit);
       else if (now !== undefined && query.state === 'open') rows = this.sql.listOpenAt.all(now, after, query.limit);
       else if (now !== undefined && query.state === 'half_open') rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
       else rows = this.sql.listByState.all(query.state, after, query.limit);
-      return rows.map(fromRow);
+      return rows.map(fromValues);
     });
   }
 
