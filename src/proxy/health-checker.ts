@@ -25,6 +25,31 @@ export interface HealthCheckerDeps {
   readonly hooks?: ProxyHooks;
 }
 
+/** One `GET <node><path>` within the check's timeout: healthy on a 2xx. */
+async function probe(deps: HealthCheckerDeps, upstream: Upstream, node: ProxyNode): Promise<boolean> {
+  const hc = upstream.config.health_check;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), hc.timeout_ms);
+  try {
+    const res = await deps.client.request({
+      origin: node.origin,
+      path: node.basePath + hc.path,
+      method: 'GET',
+      headers: { 'user-agent': 'circuitlog-health-check', 'x-forwarded-dc': deps.localDc },
+      body: null,
+      signal: controller.signal,
+      bodyTimeoutMs: hc.timeout_ms,
+    });
+    discardBody(res.body);
+    return res.status >= 200 && res.status < 300;
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+
 /**
  * The seed's active layer: `GET <node><path>` every `interval_ms`. A failure counts toward
  * the node's circuit, so a node that dies while idle opens before a client reaches it; a
@@ -36,36 +61,13 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
   const checking = new Set<string>();
   const timers: NodeJS.Timeout[] = [];
 
-  async function probe(upstream: Upstream, node: ProxyNode): Promise<boolean> {
-    const hc = upstream.config.health_check;
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), hc.timeout_ms);
-    try {
-      const res = await deps.client.request({
-        origin: node.origin,
-        path: node.basePath + hc.path,
-        method: 'GET',
-        headers: { 'user-agent': 'circuitlog-health-check', 'x-forwarded-dc': deps.localDc },
-        body: null,
-        signal: controller.signal,
-        bodyTimeoutMs: hc.timeout_ms,
-      });
-      discardBody(res.body);
-      return res.status >= 200 && res.status < 300;
-    } catch {
-      return false;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   async function checkNode(upstream: Upstream, node: ProxyNode): Promise<void> {
     if (checking.has(node.circuit)) return; // the previous round's probe is still out
     checking.add(node.circuit);
     try {
       const circuit = await deps.breaker.get(node.circuit); // also turns an expired open into half-open
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
-      const healthy = await probe(upstream, node);
+      const healthy = await probe(deps, upstream, node);
       deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');
       const create = upstream.recordOptions;
       if (!healthy) {

@@ -37,12 +37,8 @@ export async function connectCluster(
   return opened;
 }
 
-/** The cluster's links at once; `connected` resolves when the layout is known and the subscription connected. */
-export function clusterLinks(
-  url: ClusterUrl,
-  logger: Logger,
-  failFastOffline: boolean,
-): OpenedCluster & { readonly connected: Promise<void> } {
+/** The cluster client for the URL's nodes, with its error reporting (one line per outage). */
+function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean) {
   const scheme = url.tls ? 'rediss' : 'redis';
   const where = ({ host, port }: { host: string; port: number }) =>
     `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -71,6 +67,16 @@ export function clusterLinks(
     );
   });
   cluster.on('node-ready', () => (reported = false));
+  return { cluster, where, auth };
+}
+
+/** The cluster's links at once; `connected` resolves when the layout is known and the subscription connected. */
+export function clusterLinks(
+  url: ClusterUrl,
+  logger: Logger,
+  failFastOffline: boolean,
+): OpenedCluster & { readonly connected: Promise<void> } {
+  const { cluster, where, auth } = openCluster(url, logger, failFastOffline);
   const nodes = () => {
     // A node that never met another announces no address (a cluster of one): it is one the URL names.
     const known = [...cluster.masters, ...cluster.replicas]
