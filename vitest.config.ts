@@ -8,7 +8,13 @@ import { defineConfig } from 'vitest/config';
  * test/store/shared-store.test.ts (and test/service/peek-allowed.test.ts), which start their
  * own redis-server; the other HTTP suites run on SQLite only.
  */
-const BOTH_STORES = ['test/service/due-transitions.test.ts', 'test/http/policy.test.ts', 'test/http/limits.test.ts', 'test/http/quorum-api.test.ts', 'test/http/throttle.test.ts'];
+const BOTH_STORES = [
+  'test/service/due-transitions.test.ts',
+  'test/http/policy.test.ts',
+  'test/http/limits.test.ts',
+  'test/http/quorum-api.test.ts',
+  'test/http/throttle.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -23,7 +29,10 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'redis', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis.ts'] } },
-      { extends: true, test: { name: 'redis-cluster', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis-cluster.ts'] } },
+      {
+        extends: true,
+        test: { name: 'redis-cluster', include: BOTH_STORES, setupFiles: ['test/redis/setup-redis-cluster.ts'] },
+      },
     ],
   },
 });

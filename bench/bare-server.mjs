@@ -44,7 +44,9 @@ app.onError((error, c) => {
 
 const host = process.env.HOST || '127.0.0.1';
 const server = serve({ fetch: app.fetch, port: Number(process.env.PORT || 0), hostname: host }, (info) => {
-  process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: info.port, routes: routes.map((r) => `${r.method} ${r.path} ${r.bytes}B`) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ event: 'listening', host, port: info.port, routes: routes.map((r) => `${r.method} ${r.path} ${r.bytes}B`) })}\n`,
+  );
 });
 
 const stop = () => {

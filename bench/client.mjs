@@ -31,7 +31,10 @@ const sorted = (xs) => [...xs].sort((a, b) => a - b);
 async function connected(createClient, url) {
   const client = createClient({ url });
   let timer;
-  const expired = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`client: no event stream from ${url} within 10 s`)), 10_000)));
+  const expired = new Promise(
+    (_, reject) =>
+      (timer = setTimeout(() => reject(new Error(`client: no event stream from ${url} within 10 s`)), 10_000)),
+  );
   await Promise.race([client.ready(), expired]).finally(() => clearTimeout(timer));
   return client;
 }
@@ -79,7 +82,12 @@ async function addedTime(client, samples) {
   }
   const d = sorted(direct);
   const c = sorted(viaClient);
-  return { directP50: percentileSorted(d, 50), clientP50: percentileSorted(c, 50), clientP99: percentileSorted(c, 99), addedP50: percentileSorted(c, 50) - percentileSorted(d, 50) };
+  return {
+    directP50: percentileSorted(d, 50),
+    clientP50: percentileSorted(c, 50),
+    clientP99: percentileSorted(c, 99),
+    addedP50: percentileSorted(c, 50) - percentileSorted(d, 50),
+  };
 }
 
 /** FLEET clients, FLEET_RATE calls/s each for `ms`, every other call failing. */
@@ -116,15 +124,31 @@ async function fleetRun(createClient, url, ms) {
 
 /** The server's outcome counts for a circuit: /metrics when it serves them, else the window figures. */
 async function serverCounts(url, name) {
-  const metrics = await fetch(`${url}/metrics`).then((r) => (r.ok ? r.text() : ''), () => '');
+  const metrics = await fetch(`${url}/metrics`).then(
+    (r) => (r.ok ? r.text() : ''),
+    () => '',
+  );
   const read = (outcome) => {
-    const line = metrics.split('\n').find((l) => l.startsWith(`circuitlog_outcomes_total{`) && l.includes(`circuit="${name}"`) && l.includes(`outcome="${outcome}"`));
+    const line = metrics
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith(`circuitlog_outcomes_total{`) &&
+          l.includes(`circuit="${name}"`) &&
+          l.includes(`outcome="${outcome}"`),
+      );
     return line === undefined ? null : Number(line.trim().split(/\s+/).pop());
   };
-  if (read('success') !== null || read('failure') !== null) return { success: read('success') ?? 0, failure: read('failure') ?? 0, source: '/metrics circuitlog_outcomes_total' };
+  if (read('success') !== null || read('failure') !== null)
+    return {
+      success: read('success') ?? 0,
+      failure: read('failure') ?? 0,
+      source: '/metrics circuitlog_outcomes_total',
+    };
   const circuit = await fetch(`${url}/circuits/${encodeURIComponent(name)}`).then((r) => r.json());
   const w = circuit.window_stats;
-  if (w && typeof w.calls === 'number') return { success: w.calls - w.failures, failure: w.failures, source: 'window_stats of a count window' };
+  if (w && typeof w.calls === 'number')
+    return { success: w.calls - w.failures, failure: w.failures, source: 'window_stats of a count window' };
   return null;
 }
 
@@ -150,7 +174,23 @@ async function streamLag(createClient, url) {
 }
 
 function target(label, rps, p50, p99, extra = {}) {
-  return { label, rps, p50, p99, ratio: 1, goal: null, met: null, valid: true, isBaseline: false, requests: 0, non2xx: 0, errors: 0, cpuUsPerReq: null, runs: [{ rps }], ...extra };
+  return {
+    label,
+    rps,
+    p50,
+    p99,
+    ratio: 1,
+    goal: null,
+    met: null,
+    valid: true,
+    isBaseline: false,
+    requests: 0,
+    non2xx: 0,
+    errors: 0,
+    cpuUsPerReq: null,
+    runs: [{ rps }],
+    ...extra,
+  };
 }
 
 export async function clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec }) {
@@ -184,7 +224,13 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
     const ratio = calls.rps / allowed.rps;
 
     log('client: 4 clients x 1,000 calls/s, half failing');
-    await fetch(`${server.url}/circuits/bench%2Fmixed`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ window: { type: 'count', size: 10_000, failure_rate_threshold: 100, minimum_calls: 10_000 } }) }).catch(() => undefined);
+    await fetch(`${server.url}/circuits/bench%2Fmixed`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/merge-patch+json' },
+      body: JSON.stringify({
+        window: { type: 'count', size: 10_000, failure_rate_threshold: 100, minimum_calls: 10_000 },
+      }),
+    }).catch(() => undefined);
     const fleet = await fleetRun(createClient, server.url, FLEET_MS);
     const counts = await serverCounts(server.url, 'bench/mixed');
 
@@ -194,20 +240,32 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
     procs.push(lagServer);
     const lags = await streamLag(createClient, lagServer.url);
 
-    const baseline = target('sequential GET /allowed round trips (one connection)', allowed.rps, percentileSorted(allowed.latencies, 50), percentileSorted(allowed.latencies, 99), {
-      isBaseline: true,
-      valid: rounds.allowed.every((r) => r.errors === 0),
-      requests: allowed.count,
-      runs: rounds.allowed.map((r) => ({ rps: r.rps })),
-      non2xx: allowed.errors,
-    });
-    const subject = target('client.call() on a closed circuit, async no-op', calls.rps, added.clientP50 / 1000, added.clientP99 / 1000, {
-      ratio,
-      goal: GOAL_RATIO,
-      met: ratio >= GOAL_RATIO,
-      requests: calls.count,
-      runs: rounds.calls.map((r) => ({ rps: r.rps })),
-    });
+    const baseline = target(
+      'sequential GET /allowed round trips (one connection)',
+      allowed.rps,
+      percentileSorted(allowed.latencies, 50),
+      percentileSorted(allowed.latencies, 99),
+      {
+        isBaseline: true,
+        valid: rounds.allowed.every((r) => r.errors === 0),
+        requests: allowed.count,
+        runs: rounds.allowed.map((r) => ({ rps: r.rps })),
+        non2xx: allowed.errors,
+      },
+    );
+    const subject = target(
+      'client.call() on a closed circuit, async no-op',
+      calls.rps,
+      added.clientP50 / 1000,
+      added.clientP99 / 1000,
+      {
+        ratio,
+        goal: GOAL_RATIO,
+        met: ratio >= GOAL_RATIO,
+        requests: calls.count,
+        runs: rounds.calls.map((r) => ({ rps: r.rps })),
+      },
+    );
     const made = fleet.made.success + fleet.made.failure;
     const exact = counts !== null && counts.success === fleet.made.success && counts.failure === fleet.made.failure;
     return {
@@ -220,8 +278,21 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
         `${FLEET} clients × ${FLEET_RATE} calls/s for ${fleet.seconds} s, every other call failing: ${made} calls made (${fleet.made.success} ok, ${fleet.made.failure} failed); server counts ${counts === null ? 'unavailable' : `${counts.success} ok, ${counts.failure} failed (${counts.source})`}; dropped ${fleet.stats.reduce((n, s) => n + s.outcomesDropped, 0)}.`,
         `Stream lag, A's call that trips a circuit → B's transition event (${LAG_SAMPLES} samples, includes the ${5} ms batch delay): p50 ${fmt(percentileSorted(lags, 50))} ms, p99 ${fmt(percentileSorted(lags, 99))} ms, max ${fmt(lags.at(-1))} ms.`,
       ],
-      checks: [{ what: 'server outcome counts equal the calls the 4 clients made', ok: exact, detail: counts === null ? 'server serves no outcome counts' : `${counts.success + counts.failure} of ${made}` }],
-      clientMetrics: { addedTimeUs: added, allowedRps: allowed.rps, callRps: calls.rps, ratio, fleet: { made: fleet.made, counts }, streamLagMs: { p50: percentileSorted(lags, 50), p99: percentileSorted(lags, 99), max: lags.at(-1) } },
+      checks: [
+        {
+          what: 'server outcome counts equal the calls the 4 clients made',
+          ok: exact,
+          detail: counts === null ? 'server serves no outcome counts' : `${counts.success + counts.failure} of ${made}`,
+        },
+      ],
+      clientMetrics: {
+        addedTimeUs: added,
+        allowedRps: allowed.rps,
+        callRps: calls.rps,
+        ratio,
+        fleet: { made: fleet.made, counts },
+        streamLagMs: { p50: percentileSorted(lags, 50), p99: percentileSorted(lags, 99), max: lags.at(-1) },
+      },
     };
   } finally {
     await stopEach(procs.reverse());

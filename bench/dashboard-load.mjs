@@ -10,7 +10,16 @@ import { performance } from 'node:perf_hooks';
 import { percentileSorted } from './lib.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const LOADS = 5;
 
 /** `seed(file, count)` writes `count` closed circuits into a migrated SQLite file. */
@@ -22,10 +31,18 @@ export async function dashboardRun(ctx, tmp, seed) {
   const { chromium } = ctx.require('playwright-core');
   const count = ctx.envInt('BENCH_SCALE_DASHBOARD', 100_000, 1, 10_000_000);
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-bench-chromium-'));
-  const browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1400, height: 900 },
+  });
   try {
     const out = {};
-    for (const [key, n] of [['few', 3], ['many', count]]) {
+    for (const [key, n] of [
+      ['few', 3],
+      ['many', count],
+    ]) {
       const db = path.join(tmp, `dashboard-${n}.db`);
       seed(db, n);
       const server = await ctx.startCircuitlog({ name: `circuitlog-dashboard-${n}`, db, logLevel: 'warn' });
@@ -49,12 +66,18 @@ export async function dashboardRun(ctx, tmp, seed) {
         }
         firstRow.sort((a, b) => a - b);
         live.sort((a, b) => a - b);
-        Object.assign(out[key], { firstRowMs: percentileSorted(firstRow, 50), liveMs: percentileSorted(live, 50), maxMs: firstRow.at(-1) });
+        Object.assign(out[key], {
+          firstRowMs: percentileSorted(firstRow, 50),
+          liveMs: percentileSorted(live, 50),
+          maxMs: firstRow.at(-1),
+        });
       } finally {
         await server.stop();
       }
     }
-    ctx.log(`scale :: dashboard: first row ${out.many.firstRowMs.toFixed(0)} ms at ${out.many.n} circuits vs ${out.few.firstRowMs.toFixed(0)} ms at ${out.few.n}`);
+    ctx.log(
+      `scale :: dashboard: first row ${out.many.firstRowMs.toFixed(0)} ms at ${out.many.n} circuits vs ${out.few.firstRowMs.toFixed(0)} ms at ${out.few.n}`,
+    );
     return out;
   } finally {
     await browser.close();

@@ -64,8 +64,16 @@ export async function fanoutRun(ctx, tmp) {
   const streams = ctx.envInt('BENCH_SCALE_STREAMS', 5_000, 1, 20_000);
   const clients = ctx.envInt('BENCH_SCALE_CLIENTS', 100, 1, 1_000);
   const config = path.join(tmp, 'fanout.yaml');
-  fs.writeFileSync(config, `events: { max_streams: ${streams + clients + 100} }\ncircuit_defaults: { failure_threshold: 1, timeout_seconds: 3600 }\n`);
-  const server = await ctx.startCircuitlog({ name: 'circuitlog-fanout', db: path.join(tmp, 'fanout.db'), config, logLevel: 'warn' });
+  fs.writeFileSync(
+    config,
+    `events: { max_streams: ${streams + clients + 100} }\ncircuit_defaults: { failure_threshold: 1, timeout_seconds: 3600 }\n`,
+  );
+  const server = await ctx.startCircuitlog({
+    name: 'circuitlog-fanout',
+    db: path.join(tmp, 'fanout.db'),
+    config,
+    logLevel: 'warn',
+  });
   const { createClient } = await import(pathToFileURL(path.join(ctx.repoRoot, 'dist', 'client', 'index.js')).href);
   try {
     await fetch(`${server.url}/circuits/fan/success`, { method: 'POST' }); // the circuit exists before the readers
@@ -74,7 +82,9 @@ export async function fanoutRun(ctx, tmp) {
     const oneClient = await clientsRun(createClient, server.url, 1);
     const manyClients = await clientsRun(createClient, server.url, clients);
     const out = { streams, clients, one, many, oneClient, manyClients };
-    ctx.log(`scale :: fan-out: ${streams} streams p99 ${many.p99.toFixed(1)} ms (1 stream ${one.p99.toFixed(1)} ms), ${Math.round(many.bytesPerStream)} B RSS per stream; ${clients} clients p99 ${manyClients.p99.toFixed(1)} ms (1 client ${oneClient.p99.toFixed(1)} ms)`);
+    ctx.log(
+      `scale :: fan-out: ${streams} streams p99 ${many.p99.toFixed(1)} ms (1 stream ${one.p99.toFixed(1)} ms), ${Math.round(many.bytesPerStream)} B RSS per stream; ${clients} clients p99 ${manyClients.p99.toFixed(1)} ms (1 client ${oneClient.p99.toFixed(1)} ms)`,
+    );
     return out;
   } finally {
     await server.stop();
@@ -90,29 +100,39 @@ async function readersRun(server, count) {
   await new Promise((r) => setTimeout(r, 500));
   const before = rss(server.pid);
   const port = new URL(server.url).port;
-  const per = Array.from({ length: Math.min(WORKERS, count) }, (_, i) => Math.floor(count / Math.min(WORKERS, count)) + (i < count % Math.min(WORKERS, count) ? 1 : 0));
+  const per = Array.from(
+    { length: Math.min(WORKERS, count) },
+    (_, i) => Math.floor(count / Math.min(WORKERS, count)) + (i < count % Math.min(WORKERS, count) ? 1 : 0),
+  );
   const workers = per.map((n) => new Worker(READER, { eval: true, workerData: { port, count: n } }));
   const seen = workers.map(() => 0);
   let wake = () => {};
-  const opened = workers.map((w, i) => new Promise((resolve, reject) => {
-    w.on('error', reject);
-    w.on('message', (m) => {
-      if (m.opened !== undefined) resolve();
-      if (m.seen !== undefined) {
-        seen[i] = m.seen;
-        wake();
-      }
-    });
-  }));
+  const opened = workers.map(
+    (w, i) =>
+      new Promise((resolve, reject) => {
+        w.on('error', reject);
+        w.on('message', (m) => {
+          if (m.opened !== undefined) resolve();
+          if (m.seen !== undefined) {
+            seen[i] = m.seen;
+            wake();
+          }
+        });
+      }),
+  );
   await Promise.all(opened);
   await new Promise((r) => setTimeout(r, 1_000));
   const after = rss(server.pid);
   const sent = [];
-  const allSeen = (k) => new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`fan-out: event ${k} did not reach every reader within 30 s`)), 30_000);
-    wake = () => seen.every((s) => s >= k) && (clearTimeout(timer), resolve());
-    wake();
-  });
+  const allSeen = (k) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`fan-out: event ${k} did not reach every reader within 30 s`)),
+        30_000,
+      );
+      wake = () => seen.every((s) => s >= k) && (clearTimeout(timer), resolve());
+      wake();
+    });
   for (let i = 0; i < ROUNDS; i++) {
     for (const step of [trip, reset]) {
       sent.push(now());
@@ -120,13 +140,28 @@ async function readersRun(server, count) {
       await allSeen(sent.length);
     }
   }
-  const reports = await Promise.all(workers.map((w) => new Promise((resolve) => {
-    w.on('message', (m) => m.arrivals && resolve(m.arrivals));
-    w.postMessage('report');
-  })));
+  const reports = await Promise.all(
+    workers.map(
+      (w) =>
+        new Promise((resolve) => {
+          w.on('message', (m) => m.arrivals && resolve(m.arrivals));
+          w.postMessage('report');
+        }),
+    ),
+  );
   await Promise.all(workers.map((w) => w.terminate()));
-  const lat = reports.flat().flatMap((times) => times.map((t, k) => t - sent[k])).sort((a, b) => a - b);
-  return { count, deliveries: lat.length, p50: percentileSorted(lat, 50), p99: percentileSorted(lat, 99), max: lat.at(-1), bytesPerStream: (after - before) / count };
+  const lat = reports
+    .flat()
+    .flatMap((times) => times.map((t, k) => t - sent[k]))
+    .sort((a, b) => a - b);
+  return {
+    count,
+    deliveries: lat.length,
+    p50: percentileSorted(lat, 50),
+    p99: percentileSorted(lat, 99),
+    max: lat.at(-1),
+    bytesPerStream: (after - before) / count,
+  };
 }
 
 /** `count` clients following the server; ROUNDS trips, each timed to every client's `transition` event. */
@@ -138,24 +173,42 @@ async function clientsRun(createClient, url, count) {
     await Promise.all(made.map((c) => c.call('fan', async () => {}))); // the circuit is in every local view
     const lat = [];
     for (let i = 0; i < ROUNDS; i++) {
-      for (const [step, to] of [[trip, 'open'], [reset, 'closed']]) {
-        const arrived = made.map((c) => new Promise((resolve) => {
-          const off = c.on('transition', (e) => {
-            if (e.circuit !== 'fan' || e.to !== to) return;
-            const at = now();
-            off();
-            if (c.state('fan') !== to) throw new Error(`fan-out: a client's view shows ${c.state('fan')} after the ${to} event`);
-            resolve(at);
-          });
-        }));
+      for (const [step, to] of [
+        [trip, 'open'],
+        [reset, 'closed'],
+      ]) {
+        const arrived = made.map(
+          (c) =>
+            new Promise((resolve) => {
+              const off = c.on('transition', (e) => {
+                if (e.circuit !== 'fan' || e.to !== to) return;
+                const at = now();
+                off();
+                if (c.state('fan') !== to)
+                  throw new Error(`fan-out: a client's view shows ${c.state('fan')} after the ${to} event`);
+                resolve(at);
+              });
+            }),
+        );
         const t0 = now();
         await step(url);
-        const times = await Promise.race([Promise.all(arrived), new Promise((_, reject) => setTimeout(() => reject(new Error('fan-out: a client missed a transition for 30 s')), 30_000))]);
+        const times = await Promise.race([
+          Promise.all(arrived),
+          new Promise((_, reject) =>
+            setTimeout(() => reject(new Error('fan-out: a client missed a transition for 30 s')), 30_000),
+          ),
+        ]);
         if (to === 'open') lat.push(...times.map((t) => t - t0));
       }
     }
     lat.sort((a, b) => a - b);
-    return { count, deliveries: lat.length, p50: percentileSorted(lat, 50), p99: percentileSorted(lat, 99), max: lat.at(-1) };
+    return {
+      count,
+      deliveries: lat.length,
+      p50: percentileSorted(lat, 50),
+      p99: percentileSorted(lat, 99),
+      max: lat.at(-1),
+    };
   } finally {
     await Promise.all(made.map((c) => c.close()));
   }

@@ -21,7 +21,8 @@ if (workers > 1 && cluster.isPrimary) {
   let listening = 0;
   for (let i = 0; i < workers; i++) cluster.fork();
   cluster.on('listening', (_worker, address) => {
-    if (++listening === workers) process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: address.port, workers })}\n`);
+    if (++listening === workers)
+      process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: address.port, workers })}\n`);
   });
   const stop = () => {
     for (const w of Object.values(cluster.workers ?? {})) w?.kill('SIGTERM');
@@ -47,7 +48,8 @@ if (workers > 1 && cluster.isPrimary) {
     );
   });
   server.listen(port, host, () => {
-    if (workers === 1) process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: server.address().port })}\n`);
+    if (workers === 1)
+      process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: server.address().port })}\n`);
   });
   const stop = () => {
     server.close(() => pool.close().finally(() => process.exit(0)));

@@ -33,7 +33,9 @@ const server = http.createServer((req, res) => proxy.web(req, res));
 const host = process.env.HOST || '127.0.0.1';
 server.listen(Number(process.env.PORT || 0), host, () => {
   const agentInfo = { ...agentOptions, maxSockets: String(agentOptions.maxSockets) };
-  process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: server.address().port, target, agent: agentInfo })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ event: 'listening', host, port: server.address().port, target, agent: agentInfo })}\n`,
+  );
 });
 
 const stop = () => {

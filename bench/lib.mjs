@@ -23,7 +23,8 @@ export function envInt(name, fallback, min = 1, max = 1e9) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name}: expected an integer from ${min} to ${max}, got '${raw}'`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`${name}: expected an integer from ${min} to ${max}, got '${raw}'`);
   return n;
 }
 
@@ -76,7 +77,8 @@ export async function probe(url, { method = 'GET', headers = {}, body } = {}) {
 /** Like probe() but throws unless the status is 2xx. */
 export async function probeOk(url, init) {
   const r = await probe(url, init);
-  if (r.status < 200 || r.status > 299) throw new Error(`${init?.method ?? 'GET'} ${url} -> ${r.status}: ${r.body.slice(0, 300)}`);
+  if (r.status < 200 || r.status > 299)
+    throw new Error(`${init?.method ?? 'GET'} ${url} -> ${r.status}: ${r.body.slice(0, 300)}`);
   return r;
 }
 
@@ -210,7 +212,10 @@ export function installCleanupHandlers() {
   if (handlersInstalled) return;
   handlersInstalled = true;
   process.on('exit', killAllSync);
-  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  for (const [sig, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ]) {
     process.on(sig, () => {
       process.stderr.write(`\nbench: ${sig}, stopping children\n`);
       stopAll().finally(() => process.exit(code));
@@ -243,7 +248,16 @@ export async function stopAll() {
  * @param {number} [o.timeoutMs]
  * @param {string} [o.cwd]
  */
-export async function startProcess({ name, command = process.execPath, args = [], env = {}, port, readyPath, timeoutMs = 15_000, cwd }) {
+export async function startProcess({
+  name,
+  command = process.execPath,
+  args = [],
+  env = {},
+  port,
+  readyPath,
+  timeoutMs = 15_000,
+  cwd,
+}) {
   installCleanupHandlers();
   const fixedPort = port === 'auto' ? await freePort() : port;
   const childEnv = { ...process.env, ...env };
@@ -310,7 +324,9 @@ export async function startProcess({ name, command = process.execPath, args = []
     (async () => {
       while (polling) {
         try {
-          const res = await fetch(`http://${LOOPBACK}:${fixedPort}${readyPath}`, { signal: AbortSignal.timeout(1_000) });
+          const res = await fetch(`http://${LOOPBACK}:${fixedPort}${readyPath}`, {
+            signal: AbortSignal.timeout(1_000),
+          });
           await res.arrayBuffer();
           if (res.status < 500) return resolveReady(fixedPort);
         } catch {
@@ -329,7 +345,10 @@ export async function startProcess({ name, command = process.execPath, args = []
         throw new Error(`${name} exited (${code ?? signal}) before it was ready; stderr:\n${stderr}`);
       }),
       new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${name} not ready in ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`${name} not ready in ${timeoutMs} ms; stderr:\n${stderr}`)),
+          timeoutMs,
+        );
       }),
     ]);
     proc.port = readyPort;
@@ -350,7 +369,8 @@ export async function startProcess({ name, command = process.execPath, args = []
 /** 'wrk' when installed (it needs far less CPU than autocannon), else 'autocannon'; BENCH_TOOL overrides. */
 export function pickTool(override = process.env.BENCH_TOOL) {
   if (override) {
-    if (override !== 'wrk' && override !== 'autocannon') throw new Error(`BENCH_TOOL: expected wrk or autocannon, got '${override}'`);
+    if (override !== 'wrk' && override !== 'autocannon')
+      throw new Error(`BENCH_TOOL: expected wrk or autocannon, got '${override}'`);
     if (override === 'wrk' && !commandExists('wrk')) throw new Error('BENCH_TOOL=wrk but wrk is not on PATH');
     return override;
   }
@@ -364,7 +384,9 @@ export function toolVersion(tool) {
     return first.replace(/\s*Copyright.*$/, '').trim() || 'wrk';
   }
   try {
-    const pkg = JSON.parse(fs.readFileSync(new URL('../node_modules/autocannon/package.json', import.meta.url), 'utf8'));
+    const pkg = JSON.parse(
+      fs.readFileSync(new URL('../node_modules/autocannon/package.json', import.meta.url), 'utf8'),
+    );
     return `autocannon ${pkg.version}`;
   } catch {
     return 'autocannon';
@@ -389,7 +411,8 @@ export function toolVersion(tool) {
 export async function runLoad(o) {
   const method = o.method ?? 'GET';
   const url = new URL(o.url);
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) throw new Error(`refusing to load a non-loopback host: ${url.hostname}`);
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname))
+    throw new Error(`refusing to load a non-loopback host: ${url.hostname}`);
   return o.tool === 'wrk' ? runWrk({ ...o, method }) : runAutocannon({ ...o, method });
 }
 
@@ -450,7 +473,19 @@ async function runWrk({ url, method, headers = {}, body, connections, durationSe
   );
   fs.writeFileSync(script, lines.join('\n') + '\n');
   try {
-    const args = ['-t', String(threads), '-c', String(connections), '-d', `${durationSec}s`, '--timeout', '10s', '-s', script, url];
+    const args = [
+      '-t',
+      String(threads),
+      '-c',
+      String(connections),
+      '-d',
+      `${durationSec}s`,
+      '--timeout',
+      '10s',
+      '-s',
+      script,
+      url,
+    ];
     const { code, stdout, stderr } = await new Promise((resolve, reject) => {
       installCleanupHandlers();
       const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -519,15 +554,35 @@ async function runWrk({ url, method, headers = {}, body, connections, durationSe
  * targets back to back (order reversed on odd rounds) so that drift on a shared machine
  * hits baseline and subject alike. Per target the median over rounds is reported.
  */
-export async function runSuite(scenarios, { tool, connections, durationSec, warmupSec = 2, rounds = 1, pauseMs = 500, log = (m) => process.stderr.write(`${m}\n`) }) {
+export async function runSuite(
+  scenarios,
+  {
+    tool,
+    connections,
+    durationSec,
+    warmupSec = 2,
+    rounds = 1,
+    pauseMs = 500,
+    log = (m) => process.stderr.write(`${m}\n`),
+  },
+) {
   const raw = new Map(); // `${scenario.id}/${target.id}` -> runs[]
   const key = (s, t) => `${s.id}/${t.id}`;
   const once = async (s, t, seconds) => {
     const pids = typeof t.pid === 'function' ? t.pid() : Array.isArray(t.pid) ? t.pid : t.pid ? [t.pid] : [];
     const cpuBefore = pids.length ? processesCpuMs(pids) : null;
-    const r = await runLoad({ tool, url: t.url, method: t.method, headers: t.headers, body: t.body, connections, durationSec: seconds });
+    const r = await runLoad({
+      tool,
+      url: t.url,
+      method: t.method,
+      headers: t.headers,
+      body: t.body,
+      connections,
+      durationSec: seconds,
+    });
     const cpuAfter = pids.length ? processesCpuMs(pids) : null;
-    r.cpuUsPerReq = cpuBefore !== null && cpuAfter !== null && r.requests > 0 ? ((cpuAfter - cpuBefore) * 1000) / r.requests : null;
+    r.cpuUsPerReq =
+      cpuBefore !== null && cpuAfter !== null && r.requests > 0 ? ((cpuAfter - cpuBefore) * 1000) / r.requests : null;
     return r;
   };
 
@@ -536,7 +591,8 @@ export async function runSuite(scenarios, { tool, connections, durationSec, warm
       for (const t of s.targets) {
         log(`warm-up  ${s.title} :: ${t.label} (${warmupSec}s)`);
         const r = await once(s, t, warmupSec);
-        if (r.non2xx || r.errors || r.timeouts) log(`  warning: warm-up saw non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts}`);
+        if (r.non2xx || r.errors || r.timeouts)
+          log(`  warning: warm-up saw non2xx=${r.non2xx} errors=${r.errors} timeouts=${r.timeouts}`);
         await sleep(pauseMs);
       }
     }
@@ -547,7 +603,9 @@ export async function runSuite(scenarios, { tool, connections, durationSec, warm
       for (const t of order) {
         log(`round ${round + 1}/${rounds}  ${s.title} :: ${t.label} (${durationSec}s)`);
         const r = await once(s, t, durationSec);
-        log(`  ${fmt(r.rps, 0)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  non2xx ${r.non2xx}  errors ${r.errors + r.timeouts}`);
+        log(
+          `  ${fmt(r.rps, 0)} req/s  p50 ${fmt(r.p50, 2)} ms  p99 ${fmt(r.p99, 2)} ms  non2xx ${r.non2xx}  errors ${r.errors + r.timeouts}`,
+        );
         if (!raw.has(key(s, t))) raw.set(key(s, t), []);
         raw.get(key(s, t)).push(r);
         await sleep(pauseMs);
@@ -599,7 +657,15 @@ function compareTargets(targets, cmp) {
   const label = cmp.label ?? `${cmp.subject} vs ${cmp.baseline}`;
   const goal = cmp.goal ?? null;
   if (cmp.skipped || !subject || !base) {
-    return { label, subject: cmp.subject, baseline: cmp.baseline, goal, skipped: cmp.skipped ?? `target '${!subject ? cmp.subject : cmp.baseline}' did not run`, met: null, valid: true };
+    return {
+      label,
+      subject: cmp.subject,
+      baseline: cmp.baseline,
+      goal,
+      skipped: cmp.skipped ?? `target '${!subject ? cmp.subject : cmp.baseline}' did not run`,
+      met: null,
+      valid: true,
+    };
   }
   const valid = subject.valid && base.valid;
   const ratio = subject.rps / base.rps;
@@ -629,12 +695,17 @@ export function fmt(n, digits = 2) {
 
 /** The goal table (one row per target) in markdown. */
 export function markdownTable(results) {
-  const rows = ['| scenario | target | req/s | p50 ms | p99 ms | ratio vs baseline | goal | met? |', '|---|---|---:|---:|---:|---:|---:|:---:|'];
+  const rows = [
+    '| scenario | target | req/s | p50 ms | p99 ms | ratio vs baseline | goal | met? |',
+    '|---|---|---:|---:|---:|---:|---:|:---:|',
+  ];
   for (const s of results) {
     for (const t of s.targets) {
       const goal = t.isBaseline ? 'baseline' : t.goal === null ? '—' : `≥ ${t.goal.toFixed(2)}x`;
       const met = !t.valid ? 'INVALID (errors)' : t.met === null ? '—' : t.met ? 'yes' : 'NO';
-      rows.push(`| ${s.title} | ${t.label} | ${fmt(t.rps, 0)} | ${fmt(t.p50)} | ${fmt(t.p99)} | ${fmt(t.ratio)}x | ${goal} | ${met} |`);
+      rows.push(
+        `| ${s.title} | ${t.label} | ${fmt(t.rps, 0)} | ${fmt(t.p50)} | ${fmt(t.p99)} | ${fmt(t.ratio)}x | ${goal} | ${met} |`,
+      );
     }
   }
   return rows.join('\n');
@@ -666,7 +737,10 @@ export function markdownComparisons(results) {
 
 /** Validity and cost details: requests, non-2xx, errors, server CPU per request. */
 export function markdownDetails(results) {
-  const rows = ['| scenario | target | requests | non-2xx | errors/timeouts | process CPU µs/req | runs req/s |', '|---|---|---:|---:|---:|---:|---|'];
+  const rows = [
+    '| scenario | target | requests | non-2xx | errors/timeouts | process CPU µs/req | runs req/s |',
+    '|---|---|---:|---:|---:|---:|---|',
+  ];
   for (const s of results) {
     for (const t of s.targets) {
       rows.push(

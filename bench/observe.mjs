@@ -19,7 +19,11 @@ async function createCircuits(baseUrl, count, concurrency = 32) {
   const worker = async () => {
     while (next < count) {
       const i = next++;
-      const res = await fetch(`${baseUrl}/circuits/bench-many%2Fc${i}/outcomes`, { method: 'POST', headers: JSON_HEADERS, body: '{"success":false}' });
+      const res = await fetch(`${baseUrl}/circuits/bench-many%2Fc${i}/outcomes`, {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: '{"success":false}',
+      });
       if (res.status !== 200) throw new Error(`creating circuit ${i}: ${res.status}`);
       await res.arrayBuffer();
     }
@@ -54,29 +58,61 @@ export async function metricsSection(ctx) {
   try {
     const offConfig = path.join(tmp, 'metrics-off.yaml');
     fs.writeFileSync(offConfig, 'metrics:\n  enabled: false\n');
-    const on = await ctx.startCircuitlog({ name: 'circuitlog-metrics-on', db: path.join(tmp, 'on.db'), logLevel: 'warn' });
+    const on = await ctx.startCircuitlog({
+      name: 'circuitlog-metrics-on',
+      db: path.join(tmp, 'on.db'),
+      logLevel: 'warn',
+    });
     procs.push(on);
-    const off = await ctx.startCircuitlog({ name: 'circuitlog-metrics-off', db: path.join(tmp, 'off.db'), logLevel: 'warn', config: offConfig });
+    const off = await ctx.startCircuitlog({
+      name: 'circuitlog-metrics-off',
+      db: path.join(tmp, 'off.db'),
+      logLevel: 'warn',
+      config: offConfig,
+    });
     procs.push(off);
     await ctx.setupBenchCircuits(on.url);
     await ctx.setupBenchCircuits(off.url);
     if ((await fetch(`${off.url}/metrics`)).status !== 404) throw new Error('metrics-off server still serves /metrics');
-    const failTarget = (id, label, s, goal) => ({ id, label, url: `${s.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', pid: s.pid, goal });
+    const failTarget = (id, label, s, goal) => ({
+      id,
+      label,
+      url: `${s.url}/circuits/bench-fail/outcomes`,
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: '{"success":false}',
+      pid: s.pid,
+      goal,
+    });
     const scenarios = [
       {
         id: 'metrics-allowed',
         title: 'metrics: GET allowed',
         baseline: 'off',
         targets: [
-          { id: 'off', label: 'metrics.enabled false: GET /circuits/bench-ok/allowed', url: `${off.url}/circuits/bench-ok/allowed`, pid: off.pid },
-          { id: 'on', label: 'metrics on (default): GET /circuits/bench-ok/allowed', url: `${on.url}/circuits/bench-ok/allowed`, pid: on.pid, goal: 0.95 },
+          {
+            id: 'off',
+            label: 'metrics.enabled false: GET /circuits/bench-ok/allowed',
+            url: `${off.url}/circuits/bench-ok/allowed`,
+            pid: off.pid,
+          },
+          {
+            id: 'on',
+            label: 'metrics on (default): GET /circuits/bench-ok/allowed',
+            url: `${on.url}/circuits/bench-ok/allowed`,
+            pid: on.pid,
+            goal: 0.95,
+          },
         ],
       },
       {
         id: 'metrics-fail',
         title: 'metrics: POST outcome failure (write + counters)',
         baseline: 'off',
-        targets: [failTarget('off', 'metrics.enabled false: POST failure', off), failTarget('on', 'metrics on: POST failure', on)],
+        targets: [
+          failTarget('off', 'metrics.enabled false: POST failure', off),
+          failTarget('on', 'metrics on: POST failure', on),
+        ],
       },
     ];
     const results = await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec));
@@ -85,7 +121,9 @@ export async function metricsSection(ctx) {
     log(`creating ${count} circuits for the scrape timing`);
     await createCircuits(on.url, count);
     const scrape = await timeScrapes(on.url);
-    log(`GET /metrics with ${count + 2} circuits: median ${scrape.medianMs.toFixed(1)} ms, max ${scrape.maxMs.toFixed(1)} ms, ${scrape.series} series, ${scrape.bytes} bytes`);
+    log(
+      `GET /metrics with ${count + 2} circuits: median ${scrape.medianMs.toFixed(1)} ms, max ${scrape.maxMs.toFixed(1)} ms, ${scrape.series} series, ${scrape.bytes} bytes`,
+    );
     return {
       id: 'metrics',
       title: 'Metrics: /metrics on vs metrics.enabled false (ratio = on / off)',

@@ -51,7 +51,12 @@ export async function overloadSection(ctx) {
     const modes = [];
     for (const mode of MODES.filter((m) => wanted.includes(m.id))) {
       const config = writeConfig(tmp, mode.id, { cap: [upstream.url] }, mode.block);
-      const server = await ctx.startCircuitlog({ name: `circuitlog-overload-${mode.id}`, db: path.join(tmp, `${mode.id}.db`), config, logLevel: 'warn' });
+      const server = await ctx.startCircuitlog({
+        name: `circuitlog-overload-${mode.id}`,
+        db: path.join(tmp, `${mode.id}.db`),
+        config,
+        logLevel: 'warn',
+      });
       procs.push(server);
       log(`overload: ${mode.label}, C = ${C} at ${latencyMs} ms (capacity ${capacity.toFixed(0)}/s)`);
       modes.push({ ...mode, ...(await runRamp(ctx, server.url, upstream.url, phases, capacity)) });
@@ -69,7 +74,13 @@ export async function overloadSection(ctx) {
       title: `Overload: adaptive concurrency vs no limit, an upstream of C = ${C} at ${latencyMs} ms (capacity ${capacity.toFixed(0)}/s); retry budget`,
       durationSec: phases.reduce((s, p) => s + p.sec, 0),
       results: [],
-      overload: { C, latencyMs, capacity, modes: modes.map(({ phases: ps, trace, ...m }) => ({ ...m, phases: ps, trace })), retry },
+      overload: {
+        C,
+        latencyMs,
+        capacity,
+        modes: modes.map(({ phases: ps, trace, ...m }) => ({ ...m, phases: ps, trace })),
+        retry,
+      },
       markdownExtra: [rows, '', '```', textPlot(curves(modes, capacity)), '```', '', retry?.markdown ?? ''].join('\n'),
       notes: notes(modes, C, latencyMs, retry),
       checks: checks(modes, C, capacity, retry),
@@ -95,7 +106,11 @@ function writeConfig(dir, id, upstreams, block) {
   for (const [name, urls] of Object.entries(upstreams)) {
     lines.push(`  ${name}:`, '    nodes:');
     for (const [i, url] of urls.entries()) lines.push(`      - { id: n${i + 1}, dc: dc1, url: "${url}" }`);
-    lines.push('    failure_threshold: 1000000', '    request_timeout_ms: 10000', '    health_check: { enabled: false }');
+    lines.push(
+      '    failure_threshold: 1000000',
+      '    request_timeout_ms: 10000',
+      '    health_check: { enabled: false }',
+    );
   }
   fs.writeFileSync(file, `${lines.join('\n')}\n${block}`);
   return file;
@@ -119,7 +134,15 @@ async function runRamp(ctx, proxyUrl, upstreamUrl, phases, capacity) {
     for (const [i, phase] of phases.entries()) {
       if (['1x', '1.5x', '2x'].includes(phase.id)) await drained(upstreamUrl); // each load point from an empty queue
       const startedAt = (performance.now() - t0) / 1000;
-      const r = await openLoop({ pool, path: '/proxy/cap/item', ratePerSecond: phase.load * capacity, durationMs: phase.sec * 1000, maxOutstanding: 4_000, timeoutMs: 15_000, seed: i + 1 });
+      const r = await openLoop({
+        pool,
+        path: '/proxy/cap/item',
+        ratePerSecond: phase.load * capacity,
+        durationMs: phase.sec * 1000,
+        maxOutstanding: 4_000,
+        timeoutMs: 15_000,
+        seed: i + 1,
+      });
       const ok = r.latencies(200);
       noLoadP99 ??= percentile(ok, 99);
       const good = r.count({ status: 200, withinMs: 2 * noLoadP99 });
@@ -141,7 +164,9 @@ async function runRamp(ctx, proxyUrl, upstreamUrl, phases, capacity) {
         refusedLastHalf: r.count({ status: 503, fromMs: (phase.sec * 1000) / 2 }),
       };
       out.push(row);
-      ctx.log(`  ${phase.id} ${phase.load}x ${phase.sec}s: ok ${row.ok}, refused ${row.refused}, other ${row.other}, errors ${row.errors}, not sent ${row.notSent}, p99 ${row.p99.toFixed(1)} ms, goodput ${row.goodput.toFixed(0)}/s (${((100 * row.goodput) / capacity).toFixed(0)}%)`);
+      ctx.log(
+        `  ${phase.id} ${phase.load}x ${phase.sec}s: ok ${row.ok}, refused ${row.refused}, other ${row.other}, errors ${row.errors}, not sent ${row.notSent}, p99 ${row.p99.toFixed(1)} ms, goodput ${row.goodput.toFixed(0)}/s (${((100 * row.goodput) / capacity).toFixed(0)}%)`,
+      );
     }
   } finally {
     sampling = false;
@@ -188,19 +213,45 @@ async function retrySection(ctx, tmp, procs) {
   const sec = 9; // inside one 10 s budget window (its 1 s buckets): the bound is per window
   const rows = [];
   for (const run of [
-    { id: 'unbounded', label: 'retries: 1, retry_budget {percent: 100} (as before)', block: '    retries: 1\n    retry_budget: { percent: 100 }\n' },
-    { id: 'default', label: 'retries: 1, default retry_budget {percent: 20, min_per_second: 3}', block: '    retries: 1\n' },
+    {
+      id: 'unbounded',
+      label: 'retries: 1, retry_budget {percent: 100} (as before)',
+      block: '    retries: 1\n    retry_budget: { percent: 100 }\n',
+    },
+    {
+      id: 'default',
+      label: 'retries: 1, default retry_budget {percent: 20, min_per_second: 3}',
+      block: '    retries: 1\n',
+    },
   ]) {
     const config = writeConfig(tmp, `retry-${run.id}`, { fail: failing.map((p) => p.url) }, run.block);
-    const server = await ctx.startCircuitlog({ name: `circuitlog-retry-${run.id}`, db: path.join(tmp, `retry-${run.id}.db`), config, logLevel: 'warn' });
+    const server = await ctx.startCircuitlog({
+      name: `circuitlog-retry-${run.id}`,
+      db: path.join(tmp, `retry-${run.id}.db`),
+      config,
+      logLevel: 'warn',
+    });
     const before = await hits(failing);
     const pool = loopbackPool(server.url);
-    const r = await openLoop({ pool, path: '/proxy/fail/item', ratePerSecond: rate, durationMs: sec * 1000, maxOutstanding: 1_000 });
+    const r = await openLoop({
+      pool,
+      path: '/proxy/fail/item',
+      ratePerSecond: rate,
+      durationMs: sec * 1000,
+      maxOutstanding: 1_000,
+    });
     await pool.close();
     const nodeHits = (await hits(failing)) - before;
     await ctx.stopEach([server]);
     const allowed = r.sent * 1.2 + 3 * 10; // 20% plus 3/s over the 10 s window
-    rows.push({ ...run, requests: r.sent, nodeHits, ratio: nodeHits / r.sent, allowedRatio: allowed / r.sent, status500: r.statuses[500] ?? 0 });
+    rows.push({
+      ...run,
+      requests: r.sent,
+      nodeHits,
+      ratio: nodeHits / r.sent,
+      allowedRatio: allowed / r.sent,
+      status500: r.statuses[500] ?? 0,
+    });
     ctx.log(`  retry ${run.id}: ${r.sent} requests, ${nodeHits} node hits (${(nodeHits / r.sent).toFixed(2)}x)`);
   }
   const markdown = [
@@ -208,7 +259,9 @@ async function retrySection(ctx, tmp, procs) {
     '',
     '| budget | requests | node hits | hits per request | bound (1.2 + 30 per 10 s) |',
     '|---|---:|---:|---:|---:|',
-    ...rows.map((r) => `| ${r.label} | ${r.requests} | ${r.nodeHits} | ${r.ratio.toFixed(3)} | ${r.allowedRatio.toFixed(3)} |`),
+    ...rows.map(
+      (r) => `| ${r.label} | ${r.requests} | ${r.nodeHits} | ${r.ratio.toFixed(3)} | ${r.allowedRatio.toFixed(3)} |`,
+    ),
   ].join('\n');
   return { rate, sec, rows, markdown };
 }
@@ -222,16 +275,21 @@ async function hits(procs) {
 function curves(modes, capacity) {
   return modes.map((m) => ({
     label: m.label,
-    points: m.phases.filter((p) => p.id !== 'recovery' && p.id !== 'warm-up').map((p) => ({ load: p.load, goodput: p.goodput / capacity })),
+    points: m.phases
+      .filter((p) => p.id !== 'recovery' && p.id !== 'warm-up')
+      .map((p) => ({ load: p.load, goodput: p.goodput / capacity })),
   }));
 }
 
 function table(modes, capacity) {
-  const head = '| mode | phase | load | offered | 200 | 503 refused | other / errors / not sent | p50 ms | p99 ms | goodput /s | of capacity |';
+  const head =
+    '| mode | phase | load | offered | 200 | 503 refused | other / errors / not sent | p50 ms | p99 ms | goodput /s | of capacity |';
   const lines = [head, '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|'];
   for (const m of modes) {
     for (const p of m.phases) {
-      lines.push(`| ${m.label} | ${p.id} | ${p.load}x | ${p.offered} | ${p.ok} | ${p.refused} | ${p.other} / ${p.errors} / ${p.notSent} | ${p.p50.toFixed(1)} | ${p.p99.toFixed(1)} | ${p.goodput.toFixed(0)} | ${((100 * p.goodput) / capacity).toFixed(0)}% |`);
+      lines.push(
+        `| ${m.label} | ${p.id} | ${p.load}x | ${p.offered} | ${p.ok} | ${p.refused} | ${p.other} / ${p.errors} / ${p.notSent} | ${p.p50.toFixed(1)} | ${p.p99.toFixed(1)} | ${p.goodput.toFixed(0)} | ${((100 * p.goodput) / capacity).toFixed(0)}% |`,
+      );
     }
   }
   return lines.join('\n');
@@ -252,17 +310,30 @@ function settling(mode, C) {
     }
   }
   const after = mode.trace.filter((s) => s.t >= recovery.startedAt && s.limit !== null);
-  return { settledAt, last: during[during.length - 1].limit, min: Math.min(...during.map((s) => s.limit)), max: Math.max(...during.map((s) => s.limit)), recoveryMin: after.length ? Math.min(...after.map((s) => s.limit)) : null };
+  return {
+    settledAt,
+    last: during[during.length - 1].limit,
+    min: Math.min(...during.map((s) => s.limit)),
+    max: Math.max(...during.map((s) => s.limit)),
+    recoveryMin: after.length ? Math.min(...after.map((s) => s.limit)) : null,
+  };
 }
 
 function notes(modes, C, latencyMs, retry) {
-  const out = [`Capacity upstream: C = ${C} at once, ${latencyMs} ms each, FIFO queue behind; one node; load generator open loop (Poisson arrivals), at most 4,000 outstanding (more arrivals are counted "not sent").`];
+  const out = [
+    `Capacity upstream: C = ${C} at once, ${latencyMs} ms each, FIFO queue behind; one node; load generator open loop (Poisson arrivals), at most 4,000 outstanding (more arrivals are counted "not sent").`,
+  ];
   for (const m of modes) {
     const s = settling(m, C);
-    const limit = s ? ` Limit during 3x: ${s.min}..${s.max}, last ${s.last}; within ±20% of C for good from ${s.settledAt === null ? 'never' : `${s.settledAt.toFixed(1)} s`} after the ramp; lowest during recovery ${s.recoveryMin}.` : '';
-    out.push(`${m.label}: no-load p99 ${m.noLoadP99.toFixed(1)} ms (goodput counts 200s within ${(2 * m.noLoadP99).toFixed(1)} ms).${limit}`);
+    const limit = s
+      ? ` Limit during 3x: ${s.min}..${s.max}, last ${s.last}; within ±20% of C for good from ${s.settledAt === null ? 'never' : `${s.settledAt.toFixed(1)} s`} after the ramp; lowest during recovery ${s.recoveryMin}.`
+      : '';
+    out.push(
+      `${m.label}: no-load p99 ${m.noLoadP99.toFixed(1)} ms (goodput counts 200s within ${(2 * m.noLoadP99).toFixed(1)} ms).${limit}`,
+    );
   }
-  for (const r of retry?.rows ?? []) out.push(`Retries, ${r.label}: ${r.nodeHits} node hits for ${r.requests} requests (${r.ratio.toFixed(3)}x).`);
+  for (const r of retry?.rows ?? [])
+    out.push(`Retries, ${r.label}: ${r.nodeHits} node hits for ${r.requests} requests (${r.ratio.toFixed(3)}x).`);
   return out;
 }
 
@@ -276,15 +347,48 @@ function checks(modes, C, capacity, retry) {
     const steady = phase(adaptive, 'steady');
     const s = settling(adaptive, C);
     out.push(
-      { what: 'adaptive, 3x: goodput >= 90% of capacity', ok: ramp.goodput >= 0.9 * capacity, detail: `${ramp.goodput.toFixed(0)}/s of ${capacity.toFixed(0)}/s` },
-      { what: 'adaptive, 3x: admitted p99 <= 2x no-load p99', ok: ramp.p99 <= 2 * adaptive.noLoadP99, detail: `${ramp.p99.toFixed(1)} ms vs ${(2 * adaptive.noLoadP99).toFixed(1)} ms` },
-      { what: 'adaptive: limit within ±20% of C within 10 s of the 3x ramp', ok: s !== null && s.settledAt !== null && s.settledAt <= 10, detail: s === null ? 'no limit gauge' : `settled after ${s.settledAt?.toFixed(1) ?? 'never'} s, range ${s.min}..${s.max}` },
-      { what: 'adaptive: steady half capacity, 0 refusals', ok: steady.refused === 0, detail: `${steady.refused} refused of ${steady.offered}` },
-      { what: 'adaptive: 0 refusals in the second half of the recovery at half capacity', ok: phase(adaptive, 'recovery').refusedLastHalf === 0, detail: `${phase(adaptive, 'recovery').refusedLastHalf}` },
+      {
+        what: 'adaptive, 3x: goodput >= 90% of capacity',
+        ok: ramp.goodput >= 0.9 * capacity,
+        detail: `${ramp.goodput.toFixed(0)}/s of ${capacity.toFixed(0)}/s`,
+      },
+      {
+        what: 'adaptive, 3x: admitted p99 <= 2x no-load p99',
+        ok: ramp.p99 <= 2 * adaptive.noLoadP99,
+        detail: `${ramp.p99.toFixed(1)} ms vs ${(2 * adaptive.noLoadP99).toFixed(1)} ms`,
+      },
+      {
+        what: 'adaptive: limit within ±20% of C within 10 s of the 3x ramp',
+        ok: s !== null && s.settledAt !== null && s.settledAt <= 10,
+        detail:
+          s === null
+            ? 'no limit gauge'
+            : `settled after ${s.settledAt?.toFixed(1) ?? 'never'} s, range ${s.min}..${s.max}`,
+      },
+      {
+        what: 'adaptive: steady half capacity, 0 refusals',
+        ok: steady.refused === 0,
+        detail: `${steady.refused} refused of ${steady.offered}`,
+      },
+      {
+        what: 'adaptive: 0 refusals in the second half of the recovery at half capacity',
+        ok: phase(adaptive, 'recovery').refusedLastHalf === 0,
+        detail: `${phase(adaptive, 'recovery').refusedLastHalf}`,
+      },
     );
   }
-  if (none !== undefined) out.push({ what: 'no limit, 3x: goodput collapses (< 50% of capacity)', ok: phase(none, 'ramp').goodput < 0.5 * capacity, detail: `${phase(none, 'ramp').goodput.toFixed(0)}/s` });
+  if (none !== undefined)
+    out.push({
+      what: 'no limit, 3x: goodput collapses (< 50% of capacity)',
+      ok: phase(none, 'ramp').goodput < 0.5 * capacity,
+      detail: `${phase(none, 'ramp').goodput.toFixed(0)}/s`,
+    });
   const def = retry?.rows.find((r) => r.id === 'default');
-  if (def !== undefined) out.push({ what: 'every node failing: retries add at most 20% + 3/s', ok: def.nodeHits <= def.allowedRatio * def.requests, detail: `${def.ratio.toFixed(3)}x <= ${def.allowedRatio.toFixed(3)}x` });
+  if (def !== undefined)
+    out.push({
+      what: 'every node failing: retries add at most 20% + 3/s',
+      ok: def.nodeHits <= def.allowedRatio * def.requests,
+      detail: `${def.ratio.toFixed(3)}x <= ${def.allowedRatio.toFixed(3)}x`,
+    });
   return out;
 }

@@ -18,7 +18,11 @@ export async function policySection(ctx) {
   const tmp = ctx.tempDir('circuitlog-bench-policy-');
   const procs = [];
   try {
-    const grouped = await ctx.startCircuitlog({ name: 'circuitlog', db: path.join(tmp, 'grouped.db'), logLevel: 'warn' });
+    const grouped = await ctx.startCircuitlog({
+      name: 'circuitlog',
+      db: path.join(tmp, 'grouped.db'),
+      logLevel: 'warn',
+    });
     procs.push(grouped);
     const single = await startSingle(ctx, path.join(tmp, 'single.db'));
     procs.push(single);
@@ -30,11 +34,25 @@ export async function policySection(ctx) {
         body: JSON.stringify({ window: { type: 'count', size: 100, failure_rate_threshold: 100 } }),
       });
     }
-    const batchBody = JSON.stringify({ outcomes: Array.from({ length: BATCH_ITEMS }, (_, i) => ({ circuit: `bench-batch-${i % 10}`, success: false })) });
-    const fail = (id, label, server, goal = null) => ({
-      id, label, url: `${server.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', goal, pid: server.pid,
+    const batchBody = JSON.stringify({
+      outcomes: Array.from({ length: BATCH_ITEMS }, (_, i) => ({ circuit: `bench-batch-${i % 10}`, success: false })),
     });
-    const allowed = { id: 'allowed', label: 'GET /circuits/bench-ok/allowed (closed)', url: `${grouped.url}/circuits/bench-ok/allowed`, pid: grouped.pid };
+    const fail = (id, label, server, goal = null) => ({
+      id,
+      label,
+      url: `${server.url}/circuits/bench-fail/outcomes`,
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: '{"success":false}',
+      goal,
+      pid: server.pid,
+    });
+    const allowed = {
+      id: 'allowed',
+      label: 'GET /circuits/bench-ok/allowed (closed)',
+      url: `${grouped.url}/circuits/bench-ok/allowed`,
+      pid: grouped.pid,
+    };
     const scenarios = [
       {
         id: 'policy-writes',
@@ -44,10 +62,24 @@ export async function policySection(ctx) {
           allowed,
           fail('fail', 'POST /circuits/bench-fail/outcomes {"success":false}', grouped, 0.5),
           {
-            id: 'window', label: 'POST /circuits/bench-window/outcomes {"success":true} (count window)', url: `${grouped.url}/circuits/bench-window/outcomes`,
-            method: 'POST', headers: JSON_HEADERS, body: '{"success":true}', goal: 0.5, pid: grouped.pid,
+            id: 'window',
+            label: 'POST /circuits/bench-window/outcomes {"success":true} (count window)',
+            url: `${grouped.url}/circuits/bench-window/outcomes`,
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: '{"success":true}',
+            goal: 0.5,
+            pid: grouped.pid,
           },
-          { id: 'batch', label: `POST /outcomes, ${BATCH_ITEMS} failures a request`, url: `${grouped.url}/outcomes`, method: 'POST', headers: JSON_HEADERS, body: batchBody, pid: grouped.pid },
+          {
+            id: 'batch',
+            label: `POST /outcomes, ${BATCH_ITEMS} failures a request`,
+            url: `${grouped.url}/outcomes`,
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: batchBody,
+            pid: grouped.pid,
+          },
         ],
       },
       {
@@ -61,12 +93,23 @@ export async function policySection(ctx) {
     const batch = results[0].targets.find((t) => t.id === 'batch');
     const state = async (server, name) => (await (await fetch(`${server.url}/circuits/${name}`)).json()).state;
     const checks = [];
-    for (const [label, server] of [['on', grouped], ['off', single]]) {
+    for (const [label, server] of [
+      ['on', grouped],
+      ['off', single],
+    ]) {
       const s = await state(server, 'bench-fail');
-      checks.push({ what: `group commit ${label}: bench-fail stayed closed (every failure a write)`, ok: s === 'closed', detail: `state ${s}` });
+      checks.push({
+        what: `group commit ${label}: bench-fail stayed closed (every failure a write)`,
+        ok: s === 'closed',
+        detail: `state ${s}`,
+      });
     }
     const w = await state(grouped, 'bench-window');
-    checks.push({ what: 'bench-window stayed closed (every success a window write)', ok: w === 'closed', detail: `state ${w}` });
+    checks.push({
+      what: 'bench-window stayed closed (every success a window write)',
+      ok: w === 'closed',
+      detail: `state ${w}`,
+    });
     return {
       id: 'policy',
       title: 'Policy: outcomes as writes vs GET /allowed, batches, group commit',
@@ -93,6 +136,13 @@ function startSingle(ctx, db) {
     port: 'auto',
     readyPath: '/health',
     timeoutMs: 30_000,
-    env: { HOST: '127.0.0.1', CIRCUITLOG_DB: db, CIRCUITLOG_LOG_LEVEL: 'warn', CIRCUITLOG_CONFIG: '', CIRCUITLOG_TOKEN: '', CIRCUITLOG_GROUP_COMMIT: 'off' },
+    env: {
+      HOST: '127.0.0.1',
+      CIRCUITLOG_DB: db,
+      CIRCUITLOG_LOG_LEVEL: 'warn',
+      CIRCUITLOG_CONFIG: '',
+      CIRCUITLOG_TOKEN: '',
+      CIRCUITLOG_GROUP_COMMIT: 'off',
+    },
   });
 }

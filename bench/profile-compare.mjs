@@ -12,7 +12,10 @@ import path from 'node:path';
 function load(target) {
   let file = target;
   if (fs.statSync(target).isDirectory()) {
-    const files = fs.readdirSync(target).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(target, f));
+    const files = fs
+      .readdirSync(target)
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => path.join(target, f));
     files.sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
     if (files.length === 0) throw new Error(`no .cpuprofile in ${target}`);
     file = files[0];
@@ -50,5 +53,16 @@ if (!afterN) throw new Error('usage: profile-compare.mjs <before> <before reques
 const before = perRequest(load(beforeFile), Number(beforeN));
 const after = perRequest(load(afterFile), Number(afterN));
 const rows = BUCKETS.map(([name]) => `| ${name} | ${before[name].toFixed(1)} | ${after[name].toFixed(1)} |`);
-const total = (o) => Object.values(o).reduce((a, b) => a + b, 0).toFixed(1);
-process.stdout.write(['| bucket | before µs/req | after µs/req |', '| --- | ---: | ---: |', ...rows, `| **busy total** | **${total(before)}** | **${total(after)}** |`, ''].join('\n'));
+const total = (o) =>
+  Object.values(o)
+    .reduce((a, b) => a + b, 0)
+    .toFixed(1);
+process.stdout.write(
+  [
+    '| bucket | before µs/req | after µs/req |',
+    '| --- | ---: | ---: |',
+    ...rows,
+    `| **busy total** | **${total(before)}** | **${total(after)}** |`,
+    '',
+  ].join('\n'),
+);

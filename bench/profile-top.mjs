@@ -32,7 +32,10 @@ const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
 function where(cf) {
   const url = cf.url || '';
-  const short = url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, 'node_modules/').replace(process.cwd() + '/', '');
+  const short = url
+    .replace(/^file:\/\//, '')
+    .replace(/^.*\/node_modules\//, 'node_modules/')
+    .replace(process.cwd() + '/', '');
   return short ? `${short}:${cf.lineNumber + 1}` : '';
 }
 function group(cf) {
@@ -57,6 +60,8 @@ for (const [id, us] of selfUs) {
 const pct = (us) => `${((100 * us) / total).toFixed(1).padStart(5)}%`;
 console.log(`${file}: ${(total / 1e6).toFixed(2)} s sampled`);
 console.log(`\nTop ${topN} functions by self time:`);
-for (const [k, us] of [...fnSelf].sort((a, b) => b[1] - a[1]).slice(0, topN)) console.log(`${pct(us)}  ${(us / 1000).toFixed(0).padStart(7)} ms  ${k}`);
+for (const [k, us] of [...fnSelf].sort((a, b) => b[1] - a[1]).slice(0, topN))
+  console.log(`${pct(us)}  ${(us / 1000).toFixed(0).padStart(7)} ms  ${k}`);
 console.log('\nSelf time by package / folder:');
-for (const [k, us] of [...groupSelf].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${pct(us)}  ${(us / 1000).toFixed(0).padStart(7)} ms  ${k}`);
+for (const [k, us] of [...groupSelf].sort((a, b) => b[1] - a[1]).slice(0, 25))
+  console.log(`${pct(us)}  ${(us / 1000).toFixed(0).padStart(7)} ms  ${k}`);

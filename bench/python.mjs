@@ -23,7 +23,9 @@ function python(repoRoot, args) {
   const bin = path.join(repoRoot, '.venv-python', 'bin', 'python');
   if (!fs.existsSync(bin)) throw new Error(`${bin} missing: run \`node scripts/provision.mjs\` (npm test's pretest)`);
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, [path.join(repoRoot, 'bench', 'python_client.py'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, [path.join(repoRoot, 'bench', 'python_client.py'), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (c) => (out += c));
@@ -40,7 +42,14 @@ function python(repoRoot, args) {
 async function serverCounts(url, name) {
   const text = await fetch(`${url}/metrics`).then((r) => r.text());
   const read = (outcome) => {
-    const line = text.split('\n').find((l) => l.startsWith('circuitlog_outcomes_total{') && l.includes(`circuit="${name}"`) && l.includes(`outcome="${outcome}"`));
+    const line = text
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('circuitlog_outcomes_total{') &&
+          l.includes(`circuit="${name}"`) &&
+          l.includes(`outcome="${outcome}"`),
+      );
     return line === undefined ? 0 : Number(line.trim().split(/\s+/).pop());
   };
   return { success: read('success'), failure: read('failure') };
@@ -49,7 +58,23 @@ async function serverCounts(url, name) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 function target(label, rps, extra = {}) {
-  return { label, rps, p50: null, p99: null, ratio: 1, goal: null, met: null, valid: true, isBaseline: false, requests: 0, non2xx: 0, errors: 0, cpuUsPerReq: null, runs: [{ rps }], ...extra };
+  return {
+    label,
+    rps,
+    p50: null,
+    p99: null,
+    ratio: 1,
+    goal: null,
+    met: null,
+    valid: true,
+    isBaseline: false,
+    requests: 0,
+    non2xx: 0,
+    errors: 0,
+    cpuUsPerReq: null,
+    runs: [{ rps }],
+    ...extra,
+  };
 }
 
 export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec }) {
@@ -69,8 +94,15 @@ export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stop
     const added = calls.added;
 
     log(`python: ${FLEET} processes x ${FLEET_RATE} calls/s, half failing`);
-    const fleet = await Promise.all(Array.from({ length: FLEET }, () => python(repoRoot, ['fleet', server.url, String(FLEET_SECONDS), String(FLEET_RATE)])));
-    const made = fleet.reduce((m, f) => ({ success: m.success + f.made.success, failure: m.failure + f.made.failure }), { success: 0, failure: 0 });
+    const fleet = await Promise.all(
+      Array.from({ length: FLEET }, () =>
+        python(repoRoot, ['fleet', server.url, String(FLEET_SECONDS), String(FLEET_RATE)]),
+      ),
+    );
+    const made = fleet.reduce(
+      (m, f) => ({ success: m.success + f.made.success, failure: m.failure + f.made.failure }),
+      { success: 0, failure: 0 },
+    );
     const counts = await serverCounts(server.url, 'bench/py-mixed');
     const exact = counts.success === made.success && counts.failure === made.failure;
     const dropped = fleet.reduce((n, f) => n + f.stats.outcomes_dropped, 0);
@@ -81,12 +113,16 @@ export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stop
     procs.push(lagServer);
     const lag = await python(repoRoot, ['lag', lagServer.url, String(LAG_SAMPLES)]);
 
-    const baseline = target('Python: sequential GET /allowed round trips (httpx, one keep-alive connection)', allowedRps, {
-      isBaseline: true,
-      valid: calls.rounds.allowed.every((r) => r.errors === 0),
-      requests: calls.rounds.allowed.reduce((n, r) => n + r.count, 0),
-      runs: calls.rounds.allowed.map((r) => ({ rps: r.rps })),
-    });
+    const baseline = target(
+      'Python: sequential GET /allowed round trips (httpx, one keep-alive connection)',
+      allowedRps,
+      {
+        isBaseline: true,
+        valid: calls.rounds.allowed.every((r) => r.errors === 0),
+        requests: calls.rounds.allowed.reduce((n, r) => n + r.count, 0),
+        runs: calls.rounds.allowed.map((r) => ({ rps: r.rps })),
+      },
+    );
     const subject = target('Python: Client.call() on a closed circuit, no-op', callRps, {
       ratio,
       goal: GOAL_RATIO,
@@ -107,7 +143,13 @@ export async function pythonSection({ startCircuitlog, tempDir, removeTemp, stop
         `Stream lag, Python client A's call that trips a circuit → client B's on_transition (${LAG_SAMPLES} samples, includes the 5 ms batch delay): p50 ${fmt(lag.p50_ms)} ms, p99 ${fmt(lag.p99_ms)} ms, max ${fmt(lag.max_ms)} ms.`,
         `${FLEET} Python processes × ${FLEET_RATE} calls/s for ${FLEET_SECONDS} s, every other call failing: ${total} calls made (${made.success} ok, ${made.failure} failed); server counts ${counts.success} ok, ${counts.failure} failed (/metrics circuitlog_outcomes_total); dropped ${dropped}.`,
       ],
-      checks: [{ what: 'server outcome counts equal the calls the 4 Python processes made', ok: exact, detail: `${counts.success + counts.failure} of ${total}` }],
+      checks: [
+        {
+          what: 'server outcome counts equal the calls the 4 Python processes made',
+          ok: exact,
+          detail: `${counts.success + counts.failure} of ${total}`,
+        },
+      ],
       pythonMetrics: { allowedRps, callRps, ratio, added, fleet: { made, counts }, streamLagMs: lag },
     };
   } finally {

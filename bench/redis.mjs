@@ -20,14 +20,36 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 export async function redisSection(ctx) {
   const durationSec = ctx.durationFor('redis');
   if (spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) {
-    return { id: 'redis', title: 'Redis store', durationSec, results: [], notes: ['skipped: redis-server is not installed (apt-get install redis-server)'], checks: [] };
+    return {
+      id: 'redis',
+      title: 'Redis store',
+      durationSec,
+      results: [],
+      notes: ['skipped: redis-server is not installed (apt-get install redis-server)'],
+      checks: [],
+    };
   }
   const tmp = ctx.tempDir('circuitlog-bench-redis-');
   const procs = [];
   const redis = await startRedisServer(tmp);
   try {
-    const env = (extra) => ({ HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'warn', CIRCUITLOG_CONFIG: '', CIRCUITLOG_TOKEN: '', ...extra });
-    const start = (name, extra) => startProcess({ name, args: [ctx.dist], cwd: ctx.repoRoot, port: 'auto', readyPath: '/health', timeoutMs: 30_000, env: env(extra) });
+    const env = (extra) => ({
+      HOST: '127.0.0.1',
+      CIRCUITLOG_LOG_LEVEL: 'warn',
+      CIRCUITLOG_CONFIG: '',
+      CIRCUITLOG_TOKEN: '',
+      ...extra,
+    });
+    const start = (name, extra) =>
+      startProcess({
+        name,
+        args: [ctx.dist],
+        cwd: ctx.repoRoot,
+        port: 'auto',
+        readyPath: '/health',
+        timeoutMs: 30_000,
+        env: env(extra),
+      });
     const sqlite = await start('circuitlog-sqlite', { CIRCUITLOG_DB: path.join(tmp, 'bench.db') });
     procs.push(sqlite);
     const hostA = await start('circuitlog-redis-a', { CIRCUITLOG_STORE: redis.url });
@@ -35,9 +57,21 @@ export async function redisSection(ctx) {
     const hostB = await start('circuitlog-redis-b', { CIRCUITLOG_STORE: redis.url });
     procs.push(hostB);
     for (const server of [sqlite, hostA]) await ctx.setupBenchCircuits(server.url);
-    const allowed = (id, label, server, goal = null) => ({ id, label, url: `${server.url}/circuits/bench-ok/allowed`, goal, pid: server.pid });
+    const allowed = (id, label, server, goal = null) => ({
+      id,
+      label,
+      url: `${server.url}/circuits/bench-ok/allowed`,
+      goal,
+      pid: server.pid,
+    });
     const fail = (id, label, server) => ({
-      id, label, url: `${server.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', pid: server.pid,
+      id,
+      label,
+      url: `${server.url}/circuits/bench-fail/outcomes`,
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: '{"success":false}',
+      pid: server.pid,
     });
     const scenarios = [
       {
@@ -55,7 +89,9 @@ export async function redisSection(ctx) {
     const results = await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec));
     const one = results[0].targets.find((t) => t.id === 'redis-fail');
     ctx.log(`redis :: 2 hosts, failure outcomes on one circuit (${durationSec}s)`);
-    const two = await Promise.all([hostA, hostB].map((h) => load(`${h.url}/circuits/bench-fail/outcomes`, durationSec)));
+    const two = await Promise.all(
+      [hostA, hostB].map((h) => load(`${h.url}/circuits/bench-fail/outcomes`, durationSec)),
+    );
     const twoRps = two.reduce((n, r) => n + r.rps, 0);
     const lag = await crossHostLag(hostA.url, hostB.url);
     const count = async (server) => (await (await fetch(`${server.url}/circuits/bench-fail`)).json()).failure_count;
@@ -80,7 +116,14 @@ export async function redisSection(ctx) {
 }
 
 async function load(url, durationSec) {
-  const r = await autocannon({ url, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', connections: 16, duration: durationSec });
+  const r = await autocannon({
+    url,
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: '{"success":false}',
+    connections: 16,
+    duration: durationSec,
+  });
   return { rps: r.requests.total / (r.duration || durationSec), non2xx: r.non2xx + r.errors };
 }
 
@@ -89,7 +132,10 @@ async function crossHostLag(a, b) {
   const lags = [];
   await probeOk(`${a}/circuits/bench-lag`, { method: 'PATCH', headers: JSON_HEADERS, body: '{"failure_threshold":1}' });
   for (let i = 0; i < 10; i++) {
-    for (const [action, wanted] of [['failure', 503], ['reset', 200]]) {
+    for (const [action, wanted] of [
+      ['failure', 503],
+      ['reset', 200],
+    ]) {
       await fetch(`${b}/circuits/bench-lag/allowed`);
       const started = performance.now();
       await fetch(`${a}/circuits/bench-lag/${action}`, { method: 'POST', headers: JSON_HEADERS, body: '{}' });
@@ -102,7 +148,11 @@ async function crossHostLag(a, b) {
 }
 
 function redisVersion() {
-  return spawnSync('redis-server', ['--version']).stdout.toString().match(/v=(\S+)/)?.[1] ?? '?';
+  return (
+    spawnSync('redis-server', ['--version'])
+      .stdout.toString()
+      .match(/v=(\S+)/)?.[1] ?? '?'
+  );
 }
 
 async function startRedisServer(dir) {
@@ -112,7 +162,24 @@ async function startRedisServer(dir) {
       s.close(() => resolve(p));
     });
   });
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'], { stdio: 'ignore' });
+  const child = spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+    ],
+    { stdio: 'ignore' },
+  );
   for (let i = 0; i < 200; i++) {
     const ok = await new Promise((resolve) => {
       const socket = net.connect(port, '127.0.0.1', () => socket.end(() => resolve(true)));

@@ -22,10 +22,18 @@ try {
   seed.pragma('journal_mode = WAL');
   seed.pragma('synchronous = OFF');
   migrate(seed, readMigrations(defaultMigrationsDir()));
-  const circuit = seed.prepare('INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)');
-  seed.transaction(() => { for (let i = 0; i < 10_000; i++) circuit.run(`c${i}`); })();
-  const transition = seed.prepare("INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, 'closed', 'open', 'failure_threshold_reached', ?)");
-  seed.transaction(() => { for (let i = 0; i < rows; i++) transition.run((i % 10_000) + 1, 1_000 + Math.floor(i / 100)); })();
+  const circuit = seed.prepare(
+    'INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)',
+  );
+  seed.transaction(() => {
+    for (let i = 0; i < 10_000; i++) circuit.run(`c${i}`);
+  })();
+  const transition = seed.prepare(
+    "INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, 'closed', 'open', 'failure_threshold_reached', ?)",
+  );
+  seed.transaction(() => {
+    for (let i = 0; i < rows; i++) transition.run((i % 10_000) + 1, 1_000 + Math.floor(i / 100));
+  })();
   seed.close();
 
   const db = openDatabase(file, { exclusive: true }); // as a single circuitlog process opens it
@@ -43,8 +51,15 @@ try {
   };
   // Unpaced (only a setImmediate between batches) unless PACED=1: the batches and the checkpoints
   // inside them as they are; the job's default pause takes 98 % of the time away from it.
-  const unpaced = process.env.PACED === '1' ? {} : { yieldBetween: () => new Promise((resolve) => setImmediate(resolve)) };
-  const job = new Housekeeping(timed, Date.now, pino({ level: 'silent' }), { maxAgeDays: 30, maxPerCircuit: 0, idleCircuitDays: null, isDeclared: () => false, ...unpaced });
+  const unpaced =
+    process.env.PACED === '1' ? {} : { yieldBetween: () => new Promise((resolve) => setImmediate(resolve)) };
+  const job = new Housekeeping(timed, Date.now, pino({ level: 'silent' }), {
+    maxAgeDays: 30,
+    maxPerCircuit: 0,
+    idleCircuitDays: null,
+    isDeclared: () => false,
+    ...unpaced,
+  });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
   const started = performance.now();
@@ -57,8 +72,12 @@ try {
   const sizes = calls.map((c) => c.batch).sort((a, b) => a - b);
   const deleted = calls.reduce((sum, c) => sum + c.n, 0);
   const at = (q) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))].toFixed(2);
-  console.log(`${calls.length} batches, ${deleted} rows deleted (${Math.round(deleted / seconds)}/s); median batch ${sizes[sizes.length >> 1]} rows`);
-  console.log(`time per batch p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${ms.at(-1).toFixed(2)} ms; event-loop delay p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms, max ${(delay.max / 1e6).toFixed(1)} ms`);
+  console.log(
+    `${calls.length} batches, ${deleted} rows deleted (${Math.round(deleted / seconds)}/s); median batch ${sizes[sizes.length >> 1]} rows`,
+  );
+  console.log(
+    `time per batch p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${ms.at(-1).toFixed(2)} ms; event-loop delay p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms, max ${(delay.max / 1e6).toFixed(1)} ms`,
+  );
   db.close();
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });

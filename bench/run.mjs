@@ -76,9 +76,41 @@ const dist = path.join(repoRoot, 'dist', 'main.js');
 const baselineDist = process.env.BENCH_BASELINE_DIST ? path.resolve(process.env.BENCH_BASELINE_DIST, 'main.js') : null;
 if (baselineDist !== null && !fs.existsSync(baselineDist)) throw new Error(`BENCH_BASELINE_DIST: no ${baselineDist}`);
 
-const SECTIONS = ['api', 'proxy', 'workers', 'durability', 'policy', 'quorum', 'metrics', 'throttle', 'client', 'python', 'redis', 'redis-modes', 'scale', 'stalls', 'overload'];
+const SECTIONS = [
+  'api',
+  'proxy',
+  'workers',
+  'durability',
+  'policy',
+  'quorum',
+  'metrics',
+  'throttle',
+  'client',
+  'python',
+  'redis',
+  'redis-modes',
+  'scale',
+  'stalls',
+  'overload',
+];
 const API_IDS = ['get', 'ok', 'fail'];
-const DEFAULT_DURATION = { api: 8, proxy: 8, workers: 5, durability: 5, policy: 5, quorum: 5, metrics: 8, throttle: 5, client: 5, python: 6, redis: 5, 'redis-modes': 5, scale: 3, stalls: 0, overload: 0 };
+const DEFAULT_DURATION = {
+  api: 8,
+  proxy: 8,
+  workers: 5,
+  durability: 5,
+  policy: 5,
+  quorum: 5,
+  metrics: 8,
+  throttle: 5,
+  client: 5,
+  python: 6,
+  redis: 5,
+  'redis-modes': 5,
+  scale: 3,
+  stalls: 0,
+  overload: 0,
+};
 
 const connections = envInt('BENCH_CONNECTIONS', 32, 1, 10_000);
 const warmupSec = envInt('BENCH_WARMUP', 2, 0, 600);
@@ -98,9 +130,13 @@ function durationFor(section) {
 /** BENCH_ONLY → {sections, apiIds}: `get,ok,fail` (the old ids) select api scenarios. */
 function parseOnly(raw) {
   if (!raw) return { sections: new Set(SECTIONS), apiIds: new Set(API_IDS) };
-  const tokens = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const tokens = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = tokens.filter((t) => !SECTIONS.includes(t) && !API_IDS.includes(t));
-  if (bad.length) throw new Error(`BENCH_ONLY: unknown '${bad.join("', '")}'; use ${[...SECTIONS, ...API_IDS].join(', ')}`);
+  if (bad.length)
+    throw new Error(`BENCH_ONLY: unknown '${bad.join("', '")}'; use ${[...SECTIONS, ...API_IDS].join(', ')}`);
   const sections = new Set(tokens.filter((t) => SECTIONS.includes(t)));
   const ids = tokens.filter((t) => API_IDS.includes(t));
   if (ids.length) sections.add('api');
@@ -199,10 +235,22 @@ function writeProxyConfig(dir, upstreamUrl) {
 async function setupBenchCircuits(baseUrl) {
   const u = (p) => `${baseUrl}${p}`;
   await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
-  await probeOk(u('/circuits/bench-fail/call'), { method: 'POST', headers: JSON_HEADERS, body: '{"success":false,"threshold":1000000000}' });
+  await probeOk(u('/circuits/bench-fail/call'), {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: '{"success":false,"threshold":1000000000}',
+  });
   const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'));
-  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
-  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: FAIL_BODY });
+  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: OK_BODY,
+  });
+  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: FAIL_BODY,
+  });
   if (JSON.parse(postFail.body).state !== 'closed') throw new Error(`bench-fail is not closed: ${postFail.body}`);
   return { getAllowed: getAllowed.bytes, postOk: postOk.bytes, postFail: postFail.bytes };
 }
@@ -246,7 +294,14 @@ async function apiSection() {
     const sizes = await setupBenchCircuits(server.url);
     let base = null; // the BENCH_BASELINE_DIST build, same settings, its own database
     if (baselineDist !== null) {
-      base = await startCircuitlog({ name: 'circuitlog-baseline', db: path.join(tmp, 'baseline.db'), logLevel: 'warn', config: process.env.BENCH_CIRCUITLOG_CONFIG ?? '', synchronous: process.env.BENCH_SYNCHRONOUS ?? '', main: baselineDist });
+      base = await startCircuitlog({
+        name: 'circuitlog-baseline',
+        db: path.join(tmp, 'baseline.db'),
+        logLevel: 'warn',
+        config: process.env.BENCH_CIRCUITLOG_CONFIG ?? '',
+        synchronous: process.env.BENCH_SYNCHRONOUS ?? '',
+        main: baselineDist,
+      });
       procs.push(base);
       log(`circuitlog baseline build (${baselineDist}) pid ${base.pid} on ${base.url}`);
       await setupBenchCircuits(base.url);
@@ -286,17 +341,50 @@ async function apiSection() {
         baseline: 'bare',
         targets: [
           { id: 'bare', label: `bare GET /bare (${sizes.getAllowed} B)`, url: b('/bare'), pid: bare.pid },
-          { id: 'circuitlog', label: 'GET /circuits/bench-ok/allowed', url: u('/circuits/bench-ok/allowed'), goal: 0.9, pid: server.pid },
-          ...(base === null ? [] : [{ id: 'baseline-build', label: 'GET /circuits/bench-ok/allowed, BENCH_BASELINE_DIST build', url: `${base.url}/circuits/bench-ok/allowed`, pid: base.pid }]),
+          {
+            id: 'circuitlog',
+            label: 'GET /circuits/bench-ok/allowed',
+            url: u('/circuits/bench-ok/allowed'),
+            goal: 0.9,
+            pid: server.pid,
+          },
+          ...(base === null
+            ? []
+            : [
+                {
+                  id: 'baseline-build',
+                  label: 'GET /circuits/bench-ok/allowed, BENCH_BASELINE_DIST build',
+                  url: `${base.url}/circuits/bench-ok/allowed`,
+                  pid: base.pid,
+                },
+              ]),
         ],
-        comparisons: base === null ? [] : [{ subject: 'circuitlog', baseline: 'baseline-build', goal: 0.95, label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build' }],
+        comparisons:
+          base === null
+            ? []
+            : [
+                {
+                  subject: 'circuitlog',
+                  baseline: 'baseline-build',
+                  goal: 0.95,
+                  label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build',
+                },
+              ],
       },
       {
         id: 'ok',
         title: 'POST outcome success',
         baseline: 'bare',
         targets: [
-          { id: 'bare', label: `bare POST /bare (${sizes.postOk} B)`, url: b('/bare'), method: 'POST', headers: JSON_HEADERS, body: OK_BODY, pid: bare.pid },
+          {
+            id: 'bare',
+            label: `bare POST /bare (${sizes.postOk} B)`,
+            url: b('/bare'),
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: OK_BODY,
+            pid: bare.pid,
+          },
           {
             id: 'circuitlog',
             label: 'POST /circuits/bench-ok/outcomes {"success":true}',
@@ -314,8 +402,19 @@ async function apiSection() {
         title: 'POST outcome failure (write)',
         baseline: 'bare',
         targets: [
-          { id: 'bare', label: `bare POST /bare-fail (${sizes.postFail} B)`, url: b('/bare-fail'), method: 'POST', headers: JSON_HEADERS, body: FAIL_BODY, pid: bare.pid },
-          { ...failTarget('circuitlog', 'POST /circuits/bench-fail/outcomes {"success":false}', server.url, server.pid), goal: 0.6 },
+          {
+            id: 'bare',
+            label: `bare POST /bare-fail (${sizes.postFail} B)`,
+            url: b('/bare-fail'),
+            method: 'POST',
+            headers: JSON_HEADERS,
+            body: FAIL_BODY,
+            pid: bare.pid,
+          },
+          {
+            ...failTarget('circuitlog', 'POST /circuits/bench-fail/outcomes {"success":false}', server.url, server.pid),
+            goal: 0.6,
+          },
         ],
       },
     ].filter((s) => only.apiIds.has(s.id));
@@ -324,14 +423,22 @@ async function apiSection() {
 
     // The failure circuit must still be closed, or the failure runs were not all writes.
     const after = await circuitState(server.url, 'bench-fail');
-    const checks = [{ what: 'bench-fail stayed closed (every failure run was a closed-state write)', ok: after.state === 'closed', detail: `state ${after.state}, failure_count ${after.failure_count}` }];
+    const checks = [
+      {
+        what: 'bench-fail stayed closed (every failure run was a closed-state write)',
+        ok: after.state === 'closed',
+        detail: `state ${after.state}, failure_count ${after.failure_count}`,
+      },
+    ];
     return {
       id: 'api',
       title: 'API routes vs bare Hono',
       durationSec,
       results,
       sizes,
-      notes: [`circuitlog: 1 process, log level warn, synchronous ${process.env.BENCH_SYNCHRONOUS || 'NORMAL'}, DB in ${tmp} (${fsType(tmp)}).`],
+      notes: [
+        `circuitlog: 1 process, log level warn, synchronous ${process.env.BENCH_SYNCHRONOUS || 'NORMAL'}, DB in ${tmp} (${fsType(tmp)}).`,
+      ],
       checks,
     };
   } finally {
@@ -350,12 +457,23 @@ async function proxySection() {
     procs.push(upstream);
     log(`upstream-server pid ${upstream.pid} on ${upstream.url}`);
     const config = writeProxyConfig(tmp, upstream.url);
-    const server = await startCircuitlog({ name: 'circuitlog-proxy', db: path.join(tmp, 'proxy.db'), config, workers: proxyWorkers });
+    const server = await startCircuitlog({
+      name: 'circuitlog-proxy',
+      db: path.join(tmp, 'proxy.db'),
+      config,
+      workers: proxyWorkers,
+    });
     procs.push(server);
     log(`circuitlog (proxy) pid ${server.pid} on ${server.url}`);
     let base = null; // the BENCH_BASELINE_DIST build's proxy, same config
     if (baselineDist !== null) {
-      base = await startCircuitlog({ name: 'circuitlog-proxy-baseline', db: path.join(tmp, 'proxy-baseline.db'), config, workers: proxyWorkers, main: baselineDist });
+      base = await startCircuitlog({
+        name: 'circuitlog-proxy-baseline',
+        db: path.join(tmp, 'proxy-baseline.db'),
+        config,
+        workers: proxyWorkers,
+        main: baselineDist,
+      });
       procs.push(base);
       log(`circuitlog (proxy) baseline build pid ${base.pid} on ${base.url}`);
     }
@@ -374,7 +492,8 @@ async function proxySection() {
     const nginxBin = findNginx();
     let nginx = null;
     let nginxSkip = null;
-    if (nginxBin === null) nginxSkip = process.env.BENCH_NGINX === '0' ? 'disabled with BENCH_NGINX=0' : 'nginx not installed';
+    if (nginxBin === null)
+      nginxSkip = process.env.BENCH_NGINX === '0' ? 'disabled with BENCH_NGINX=0' : 'nginx not installed';
     else {
       try {
         nginx = await startNginx({ bin: nginxBin, dir: path.join(tmp, 'nginx'), upstreamPort: upstream.port });
@@ -389,10 +508,15 @@ async function proxySection() {
     // Same body through every path.
     const direct = await probeOk(`${upstream.url}${PROXY_PATH}`);
     const viaCl = await probeOk(`${server.url}/proxy/bench${PROXY_PATH}`);
-    if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1') throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
+    if (viaCl.body !== direct.body || viaCl.headers['x-node'] !== 'n1')
+      throw new Error(`circuitlog /proxy answered differently: ${JSON.stringify(viaCl).slice(0, 400)}`);
     const viaGuarded = await probeOk(`${server.url}/proxy/bench-guarded${PROXY_PATH}`);
-    if (viaGuarded.body !== direct.body || viaGuarded.headers['x-degraded'] !== 'false') throw new Error(`circuitlog /proxy/bench-guarded answered differently: ${JSON.stringify(viaGuarded).slice(0, 400)}`);
-    if ((await probeOk(`${bare.url}${PROXY_PATH}`)).body !== direct.body) throw new Error('featureless proxy answered differently');
+    if (viaGuarded.body !== direct.body || viaGuarded.headers['x-degraded'] !== 'false')
+      throw new Error(
+        `circuitlog /proxy/bench-guarded answered differently: ${JSON.stringify(viaGuarded).slice(0, 400)}`,
+      );
+    if ((await probeOk(`${bare.url}${PROXY_PATH}`)).body !== direct.body)
+      throw new Error('featureless proxy answered differently');
     const viaHp = await probeOk(`${hp.url}${PROXY_PATH}`);
     if (viaHp.body !== direct.body) throw new Error(`http-proxy answered differently: ${viaHp.body.slice(0, 200)}`);
     if (nginx) {
@@ -402,17 +526,49 @@ async function proxySection() {
     const before = await circuitState(server.url, NODE_CIRCUIT);
 
     const targets = [
-      { id: 'direct', label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`, url: `${upstream.url}${PROXY_PATH}`, pid: upstream.pid },
-      { id: 'featureless', label: `featureless Node proxy (node:http + undici Pool.stream), ${proxyWorkers} process(es)`, url: `${bare.url}${PROXY_PATH}`, pid: () => bare.pids() },
-      { id: 'circuitlog', label: `circuitlog GET /proxy/bench${PROXY_PATH}, ${proxyWorkers} worker(s)`, url: `${server.url}/proxy/bench${PROXY_PATH}`, pid: () => server.pids() },
-      { id: 'circuitlog-guarded', label: 'circuitlog, the same upstream with max_ejection_percent 50 + panic_threshold_percent 50', url: `${server.url}/proxy/bench-guarded${PROXY_PATH}`, pid: () => server.pids() },
+      {
+        id: 'direct',
+        label: `upstream direct GET ${PROXY_PATH} (${direct.bytes} B)`,
+        url: `${upstream.url}${PROXY_PATH}`,
+        pid: upstream.pid,
+      },
+      {
+        id: 'featureless',
+        label: `featureless Node proxy (node:http + undici Pool.stream), ${proxyWorkers} process(es)`,
+        url: `${bare.url}${PROXY_PATH}`,
+        pid: () => bare.pids(),
+      },
+      {
+        id: 'circuitlog',
+        label: `circuitlog GET /proxy/bench${PROXY_PATH}, ${proxyWorkers} worker(s)`,
+        url: `${server.url}/proxy/bench${PROXY_PATH}`,
+        pid: () => server.pids(),
+      },
+      {
+        id: 'circuitlog-guarded',
+        label: 'circuitlog, the same upstream with max_ejection_percent 50 + panic_threshold_percent 50',
+        url: `${server.url}/proxy/bench-guarded${PROXY_PATH}`,
+        pid: () => server.pids(),
+      },
       { id: 'http-proxy', label: 'node-http-proxy (keep-alive agent)', url: `${hp.url}${PROXY_PATH}`, pid: hp.pid },
     ];
-    if (nginx) targets.push({ id: 'nginx', label: 'nginx, 1 worker (upstream keepalive 32)', url: `${nginx.url}${PROXY_PATH}`, pid: () => nginx.pids() });
+    if (nginx)
+      targets.push({
+        id: 'nginx',
+        label: 'nginx, 1 worker (upstream keepalive 32)',
+        url: `${nginx.url}${PROXY_PATH}`,
+        pid: () => nginx.pids(),
+      });
     if (base) {
       const viaBase = await probeOk(`${base.url}/proxy/bench${PROXY_PATH}`);
-      if (viaBase.body !== direct.body) throw new Error(`baseline build /proxy answered differently: ${viaBase.body.slice(0, 200)}`);
-      targets.push({ id: 'baseline-build', label: `circuitlog GET /proxy/bench${PROXY_PATH}, BENCH_BASELINE_DIST build`, url: `${base.url}/proxy/bench${PROXY_PATH}`, pid: () => base.pids() });
+      if (viaBase.body !== direct.body)
+        throw new Error(`baseline build /proxy answered differently: ${viaBase.body.slice(0, 200)}`);
+      targets.push({
+        id: 'baseline-build',
+        label: `circuitlog GET /proxy/bench${PROXY_PATH}, BENCH_BASELINE_DIST build`,
+        url: `${base.url}/proxy/bench${PROXY_PATH}`,
+        pid: () => base.pids(),
+      });
     }
     const scenarios = [
       {
@@ -421,15 +577,39 @@ async function proxySection() {
         baseline: 'direct',
         targets,
         comparisons: [
-          { subject: 'circuitlog', baseline: 'featureless', goal: 0.85, label: 'circuitlog /proxy vs featureless Node proxy' },
+          {
+            subject: 'circuitlog',
+            baseline: 'featureless',
+            goal: 0.85,
+            label: 'circuitlog /proxy vs featureless Node proxy',
+          },
           { subject: 'circuitlog', baseline: 'http-proxy', goal: 1.2, label: 'circuitlog /proxy vs node-http-proxy' },
-          { subject: 'circuitlog', baseline: 'nginx', goal: 0.5, label: 'circuitlog /proxy vs nginx (1 worker)', skipped: nginxSkip ?? undefined },
+          {
+            subject: 'circuitlog',
+            baseline: 'nginx',
+            goal: 0.5,
+            label: 'circuitlog /proxy vs nginx (1 worker)',
+            skipped: nginxSkip ?? undefined,
+          },
           { subject: 'circuitlog', baseline: 'direct', label: 'circuitlog /proxy vs upstream direct' },
-          { subject: 'circuitlog-guarded', baseline: 'circuitlog', goal: 0.95, label: 'circuitlog /proxy with the guard rails vs without (same run)' },
+          {
+            subject: 'circuitlog-guarded',
+            baseline: 'circuitlog',
+            goal: 0.95,
+            label: 'circuitlog /proxy with the guard rails vs without (same run)',
+          },
           ...(base
             ? [
-                { subject: 'baseline-build', baseline: 'featureless', label: 'BENCH_BASELINE_DIST build /proxy vs featureless Node proxy (reference)' },
-                { subject: 'circuitlog', baseline: 'baseline-build', label: 'circuitlog /proxy: this build vs the BENCH_BASELINE_DIST build' },
+                {
+                  subject: 'baseline-build',
+                  baseline: 'featureless',
+                  label: 'BENCH_BASELINE_DIST build /proxy vs featureless Node proxy (reference)',
+                },
+                {
+                  subject: 'circuitlog',
+                  baseline: 'baseline-build',
+                  label: 'circuitlog /proxy: this build vs the BENCH_BASELINE_DIST build',
+                },
               ]
             : []),
         ],
@@ -454,7 +634,15 @@ async function proxySection() {
         : `nginx row skipped: ${nginxSkip}.`,
       'CPU µs/req counts the proxy process only; the upstream spends its own CPU on every proxied request too (see the direct row).',
     );
-    return { id: 'proxy', title: 'Proxy GET: circuitlog vs node-http-proxy vs nginx', durationSec, results, notes, checks, nginxConf: nginx?.conf };
+    return {
+      id: 'proxy',
+      title: 'Proxy GET: circuitlog vs node-http-proxy vs nginx',
+      durationSec,
+      results,
+      notes,
+      checks,
+      nginxConf: nginx?.conf,
+    };
   } finally {
     await stopEach(procs.reverse());
     removeTemp(tmp);
@@ -464,7 +652,13 @@ async function proxySection() {
 /** bench/featureless-proxy.mjs: the featureless Node proxy (issue 12's baseline). */
 function startFeatureless(target, workers) {
   const args = [path.join(benchDir, 'featureless-proxy.mjs')];
-  return startProcess({ name: 'featureless-proxy', args, cwd: repoRoot, port: 'auto', env: { HOST: LOOPBACK, PROXY_TARGET: target, PROXY_WORKERS: String(workers) } });
+  return startProcess({
+    name: 'featureless-proxy',
+    args,
+    cwd: repoRoot,
+    port: 'auto',
+    env: { HOST: LOOPBACK, PROXY_TARGET: target, PROXY_WORKERS: String(workers) },
+  });
 }
 
 function httpProxyVersion() {
@@ -488,7 +682,9 @@ async function workersSection() {
     const w2 = await startCircuitlog({ name: 'circuitlog-w2', db: path.join(tmp, 'w2.db'), config, workers: 2 });
     procs.push(w2);
     const w2pids = w2.pids();
-    log(`circuitlog 1 worker pid ${w1.pid} on ${w1.url}; 2 workers primary ${w2.pid} (workers ${w2pids.slice(1).join(',')}) on ${w2.url}`);
+    log(
+      `circuitlog 1 worker pid ${w1.pid} on ${w1.url}; 2 workers primary ${w2.pid} (workers ${w2pids.slice(1).join(',')}) on ${w2.url}`,
+    );
     if (w2pids.length < 3) throw new Error(`expected a primary and 2 workers, found pids ${w2pids.join(',')}`);
     for (const s of [w1, w2]) {
       await setupBenchCircuits(s.url);
@@ -501,8 +697,18 @@ async function workersSection() {
         title: 'workers: GET allowed',
         baseline: 'w1',
         targets: [
-          { id: 'w1', label: '1 worker: GET /circuits/bench-ok/allowed', url: `${w1.url}/circuits/bench-ok/allowed`, pid: w1.pid },
-          { id: 'w2', label: '2 workers: GET /circuits/bench-ok/allowed', url: `${w2.url}/circuits/bench-ok/allowed`, pid: w2cpu },
+          {
+            id: 'w1',
+            label: '1 worker: GET /circuits/bench-ok/allowed',
+            url: `${w1.url}/circuits/bench-ok/allowed`,
+            pid: w1.pid,
+          },
+          {
+            id: 'w2',
+            label: '2 workers: GET /circuits/bench-ok/allowed',
+            url: `${w2.url}/circuits/bench-ok/allowed`,
+            pid: w2cpu,
+          },
         ],
       },
       {
@@ -519,8 +725,18 @@ async function workersSection() {
         title: 'workers: proxy GET',
         baseline: 'w1',
         targets: [
-          { id: 'w1', label: `1 worker: GET /proxy/bench${PROXY_PATH}`, url: `${w1.url}/proxy/bench${PROXY_PATH}`, pid: w1.pid },
-          { id: 'w2', label: `2 workers: GET /proxy/bench${PROXY_PATH}`, url: `${w2.url}/proxy/bench${PROXY_PATH}`, pid: w2cpu },
+          {
+            id: 'w1',
+            label: `1 worker: GET /proxy/bench${PROXY_PATH}`,
+            url: `${w1.url}/proxy/bench${PROXY_PATH}`,
+            pid: w1.pid,
+          },
+          {
+            id: 'w2',
+            label: `2 workers: GET /proxy/bench${PROXY_PATH}`,
+            url: `${w2.url}/proxy/bench${PROXY_PATH}`,
+            pid: w2cpu,
+          },
         ],
       },
     ];
@@ -532,8 +748,16 @@ async function workersSection() {
     ]) {
       const fail = await circuitState(s.url, 'bench-fail');
       const node = await circuitState(s.url, NODE_CIRCUIT);
-      checks.push({ what: `${label}: bench-fail stayed closed`, ok: fail.state === 'closed', detail: `failure_count ${fail.failure_count}` });
-      checks.push({ what: `${label}: ${NODE_CIRCUIT} closed, no failures`, ok: node.state === 'closed' && node.failure_count === 0, detail: `${node.state}/${node.failure_count}` });
+      checks.push({
+        what: `${label}: bench-fail stayed closed`,
+        ok: fail.state === 'closed',
+        detail: `failure_count ${fail.failure_count}`,
+      });
+      checks.push({
+        what: `${label}: ${NODE_CIRCUIT} closed, no failures`,
+        ok: node.state === 'closed' && node.failure_count === 0,
+        detail: `${node.state}/${node.failure_count}`,
+      });
     }
     return {
       id: 'workers',
@@ -558,7 +782,11 @@ async function durabilitySection() {
   const tmp = tempDir('circuitlog-bench-durability-');
   const procs = [];
   try {
-    const normal = await startCircuitlog({ name: 'circuitlog-normal', db: path.join(tmp, 'normal.db'), synchronous: 'NORMAL' });
+    const normal = await startCircuitlog({
+      name: 'circuitlog-normal',
+      db: path.join(tmp, 'normal.db'),
+      synchronous: 'NORMAL',
+    });
     procs.push(normal);
     const full = await startCircuitlog({ name: 'circuitlog-full', db: path.join(tmp, 'full.db'), synchronous: 'FULL' });
     procs.push(full);
@@ -582,7 +810,11 @@ async function durabilitySection() {
       ['FULL', full],
     ]) {
       const fail = await circuitState(s.url, 'bench-fail');
-      checks.push({ what: `${label}: bench-fail stayed closed (every request a write)`, ok: fail.state === 'closed', detail: `failure_count ${fail.failure_count}` });
+      checks.push({
+        what: `${label}: bench-fail stayed closed (every request a write)`,
+        ok: fail.state === 'closed',
+        detail: `failure_count ${fail.failure_count}`,
+      });
     }
     const fs_ = fsType(tmp);
     return {
@@ -606,7 +838,12 @@ async function durabilitySection() {
 // ---------------------------------------------------------------------------
 
 function sectionMarkdown(sec) {
-  const parts = [`### ${sec.title}`, '', `${sec.durationSec}s per run × ${rounds} round(s) (median), ${warmupSec}s warm-up per target.`, ''];
+  const parts = [
+    `### ${sec.title}`,
+    '',
+    `${sec.durationSec}s per run × ${rounds} round(s) (median), ${warmupSec}s warm-up per target.`,
+    '',
+  ];
   for (const n of sec.notes ?? []) parts.push(`- ${n}`);
   if (sec.notes?.length) parts.push('');
   if (sec.markdownExtra) parts.push(sec.markdownExtra, '');
@@ -625,27 +862,138 @@ async function main() {
   const env = environmentInfo(tool);
   const nginxBin = findNginx();
   env.nginx = nginxBin ? nginxVersion(nginxBin) : null;
-  const nginxNote = env.nginx ?? (process.env.BENCH_NGINX === '0' ? 'nginx skipped (BENCH_NGINX=0)' : 'nginx not installed');
+  const nginxNote =
+    env.nginx ?? (process.env.BENCH_NGINX === '0' ? 'nginx skipped (BENCH_NGINX=0)' : 'nginx not installed');
   env.httpProxy = httpProxyVersion();
   env.tmpdir = os.tmpdir();
   env.tmpdirFs = fsType(env.tmpdir);
-  log(`tool ${env.toolVersion}; node ${env.node}; ${env.cpus} CPUs (${env.cpuModel}); load ${env.loadavg.join(' ')}; ${env.nginx ?? 'no nginx'}`);
-  log(`sections ${[...only.sections].join(',')}; connections ${connections}, ${rounds} round(s), warm-up ${warmupSec}s`);
+  log(
+    `tool ${env.toolVersion}; node ${env.node}; ${env.cpus} CPUs (${env.cpuModel}); load ${env.loadavg.join(' ')}; ${env.nginx ?? 'no nginx'}`,
+  );
+  log(
+    `sections ${[...only.sections].join(',')}; connections ${connections}, ${rounds} round(s), warm-up ${warmupSec}s`,
+  );
   const startedAt = new Date().toISOString();
   const t0 = Date.now();
 
-  const runners = { api: apiSection, proxy: proxySection, workers: workersSection, durability: durabilitySection,
-    policy: () => policySection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot }) };
-  runners.quorum = () => quorumSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, runSuite });
-  runners.metrics = () => metricsSection({ startCircuitlog, setupBenchCircuits, tempDir, removeTemp, stopEach, runSuite, suiteOptions, envInt, log, durationSec: durationFor('metrics') });
-  runners.throttle = () => throttleSection({ startCircuitlog, tempDir, removeTemp, stopEach, runSuite, suiteOptions, log, durationSec: durationFor('throttle') });
+  const runners = {
+    api: apiSection,
+    proxy: proxySection,
+    workers: workersSection,
+    durability: durabilitySection,
+    policy: () =>
+      policySection({
+        startCircuitlog,
+        setupBenchCircuits,
+        tempDir,
+        removeTemp,
+        stopEach,
+        suiteOptions,
+        durationFor,
+        log,
+        runSuite,
+        dist,
+        repoRoot,
+      }),
+  };
+  runners.quorum = () =>
+    quorumSection({
+      startCircuitlog,
+      setupBenchCircuits,
+      tempDir,
+      removeTemp,
+      stopEach,
+      suiteOptions,
+      durationFor,
+      runSuite,
+    });
+  runners.metrics = () =>
+    metricsSection({
+      startCircuitlog,
+      setupBenchCircuits,
+      tempDir,
+      removeTemp,
+      stopEach,
+      runSuite,
+      suiteOptions,
+      envInt,
+      log,
+      durationSec: durationFor('metrics'),
+    });
+  runners.throttle = () =>
+    throttleSection({
+      startCircuitlog,
+      tempDir,
+      removeTemp,
+      stopEach,
+      runSuite,
+      suiteOptions,
+      log,
+      durationSec: durationFor('throttle'),
+    });
   runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
-  runners.client = () => clientSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('client') });
-  runners.python = () => pythonSection({ startCircuitlog, tempDir, removeTemp, stopEach, log, repoRoot, durationSec: durationFor('python') });
-  runners.scale = () => scaleSection({ setupBenchCircuits, startCircuitlog, tempDir, removeTemp, stopEach, suiteOptions, durationFor, envInt, log, runSuite, repoRoot });
-  runners.overload = () => overloadSection({ startCircuitlog, startProcess, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
-  runners.redis = () => redisSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
-  runners['redis-modes'] = () => redisModesSection({ setupBenchCircuits, tempDir, removeTemp, stopEach, suiteOptions, durationFor, log, runSuite, dist, repoRoot });
+  runners.client = () =>
+    clientSection({
+      startCircuitlog,
+      tempDir,
+      removeTemp,
+      stopEach,
+      log,
+      repoRoot,
+      durationSec: durationFor('client'),
+    });
+  runners.python = () =>
+    pythonSection({
+      startCircuitlog,
+      tempDir,
+      removeTemp,
+      stopEach,
+      log,
+      repoRoot,
+      durationSec: durationFor('python'),
+    });
+  runners.scale = () =>
+    scaleSection({
+      setupBenchCircuits,
+      startCircuitlog,
+      tempDir,
+      removeTemp,
+      stopEach,
+      suiteOptions,
+      durationFor,
+      envInt,
+      log,
+      runSuite,
+      repoRoot,
+    });
+  runners.overload = () =>
+    overloadSection({ startCircuitlog, startProcess, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
+  runners.redis = () =>
+    redisSection({
+      setupBenchCircuits,
+      tempDir,
+      removeTemp,
+      stopEach,
+      suiteOptions,
+      durationFor,
+      log,
+      runSuite,
+      dist,
+      repoRoot,
+    });
+  runners['redis-modes'] = () =>
+    redisModesSection({
+      setupBenchCircuits,
+      tempDir,
+      removeTemp,
+      stopEach,
+      suiteOptions,
+      durationFor,
+      log,
+      runSuite,
+      dist,
+      repoRoot,
+    });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;
@@ -659,26 +1007,56 @@ async function main() {
     `tool: ${env.toolVersion} · ${connections} connections · ${rounds} round(s) (median) · ${warmupSec}s warm-up · loopback · ${nginxNote} · http-proxy ${env.httpProxy} · tmpdir ${env.tmpdir} (${env.tmpdirFs})`,
   ].join('\n');
   const all = sections.flatMap((s) => s.results);
-  const invalid = all.some((s) => s.targets.some((t) => !t.valid) || (s.comparisons ?? []).some((c) => !c.valid)) || sections.some((s) => s.checks.some((c) => !c.ok));
-  const missed = all.some((s) => s.targets.some((t) => t.met === false) || (s.comparisons ?? []).some((c) => c.met === false));
+  const invalid =
+    all.some((s) => s.targets.some((t) => !t.valid) || (s.comparisons ?? []).some((c) => !c.valid)) ||
+    sections.some((s) => s.checks.some((c) => !c.ok));
+  const missed = all.some(
+    (s) => s.targets.some((t) => t.met === false) || (s.comparisons ?? []).some((c) => c.met === false),
+  );
   const body = sections.map(sectionMarkdown).join('\n\n');
-  const verdict = invalid ? 'RESULT: INVALID — some runs had non-2xx answers or errors, or a check failed' : missed ? 'RESULT: some goals NOT met' : 'RESULT: all goals met';
-  const goalLines = all
-    .flatMap((s) => [
-      ...s.targets.filter((t) => t.goal !== null).map((t) => `${s.title} :: ${t.label}: ${fmt(t.ratio)}x (goal ≥ ${t.goal.toFixed(2)}x) ${t.met ? 'met' : 'NOT met'}`),
-      ...(s.comparisons ?? []).filter((c) => c.goal !== null).map((c) => (c.skipped ? `${c.label}: skipped (${c.skipped})` : `${c.label}: ${fmt(c.ratio)}x (goal ≥ ${c.goal.toFixed(2)}x) ${c.met ? 'met' : 'NOT met'}`)),
-    ])
-    .map((l) => `- ${l}`)
-    .join('\n') || '- (no goals in the selected sections)';
+  const verdict = invalid
+    ? 'RESULT: INVALID — some runs had non-2xx answers or errors, or a check failed'
+    : missed
+      ? 'RESULT: some goals NOT met'
+      : 'RESULT: all goals met';
+  const goalLines =
+    all
+      .flatMap((s) => [
+        ...s.targets
+          .filter((t) => t.goal !== null)
+          .map(
+            (t) =>
+              `${s.title} :: ${t.label}: ${fmt(t.ratio)}x (goal ≥ ${t.goal.toFixed(2)}x) ${t.met ? 'met' : 'NOT met'}`,
+          ),
+        ...(s.comparisons ?? [])
+          .filter((c) => c.goal !== null)
+          .map((c) =>
+            c.skipped
+              ? `${c.label}: skipped (${c.skipped})`
+              : `${c.label}: ${fmt(c.ratio)}x (goal ≥ ${c.goal.toFixed(2)}x) ${c.met ? 'met' : 'NOT met'}`,
+          ),
+      ])
+      .map((l) => `- ${l}`)
+      .join('\n') || '- (no goals in the selected sections)';
 
-  process.stdout.write(`\n${header}\n\n${body}\n\nGoals:\n${goalLines}\n\n${verdict} (benchmark time ${fmt(elapsedSec, 0)} s)\n`);
+  process.stdout.write(
+    `\n${header}\n\n${body}\n\nGoals:\n${goalLines}\n\n${verdict} (benchmark time ${fmt(elapsedSec, 0)} s)\n`,
+  );
 
   const out = {
     startedAt,
     finishedAt: new Date().toISOString(),
     elapsedSec,
     environment: env,
-    settings: { connections, warmupSec, rounds, durations: Object.fromEntries(sections.map((s) => [s.id, s.durationSec])), only: process.env.BENCH_ONLY || null, cpuProf, upstreamBytes },
+    settings: {
+      connections,
+      warmupSec,
+      rounds,
+      durations: Object.fromEntries(sections.map((s) => [s.id, s.durationSec])),
+      only: process.env.BENCH_ONLY || null,
+      cpuProf,
+      upstreamBytes,
+    },
     valid: !invalid,
     goalsMet: !invalid && !missed,
     sections: sections.map(({ results, ...rest }) => ({ ...rest, scenarios: results })),
@@ -689,7 +1067,10 @@ async function main() {
   fs.writeFileSync(path.join(resultsDir, 'latest.md'), `${header}\n\n${body}\n\n${verdict}\n`);
   log(`wrote ${path.relative(repoRoot, path.join(resultsDir, 'latest.json'))} and latest.md`);
   await stopAll();
-  if (cpuProf) log(`CPU profile(s) in ${path.relative(repoRoot, profDir)}; summarize with: node bench/profile-top.mjs ${path.relative(repoRoot, profDir)}`);
+  if (cpuProf)
+    log(
+      `CPU profile(s) in ${path.relative(repoRoot, profDir)}; summarize with: node bench/profile-top.mjs ${path.relative(repoRoot, profDir)}`,
+    );
   process.exitCode = invalid ? 1 : 0;
 }
 

@@ -55,14 +55,18 @@ export async function scaleSection(ctx) {
       rows.push(...(await measureStore(ctx, libs, tmp, store, ns, durationSec)));
     }
     const fanout = process.env.BENCH_SCALE_FANOUT === '0' ? null : await fanoutRun(ctx, tmp);
-    const dashboard = process.env.BENCH_SCALE_DASHBOARD === '0' ? null : await dashboardRun({ ...ctx, require }, tmp, (file, n) => seedSqlite(libs, file, n));
+    const dashboard =
+      process.env.BENCH_SCALE_DASHBOARD === '0'
+        ? null
+        : await dashboardRun({ ...ctx, require }, tmp, (file, n) => seedSqlite(libs, file, n));
     const retention = oldRows > 0 ? await retentionRun(ctx, libs, tmp, oldRows, durationSec) : null;
     for (const r of rows) {
       const base = rows.find((b) => b.store === r.store && b.n === ns[0]);
       r.allowedRatio = r.allowedRps / base.allowedRps;
       r.failRatio = r.failRps / base.failRps;
       r.bytesPerCircuit = r.n > base.n ? (r.rssBytes - base.rssBytes) / (r.n - base.n) : null;
-      r.redisBytesPerCircuit = r.redisBytes !== null && r.n > base.n ? (r.redisBytes - base.redisBytes) / (r.n - base.n) : null;
+      r.redisBytesPerCircuit =
+        r.redisBytes !== null && r.n > base.n ? (r.redisBytes - base.redisBytes) / (r.n - base.n) : null;
     }
     const svg = path.join(ctx.repoRoot, 'bench', 'results', 'scale.svg');
     fs.mkdirSync(path.dirname(svg), { recursive: true });
@@ -79,7 +83,7 @@ export async function scaleSection(ctx) {
       dashboard,
       markdownExtra: tableMarkdown(rows, retention, fanout, dashboard),
       notes: [
-        'Filler circuits are written into the store directly (one SQLite transaction, or pipelined Redis commands in the store\'s layout) before circuitlog starts; bench-ok and bench-fail through the API. One circuitlog process, log level warn, metrics on (max_circuits 10,000).',
+        "Filler circuits are written into the store directly (one SQLite transaction, or pipelined Redis commands in the store's layout) before circuitlog starts; bench-ok and bench-fail through the API. One circuitlog process, log level warn, metrics on (max_circuits 10,000).",
         `Load: ${ctx.suiteOptions(durationSec).connections} connections, ${durationSec} s per target after a 1 s warm-up, one round; all processes share this machine's CPUs with other work, so compare ratios.`,
       ],
       checks: [],
@@ -99,10 +103,26 @@ async function measureStore(ctx, libs, tmp, store, ns, durationSec) {
   try {
     for (const n of ns) servers.push(await startAt(ctx, libs, tmp, store, n));
     const targets = servers.flatMap(({ n, server }) => [
-      { id: `allowed-${n}`, label: `${store} N=${n}: GET /circuits/bench-ok/allowed`, url: `${server.url}/circuits/bench-ok/allowed`, pid: server.pid },
-      { id: `fail-${n}`, label: `${store} N=${n}: POST failure outcome`, url: `${server.url}/circuits/bench-fail/outcomes`, method: 'POST', headers: JSON_HEADERS, body: '{"success":false}', pid: server.pid },
+      {
+        id: `allowed-${n}`,
+        label: `${store} N=${n}: GET /circuits/bench-ok/allowed`,
+        url: `${server.url}/circuits/bench-ok/allowed`,
+        pid: server.pid,
+      },
+      {
+        id: `fail-${n}`,
+        label: `${store} N=${n}: POST failure outcome`,
+        url: `${server.url}/circuits/bench-fail/outcomes`,
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: '{"success":false}',
+        pid: server.pid,
+      },
     ]);
-    const [result] = await ctx.runSuite([{ id: `scale-${store}`, title: `scale: ${store}`, baseline: `allowed-${ns[0]}`, targets }], { ...ctx.suiteOptions(durationSec), warmupSec: 1 });
+    const [result] = await ctx.runSuite(
+      [{ id: `scale-${store}`, title: `scale: ${store}`, baseline: `allowed-${ns[0]}`, targets }],
+      { ...ctx.suiteOptions(durationSec), warmupSec: 1 },
+    );
     const rows = [];
     for (const { n, server, redis, startupMs, gaugesMs } of servers) {
       const allowed = result.targets.find((t) => t.id === `allowed-${n}`);
@@ -111,8 +131,24 @@ async function measureStore(ctx, libs, tmp, store, ns, durationSec) {
       const listP50 = await timeList(server.url, Math.max(0, Math.floor(n * 0.9)));
       const metricsP50 = await timeMetrics(server.url);
       const redisBytes = redis ? await redisUsedMemory(libs, redis.url) : null;
-      rows.push({ store, n, redisBytes, startupMs, gaugesMs, allowedRps: allowed.rps, allowedP99: allowed.p99, failRps: fail.rps, failP99: fail.p99, listP50, rssBytes, metricsP50, valid: allowed.valid && fail.valid });
-      ctx.log(`scale :: ${store} N=${n}: start ${startupMs.toFixed(0)} ms, allowed ${allowed.rps.toFixed(0)}/s, fail ${fail.rps.toFixed(0)}/s, list p50 ${listP50.toFixed(2)} ms, RSS ${(rssBytes / 2 ** 20).toFixed(0)} MiB, /metrics ${metricsP50.toFixed(1)} ms`);
+      rows.push({
+        store,
+        n,
+        redisBytes,
+        startupMs,
+        gaugesMs,
+        allowedRps: allowed.rps,
+        allowedP99: allowed.p99,
+        failRps: fail.rps,
+        failP99: fail.p99,
+        listP50,
+        rssBytes,
+        metricsP50,
+        valid: allowed.valid && fail.valid,
+      });
+      ctx.log(
+        `scale :: ${store} N=${n}: start ${startupMs.toFixed(0)} ms, allowed ${allowed.rps.toFixed(0)}/s, fail ${fail.rps.toFixed(0)}/s, list p50 ${listP50.toFixed(2)} ms, RSS ${(rssBytes / 2 ** 20).toFixed(0)} MiB, /metrics ${metricsP50.toFixed(1)} ms`,
+      );
     }
     return rows;
   } finally {
@@ -139,13 +175,26 @@ async function startAt(ctx, libs, tmp, store, n) {
     env.CIRCUITLOG_STORE = redis.url;
     await seedRedis(libs, redis.url, filler);
   }
-  ctx.log(`scale :: ${store} N=${n}: seeded ${filler} circuits in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
+  ctx.log(
+    `scale :: ${store} N=${n}: seeded ${filler} circuits in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`,
+  );
   const startedAt = performance.now();
-  const server = await startProcess({ name: `circuitlog-${store}-${n}`, args: [path.join(ctx.repoRoot, 'dist', 'main.js')], cwd: ctx.repoRoot, port: 'auto', readyPath: '/health', timeoutMs: 120_000, env });
+  const server = await startProcess({
+    name: `circuitlog-${store}-${n}`,
+    args: [path.join(ctx.repoRoot, 'dist', 'main.js')],
+    cwd: ctx.repoRoot,
+    port: 'auto',
+    readyPath: '/health',
+    timeoutMs: 120_000,
+    env,
+  });
   const startupMs = performance.now() - startedAt;
   // Redis: the state gauges' mirror loads in the background after start-up; the loads below wait for it.
   const gaugesMs = (await gaugesComplete(server.url)) - startedAt;
-  if (store === 'redis') ctx.log(`scale :: ${store} N=${n}: serving after ${startupMs.toFixed(0)} ms, state gauges complete after ${gaugesMs.toFixed(0)} ms`);
+  if (store === 'redis')
+    ctx.log(
+      `scale :: ${store} N=${n}: serving after ${startupMs.toFixed(0)} ms, state gauges complete after ${gaugesMs.toFixed(0)} ms`,
+    );
   await ctx.setupBenchCircuits(server.url);
   return { n, server, redis, startupMs, gaugesMs };
 }
@@ -180,7 +229,9 @@ function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir },
 async function seedRedis({ newCircuit }, url, count) {
   const port = new URL(url).port;
   const pipe = spawn('redis-cli', ['-p', port, '--pipe'], { stdio: ['pipe', 'ignore', 'inherit'] });
-  const done = new Promise((resolve, reject) => pipe.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`redis-cli --pipe exited ${code}`)))));
+  const done = new Promise((resolve, reject) =>
+    pipe.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`redis-cli --pipe exited ${code}`)))),
+  );
   const resp = (args) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
   const now = Date.now();
   const template = newCircuit('x', { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 }, now);
@@ -190,7 +241,16 @@ async function seedRedis({ newCircuit }, url, count) {
     for (let i = from; i < Math.min(count, from + CHUNK); i++) {
       const name = `scale/c${i}`;
       const id = String(i + 1);
-      text += resp(['HSET', `circuitlog:c:{${name}}`, 'v', id, 'id', id, 'c', JSON.stringify({ ...template, id: i + 1, name })]);
+      text += resp([
+        'HSET',
+        `circuitlog:c:{${name}}`,
+        'v',
+        id,
+        'id',
+        id,
+        'c',
+        JSON.stringify({ ...template, id: i + 1, name }),
+      ]);
       text += resp(['ZADD', 'circuitlog:index', id, name]);
     }
     if (!pipe.stdin.write(text)) await new Promise((r) => pipe.stdin.once('drain', r));
@@ -221,9 +281,13 @@ async function timeList(url, cursor) {
     const res = await fetch(`${url}/circuits?limit=100${cursor > 0 ? `&cursor=${cursor}` : ''}`);
     const body = await res.json();
     times.push(performance.now() - t0);
-    if (res.status !== 200 || (cursor > 0 && body.circuits.length === 0)) throw new Error(`list at cursor ${cursor}: ${res.status}`);
+    if (res.status !== 200 || (cursor > 0 && body.circuits.length === 0))
+      throw new Error(`list at cursor ${cursor}: ${res.status}`);
   }
-  return percentileSorted(times.sort((a, b) => a - b), 50);
+  return percentileSorted(
+    times.sort((a, b) => a - b),
+    50,
+  );
 }
 
 async function timeMetrics(url) {
@@ -235,7 +299,10 @@ async function timeMetrics(url) {
     times.push(performance.now() - t0);
     if (res.status !== 200) throw new Error(`/metrics: ${res.status}`);
   }
-  return percentileSorted(times.sort((a, b) => a - b), 50);
+  return percentileSorted(
+    times.sort((a, b) => a - b),
+    50,
+  );
 }
 
 /**
@@ -261,12 +328,31 @@ async function retentionRun(ctx, libs, tmp, rows, durationSec) {
   const off = path.join(tmp, 'retention-off.yaml');
   fs.writeFileSync(off, 'events:\n  retention: { max_age_days: 0, max_per_circuit: 0 }\n');
   const run = async (label, config) => {
-    const server = await ctx.startCircuitlog({ name: `circuitlog-retention-${label}`, db: file, logLevel: 'info', config });
+    const server = await ctx.startCircuitlog({
+      name: `circuitlog-retention-${label}`,
+      db: file,
+      logLevel: 'info',
+      config,
+    });
     try {
       await ctx.setupBenchCircuits(server.url);
       const started = performance.now();
       const [result] = await ctx.runSuite(
-        [{ id: `retention-${label}`, title: `retention ${label}`, baseline: 'allowed', targets: [{ id: 'allowed', label: `retention ${label}: GET /allowed`, url: `${server.url}/circuits/bench-ok/allowed`, pid: server.pid }] }],
+        [
+          {
+            id: `retention-${label}`,
+            title: `retention ${label}`,
+            baseline: 'allowed',
+            targets: [
+              {
+                id: 'allowed',
+                label: `retention ${label}: GET /allowed`,
+                url: `${server.url}/circuits/bench-ok/allowed`,
+                pid: server.pid,
+              },
+            ],
+          },
+        ],
         { ...ctx.suiteOptions(durationSec), warmupSec: 0 },
       );
       return { ...result.targets[0], elapsedMs: performance.now() - started, logs: server.logs };
@@ -281,8 +367,19 @@ async function retentionRun(ctx, libs, tmp, rows, durationSec) {
   check.close();
   const sweepDone = during.logs.some((l) => l.event === 'housekeeping');
   const deleted = rows - left;
-  ctx.log(`scale :: retention: p99 ${baseline.p99.toFixed(2)} ms off vs ${during.p99.toFixed(2)} ms sweeping; ${deleted} rows deleted meanwhile${sweepDone ? ' (sweep finished within the load)' : ''}`);
-  return { rows, baselineRps: baseline.rps, baselineP99: baseline.p99, duringRps: during.rps, duringP99: during.p99, deleted, sweepDone, deletedPerSec: deleted / (during.elapsedMs / 1000) };
+  ctx.log(
+    `scale :: retention: p99 ${baseline.p99.toFixed(2)} ms off vs ${during.p99.toFixed(2)} ms sweeping; ${deleted} rows deleted meanwhile${sweepDone ? ' (sweep finished within the load)' : ''}`,
+  );
+  return {
+    rows,
+    baselineRps: baseline.rps,
+    baselineP99: baseline.p99,
+    duringRps: during.rps,
+    duringP99: during.p99,
+    deleted,
+    sweepDone,
+    deletedPerSec: deleted / (during.elapsedMs / 1000),
+  };
 }
 
 function startRedisServer(dir) {
@@ -290,7 +387,11 @@ function startRedisServer(dir) {
     const s = net.createServer().listen(0, '127.0.0.1', () => {
       const port = s.address().port;
       s.close(async () => {
-        const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+        const child = spawn(
+          'redis-server',
+          ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'],
+          { stdio: 'ignore' },
+        );
         for (let i = 0; i < 200; i++) {
           const ok = await new Promise((r) => {
             const socket = net.connect(port, '127.0.0.1', () => socket.end(() => r(true)));
@@ -312,17 +413,30 @@ function tableMarkdown(rows, retention, fanout, dashboard) {
   const lines = [
     '| store | N | /allowed req/s | ratio | failure req/s | ratio | list p50 ms (deep cursor) | RSS MiB | RSS bytes/circuit | redis-server bytes/circuit | start-up ms | state gauges complete ms | /metrics p50 ms |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map((r) =>
-      `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${r.redisBytesPerCircuit == null ? '–' : f0(r.redisBytesPerCircuit)} | ${f0(r.startupMs)} | ${f0(r.gaugesMs)} | ${f2(r.metricsP50)} |`,
+    ...rows.map(
+      (r) =>
+        `| ${r.store} | ${f0(r.n)} | ${f0(r.allowedRps)} | ${f2(r.allowedRatio)}x | ${f0(r.failRps)} | ${f2(r.failRatio)}x | ${f2(r.listP50)} | ${f0(r.rssBytes / 2 ** 20)} | ${r.bytesPerCircuit === null ? '–' : f0(r.bytesPerCircuit)} | ${r.redisBytesPerCircuit == null ? '–' : f0(r.redisBytesPerCircuit)} | ${f0(r.startupMs)} | ${f0(r.gaugesMs)} | ${f2(r.metricsP50)} |`,
     ),
   ];
   const big = rows.filter((r) => r.n === Math.max(...rows.map((x) => x.n)));
   lines.push(
     '',
     'Goals (issue 20):',
-    ...rows.filter((r) => r.allowedRatio !== 1 || r.n !== rows[0].n).filter((r) => r.n > Math.min(...rows.map((x) => x.n))).map((r) => `- ${r.store} N=${f0(r.n)}: /allowed ${f2(r.allowedRatio)}x, failure ${f2(r.failRatio)}x (goal ≥ 0.80x): ${r.allowedRatio >= 0.8 && r.failRatio >= 0.8 ? 'met' : 'NOT met'}`),
-    ...rows.map((r) => `- ${r.store} N=${f0(r.n)}: list p50 ${f2(r.listP50)} ms (goal < 5 ms): ${r.listP50 < 5 ? 'met' : 'NOT met'}`),
-    ...big.map((r) => `- ${r.store} N=${f0(r.n)}: start-up ${f0(r.startupMs)} ms (goal < 5,000 ms), /metrics p50 ${f2(r.metricsP50)} ms (goal < 50 ms): ${r.startupMs < 5000 ? 'met' : 'NOT met'} / ${r.metricsP50 < 50 ? 'met' : 'NOT met'}`),
+    ...rows
+      .filter((r) => r.allowedRatio !== 1 || r.n !== rows[0].n)
+      .filter((r) => r.n > Math.min(...rows.map((x) => x.n)))
+      .map(
+        (r) =>
+          `- ${r.store} N=${f0(r.n)}: /allowed ${f2(r.allowedRatio)}x, failure ${f2(r.failRatio)}x (goal ≥ 0.80x): ${r.allowedRatio >= 0.8 && r.failRatio >= 0.8 ? 'met' : 'NOT met'}`,
+      ),
+    ...rows.map(
+      (r) =>
+        `- ${r.store} N=${f0(r.n)}: list p50 ${f2(r.listP50)} ms (goal < 5 ms): ${r.listP50 < 5 ? 'met' : 'NOT met'}`,
+    ),
+    ...big.map(
+      (r) =>
+        `- ${r.store} N=${f0(r.n)}: start-up ${f0(r.startupMs)} ms (goal < 5,000 ms), /metrics p50 ${f2(r.metricsP50)} ms (goal < 50 ms): ${r.startupMs < 5000 ? 'met' : 'NOT met'} / ${r.metricsP50 < 50 ? 'met' : 'NOT met'}`,
+    ),
   );
   if (fanout) {
     const { one, many, oneClient, manyClients } = fanout;
@@ -362,7 +476,9 @@ export function plot(rows, ns) {
   const H = 220;
   const pad = { l: 48, r: 12, t: 28, b: 36 };
   const xs = ns.map((n) => Math.log10(Math.max(1, n)));
-  const x = (n) => pad.l + ((Math.log10(Math.max(1, n)) - Math.min(...xs)) / (Math.max(...xs) - Math.min(...xs) || 1)) * (W - pad.l - pad.r);
+  const x = (n) =>
+    pad.l +
+    ((Math.log10(Math.max(1, n)) - Math.min(...xs)) / (Math.max(...xs) - Math.min(...xs) || 1)) * (W - pad.l - pad.r);
   const series = [
     { key: 'allowedRatio', store: 'sqlite', label: 'SQLite /allowed', color: '#1f77b4' },
     { key: 'failRatio', store: 'sqlite', label: 'SQLite failure (dashed)', color: '#1f77b4', dash: '4 3' },
@@ -371,26 +487,50 @@ export function plot(rows, ns) {
   ];
   const panel = (ox, title, ymax, lines, yfmt, goal = null) => {
     const y = (v) => pad.t + (1 - v / ymax) * (H - pad.t - pad.b);
-    const parts = [`<g transform="translate(${ox},0)">`, `<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${title}</text>`];
+    const parts = [
+      `<g transform="translate(${ox},0)">`,
+      `<text x="${W / 2}" y="16" text-anchor="middle" font-size="13">${title}</text>`,
+    ];
     for (let k = 0; k <= 4; k++) {
       const v = (ymax * k) / 4;
-      parts.push(`<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${yfmt(v)}</text>`);
+      parts.push(
+        `<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${yfmt(v)}</text>`,
+      );
     }
-    if (goal !== null) parts.push(`<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(goal)}" y2="${y(goal)}" stroke="#999" stroke-dasharray="2 2"/><text x="${W - pad.r}" y="${y(goal) - 3}" text-anchor="end" font-size="9" fill="#777">goal ${goal}x</text>`);
-    for (const n of ns) parts.push(`<text x="${x(n)}" y="${H - pad.b + 14}" text-anchor="middle" font-size="10">${n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : n}</text>`);
+    if (goal !== null)
+      parts.push(
+        `<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(goal)}" y2="${y(goal)}" stroke="#999" stroke-dasharray="2 2"/><text x="${W - pad.r}" y="${y(goal) - 3}" text-anchor="end" font-size="9" fill="#777">goal ${goal}x</text>`,
+      );
+    for (const n of ns)
+      parts.push(
+        `<text x="${x(n)}" y="${H - pad.b + 14}" text-anchor="middle" font-size="10">${n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : n}</text>`,
+      );
     parts.push(`<text x="${W / 2}" y="${H - 6}" text-anchor="middle" font-size="11">circuits (N, log scale)</text>`);
     lines.forEach((s, i) => {
-      const pts = rows.filter((r) => r.store === s.store && Number.isFinite(s.value(r))).map((r) => `${x(r.n).toFixed(1)},${y(s.value(r)).toFixed(1)}`);
+      const pts = rows
+        .filter((r) => r.store === s.store && Number.isFinite(s.value(r)))
+        .map((r) => `${x(r.n).toFixed(1)},${y(s.value(r)).toFixed(1)}`);
       if (pts.length === 0) return;
-      parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" ${s.dash ? `stroke-dasharray="${s.dash}"` : ''} points="${pts.join(' ')}"/>`);
-      parts.push(`<text x="${pad.l + 6}" y="${pad.t + 12 + 12 * i}" font-size="10" fill="${s.color}">${s.label}</text>`);
+      parts.push(
+        `<polyline fill="none" stroke="${s.color}" stroke-width="2" ${s.dash ? `stroke-dasharray="${s.dash}"` : ''} points="${pts.join(' ')}"/>`,
+      );
+      parts.push(
+        `<text x="${pad.l + 6}" y="${pad.t + 12 + 12 * i}" font-size="10" fill="${s.color}">${s.label}</text>`,
+      );
     });
     parts.push('</g>');
     return parts.join('');
   };
   const ratioMax = Math.max(1.2, ...rows.flatMap((r) => [r.allowedRatio, r.failRatio]).filter(Number.isFinite));
   const rssMax = Math.max(...rows.map((r) => r.rssBytes / 2 ** 20)) * 1.1;
-  const left = panel(0, 'req/s at N / req/s at N = 1', Math.ceil(ratioMax * 5) / 5, series.map((s) => ({ ...s, value: (r) => r[s.key] })), (v) => v.toFixed(1), 0.8);
+  const left = panel(
+    0,
+    'req/s at N / req/s at N = 1',
+    Math.ceil(ratioMax * 5) / 5,
+    series.map((s) => ({ ...s, value: (r) => r[s.key] })),
+    (v) => v.toFixed(1),
+    0.8,
+  );
   const rss = [
     { store: 'sqlite', label: 'SQLite RSS', color: '#1f77b4', value: (r) => r.rssBytes / 2 ** 20 },
     { store: 'redis', label: 'Redis host RSS', color: '#d62728', value: (r) => r.rssBytes / 2 ** 20 },

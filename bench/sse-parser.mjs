@@ -35,7 +35,9 @@ for (let run = 1; run <= 3; run++) {
   const baseline = feed(new Baseline(() => {}));
   let events = 0;
   const parser = feed(new SseParser(() => events++, raised));
-  console.log(`run ${run}: ${mib} MiB event, 64 KiB chunks: baseline ${baseline.toFixed(0)} ms, parser ${parser.toFixed(1)} ms (${(baseline / parser).toFixed(0)}x), ${events} event`);
+  console.log(
+    `run ${run}: ${mib} MiB event, 64 KiB chunks: baseline ${baseline.toFixed(0)} ms, parser ${parser.toFixed(1)} ms (${(baseline / parser).toFixed(0)}x), ${events} event`,
+  );
 }
 let error;
 const capped = performance.now();

@@ -26,8 +26,12 @@ async function seedDatabase(ctx, file, circuits, transitions) {
   await ctx.stopEach([first]);
   const Database = createRequire(path.join(ctx.repoRoot, 'package.json'))('better-sqlite3');
   const db = new Database(file);
-  const insert = db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 1000000000, 30, 0, 0)");
-  const log = db.prepare("INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, 'closed', 'open', 'failure_threshold_reached', ?)");
+  const insert = db.prepare(
+    'INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 1000000000, 30, 0, 0)',
+  );
+  const log = db.prepare(
+    "INSERT INTO transitions (circuit_id, from_state, to_state, reason, at) VALUES (?, 'closed', 'open', 'failure_threshold_reached', ?)",
+  );
   db.transaction(() => {
     for (let i = 1; i <= circuits; i++) insert.run(`stall-c${i}`);
     for (let i = 1; i <= transitions; i++) log.run(1 + (i % circuits), Date.now());
@@ -40,7 +44,11 @@ async function seedDatabase(ctx, file, circuits, transitions) {
 async function timeOutcomes(url, fromIndex, count) {
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    const res = await fetch(`${url}/circuits/stall-c${fromIndex + i}/outcomes`, { method: 'POST', headers: JSON_HEADERS, body: '{"success":false}' });
+    const res = await fetch(`${url}/circuits/stall-c${fromIndex + i}/outcomes`, {
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: '{"success":false}',
+    });
     if (res.status !== 200) throw new Error(`outcome: ${res.status}`);
     await res.arrayBuffer();
   }
@@ -62,7 +70,9 @@ process.stdout.write(String(worst));
 
 /** Poll GET /health every 20 ms (from another process) while \`work\` runs; the slowest answer in ms. */
 async function healthDuring(url, work) {
-  const poller = spawn(process.execPath, ['--input-type=module', '-e', POLLER, url], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const poller = spawn(process.execPath, ['--input-type=module', '-e', POLLER, url], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let out = '';
   poller.stdout.on('data', (d) => (out += d));
   const exited = new Promise((resolve) => poller.once('exit', resolve));
@@ -114,20 +124,33 @@ export async function stallsSection(ctx) {
     fs.copyFileSync(seed, path.join(tmp, 'off.db'));
     const offConfig = path.join(tmp, 'metrics-off.yaml');
     fs.writeFileSync(offConfig, 'metrics:\n  enabled: false\n');
-    const on = await ctx.startCircuitlog({ name: 'circuitlog-stalls-on', db: path.join(tmp, 'on.db'), logLevel: 'warn' });
+    const on = await ctx.startCircuitlog({
+      name: 'circuitlog-stalls-on',
+      db: path.join(tmp, 'on.db'),
+      logLevel: 'warn',
+    });
     procs.push(on);
-    const off = await ctx.startCircuitlog({ name: 'circuitlog-stalls-off', db: path.join(tmp, 'off.db'), logLevel: 'warn', config: offConfig });
+    const off = await ctx.startCircuitlog({
+      name: 'circuitlog-stalls-off',
+      db: path.join(tmp, 'off.db'),
+      logLevel: 'warn',
+      config: offConfig,
+    });
     procs.push(off);
 
     const past = circuits - 2 * OUTCOMES; // well past the default cap of 10,000
     const offMs = await timeOutcomes(off.url, past, OUTCOMES);
     const onMs = await timeOutcomes(on.url, past, OUTCOMES);
     const onAgainMs = await timeOutcomes(on.url, past + OUTCOMES, OUTCOMES);
-    log(`${OUTCOMES} outcomes past the cap: metrics off ${offMs.toFixed(0)} ms, on ${onMs.toFixed(0)} ms, on again ${onAgainMs.toFixed(0)} ms`);
+    log(
+      `${OUTCOMES} outcomes past the cap: metrics off ${offMs.toFixed(0)} ms, on ${onMs.toFixed(0)} ms, on again ${onAgainMs.toFixed(0)} ms`,
+    );
 
     const idleMs = await healthDuring(on.url, () => new Promise((r) => setTimeout(r, 1_000)));
     const replayMs = await healthDuring(on.url, () => replay(on.url, STREAMS, transitions));
-    log(`GET /health worst: idle ${idleMs.toFixed(1)} ms, during ${STREAMS} replays of ${transitions} transitions ${replayMs.toFixed(1)} ms`);
+    log(
+      `GET /health worst: idle ${idleMs.toFixed(1)} ms, during ${STREAMS} replays of ${transitions} transitions ${replayMs.toFixed(1)} ms`,
+    );
 
     let stateMs = 0;
     const pageMs = await healthDuring(on.url, async () => {
@@ -142,7 +165,9 @@ export async function stallsSection(ctx) {
       }
       stateMs = performance.now() - t0;
     });
-    log(`/dashboard/api/state, every page of ${circuits} circuits: ${stateMs.toFixed(0)} ms; GET /health worst meanwhile ${pageMs.toFixed(1)} ms`);
+    log(
+      `/dashboard/api/state, every page of ${circuits} circuits: ${stateMs.toFixed(0)} ms; GET /health worst meanwhile ${pageMs.toFixed(1)} ms`,
+    );
 
     const notes = [
       `Two circuitlog processes of the same build on copies of one database with ${circuits} circuits and ${transitions} transitions; log level warn.`,

@@ -11,12 +11,26 @@ const count = Number(process.argv[2] ?? 2_000);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-streams-'));
 fs.writeFileSync(path.join(dir, 'config.yaml'), `events: { max_streams: ${count + 10} }\n`);
 const port = await freePort();
-const env = { ...process.env, HOST: '127.0.0.1', PORT: String(port), CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_LOG_LEVEL: 'warn', CIRCUITLOG_CONFIG: path.join(dir, 'config.yaml'), CIRCUITLOG_TOKEN: '' };
-const child = spawn(process.execPath, [path.join(import.meta.dirname, '..', 'dist', 'main.js')], { env, stdio: 'inherit' });
+const env = {
+  ...process.env,
+  HOST: '127.0.0.1',
+  PORT: String(port),
+  CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+  CIRCUITLOG_LOG_LEVEL: 'warn',
+  CIRCUITLOG_CONFIG: path.join(dir, 'config.yaml'),
+  CIRCUITLOG_TOKEN: '',
+};
+const child = spawn(process.execPath, [path.join(import.meta.dirname, '..', 'dist', 'main.js')], {
+  env,
+  stdio: 'inherit',
+});
 const requests = [];
 try {
   for (let i = 0; i < 200; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false);
+    const up = await fetch(`http://127.0.0.1:${port}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) break;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -36,7 +50,9 @@ try {
   }
   await new Promise((r) => setTimeout(r, 2_000));
   const after = rss();
-  console.log(`${count} idle streams: RSS ${(before / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB, ${Math.round((after - before) / count)} bytes per stream`);
+  console.log(
+    `${count} idle streams: RSS ${(before / 2 ** 20).toFixed(0)} -> ${(after / 2 ** 20).toFixed(0)} MiB, ${Math.round((after - before) / count)} bytes per stream`,
+  );
 } finally {
   for (const r of requests) r.destroy();
   child.kill();

@@ -9,7 +9,14 @@
 import http from 'node:http';
 
 const bytes = Number(process.env.UPSTREAM_BYTES || 300);
-const shell = { id: 42, name: 'bench-item', dc: 'dc1', tags: ['a', 'b', 'c'], updated_at: '2024-01-01T00:00:00.000Z', pad: '' };
+const shell = {
+  id: 42,
+  name: 'bench-item',
+  dc: 'dc1',
+  tags: ['a', 'b', 'c'],
+  updated_at: '2024-01-01T00:00:00.000Z',
+  pad: '',
+};
 const base = JSON.stringify(shell).length;
 if (!Number.isInteger(bytes) || bytes < base) throw new Error(`UPSTREAM_BYTES: at least ${base}`);
 const body = Buffer.from(JSON.stringify({ ...shell, pad: 'x'.repeat(bytes - base) }));
@@ -32,7 +39,9 @@ const server = http.createServer((req, res) => {
 
 const host = process.env.HOST || '127.0.0.1';
 server.listen(Number(process.env.PORT || 0), host, () => {
-  process.stdout.write(`${JSON.stringify({ event: 'listening', host, port: server.address().port, bytes: body.length })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ event: 'listening', host, port: server.address().port, bytes: body.length })}\n`,
+  );
 });
 
 const stop = () => {

@@ -25,7 +25,8 @@ function startUsersApi() {
     const roll = Math.random();
     if (roll < failureRate) return res.writeHead(500).end();
     const id = req.url.split('/').pop();
-    const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, name: `user ${id}` }));
+    const answer = () =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, name: `user ${id}` }));
     if (roll < failureRate + slowRate) setTimeout(answer, 1000);
     else answer();
   });
@@ -34,7 +35,10 @@ function startUsersApi() {
 
 const usersApi = await startUsersApi();
 const usersApiUrl = `http://127.0.0.1:${usersApi.address().port}`;
-const breakers = createClient({ url: process.env.CIRCUITLOG_URL ?? 'http://127.0.0.1:8080', token: process.env.CIRCUITLOG_TOKEN });
+const breakers = createClient({
+  url: process.env.CIRCUITLOG_URL ?? 'http://127.0.0.1:8080',
+  token: process.env.CIRCUITLOG_TOKEN,
+});
 breakers.on('transition', (e) => console.log(JSON.stringify({ event: 'circuit', ...e })));
 breakers.on('connection', (e) => console.log(JSON.stringify({ event: 'circuitlog', state: e.state })));
 
@@ -63,7 +67,9 @@ const server = http.createServer(async (req, res) => {
   if (!match) return res.writeHead(404).end();
   try {
     const user = await getUser(match[1]);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ user, source: user.stale ? 'cache' : 'users-api' }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ user, source: user.stale ? 'cache' : 'users-api' }));
   } catch (error) {
     const status = error instanceof CircuitOpenError ? 503 : 502;
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: error.message }));

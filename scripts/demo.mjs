@@ -19,7 +19,10 @@ function fakeNode(id) {
   const node = {
     id,
     port: 0,
-    start: () => new Promise((resolve) => server.listen(node.port, '127.0.0.1', () => ((node.port = server.address().port), resolve()))),
+    start: () =>
+      new Promise((resolve) =>
+        server.listen(node.port, '127.0.0.1', () => ((node.port = server.address().port), resolve())),
+      ),
     stop: () =>
       new Promise((resolve) => {
         for (const s of sockets) s.destroy();
@@ -34,7 +37,9 @@ for (const n of nodes) await n.start();
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-demo-'));
 const config = path.join(dir, 'proxy.yaml');
-fs.writeFileSync(config, `local_dc: dc1
+fs.writeFileSync(
+  config,
+  `local_dc: dc1
 upstreams:
   users:
     nodes:
@@ -43,10 +48,17 @@ ${nodes.map((n) => `      - { id: ${n.id}, dc: ${n.id.slice(0, 3)}, url: "http:/
     timeout_seconds: 3
     request_timeout_ms: 500
     health_check: { path: /health, interval_ms: 500, timeout_ms: 300 }
-`);
+`,
+);
 
 const server = spawn(process.execPath, ['dist/main.js'], {
-  env: { ...process.env, PORT: '0', CIRCUITLOG_CONFIG: config, CIRCUITLOG_DB: path.join(dir, 'demo.db'), CIRCUITLOG_TOKEN: '' },
+  env: {
+    ...process.env,
+    PORT: '0',
+    CIRCUITLOG_CONFIG: config,
+    CIRCUITLOG_DB: path.join(dir, 'demo.db'),
+    CIRCUITLOG_TOKEN: '',
+  },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 const transitions = [];
@@ -54,9 +66,14 @@ const base = await new Promise((resolve, reject) => {
   server.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
   readline.createInterface({ input: server.stdout }).on('line', (line) => {
     let entry;
-    try { entry = JSON.parse(line); } catch { return; }
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      return;
+    }
     if (entry.event === 'listening') resolve(`http://127.0.0.1:${entry.port}`);
-    if (entry.event === 'transition') transitions.push(`    circuit ${entry.circuit}: ${entry.from} -> ${entry.to} (${entry.reason})`);
+    if (entry.event === 'transition')
+      transitions.push(`    circuit ${entry.circuit}: ${entry.from} -> ${entry.to} (${entry.reason})`);
   });
 });
 
@@ -64,7 +81,9 @@ async function call(label) {
   const res = await fetch(`${base}/proxy/users/api/users/42`);
   await res.text();
   const h = (name) => res.headers.get(name) ?? '-';
-  console.log(`  ${label.padEnd(4)} ${res.status}  X-Node: ${h('x-node').padEnd(6)} X-DC: ${h('x-dc')}  X-Degraded: ${h('x-degraded')}`);
+  console.log(
+    `  ${label.padEnd(4)} ${res.status}  X-Node: ${h('x-node').padEnd(6)} X-DC: ${h('x-dc')}  X-Degraded: ${h('x-degraded')}`,
+  );
 }
 function flushTransitions() {
   for (const t of transitions.splice(0)) console.log(t);

@@ -22,7 +22,11 @@ const PYTHON_DEBIAN = ['python3', 'python3-venv'];
 
 /** System programs the test suite runs, and the Debian package of each. */
 export const REQUIRED = [
-  { command: 'redis-server', pkg: 'redis-server', why: 'Redis store tests (test/store/redis-store.test.ts, test/e2e/redis-*.test.ts); each starts its own server on a random loopback port' },
+  {
+    command: 'redis-server',
+    pkg: 'redis-server',
+    why: 'Redis store tests (test/store/redis-store.test.ts, test/e2e/redis-*.test.ts); each starts its own server on a random loopback port',
+  },
   { command: 'chromium', pkg: 'chromium', why: 'dashboard tests in a real browser (test/dashboard/)' },
   { command: 'promtool', pkg: 'prometheus', why: 'alert rule tests (test/observe/alerts.test.ts)' },
 ];
@@ -46,11 +50,16 @@ function systemPrograms() {
   if (missing.length === 0) return 0;
   const pkgs = [...new Set(missing.map((r) => r.pkg)), ...EXTRA_PACKAGES];
   const command = `apt-get update && apt-get install -y --no-install-recommends ${pkgs.join(' ')}`;
-  for (const r of missing) process.stderr.write(`provision: '${r.command}' is missing (Debian package ${r.pkg}); needed for ${r.why}\n`);
+  for (const r of missing)
+    process.stderr.write(`provision: '${r.command}' is missing (Debian package ${r.pkg}); needed for ${r.why}\n`);
   const canInstall = process.getuid?.() === 0 && onPath('apt-get');
   // Waits for another apt run on the same machine instead of failing on its lock.
   const lock = ['-o', 'DPkg::Lock::Timeout=600'];
-  if (canInstall && run(['apt-get', ...lock, 'update']) && run(['apt-get', ...lock, 'install', '-y', '--no-install-recommends', ...pkgs])) {
+  if (
+    canInstall &&
+    run(['apt-get', ...lock, 'update']) &&
+    run(['apt-get', ...lock, 'install', '-y', '--no-install-recommends', ...pkgs])
+  ) {
     const still = missing.filter((r) => !onPath(r.command));
     if (still.length === 0) return 0;
     process.stderr.write(`provision: still missing after install: ${still.map((r) => r.command).join(', ')}\n`);
@@ -73,11 +82,22 @@ function pythonUsable() {
 function pythonVenv() {
   if (!pythonUsable()) {
     const command = `apt-get update && apt-get install -y --no-install-recommends ${PYTHON_DEBIAN.join(' ')}`;
-    process.stderr.write(`provision: 'python3' (3.9+, with venv) is missing (Debian packages ${PYTHON_DEBIAN.join(' ')}); needed for the Python client's tests (clients/python, test/client/python.test.ts)\n`);
+    process.stderr.write(
+      `provision: 'python3' (3.9+, with venv) is missing (Debian packages ${PYTHON_DEBIAN.join(' ')}); needed for the Python client's tests (clients/python, test/client/python.test.ts)\n`,
+    );
     const canInstall = process.getuid?.() === 0 && onPath('apt-get');
     const lock = ['-o', 'DPkg::Lock::Timeout=600'];
-    if (!(canInstall && run(['apt-get', ...lock, 'update']) && run(['apt-get', ...lock, 'install', '-y', '--no-install-recommends', ...PYTHON_DEBIAN]) && pythonUsable())) {
-      process.stderr.write(`provision: ${canInstall ? 'installing failed' : 'cannot install (needs root and apt-get)'}; run as root: ${command}\n`);
+    if (
+      !(
+        canInstall &&
+        run(['apt-get', ...lock, 'update']) &&
+        run(['apt-get', ...lock, 'install', '-y', '--no-install-recommends', ...PYTHON_DEBIAN]) &&
+        pythonUsable()
+      )
+    ) {
+      process.stderr.write(
+        `provision: ${canInstall ? 'installing failed' : 'cannot install (needs root and apt-get)'}; run as root: ${command}\n`,
+      );
       return 1;
     }
   }
@@ -87,7 +107,9 @@ function pythonVenv() {
     return 1;
   }
   const stampFile = path.join(VENV, '.circuitlog-provisioned');
-  const stamp = createHash('sha256').update(fs.readFileSync(path.join(PYTHON_PACKAGE, 'pyproject.toml'))).digest('hex');
+  const stamp = createHash('sha256')
+    .update(fs.readFileSync(path.join(PYTHON_PACKAGE, 'pyproject.toml')))
+    .digest('hex');
   if (fs.existsSync(stampFile) && fs.readFileSync(stampFile, 'utf8') === stamp) return 0;
   // One quick retry per index lookup: an index that cannot be reached fails in seconds, not minutes.
   const env = { ...process.env, PIP_RETRIES: process.env.PIP_RETRIES ?? '1', PIP_DISABLE_PIP_VERSION_CHECK: '1' };
@@ -95,7 +117,9 @@ function pythonVenv() {
   process.stderr.write(`provision: ${args.join(' ')}\n`);
   const result = spawnSync(args[0], args.slice(1), { stdio: ['ignore', 'inherit', 'inherit'], env });
   if (result.status !== 0) {
-    process.stderr.write(`provision: installing the Python client failed; run: .venv-python/bin/python -m pip install -e './clients/python[test]'\n`);
+    process.stderr.write(
+      `provision: installing the Python client failed; run: .venv-python/bin/python -m pip install -e './clients/python[test]'\n`,
+    );
     return 1;
   }
   fs.writeFileSync(stampFile, stamp);

@@ -11,13 +11,23 @@ import { registerDocsPage } from './http/docs-page.js';
 import { registerFallbacks } from './http/fallbacks.js';
 import { registerDocument } from './http/openapi.js';
 import { registerPolicyRoutes } from './http/policy-routes.js';
-import { rawProxyListener, rawUpgradeListener, type RequestListener, type UpgradeListener } from './http/raw-listeners.js';
+import {
+  rawProxyListener,
+  rawUpgradeListener,
+  type RequestListener,
+  type UpgradeListener,
+} from './http/raw-listeners.js';
 import { rawRequestPath } from './http/raw-path.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
-import { registerProxyRoutes, registerUnconfiguredProxy, type ProxyOptions, type ProxyRoutes } from './proxy/proxy-routes.js';
+import {
+  registerProxyRoutes,
+  registerUnconfiguredProxy,
+  type ProxyOptions,
+  type ProxyRoutes,
+} from './proxy/proxy-routes.js';
 import { BreakerService, type Clock, type ServiceLimits } from './service/breaker-service.js';
 import type { RandomSource } from './domain/throttle.js';
 import type { CircuitStore } from './store/circuit-store.js';
@@ -79,7 +89,17 @@ export interface App {
  * Order matters: guards first, then the routes, then the fallbacks (notFound, onError).
  */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(deps.store, deps.clock, deps.logger, deps.circuitDefaults, deps.policy, deps.groupCommit, deps.observe?.observer, deps.limits, deps.random);
+  const breaker = new BreakerService(
+    deps.store,
+    deps.clock,
+    deps.logger,
+    deps.circuitDefaults,
+    deps.policy,
+    deps.groupCommit,
+    deps.observe?.observer,
+    deps.limits,
+    deps.random,
+  );
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see raw-path.ts
   const hosts = deps.hosts ?? null;
   registerGuards(app, hosts, deps.token);
@@ -90,7 +110,13 @@ export function createApp(deps: AppDeps): App {
   if (deps.observe) {
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined);
-    registerDashboardRoutes(app, { breaker, transitions: deps.observe.transitions, proxy: deps.proxy, tokenRequired: deps.token !== undefined, concurrency: proxy?.concurrency });
+    registerDashboardRoutes(app, {
+      breaker,
+      transitions: deps.observe.transitions,
+      proxy: deps.proxy,
+      tokenRequired: deps.token !== undefined,
+      concurrency: proxy?.concurrency,
+    });
   }
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';
@@ -100,7 +126,13 @@ export function createApp(deps: AppDeps): App {
   registerFallbacks(app, deps.logger, deps.clock);
   if (proxy === undefined) return { app, breaker, ready: Promise.resolve() };
   const raw = { proxy, hosts, logger: deps.logger, clock: deps.clock };
-  return { app, breaker, proxyListener: rawProxyListener(raw), upgradeListener: rawUpgradeListener(raw), ready: proxy.ready };
+  return {
+    app,
+    breaker,
+    proxyListener: rawProxyListener(raw),
+    upgradeListener: rawUpgradeListener(raw),
+    ready: proxy.ready,
+  };
 }
 
 /** Host check (421), cross-site refusal (403; not under /proxy) and the bearer token. */
@@ -108,7 +140,9 @@ function registerGuards(app: OpenAPIHono, hosts: HostRule | null, token: string 
   app.use('*', checkHost(hosts));
   // Proxied requests are the upstream's business: its own CSRF rules apply, not these.
   const crossSite = refuseCrossSite();
-  app.use('*', (c, next) => (c.req.path === '/proxy' || c.req.path.startsWith('/proxy/') ? next() : crossSite(c, next)));
+  app.use('*', (c, next) =>
+    c.req.path === '/proxy' || c.req.path.startsWith('/proxy/') ? next() : crossSite(c, next),
+  );
   guardTokenPaths(app, token);
 }
 
@@ -123,6 +157,8 @@ function registerProxy(app: OpenAPIHono, deps: AppDeps, breaker: BreakerService)
 
 /** Whether a name is a proxy node's circuit (`<upstream>/<node id>`), defined by the config. */
 function nodeCircuitNames(proxy: ProxyOptions | undefined): (name: string) => boolean {
-  const names = new Set(Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => nodeCircuitName(u, n.id))));
+  const names = new Set(
+    Object.entries(proxy?.upstreams ?? {}).flatMap(([u, cfg]) => cfg.nodes.map((n) => nodeCircuitName(u, n.id))),
+  );
   return (name) => names.has(name);
 }

@@ -38,7 +38,10 @@ function readConfigFile(configPath: string | undefined): FileConfig {
 }
 
 /** Read the environment, the command line (`--workers`) and the optional config file once. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly string[] = process.argv.slice(2)): Config {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = process.argv.slice(2),
+): Config {
   const fromEnv = readEnv(env, argv);
   const { store: storeOptions, ...rest } = readConfigFile(fromEnv.configPath);
   return { ...rest, storeOptions, ...fromEnv, instanceId: rest.instance_id ?? defaultInstanceId(fromEnv.port) };
@@ -46,14 +49,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, argv: readonly 
 
 /** `<hostname>:<port>`, cut to a valid caller id (a host name may hold no other characters but '-' and '.'). */
 function defaultInstanceId(port: number): string {
-  const host = os.hostname().replace(/[^A-Za-z0-9_.:~\-/]/g, '_').slice(0, 120) || 'localhost';
+  const host =
+    os
+      .hostname()
+      .replace(/[^A-Za-z0-9_.:~\-/]/g, '_')
+      .slice(0, 120) || 'localhost';
   return `${host}:${port}`;
 }
 
 /** Whether the config defines a circuit (declared under `circuits:`, or a proxy node's): never deleted as idle. */
 export function configDefinedCircuit(config: Pick<FileConfig, 'circuits' | 'upstreams'>): (name: string) => boolean {
   const names = new Set(Object.keys(config.circuits));
-  for (const [upstream, { nodes }] of Object.entries(config.upstreams)) for (const node of nodes) names.add(nodeCircuitName(upstream, node.id));
+  for (const [upstream, { nodes }] of Object.entries(config.upstreams))
+    for (const node of nodes) names.add(nodeCircuitName(upstream, node.id));
   return (name) => names.has(name);
 }
 

@@ -45,8 +45,22 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
   const { housekeeping, leases } = opened;
-  const jobs = singletonJobs(config, { breaker: built.breaker, logger, proxy, observe, housekeeping, leases, shared, owner });
-  serveApp(server, { fetch: built.app.fetch, proxyListener: built.proxyListener, upgradeListener: built.upgradeListener }, readiness, logger);
+  const jobs = singletonJobs(config, {
+    breaker: built.breaker,
+    logger,
+    proxy,
+    observe,
+    housekeeping,
+    leases,
+    shared,
+    owner,
+  });
+  serveApp(
+    server,
+    { fetch: built.app.fetch, proxyListener: built.proxyListener, upgradeListener: built.upgradeListener },
+    readiness,
+    logger,
+  );
   // Listen only now, with every listener attached: a connection accepted is a connection answered.
   await listen(server, config.port, config.host);
   logListening(config, logger, (server.address() as AddressInfo).port);
@@ -54,13 +68,22 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   onSignals((signal) => {
     readiness.draining = true;
     const delayMs = config.shutdown_delay_ms;
-    logger.info({ event: 'not_ready', signal, shutdown_delay_ms: delayMs }, `not ready; serving ${delayMs} ms more before closing the port`);
+    logger.info(
+      { event: 'not_ready', signal, shutdown_delay_ms: delayMs },
+      `not ready; serving ${delayMs} ms more before closing the port`,
+    );
     const stopJobs = () => {
       observe.hub.closeAll(); // event streams never end by themselves
       jobs.stop();
     };
     const closeResources = () => (proxy?.client.close() ?? Promise.resolve()).finally(() => opened.close());
-    const options = { logger, graceMs: config.shutdown_grace_ms, stopJobs, closeResources, onStopped: () => process.exit(0) };
+    const options = {
+      logger,
+      graceMs: config.shutdown_grace_ms,
+      stopJobs,
+      closeResources,
+      onStopped: () => process.exit(0),
+    };
     setTimeout(() => drain(server, signal, options), delayMs);
   });
 }
@@ -84,7 +107,13 @@ function observersFor(config: Config, opened: OpenedStore, shared: boolean): Obs
 /** The proxy, when a local DC and at least one upstream are configured. */
 function proxyFor(config: Config, observe: Observability): ProxyOptions | undefined {
   if (config.local_dc === undefined || Object.keys(config.upstreams).length === 0) return undefined;
-  return { localDc: config.local_dc, upstreams: config.upstreams, client: createUndiciClient(), onCoalesced: observe.metrics?.proxyCoalesced, instanceId: config.instanceId };
+  return {
+    localDc: config.local_dc,
+    upstreams: config.upstreams,
+    client: createUndiciClient(),
+    onCoalesced: observe.metrics?.proxyCoalesced,
+    instanceId: config.instanceId,
+  };
 }
 
 interface Wired {
@@ -95,7 +124,11 @@ interface Wired {
 }
 
 /** createApp's dependencies from the config and what is already open. */
-function appDeps(config: Config, logger: Logger, { opened, observe, proxy, readiness }: Wired): Parameters<typeof createApp>[0] {
+function appDeps(
+  config: Config,
+  logger: Logger,
+  { opened, observe, proxy, readiness }: Wired,
+): Parameters<typeof createApp>[0] {
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { limits } = config;
   return {
@@ -132,14 +165,22 @@ async function declareCircuits(config: Config, { breaker }: App, opened: OpenedS
   await declare();
   // Every host declares them again after a reset; the same values.
   opened.onReset?.(() => {
-    declare().catch((error: unknown) => logger.warn({ event: 'redeclare_failed', err: (error as Error).message }, 'declaring circuits again after a store reset failed'));
+    declare().catch((error: unknown) =>
+      logger.warn(
+        { event: 'redeclare_failed', err: (error as Error).message },
+        'declaring circuits again after a store reset failed',
+      ),
+    );
   });
 }
 
 function logListening(config: Config, logger: Logger, port: number): void {
   const event = cluster.isWorker ? 'worker_listening' : 'listening';
   const where = config.store.kind === 'sqlite' ? { db: config.dbPath } : { store: redactUrl(config.store.url) };
-  logger.info({ event, host: config.host, port, ...where }, `circuitlog listening on http://${urlHost(config.host)}:${port}`);
+  logger.info(
+    { event, host: config.host, port, ...where },
+    `circuitlog listening on http://${urlHost(config.host)}:${port}`,
+  );
 }
 
 /** SIGTERM and SIGINT, once. */
@@ -168,7 +209,13 @@ async function main(): Promise<void> {
   await probeListen(config.port, config.host);
   if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
   const shutdownGraceMs = config.shutdown_delay_ms + config.shutdown_grace_ms;
-  const primary = runPrimary({ workers: config.workers, port: config.port, host: config.host, shutdownGraceMs, logger });
+  const primary = runPrimary({
+    workers: config.workers,
+    port: config.port,
+    host: config.host,
+    shutdownGraceMs,
+    logger,
+  });
   onSignals((signal) => primary.shutdown(signal));
 }
 

@@ -28,10 +28,18 @@ export const windowSchema = z
   .strict()
   .superRefine((w, ctx) => {
     if (w.size > WINDOW_MAX_SIZE[w.type]) {
-      ctx.addIssue({ code: 'custom', path: ['size'], message: `must be at most ${WINDOW_MAX_SIZE[w.type]} for a ${w.type} window` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['size'],
+        message: `must be at most ${WINDOW_MAX_SIZE[w.type]} for a ${w.type} window`,
+      });
     }
     if (w.type === 'count' && w.minimum_calls != null && w.minimum_calls > w.size) {
-      ctx.addIssue({ code: 'custom', path: ['minimum_calls'], message: 'must be at most size for a count window (it could never be reached)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['minimum_calls'],
+        message: 'must be at most size for a count window (it could never be reached)',
+      });
     }
   });
 
@@ -61,7 +69,11 @@ export const quorumSchema = z
   .strict()
   .superRefine((q, ctx) => {
     if (q.max_callers != null && q.max_callers < q.min_callers) {
-      ctx.addIssue({ code: 'custom', path: ['max_callers'], message: `must be at least min_callers (${q.min_callers}): a quorum it could never hold` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['max_callers'],
+        message: `must be at least min_callers (${q.min_callers}): a quorum it could never hold`,
+      });
     }
   });
 
@@ -80,10 +92,17 @@ export const policyFields = {
 };
 
 /** Rules across fields, for a complete policy. */
-export function checkPolicy(p: { timeout_seconds: number; backoff?: z.infer<typeof backoffSchema> | null }, ctx: z.RefinementCtx): void {
+export function checkPolicy(
+  p: { timeout_seconds: number; backoff?: z.infer<typeof backoffSchema> | null },
+  ctx: z.RefinementCtx,
+): void {
   const max = p.backoff?.max_timeout_seconds;
   if (max != null && max < p.timeout_seconds) {
-    ctx.addIssue({ code: 'custom', path: ['backoff', 'max_timeout_seconds'], message: `must be at least timeout_seconds (${p.timeout_seconds})` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['backoff', 'max_timeout_seconds'],
+      message: `must be at least timeout_seconds (${p.timeout_seconds})`,
+    });
   }
 }
 

@@ -25,12 +25,22 @@ describe('the defaults table is what config and HTTP apply', () => {
     expect(api.failure_threshold).toBe(POLICY_DEFAULTS.upstreamFailureThreshold);
     expect(api.timeout_seconds).toBe(POLICY_DEFAULTS.circuit.timeoutSeconds);
     expect(api.half_open_max_calls).toBe(POLICY_DEFAULTS.circuit.halfOpenMaxCalls);
-    expect(upstreamPolicy(api)).toEqual({ ...POLICY_DEFAULTS.circuit, failureThreshold: POLICY_DEFAULTS.upstreamFailureThreshold });
+    expect(upstreamPolicy(api)).toEqual({
+      ...POLICY_DEFAULTS.circuit,
+      failureThreshold: POLICY_DEFAULTS.upstreamFailureThreshold,
+    });
   });
 
   it("config: an upstream's own policy fields override the table", () => {
-    const api = parseConfigText(`${UPSTREAM}    success_threshold: 4\n    forced_state: closed\n    backoff: {}\n`, 'test').upstreams.api!;
-    expect(upstreamPolicy(api)).toMatchObject({ successThreshold: 4, forcedState: 'closed', backoff: { multiplier: POLICY_DEFAULTS.backoff.multiplier } });
+    const api = parseConfigText(
+      `${UPSTREAM}    success_threshold: 4\n    forced_state: closed\n    backoff: {}\n`,
+      'test',
+    ).upstreams.api!;
+    expect(upstreamPolicy(api)).toMatchObject({
+      successThreshold: 4,
+      forcedState: 'closed',
+      backoff: { multiplier: POLICY_DEFAULTS.backoff.multiplier },
+    });
   });
 
   it('HTTP: a circuit created with the config defaults answers the table in wire form', async () => {
@@ -43,7 +53,12 @@ describe('the defaults table is what config and HTTP apply', () => {
   it('HTTP: a window and a backoff patched in with no members get the table defaults', async () => {
     const t = appFromConfig('{}');
     await t.request('POST', '/circuits/svc/outcomes', { success: true });
-    const res = await t.request('PATCH', '/circuits/svc', JSON.stringify({ window: { type: 'time', size: 60 }, backoff: {} }), MERGE);
+    const res = await t.request(
+      'PATCH',
+      '/circuits/svc',
+      JSON.stringify({ window: { type: 'time', size: 60 }, backoff: {} }),
+      MERGE,
+    );
     expect(res.status).toBe(200);
     const body = (await (await t.request('GET', '/circuits/svc')).json()) as Record<string, unknown>;
     expect(body.window).toEqual({
@@ -54,6 +69,9 @@ describe('the defaults table is what config and HTTP apply', () => {
       slow_call_duration_ms: null,
       slow_call_rate_threshold: POLICY_DEFAULTS.window.slowCallRateThreshold,
     });
-    expect(body.backoff).toEqual({ multiplier: POLICY_DEFAULTS.backoff.multiplier, max_timeout_seconds: POLICY_DEFAULTS.backoff.maxTimeoutSeconds });
+    expect(body.backoff).toEqual({
+      multiplier: POLICY_DEFAULTS.backoff.multiplier,
+      max_timeout_seconds: POLICY_DEFAULTS.backoff.maxTimeoutSeconds,
+    });
   });
 });

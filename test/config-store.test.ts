@@ -35,7 +35,15 @@ describe('CIRCUITLOG_STORE', () => {
   });
 
   it('refuses a URL with no host, an unknown scheme or a path that is no database number, naming the variable and hiding the password', () => {
-    for (const bad of ['redis://', 'redis:///3', 'http://127.0.0.1', 'redis://h/db1', 'redis://h:6379/0?x=1', 'sqlite:', 'nonsense']) {
+    for (const bad of [
+      'redis://',
+      'redis:///3',
+      'http://127.0.0.1',
+      'redis://h/db1',
+      'redis://h:6379/0?x=1',
+      'sqlite:',
+      'nonsense',
+    ]) {
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: /);
     }
     expect(() => loadConfig({ CIRCUITLOG_STORE: 'ftp://user:hunter2@h' }, [])).toThrow(/ftp:\/\/user:\*\*\*@h/);
@@ -46,7 +54,14 @@ describe('CIRCUITLOG_STORE', () => {
     expect(loadConfig({ CIRCUITLOG_STORE: url }, []).store).toEqual({ kind: 'redis', url, timeoutMs: 1_000 });
     const described = describeConfig(loadConfig({ CIRCUITLOG_STORE: url }, []));
     expect(described).toMatchObject({ store: 'rediss+sentinel://u:***@s1:26379,[::1]:26380,s3/mymaster/2' });
-    for (const bad of ['redis+sentinel://s1:26379', 'redis+sentinel://s1:26379/', 'redis+sentinel://:hunter2@s1:0/m', 'redis+sentinel://s1,/m', 'redis+sentinel://s1/m/db', 'redis+sentinel://s1/m/0?x=1']) {
+    for (const bad of [
+      'redis+sentinel://s1:26379',
+      'redis+sentinel://s1:26379/',
+      'redis+sentinel://:hunter2@s1:0/m',
+      'redis+sentinel://s1,/m',
+      'redis+sentinel://s1/m/db',
+      'redis+sentinel://s1/m/0?x=1',
+    ]) {
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).not.toThrow(/hunter2/);
     }
@@ -55,8 +70,17 @@ describe('CIRCUITLOG_STORE', () => {
   it('takes redis+cluster:// (and rediss+cluster://) with host:port nodes, refusing malformed ones without the password', () => {
     const url = 'rediss+cluster://u:hunter2@n1:7000,[::1]:7001,n3:7002';
     expect(loadConfig({ CIRCUITLOG_STORE: url }, []).store).toEqual({ kind: 'redis', url, timeoutMs: 1_000 });
-    expect(describeConfig(loadConfig({ CIRCUITLOG_STORE: url }, []))).toMatchObject({ store: 'rediss+cluster://u:***@n1:7000,[::1]:7001,n3:7002' });
-    for (const bad of ['redis+cluster://', 'redis+cluster://:hunter2@n1', 'redis+cluster://n1:7000/0', 'redis+cluster://n1:7000?x=1', 'redis+cluster://n1:0', 'redis+cluster://n1:7000,']) {
+    expect(describeConfig(loadConfig({ CIRCUITLOG_STORE: url }, []))).toMatchObject({
+      store: 'rediss+cluster://u:***@n1:7000,[::1]:7001,n3:7002',
+    });
+    for (const bad of [
+      'redis+cluster://',
+      'redis+cluster://:hunter2@n1',
+      'redis+cluster://n1:7000/0',
+      'redis+cluster://n1:7000?x=1',
+      'redis+cluster://n1:0',
+      'redis+cluster://n1:7000,',
+    ]) {
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).not.toThrow(/hunter2/);
     }
@@ -71,6 +95,8 @@ describe('CIRCUITLOG_STORE', () => {
   it('takes the proxy choice on a storage outage: fail_open (default) or refuse', () => {
     expect(loadConfig({}, []).proxyOnStorageOutage).toBe('fail_open');
     expect(loadConfig({ CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: 'REFUSE' }, []).proxyOnStorageOutage).toBe('refuse');
-    expect(() => loadConfig({ CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: 'maybe' }, [])).toThrow(/CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE/);
+    expect(() => loadConfig({ CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE: 'maybe' }, [])).toThrow(
+      /CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE/,
+    );
   });
 });

@@ -41,7 +41,9 @@ function once(port: number, path: string): Promise<Outcome> {
   return new Promise((resolve) => {
     const req = http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
       res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] !== undefined }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] !== undefined }),
+      );
       res.on('error', (error) => resolve(`response: ${error.message}`));
     });
     req.setTimeout(HANG_MS, () => {
@@ -62,7 +64,14 @@ function once(port: number, path: string): Promise<Outcome> {
  * waits for the requests in flight (each bounded by HANG_MS) and returns what they saw.
  */
 export function hammer(port: number, path = '/health', lanes = 3): { stop(): Promise<Tally> } {
-  const tally = { statuses: {} as Record<number, number>, bare503: 0, refused: 0, resetAtOnce: 0, hung: 0, errors: [] as string[] };
+  const tally = {
+    statuses: {} as Record<number, number>,
+    bare503: 0,
+    refused: 0,
+    resetAtOnce: 0,
+    hung: 0,
+    errors: [] as string[],
+  };
   let stopped = false;
   const lane = async () => {
     while (!stopped) {

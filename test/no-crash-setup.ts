@@ -9,6 +9,8 @@ import { takeCrashes } from './server-process.js';
 afterEach(() => {
   const crashes = takeCrashes();
   if (crashes.length > 0) {
-    throw new Error(`a spawned server crashed (${crashes.length}):\n${crashes.map((c) => `pid ${c.pid}:\n${c.stderr}`).join('\n---\n')}`);
+    throw new Error(
+      `a spawned server crashed (${crashes.length}):\n${crashes.map((c) => `pid ${c.pid}:\n${c.stderr}`).join('\n---\n')}`,
+    );
   }
 });

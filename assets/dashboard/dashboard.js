@@ -76,7 +76,10 @@ async function loadUrgent(state, max, into) {
   let after = 0;
   let added = 0;
   while (after !== null && added < max) {
-    const s = await api('GET', `/dashboard/api/state?limit=${Math.min(PAGE, max - added)}&after=${after}&state=${state}`);
+    const s = await api(
+      'GET',
+      `/dashboard/api/state?limit=${Math.min(PAGE, max - added)}&after=${after}&state=${state}`,
+    );
     for (const c of s.circuits) into.set(c.name, c);
     added += s.circuits.length;
     after = s.next_after;
@@ -226,7 +229,8 @@ async function readEvents(body) {
         const val = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
         fields[key] = key === 'data' && fields.data !== undefined ? `${fields.data}\n${val}` : val;
       }
-      if (fields.event === 'transition' && fields.data !== undefined) onTransition(Number(fields.id), JSON.parse(fields.data));
+      if (fields.event === 'transition' && fields.data !== undefined)
+        onTransition(Number(fields.id), JSON.parse(fields.data));
       // The server cannot resume from our id (unknown or expired): take a new snapshot.
       if (fields.event === 'reset' && fields.data !== undefined) {
         view.lastEventId = JSON.parse(fields.data).newest_id;
@@ -253,7 +257,8 @@ function setLive(on) {
   if (document.body.classList.contains('stale')) return;
   document.body.classList.add('stale');
   const since = view.liveSince ? new Date(view.liveSince).toLocaleTimeString() : 'the start';
-  $('stale').textContent = `Not live: the server does not answer. Everything below may be out of date (last live ${since}); reconnecting…`;
+  $('stale').textContent =
+    `Not live: the server does not answer. Everything below may be out of date (last live ${since}); reconnecting…`;
   $('stale').hidden = false;
 }
 
@@ -285,7 +290,8 @@ function countdownText(untilIso) {
 
 function failures(c) {
   const stats = c.window_stats;
-  if (stats && stats.failure_rate !== null && stats.failure_rate !== undefined) return `${stats.failure_rate}% of ${stats.calls}`;
+  if (stats && stats.failure_rate !== null && stats.failure_rate !== undefined)
+    return `${stats.failure_rate}% of ${stats.calls}`;
   return c.failure_threshold === undefined ? '' : `${c.failure_count}/${c.failure_threshold}`;
 }
 
@@ -310,7 +316,8 @@ function wouldRefuse(c) {
   if (c.forced_state !== 'closed') return null;
   if (c.state === 'open') return 'the rules hold it open: every call would be refused';
   const isolated = Array.isArray(c.isolated_callers) ? c.isolated_callers.length : 0;
-  if (isolated > 0) return `${isolated} isolated caller(s) would be refused: ${c.isolated_callers.map((i) => i.caller).join(', ')}`;
+  if (isolated > 0)
+    return `${isolated} isolated caller(s) would be refused: ${c.isolated_callers.map((i) => i.caller).join(', ')}`;
   return null;
 }
 const VERDICT_ORDER = { refused: 0, probing: 1, allowed: 2 };
@@ -325,18 +332,36 @@ function row(c) {
   return el(
     'tr',
     { 'data-circuit': c.name, class: `state-${c.state} calls-${calls}${would ? ' would-refuse' : ''}` },
-    el('td', { class: 'verdict' }, el('span', { class: `calls ${calls}`, textContent: calls, title: 'What a call gets now' })),
+    el(
+      'td',
+      { class: 'verdict' },
+      el('span', { class: `calls ${calls}`, textContent: calls, title: 'What a call gets now' }),
+    ),
     el('td', { class: 'name', textContent: c.name }),
-    el('td', {}, el('span', { class: `state ${c.state}${forced ? ' overridden' : ''}`, textContent: STATE_WORDS[c.state] ?? c.state, title: forced ? `breaker state; the force decides calls` : 'breaker state' })),
+    el(
+      'td',
+      {},
+      el('span', {
+        class: `state ${c.state}${forced ? ' overridden' : ''}`,
+        textContent: STATE_WORDS[c.state] ?? c.state,
+        title: forced ? `breaker state; the force decides calls` : 'breaker state',
+      }),
+    ),
     el('td', { class: 'failures', textContent: failures(c) }),
     el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
     el(
       'td',
       { class: 'forced' },
       forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null,
-      would ? el('span', { class: 'would-refuse-badge', textContent: 'would refuse', title: `Detect-only: ${would}` }) : null,
+      would
+        ? el('span', { class: 'would-refuse-badge', textContent: 'would refuse', title: `Detect-only: ${would}` })
+        : null,
     ),
-    el('td', { class: 'last', 'data-at': t ? t.at : '', 'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–' }),
+    el('td', {
+      class: 'last',
+      'data-at': t ? t.at : '',
+      'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–',
+    }),
     el(
       'td',
       { class: 'actions' },
@@ -352,7 +377,17 @@ function table(circuits) {
   return el(
     'table',
     {},
-    el('thead', {}, el('tr', {}, ...['calls', 'circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) => el('th', { textContent: h })))),
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        ...['calls', 'circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) =>
+          el('th', { textContent: h }),
+        ),
+      ),
+    ),
     el('tbody', {}, ...circuits.map(row)),
   );
 }
@@ -366,27 +401,53 @@ function render() {
   const groups = [];
   const nodeCircuits = new Set();
   for (const u of view.upstreams) {
-    const dcs = [...new Set(u.nodes.map((n) => n.dc))].sort((a, b) => Number(b === view.localDc) - Number(a === view.localDc));
+    const dcs = [...new Set(u.nodes.map((n) => n.dc))].sort(
+      (a, b) => Number(b === view.localDc) - Number(a === view.localDc),
+    );
     const parts = dcs.map((dc) => {
-      const circuits = u.nodes.filter((n) => n.dc === dc).map((n) => view.circuits.get(n.circuit)).filter((c) => c && match(c)).sort(byUrgency);
+      const circuits = u.nodes
+        .filter((n) => n.dc === dc)
+        .map((n) => view.circuits.get(n.circuit))
+        .filter((c) => c && match(c))
+        .sort(byUrgency);
       for (const n of u.nodes) nodeCircuits.add(n.circuit);
       const open = circuits.filter(refusing).length;
       const title = `${dc}${dc === view.localDc ? ' (local)' : ''}: ${circuits.length - open} of ${circuits.length} nodes closed`;
-      return circuits.length ? el('div', { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc }, el('h3', { textContent: title }), table(circuits)) : null;
+      return circuits.length
+        ? el(
+            'div',
+            { class: `dc ${open === circuits.length ? 'down' : open ? 'degraded' : 'up'}`, 'data-dc': dc },
+            el('h3', { textContent: title }),
+            table(circuits),
+          )
+        : null;
     });
     const load = el('span', { class: 'load', textContent: loadText(u.concurrency) });
-    if (parts.some(Boolean)) groups.push(el('section', { class: 'group', 'data-upstream': u.name }, el('h2', {}, `upstream ${u.name} `, load), ...parts));
+    if (parts.some(Boolean))
+      groups.push(
+        el('section', { class: 'group', 'data-upstream': u.name }, el('h2', {}, `upstream ${u.name} `, load), ...parts),
+      );
   }
   const others = all.filter((c) => !nodeCircuits.has(c.name) && match(c));
-  if (others.length) groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others), pager()));
-  if (groups.length === 0) groups.push(el('p', { class: 'empty', textContent: view.circuits.size || view.filter ? 'No circuit matches the filter.' : 'No circuits yet.' }), pager());
+  if (others.length)
+    groups.push(el('section', { class: 'group' }, el('h2', { textContent: 'circuits' }), table(others), pager()));
+  if (groups.length === 0)
+    groups.push(
+      el('p', {
+        class: 'empty',
+        textContent: view.circuits.size || view.filter ? 'No circuit matches the filter.' : 'No circuits yet.',
+      }),
+      pager(),
+    );
   $('groups').replaceChildren(...groups.filter(Boolean));
 
   const counts = { refused: 0, probing: 0, allowed: 0 };
   for (const c of all) counts[verdict(c)]++;
   // One page of many (or a search): every open and half-open circuit is known, the rest is not.
   const more = view.urgentFull ? '+' : '';
-  const head = view.complete ? `${all.length} circuits: ` : `page ${view.before.length + 1}${view.filter ? ` of the circuits matching "${view.filter}"` : ''}, ${view.pageSize} circuits; in all: `;
+  const head = view.complete
+    ? `${all.length} circuits: `
+    : `page ${view.before.length + 1}${view.filter ? ` of the circuits matching "${view.filter}"` : ''}, ${view.pageSize} circuits; in all: `;
   $('summary').replaceChildren(
     head,
     el('span', { class: 'count refused', textContent: `${counts.refused}${more} refusing calls` }),
@@ -396,7 +457,12 @@ function render() {
   );
   $('timeline').replaceChildren(
     ...view.timeline.map((t) =>
-      el('li', { class: `to-${t.to}` }, el('time', { dateTime: t.at, textContent: new Date(t.at).toLocaleTimeString() }), ` ${t.circuit}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`),
+      el(
+        'li',
+        { class: `to-${t.to}` },
+        el('time', { dateTime: t.at, textContent: new Date(t.at).toLocaleTimeString() }),
+        ` ${t.circuit}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`,
+      ),
     ),
   );
   tick();
@@ -405,11 +471,22 @@ function render() {
 /** Previous and Next under the list, when there is more than one page. */
 function pager() {
   if (view.before.length === 0 && view.next === null) return null;
-  const prev = el('button', { type: 'button', id: 'prev-page', textContent: '← Previous', disabled: view.before.length === 0 });
+  const prev = el('button', {
+    type: 'button',
+    id: 'prev-page',
+    textContent: '← Previous',
+    disabled: view.before.length === 0,
+  });
   const next = el('button', { type: 'button', id: 'next-page', textContent: 'Next →', disabled: view.next === null });
   prev.addEventListener('click', () => goTo(view.before.at(-1) ?? 0, view.before.slice(0, -1)));
   next.addEventListener('click', () => goTo(view.next, [...view.before, view.after]));
-  return el('nav', { class: 'pager', 'aria-label': 'Pages of circuits' }, prev, ` page ${view.before.length + 1} `, next);
+  return el(
+    'nav',
+    { class: 'pager', 'aria-label': 'Pages of circuits' },
+    prev,
+    ` page ${view.before.length + 1} `,
+    next,
+  );
 }
 
 /** Once a second: the open_until countdowns and how long ago each last transition was. */
@@ -437,7 +514,8 @@ const ACTIONS = {
 const CONFIRM = {
   reset: (name) => `Reset ${name}? It closes now and admits every call.`,
   'force-open': (name) => `Force ${name} open? Every call is refused until the force is cleared.`,
-  'force-closed': (name) => `Force ${name} closed? Every call is admitted, failures or not, until the force is cleared.`,
+  'force-closed': (name) =>
+    `Force ${name} closed? Every call is admitted, failures or not, until the force is cleared.`,
 };
 
 async function onAction(event) {

@@ -18,4 +18,10 @@ export interface CapacityUpstream {
 }
 
 /** A loopback upstream serving at most `capacity` requests at once in `latencyMs`, queueing the rest. */
-export function startCapacityUpstream(o: { capacity: number; latencyMs: number; maxQueue?: number; status?: number; port?: number }): Promise<CapacityUpstream>;
+export function startCapacityUpstream(o: {
+  capacity: number;
+  latencyMs: number;
+  maxQueue?: number;
+  status?: number;
+  port?: number;
+}): Promise<CapacityUpstream>;

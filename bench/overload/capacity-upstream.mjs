@@ -54,8 +54,12 @@ export async function startCapacityUpstream(o) {
   };
 
   const server = http.createServer((req, res) => {
-    if (req.url === '/health') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
-    if (req.url === '/__stats') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...stats, inService, queued: queue.length - head }));
+    if (req.url === '/health')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    if (req.url === '/__stats')
+      return void res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ...stats, inService, queued: queue.length - head }));
     req.resume();
     stats.received++;
     if (inService < capacity && head === queue.length) return serve(res);
@@ -96,7 +100,13 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     if (!Number.isInteger(v) || v < 0) throw new Error(`${name}: a whole number`);
     return v;
   };
-  const up = await startCapacityUpstream({ capacity: int('CAPACITY', 32), latencyMs: int('LATENCY_MS', 20), maxQueue: int('MAX_QUEUE', 20_000), status: int('STATUS', 200), port: int('PORT', 0) });
+  const up = await startCapacityUpstream({
+    capacity: int('CAPACITY', 32),
+    latencyMs: int('LATENCY_MS', 20),
+    maxQueue: int('MAX_QUEUE', 20_000),
+    status: int('STATUS', 200),
+    port: int('PORT', 0),
+  });
   process.stdout.write(`${JSON.stringify({ event: 'listening', port: up.port })}\n`);
   const stop = () => up.close().then(() => process.exit(0));
   process.on('SIGTERM', stop);

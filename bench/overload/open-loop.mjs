@@ -33,9 +33,21 @@ export function loopbackPool(url, connections = 4_096) {
  * Send GET `path` at `ratePerSecond` for `durationMs` through `pool`.
  * @returns {Promise<{ sent: number, notSent: number, errors: number, statuses: Record<string, number>, latencies: Float64Array, okLatencies: number[], startedAt: number[], elapsedMs: number, timeline: (t0: number, bucketMs: number) => object[] }>}
  */
-export async function openLoop({ pool, path, ratePerSecond, durationMs, maxOutstanding = 4_000, maxRequests = MAX_REQUESTS, timeoutMs = 10_000, seed = 1, onTick }) {
-  if (!(durationMs > 0 && durationMs <= MAX_DURATION_MS)) throw new Error(`open-loop: durationMs within (0, ${MAX_DURATION_MS}]`);
-  if (!(ratePerSecond > 0) || ratePerSecond * (durationMs / 1000) > maxRequests) throw new Error(`open-loop: at most ${maxRequests} requests`);
+export async function openLoop({
+  pool,
+  path,
+  ratePerSecond,
+  durationMs,
+  maxOutstanding = 4_000,
+  maxRequests = MAX_REQUESTS,
+  timeoutMs = 10_000,
+  seed = 1,
+  onTick,
+}) {
+  if (!(durationMs > 0 && durationMs <= MAX_DURATION_MS))
+    throw new Error(`open-loop: durationMs within (0, ${MAX_DURATION_MS}]`);
+  if (!(ratePerSecond > 0) || ratePerSecond * (durationMs / 1000) > maxRequests)
+    throw new Error(`open-loop: at most ${maxRequests} requests`);
   const random = mulberry32(seed);
   const records = []; // [sentAtMs, latencyMs, status] per answered request
   const statuses = {};
@@ -106,7 +118,8 @@ function summarize(records, base) {
     /** Latencies (ms) of answers with `status`, sorted; all answers when status is omitted. */
     latencies(status) {
       const out = [];
-      for (let i = 0; i < records.length; i += 3) if (status === undefined || records[i + 2] === status) out.push(records[i + 1]);
+      for (let i = 0; i < records.length; i += 3)
+        if (status === undefined || records[i + 2] === status) out.push(records[i + 1]);
       return out.sort((a, b) => a - b);
     },
     /** Answers with `status` sent in [fromMs, toMs) and answered within `withinMs`. */
@@ -114,7 +127,13 @@ function summarize(records, base) {
       let c = 0;
       for (let i = 0; i < records.length; i += 3) {
         const at = records[i];
-        if (at >= fromMs && at < toMs && (status === undefined || records[i + 2] === status) && records[i + 1] <= withinMs) c++;
+        if (
+          at >= fromMs &&
+          at < toMs &&
+          (status === undefined || records[i + 2] === status) &&
+          records[i + 1] <= withinMs
+        )
+          c++;
       }
       return c;
     },

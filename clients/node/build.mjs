@@ -11,7 +11,10 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 
 rmSync(path.join(here, 'dist'), { recursive: true, force: true });
-for (const [format, type] of [['esm', 'module'], ['cjs', 'commonjs']]) {
+for (const [format, type] of [
+  ['esm', 'module'],
+  ['cjs', 'commonjs'],
+]) {
   execFileSync(process.execPath, [tsc, '-p', path.join(here, `tsconfig.${format}.json`)], { stdio: 'inherit' });
   mkdirSync(path.join(here, 'dist', format), { recursive: true });
   writeFileSync(path.join(here, 'dist', format, 'package.json'), `${JSON.stringify({ type })}\n`);

@@ -6,12 +6,25 @@
 
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
-import { CircuitOpenError, CircuitThrottledError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+import {
+  CircuitOpenError,
+  CircuitThrottledError,
+  CircuitlogRequestError,
+  CircuitlogUnavailableError,
+} from './errors.js';
 import type { Link } from './link.js';
 import type { KnownCircuit, LocalBreakers } from './local-breaker.js';
 import type { LocalThrottles } from './local-throttle.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
-import { admitsLocally, effectiveState, forcedFrom, isolate, isolationIn, type CircuitView, type ViewEntry } from './view.js';
+import {
+  admitsLocally,
+  effectiveState,
+  forcedFrom,
+  isolate,
+  isolationIn,
+  type CircuitView,
+  type ViewEntry,
+} from './view.js';
 
 // How often a circuit's policy (which changes without a transition) is fetched again; sooner
 // while circuitlog does not know the circuit yet (it is created by its first outcome).
@@ -54,7 +67,9 @@ export class Admission {
     const decision = this.deps.throttles.decide(name, entry.json);
     if (!decision.throttled) return null;
     this.counts.throttledLocally++;
-    return new CircuitThrottledError(name, decision.probability, this.deps.clock() + THROTTLE_RETRY_AFTER_MS, { local: true });
+    return new CircuitThrottledError(name, decision.probability, this.deps.clock() + THROTTLE_RETRY_AFTER_MS, {
+      local: true,
+    });
   }
 
   /** Ask circuitlog (or, while it is unreachable, the local breaker); throws on refusal. */
@@ -85,8 +100,10 @@ export class Admission {
     link.setReachable(true);
     this.learn(view.getOrCreate(name), answer, seq, generation);
     if (answer.allowed) return;
-    if (answer.throttled !== undefined) throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);
-    if (answer.scope === 'caller') throw new CircuitOpenError(name, answer.state, answer.retryAt, { caller: this.deps.caller });
+    if (answer.throttled !== undefined)
+      throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);
+    if (answer.scope === 'caller')
+      throw new CircuitOpenError(name, answer.state, answer.retryAt, { caller: this.deps.caller });
     throw new CircuitOpenError(name, answer.state, answer.retryAt, { forced: answer.forced });
   }
 
@@ -136,11 +153,15 @@ export class Admission {
   }
 
   private admitOffline(name: string): void {
-    if (!this.deps.failOpen) throw new CircuitlogUnavailableError(`circuitlog is unreachable and failOpen is false: call on '${name}' refused`);
+    if (!this.deps.failOpen)
+      throw new CircuitlogUnavailableError(
+        `circuitlog is unreachable and failOpen is false: call on '${name}' refused`,
+      );
     this.counts.offlineDecisions++;
     const verdict = this.deps.local.admit(name, this.known(name));
     if (verdict.allowed) return;
-    if (verdict.throttled !== undefined) throw new CircuitThrottledError(name, verdict.throttled.probability, verdict.retryAt, { local: true });
+    if (verdict.throttled !== undefined)
+      throw new CircuitThrottledError(name, verdict.throttled.probability, verdict.retryAt, { local: true });
     throw new CircuitOpenError(name, this.deps.local.state(name) ?? 'open', verdict.retryAt, { local: true });
   }
 }

@@ -27,7 +27,10 @@ export function allowedAnswer(body: unknown): AllowedAnswer {
   return { allowed: true, state: stateOf(b.state, 'closed'), circuit };
 }
 
-export function refusal(body: Record<string, unknown>, headers: Readonly<Record<string, string | string[] | undefined>>): AllowedAnswer {
+export function refusal(
+  body: Record<string, unknown>,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+): AllowedAnswer {
   const forced = body.code === 'CIRCUIT_FORCED_OPEN';
   const state = stateOf(body.state, 'open');
   const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
@@ -36,10 +39,18 @@ export function refusal(body: Record<string, unknown>, headers: Readonly<Record<
   const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
   if (body.code === 'CIRCUIT_THROTTLED') {
     const p = body.throttle_probability;
-    return { allowed: false, state: 'closed', retryAt, retryAfterMs, forced: false, throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 } };
+    return {
+      allowed: false,
+      state: 'closed',
+      retryAt,
+      retryAfterMs,
+      forced: false,
+      throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 },
+    };
   }
   // A caller's isolation has its own open_until, whatever the circuit's state.
-  if (body.scope === 'caller' && Number.isFinite(openUntil)) return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
+  if (body.scope === 'caller' && Number.isFinite(openUntil))
+    return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
 }
 
@@ -48,7 +59,10 @@ export function parseReset(data: string): StreamReset | null {
     const d = JSON.parse(data) as Record<string, unknown>;
     const newestId = d.newest_id;
     // A number (SQLite's transition id) or, on Redis, a cursor of numbers joined by dots: opaque either way.
-    const valid = typeof newestId === 'number' ? Number.isSafeInteger(newestId) && newestId >= 0 : typeof newestId === 'string' && /^\d+(\.\d+)*$/.test(newestId);
+    const valid =
+      typeof newestId === 'number'
+        ? Number.isSafeInteger(newestId) && newestId >= 0
+        : typeof newestId === 'string' && /^\d+(\.\d+)*$/.test(newestId);
     if (!valid) return null;
     return { reason: typeof d.reason === 'string' ? d.reason : 'unknown', newestId: String(newestId) };
   } catch {
@@ -67,7 +81,9 @@ export function parseTransition(data: string, id: string): TransitionEvent | nul
       to: stateOf(d.to, 'closed'),
       reason: String(d.reason ?? ''),
       at: String(d.at ?? ''),
-      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string') ? { callers: d.callers as string[] } : {}),
+      ...(Array.isArray(d.callers) && d.callers.every((c) => typeof c === 'string')
+        ? { callers: d.callers as string[] }
+        : {}),
       ...(typeof d.until === 'string' ? { until: d.until } : {}),
     };
   } catch {

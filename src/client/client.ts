@@ -48,11 +48,26 @@ export class CircuitlogClient {
     this.caller = settings.caller;
     this.closeTimeoutMs = settings.closeTimeoutMs;
     this.view = new CircuitView(settings.maxCircuits, this.caller);
-    this.local = new LocalBreakers(this.clock, settings.localDefaults, settings.probeLeaseMs, settings.maxCircuits, settings.random);
+    this.local = new LocalBreakers(
+      this.clock,
+      settings.localDefaults,
+      settings.probeLeaseMs,
+      settings.maxCircuits,
+      settings.random,
+    );
     this.throttles = new LocalThrottles(this.clock, settings.random, settings.maxCircuits);
     this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
     const { view, local, throttles, transport, link, clock } = this;
-    this.admission = new Admission({ view, local, throttles, transport, link, clock, failOpen: settings.failOpen, caller: this.caller });
+    this.admission = new Admission({
+      view,
+      local,
+      throttles,
+      transport,
+      link,
+      clock,
+      failOpen: settings.failOpen,
+      caller: this.caller,
+    });
     this.queue = new OutcomeQueue(settings.queue, {
       send: (batch) => this.transport.postOutcomes(batch),
       onDelivered: () => this.link.setReachable(true),
@@ -77,7 +92,12 @@ export class CircuitlogClient {
           this.link.generation++;
           this.events.emit('reset', reset);
         },
-        onDown: (error) => this.link.set(false, error === null || error.kind === 'rejected' ? this.link.reachable : false, error ?? undefined),
+        onDown: (error) =>
+          this.link.set(
+            false,
+            error === null || error.kind === 'rejected' ? this.link.reachable : false,
+            error ?? undefined,
+          ),
       },
       settings.reconnectMaxDelayMs,
     );
@@ -140,7 +160,8 @@ export class CircuitlogClient {
     if (this.view.get(name) === undefined) checkName(name);
     if (typeof outcome.success !== 'boolean') throw new TypeError('record(): success must be a boolean');
     const d = outcome.durationMs;
-    if (d !== undefined && !(Number.isFinite(d) && d >= 0)) throw new TypeError('record(): durationMs must be a finite number >= 0');
+    if (d !== undefined && !(Number.isFinite(d) && d >= 0))
+      throw new TypeError('record(): durationMs must be a finite number >= 0');
     this.inFlight.enter();
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
@@ -213,7 +234,9 @@ export class CircuitlogClient {
     this.stream.stop();
     await this.transport.close();
     if (!delivered) {
-      throw new CircuitlogUnavailableError(`close(): ${pending} outcome(s) not acknowledged by circuitlog within ${this.closeTimeoutMs} ms`);
+      throw new CircuitlogUnavailableError(
+        `close(): ${pending} outcome(s) not acknowledged by circuitlog within ${this.closeTimeoutMs} ms`,
+      );
     }
   }
 
@@ -221,12 +244,17 @@ export class CircuitlogClient {
     if (this.closing !== null) throw new Error('circuitlog client is closed');
   }
 
-  private async run<T, F>(name: string, fn: (signal: AbortSignal) => T, options: CallOptions<Awaited<T>, F>): Promise<Awaited<T> | Awaited<F>> {
+  private async run<T, F>(
+    name: string,
+    fn: (signal: AbortSignal) => T,
+    options: CallOptions<Awaited<T>, F>,
+  ): Promise<Awaited<T> | Awaited<F>> {
     const started = performance.now();
     let result: Awaited<T> | undefined;
     let thrown: { error: unknown } | null = null;
     try {
-      result = options.timeoutMs === undefined ? await fn(NEVER_ABORTED) : await withTimeout(name, fn, options.timeoutMs);
+      result =
+        options.timeoutMs === undefined ? await fn(NEVER_ABORTED) : await withTimeout(name, fn, options.timeoutMs);
     } catch (error) {
       thrown = { error };
     }
@@ -243,14 +271,17 @@ export class CircuitlogClient {
     if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
     else {
       const entry = this.view.get(name);
-      if (entry !== undefined && entry.forced === null && entry.state === 'closed') this.throttles.record(name, entry.json, success);
+      if (entry !== undefined && entry.forced === null && entry.state === 'closed')
+        this.throttles.record(name, entry.json, success);
     }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = new Date(this.clock()).toISOString();
     const caller = this.caller;
     this.queue.push(
-      durationMs === undefined ? { circuit: name, success, at, caller } : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
+      durationMs === undefined
+        ? { circuit: name, success, at, caller }
+        : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
       offline,
     );
   }

@@ -15,7 +15,12 @@ export class CircuitOpenError extends Error {
   /** `caller`: only this client's caller is refused (isolated by failures of its own); the circuit serves other callers. */
   readonly scope: 'circuit' | 'caller';
 
-  constructor(circuit: string, state: CircuitState, retryAt: number, options: { forced?: boolean; local?: boolean; caller?: string } = {}) {
+  constructor(
+    circuit: string,
+    state: CircuitState,
+    retryAt: number,
+    options: { forced?: boolean; local?: boolean; caller?: string } = {},
+  ) {
     const forced = options.forced === true;
     super(
       forced

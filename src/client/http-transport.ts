@@ -3,7 +3,16 @@
 import { Client, Pool } from 'undici';
 import { allowedAnswer, isOpenProblem, isProblem, parseReset, parseTransition, refusal } from './answers.js';
 import { SSE_LIMITS, SseLimitError, SseParser, type SseLimits } from './sse.js';
-import { TransportError, type AllowedAnswer, type CircuitJson, type OpenStream, type OutcomeItem, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
+import {
+  TransportError,
+  type AllowedAnswer,
+  type CircuitJson,
+  type OpenStream,
+  type OutcomeItem,
+  type StreamReset,
+  type Transport,
+  type TransitionEvent,
+} from './transport.js';
 
 export interface HttpTransportOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
@@ -65,7 +74,8 @@ class HttpTransport implements Transport {
     // within what is left of the same deadline.
     const deadlineAt = Date.now() + this.options.requestTimeoutMs;
     const res = await this.send('GET', path, {}).catch((error: TransportError) => {
-      if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? '')) return this.send('GET', path, {}, undefined, deadlineAt - Date.now());
+      if (SOCKET_CLOSED.has((error.cause as { code?: string } | undefined)?.code ?? ''))
+        return this.send('GET', path, {}, undefined, deadlineAt - Date.now());
       throw error;
     });
     const body = res.json;
@@ -94,7 +104,11 @@ class HttpTransport implements Transport {
     if (res.statusCode !== 200) throw failure(res.statusCode, res.json);
   }
 
-  async openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void, onReset?: (reset: StreamReset) => void): Promise<OpenStream> {
+  async openStream(
+    lastEventId: string | undefined,
+    onEvent: (event: TransitionEvent) => void,
+    onReset?: (reset: StreamReset) => void,
+  ): Promise<OpenStream> {
     const controller = new AbortController();
     const body = await this.openStreamHead(lastEventId, controller);
     this.streams.add(controller);
@@ -148,7 +162,8 @@ class HttpTransport implements Transport {
       // A problem document means circuitlog is up and refused the stream (too many open, bad
       // token): the client keeps asking it per call rather than going offline.
       const problem = await readJson(res.body, this.maxBytes);
-      if (isProblem(problem)) throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
+      if (isProblem(problem))
+        throw new TransportError('rejected', `stream refused: ${res.statusCode}`, res.statusCode, problem);
       throw failure(res.statusCode, problem);
     } catch (error) {
       throw error instanceof TransportError ? error : unreachable(error);
@@ -158,21 +173,43 @@ class HttpTransport implements Transport {
   }
 
   /** One request and its whole answer, within `requestTimeoutMs` in total. */
-  private async exchange(dispatcher: Pool | Client, request: Record<string, unknown>, timeoutMs = this.options.requestTimeoutMs): Promise<Answer> {
+  private async exchange(
+    dispatcher: Pool | Client,
+    request: Record<string, unknown>,
+    timeoutMs = this.options.requestTimeoutMs,
+  ): Promise<Answer> {
     const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
     try {
-      const res = (await dispatcher.request({ ...request, signal: deadline, ...this.timeouts } as Parameters<Pool['request']>[0])) as unknown as Response;
+      const res = (await dispatcher.request({ ...request, signal: deadline, ...this.timeouts } as Parameters<
+        Pool['request']
+      >[0])) as unknown as Response;
       return { statusCode: res.statusCode, headers: res.headers, json: await readJson(res.body, this.maxBytes) };
     } catch (error) {
       if (deadline.aborted) {
-        throw new TransportError('unreachable', `circuitlog unreachable (no whole answer within ${this.options.requestTimeoutMs} ms)`, undefined, undefined, { cause: error });
+        throw new TransportError(
+          'unreachable',
+          `circuitlog unreachable (no whole answer within ${this.options.requestTimeoutMs} ms)`,
+          undefined,
+          undefined,
+          { cause: error },
+        );
       }
       throw error instanceof TransportError ? error : unreachable(error);
     }
   }
 
-  private send(method: 'GET' | 'POST', path: string, headers: Headers, body?: string, timeoutMs?: number): Promise<Answer> {
-    return this.exchange(this.pool, { method, path: this.prefix + path, headers: { ...this.auth, ...headers }, body }, timeoutMs);
+  private send(
+    method: 'GET' | 'POST',
+    path: string,
+    headers: Headers,
+    body?: string,
+    timeoutMs?: number,
+  ): Promise<Answer> {
+    return this.exchange(
+      this.pool,
+      { method, path: this.prefix + path, headers: { ...this.auth, ...headers }, body },
+      timeoutMs,
+    );
   }
 }
 
@@ -201,7 +238,9 @@ async function readJson(body: Body, maxBytes: number): Promise<unknown> {
 
 function unreachable(error: unknown): TransportError {
   const code = (error as { code?: string }).code;
-  return new TransportError('unreachable', `circuitlog unreachable${code ? ` (${code})` : ''}`, undefined, undefined, { cause: error });
+  return new TransportError('unreachable', `circuitlog unreachable${code ? ` (${code})` : ''}`, undefined, undefined, {
+    cause: error,
+  });
 }
 
 function failure(status: number, problem: unknown): TransportError {

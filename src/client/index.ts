@@ -14,7 +14,13 @@ import type { ClientOptions } from './options.js';
 
 export { CircuitlogClient } from './client.js';
 export type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
-export { CallTimeoutError, CircuitOpenError, CircuitThrottledError, CircuitlogRequestError, CircuitlogUnavailableError } from './errors.js';
+export {
+  CallTimeoutError,
+  CircuitOpenError,
+  CircuitThrottledError,
+  CircuitlogRequestError,
+  CircuitlogUnavailableError,
+} from './errors.js';
 export type { StreamReset, TransitionEvent } from './transport.js';
 export type { CircuitState } from '../domain/circuit.js';
 

@@ -5,7 +5,17 @@
  * state wins).
  */
 
-import { admit, configure, newCircuit, recordOutcome, reset, type Circuit, type CircuitSettings, type CircuitState, type Verdict } from '../domain/circuit.js';
+import {
+  admit,
+  configure,
+  newCircuit,
+  recordOutcome,
+  reset,
+  type Circuit,
+  type CircuitSettings,
+  type CircuitState,
+  type Verdict,
+} from '../domain/circuit.js';
 import { policyOf, resolvePolicy, type CircuitPolicy } from '../domain/policy.js';
 import { policyFromJson } from '../domain/policy-wire.js';
 import type { CircuitJson } from './transport.js';

@@ -66,7 +66,8 @@ export class LocalThrottles {
     let entry = this.counts.get(name);
     if (entry !== undefined) this.counts.delete(name); // re-inserted: now the most recently used
     // Counts kept under another window would be read over the wrong span: start empty.
-    if (entry === undefined || entry.window !== throttle.windowSeconds) entry = { window: throttle.windowSeconds, state: null };
+    if (entry === undefined || entry.window !== throttle.windowSeconds)
+      entry = { window: throttle.windowSeconds, state: null };
     this.counts.set(name, entry);
     if (this.counts.size > this.maxCircuits) this.counts.delete(this.counts.keys().next().value!);
     return entry;

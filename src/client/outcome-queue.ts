@@ -144,7 +144,10 @@ export class OutcomeQueue {
   }
 
   private failed(entry: { readonly batch: OutcomeItem[]; failed: boolean }, error: unknown): void {
-    const err = error instanceof TransportError ? error : new TransportError('unreachable', String(error), undefined, undefined, { cause: error });
+    const err =
+      error instanceof TransportError
+        ? error
+        : new TransportError('unreachable', String(error), undefined, undefined, { cause: error });
     if (err.kind === 'rejected') {
       this.settle(entry);
       this.counts.rejected += entry.batch.length;
@@ -165,10 +168,13 @@ export class OutcomeQueue {
     this.items.unshift(...this.sending.flatMap((s) => s.batch));
     this.sending = [];
     this.inFlight = 0;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      this.flush();
-    }, this.options.retryDelayMs(this.retryAttempt++));
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = null;
+        this.flush();
+      },
+      this.options.retryDelayMs(this.retryAttempt++),
+    );
     return true;
   }
 

@@ -51,7 +51,8 @@ export function clientSettings(options: ClientOptions): ClientSettings {
   const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 5_000; // 5 s
   const maxCircuits = options.maxCircuits ?? 10_000;
   const transport = transportFor(options);
-  if (!Number.isInteger(maxCircuits) || maxCircuits < 1) throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
+  if (!Number.isInteger(maxCircuits) || maxCircuits < 1)
+    throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
   const { failureThreshold, timeoutSeconds, halfOpenMaxCalls } = POLICY_DEFAULTS.circuit;
   return {
     transport,

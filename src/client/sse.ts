@@ -101,7 +101,8 @@ export class SseParser {
     if (field === 'event') this.event = value;
     else if (field === 'data') {
       this.dataChars += value.length + 1;
-      if (this.dataChars > this.limits.maxEventChars) throw new SseLimitError(`event stream event over ${this.limits.maxEventChars} characters`);
+      if (this.dataChars > this.limits.maxEventChars)
+        throw new SseLimitError(`event stream event over ${this.limits.maxEventChars} characters`);
       this.data.push(value);
     } else if (field === 'id' && !value.includes('\0')) this.lastId = value;
   }

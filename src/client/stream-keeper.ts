@@ -5,7 +5,13 @@
  * server restart.
  */
 
-import { TransportError, type OpenStream, type StreamReset, type Transport, type TransitionEvent } from './transport.js';
+import {
+  TransportError,
+  type OpenStream,
+  type StreamReset,
+  type Transport,
+  type TransitionEvent,
+} from './transport.js';
 
 export interface StreamHooks {
   onOpen(): void;

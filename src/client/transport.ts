@@ -74,7 +74,11 @@ export interface Transport {
   /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
   postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
   /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */
-  openStream(lastEventId: string | undefined, onEvent: (event: TransitionEvent) => void, onReset?: (reset: StreamReset) => void): Promise<OpenStream>;
+  openStream(
+    lastEventId: string | undefined,
+    onEvent: (event: TransitionEvent) => void,
+    onReset?: (reset: StreamReset) => void,
+  ): Promise<OpenStream>;
   close(): Promise<void>;
 }
 

@@ -70,7 +70,18 @@ export class CircuitView {
   getOrCreate(name: string): ViewEntry {
     let entry = this.get(name);
     if (entry === undefined) {
-      entry = { state: 'closed', forced: null, json: null, policyDueAt: 0, generation: -1, eventSeq: 0, refusedUntil: 0, retryAt: 0, isolated: false, isolatedUntil: 0 };
+      entry = {
+        state: 'closed',
+        forced: null,
+        json: null,
+        policyDueAt: 0,
+        generation: -1,
+        eventSeq: 0,
+        refusedUntil: 0,
+        retryAt: 0,
+        isolated: false,
+        isolatedUntil: 0,
+      };
       this.entries.set(name, entry);
       if (this.entries.size > this.maxCircuits) this.entries.delete(this.entries.keys().next().value!);
     }

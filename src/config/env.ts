@@ -50,16 +50,28 @@ function parseWorkers(name: string, raw: string): number {
 /** Command-line flags; each overrides its environment variable. */
 function parseFlags(argv: readonly string[]): { workers?: string } {
   try {
-    return parseArgs({ args: [...argv], options: { workers: { type: 'string' } }, strict: true, allowPositionals: false }).values;
+    return parseArgs({
+      args: [...argv],
+      options: { workers: { type: 'string' } },
+      strict: true,
+      allowPositionals: false,
+    }).values;
   } catch (error) {
     throw new ConfigError(`command line: ${(error as Error).message}; the only flag is --workers <N|auto>`);
   }
 }
 
 /** One of `choices` (after `normalise`), or a ConfigError naming the variable and what it got. */
-function choiceFromEnv<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback: T, choices: readonly T[], normalise: (s: string) => string): T {
+function choiceFromEnv<T extends string>(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: T,
+  choices: readonly T[],
+  normalise: (s: string) => string,
+): T {
   const value = normalise(env[name] || fallback);
-  if (!(choices as readonly string[]).includes(value)) throw new ConfigError(`${name}: must be ${choices.join(' or ')}, got '${env[name]}'`);
+  if (!(choices as readonly string[]).includes(value))
+    throw new ConfigError(`${name}: must be ${choices.join(' or ')}, got '${env[name]}'`);
   return value as T;
 }
 
@@ -89,13 +101,22 @@ export function readEnv(env: NodeJS.ProcessEnv, argv: readonly string[]): EnvCon
   const flags = parseFlags(argv);
   const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
   const host = env.HOST || '127.0.0.1';
-  if (!isHost(host)) throw new ConfigError(`HOST: must be an IP address or a host name (letters, digits, '-' and '.'), got '${host}'`);
+  if (!isHost(host))
+    throw new ConfigError(`HOST: must be an IP address or a host name (letters, digits, '-' and '.'), got '${host}'`);
   const store = parseStoreChoice(env, (message) => new ConfigError(message));
   const lower = (s: string) => s.toLowerCase();
-  const proxyOnStorageOutage = choiceFromEnv(env, 'CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE', 'fail_open', ['fail_open', 'refuse'], lower);
+  const proxyOnStorageOutage = choiceFromEnv(
+    env,
+    'CIRCUITLOG_PROXY_ON_STORAGE_OUTAGE',
+    'fail_open',
+    ['fail_open', 'refuse'],
+    lower,
+  );
   const token = tokenFromEnv(env);
   const logLevel = logLevelFromEnv(env);
-  const synchronous = choiceFromEnv(env, 'CIRCUITLOG_SYNCHRONOUS', 'NORMAL', ['NORMAL', 'FULL'], (s) => s.toUpperCase());
+  const synchronous = choiceFromEnv(env, 'CIRCUITLOG_SYNCHRONOUS', 'NORMAL', ['NORMAL', 'FULL'], (s) =>
+    s.toUpperCase(),
+  );
   const workersName = flags.workers === undefined ? 'CIRCUITLOG_WORKERS' : '--workers';
   const workers = parseWorkers(workersName, flags.workers ?? (env.CIRCUITLOG_WORKERS || '1'));
   const groupCommit = choiceFromEnv(env, 'CIRCUITLOG_GROUP_COMMIT', 'on', ['on', 'off'], lower);

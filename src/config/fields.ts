@@ -1,6 +1,12 @@
 /** Field schemas the config file's sections share. */
 import { z } from 'zod';
-import { CIRCUIT_NAME_SEGMENT, DOT_SEGMENT_MESSAGE, SEGMENT_CHARS_MESSAGE, SEGMENT_MAX_LENGTH, isDotSegment } from '../domain/circuit-name.js';
+import {
+  CIRCUIT_NAME_SEGMENT,
+  DOT_SEGMENT_MESSAGE,
+  SEGMENT_CHARS_MESSAGE,
+  SEGMENT_MAX_LENGTH,
+  isDotSegment,
+} from '../domain/circuit-name.js';
 
 /** An integer from 1 to `max`. */
 export const positiveInt = (max: number) => z.number().int().min(1).max(max);

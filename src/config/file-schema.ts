@@ -16,7 +16,10 @@ const sections = z
     circuits: z.record(z.string(), declaredCircuitSchema).default({}),
     local_dc: z.string().regex(CIRCUIT_NAME_SEGMENT).max(SEGMENT_MAX_LENGTH).optional(),
     /** The caller the proxy names on its node outcomes; default `<hostname>:<port>` (`Config.instanceId`). */
-    instance_id: z.string().regex(/^[A-Za-z0-9_.:~\-/]{1,128}$/, "1 to 128 letters, digits, _ . : ~ - and '/'").optional(),
+    instance_id: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:~\-/]{1,128}$/, "1 to 128 letters, digits, _ . : ~ - and '/'")
+      .optional(),
     upstreams: z.record(segmentName, upstreamSchema).default({}),
     /** How long SIGTERM waits for in-flight requests. */
     shutdown_grace_ms: positiveInt(600_000).default(10_000), // 10 s
@@ -43,7 +46,8 @@ function checkDeclaredCircuits(cfg: Sections, ctx: z.RefinementCtx): void {
   const { probe_lease_seconds: _lease, ...defaults } = cfg.circuit_defaults;
   for (const [name, fields] of Object.entries(cfg.circuits)) {
     const problem = circuitNameProblem(name);
-    if (problem !== null) ctx.addIssue({ code: 'custom', path: ['circuits', name], message: `circuit name ${problem}` });
+    if (problem !== null)
+      ctx.addIssue({ code: 'custom', path: ['circuits', name], message: `circuit name ${problem}` });
     const full = policySchema.safeParse({ ...defaults, ...fields });
     for (const issue of full.success ? [] : full.error.issues) {
       ctx.addIssue({ code: 'custom', path: ['circuits', name, ...issue.path], message: issue.message });
@@ -52,14 +56,22 @@ function checkDeclaredCircuits(cfg: Sections, ctx: z.RefinementCtx): void {
 }
 
 /** With upstreams, `local_dc` is set and names a data centre of each of them. */
-function checkLocalDc(localDc: string | undefined, upstreams: Record<string, UpstreamConfig>, ctx: z.RefinementCtx): void {
+function checkLocalDc(
+  localDc: string | undefined,
+  upstreams: Record<string, UpstreamConfig>,
+  ctx: z.RefinementCtx,
+): void {
   if (Object.keys(upstreams).length > 0 && localDc === undefined) {
     ctx.addIssue({ code: 'custom', path: ['local_dc'], message: 'is required when upstreams are configured' });
   }
   for (const [name, upstream] of Object.entries(upstreams)) {
     if (localDc === undefined || upstream.nodes.some((n) => n.dc === localDc)) continue;
     const dcs = [...new Set(upstream.nodes.map((n) => n.dc))].join(', ');
-    ctx.addIssue({ code: 'custom', path: ['local_dc'], message: `'${localDc}' matches no node of upstream '${name}' (its data centres: ${dcs})` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['local_dc'],
+      message: `'${localDc}' matches no node of upstream '${name}' (its data centres: ${dcs})`,
+    });
   }
 }
 
@@ -79,7 +91,8 @@ export function parseConfigText(text: string, source: string): FileConfig {
     throw new ConfigError(`${source}: not valid YAML/JSON: ${(error as Error).message}`);
   }
   // An empty file (or only comments) is most likely the wrong file, not "all defaults".
-  if (raw === null || raw === undefined) throw new ConfigError(`${source}: the file is empty; leave CIRCUITLOG_CONFIG unset for the defaults`);
+  if (raw === null || raw === undefined)
+    throw new ConfigError(`${source}: the file is empty; leave CIRCUITLOG_CONFIG unset for the defaults`);
   const parsed = fileSchema.safeParse(raw);
   if (!parsed.success) throw new ConfigError(describeIssues(source, parsed.error));
   return parsed.data;

@@ -17,12 +17,22 @@ const queueFields = {
 const fixedSchema = z
   .object({
     limit: z.literal('fixed'),
-    max: z.number({ error: (issue) => (issue.input === undefined ? 'required with limit: fixed' : undefined) }).int().min(1).max(1_000_000),
+    max: z
+      .number({ error: (issue) => (issue.input === undefined ? 'required with limit: fixed' : undefined) })
+      .int()
+      .min(1)
+      .max(1_000_000),
     ...queueFields,
   })
   .strict();
 
-export const ADAPTIVE_DEFAULTS = { initial: 20, min: 5, max: 1_000, window_ms: 100, probe_interval_ms: 30_000 } as const;
+export const ADAPTIVE_DEFAULTS = {
+  initial: 20,
+  min: 5,
+  max: 1_000,
+  window_ms: 100,
+  probe_interval_ms: 30_000,
+} as const;
 
 const adaptiveSchema = z
   .object({
@@ -40,7 +50,8 @@ const adaptiveSchema = z
   .strict()
   .superRefine((c, ctx) => {
     if (c.min > c.max) ctx.addIssue({ code: 'custom', path: ['min'], message: `must not exceed max (${c.max})` });
-    if (c.initial !== undefined && (c.initial < c.min || c.initial > c.max)) ctx.addIssue({ code: 'custom', path: ['initial'], message: `must be within min..max (${c.min}..${c.max})` });
+    if (c.initial !== undefined && (c.initial < c.min || c.initial > c.max))
+      ctx.addIssue({ code: 'custom', path: ['initial'], message: `must be within min..max (${c.min}..${c.max})` });
   });
 
 export const concurrencySchema = z.discriminatedUnion('limit', [fixedSchema, adaptiveSchema], {
@@ -60,8 +71,16 @@ export type ConcurrencyConfig = z.infer<typeof concurrencySchema>;
 export type RetryBudgetConfig = z.infer<typeof retryBudgetSchema>;
 
 /** For the upstream schema's superRefine: `max_concurrent` and `concurrency` are two spellings of one limit. */
-export function checkOneLimit(u: { readonly max_concurrent?: number; readonly concurrency?: unknown }, ctx: z.RefinementCtx): void {
+export function checkOneLimit(
+  u: { readonly max_concurrent?: number; readonly concurrency?: unknown },
+  ctx: z.RefinementCtx,
+): void {
   if (u.max_concurrent !== undefined && u.concurrency !== undefined) {
-    ctx.addIssue({ code: 'custom', path: ['max_concurrent'], message: "set either max_concurrent or concurrency, not both (max_concurrent: N is concurrency: { limit: fixed, max: N })" });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['max_concurrent'],
+      message:
+        'set either max_concurrent or concurrency, not both (max_concurrent: N is concurrency: { limit: fixed, max: N })',
+    });
   }
 }

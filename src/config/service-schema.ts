@@ -16,7 +16,14 @@ export const serverSchema = z
      * its subdomains); others get 421. Unset: only those on loopback, no check elsewhere.
      */
     allowed_hosts: z
-      .array(z.string().regex(/^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/, 'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains'))
+      .array(
+        z
+          .string()
+          .regex(
+            /^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/,
+            'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains',
+          ),
+      )
       .max(1_000)
       .optional(),
   })
@@ -50,7 +57,12 @@ export const eventsSchema = z
     /** Open /events/stream connections per worker; one more gets a 503. */
     max_streams: positiveInt(1_000_000).default(1_000),
     /** Unsent bytes one stream may hold; past it the stream is destroyed (the client resumes with Last-Event-ID). */
-    max_stream_buffer_bytes: z.number().int().min(16 * 1024).max(1024 * 1024 * 1024).default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
+    max_stream_buffer_bytes: z
+      .number()
+      .int()
+      .min(16 * 1024)
+      .max(1024 * 1024 * 1024)
+      .default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
     retention: retentionSchema.prefault({}),
   })
   .strict();

@@ -98,7 +98,12 @@ export const upstreamSchema = z
     client_body_timeout_ms: positiveInt(600_000).default(10_000), // 10 s
     /** Request fields besides Authorization and Cookie that carry credentials: never coalesced, never kept for the stale fallback. */
     credential_headers: z
-      .array(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header field name (RFC 9110 section 5.1)').max(128))
+      .array(
+        z
+          .string()
+          .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'a header field name (RFC 9110 section 5.1)')
+          .max(128),
+      )
       .max(64)
       .default(['X-Api-Key', 'Api-Key', 'X-Auth-Token'])
       .transform((names) => names.map((n) => n.toLowerCase())),
@@ -123,7 +128,8 @@ export const upstreamSchema = z
     checkOneLimit(u, ctx);
     const seen = new Set<string>();
     u.nodes.forEach((node, i) => {
-      if (seen.has(node.id)) ctx.addIssue({ code: 'custom', path: ['nodes', i, 'id'], message: `duplicate node id '${node.id}'` });
+      if (seen.has(node.id))
+        ctx.addIssue({ code: 'custom', path: ['nodes', i, 'id'], message: `duplicate node id '${node.id}'` });
       seen.add(node.id);
     });
   });

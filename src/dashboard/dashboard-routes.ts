@@ -36,7 +36,10 @@ const MAX_PAGE = 1_000;
 const SEARCH_READ = 1_000; // circuits read per listing call while searching
 const SEARCH_SCAN = 5_000; // circuits a search answer reads at most; `next_after` goes on from there
 const RECENT_TRANSITIONS = 50; // the timeline's first fill
-const ASSETS: Record<string, string> = { 'dashboard.js': 'text/javascript; charset=utf-8', 'dashboard.css': 'text/css; charset=utf-8' };
+const ASSETS: Record<string, string> = {
+  'dashboard.js': 'text/javascript; charset=utf-8',
+  'dashboard.css': 'text/css; charset=utf-8',
+};
 
 /**
  * Sent with the page, its assets and its data: only this origin's script, style and fetches
@@ -44,7 +47,8 @@ const ASSETS: Record<string, string> = { 'dashboard.js': 'text/javascript; chars
  * Force buttons), and no content sniffing.
  */
 export const SECURITY_HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
@@ -60,7 +64,9 @@ function assetsDir(): string {
  * (no CDN), and `GET /dashboard/api/state` (data: token rules as for /circuits). `/` redirects.
  */
 export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: DashboardDeps): void {
-  const assets = new Map(Object.keys(ASSETS).map((file) => [file, fs.readFileSync(path.join(assetsDir(), file), 'utf8')]));
+  const assets = new Map(
+    Object.keys(ASSETS).map((file) => [file, fs.readFileSync(path.join(assetsDir(), file), 'utf8')]),
+  );
   const page = dashboardPage({ tokenRequired: deps.tokenRequired });
 
   const secure: MiddlewareHandler = async (c, next) => {
@@ -77,7 +83,9 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     if (text === undefined) throw new AppError('NOT_FOUND', `No dashboard asset '${file.slice(0, 100)}'.`);
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
-  app.get('/dashboard/api/state', async (c) => json(c, await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }));
+  app.get('/dashboard/api/state', async (c) =>
+    json(c, await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }),
+  );
 }
 
 const StateQuery = z
@@ -112,10 +120,14 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
   // Read before the circuits: whatever changes after this is replayed on the stream.
   const lastEventId = deps.transitions.maxId();
   const now = deps.breaker.now();
-  const { circuits, nextAfter } = query.q === undefined ? await listPage(deps, query) : await searchPage(deps, { ...query, q: query.q, now });
+  const { circuits, nextAfter } =
+    query.q === undefined ? await listPage(deps, query) : await searchPage(deps, { ...query, q: query.q, now });
   const last = deps.transitions.lastPerCircuit(circuits.map((c) => c.name));
   const nodeLast = deps.transitions.lastPerCircuit(nodeNames(deps));
-  const event = (t: Parameters<typeof transitionData>[0]) => ({ id: t.id, ...(JSON.parse(transitionData(t)) as object) });
+  const event = (t: Parameters<typeof transitionData>[0]) => ({
+    id: t.id,
+    ...(JSON.parse(transitionData(t)) as object),
+  });
   const loads = new Map(upstreamLoads(deps).map((l) => [l.name, l]));
   return {
     now: new Date(now).toISOString(),
@@ -127,26 +139,37 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
     next_after: nextAfter,
     recent: deps.transitions.latest(RECENT_TRANSITIONS).map(event),
     // The proxy's node circuits wherever they are in the list: the page groups them by upstream.
-    nodes: (await Promise.all(nodeNames(deps).map(async (name) => deps.breaker.get(name)))).filter((c) => c !== null).map((c) => {
-      const t = nodeLast.get(c.name);
-      return { ...circuitJson(c, now), last_transition: t === undefined ? null : event(t) };
-    }),
+    nodes: (await Promise.all(nodeNames(deps).map(async (name) => deps.breaker.get(name))))
+      .filter((c) => c !== null)
+      .map((c) => {
+        const t = nodeLast.get(c.name);
+        return { ...circuitJson(c, now), last_transition: t === undefined ? null : event(t) };
+      }),
     upstreams: Object.entries(deps.proxy?.upstreams ?? {}).map(([name, u]) => ({
       name,
-      nodes: u.nodes.map((n) => ({ id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), local: n.dc === deps.proxy?.localDc })),
+      nodes: u.nodes.map((n) => ({
+        id: n.id,
+        dc: n.dc,
+        circuit: nodeCircuitName(name, n.id),
+        local: n.dc === deps.proxy?.localDc,
+      })),
       concurrency: loads.get(name) ?? null,
     })),
     local_dc: deps.proxy?.localDc ?? null,
   };
 }
 
-const nodeNames = (deps: DashboardDeps) => Object.entries(deps.proxy?.upstreams ?? {}).flatMap(([name, u]) => u.nodes.map((n) => nodeCircuitName(name, n.id)));
+const nodeNames = (deps: DashboardDeps) =>
+  Object.entries(deps.proxy?.upstreams ?? {}).flatMap(([name, u]) => u.nodes.map((n) => nodeCircuitName(name, n.id)));
 
 type Page = { readonly circuits: Circuit[]; readonly nextAfter: number | null };
 
 /** Up to `limit` circuits after `after`; one row past the page only tells whether another follows. */
 async function listPage(deps: DashboardDeps, query: z.output<typeof StateQuery>): Promise<Page> {
-  const rows = await deps.breaker.list({ afterId: query.after, limit: query.limit + 1, state: query.state }, query.limit);
+  const rows = await deps.breaker.list(
+    { afterId: query.after, limit: query.limit + 1, state: query.state },
+    query.limit,
+  );
   const circuits = rows.slice(0, query.limit);
   return { circuits, nextAfter: rows.length > query.limit ? circuits.at(-1)!.id : null };
 }
@@ -157,11 +180,16 @@ async function listPage(deps: DashboardDeps, query: z.output<typeof StateQuery>)
  * `next_after` is where the next answer goes on (null once the table is read to its end),
  * and an answer may hold fewer than `limit` matches, or none, with more to come.
  */
-async function searchPage(deps: DashboardDeps, query: z.output<typeof StateQuery> & { q: string; now: number }): Promise<Page> {
+async function searchPage(
+  deps: DashboardDeps,
+  query: z.output<typeof StateQuery> & { q: string; now: number },
+): Promise<Page> {
   const found = await searchScan(deps, query);
   // As a listing's page: an open circuit whose time has passed is read (half-opened) first.
   const due = (c: Circuit) => c.state === 'open' && c.openUntil !== null && c.openUntil <= query.now;
-  const circuits = await Promise.all(found.circuits.map(async (c) => (due(c) ? ((await deps.breaker.get(c.name)) ?? c) : c)));
+  const circuits = await Promise.all(
+    found.circuits.map(async (c) => (due(c) ? ((await deps.breaker.get(c.name)) ?? c) : c)),
+  );
   return { circuits, nextAfter: found.nextAfter };
 }
 
@@ -184,5 +212,9 @@ async function searchScan(deps: DashboardDeps, query: z.output<typeof StateQuery
 
 /** Per upstream: `{ name, limit: { kind, value } | null, in_flight }` (the wire names of the dashboard API; the page polls them). */
 function upstreamLoads(deps: DashboardDeps) {
-  return (deps.concurrency?.() ?? []).map((u) => ({ name: u.upstream, limit: u.kind === null ? null : { kind: u.kind, value: u.limit }, in_flight: u.inFlight }));
+  return (deps.concurrency?.() ?? []).map((u) => ({
+    name: u.upstream,
+    limit: u.kind === null ? null : { kind: u.kind, value: u.limit },
+    in_flight: u.inFlight,
+  }));
 }

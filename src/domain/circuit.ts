@@ -6,7 +6,15 @@
  * (same reference), which lets a store skip the write entirely.
  */
 import { policyOf, resolvePolicy, samePolicy, sameWindow, type CircuitPolicy, type CircuitSettings } from './policy.js';
-import { activeLeases, assertNever, closeCircuit, effectiveTimeoutSeconds, NO_TRANSITIONS, refresh, withoutTransition } from './state-change.js';
+import {
+  activeLeases,
+  assertNever,
+  closeCircuit,
+  effectiveTimeoutSeconds,
+  NO_TRANSITIONS,
+  refresh,
+  withoutTransition,
+} from './state-change.js';
 import type { Admission, BreakerPolicy, Circuit, EpochMs, Step, Verdict } from './types.js';
 import { callersUnder } from './caller-state.js';
 import { admitCaller, callerWouldRefuse, withoutQuorum } from './caller-steps.js';
@@ -73,20 +81,32 @@ export function isCallAllowed(circuit: Circuit, now: EpochMs): Verdict {
  * A closed circuit with a throttle refuses a share of the other calls (`throttle-step.ts`),
  * drawing from `random` only when that share is above 0.
  */
-export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy, caller?: string, random: RandomSource = Math.random): Admission {
+export function admit(
+  circuit: Circuit,
+  now: EpochMs,
+  policy: BreakerPolicy,
+  caller?: string,
+  random: RandomSource = Math.random,
+): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
-  if (circuit.state === 'closed' && circuit.forcedState !== 'open' && (caller === undefined || !circuit.callers?.length)) {
+  if (
+    circuit.state === 'closed' &&
+    circuit.forcedState !== 'open' &&
+    (caller === undefined || !circuit.callers?.length)
+  ) {
     if (circuit.forcedState === null && circuit.throttle !== null) return admitThrottled(circuit, now, random);
     return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
   }
-  if (circuit.forcedState === 'closed') return { circuit, transitions: NO_TRANSITIONS, verdict: detectOnly(circuit, now, caller) };
+  if (circuit.forcedState === 'closed')
+    return { circuit, transitions: NO_TRANSITIONS, verdict: detectOnly(circuit, now, caller) };
   const refreshed = refresh(circuit, now);
   let c = refreshed.circuit;
   const verdict = isCallAllowed(c, now);
   if (!verdict.allowed || c.forcedState !== null) return { ...refreshed, verdict };
   const own = admitCaller(c, caller, now, policy.probeLeaseMs);
   if (own !== null && !own.verdict.allowed) return { ...refreshed, verdict: own.verdict };
-  if (own !== null) c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled
+  if (own !== null)
+    c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled
   else if (c.state === 'closed' && c.throttle !== null) {
     const throttled = admitThrottled(c, now, random);
     return { circuit: throttled.circuit, transitions: refreshed.transitions, verdict: throttled.verdict };
@@ -103,7 +123,8 @@ export function admit(circuit: Circuit, now: EpochMs, policy: BreakerPolicy, cal
 function detectOnly(circuit: Circuit, now: EpochMs, caller: string | undefined): Verdict {
   const c = refresh(circuit, now).circuit;
   const rules = isCallAllowed({ ...c, forcedState: null }, now);
-  if (!rules.allowed) return { allowed: true, wouldRefuse: { retryAt: rules.retryAt, scope: 'circuit', state: c.state } };
+  if (!rules.allowed)
+    return { allowed: true, wouldRefuse: { retryAt: rules.retryAt, scope: 'circuit', state: c.state } };
   const until = c.state === 'closed' ? callerWouldRefuse(c, caller, now) : null;
   return until === null ? ALLOWED : { allowed: true, wouldRefuse: { retryAt: until, scope: 'caller', state: c.state } };
 }
@@ -112,7 +133,14 @@ function detectOnly(circuit: Circuit, now: EpochMs, caller: string | undefined):
 export function reset(circuit: Circuit, now: EpochMs): Step {
   const c = circuit;
   const callers = c.callers?.length ?? 0;
-  if (c.state === 'closed' && c.failureCount === 0 && c.probeLeases.length === 0 && c.windowState === null && c.throttleState === null && callers === 0) {
+  if (
+    c.state === 'closed' &&
+    c.failureCount === 0 &&
+    c.probeLeases.length === 0 &&
+    c.windowState === null &&
+    c.throttleState === null &&
+    callers === 0
+  ) {
     return withoutTransition(c);
   }
   // A reset also ends every caller's isolation: the operator says the dependency is fine.
@@ -132,11 +160,14 @@ export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs)
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
     throttleState: sameThrottleWindow(circuit.throttle, policy.throttle) ? circuit.throttleState : null,
-    ...(circuit.callers === undefined || policy.quorum == null ? {} : { callers: callersUnder(circuit.callers, policy.quorum) }),
+    ...(circuit.callers === undefined || policy.quorum == null
+      ? {}
+      : { callers: callersUnder(circuit.callers, policy.quorum) }),
     updatedAt: now,
   };
   if (circuit.forcedState === policy.forcedState) return withoutTransition(next);
-  const reason = policy.forcedState === 'open' ? 'forced_open' : policy.forcedState === 'closed' ? 'forced_closed' : 'force_cleared';
+  const reason =
+    policy.forcedState === 'open' ? 'forced_open' : policy.forcedState === 'closed' ? 'forced_closed' : 'force_cleared';
   return { circuit: next, transitions: [{ from: circuit.state, to: next.state, reason, at: now }] };
 }
 
@@ -144,4 +175,3 @@ export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs)
 export function windowStats(c: Circuit, now: EpochMs): WindowFigures | null {
   return c.window === null ? null : windowFigures(c.window, c.windowState, now);
 }
-

@@ -3,7 +3,16 @@
  * and ignored when stale (an outcome of an earlier state). Pure, as `circuit.ts`.
  */
 import { nextOpenTimeoutSeconds } from './policy.js';
-import { activeLeases, chain, closeCircuit, effectiveTimeoutSeconds, openCircuit, refresh, withoutTransition, assertNever } from './state-change.js';
+import {
+  activeLeases,
+  chain,
+  closeCircuit,
+  effectiveTimeoutSeconds,
+  openCircuit,
+  refresh,
+  withoutTransition,
+  assertNever,
+} from './state-change.js';
 import { throttleAfterOutcome } from './throttle-step.js';
 import type { Circuit, EpochMs, FailureOptions, Outcome, Step, TripReason } from './types.js';
 import { countCaller, judgeTrip, markForced } from './caller-steps.js';
@@ -33,11 +42,14 @@ export function isStale(c: Circuit, at: EpochMs, now: EpochMs): boolean {
  * changes nothing: it is evidence of an earlier state, already acted on.
  */
 export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs): Step {
-  return markForced(circuit, chain(refresh(circuit, now), (refreshed) => {
-    if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
-    // A named outcome is counted for its caller first (quorum, isolation: caller-steps.ts).
-    return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
-  }));
+  return markForced(
+    circuit,
+    chain(refresh(circuit, now), (refreshed) => {
+      if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
+      // A named outcome is counted for its caller first (quorum, isolation: caller-steps.ts).
+      return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
+    }),
+  );
 }
 
 function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
@@ -58,7 +70,12 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
   const windowState =
     c.window === null
       ? c.windowState
-      : addOutcome(c.window, c.windowState, { failure: !outcome.success, slow: isSlow(c.window, outcome.durationMs) }, now);
+      : addOutcome(
+          c.window,
+          c.windowState,
+          { failure: !outcome.success, slow: isSlow(c.window, outcome.durationMs) },
+          now,
+        );
   return {
     ...c,
     failureCount,
@@ -75,7 +92,8 @@ function outcomeWhileClosed(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   const next = counted(c, outcome, now, outcome.success ? 0 : c.failureCount + 1);
   // circuitlog's per-failure open time applies to the opening this failure causes, and only to it.
   const seconds = outcome.timeoutSeconds ?? c.timeoutSeconds;
-  if (!outcome.success && next.failureCount >= c.failureThreshold) return trip(next, now, 'failure_threshold_reached', seconds);
+  if (!outcome.success && next.failureCount >= c.failureThreshold)
+    return trip(next, now, 'failure_threshold_reached', seconds);
   if (c.window !== null) {
     const reason = windowTrip(c.window, windowFigures(c.window, next.windowState, now));
     if (reason !== null) return trip(next, now, reason, seconds);

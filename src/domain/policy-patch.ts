@@ -22,7 +22,11 @@ const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'throttle', 'quor
  * null means "none" for `window`, `backoff`, `forced_state`, `throttle` and `quorum`, and "the default" for the
  * others; inside `window`/`backoff` a null member returns to its default.
  */
-export function patchedPolicy(current: CircuitPolicy, defaults: CircuitPolicy, patch: Record<string, unknown>): unknown {
+export function patchedPolicy(
+  current: CircuitPolicy,
+  defaults: CircuitPolicy,
+  patch: Record<string, unknown>,
+): unknown {
   const merged = mergePatch(policyToWire(current, false), patch) as Record<string, unknown>;
   const fallback = policyToWire(defaults, false) as unknown as Record<string, unknown>;
   for (const [key, value] of Object.entries(patch)) {

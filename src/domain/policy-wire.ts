@@ -4,7 +4,14 @@
  * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import { minimumCalls, type BackoffPolicy, type CircuitPolicy, type ForcedState, type QuorumPolicy, type WindowPolicy } from './policy.js';
+import {
+  minimumCalls,
+  type BackoffPolicy,
+  type CircuitPolicy,
+  type ForcedState,
+  type QuorumPolicy,
+  type WindowPolicy,
+} from './policy.js';
 import { THROTTLE_LIMITS, type ThrottlePolicy } from './throttle.js';
 
 /** `window` on the wire; a member left out (or null) takes its default. */
@@ -93,7 +100,11 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
 
 function quorumFromWire(q: QuorumWire): QuorumPolicy {
   const defaults = POLICY_DEFAULTS.quorum;
-  return { minCallers: q.min_callers, windowSeconds: q.window_seconds ?? defaults.windowSeconds, maxCallers: q.max_callers ?? defaults.maxCallers };
+  return {
+    minCallers: q.min_callers,
+    windowSeconds: q.window_seconds ?? defaults.windowSeconds,
+    maxCallers: q.max_callers ?? defaults.maxCallers,
+  };
 }
 
 /**
@@ -120,7 +131,15 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
     forced_state: p.forcedState,
     throttle: p.throttle && { k: p.throttle.k, window_seconds: p.throttle.windowSeconds },
     // Only when set, as the domain's own field: policies without one read as they always did.
-    ...(p.quorum == null ? {} : { quorum: { min_callers: p.quorum.minCallers, window_seconds: p.quorum.windowSeconds, max_callers: p.quorum.maxCallers } }),
+    ...(p.quorum == null
+      ? {}
+      : {
+          quorum: {
+            min_callers: p.quorum.minCallers,
+            window_seconds: p.quorum.windowSeconds,
+            max_callers: p.quorum.maxCallers,
+          },
+        }),
   };
 }
 
@@ -158,7 +177,9 @@ export function throttleFromJson(t: unknown): ThrottlePolicy | null {
 }
 
 function backoffWireFrom(b: unknown): BackoffWire | null {
-  return isRecord(b) ? { multiplier: positive(b.multiplier), max_timeout_seconds: positiveInt(b.max_timeout_seconds) } : null;
+  return isRecord(b)
+    ? { multiplier: positive(b.multiplier), max_timeout_seconds: positiveInt(b.max_timeout_seconds) }
+    : null;
 }
 
 /**

@@ -40,7 +40,16 @@ export function refresh(circuit: Circuit, now: EpochMs): Step {
   }
   const at = circuit.openUntil;
   return markForced(circuit, {
-    circuit: { ...circuit, state: 'half_open', halfOpenAt: at, probeLeases: [], probeSuccesses: 0, windowState: null, stateChangedAt: now, updatedAt: now },
+    circuit: {
+      ...circuit,
+      state: 'half_open',
+      halfOpenAt: at,
+      probeLeases: [],
+      probeSuccesses: 0,
+      windowState: null,
+      stateChangedAt: now,
+      updatedAt: now,
+    },
     transitions: [{ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at }],
   });
 }
@@ -86,7 +95,10 @@ export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason)
     updatedAt: now,
   };
   if (c.state === 'closed') return withoutTransition(closed);
-  return { circuit: { ...closed, stateChangedAt: now }, transitions: [{ from: c.state, to: 'closed', reason, at: now }] };
+  return {
+    circuit: { ...closed, stateChangedAt: now },
+    transitions: [{ from: c.state, to: 'closed', reason, at: now }],
+  };
 }
 
 /** For exhaustive switches. */

@@ -21,7 +21,11 @@ export function admitThrottled(c: Circuit, now: EpochMs, random: RandomSource): 
   return {
     circuit: { ...c, throttleState, updatedAt: now },
     transitions: NO_TRANSITIONS,
-    verdict: { allowed: false, retryAt: now + THROTTLE_RETRY_AFTER_MS, throttled: { probability: decision.probability } },
+    verdict: {
+      allowed: false,
+      retryAt: now + THROTTLE_RETRY_AFTER_MS,
+      throttled: { probability: decision.probability },
+    },
   };
 }
 

@@ -87,7 +87,14 @@ const windowCache = new Map<number, WindowPolicy>();
 function countsWindow(windowSeconds: number): WindowPolicy {
   let window = windowCache.get(windowSeconds);
   if (window === undefined) {
-    window = { type: 'time', size: windowSeconds, minimumCalls: null, failureRateThreshold: 100, slowCallDurationMs: null, slowCallRateThreshold: 100 };
+    window = {
+      type: 'time',
+      size: windowSeconds,
+      minimumCalls: null,
+      failureRateThreshold: 100,
+      slowCallDurationMs: null,
+      slowCallRateThreshold: 100,
+    };
     if (windowCache.size < 1_000) windowCache.set(windowSeconds, window); // sizes are bounded by THROTTLE_LIMITS anyway
   }
   return window;
@@ -95,7 +102,10 @@ function countsWindow(windowSeconds: number): WindowPolicy {
 
 /** The throttle settings completed with the defaults. */
 export function resolveThrottle(settings: Partial<ThrottlePolicy>): ThrottlePolicy {
-  return { k: settings.k ?? THROTTLE_DEFAULTS.k, windowSeconds: settings.windowSeconds ?? THROTTLE_DEFAULTS.windowSeconds };
+  return {
+    k: settings.k ?? THROTTLE_DEFAULTS.k,
+    windowSeconds: settings.windowSeconds ?? THROTTLE_DEFAULTS.windowSeconds,
+  };
 }
 
 /** Field-by-field equality (null equals null). */
@@ -144,7 +154,12 @@ export function currentThrottleProbability(policy: ThrottlePolicy, state: Thrott
  * The state with one more request at `now`: `accepted` for a reported success, not for a
  * reported failure or a refusal by the throttle.
  */
-export function countRequest(policy: ThrottlePolicy, state: ThrottleState | null, accepted: boolean, now: number): ThrottleState {
+export function countRequest(
+  policy: ThrottlePolicy,
+  state: ThrottleState | null,
+  accepted: boolean,
+  now: number,
+): ThrottleState {
   return addOutcome(countsWindow(policy.windowSeconds), state, { failure: !accepted, slow: false }, now);
 }
 
@@ -154,7 +169,12 @@ export function countRequest(policy: ThrottlePolicy, state: ThrottleState | null
  * counts a refusal (`countRequest(..., false, now)`); an admitted call is counted when
  * its outcome is reported.
  */
-export function decideThrottle(policy: ThrottlePolicy, state: ThrottleState | null, now: number, random: RandomSource): ThrottleDecision {
+export function decideThrottle(
+  policy: ThrottlePolicy,
+  state: ThrottleState | null,
+  now: number,
+  random: RandomSource,
+): ThrottleDecision {
   const probability = state === null ? 0 : currentThrottleProbability(policy, state, now);
   if (probability === 0) return NOT_THROTTLED; // a healthy circuit: no draw, no allocation
   return { throttled: random() < probability, probability };

@@ -141,7 +141,13 @@ export interface WouldRefuse {
 
 export type Verdict =
   | { readonly allowed: true; readonly wouldRefuse?: WouldRefuse }
-  | { readonly allowed: false; readonly retryAt: EpochMs; readonly forced?: true; readonly scope?: 'caller'; readonly throttled?: ThrottledVerdict };
+  | {
+      readonly allowed: false;
+      readonly retryAt: EpochMs;
+      readonly forced?: true;
+      readonly scope?: 'caller';
+      readonly throttled?: ThrottledVerdict;
+    };
 
 /** A closed circuit's soft throttle refused the call (`throttle.ts`): drawn against `probability`. */
 export interface ThrottledVerdict {

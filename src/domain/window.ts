@@ -44,8 +44,15 @@ export function isSlow(window: WindowPolicy, durationMs: number | undefined): bo
 }
 
 /** The state after one more outcome at `now`; `state` null (or of another type) is an empty window. */
-export function addOutcome(window: WindowPolicy, state: WindowState | null, outcome: WindowOutcome, now: number): WindowState {
-  return window.type === 'count' ? addToCount(window.size, state, outcome) : addToTime(window.size, state, outcome, now);
+export function addOutcome(
+  window: WindowPolicy,
+  state: WindowState | null,
+  outcome: WindowOutcome,
+  now: number,
+): WindowState {
+  return window.type === 'count'
+    ? addToCount(window.size, state, outcome)
+    : addToTime(window.size, state, outcome, now);
 }
 
 function addToCount(size: number, state: WindowState | null, outcome: WindowOutcome): WindowState {

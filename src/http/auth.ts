@@ -7,11 +7,21 @@ import { AppError } from '../domain/errors.js';
  * patterns (`/x/*` is every path under `/x/`). The middleware (`guardTokenPaths`) and the
  * OpenAPI document (`needsToken`) both read this list; /health, /proxy and the docs stay open.
  */
-export const TOKEN_PATHS = ['/circuits', '/circuits/*', '/outcomes', '/metrics', '/events/*', '/dashboard/api/*', '/admin/*'];
+export const TOKEN_PATHS = [
+  '/circuits',
+  '/circuits/*',
+  '/outcomes',
+  '/metrics',
+  '/events/*',
+  '/dashboard/api/*',
+  '/admin/*',
+];
 
 /** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS. */
 export function needsToken(path: string): boolean {
-  return TOKEN_PATHS.some((pattern) => (pattern.endsWith('/*') ? path.startsWith(pattern.slice(0, -1)) : path === pattern));
+  return TOKEN_PATHS.some((pattern) =>
+    pattern.endsWith('/*') ? path.startsWith(pattern.slice(0, -1)) : path === pattern,
+  );
 }
 
 /** Bearer-token check with a constant-time compare (hashing first makes the lengths equal). */
@@ -20,7 +30,9 @@ export function requireToken(token: string): MiddlewareHandler {
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const match = /^Bearer (.+)$/i.exec(header);
-    const given = createHash('sha256').update(match?.[1] ?? '').digest();
+    const given = createHash('sha256')
+      .update(match?.[1] ?? '')
+      .digest();
     if (!match || !timingSafeEqual(given, expected)) {
       throw new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
         headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
@@ -31,7 +43,10 @@ export function requireToken(token: string): MiddlewareHandler {
 }
 
 /** With a token set, put `requireToken` in front of every TOKEN_PATHS pattern. */
-export function guardTokenPaths(app: { use(path: string, handler: MiddlewareHandler): unknown }, token: string | undefined): void {
+export function guardTokenPaths(
+  app: { use(path: string, handler: MiddlewareHandler): unknown },
+  token: string | undefined,
+): void {
   if (!token) return;
   const check = requireToken(token);
   for (const path of TOKEN_PATHS) app.use(path, check);

@@ -16,7 +16,10 @@ export interface BackupSource {
 export const BACKUP_PATH = '/admin/backup';
 const SQLITE_MEDIA_TYPE = 'application/vnd.sqlite3';
 
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
+const problem = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ProblemSchema } },
+});
 
 /**
  * `GET /admin/backup`: an online backup of the SQLite file, taken through the running
@@ -28,10 +31,22 @@ const problem = (description: string) => ({ description, content: { 'application
 export function registerBackup(app: OpenAPIHono, source: BackupSource | undefined, tokenSet: boolean): void {
   let running = false;
   app.get(BACKUP_PATH, async (c) => {
-    if (!source) throw new AppError('NOT_FOUND', 'Online backup is for the SQLite store; back up Redis with its own persistence (BGSAVE, AOF).');
-    if (!tokenSet) throw new AppError('ADMIN_DISABLED', `${BACKUP_PATH} is off while CIRCUITLOG_TOKEN is unset: set a token to take online backups.`);
-    if (c.req.method === 'HEAD') return c.body(null, 200, { 'content-type': SQLITE_MEDIA_TYPE, 'cache-control': 'no-store' }); // no copy for nobody
-    if (running) throw new AppError('STORAGE_BUSY', 'A backup is already being taken; try again shortly.', { retryAfterSeconds: 5 });
+    if (!source)
+      throw new AppError(
+        'NOT_FOUND',
+        'Online backup is for the SQLite store; back up Redis with its own persistence (BGSAVE, AOF).',
+      );
+    if (!tokenSet)
+      throw new AppError(
+        'ADMIN_DISABLED',
+        `${BACKUP_PATH} is off while CIRCUITLOG_TOKEN is unset: set a token to take online backups.`,
+      );
+    if (c.req.method === 'HEAD')
+      return c.body(null, 200, { 'content-type': SQLITE_MEDIA_TYPE, 'cache-control': 'no-store' }); // no copy for nobody
+    if (running)
+      throw new AppError('STORAGE_BUSY', 'A backup is already being taken; try again shortly.', {
+        retryAfterSeconds: 5,
+      });
     running = true;
     const dir = await fs.mkdtemp(path.join(source.folder, '.circuitlog-backup-')).catch((error: unknown) => {
       running = false;
@@ -41,7 +56,10 @@ export function registerBackup(app: OpenAPIHono, source: BackupSource | undefine
       const file = path.join(dir, 'backup.db');
       await source.backup(file).catch((error: unknown) => {
         const code = (error as { code?: unknown }).code;
-        if (code === 'SQLITE_FULL' || code === 'ENOSPC') throw new AppError('STORAGE_FULL', 'No space left for the backup copy; nothing was changed.', { retryAfterSeconds: 10 });
+        if (code === 'SQLITE_FULL' || code === 'ENOSPC')
+          throw new AppError('STORAGE_FULL', 'No space left for the backup copy; nothing was changed.', {
+            retryAfterSeconds: 10,
+          });
         throw error;
       });
       const handle = await fs.open(file);

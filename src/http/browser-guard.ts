@@ -48,7 +48,10 @@ export function hostnameOf(host: string): string {
 /** The 421 for a Host the rule refuses, or null. A request without Host (HTTP/1.0) passes. */
 export function misdirected(rule: HostRule, host: string | undefined): AppError | null {
   if (rule === null || host === undefined || host === '' || rule(hostnameOf(host))) return null;
-  return new AppError('MISDIRECTED_REQUEST', `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to server.allowed_hosts if it is yours.`);
+  return new AppError(
+    'MISDIRECTED_REQUEST',
+    `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to server.allowed_hosts if it is yours.`,
+  );
 }
 
 /** Every route: refuse a Host the rule does not allow (421, RFC 9110 section 15.5.20). */
@@ -73,12 +76,22 @@ export function refuseCrossSite(): MiddlewareHandler {
     if (SAFE_METHODS.has(c.req.method)) return next();
     const site = c.req.header('sec-fetch-site');
     const origin = c.req.header('origin');
-    if (site !== undefined ? site !== 'same-origin' && site !== 'none' : origin !== undefined && !sameOrigin(origin, c.req.header('host'))) {
-      throw new AppError('CROSS_SITE_REQUEST', `A ${c.req.method} from another site (${site !== undefined ? `Sec-Fetch-Site: ${site}` : `Origin: ${origin!.slice(0, 100)}`}) is refused: it could be a forged request.`);
+    if (
+      site !== undefined
+        ? site !== 'same-origin' && site !== 'none'
+        : origin !== undefined && !sameOrigin(origin, c.req.header('host'))
+    ) {
+      throw new AppError(
+        'CROSS_SITE_REQUEST',
+        `A ${c.req.method} from another site (${site !== undefined ? `Sec-Fetch-Site: ${site}` : `Origin: ${origin!.slice(0, 100)}`}) is refused: it could be a forged request.`,
+      );
     }
     const type = c.req.header('content-type');
     if (type !== undefined && !JSON_TYPE.test(type)) {
-      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `Content-Type '${type.slice(0, 100)}' is refused on ${c.req.method}: send JSON (application/json), or no body and no Content-Type.`);
+      throw new AppError(
+        'UNSUPPORTED_MEDIA_TYPE',
+        `Content-Type '${type.slice(0, 100)}' is refused on ${c.req.method}: send JSON (application/json), or no body and no Content-Type.`,
+      );
     }
     await next();
   };

@@ -4,7 +4,17 @@ import { json } from './json.js';
 import { registerCall, registerOutcome, registerReset, registerSuccessFailure } from './outcome-routes.js';
 import { circuitNameParam, parseQuery } from './request.js';
 import { circuitNotFound, common, jsonText, ok, open503, problem, serveRoute } from './route-kit.js';
-import { AllowedSchema, CircuitSchema, EventSchema, EventsQuery, ListQuery, NameParam, allowedText, circuitJson, detectOnlyText } from './schemas.js';
+import {
+  AllowedSchema,
+  CircuitSchema,
+  EventSchema,
+  EventsQuery,
+  ListQuery,
+  NameParam,
+  allowedText,
+  circuitJson,
+  detectOnlyText,
+} from './schemas.js';
 import { detailWire } from '../domain/transition-detail.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 
@@ -104,12 +114,28 @@ function registerEvents(app: OpenAPIHono, breaker: BreakerService): void {
     tags: ['circuits'],
     summary: 'State transitions of a circuit, newest first',
     request: { params: NameParam, query: EventsQuery },
-    responses: { 200: ok('Transitions', z.object({ events: z.array(EventSchema) })), ...common, 404: problem('Unknown circuit') },
+    responses: {
+      200: ok('Transitions', z.object({ events: z.array(EventSchema) })),
+      ...common,
+      404: problem('Unknown circuit'),
+    },
   });
   serveRoute(app, route, async (c) => {
     const name = circuitNameParam(c);
     const events = await breaker.events(name, parseQuery(c, EventsQuery).limit ?? 50);
     if (events === null) throw circuitNotFound(name);
-    return json(c, { events: events.map((e) => ({ from: e.from, to: e.to, reason: e.reason, at: new Date(e.at).toISOString(), ...detailWire(e) })) }, 200);
+    return json(
+      c,
+      {
+        events: events.map((e) => ({
+          from: e.from,
+          to: e.to,
+          reason: e.reason,
+          at: new Date(e.at).toISOString(),
+          ...detailWire(e),
+        })),
+      },
+      200,
+    );
   });
 }

@@ -25,12 +25,16 @@ export function registerDocsPage(app: OpenAPIHono, openapiPath: string): void {
   app.get('/docs/:dist/:file', (c) => {
     const file = c.req.param('file');
     const type = ASSETS[file];
-    if (type === undefined || c.req.param('dist') !== `swagger-ui-dist@${DIST_VERSION}`) throw new AppError('NOT_FOUND', `No documentation asset '${file}'.`);
+    if (type === undefined || c.req.param('dist') !== `swagger-ui-dist@${DIST_VERSION}`)
+      throw new AppError('NOT_FOUND', `No documentation asset '${file}'.`);
     let body = cache.get(file);
     if (body === undefined) {
       body = readFileSync(require.resolve(`swagger-ui-dist/${file}`)); // read once, on first use
       cache.set(file, body);
     }
-    return c.body(new Uint8Array(body), 200, { 'content-type': type, 'cache-control': 'public, max-age=31536000, immutable' });
+    return c.body(new Uint8Array(body), 200, {
+      'content-type': type,
+      'cache-control': 'public, max-age=31536000, immutable',
+    });
   });
 }

@@ -23,14 +23,22 @@ export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () =>
     if (dots) return render(c, dots);
     const allow = allowedMethods(c.req.path);
     if (allow.length > 0 && !allow.includes(c.req.method)) {
-      return render(c, new AppError('METHOD_NOT_ALLOWED', `${c.req.method} is not allowed here.`, { headers: { allow: allow.join(', ') } }));
+      return render(
+        c,
+        new AppError('METHOD_NOT_ALLOWED', `${c.req.method} is not allowed here.`, {
+          headers: { allow: allow.join(', ') },
+        }),
+      );
     }
     return render(c, new AppError('NOT_FOUND', `No route for ${c.req.method} ${c.req.path}.${slashHint(c.req.path)}`));
   });
   app.onError((error, c) => {
     if (error instanceof ClientClosedError) {
       // nginx's 499: the caller went away; nobody reads this answer and nothing failed here.
-      logger.debug({ event: 'client_closed', method: c.req.method, path: c.req.path, status: 499 }, 'caller closed the connection');
+      logger.debug(
+        { event: 'client_closed', method: c.req.method, path: c.req.path, status: 499 },
+        'caller closed the connection',
+      );
       return new Response(null, { status: 499 });
     }
     return render(c, toAppError(error));
@@ -51,7 +59,12 @@ function methodIndex(app: OpenAPIHono): (path: string) => string[] {
       .filter((r) => r.method !== 'ALL')
       .map((r) => ({
         method: r.method,
-        pattern: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\/:[^/]+/g, '/[^/]+').replace(/\/\*$/, '(/.*)?')}$`),
+        pattern: new RegExp(
+          `^${r.path
+            .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+            .replace(/\/:[^/]+/g, '/[^/]+')
+            .replace(/\/\*$/, '(/.*)?')}$`,
+        ),
       }));
     const methods = new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method));
     if (methods.has('GET')) methods.add('HEAD');

@@ -9,6 +9,11 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
  * for every route, but any middleware makes the synchronous `GET /allowed` path asynchronous
  * (it measured at half the throughput), so it is done where the text is made.
  */
-export function json(c: Context, value: unknown, status: ContentfulStatusCode = 200, headers: Record<string, string> = {}): Response {
+export function json(
+  c: Context,
+  value: unknown,
+  status: ContentfulStatusCode = 200,
+  headers: Record<string, string> = {},
+): Response {
   return c.body(`${JSON.stringify(value)}\n`, status, { ...headers, 'content-type': 'application/json' });
 }

@@ -11,7 +11,10 @@ export interface DocumentOptions {
   readonly proxy: boolean;
 }
 
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
+const problem = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ProblemSchema } },
+});
 const notAllowed = problem('Another method than the ones this path answers; Allow lists them');
 
 const HealthSchema = z
@@ -37,8 +40,12 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       200: { description: 'Healthy', content: { 'application/json': { schema: HealthSchema } } },
       405: notAllowed,
       503: {
-        description: "A storage fault: status 'degraded' (disk full) or 'failed' (file deleted), or a storage-busy problem",
-        content: { 'application/json': { schema: HealthSchema }, 'application/problem+json': { schema: ProblemSchema } },
+        description:
+          "A storage fault: status 'degraded' (disk full) or 'failed' (file deleted), or a storage-busy problem",
+        content: {
+          'application/json': { schema: HealthSchema },
+          'application/problem+json': { schema: ProblemSchema },
+        },
       },
     },
   });
@@ -47,7 +54,9 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
     path: '/problems/{kind}',
     tags: ['service'],
     summary: 'What a problem type means (the `type` of every error answer)',
-    request: { params: z.object({ kind: z.string().openapi({ param: { name: 'kind', in: 'path' }, example: kinds[0] }) }) },
+    request: {
+      params: z.object({ kind: z.string().openapi({ param: { name: 'kind', in: 'path' }, example: kinds[0] }) }),
+    },
     responses: {
       200: { description: 'The problem type', content: { 'application/json': { schema: ProblemTypeSchema } } },
       404: problem('No such problem type'),
@@ -64,7 +73,10 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       request: {
         params: z.object({
           upstream: z.string().openapi({ param: { name: 'upstream', in: 'path' }, example: 'users' }),
-          path: z.string().openapi({ param: { name: 'path', in: 'path' }, description: "The node's path and query, '.'/'..' segments refused" }),
+          path: z.string().openapi({
+            param: { name: 'path', in: 'path' },
+            description: "The node's path and query, '.'/'..' segments refused",
+          }),
         }),
       },
       responses: {
@@ -107,7 +119,8 @@ function buildDocument(app: OpenAPIHono, options: DocumentOptions): ReturnType<O
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       const id = OPERATION_IDS[`${method} ${path}`];
-      if (id !== undefined && typeof operation === 'object' && operation !== null && 'responses' in operation) operation.operationId = id;
+      if (id !== undefined && typeof operation === 'object' && operation !== null && 'responses' in operation)
+        operation.operationId = id;
     }
     if (!needsToken(path)) continue;
     for (const operation of Object.values(item)) {

@@ -3,7 +3,18 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, readJson } from './request.js';
 import { json } from './json.js';
 import { circuitNotFound, jsonBody, jsonText, ok, open503, problem, serveRoute, withBody } from './route-kit.js';
-import { CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam, OutcomeBody, circuitJson, circuitText, outcomeTime, wouldRefuseJson } from './schemas.js';
+import {
+  CallBody,
+  CircuitSchema,
+  EmptyBody,
+  FailureBody,
+  NameParam,
+  OutcomeBody,
+  circuitJson,
+  circuitText,
+  outcomeTime,
+  wouldRefuseJson,
+} from './schemas.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 
 /** `POST /circuits/{name}/call`, circuitlog's: refuse with 503 when open, else record the outcome. */
@@ -31,8 +42,17 @@ export function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimi
       caller,
     });
     // circuitlog's 503 carries the whole circuit as `circuit`.
-    if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller, { circuit: circuitJson(circuit, breaker.now()) });
-    return json(c, { result: success ? ('success' as const) : ('failure' as const), ...wouldRefuseJson(circuit, verdict), circuit: circuitJson(circuit, breaker.now()) }, 200);
+    if (!verdict.allowed)
+      throw breaker.refusal(circuit, verdict, caller, { circuit: circuitJson(circuit, breaker.now()) });
+    return json(
+      c,
+      {
+        result: success ? ('success' as const) : ('failure' as const),
+        ...wouldRefuseJson(circuit, verdict),
+        circuit: circuitJson(circuit, breaker.now()),
+      },
+      200,
+    );
   });
 }
 
@@ -95,7 +115,10 @@ export function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyL
     // A late outcome (the circuit opened since the call was admitted) changes no state.
     const at = outcomeTime(body.at, breaker.now(), 'at');
     const outcome = { success: body.success, durationMs: body.duration_ms, late: 'count_only' as const, at };
-    const circuit = await breaker.recordGrouped(name, body.caller === undefined ? outcome : { ...outcome, caller: body.caller });
+    const circuit = await breaker.recordGrouped(
+      name,
+      body.caller === undefined ? outcome : { ...outcome, caller: body.caller },
+    );
     return jsonText(c, circuitText(circuit, breaker.now()));
   });
 }

@@ -20,17 +20,22 @@ const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
   example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
 });
 
-const BatchItem = z.object({
-  circuit: z.string().superRefine((name, ctx) => {
-    const reason = circuitNameProblem(name);
-    if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
-  }),
-  success: z.boolean(),
-  duration_ms: z.number().min(0).max(86_400_000).optional(),
-  at: outcomeAt,
-  caller: callerField,
-}).strict();
-const BatchBody = z.object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) }).strict().openapi('OutcomeBatch');
+const BatchItem = z
+  .object({
+    circuit: z.string().superRefine((name, ctx) => {
+      const reason = circuitNameProblem(name);
+      if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
+    }),
+    success: z.boolean(),
+    duration_ms: z.number().min(0).max(86_400_000).optional(),
+    at: outcomeAt,
+    caller: callerField,
+  })
+  .strict();
+const BatchBody = z
+  .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
+  .strict()
+  .openapi('OutcomeBatch');
 const BatchAnswer = z.object({
   results: z.array(z.object({ circuit: z.string(), state: z.enum(['closed', 'open', 'half_open']) })),
 });
@@ -80,13 +85,18 @@ function registerPatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
     summary: "Change a circuit's policy (JSON merge patch); creates the circuit with the defaults first when missing",
     request: {
       params: NameParam,
-      body: { required: true, content: { 'application/merge-patch+json': { schema: PatchBody }, 'application/json': { schema: PatchBody } } },
+      body: {
+        required: true,
+        content: { 'application/merge-patch+json': { schema: PatchBody }, 'application/json': { schema: PatchBody } },
+      },
     },
     responses: {
       200: ok('The changed circuit', CircuitSchema),
       201: ok('The new circuit', CircuitSchema),
       ...withBody,
-      415: problem('A body in another format than a JSON merge patch (application/json-patch+json included); Accept-Patch lists the formats'),
+      415: problem(
+        'A body in another format than a JSON merge patch (application/json-patch+json included); Accept-Patch lists the formats',
+      ),
       422: problem('Invalid policy fields (each named in errors); nothing changed'),
     },
   });
@@ -96,15 +106,19 @@ function registerPatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
     requireMergePatch(c.req.header('content-type'));
     const patch = await readJson(c, PatchBody, bodyLimitBytes);
     // The merge runs inside the store's write transaction, on the circuit as stored.
-    const { circuit, created } = await breaker.withRoom([name], async () => breaker.configure(name, (current) => {
-      const merged = policySchema.safeParse(patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch));
-      if (!merged.success) {
-        throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
-          fields: policyFieldErrors(merged.error.issues),
-        });
-      }
-      return policyFromWire(merged.data);
-    }));
+    const { circuit, created } = await breaker.withRoom([name], async () =>
+      breaker.configure(name, (current) => {
+        const merged = policySchema.safeParse(
+          patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch),
+        );
+        if (!merged.success) {
+          throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
+            fields: policyFieldErrors(merged.error.issues),
+          });
+        }
+        return policyFromWire(merged.data);
+      }),
+    );
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
     return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });
@@ -129,7 +143,10 @@ function registerDelete(app: OpenAPIHono, breaker: BreakerService, isConfigCircu
   app.delete('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);
     if (isConfigCircuit(name)) {
-      throw new AppError('CIRCUIT_DEFINED_BY_CONFIG', `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`);
+      throw new AppError(
+        'CIRCUIT_DEFINED_BY_CONFIG',
+        `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`,
+      );
     }
     if (!(await breaker.delete(name))) throw circuitNotFound(name);
     return c.body(null, 204);

@@ -40,7 +40,12 @@ function percentEncode(ch: string): string {
 export function problemParts(error: AppError, instance: string | undefined, now: number): ProblemParts {
   const entry = PROBLEMS[error.code];
   const { fields, retryAt, retryAfterSeconds, extensions, headers } = error.options;
-  const body: Record<string, unknown> = { type: entry.type, title: entry.title, status: entry.status, detail: error.message };
+  const body: Record<string, unknown> = {
+    type: entry.type,
+    title: entry.title,
+    status: entry.status,
+    detail: error.message,
+  };
   if (instance !== undefined) body.instance = uriReference(instance);
   body.code = error.code;
   Object.assign(body, extensions);
@@ -77,5 +82,7 @@ export function writeProblem(outgoing: ServerResponse, error: AppError, instance
 export function endSocketWithProblem(socket: Duplex, error: AppError, instance: string, now: number): void {
   const { status, headers, body } = problemParts(error, instance, now);
   const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' });
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`,
+  );
 }

@@ -4,7 +4,12 @@ import type { z } from 'zod';
 import { circuitNameProblem } from '../config.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 
-type Issue = { readonly code?: string; readonly path: readonly PropertyKey[]; readonly message: string; readonly keys?: readonly string[] };
+type Issue = {
+  readonly code?: string;
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly keys?: readonly string[];
+};
 
 /**
  * Zod issues as `{field, message}` pairs; the root is named `(body)`. An unknown key is named
@@ -24,7 +29,8 @@ export function fieldErrors(issues: readonly Issue[], unknownKeyMessage = 'is no
 export function circuitNameParam(c: Context): string {
   const raw = c.req.param('name') ?? '';
   const reason = circuitNameProblem(raw);
-  if (reason !== null) throw new AppError('INVALID_NAME', `Circuit name ${reason}.`, { extensions: { name: raw.slice(0, 300) } });
+  if (reason !== null)
+    throw new AppError('INVALID_NAME', `Circuit name ${reason}.`, { extensions: { name: raw.slice(0, 300) } });
   return raw;
 }
 
@@ -32,7 +38,9 @@ export function circuitNameParam(c: Context): string {
 export function parseQuery<S extends z.ZodTypeAny>(c: Context, schema: S): z.output<S> {
   const result = schema.safeParse(c.req.query());
   if (!result.success) {
-    throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields: fieldErrors(result.error.issues) });
+    throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', {
+      fields: fieldErrors(result.error.issues),
+    });
   }
   return result.data;
 }
@@ -44,7 +52,11 @@ const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
  * `application/json` (415), at most `limitBytes` (413), valid JSON (400) and match the
  * schema (422, naming each field).
  */
-export async function readJson<S extends z.ZodTypeAny>(c: Context, schema: S, limitBytes: number): Promise<z.output<S>> {
+export async function readJson<S extends z.ZodTypeAny>(
+  c: Context,
+  schema: S,
+  limitBytes: number,
+): Promise<z.output<S>> {
   const length = c.req.header('content-length');
   const incoming = nodeRequest(c);
   const hasBody =
@@ -66,7 +78,9 @@ export async function readJson<S extends z.ZodTypeAny>(c: Context, schema: S, li
   }
   const result = schema.safeParse(value);
   if (!result.success) {
-    throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', { fields: fieldErrors(result.error.issues) });
+    throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', {
+      fields: fieldErrors(result.error.issues),
+    });
   }
   return result.data;
 }

@@ -6,14 +6,22 @@ import { OpenProblemSchema, ProblemSchema } from './schemas.js';
 // What the /circuits and /outcomes routes share: OpenAPI response pieces, the way a route is
 // served, and the not-found error.
 
-const retryAfter = { 'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } } };
+const retryAfter = {
+  'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } },
+};
 export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({
   description,
   content: { 'application/problem+json': { schema } },
   ...(headers && { headers }),
 });
-export const ok = (description: string, schema: z.ZodTypeAny) => ({ description, content: { 'application/json': { schema } } });
-export const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({ required, content: { 'application/json': { schema } } });
+export const ok = (description: string, schema: z.ZodTypeAny) => ({
+  description,
+  content: { 'application/json': { schema } },
+});
+export const jsonBody = <T extends z.ZodTypeAny>(schema: T, required: boolean) => ({
+  required,
+  content: { 'application/json': { schema } },
+});
 
 export const common = {
   400: problem('Invalid circuit name, JSON or query'),
@@ -26,8 +34,14 @@ export const common = {
   ),
 };
 /** A body is optional and ignored, but if sent it must be JSON (415) and within the limit (413). */
-const anyBody = { ...common, 413: problem('Body over the size limit'), 415: problem('A body that is not application/json') };
-const tooManyCircuits = { 507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written') };
+const anyBody = {
+  ...common,
+  413: problem('Body over the size limit'),
+  415: problem('A body that is not application/json'),
+};
+const tooManyCircuits = {
+  507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written'),
+};
 export const withBody = { ...anyBody, 422: problem('Body fields failed validation'), ...tooManyCircuits };
 export const open503 = problem(
   'circuit-open: the circuit is open, or half-open with every probe slot taken; circuit-forced-open: forced open by an operator; or a storage problem (storage-busy, storage-unavailable, ...)',

@@ -21,25 +21,51 @@ export const CircuitSchema = z
     timeout_seconds: z.number().int(),
     half_open_max_calls: z.number().int(),
     success_threshold: z.number().int(),
-    window: windowSchema.nullable().openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
+    window: windowSchema
+      .nullable()
+      .openapi({ description: 'Sliding window judging failure and slow-call rates; null: none.' }),
     backoff: backoffSchema.nullable().openapi({ description: 'Open-time growth after each failed probe; null: none.' }),
     forced_state: z.enum(['open', 'closed']).nullable(),
-    throttle: throttleSchema.nullable().openapi({ description: 'Soft throttling while closed ({k, window_seconds}); null: off.' }),
-    throttle_probability: z
-      .number()
-      .openapi({ description: 'The share of calls the throttle refuses now: max(0, (requests - k * accepts) / (requests + 1)) over the window; 0 without a throttle or unless closed.' }),
-    throttle_window: z
-      .object({ requests: z.number().int(), accepts: z.number().int() })
+    throttle: throttleSchema
       .nullable()
-      .openapi({ description: 'The counts the probability is drawn from, as of now: requests (outcomes reported while closed, plus calls the throttle refused) and accepts (successes); null without a throttle.' }),
-    quorum: quorumSchema.nullable().openapi({ description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.' }),
+      .openapi({ description: 'Soft throttling while closed ({k, window_seconds}); null: off.' }),
+    throttle_probability: z.number().openapi({
+      description:
+        'The share of calls the throttle refuses now: max(0, (requests - k * accepts) / (requests + 1)) over the window; 0 without a throttle or unless closed.',
+    }),
+    throttle_window: z.object({ requests: z.number().int(), accepts: z.number().int() }).nullable().openapi({
+      description:
+        'The counts the probability is drawn from, as of now: requests (outcomes reported while closed, plus calls the throttle refused) and accepts (successes); null without a throttle.',
+    }),
+    quorum: quorumSchema.nullable().openapi({
+      description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.',
+    }),
     isolated_callers: z
-      .array(z.object({ caller: z.string(), failures: z.number().int(), open_until: isoTime, probe_until: isoTime.nullable() }))
-      .openapi({ description: 'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.' }),
-    effective_timeout_seconds: z.number().int().openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
+      .array(
+        z.object({
+          caller: z.string(),
+          failures: z.number().int(),
+          open_until: isoTime,
+          probe_until: isoTime.nullable(),
+        }),
+      )
+      .openapi({
+        description:
+          'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.',
+      }),
+    effective_timeout_seconds: z
+      .number()
+      .int()
+      .openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
     reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
     window_stats: z
-      .object({ calls: z.number().int(), failures: z.number().int(), slow_calls: z.number().int(), failure_rate: z.number(), slow_call_rate: z.number() })
+      .object({
+        calls: z.number().int(),
+        failures: z.number().int(),
+        slow_calls: z.number().int(),
+        failure_rate: z.number(),
+        slow_call_rate: z.number(),
+      })
       .nullable()
       .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
     probes_in_flight: z.number().int(),
@@ -65,16 +91,30 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     failure_count: c.failureCount,
     ...policy, // failure_threshold to throttle (and quorum when set), in this order
     throttle: policy.throttle ?? null,
-    throttle_probability: counts === null || c.state !== 'closed' || c.forcedState !== null ? 0 : throttleProbability(c.throttle!.k, counts),
+    throttle_probability:
+      counts === null || c.state !== 'closed' || c.forcedState !== null
+        ? 0
+        : throttleProbability(c.throttle!.k, counts),
     throttle_window: counts,
     quorum: policy.quorum ?? null,
-    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({ caller: e[0], failures: e[1], open_until: new Date(e[4]!).toISOString(), probe_until: iso(e[6]) })),
+    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({
+      caller: e[0],
+      failures: e[1],
+      open_until: new Date(e[4]!).toISOString(),
+      probe_until: iso(e[6]),
+    })),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:
       stats === null
         ? null
-        : { calls: stats.calls, failures: stats.failures, slow_calls: stats.slowCalls, failure_rate: stats.failureRate, slow_call_rate: stats.slowCallRate },
+        : {
+            calls: stats.calls,
+            failures: stats.failures,
+            slow_calls: stats.slowCalls,
+            failure_rate: stats.failureRate,
+            slow_call_rate: stats.slowCallRate,
+          },
     probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
     open_until: iso(c.openUntil),
     half_open_at: iso(c.halfOpenAt),
@@ -114,7 +154,10 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
  * Under a forced-closed circuit (detect-only): whether the rules would have refused this
  * call, and how; `{}` on any other circuit.
  */
-export function wouldRefuseJson(c: Circuit, verdict: Verdict): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
+export function wouldRefuseJson(
+  c: Circuit,
+  verdict: Verdict,
+): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
   if (c.forcedState !== 'closed' || !verdict.allowed) return {};
   const w = verdict.wouldRefuse;
   if (w === undefined) return { would_refuse: false };
@@ -148,12 +191,21 @@ export const ProblemSchema = z
   .openapi('Problem');
 
 export const OpenProblemSchema = ProblemSchema.extend({
-  circuit: z.union([z.string(), CircuitSchema]).openapi({ description: 'The name; the whole circuit on circuitlog\'s POST /call.' }),
-  state: z.enum(['closed', 'open', 'half_open']).openapi({ description: 'open or half_open; any state when forced open.' }),
+  circuit: z
+    .union([z.string(), CircuitSchema])
+    .openapi({ description: "The name; the whole circuit on circuitlog's POST /call." }),
+  state: z
+    .enum(['closed', 'open', 'half_open'])
+    .openapi({ description: 'open or half_open; any state when forced open.' }),
   open_until: isoTime.nullable(),
   forced_state: z.literal('open').optional(),
-  throttle_probability: z.number().optional().openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
-  scope: z.literal('caller').optional().openapi({ description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.' }),
+  throttle_probability: z
+    .number()
+    .optional()
+    .openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
+  scope: z.literal('caller').optional().openapi({
+    description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.',
+  }),
   caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
 }).openapi('CircuitOpenProblem');
 
@@ -168,21 +220,35 @@ export const NameParam = z.object({
 });
 
 const threshold = z.number().int().min(1).max(1_000_000_000);
-const timeoutSeconds = z.number().int().min(1).max(30 * 86_400);
+const timeoutSeconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(30 * 86_400);
 
 export const CallBody = z
   .object({
-    success: z.boolean().optional().openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
-    threshold: threshold.optional().openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
-    timeout_seconds: timeoutSeconds
+    success: z
+      .boolean()
       .optional()
-      .openapi({ description: "Open time of the opening this failure causes (default: the circuit's timeout_seconds); the policy is unchanged." }),
+      .openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
+    threshold: threshold
+      .optional()
+      .openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
+    timeout_seconds: timeoutSeconds.optional().openapi({
+      description:
+        "Open time of the opening this failure causes (default: the circuit's timeout_seconds); the policy is unchanged.",
+    }),
   })
   .strict()
   .openapi('CallRequest');
 
 export const FailureBody = z
-  .object({ timeout_seconds: timeoutSeconds.optional().openapi({ description: 'Open time of the opening this failure causes; the policy is unchanged.' }) })
+  .object({
+    timeout_seconds: timeoutSeconds
+      .optional()
+      .openapi({ description: 'Open time of the opening this failure causes; the policy is unchanged.' }),
+  })
   .strict()
   .openapi('FailureRequest');
 
@@ -193,15 +259,12 @@ export const EmptyBody = z.object({}).strict().openapi('EmptyRequest');
 export const OUTCOME_AT_MAX_SKEW_MS = 60_000; // 60 s
 
 /** An outcome's `at`: RFC 3339 date-time, as the API's other times. */
-export const outcomeAt = z.iso
-  .datetime({ offset: true })
-  .optional()
-  .openapi({
-    format: 'date-time',
-    example: '2026-11-30T03:30:41.123Z',
-    description:
-      "When the call ended, by the caller's clock (at most 60 s ahead of the server's). An outcome that ended before the circuit's last state change (1 s tolerance) or before its time window changes nothing (a late outcome). Default: now.",
-  });
+export const outcomeAt = z.iso.datetime({ offset: true }).optional().openapi({
+  format: 'date-time',
+  example: '2026-11-30T03:30:41.123Z',
+  description:
+    "When the call ended, by the caller's clock (at most 60 s ahead of the server's). An outcome that ended before the circuit's last state change (1 s tolerance) or before its time window changes nothing (a late outcome). Default: now.",
+});
 
 /** `at` as epoch ms; null when absent; a VALIDATION_FAILED naming `field` when too far ahead of `now`. */
 export function outcomeTime(at: string | undefined, now: number, field: string): number | undefined {
@@ -209,7 +272,12 @@ export function outcomeTime(at: string | undefined, now: number, field: string):
   const ms = Date.parse(at);
   if (ms - now > OUTCOME_AT_MAX_SKEW_MS) {
     throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', {
-      fields: [{ field, message: `is more than ${OUTCOME_AT_MAX_SKEW_MS / 1000} s ahead of the server's clock (${new Date(now).toISOString()})` }],
+      fields: [
+        {
+          field,
+          message: `is more than ${OUTCOME_AT_MAX_SKEW_MS / 1000} s ahead of the server's clock (${new Date(now).toISOString()})`,
+        },
+      ],
     });
   }
   return ms;
@@ -217,9 +285,14 @@ export function outcomeTime(at: string | undefined, now: number, field: string):
 
 export const OutcomeBody = z
   .object({
-    success: z.boolean().openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
+    success: z
+      .boolean()
+      .openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
     at: outcomeAt,
-    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({ description: "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds." }),
+    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({
+      description:
+        "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds.",
+    }),
     caller: callerField,
   })
   .strict()
@@ -246,10 +319,18 @@ export const ListQuery = z.object({
 export const AllowedSchema = z
   .object({
     allowed: z.literal(true),
-    state: z.enum(['closed', 'half_open', 'open']).openapi({ description: 'The state by the rules: open only under forced_state closed.' }),
-    would_refuse: z.boolean().optional().openapi({ description: 'Only under forced_state closed (detect-only): true when the rules would have refused this call.' }),
-    would_refuse_scope: z.enum(['circuit', 'caller']).optional().openapi({ description: 'With would_refuse true: the circuit refuses everyone, or only this caller (isolated).' }),
-    would_retry_at: isoTime.optional().openapi({ description: 'With would_refuse true: when the rules would let this caller try again.' }),
+    state: z
+      .enum(['closed', 'half_open', 'open'])
+      .openapi({ description: 'The state by the rules: open only under forced_state closed.' }),
+    would_refuse: z.boolean().optional().openapi({
+      description: 'Only under forced_state closed (detect-only): true when the rules would have refused this call.',
+    }),
+    would_refuse_scope: z.enum(['circuit', 'caller']).optional().openapi({
+      description: 'With would_refuse true: the circuit refuses everyone, or only this caller (isolated).',
+    }),
+    would_retry_at: isoTime
+      .optional()
+      .openapi({ description: 'With would_refuse true: when the rules would let this caller try again.' }),
     circuit: z.union([CircuitSchema, z.null()]),
   })
   .openapi('Allowed');
@@ -264,9 +345,14 @@ export const EventSchema = z
     to: z.string(),
     reason: z.string(),
     at: isoTime,
-    callers: z.array(z.string()).optional().openapi({ description: 'trip_withheld and a quorum\'s opening: the named callers that failed in the window; caller_isolated / caller_released: the caller.' }),
+    callers: z.array(z.string()).optional().openapi({
+      description:
+        "trip_withheld and a quorum's opening: the named callers that failed in the window; caller_isolated / caller_released: the caller.",
+    }),
     rule: z.string().optional().openapi({ description: 'trip_withheld: the rule that fired.' }),
-    until: isoTime.optional().openapi({ description: 'caller_isolated: when the caller\'s open time ends.' }),
-    forced_state: z.literal('closed').optional().openapi({ description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).' }),
+    until: isoTime.optional().openapi({ description: "caller_isolated: when the caller's open time ends." }),
+    forced_state: z.literal('closed').optional().openapi({
+      description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).',
+    }),
   })
   .openapi('Transition');

@@ -24,7 +24,11 @@ const ReadySchema = z.object({ status: z.literal('ready') }).openapi('Ready');
  */
 function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): void {
   app.get(READY_PATH, (c) => {
-    if (readiness?.draining) throw new AppError('NOT_READY', 'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.');
+    if (readiness?.draining)
+      throw new AppError(
+        'NOT_READY',
+        'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.',
+      );
     return json(c, { status: 'ready' as const }, 200);
   });
   app.openAPIRegistry.registerPath({
@@ -34,8 +38,14 @@ function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): 
     summary: 'Readiness: 200 while taking new work, 503 while draining after SIGTERM; never needs the token',
     responses: {
       200: { description: 'Ready', content: { 'application/json': { schema: ReadySchema } } },
-      405: { description: 'Another method than GET or HEAD', content: { 'application/problem+json': { schema: ProblemSchema } } },
-      503: { description: 'not-ready: draining after SIGTERM (or still starting)', content: { 'application/problem+json': { schema: ProblemSchema } } },
+      405: {
+        description: 'Another method than GET or HEAD',
+        content: { 'application/problem+json': { schema: ProblemSchema } },
+      },
+      503: {
+        description: 'not-ready: draining after SIGTERM (or still starting)',
+        content: { 'application/problem+json': { schema: ProblemSchema } },
+      },
     },
   });
 }
@@ -54,7 +64,8 @@ export interface ServiceRouteDeps {
  */
 export function registerServiceRoutes(app: OpenAPIHono, deps: ServiceRouteDeps): void {
   app.get('/health', async (c) => {
-    const report = await (deps.health?.() ?? Promise.resolve(deps.store.ping()).then((ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
+    const report = await (deps.health?.() ??
+      Promise.resolve(deps.store.ping()).then((ok): HealthReport => ({ status: ok ? 'ok' : 'unavailable' })));
     return json(c, report, report.status === 'ok' ? 200 : 503);
   });
   registerReadiness(app, deps.readiness);

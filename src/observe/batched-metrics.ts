@@ -95,7 +95,13 @@ export class BatchedHistogram {
 
   /** The shape Registry.getMetricsAsString reads (labels `le` plus the series as sharedLabels). */
   async getForPromString() {
-    const values: { labels: Record<string, string | number>; sharedLabels: Labels; value: number; metricName: string; exemplar: null | undefined }[] = [];
+    const values: {
+      labels: Record<string, string | number>;
+      sharedLabels: Labels;
+      value: number;
+      metricName: string;
+      exemplar: null | undefined;
+    }[] = [];
     const bucket = `${this.name}_bucket`;
     for (const s of this.series.values()) {
       let acc = 0;
@@ -103,9 +109,27 @@ export class BatchedHistogram {
         acc += s.buckets[i]!;
         values.push({ labels: { le }, sharedLabels: s.labels, value: acc, metricName: bucket, exemplar: null });
       });
-      values.push({ labels: { le: '+Inf' }, sharedLabels: s.labels, value: s.count, metricName: bucket, exemplar: null });
-      values.push({ labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum`, exemplar: undefined });
-      values.push({ labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count`, exemplar: undefined });
+      values.push({
+        labels: { le: '+Inf' },
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: bucket,
+        exemplar: null,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.sum,
+        metricName: `${this.name}_sum`,
+        exemplar: undefined,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: `${this.name}_count`,
+        exemplar: undefined,
+      });
     }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
   }
@@ -113,7 +137,10 @@ export class BatchedHistogram {
   /** The shape getMetricsAsJSON (and so the cluster AggregatorRegistry) reads: labels splayed. */
   async get() {
     const data = await this.getForPromString();
-    const values = data.values.map(({ labels, sharedLabels, ...rest }) => ({ ...rest, labels: { ...labels, ...sharedLabels } }));
+    const values = data.values.map(({ labels, sharedLabels, ...rest }) => ({
+      ...rest,
+      labels: { ...labels, ...sharedLabels },
+    }));
     return { ...data, values };
   }
 }

@@ -1,5 +1,10 @@
 import { AppError } from '../domain/errors.js';
-import { matchesFilter, type LoggedTransition, type TransitionFilter, type TransitionReader } from '../store/transition-reader.js';
+import {
+  matchesFilter,
+  type LoggedTransition,
+  type TransitionFilter,
+  type TransitionReader,
+} from '../store/transition-reader.js';
 
 export interface EventHubOptions {
   readonly log: TransitionReader;
@@ -55,7 +60,9 @@ export class EventHub {
   /** Throws TOO_MANY_STREAMS when a new stream would pass the bound. */
   ensureRoom(): void {
     if (this.subscribers.size >= this.options.maxStreams) {
-      throw new AppError('TOO_MANY_STREAMS', `This server already has ${this.options.maxStreams} open event streams.`, { retryAfterSeconds: 5 });
+      throw new AppError('TOO_MANY_STREAMS', `This server already has ${this.options.maxStreams} open event streams.`, {
+        retryAfterSeconds: 5,
+      });
     }
   }
 
@@ -71,7 +78,13 @@ export class EventHub {
       this.timer = setInterval(() => this.pollQuietly(), this.options.pollMs ?? POLL_MS);
       this.timer.unref();
     }
-    const sub: Subscriber = { filter, lastId: lastEventId ?? this.options.log.maxId(), sink, replaying: lastEventId !== null, gone: false };
+    const sub: Subscriber = {
+      filter,
+      lastId: lastEventId ?? this.options.log.maxId(),
+      sink,
+      replaying: lastEventId !== null,
+      gone: false,
+    };
     this.subscribers.add(sub);
     if (sub.replaying) {
       this.replay(sub).catch(() => {
@@ -182,5 +195,4 @@ export class EventHub {
       this.pumpReplays();
     });
   }
-
 }

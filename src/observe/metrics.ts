@@ -65,7 +65,9 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly panic;
   /** The lines of each labelled circuit as last rendered, by name (at most about twice the cap). */
   private readonly rendered = new Map<string, RenderedCircuit>();
-  private lastSections: { readonly blocks: readonly RenderedCircuit[]; readonly state: string; readonly forced: string } | undefined;
+  private lastSections:
+    | { readonly blocks: readonly RenderedCircuit[]; readonly state: string; readonly forced: string }
+    | undefined;
   /** The end of the `max_circuits` cap, read at most every CUTOFF_REFRESH_MS (or when a newer circuit appears below it). */
   private cutoff: (CapCutoff & { readonly readAt: number }) | undefined;
   /**
@@ -77,32 +79,96 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   constructor(private readonly options: MetricsOptions) {
     const registers = [this.counters];
     collectDefaultMetrics({ register: this.counters });
-    this.transitions = new Counter({ name: 'circuitlog_transitions_total', help: 'State transitions of circuits', labelNames: ['circuit', 'from', 'to', 'reason'], registers });
+    this.transitions = new Counter({
+      name: 'circuitlog_transitions_total',
+      help: 'State transitions of circuits',
+      labelNames: ['circuit', 'from', 'to', 'reason'],
+      registers,
+    });
     this.detectOnly = new Counter({
       name: 'circuitlog_detect_only_transitions_total',
       help: 'Transitions, withheld trips and caller isolations the rules made while the circuit was forced closed (what the policy would have done); not in circuitlog_transitions_total',
       labelNames: ['circuit', 'from', 'to', 'reason'],
       registers,
     });
-    this.outcomes = new BatchedCounter({ name: 'circuitlog_outcomes_total', help: 'Outcomes recorded, whatever the route', labelNames: ['circuit', 'outcome'], registers });
-    this.slowCalls = new Counter({ name: 'circuitlog_slow_calls_total', help: 'Outcomes at or over the circuit slow-call duration', labelNames: ['circuit'], registers });
-    this.rejections = new Counter({ name: 'circuitlog_calls_rejected_total', help: 'Calls refused by a circuit', labelNames: ['circuit'], registers });
-    this.outcomeDuration = new BatchedHistogram({ name: 'circuitlog_outcome_duration_seconds', help: 'duration_ms of recorded outcomes that carry one', registers });
-    this.proxyRequests = new BatchedCounter({ name: 'circuitlog_proxy_requests_total', help: 'Proxied requests by the status sent to the caller and the node that answered', labelNames: ['upstream', 'node', 'dc', 'status'], registers });
-    this.proxyDuration = new BatchedHistogram({ name: 'circuitlog_proxy_request_duration_seconds', help: 'Time from a proxied request to the head of its answer', registers });
-    this.fallbacks = new Counter({ name: 'circuitlog_proxy_fallbacks_total', help: 'Fallback answers served', labelNames: ['upstream', 'kind'], registers });
-    this.degraded = new Counter({ name: 'circuitlog_proxy_degraded_total', help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)', labelNames: ['upstream'], registers });
+    this.outcomes = new BatchedCounter({
+      name: 'circuitlog_outcomes_total',
+      help: 'Outcomes recorded, whatever the route',
+      labelNames: ['circuit', 'outcome'],
+      registers,
+    });
+    this.slowCalls = new Counter({
+      name: 'circuitlog_slow_calls_total',
+      help: 'Outcomes at or over the circuit slow-call duration',
+      labelNames: ['circuit'],
+      registers,
+    });
+    this.rejections = new Counter({
+      name: 'circuitlog_calls_rejected_total',
+      help: 'Calls refused by a circuit',
+      labelNames: ['circuit'],
+      registers,
+    });
+    this.outcomeDuration = new BatchedHistogram({
+      name: 'circuitlog_outcome_duration_seconds',
+      help: 'duration_ms of recorded outcomes that carry one',
+      registers,
+    });
+    this.proxyRequests = new BatchedCounter({
+      name: 'circuitlog_proxy_requests_total',
+      help: 'Proxied requests by the status sent to the caller and the node that answered',
+      labelNames: ['upstream', 'node', 'dc', 'status'],
+      registers,
+    });
+    this.proxyDuration = new BatchedHistogram({
+      name: 'circuitlog_proxy_request_duration_seconds',
+      help: 'Time from a proxied request to the head of its answer',
+      registers,
+    });
+    this.fallbacks = new Counter({
+      name: 'circuitlog_proxy_fallbacks_total',
+      help: 'Fallback answers served',
+      labelNames: ['upstream', 'kind'],
+      registers,
+    });
+    this.degraded = new Counter({
+      name: 'circuitlog_proxy_degraded_total',
+      help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)',
+      labelNames: ['upstream'],
+      registers,
+    });
     this.overload = new OverloadMetrics(registers);
-    this.coalesced = new Counter({ name: 'circuitlog_proxy_coalesced_total', help: 'Proxied requests answered from another request\'s call (coalescing)', labelNames: ['upstream'], registers });
-    this.healthChecks = new Counter({ name: 'circuitlog_health_checks_total', help: 'Active health checks of proxy nodes', labelNames: ['upstream', 'node', 'result'], registers });
+    this.coalesced = new Counter({
+      name: 'circuitlog_proxy_coalesced_total',
+      help: "Proxied requests answered from another request's call (coalescing)",
+      labelNames: ['upstream'],
+      registers,
+    });
+    this.healthChecks = new Counter({
+      name: 'circuitlog_health_checks_total',
+      help: 'Active health checks of proxy nodes',
+      labelNames: ['upstream', 'node', 'result'],
+      registers,
+    });
     // 'max' across workers: 1 while any worker serves the upstream in panic (each reads the nodes itself).
-    this.panic = new Gauge({ name: 'circuitlog_proxy_panic', help: 'Whether the upstream is in panic (panic_threshold_percent): 1 while node breakers are not honoured', labelNames: ['upstream'], aggregator: 'max', registers });
+    this.panic = new Gauge({
+      name: 'circuitlog_proxy_panic',
+      help: 'Whether the upstream is in panic (panic_threshold_percent): 1 while node breakers are not honoured',
+      labelNames: ['upstream'],
+      aggregator: 'max',
+      registers,
+    });
   }
 
   transition(circuit: Circuit, t: Transition): void {
     if (!this.isLabelled(circuit)) return;
     // Detect-only events are counted apart: a dashboard shows what a policy would have done before it is enforced.
-    (t.forcedState === 'closed' ? this.detectOnly : this.transitions).inc({ circuit: circuit.name, from: t.from, to: t.to, reason: t.reason });
+    (t.forcedState === 'closed' ? this.detectOnly : this.transitions).inc({
+      circuit: circuit.name,
+      from: t.from,
+      to: t.to,
+      reason: t.reason,
+    });
   }
 
   outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
@@ -119,11 +185,21 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     if (this.isLabelled(circuit)) this.rejections.inc({ circuit: circuit.name });
   }
 
-  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void {
+  proxyRequest(
+    upstream: string,
+    node: { readonly id: string; readonly dc: string; readonly local: boolean } | null,
+    status: number,
+    durationMs: number,
+  ): void {
     const nodeId = node?.id ?? 'none';
     if (node?.local === false) this.degraded.inc({ upstream });
     const dc = node?.dc ?? 'none';
-    this.proxyRequests.inc(`${upstream}\0${nodeId}\0${dc}\0${status}`, { upstream, node: nodeId, dc, status: String(status) });
+    this.proxyRequests.inc(`${upstream}\0${nodeId}\0${dc}\0${status}`, {
+      upstream,
+      node: nodeId,
+      dc,
+      status: String(status),
+    });
     this.proxyDuration.observe(`${upstream}\0${nodeId}`, { upstream, node: nodeId }, durationMs / 1000);
   }
 
@@ -193,13 +269,23 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const blocks = circuits.map((c) => this.renderedCircuit(c));
     const sections = this.sections(blocks);
     if (blocks.length > 0) out.push(sections.state);
-    out.push('# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state', '# TYPE circuitlog_circuit_forced gauge');
+    out.push(
+      '# HELP circuitlog_circuit_forced 1 when the circuit is forced to this state',
+      '# TYPE circuitlog_circuit_forced gauge',
+    );
     if (blocks.length > 0) out.push(sections.forced);
-    out.push('# HELP circuitlog_circuit_isolated_callers Callers a quorum circuit isolates now (failures of their own); only circuits with a quorum', '# TYPE circuitlog_circuit_isolated_callers gauge');
+    out.push(
+      '# HELP circuitlog_circuit_isolated_callers Callers a quorum circuit isolates now (failures of their own); only circuits with a quorum',
+      '# TYPE circuitlog_circuit_isolated_callers gauge',
+    );
     circuits.forEach((c, i) => {
-      if (c.isolatedCallers !== null) out.push(`circuitlog_circuit_isolated_callers{${blocks[i]!.label}} ${c.isolatedCallers}`);
+      if (c.isolatedCallers !== null)
+        out.push(`circuitlog_circuit_isolated_callers{${blocks[i]!.label}} ${c.isolatedCallers}`);
     });
-    out.push('# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent', '# TYPE circuitlog_circuit_failure_rate gauge');
+    out.push(
+      '# HELP circuitlog_circuit_failure_rate Failure rate of the circuit window, percent',
+      '# TYPE circuitlog_circuit_failure_rate gauge',
+    );
     circuits.forEach((c, i) => {
       const rate = failureRateOf(c, now);
       if (rate !== null) out.push(`circuitlog_circuit_failure_rate{${blocks[i]!.label}} ${rate}`);
@@ -230,8 +316,12 @@ export class Metrics implements BreakerObserver, ProxyHooks {
       state: c.state,
       forced: c.forcedState,
       label,
-      stateLines: STATES.map((s) => `circuitlog_circuit_state{${label},state="${s}"} ${c.state === s ? 1 : 0}`).join('\n'),
-      forcedLines: FORCED.map((s) => `circuitlog_circuit_forced{${label},forced_state="${s}"} ${c.forcedState === s ? 1 : 0}`).join('\n'),
+      stateLines: STATES.map((s) => `circuitlog_circuit_state{${label},state="${s}"} ${c.state === s ? 1 : 0}`).join(
+        '\n',
+      ),
+      forcedLines: FORCED.map(
+        (s) => `circuitlog_circuit_forced{${label},forced_state="${s}"} ${c.forcedState === s ? 1 : 0}`,
+      ).join('\n'),
     };
     this.rendered.set(c.name, block);
     return block;
@@ -240,8 +330,13 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   /** The state and forced lines of every labelled circuit: the last scrape's text while no circuit's block changed. */
   private sections(blocks: readonly RenderedCircuit[]): { readonly state: string; readonly forced: string } {
     const last = this.lastSections;
-    if (last !== undefined && last.blocks.length === blocks.length && blocks.every((b, i) => b === last.blocks[i])) return last;
-    this.lastSections = { blocks, state: blocks.map((b) => b.stateLines).join('\n'), forced: blocks.map((b) => b.forcedLines).join('\n') };
+    if (last !== undefined && last.blocks.length === blocks.length && blocks.every((b, i) => b === last.blocks[i]))
+      return last;
+    this.lastSections = {
+      blocks,
+      state: blocks.map((b) => b.stateLines).join('\n'),
+      forced: blocks.map((b) => b.forcedLines).join('\n'),
+    };
     return this.lastSections;
   }
 

@@ -1,6 +1,9 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: z.object({}).passthrough() } } });
+const problem = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: z.object({}).passthrough() } },
+});
 const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
 
 /**
@@ -15,7 +18,11 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       path: '/metrics',
       tags: ['observability'],
       summary: 'Prometheus metrics (text format 0.0.4); absent with metrics.enabled false',
-      responses: { 200: text('text/plain', 'The exposition'), ...unauthorized, 503: problem('Metrics could not be gathered; Retry-After') },
+      responses: {
+        200: text('text/plain', 'The exposition'),
+        ...unauthorized,
+        503: problem('Metrics could not be gathered; Retry-After'),
+      },
     });
   }
   app.openAPIRegistry.registerPath({
@@ -25,7 +32,12 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
     summary: 'Server-Sent Events: one `transition` event per state change; Last-Event-ID replays',
     request: {
       query: z.object({ circuit: z.string().optional(), prefix: z.string().optional() }),
-      headers: z.object({ 'last-event-id': z.string().regex(/^\d+(\.\d+)*$/).optional() }),
+      headers: z.object({
+        'last-event-id': z
+          .string()
+          .regex(/^\d+(\.\d+)*$/)
+          .optional(),
+      }),
     },
     responses: {
       200: text(
@@ -48,15 +60,36 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
     method: 'get',
     path: '/dashboard/api/state',
     tags: ['observability'],
-    summary: "The dashboard's data, a page of circuits at a time: circuits with their last transition, `next_after` (null on the last page), recent transitions, upstreams",
+    summary:
+      "The dashboard's data, a page of circuits at a time: circuits with their last transition, `next_after` (null on the last page), recent transitions, upstreams",
     request: {
       query: z.object({
-        limit: z.coerce.number().int().min(1).max(1000).optional().openapi({ description: 'Circuits per page (default 500)' }),
-        after: z.coerce.number().int().min(0).optional().openapi({ description: 'The `next_after` of the previous page (a circuit id); 0 for the first' }),
-        state: z.enum(['closed', 'open', 'half_open']).optional().openapi({ description: 'Only circuits in this state (as a read now would show it)' }),
-        q: z.string().min(1).max(200).optional().openapi({ description: 'Only circuits whose name contains this, ignoring case; an answer reads at most 5,000 circuits, so it may hold fewer than `limit` with a `next_after` to go on from' }),
+        limit: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .optional()
+          .openapi({ description: 'Circuits per page (default 500)' }),
+        after: z.coerce
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .openapi({ description: 'The `next_after` of the previous page (a circuit id); 0 for the first' }),
+        state: z
+          .enum(['closed', 'open', 'half_open'])
+          .optional()
+          .openapi({ description: 'Only circuits in this state (as a read now would show it)' }),
+        q: z.string().min(1).max(200).optional().openapi({
+          description:
+            'Only circuits whose name contains this, ignoring case; an answer reads at most 5,000 circuits, so it may hold fewer than `limit` with a `next_after` to go on from',
+        }),
       }),
     },
-    responses: { 200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } }, ...unauthorized },
+    responses: {
+      200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } },
+      ...unauthorized,
+    },
   });
 }

@@ -25,17 +25,28 @@ const StreamQuery = z
     prefix: z.string().min(1).max(CIRCUIT_NAME_MAX_LENGTH).optional(),
   })
   .strict()
-  .refine((q) => q.circuit === undefined || q.prefix === undefined, { message: 'use circuit or prefix, not both', path: ['prefix'] });
+  .refine((q) => q.circuit === undefined || q.prefix === undefined, {
+    message: 'use circuit or prefix, not both',
+    path: ['prefix'],
+  });
 
 /** The `data:` of one transition event. */
 export function transitionData(t: LoggedTransition): string {
-  return JSON.stringify({ circuit: t.circuit, from: t.from, to: t.to, reason: t.reason, at: new Date(t.at).toISOString(), ...detailWire(t) });
+  return JSON.stringify({
+    circuit: t.circuit,
+    from: t.from,
+    to: t.to,
+    reason: t.reason,
+    at: new Date(t.at).toISOString(),
+    ...detailWire(t),
+  });
 }
 
 /** `Last-Event-ID` as a transition id, null when absent; anything else is a 400. */
 function lastEventId(header: string | undefined): number | null {
   if (header === undefined || header === '') return null;
-  if (!/^\d{1,15}$/.test(header)) throw new AppError('INVALID_HEADER', 'Last-Event-ID must be the numeric id of an event this server sent.');
+  if (!/^\d{1,15}$/.test(header))
+    throw new AppError('INVALID_HEADER', 'Last-Event-ID must be the numeric id of an event this server sent.');
   return Number(header);
 }
 
@@ -69,7 +80,12 @@ export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: Obse
       try {
         text = await metrics.render();
       } catch (error) {
-        throw error instanceof AppError ? error : new AppError('STORAGE_BUSY', 'Metrics could not be gathered; try again shortly.', { retryAfterSeconds: 1, cause: error });
+        throw error instanceof AppError
+          ? error
+          : new AppError('STORAGE_BUSY', 'Metrics could not be gathered; try again shortly.', {
+              retryAfterSeconds: 1,
+              cause: error,
+            });
       }
       return c.body(text, 200, { 'content-type': metrics.contentType });
     });
@@ -88,7 +104,10 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
     const reset = start.reset;
     const sink = openStreamSink(outgoing, maxBytes, (buffered) => {
-      deps.logger?.warn({ event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes }, 'event stream client too slow; stream destroyed');
+      deps.logger?.warn(
+        { event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes },
+        'event stream client too slow; stream destroyed',
+      );
     });
     sink.write(': circuitlog event stream\n\n'); // sends the head at once, before any event
     if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
@@ -115,7 +134,11 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
       unsubscribe();
     });
     // x-accel-buffering: nginx in front passes events on at once instead of buffering them.
-    return c.body(sink.readable, 200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+    return c.body(sink.readable, 200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+    });
   });
 }
 
@@ -133,7 +156,10 @@ function storageRead<T>(read: () => T): T {
     return read();
   } catch (error) {
     if (error instanceof AppError) throw error;
-    throw new AppError('STORAGE_BUSY', 'The transitions log could not be read; try again shortly.', { retryAfterSeconds: 1, cause: error });
+    throw new AppError('STORAGE_BUSY', 'The transitions log could not be read; try again shortly.', {
+      retryAfterSeconds: 1,
+      cause: error,
+    });
   }
 }
 
@@ -142,7 +168,10 @@ function storageRead<T>(read: () => T): T {
  * reset store), or older than the oldest row kept minus one (rows deleted since). The
  * client then gets `event: reset` and the stream goes on live from the newest id.
  */
-export function resetFor(log: TransitionReader, lastId: number | null): { reason: 'unknown-event-id' | 'expired'; newest_id: number } | null {
+export function resetFor(
+  log: TransitionReader,
+  lastId: number | null,
+): { reason: 'unknown-event-id' | 'expired'; newest_id: number } | null {
   if (lastId === null) return null;
   const newest = log.maxId();
   if (lastId > newest) return { reason: 'unknown-event-id', newest_id: newest };

@@ -13,8 +13,18 @@ export class OverloadMetrics {
   private read: () => readonly UpstreamConcurrency[] = () => [];
 
   constructor(registers: Registry[]) {
-    this.shed = new Counter({ name: 'circuitlog_proxy_shed_total', help: 'Proxied requests refused a concurrency slot', labelNames: ['upstream', 'reason'], registers });
-    this.retries = new Counter({ name: 'circuitlog_proxy_retries_total', help: 'Retries on another node, sent or refused by the retry budget', labelNames: ['upstream', 'result'], registers });
+    this.shed = new Counter({
+      name: 'circuitlog_proxy_shed_total',
+      help: 'Proxied requests refused a concurrency slot',
+      labelNames: ['upstream', 'reason'],
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'circuitlog_proxy_retries_total',
+      help: 'Retries on another node, sent or refused by the retry budget',
+      labelNames: ['upstream', 'result'],
+      registers,
+    });
     const read = () => this.read();
     new Gauge({
       name: 'circuitlog_proxy_concurrency_limit',

@@ -24,7 +24,11 @@ const encoder = new TextEncoder();
  * drops the queue at once, so a client that stopped reading costs nothing from then on;
  * it reconnects with Last-Event-ID and misses nothing.
  */
-export function openStreamSink(outgoing: ServerResponse | undefined, maxBytes: number, onCutOff: (bufferedBytes: number) => void): StreamSink {
+export function openStreamSink(
+  outgoing: ServerResponse | undefined,
+  maxBytes: number,
+  onCutOff: (bufferedBytes: number) => void,
+): StreamSink {
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let done = false;
   let finish!: () => void;

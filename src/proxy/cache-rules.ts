@@ -32,7 +32,16 @@ export function directives(value: string | string[] | undefined): Map<string, st
   for (const part of all.split(',')) {
     const eq = part.indexOf('=');
     const name = (eq === -1 ? part : part.slice(0, eq)).trim().toLowerCase();
-    if (name !== '') out.set(name, eq === -1 ? '' : part.slice(eq + 1).trim().replace(/^"|"$/g, ''));
+    if (name !== '')
+      out.set(
+        name,
+        eq === -1
+          ? ''
+          : part
+              .slice(eq + 1)
+              .trim()
+              .replace(/^"|"$/g, ''),
+      );
   }
   return out;
 }
@@ -108,7 +117,8 @@ export function varyMatches(headers: HeaderRecord, names: readonly string[], val
 /** One field of a flat header list, repeated lines joined. */
 export function flatGet(headers: FlatHeaders, name: string): string | undefined {
   let out: string | undefined;
-  for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) out = out === undefined ? headers[i + 1] : `${out}, ${headers[i + 1]}`;
+  for (let i = 0; i < headers.length; i += 2)
+    if (headers[i] === name) out = out === undefined ? headers[i + 1] : `${out}, ${headers[i + 1]}`;
   return out;
 }
 

@@ -1,5 +1,13 @@
 import type { AppError } from '../domain/errors.js';
-import { flatGet, mayShareAnswer, mayShareRequest, primaryKey, varyMatches, varyNames, varyValues } from './cache-rules.js';
+import {
+  flatGet,
+  mayShareAnswer,
+  mayShareRequest,
+  primaryKey,
+  varyMatches,
+  varyNames,
+  varyValues,
+} from './cache-rules.js';
 import type { FlatHeaders, HeaderRecord } from './forward-headers.js';
 
 /** What the followers of a flight get: the leader's answer, its problem, or "call yourself". */
@@ -76,7 +84,12 @@ export class Flight {
   }
 
   end(): void {
-    this.settle({ kind: 'answer', status: this.status, headers: this.headers, body: Buffer.concat(this.chunks, this.bytes) });
+    this.settle({
+      kind: 'answer',
+      status: this.status,
+      headers: this.headers,
+      body: Buffer.concat(this.chunks, this.bytes),
+    });
   }
 
   /** The leader's request ended in a problem document: every follower gets the same. */

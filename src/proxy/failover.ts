@@ -30,7 +30,14 @@ export interface Transport<A> {
  * records its success) when `use.judged`; `use` also carries the marks for the answer's head.
  */
 export type Ending<A> =
-  | { readonly kind: 'answer'; readonly node: ProxyNode; readonly answer: A; readonly failed: boolean; readonly startedAt: number; readonly use: NodeUse }
+  | {
+      readonly kind: 'answer';
+      readonly node: ProxyNode;
+      readonly answer: A;
+      readonly failed: boolean;
+      readonly startedAt: number;
+      readonly use: NodeUse;
+    }
   | { readonly kind: 'no_node'; readonly retryAt: number | null }
   | { readonly kind: 'timeout' | 'unreachable' }
   | { readonly kind: 'caller_gone' };
@@ -50,7 +57,13 @@ export interface FailoverDeps {
  * call counts in the node's slow-call window whatever carried it, and every one is held to
  * the upstream's ejection cap (node-outcomes.ts).
  */
-export function recordNode(deps: FailoverDeps, upstream: Upstream, node: ProxyNode, success: boolean, startedAt: number): void {
+export function recordNode(
+  deps: FailoverDeps,
+  upstream: Upstream,
+  node: ProxyNode,
+  success: boolean,
+  startedAt: number,
+): void {
   recordRequestOutcome(deps.breaker, upstream, node, success, elapsedMs(deps.clock, startedAt));
 }
 
@@ -86,10 +99,14 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
     sent = true;
     const tr = await t.attempt(node, deps.clock());
     if (tr.kind === 'caller_gone') return tr;
-    if (tr.kind === 'answer' && !tr.failed) return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
+    if (tr.kind === 'answer' && !tr.failed)
+      return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
     if (use.judged) recordNode(deps, upstream, node, false, tr.startedAt);
     (tried ??= new Set()).add(node);
-    last = tr.kind === 'answer' ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt, use } : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
+    last =
+      tr.kind === 'answer'
+        ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt, use }
+        : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
     const replayable = t.replayable();
     if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
     if (!IDEMPOTENT.has(t.method) || budget === 0 || !replayable) return last;

@@ -21,7 +21,13 @@ const FALLBACK_METHODS = new Set(['GET', 'HEAD']);
  * configured static response, else null (the caller gets the problem document). HEAD gets
  * the head only.
  */
-export function fallbackResponse(upstream: Upstream, method: string, key: string, requestHeaders: HeaderRecord, now: number): FallbackAnswer | null {
+export function fallbackResponse(
+  upstream: Upstream,
+  method: string,
+  key: string,
+  requestHeaders: HeaderRecord,
+  now: number,
+): FallbackAnswer | null {
   if (!FALLBACK_METHODS.has(method)) return null;
   const entry = upstream.stale?.get(key, requestHeaders, now);
   if (entry) {

@@ -4,7 +4,14 @@ import { HOP_BY_HOP } from './proxy-errors.js';
 export type HeaderRecord = Record<string, string | string[] | undefined>;
 
 /** Fields we set ourselves or that undici refuses (it sends `Host` from the node origin). */
-const REQUEST_DROPPED = new Set(['host', 'expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-dc']);
+const REQUEST_DROPPED = new Set([
+  'host',
+  'expect',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-dc',
+]);
 
 function namedInConnection(connection: string | string[] | undefined): Set<string> | null {
   if (connection === undefined) return null;
@@ -47,7 +54,6 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   out['x-forwarded-dc'] = from.localDc;
   return out;
 }
-
 
 /** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
 export function toWebHeaders(record: Record<string, string | string[]>): Headers {
@@ -96,7 +102,12 @@ export function flatToRecord(headers: FlatHeaders): Record<string, string | stri
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
     const prior = out[name];
-    out[name] = prior === undefined ? headers[i + 1]! : Array.isArray(prior) ? [...prior, headers[i + 1]!] : [prior, headers[i + 1]!];
+    out[name] =
+      prior === undefined
+        ? headers[i + 1]!
+        : Array.isArray(prior)
+          ? [...prior, headers[i + 1]!]
+          : [prior, headers[i + 1]!];
   }
   return out;
 }

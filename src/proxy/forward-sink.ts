@@ -10,7 +10,12 @@ import type { StaleCapture } from './stale-cache.js';
 import type { ProxyNode } from './upstreams.js';
 
 /** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
-const NODE_BODY_ERRORS = new Set(['UND_ERR_SOCKET', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'ECONNRESET']);
+const NODE_BODY_ERRORS = new Set([
+  'UND_ERR_SOCKET',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+  'ECONNRESET',
+]);
 
 function isNodeBodyError(error: { code?: string }): boolean {
   return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
@@ -68,7 +73,16 @@ export class ForwardSink implements BodySink {
   fail(error: Error & { code?: string }): void {
     const nodeFault = !this.call.done && isNodeBodyError(error);
     if (nodeFault) {
-      this.deps.logger.warn({ event: 'upstream_failed', upstream: this.call.parts.upstream.name, node: this.node.id, kind: 'body', err: error.message }, `${this.node.circuit}: body failed`);
+      this.deps.logger.warn(
+        {
+          event: 'upstream_failed',
+          upstream: this.call.parts.upstream.name,
+          node: this.node.id,
+          kind: 'body',
+          err: error.message,
+        },
+        `${this.node.circuit}: body failed`,
+      );
     }
     this.flight?.release(); // a cut body is no answer to share: the followers call themselves
     if (this.outgoing !== null) this.outgoing.destroy();

@@ -49,7 +49,6 @@ async function probe(deps: HealthCheckerDeps, upstream: Upstream, node: ProxyNod
   }
 }
 
-
 /**
  * The seed's active layer: `GET <node><path>` every `interval_ms`. A failure counts toward
  * the node's circuit, so a node that dies while idle opens before a client reaches it; a
@@ -57,7 +56,9 @@ async function probe(deps: HealthCheckerDeps, upstream: Upstream, node: ProxyNod
  * A healthy answer leaves a closed node's failure count alone: only traffic resets it.
  */
 export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
-  const upstreams = [...buildUpstreams(deps.upstreams, deps.localDc, deps.instanceId).values()].filter((u) => u.config.health_check.enabled);
+  const upstreams = [...buildUpstreams(deps.upstreams, deps.localDc, deps.instanceId).values()].filter(
+    (u) => u.config.health_check.enabled,
+  );
   const checking = new Set<string>();
   const timers: NodeJS.Timeout[] = [];
 
@@ -71,13 +72,19 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
       deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');
       const create = upstream.recordOptions;
       if (!healthy) {
-        deps.logger.info({ event: 'health_check_failed', upstream: upstream.name, node: node.id }, `${node.circuit}: health check failed`);
+        deps.logger.info(
+          { event: 'health_check_failed', upstream: upstream.name, node: node.id },
+          `${node.circuit}: health check failed`,
+        );
         deps.breaker.record(node.circuit, false, create);
       } else if (circuit !== null && circuit.state === 'half_open') {
         deps.breaker.record(node.circuit, true, create);
       }
     } catch (error) {
-      deps.logger.error({ event: 'health_check_error', circuit: node.circuit, err: error }, 'health check bookkeeping failed');
+      deps.logger.error(
+        { event: 'health_check_error', circuit: node.circuit, err: error },
+        'health check bookkeeping failed',
+      );
     } finally {
       checking.delete(node.circuit);
     }

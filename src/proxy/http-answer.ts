@@ -29,7 +29,14 @@ export type AnswerDeps = FailoverDeps & { readonly logger: Logger };
  * failure, even though the head was already passed on. A body cut by the caller leaving
  * says nothing against the node.
  */
-export function streamAnswer(deps: AnswerDeps, call: ProxyCall, node: ProxyNode, attempt: Attempt, judge: boolean, use: NodeUse): Response {
+export function streamAnswer(
+  deps: AnswerDeps,
+  call: ProxyCall,
+  node: ProxyNode,
+  attempt: Attempt,
+  judge: boolean,
+  use: NodeUse,
+): Response {
   const { parts } = call;
   const status = attempt.status;
   const headers = downstreamFlatHeaders(attempt.rawHeaders);
@@ -38,14 +45,17 @@ export function streamAnswer(deps: AnswerDeps, call: ProxyCall, node: ProxyNode,
   report(parts.report, node, status);
   const noBody = parts.method === 'HEAD' || NO_BODY_STATUSES.has(status);
   const stale = parts.upstream.stale;
-  const keep = stale !== null && parts.method === 'GET' && status === 200 ? staleCapture(deps, call, stale, headers) : null;
+  const keep =
+    stale !== null && parts.method === 'GET' && status === 200 ? staleCapture(deps, call, stale, headers) : null;
   call.handOff();
-  const flight = parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
+  const flight =
+    parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
   const sink = new ForwardSink(deps, call, node, judge, keep, flight, attempt.startedAt);
   const outgoing = parts.input.outgoing;
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
-  const feed = (target: ForwardSink) => (noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target));
+  const feed = (target: ForwardSink) =>
+    noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target);
   if (outgoing !== undefined) {
     if (!call.detached) outgoing.writeHead(status, headers);
     sink.outgoing = outgoing;
@@ -57,7 +67,10 @@ export function streamAnswer(deps: AnswerDeps, call: ProxyCall, node: ProxyNode,
   web?.once('close', () => call.done || attempt.cancel('caller_gone', CALLER_GONE));
   sink.web = web;
   feed(sink);
-  return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), { status, headers: toWebHeaders(flatToRecord(headers)) });
+  return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), {
+    status,
+    headers: toWebHeaders(flatToRecord(headers)),
+  });
 }
 
 function staleCapture(deps: AnswerDeps, call: ProxyCall, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
@@ -79,12 +92,22 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
 }
 
 /** A follower's copy of the leader's answer, marked `X-Coalesced: true`. */
-export function sendCoalesced(input: ProxyInput, r: Report | null, status: number, leaderHeaders: FlatHeaders, leaderBody: Buffer): Response {
+export function sendCoalesced(
+  input: ProxyInput,
+  r: Report | null,
+  status: number,
+  leaderHeaders: FlatHeaders,
+  leaderBody: Buffer,
+): Response {
   report(r, nodeOfHeaders(leaderHeaders), status);
   const headers = [...leaderHeaders, 'x-coalesced', 'true'];
   const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(status) ? null : leaderBody;
   const outgoing = input.outgoing;
-  if (outgoing === undefined) return new Response(body === null ? null : new Uint8Array(body), { status, headers: toWebHeaders(flatToRecord(headers)) });
+  if (outgoing === undefined)
+    return new Response(body === null ? null : new Uint8Array(body), {
+      status,
+      headers: toWebHeaders(flatToRecord(headers)),
+    });
   if (!outgoing.destroyed) outgoing.writeHead(status, headers).end(body ?? undefined); // a follower that left is simply not answered
   return RESPONSE_ALREADY_SENT;
 }

@@ -24,7 +24,12 @@ export function httpTransport(deps: HttpForwardDeps, call: ProxyCall): Transport
 }
 
 /** Send the call to one node; resolves with its head or why there is none. */
-function attemptNode(deps: HttpForwardDeps, call: ProxyCall, node: ProxyNode, startedAt: number): Promise<Tried<Attempt>> {
+function attemptNode(
+  deps: HttpForwardDeps,
+  call: ProxyCall,
+  node: ProxyNode,
+  startedAt: number,
+): Promise<Tried<Attempt>> {
   const { upstream, target, body } = call.parts;
   const cfg = upstream.config;
   return new Promise((resolve) => {
@@ -35,10 +40,19 @@ function attemptNode(deps: HttpForwardDeps, call: ProxyCall, node: ProxyNode, st
       }
       call.attemptOver();
       if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
-      deps.logger.warn({ event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: a.failure, err: a.error?.message }, `${node.circuit}: ${a.failure}`);
+      deps.logger.warn(
+        { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: a.failure, err: a.error?.message },
+        `${node.circuit}: ${a.failure}`,
+      );
       resolve({ kind: a.failure, startedAt: a.startedAt });
     };
-    const a = new Attempt(cfg.request_timeout_ms, settle, () => call.done || body?.sourceError != null, startedAt, deps.clock);
+    const a = new Attempt(
+      cfg.request_timeout_ms,
+      settle,
+      () => call.done || body?.sourceError != null,
+      startedAt,
+      deps.clock,
+    );
     call.attempting(a);
     deps.client.dispatch(
       {

@@ -29,7 +29,9 @@ export function serveWithoutUpgrade(incoming: http.IncomingMessage, socket: Dupl
     const name = raw[i]!.toLowerCase();
     if (OFFER_FIELDS.has(name)) continue;
     if (name === 'connection') {
-      const kept = raw[i + 1]!.split(',').map((t) => t.trim()).filter((t) => t !== '' && !OFFER_FIELDS.has(t.toLowerCase()));
+      const kept = raw[i + 1]!.split(',')
+        .map((t) => t.trim())
+        .filter((t) => t !== '' && !OFFER_FIELDS.has(t.toLowerCase()));
       if (kept.length > 0) text += `${raw[i]}: ${kept.join(', ')}\r\n`;
       continue;
     }

@@ -20,7 +20,9 @@ export interface NodeUse {
 export const PLAIN_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: false });
 const WOULD_REFUSE_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: true });
 
-export type Pick = { readonly node: ProxyNode; readonly use: NodeUse } | { readonly node: null; readonly retryAt: number | null };
+export type Pick =
+  | { readonly node: ProxyNode; readonly use: NodeUse }
+  | { readonly node: null; readonly retryAt: number | null };
 
 /** The use of a node whose breaker admitted the call: marked when only a force let it through. */
 function admittedUse(admission: Admission | null, now: () => number): NodeUse {
@@ -36,7 +38,11 @@ function admittedUse(admission: Admission | null, now: () => number): NodeUse {
  * candidate and is sent that node's admission, so only the chosen node's circuit is
  * admitted (a half-open node's probe slot is taken only when it is used).
  */
-function* walk(upstream: Upstream, tried: ReadonlySet<ProxyNode> | null, now: () => number): Generator<ProxyNode, Pick, Admission | null> {
+function* walk(
+  upstream: Upstream,
+  tried: ReadonlySet<ProxyNode> | null,
+  now: () => number,
+): Generator<ProxyNode, Pick, Admission | null> {
   let retryAt = Infinity;
   for (let g = 0; g < upstream.groups.length; g++) {
     const group = upstream.groups[g]!;
@@ -104,7 +110,8 @@ export class NodePick {
         admission = await (pending ?? this.breaker.allowed(node.circuit, this.caller));
       } catch (error) {
         // The store is unreachable (STORAGE_UNAVAILABLE): fail open to a local node, or refuse.
-        if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE') return { node, use: PLAIN_USE };
+        if (this.failOpen && node.local && error instanceof AppError && error.code === 'STORAGE_UNAVAILABLE')
+          return { node, use: PLAIN_USE };
         throw error;
       }
       pending = null;

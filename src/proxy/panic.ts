@@ -157,7 +157,10 @@ export async function pickInPanic(
       upstream.cursors[g] = (start + k + 1) % group.length;
       try {
         const caller = upstream.recordOptions.caller;
-        return inPanic(node, breaker.peekAllowed(node.circuit, caller) ?? (await breaker.allowed(node.circuit, caller)));
+        return inPanic(
+          node,
+          breaker.peekAllowed(node.circuit, caller) ?? (await breaker.allowed(node.circuit, caller)),
+        );
       } catch {
         return { node, use: PANIC_UNJUDGED }; // the store is down: used unguarded, as fail-open does
       }

@@ -28,7 +28,9 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
 ]);
 
 /** Hop-by-hop fields of a node's 101 answer other than the two the switch needs (and the request-only one). */
-export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set([...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'));
+export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set(
+  [...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'),
+);
 
 /**
  * Add the marker fields of every node answer to a flat list: which node, which DC, whether
@@ -54,21 +56,35 @@ function degraded(node: ProxyNode, use: NodeUse): string {
 /** The reason an attempt is cancelled when the caller hung up (never counted against a node). */
 export const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
 /** The reason a detached leader's body is stopped: nobody reads it any more. */
-export const NOBODY_READS = Object.assign(new Error('the leader left and no follower waits'), { code: 'CIRCUITLOG_CALLER_GONE' });
+export const NOBODY_READS = Object.assign(new Error('the leader left and no follower waits'), {
+  code: 'CIRCUITLOG_CALLER_GONE',
+});
 
 export function methodNotForwarded(method: string): AppError {
-  return new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, { headers: { allow: FORWARDED_METHODS.join(', ') } });
+  return new AppError('METHOD_NOT_ALLOWED', `${method} is not forwarded.`, {
+    headers: { allow: FORWARDED_METHODS.join(', ') },
+  });
 }
 
 export function bulkheadFull(upstream: Upstream, max: number): AppError {
-  return new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, { retryAfterSeconds: 1 });
+  return new AppError('BULKHEAD_FULL', `'${upstream.name}' already has ${max} requests in flight.`, {
+    retryAfterSeconds: 1,
+  });
 }
 
 /** 503 CONCURRENCY_LIMITED: over the upstream's `concurrency` limit (docs/proxy.md#overload-control-concurrency-limits-and-the-retry-budget). */
 export function concurrencyLimited(upstream: Upstream, reason: ShedReason): AppError {
   const limit = upstream.overload.gate?.limit ?? 0;
-  const why = reason === 'limit' ? `already has ${limit} requests in flight, its concurrency limit now` : reason === 'queue_full' ? `has ${limit} requests in flight and its queue is full` : `had no free slot within queue_ms (${upstream.overload.gate?.settings.queueMs ?? 0} ms)`;
-  return new AppError('CONCURRENCY_LIMITED', `'${upstream.name}' ${why}; no node was contacted.`, { retryAfterSeconds: 1, extensions: { limit, reason } });
+  const why =
+    reason === 'limit'
+      ? `already has ${limit} requests in flight, its concurrency limit now`
+      : reason === 'queue_full'
+        ? `has ${limit} requests in flight and its queue is full`
+        : `had no free slot within queue_ms (${upstream.overload.gate?.settings.queueMs ?? 0} ms)`;
+  return new AppError('CONCURRENCY_LIMITED', `'${upstream.name}' ${why}; no node was contacted.`, {
+    retryAfterSeconds: 1,
+    extensions: { limit, reason },
+  });
 }
 
 export function noNodeAvailable(upstream: Upstream, retryAt: number | null): AppError {
@@ -77,7 +93,10 @@ export function noNodeAvailable(upstream: Upstream, retryAt: number | null): App
 }
 
 export function upstreamTimeout(upstream: Upstream): AppError {
-  return new AppError('UPSTREAM_TIMEOUT', `No node of '${upstream.name}' answered within ${upstream.config.request_timeout_ms} ms.`);
+  return new AppError(
+    'UPSTREAM_TIMEOUT',
+    `No node of '${upstream.name}' answered within ${upstream.config.request_timeout_ms} ms.`,
+  );
 }
 
 export function upstreamUnreachable(upstream: Upstream): AppError {
@@ -86,13 +105,20 @@ export function upstreamUnreachable(upstream: Upstream): AppError {
 
 /** The caller fell silent mid-upload: nginx's 408, and the connection closes. */
 export function requestBodyTimeout(upstream: Upstream): AppError {
-  return new AppError('REQUEST_BODY_TIMEOUT', `The request body stopped arriving for ${upstream.config.client_body_timeout_ms} ms; nothing was counted against '${upstream.name}'.`, {
-    headers: { connection: 'close' },
-  });
+  return new AppError(
+    'REQUEST_BODY_TIMEOUT',
+    `The request body stopped arriving for ${upstream.config.client_body_timeout_ms} ms; nothing was counted against '${upstream.name}'.`,
+    {
+      headers: { connection: 'close' },
+    },
+  );
 }
 
 export function upgradeNotSupported(upgrade: string): AppError {
-  return new AppError('UPGRADE_NOT_SUPPORTED', `Only 'Upgrade: websocket' GET requests under /proxy/<upstream>/ are switched; got '${upgrade.slice(0, 40)}'.`);
+  return new AppError(
+    'UPGRADE_NOT_SUPPORTED',
+    `Only 'Upgrade: websocket' GET requests under /proxy/<upstream>/ are switched; got '${upgrade.slice(0, 40)}'.`,
+  );
 }
 
 /** At most this many configured names are listed in a 404 (the detail and the `upstreams` member). */

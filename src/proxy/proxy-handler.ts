@@ -12,7 +12,14 @@ import { upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js'
 import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
 import { httpTransport } from './http-forward.js';
 import { ProxyCall, type CallParts, type ProxyInput } from './proxy-call.js';
-import { FORWARDED_METHODS, methodNotForwarded, noNodeAvailable, requestBodyTimeout, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
+import {
+  FORWARDED_METHODS,
+  methodNotForwarded,
+  noNodeAvailable,
+  requestBodyTimeout,
+  upstreamTimeout,
+  upstreamUnreachable,
+} from './proxy-errors.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { reported, type Report } from './proxy-report.js';
 import { ReplayableBody } from './replayable-body.js';
@@ -53,7 +60,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const proxy = new HttpProxy(deps);
   const hooks = deps.hooks;
   if (hooks === undefined) return (input) => proxy.handle(input, true, null);
-  return (input) => reported(hooks, (r) => proxy.handle(input, true, r), (response) => response.status);
+  return (input) =>
+    reported(
+      hooks,
+      (r) => proxy.handle(input, true, r),
+      (response) => response.status,
+    );
 }
 
 class HttpProxy {
@@ -85,7 +97,10 @@ class HttpProxy {
       throw error;
     }
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
-    const call = new ProxyCall({ input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r }, slot);
+    const call = new ProxyCall(
+      { input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r },
+      slot,
+    );
     try {
       return this.answer(call, await failover(this.core, httpTransport(this.deps, call)));
     } catch (error) {
@@ -103,7 +118,14 @@ class HttpProxy {
     call.observe(ending.kind === 'answer' || ending.kind === 'timeout' ? ending.kind : 'other');
     switch (ending.kind) {
       case 'answer':
-        return streamAnswer(this.answerDeps, call, ending.node, ending.answer, !ending.failed && ending.use.judged, ending.use); // a failing answer goes back as sent, already counted
+        return streamAnswer(
+          this.answerDeps,
+          call,
+          ending.node,
+          ending.answer,
+          !ending.failed && ending.use.judged,
+          ending.use,
+        ); // a failing answer goes back as sent, already counted
       case 'no_node':
         return this.fallbackOr(call, noNodeAvailable(upstream, ending.retryAt));
       case 'timeout':
@@ -136,7 +158,12 @@ class HttpProxy {
   }
 
   /** A follower: the leader's answer or problem, marked `X-Coalesced: true`; or its own call. */
-  private async follow(input: ProxyInput, upstream: Upstream, waiting: Promise<FlightResult>, r: Report | null): Promise<Response> {
+  private async follow(
+    input: ProxyInput,
+    upstream: Upstream,
+    waiting: Promise<FlightResult>,
+    r: Report | null,
+  ): Promise<Response> {
     const result = await waiting;
     if (result.kind === 'alone') return this.handle(input, false, r);
     if (result.kind === 'problem') throw result.error;
@@ -145,11 +172,19 @@ class HttpProxy {
   }
 
   /** The fields and body sent to the node: end-to-end fields plus X-Forwarded-*, the body replayable for a retry. */
-  private outgoingRequest(input: ProxyInput, upstream: Upstream, requestHeaders: HeaderRecord): Pick<CallParts, 'headers' | 'body'> {
+  private outgoingRequest(
+    input: ProxyInput,
+    upstream: Upstream,
+    requestHeaders: HeaderRecord,
+  ): Pick<CallParts, 'headers' | 'body'> {
     const { incoming } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
       clientIp: incoming?.socket.remoteAddress,
-      proto: incoming ? ((incoming.socket as TLSSocket).encrypted ? 'https' : 'http') : new URL(input.url).protocol.slice(0, -1),
+      proto: incoming
+        ? (incoming.socket as TLSSocket).encrypted
+          ? 'https'
+          : 'http'
+        : new URL(input.url).protocol.slice(0, -1),
       localDc: this.deps.localDc,
     });
     let source: Readable | null = null;
@@ -157,7 +192,10 @@ class HttpProxy {
     else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
     if (source === null) delete headers['content-length'];
     const limit = IDEMPOTENT.has(input.method) ? REPLAY_BUFFER_BYTES : 0;
-    return { headers, body: source === null ? null : new ReplayableBody(source, limit, upstream.config.client_body_timeout_ms) };
+    return {
+      headers,
+      body: source === null ? null : new ReplayableBody(source, limit, upstream.config.client_body_timeout_ms),
+    };
   }
 }
 

@@ -6,7 +6,12 @@ import type { ShedReason } from './overload/concurrency-gate.js';
  */
 export interface ProxyHooks {
   /** One proxied request finished its head: the status sent to the caller and who answered. */
-  proxyRequest(upstream: string, node: { readonly id: string; readonly dc: string; readonly local: boolean } | null, status: number, durationMs: number): void;
+  proxyRequest(
+    upstream: string,
+    node: { readonly id: string; readonly dc: string; readonly local: boolean } | null,
+    status: number,
+    durationMs: number,
+  ): void;
   /** A proxied request ended in a problem document (`error` is what was thrown). */
   proxyError(upstream: string, error: unknown, durationMs: number): void;
   /** A fallback answer was served instead of a node's. */

@@ -21,12 +21,17 @@ export function report(r: Report | null, node: ReportedNode | null, status: numb
  * Run one proxied request (HTTP or WebSocket) under the hooks: `proxyRequest` with the status
  * sent (or `statusOf` the result), `proxyError` with what was thrown; only once the upstream is known.
  */
-export async function reported<T>(hooks: ProxyHooks, run: (r: Report) => Promise<T>, statusOf: (result: T) => number): Promise<T> {
+export async function reported<T>(
+  hooks: ProxyHooks,
+  run: (r: Report) => Promise<T>,
+  statusOf: (result: T) => number,
+): Promise<T> {
   const started = performance.now();
   const r: Report = { node: null, status: 0 };
   try {
     const result = await run(r);
-    if (r.upstream !== undefined) hooks.proxyRequest(r.upstream, r.node, r.status || statusOf(result), performance.now() - started);
+    if (r.upstream !== undefined)
+      hooks.proxyRequest(r.upstream, r.node, r.status || statusOf(result), performance.now() - started);
     return result;
   } catch (error) {
     if (r.upstream !== undefined) hooks.proxyError(r.upstream, error, performance.now() - started);

@@ -51,7 +51,12 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   const upstreams = buildUpstreams(deps.proxy.upstreams, deps.proxy.localDc, deps.proxy.instanceId, deps.clock);
   watchOverload(upstreams, deps.hooks);
   const ready = ensureNodeCircuits(deps.store, upstreams.values(), deps.clock());
-  const panics = new PanicWatches(upstreams.values(), deps.breaker, deps.clock, reportPanic(deps.logger, deps.hooks, upstreams.values()));
+  const panics = new PanicWatches(
+    upstreams.values(),
+    deps.breaker,
+    deps.clock,
+    reportPanic(deps.logger, deps.hooks, upstreams.values()),
+  );
   const handler = createProxyHandler({
     panics,
     upstreams,
@@ -68,8 +73,14 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
   app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
   const upgrade = createUpgradeHandler({
-    upstreams, breaker: deps.breaker, clock: deps.clock, logger: deps.logger, localDc: deps.proxy.localDc, failOpen: deps.proxyOnStorageOutage !== 'refuse',
-    hooks: deps.hooks, panics,
+    upstreams,
+    breaker: deps.breaker,
+    clock: deps.clock,
+    logger: deps.logger,
+    localDc: deps.proxy.localDc,
+    failOpen: deps.proxyOnStorageOutage !== 'refuse',
+    hooks: deps.hooks,
+    panics,
   });
   return { handler, upgrade, ready, concurrency: () => concurrencyOf(upstreams) };
 }
@@ -78,14 +89,22 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
 function watchOverload(upstreams: ReadonlyMap<string, Upstream>, hooks: ProxyHooks | undefined): void {
   if (hooks === undefined) return;
   for (const u of upstreams.values()) {
-    u.overload.hooks = { shed: (name, reason) => hooks.proxyShed?.(name, reason), retry: (name, result) => hooks.proxyRetry?.(name, result) };
+    u.overload.hooks = {
+      shed: (name, reason) => hooks.proxyShed?.(name, reason),
+      retry: (name, result) => hooks.proxyRetry?.(name, result),
+    };
   }
   hooks.proxyConcurrency?.(() => concurrencyOf(upstreams));
 }
 
 /** Every upstream's limit and requests in flight now (the gauges and the dashboard). */
 export function concurrencyOf(upstreams: ReadonlyMap<string, Upstream>): UpstreamConcurrency[] {
-  return [...upstreams.values()].map((u) => ({ upstream: u.name, kind: u.overload.gate?.settings.limit ?? null, limit: u.overload.gate?.limit ?? null, inFlight: u.inFlight }));
+  return [...upstreams.values()].map((u) => ({
+    upstream: u.name,
+    kind: u.overload.gate?.settings.limit ?? null,
+    limit: u.overload.gate?.limit ?? null,
+    inFlight: u.inFlight,
+  }));
 }
 
 /**

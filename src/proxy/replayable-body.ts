@@ -10,7 +10,9 @@ export interface UploadWatcher {
   bodyEnded(): void;
 }
 
-const BODY_TIMEOUT = Object.assign(new Error('the caller stopped sending its request body'), { code: 'CIRCUITLOG_REQUEST_BODY_TIMEOUT' });
+const BODY_TIMEOUT = Object.assign(new Error('the caller stopped sending its request body'), {
+  code: 'CIRCUITLOG_REQUEST_BODY_TIMEOUT',
+});
 
 /**
  * A streamed request body that can be sent again to another node. Bytes pass through

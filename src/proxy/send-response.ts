@@ -15,7 +15,12 @@ export function nodeBindings(c: Context): NodeBindings {
 }
 
 /** Answer the caller with a complete body: on Node's response when there is one, else as a web Response. */
-export function sendResponse(outgoing: ServerResponse | undefined, status: number, headers: Record<string, string | string[]>, body: Buffer | null): Response {
+export function sendResponse(
+  outgoing: ServerResponse | undefined,
+  status: number,
+  headers: Record<string, string | string[]>,
+  body: Buffer | null,
+): Response {
   if (outgoing !== undefined) {
     outgoing.writeHead(status, headers).end(body ?? undefined);
     return RESPONSE_ALREADY_SENT;
@@ -26,6 +31,7 @@ export function sendResponse(outgoing: ServerResponse | undefined, status: numbe
 /** Throw away an upstream body we will not pass on, keeping the connection reusable. */
 export function discardBody(body: Readable): void {
   const dump = (body as { dump?: (opts?: { limit: number }) => Promise<void> }).dump;
-  if (typeof dump === 'function') dump.call(body, { limit: 256 * 1024 }).catch(() => {}); // 256 KiB, then close the socket
+  if (typeof dump === 'function')
+    dump.call(body, { limit: 256 * 1024 }).catch(() => {}); // 256 KiB, then close the socket
   else body.resume();
 }

@@ -1,4 +1,12 @@
-import { acceptsCoding, directives, hasCredentials, mayShareAnswer, varyMatches, varyNames, varyValues } from './cache-rules.js';
+import {
+  acceptsCoding,
+  directives,
+  hasCredentials,
+  mayShareAnswer,
+  varyMatches,
+  varyNames,
+  varyValues,
+} from './cache-rules.js';
 import type { HeaderRecord } from './forward-headers.js';
 
 /** A body being copied into the cache: every chunk, then `end` once the body is complete. */
@@ -46,12 +54,16 @@ function seconds(value: string | undefined): number | null {
  * allows N more seconds (RFC 5861 section 4); otherwise our own `stale_seconds` is the
  * out-of-band permission RFC 9111 section 4.2.4 names.
  */
-function lifetime(headers: Record<string, string | string[]>, storedAt: number): { freshUntil: number; staleUntil: number } {
+function lifetime(
+  headers: Record<string, string | string[]>,
+  storedAt: number,
+): { freshUntil: number; staleUntil: number } {
   const d = directives(headers['cache-control']);
   const age = seconds(String(headers.age ?? '')) ?? 0;
   const fresh = Math.max(0, (seconds(d.get('s-maxage')) ?? seconds(d.get('max-age')) ?? 0) - age);
   const freshUntil = storedAt + fresh * 1000;
-  if (d.has('must-revalidate') || d.has('proxy-revalidate') || d.has('s-maxage')) return { freshUntil, staleUntil: -Infinity };
+  if (d.has('must-revalidate') || d.has('proxy-revalidate') || d.has('s-maxage'))
+    return { freshUntil, staleUntil: -Infinity };
   const ifError = seconds(d.get('stale-if-error'));
   return { freshUntil, staleUntil: ifError === null ? Infinity : freshUntil + ifError * 1000 };
 }
@@ -86,7 +98,13 @@ export class StaleCache {
   }
 
   /** Keep a copy of a body as it streams past (fed by the caller), if it ends within the size limit. */
-  capture(key: string, requestHeaders: HeaderRecord, status: number, headers: Record<string, string | string[]>, now: () => number): StaleCapture | null {
+  capture(
+    key: string,
+    requestHeaders: HeaderRecord,
+    status: number,
+    headers: Record<string, string | string[]>,
+    now: () => number,
+  ): StaleCapture | null {
     const declared = Number(headers['content-length'] ?? 0);
     if (declared > this.limits.maxEntryBytes) return null;
     const names = varyNames(headers.vary);
@@ -106,7 +124,17 @@ export class StaleCache {
         const storedAt = now();
         const body = Buffer.concat(chunks, size);
         const bytes = body.length + key.length + headerBytes(headers) + values.join('').length;
-        this.store({ key, status, headers, body, storedAt, vary: names, varyValues: values, ...lifetime(headers, storedAt), bytes });
+        this.store({
+          key,
+          status,
+          headers,
+          body,
+          storedAt,
+          vary: names,
+          varyValues: values,
+          ...lifetime(headers, storedAt),
+          bytes,
+        });
       },
     };
   }
@@ -138,7 +166,9 @@ export class StaleCache {
 
   private store(entry: StaleEntry): void {
     const variants = this.entries.get(entry.key) ?? [];
-    const same = variants.find((v) => v.vary.join() === entry.vary.join() && v.varyValues.join('\n') === entry.varyValues.join('\n'));
+    const same = variants.find(
+      (v) => v.vary.join() === entry.vary.join() && v.varyValues.join('\n') === entry.varyValues.join('\n'),
+    );
     if (same !== undefined) this.remove(same);
     if (entry.bytes > this.limits.maxTotalBytes) return;
     const list = this.entries.get(entry.key) ?? [];

@@ -40,19 +40,33 @@ export type UpgradeHandler = (incoming: http.IncomingMessage, socket: Duplex, he
  * other offer (`h2c`) is declined and the request served as plain HTTP/1.1 (ignore-upgrade.ts).
  */
 export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
-  const core: FailoverDeps = { breaker: deps.breaker, clock: deps.clock, failOpen: deps.failOpen ?? true, panics: deps.panics };
+  const core: FailoverDeps = {
+    breaker: deps.breaker,
+    clock: deps.clock,
+    failOpen: deps.failOpen ?? true,
+    panics: deps.panics,
+  };
 
-  async function switchProtocols(incoming: http.IncomingMessage, client: Duplex, clientHead: Buffer, r: Report | null): Promise<void> {
+  async function switchProtocols(
+    incoming: http.IncomingMessage,
+    client: Duplex,
+    clientHead: Buffer,
+    r: Report | null,
+  ): Promise<void> {
     const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
     const raw = incoming.url ?? '/';
-    if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET') throw upgradeNotSupported(upgrade);
+    if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
+      throw upgradeNotSupported(upgrade);
     const { target, upstream } = admitTarget(deps.upstreams, raw);
     if (r !== null) r.upstream = upstream.name;
     const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
     if (slot === null) return report(r, null, 499);
     let switched = false; // the slot passes to the tunnel once it opens
     try {
-      const ending = await failover(core, handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }));
+      const ending = await failover(
+        core,
+        handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }),
+      );
       slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
       switch (ending.kind) {
         case 'caller_gone':
@@ -82,6 +96,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   return async (incoming, client, head) => {
     if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return; // counted as the plain request it becomes
     if (hooks === undefined) return switchProtocols(incoming, client, head, null);
-    await reported(hooks, (r) => switchProtocols(incoming, client, head, r), () => 0);
+    await reported(
+      hooks,
+      (r) => switchProtocols(incoming, client, head, r),
+      () => 0,
+    );
   };
 }

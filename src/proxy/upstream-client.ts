@@ -43,11 +43,22 @@ export interface UpstreamClient {
 }
 
 /** Errors raised before a single byte of the request left this process. */
-const NOTHING_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+const NOTHING_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+]);
 
 /** True when the error proves the node never saw the request, so any method may move on. */
 export function isNothingSent(error: unknown): boolean {
-  for (let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+  for (
+    let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 4;
+    e = e.cause as typeof e, depth++
+  ) {
     if (typeof e.code === 'string' && NOTHING_SENT.has(e.code)) return true;
     const nested = (e as { errors?: unknown[] }).errors; // AggregateError from happy-eyeballs connects
     if (Array.isArray(nested) && nested.length > 0 && nested.every(isNothingSent)) return true;

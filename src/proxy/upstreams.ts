@@ -44,12 +44,24 @@ export interface Upstream {
 }
 
 /** Build the run-time upstreams from the parsed config; `caller` (config `instance_id`) names this proxy on its node outcomes. */
-export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localDc: string, caller?: string, clock: () => number = Date.now): Map<string, Upstream> {
+export function buildUpstreams(
+  upstreams: Record<string, UpstreamConfig>,
+  localDc: string,
+  caller?: string,
+  clock: () => number = Date.now,
+): Map<string, Upstream> {
   const out = new Map<string, Upstream>();
   for (const [name, config] of Object.entries(upstreams)) {
     const nodes = config.nodes.map((n): ProxyNode => {
       const url = new URL(n.url);
-      return { id: n.id, dc: n.dc, circuit: nodeCircuitName(name, n.id), origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), local: n.dc === localDc };
+      return {
+        id: n.id,
+        dc: n.dc,
+        circuit: nodeCircuitName(name, n.id),
+        origin: url.origin,
+        basePath: url.pathname.replace(/\/+$/, ''),
+        local: n.dc === localDc,
+      };
     });
     const dcs = [...new Set(nodes.map((n) => n.dc))].sort((a, b) => Number(b === localDc) - Number(a === localDc));
     const groups = dcs.map((dc) => nodes.filter((n) => n.dc === dc));
@@ -64,16 +76,30 @@ export function buildUpstreams(upstreams: Record<string, UpstreamConfig>, localD
       nodes,
       groups,
       failureStatuses: new Set(config.failure_statuses),
-      stale: fb?.stale_seconds === undefined ? null : new StaleCache({
-        maxAgeMs: fb.stale_seconds * 1000,
-        maxEntryBytes: fb.stale_max_body_bytes,
-        maxTotalBytes: fb.stale_max_total_bytes,
-        credentials,
-      }),
-      coalescer: config.coalesce.enabled ? new Coalescer({ maxWaiters: config.coalesce.max_waiters, maxBodyBytes: config.coalesce.max_body_bytes, credentials }) : null,
+      stale:
+        fb?.stale_seconds === undefined
+          ? null
+          : new StaleCache({
+              maxAgeMs: fb.stale_seconds * 1000,
+              maxEntryBytes: fb.stale_max_body_bytes,
+              maxTotalBytes: fb.stale_max_total_bytes,
+              credentials,
+            }),
+      coalescer: config.coalesce.enabled
+        ? new Coalescer({
+            maxWaiters: config.coalesce.max_waiters,
+            maxBodyBytes: config.coalesce.max_body_bytes,
+            credentials,
+          })
+        : null,
       cursors: groups.map(() => 0),
       inFlight: 0,
-      overload: new UpstreamOverload(name, concurrencySettings(config), retryBudgetSettings(config.retry_budget), clock),
+      overload: new UpstreamOverload(
+        name,
+        concurrencySettings(config),
+        retryBudgetSettings(config.retry_budget),
+        clock,
+      ),
     });
   }
   return out;

@@ -40,7 +40,11 @@ export function handshakeTransport(req: HandshakeRequest): Transport<HandshakeAn
 function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): Promise<Tried<HandshakeAnswer>> {
   const { upstream, incoming, client, logger } = req;
   const url = new URL(node.origin);
-  const headers = upstreamRequestHeaders(incoming.headers, { clientIp: incoming.socket.remoteAddress, proto: 'http', localDc: req.localDc });
+  const headers = upstreamRequestHeaders(incoming.headers, {
+    clientIp: incoming.socket.remoteAddress,
+    proto: 'http',
+    localDc: req.localDc,
+  });
   headers.connection = 'Upgrade';
   headers.upgrade = 'websocket';
   const request = (url.protocol === 'https:' ? https : http).request({
@@ -69,10 +73,23 @@ function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): P
       request.destroy();
     };
     client.once('close', onCallerGone);
-    request.once('upgrade', (res, socket, head) => settle({ kind: 'answer', answer: { res, switched: { socket, head } }, failed: false, startedAt }));
-    request.once('response', (res) => settle({ kind: 'answer', answer: { res, switched: null }, failed: upstream.failureStatuses.has(res.statusCode ?? 0), startedAt }));
+    request.once('upgrade', (res, socket, head) =>
+      settle({ kind: 'answer', answer: { res, switched: { socket, head } }, failed: false, startedAt }),
+    );
+    request.once('response', (res) =>
+      settle({
+        kind: 'answer',
+        answer: { res, switched: null },
+        failed: upstream.failureStatuses.has(res.statusCode ?? 0),
+        startedAt,
+      }),
+    );
     request.once('error', (error) => {
-      if (!settled) logger.warn({ event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: 'upgrade', err: error.message }, `${node.circuit}: upgrade failed`);
+      if (!settled)
+        logger.warn(
+          { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: 'upgrade', err: error.message },
+          `${node.circuit}: upgrade failed`,
+        );
       settle({ kind: isNothingSent(error) ? 'refused' : 'unreachable', startedAt });
     });
     request.end();

@@ -24,12 +24,20 @@ export function relayAnswer(res: http.IncomingMessage, node: ProxyNode, use: Nod
  * until either side closes. It holds the bulkhead slot while open, and releases it once
  * both sides have closed.
  */
-export function tunnel(node: ProxyNode, use: NodeUse, answer: HandshakeAnswer, client: Duplex, clientHead: Buffer, slot: Slot): void {
+export function tunnel(
+  node: ProxyNode,
+  use: NodeUse,
+  answer: HandshakeAnswer,
+  client: Duplex,
+  clientHead: Buffer,
+  slot: Slot,
+): void {
   const { res } = answer;
   const { socket: nodeSocket, head: nodeHead } = answer.switched!;
   let head = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
-    if (!NOT_RELAYED_ON_SWITCH.has(res.rawHeaders[i]!.toLowerCase())) head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
+    if (!NOT_RELAYED_ON_SWITCH.has(res.rawHeaders[i]!.toLowerCase()))
+      head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
   }
   client.write(`${head}${nodeMarkerLines(node, use)}\r\n`);
   if (nodeHead.length > 0) client.write(nodeHead);

@@ -111,7 +111,9 @@ class WorkerPool {
       listened = true;
       this.listening(worker, address.port);
     });
-    worker.on('exit', (code, signal) => this.exited(worker, listened, signal ? `signal ${signal}` : `exit code ${code}`, startError, { code, signal }));
+    worker.on('exit', (code, signal) =>
+      this.exited(worker, listened, signal ? `signal ${signal}` : `exit code ${code}`, startError, { code, signal }),
+    );
   }
 
   /** Stop every worker (they drain for shutdownGraceMs themselves; SIGKILL is the backstop). */
@@ -137,10 +139,19 @@ class WorkerPool {
     this.ready.add(worker.id);
     if (this.announced || this.ready.size < workers) return;
     this.announced = true;
-    logger.info({ event: 'listening', host, port, workers }, `circuitlog listening on http://${urlHost(host)}:${port} with ${workers} workers`);
+    logger.info(
+      { event: 'listening', host, port, workers },
+      `circuitlog listening on http://${urlHost(host)}:${port} with ${workers} workers`,
+    );
   }
 
-  private exited(worker: WorkerProcess, listened: boolean, how: string, startError: string | undefined, status: { code: number | null; signal: string | null }): void {
+  private exited(
+    worker: WorkerProcess,
+    listened: boolean,
+    how: string,
+    startError: string | undefined,
+    status: { code: number | null; signal: string | null },
+  ): void {
     this.live.delete(worker.id);
     this.ready.delete(worker.id);
     if (this.stopping) {
@@ -151,10 +162,17 @@ class WorkerPool {
       this.stopWith('worker_start_failed', 2, `cannot start: a worker failed at start: ${startError ?? how}`);
       return;
     }
-    this.options.logger.error({ event: 'worker_crashed', worker_pid: worker.process.pid, ...status }, 'worker died; starting a replacement');
+    this.options.logger.error(
+      { event: 'worker_crashed', worker_pid: worker.process.pid, ...status },
+      'worker died; starting a replacement',
+    );
     if (!this.budget.allow(this.clock())) {
       const window = `${RESTART_WINDOW_MS / 1000} s`;
-      this.stopWith('crash_loop', 1, `stopping: workers crashed more than ${MAX_RESTARTS} times within ${window} (last: ${how})`);
+      this.stopWith(
+        'crash_loop',
+        1,
+        `stopping: workers crashed more than ${MAX_RESTARTS} times within ${window} (last: ${how})`,
+      );
       return;
     }
     setTimeout(() => {

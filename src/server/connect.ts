@@ -14,10 +14,23 @@ import { endSocketWithProblem } from '../http/problem.js';
 export function rejectConnect(logger: Logger, clock: () => number) {
   return (request: IncomingMessage, socket: Duplex): void => {
     const target = request.url ?? '';
-    const error = new AppError('METHOD_NOT_ALLOWED', 'CONNECT is not allowed: circuitlog is not a forward proxy (its proxy is /proxy/<upstream>/...).', {
-      headers: { allow: '' },
-    });
-    logger.info({ event: 'request_failed', method: 'CONNECT', path: target, status: PROBLEMS[error.code].status, code: error.code }, error.message);
+    const error = new AppError(
+      'METHOD_NOT_ALLOWED',
+      'CONNECT is not allowed: circuitlog is not a forward proxy (its proxy is /proxy/<upstream>/...).',
+      {
+        headers: { allow: '' },
+      },
+    );
+    logger.info(
+      {
+        event: 'request_failed',
+        method: 'CONNECT',
+        path: target,
+        status: PROBLEMS[error.code].status,
+        code: error.code,
+      },
+      error.message,
+    );
     socket.on('error', () => socket.destroy()); // the client may already be gone; nothing to tell it
     endSocketWithProblem(socket, error, target, clock());
   };

@@ -78,11 +78,17 @@ export class LeaderElection {
     }
     if (held && !this.leading) {
       this.leading = true;
-      this.logger.info({ event: 'lease_acquired', lease: this.options.lease, owner: this.options.owner }, `now running ${this.options.lease}`);
+      this.logger.info(
+        { event: 'lease_acquired', lease: this.options.lease, owner: this.options.owner },
+        `now running ${this.options.lease}`,
+      );
       this.options.onAcquire();
     } else if (!held && this.leading) {
       this.leading = false;
-      this.logger.warn({ event: 'lease_lost', lease: this.options.lease, owner: this.options.owner }, `lost ${this.options.lease}`);
+      this.logger.warn(
+        { event: 'lease_lost', lease: this.options.lease, owner: this.options.owner },
+        `lost ${this.options.lease}`,
+      );
       this.options.onLose();
     }
   }

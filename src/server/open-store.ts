@@ -46,7 +46,9 @@ function withDatabase<T>(config: Config, fn: () => T): T {
       );
     }
     if (typeof code === 'string' && code.startsWith('SQLITE_')) {
-      throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`);
+      throw new ConfigError(
+        `CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`,
+      );
     }
     throw error;
   }
@@ -73,26 +75,46 @@ export async function openStore(config: Config, logger: Logger, shared: boolean)
   return config.store.kind === 'redis' ? openRedis(config, config.store, logger) : openSqlite(config, logger, shared);
 }
 
-async function openRedis(config: Config, choice: Extract<Config['store'], { kind: 'redis' }>, logger: Logger): Promise<OpenedStore> {
+async function openRedis(
+  config: Config,
+  choice: Extract<Config['store'], { kind: 'redis' }>,
+  logger: Logger,
+): Promise<OpenedStore> {
   const { url, timeoutMs } = choice;
   const { openRedisStore, describeStartFailure } = await import('../store/redis/open.js'); // SQLite users never load the Redis client
   const { RedisHousekeeping } = await import('../store/redis/redis-housekeeping.js');
   const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
-  const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch((error: unknown) => {
-    throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
-  });
-  const health = () => redis.store.ping().then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
+  const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch(
+    (error: unknown) => {
+      throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
+    },
+  );
+  const health = () =>
+    redis.store
+      .ping()
+      .then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
   // The state gauges count every circuit of every host: a mirror of them, loading in the background.
   const mirror = config.metrics.enabled ? await redis.mirror(config.metrics.max_circuits) : null;
   const readers = { transitions: redis.feed, snapshot: () => mirror! };
   const onForeignTransitions = (listener: () => void) => redis.feed.onAppend(listener);
   const onReset = (listener: () => void) => redis.store.epoch.onReset(listener);
   const housekeeping = new RedisHousekeeping(redis.store);
-  return { store: redis.store, readers, onForeignTransitions, health, leases: redis.leases, housekeeping, close: () => void redis.close(), onReset };
+  return {
+    store: redis.store,
+    readers,
+    onForeignTransitions,
+    health,
+    leases: redis.leases,
+    housekeeping,
+    close: () => void redis.close(),
+    onReset,
+  };
 }
 
 function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStore {
-  const db = withDatabase(config, () => openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }));
+  const db = withDatabase(config, () =>
+    openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }),
+  );
   const storage = new StorageHealth(config.dbPath, logger);
   const sqlite = new SqliteCircuitStore(db, !shared);
   const store = storage.wrap(sqlite);
@@ -101,7 +123,18 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
   // copy 16 MiB per step and let requests run between steps. With several workers another
   // process's write would restart a stepped backup, so copy the rest in one step (one read snapshot).
   const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
-  const backup = { backup: (destination: string) => db.backup(destination, { progress }), folder: path.dirname(path.resolve(config.dbPath)) };
+  const backup = {
+    backup: (destination: string) => db.backup(destination, { progress }),
+    folder: path.dirname(path.resolve(config.dbPath)),
+  };
   const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
-  return { store, readers, health: async () => store.health(), leases: new SqliteLeaseStore(db), housekeeping, close: () => db.close(), backup };
+  return {
+    store,
+    readers,
+    health: async () => store.health(),
+    leases: new SqliteLeaseStore(db),
+    housekeeping,
+    close: () => db.close(),
+    backup,
+  };
 }

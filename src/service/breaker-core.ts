@@ -66,12 +66,28 @@ export class BreakerCore {
     return create === undefined ? this.defaults : { ...this.defaults, ...create };
   }
 
-  protected outcomeStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Step {
-    return outcomeStep({ name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs }, outcome);
+  protected outcomeStep(
+    name: string,
+    outcome: Outcome,
+    create?: Partial<CircuitSettings>,
+  ): (current: Circuit | null) => Step {
+    return outcomeStep(
+      { name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs },
+      outcome,
+    );
   }
 
-  protected callStep(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): (current: Circuit | null) => Admission {
-    return callStep({ name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs }, outcome, this.policy, drawOnce(this.random)); // one call, one draw
+  protected callStep(
+    name: string,
+    outcome: Outcome,
+    create?: Partial<CircuitSettings>,
+  ): (current: Circuit | null) => Admission {
+    return callStep(
+      { name, settings: this.settingsFor(create), now: this.clock(), activityStampMs: this.limits.activityStampMs },
+      outcome,
+      this.policy,
+      drawOnce(this.random),
+    ); // one call, one draw
   }
 
   /**
@@ -94,7 +110,11 @@ export class BreakerCore {
     return result!;
   }
 
-  protected run<S extends Step>(name: string, step: (current: Circuit | null) => S | null, outcome?: Outcome): MaybePromise<S | null> {
+  protected run<S extends Step>(
+    name: string,
+    step: (current: Circuit | null) => S | null,
+    outcome?: Outcome,
+  ): MaybePromise<S | null> {
     return chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome));
   }
 
@@ -106,7 +126,15 @@ export class BreakerCore {
     if (result === null) return null;
     for (const t of result.transitions) {
       const openUntil = result.circuit.openUntil === null ? null : new Date(result.circuit.openUntil).toISOString();
-      const fields = { event: 'transition', circuit: name, from: t.from, to: t.to, reason: t.reason, failure_count: result.circuit.failureCount, open_until: openUntil };
+      const fields = {
+        event: 'transition',
+        circuit: name,
+        from: t.from,
+        to: t.to,
+        reason: t.reason,
+        failure_count: result.circuit.failureCount,
+        open_until: openUntil,
+      };
       this.logger.info(fields, `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`);
       this.observer?.transition(result.circuit, t);
     }

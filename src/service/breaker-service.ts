@@ -1,4 +1,16 @@
-import { admit, configure, newCircuit, refresh, reset, type Admission, type Circuit, type CircuitState, type Outcome, type Transition, type Verdict } from '../domain/circuit.js';
+import {
+  admit,
+  configure,
+  newCircuit,
+  refresh,
+  reset,
+  type Admission,
+  type Circuit,
+  type CircuitState,
+  type Outcome,
+  type Transition,
+  type Verdict,
+} from '../domain/circuit.js';
 import type { AppError } from '../domain/errors.js';
 import type { CircuitPolicy, CircuitSettings } from '../domain/policy.js';
 import { drawOnce } from '../domain/throttle.js';
@@ -23,7 +35,9 @@ export interface OutcomeOptions {
 /** The outcome of `options`, naming its caller only when it has one (the proxy's hot path allocates nothing more). */
 function outcomeOf(success: boolean, options: OutcomeOptions, durationMs?: number): Outcome {
   const { timeoutSeconds, caller } = options;
-  return caller === undefined ? { success, timeoutSeconds, durationMs } : { success, timeoutSeconds, durationMs, caller };
+  return caller === undefined
+    ? { success, timeoutSeconds, durationMs }
+    : { success, timeoutSeconds, durationMs, caller };
 }
 
 /** One outcome of a batch. */
@@ -96,10 +110,18 @@ export class BreakerService extends BreakerCore {
    * The proxy fires and forgets: a write that fails later (storage down) is logged here, never an
    * unhandled rejection; one that fails at once (SQLite busy) throws, as the store did.
    */
-  record(name: string, success: boolean, options: OutcomeOptions = {}, durationMs = options.durationMs): Promise<Circuit> {
+  record(
+    name: string,
+    success: boolean,
+    options: OutcomeOptions = {},
+    durationMs = options.durationMs,
+  ): Promise<Circuit> {
     // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
     const outcome = outcomeOf(success, options, durationMs);
-    const result = chain(this.run(name, this.outcomeStep(name, outcome, options.create), outcome), (step) => step!.circuit);
+    const result = chain(
+      this.run(name, this.outcomeStep(name, outcome, options.create), outcome),
+      (step) => step!.circuit,
+    );
     if (!isPromise(result)) return Promise.resolve(result);
     result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
     return result;
@@ -110,10 +132,20 @@ export class BreakerService extends BreakerCore {
    * the same atomic write reads them (the proxy's ejection cap: proxy/guard-rails.ts). See
    * `guardedItems` for how the peers' reads are made part of the write.
    */
-  recordAmong(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined, peers: readonly string[], guard: OutcomeGuard): Promise<Circuit> {
+  recordAmong(
+    name: string,
+    success: boolean,
+    options: OutcomeOptions,
+    durationMs: number | undefined,
+    peers: readonly string[],
+    guard: OutcomeGuard,
+  ): Promise<Circuit> {
     const outcome = outcomeOf(success, options, durationMs);
     const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
-    const result = chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!.circuit);
+    const result = chain(
+      this.store.applyBatch(items),
+      (results) => this.settle(name, results[index] ?? null, outcome)!.circuit,
+    );
     if (!isPromise(result)) return Promise.resolve(result);
     result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
     return result;
@@ -131,24 +163,36 @@ export class BreakerService extends BreakerCore {
   private warnNotRecorded(name: string, success: boolean, error: unknown): void {
     if (this.clock() - this.lastRecordWarning < 1_000) return; // one line a second in an outage, not one per request
     this.lastRecordWarning = this.clock();
-    this.logger.warn({ event: 'outcome_not_recorded', circuit: name, success, err: error }, `outcome for ${name} not recorded`);
+    this.logger.warn(
+      { event: 'outcome_not_recorded', circuit: name, success, err: error },
+      `outcome for ${name} not recorded`,
+    );
   }
 
   /** `record`, group-committed: resolves once the transaction holding it committed. */
   async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
     // A failure always changes the circuit (its count at least): no point trying it as a no-op.
-    return this.withRoom([name], async () => (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success)).circuit);
+    return this.withRoom(
+      [name],
+      async () =>
+        (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success))
+          .circuit,
+    );
   }
 
   /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
   recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
-    return this.withRoom(outcomes.map((o) => o.name), () => this.recordBatchNow(outcomes));
+    return this.withRoom(
+      outcomes.map((o) => o.name),
+      () => this.recordBatchNow(outcomes),
+    );
   }
 
   private async recordBatchNow(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
     const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
     const results = this.groupCommit ? await this.group.submit(items) : await this.store.applyBatch(items);
-    if (!this.groupCommit) for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
+    if (!this.groupCommit)
+      for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
     return results.map((r) => r!.circuit);
   }
 
@@ -166,7 +210,14 @@ export class BreakerService extends BreakerCore {
   /** `call`, group-committed; answers the admission instead of throwing. */
   async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
     const outcome = outcomeOf(success, options);
-    return this.withRoom([name], async () => (await this.submitOne({ name, step: this.callStep(name, outcome, options.create), outcome }, true)) as Admission);
+    return this.withRoom(
+      [name],
+      async () =>
+        (await this.submitOne(
+          { name, step: this.callStep(name, outcome, options.create), outcome },
+          true,
+        )) as Admission,
+    );
   }
 
   /** Run `write`, which may create the named circuits, only if they fit under `limits.maxCircuits` (`circuit-room.ts`). */
@@ -184,7 +235,10 @@ export class BreakerService extends BreakerCore {
    * Set a circuit's policy, creating it with that policy when missing. `policyFor` sees
    * the stored circuit (inside the write transaction) and may throw to change nothing.
    */
-  async configure(name: string, policyFor: (current: Circuit | null) => CircuitPolicy): Promise<{ circuit: Circuit; created: boolean }> {
+  async configure(
+    name: string,
+    policyFor: (current: Circuit | null) => CircuitPolicy,
+  ): Promise<{ circuit: Circuit; created: boolean }> {
     const now = this.clock();
     let created = false;
     const step = await this.run(name, (current) => {
@@ -225,10 +279,17 @@ export class BreakerService extends BreakerCore {
    * page; a row past it only tells whether more exist) get their lazy transition written;
    * the state filter judges open circuits by `now`.
    */
-  async list(query: { state?: CircuitState; afterId?: number; limit: number }, pageSize = query.limit): Promise<Circuit[]> {
+  async list(
+    query: { state?: CircuitState; afterId?: number; limit: number },
+    pageSize = query.limit,
+  ): Promise<Circuit[]> {
     const now = this.clock();
     const rows = await this.store.list({ ...query, now });
-    return Promise.all(rows.map((c, i) => (i >= pageSize || refresh(c, now).circuit === c ? c : this.get(c.name).then((got) => got ?? c))));
+    return Promise.all(
+      rows.map((c, i) =>
+        i >= pageSize || refresh(c, now).circuit === c ? c : this.get(c.name).then((got) => got ?? c),
+      ),
+    );
   }
 
   async events(name: string, limit: number): Promise<Transition[] | null> {
@@ -240,9 +301,19 @@ export class BreakerService extends BreakerCore {
    * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when
    * its own isolation refused it (`caller-refusal.ts`). `circuit` as in `openError`.
    */
-  refusal(circuit: Circuit, verdict: Verdict & { allowed: false }, caller: string | undefined, options: { circuit?: unknown } = {}): AppError {
-    if (verdict.scope === 'caller' && caller !== undefined) return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
-    return this.openError(circuit, verdict.retryAt, { forced: verdict.forced, throttled: verdict.throttled, circuit: options.circuit });
+  refusal(
+    circuit: Circuit,
+    verdict: Verdict & { allowed: false },
+    caller: string | undefined,
+    options: { circuit?: unknown } = {},
+  ): AppError {
+    if (verdict.scope === 'caller' && caller !== undefined)
+      return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
+    return this.openError(circuit, verdict.retryAt, {
+      forced: verdict.forced,
+      throttled: verdict.throttled,
+      circuit: options.circuit,
+    });
   }
 
   /** The error for a refused call (`open-error.ts`). */

@@ -30,9 +30,13 @@ export class CircuitRoom {
     const stored = await this.store.count();
     if (stored + this.creating + missing > max) {
       const name = unique[circuits.indexOf(null)]!;
-      throw new AppError('TOO_MANY_CIRCUITS', `No circuit named '${name}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`, {
-        extensions: { max_circuits: max },
-      });
+      throw new AppError(
+        'TOO_MANY_CIRCUITS',
+        `No circuit named '${name}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`,
+        {
+          extensions: { max_circuits: max },
+        },
+      );
     }
     this.creating += missing;
     try {

@@ -49,7 +49,10 @@ export class DueTransitions {
       const now = this.breaker.now();
       if (now - this.lastWarning >= WARN_EVERY_MS) {
         this.lastWarning = now;
-        this.logger.warn({ event: 'due_transitions_failed', err: error }, 'could not publish due transitions; retrying');
+        this.logger.warn(
+          { event: 'due_transitions_failed', err: error },
+          'could not publish due transitions; retrying',
+        );
       }
     } finally {
       this.running = false;

@@ -57,7 +57,10 @@ export class GroupCommit<I extends BatchItem = BatchItem> {
     if (this.committing) return; // the running commit schedules the next flush when it ends
     let steps = 0;
     let taken = 0;
-    while (taken < this.queue.length && (taken === 0 || steps + this.queue[taken]!.items.length <= MAX_STEPS_PER_COMMIT)) {
+    while (
+      taken < this.queue.length &&
+      (taken === 0 || steps + this.queue[taken]!.items.length <= MAX_STEPS_PER_COMMIT)
+    ) {
       steps += this.queue[taken]!.items.length;
       taken++;
     }
@@ -82,7 +85,12 @@ export class GroupCommit<I extends BatchItem = BatchItem> {
   }
 
   /** After a commit (or its failure): answer its submitters, then go on with the queue. */
-  private settle(batch: readonly Entry<I>[], items: readonly I[], error: unknown, results: (Step | null)[] | null): void {
+  private settle(
+    batch: readonly Entry<I>[],
+    items: readonly I[],
+    error: unknown,
+    results: (Step | null)[] | null,
+  ): void {
     this.committing = false;
     // Only now: until the commit ends, a caller for these circuits must wait behind it.
     for (const { name } of items) {

@@ -76,7 +76,10 @@ export class Housekeeping {
     this.cancelled = false;
     const tick = () => {
       void this.sweep().catch((error: unknown) => {
-        this.logger.warn({ event: 'housekeeping_failed', err: error }, 'housekeeping sweep failed; trying again at the next interval');
+        this.logger.warn(
+          { event: 'housekeeping_failed', err: error },
+          'housekeeping sweep failed; trying again at the next interval',
+        );
       });
     };
     tick();
@@ -125,10 +128,19 @@ export class Housekeeping {
         done = step.done;
       }
     }
-    if (idleCircuitDays !== null) idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays));
+    if (idleCircuitDays !== null)
+      idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays));
     const report = { trimmedByAge, trimmedPerCircuit, idleDeleted };
     if (trimmedByAge + trimmedPerCircuit + idleDeleted > 0) {
-      this.logger.info({ event: 'housekeeping', trimmed_by_age: trimmedByAge, trimmed_per_circuit: trimmedPerCircuit, idle_deleted: idleDeleted }, 'housekeeping sweep done');
+      this.logger.info(
+        {
+          event: 'housekeeping',
+          trimmed_by_age: trimmedByAge,
+          trimmed_per_circuit: trimmedPerCircuit,
+          idle_deleted: idleDeleted,
+        },
+        'housekeeping sweep done',
+      );
     }
     return report;
   }
@@ -140,7 +152,10 @@ export class Housekeeping {
       const batch = size.next();
       const step = await size.time(() => this.store.deleteIdle(before, this.options.isDeclared, cursor, batch));
       for (const name of step.deleted) {
-        this.logger.info({ event: 'circuit_deleted', circuit: name, reason: 'idle', idle_since: new Date(before).toISOString() }, `circuit ${name} deleted: no outcome for limits.idle_circuit_days`);
+        this.logger.info(
+          { event: 'circuit_deleted', circuit: name, reason: 'idle', idle_since: new Date(before).toISOString() },
+          `circuit ${name} deleted: no outcome for limits.idle_circuit_days`,
+        );
       }
       deleted += step.deleted.length;
       cursor = step.cursor;

@@ -23,7 +23,10 @@ export function openError(circuit: Circuit, retryAt: number, options: OpenErrorO
   if (options.throttled) return throttledError(circuit, options.throttled, extensions);
   if (options.forced) {
     const detail = `Circuit '${circuit.name}' is forced open by an operator; every call is refused until the force is cleared.`;
-    return new AppError('CIRCUIT_FORCED_OPEN', detail, { retryAt, extensions: { ...extensions, forced_state: 'open' } });
+    return new AppError('CIRCUIT_FORCED_OPEN', detail, {
+      retryAt,
+      extensions: { ...extensions, forced_state: 'open' },
+    });
   }
   const detail =
     circuit.state === 'open'

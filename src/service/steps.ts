@@ -1,4 +1,13 @@
-import { admit, newCircuit, recordOutcome, type Admission, type BreakerPolicy, type Circuit, type Outcome, type Step } from '../domain/circuit.js';
+import {
+  admit,
+  newCircuit,
+  recordOutcome,
+  type Admission,
+  type BreakerPolicy,
+  type Circuit,
+  type Outcome,
+  type Step,
+} from '../domain/circuit.js';
 import type { CircuitPolicy } from '../domain/policy.js';
 import type { RandomSource } from '../domain/throttle.js';
 
@@ -33,13 +42,22 @@ export function outcomeStep(ctx: StepContext, outcome: Outcome): (current: Circu
  * The circuitlog `call`: admit, and when admitted record the outcome, in one step. `random`
  * is the call's one draw for soft throttling (`drawOnce`: the same however often the store runs the step).
  */
-export function callStep(ctx: StepContext, outcome: Outcome, policy: BreakerPolicy, random: RandomSource): (current: Circuit | null) => Admission {
+export function callStep(
+  ctx: StepContext,
+  outcome: Outcome,
+  policy: BreakerPolicy,
+  random: RandomSource,
+): (current: Circuit | null) => Admission {
   const record = outcomeStep(ctx, outcome);
   return (current) => {
     const c = current ?? newCircuit(ctx.name, ctx.settings, ctx.now);
     const admission = admit(c, ctx.now, policy, outcome.caller, random);
     if (!admission.verdict.allowed) return admission;
     const next = record(admission.circuit);
-    return { circuit: next.circuit, transitions: [...admission.transitions, ...next.transitions], verdict: admission.verdict };
+    return {
+      circuit: next.circuit,
+      transitions: [...admission.transitions, ...next.transitions],
+      verdict: admission.verdict,
+    };
   };
 }

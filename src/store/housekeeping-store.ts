@@ -32,5 +32,10 @@ export interface HousekeepingStore {
    * forced, not `keep`-listed and unchanged since before `before` (epoch ms); each is checked
    * and deleted atomically.
    */
-  deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): MaybePromise<IdleProgress>;
+  deleteIdle(
+    before: number,
+    keep: (name: string) => boolean,
+    cursor: number,
+    batch: number,
+  ): MaybePromise<IdleProgress>;
 }

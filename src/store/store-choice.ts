@@ -19,7 +19,9 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
   const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
   const timeoutMs = Number(timeoutRaw);
   if (!/^\d+$/.test(timeoutRaw) || timeoutMs < 50 || timeoutMs > 10_000) {
-    throw fail(`CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${timeoutRaw}'`);
+    throw fail(
+      `CIRCUITLOG_STORE_TIMEOUT_MS: must be a whole number of milliseconds from 50 to 10000, got '${timeoutRaw}'`,
+    );
   }
   const raw = env.CIRCUITLOG_STORE;
   if (raw === undefined || raw === '') return { kind: 'sqlite', path: env.CIRCUITLOG_DB || DEFAULT_DB_PATH };
@@ -28,7 +30,11 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
     if (path === '') throw fail("CIRCUITLOG_STORE: 'sqlite:' needs a file path (sqlite:./data/circuitlog.db)");
     return { kind: 'sqlite', path };
   }
-  const problem = isSentinelUrl(raw) ? sentinelProblem(raw) : isClusterUrl(raw) ? clusterProblem(raw) : redisUrlProblem(raw);
+  const problem = isSentinelUrl(raw)
+    ? sentinelProblem(raw)
+    : isClusterUrl(raw)
+      ? clusterProblem(raw)
+      : redisUrlProblem(raw);
   const shown = redactSentinelUrl(raw).replace(/:[^:@/]*@/, ':***@'); // never print a password
   if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
   return { kind: 'redis', url: raw, timeoutMs };
@@ -45,10 +51,12 @@ export function redisUrlProblem(raw: string): string | null {
   } catch {
     return 'is not a URL (sqlite:<path>, redis://host[:port][/db] or rediss://...)';
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') return 'has an unknown scheme; use sqlite:<path>, redis://, rediss://, redis+sentinel:// or redis+cluster://';
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    return 'has an unknown scheme; use sqlite:<path>, redis://, rediss://, redis+sentinel:// or redis+cluster://';
   if (url.hostname === '') return 'has no host (redis://host[:port][/db])';
   const db = url.pathname.replace(/^\//, '');
-  if (db !== '' && !/^\d{1,5}$/.test(db)) return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
+  if (db !== '' && !/^\d{1,5}$/.test(db))
+    return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
   if (url.search !== '' || url.hash !== '') return 'must not have a query or a fragment';
   return null;
 }

@@ -117,8 +117,7 @@ export function folderViolations(edges: ImportEdge[], rules = FOLDER_RULES): Vio
     const allowed =
       edge.target === null
         ? rule.mayImportPackages.includes(packageOf(edge.specifier))
-        : edge.target.startsWith('src/') &&
-          [rule.folder, ...rule.mayImportFolders].includes(nodeOf(edge.target));
+        : edge.target.startsWith('src/') && [rule.folder, ...rule.mayImportFolders].includes(nodeOf(edge.target));
     if (!allowed) out.push({ file: edge.file, line: edge.line, specifier: edge.specifier, rule: rule.why });
   }
   return out;
@@ -126,9 +125,7 @@ export function folderViolations(edges: ImportEdge[], rules = FOLDER_RULES): Vio
 
 /** Cycles between nodes: each strongly connected set of two or more nodes, with the imports that form it. */
 export function nodeCycles(edges: ImportEdge[]): { nodes: string[]; imports: ImportEdge[] }[] {
-  const between = edges.filter(
-    (e) => e.target?.startsWith('src/') === true && nodeOf(e.file) !== nodeOf(e.target),
-  );
+  const between = edges.filter((e) => e.target?.startsWith('src/') === true && nodeOf(e.file) !== nodeOf(e.target));
   const graph = new Map<string, Set<string>>();
   for (const e of between) {
     const from = nodeOf(e.file);

@@ -99,6 +99,8 @@ describe('the import checker', () => {
 
   it('flags a relative import that names no file', () => {
     const found = unresolved([edge('src/http/a.ts', './gone.js')], new Set(['src/http/a.ts']));
-    expect(formatViolations(found)).toBe("src/http/a.ts:1 imports './gone.js': relative import resolves to no src/ file (src/http/gone.ts)");
+    expect(formatViolations(found)).toBe(
+      "src/http/a.ts:1 imports './gone.js': relative import resolves to no src/ file (src/http/gone.ts)",
+    );
   });
 });

@@ -42,7 +42,10 @@ describe('local breaker', () => {
 
   it('judges the failure-rate window circuitlog showed, and a late outcome changes no state', () => {
     const local = new LocalBreakers(() => 0, defaults, 10_000);
-    const known = { state: 'closed' as const, json: { failure_threshold: 100, window: { type: 'count', size: 4, failure_rate_threshold: 50 } } };
+    const known = {
+      state: 'closed' as const,
+      json: { failure_threshold: 100, window: { type: 'count', size: 4, failure_rate_threshold: 50 } },
+    };
     for (const success of [true, false, true]) local.record('svc', success, 1, known);
     expect(local.state('svc')).toBe('closed'); // 3 of 4 minimum calls
     local.record('svc', false, 1, known);
@@ -54,7 +57,10 @@ describe('local breaker', () => {
   it('closes a half-open circuit only after success_threshold probes succeed', () => {
     let now = 0;
     const local = new LocalBreakers(() => now, defaults, 10_000);
-    const known = { state: 'open' as const, json: { success_threshold: 2, half_open_max_calls: 2, open_until: new Date(1_000).toISOString() } };
+    const known = {
+      state: 'open' as const,
+      json: { success_threshold: 2, half_open_max_calls: 2, open_until: new Date(1_000).toISOString() },
+    };
     now = 1_000;
     expect(local.admit('svc', known).allowed).toBe(true);
     local.record('svc', true, 1, known);

@@ -1,5 +1,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { CallTimeoutError, CircuitOpenError, CircuitlogRequestError, CircuitlogUnavailableError, createClient, type ClientOptions } from '../../src/client/index.js';
+import {
+  CallTimeoutError,
+  CircuitOpenError,
+  CircuitlogRequestError,
+  CircuitlogUnavailableError,
+  createClient,
+  type ClientOptions,
+} from '../../src/client/index.js';
 import { TransportError } from '../../src/client/transport.js';
 import { FakeTransport, open } from './fake-transport.js';
 
@@ -45,7 +52,13 @@ describe('decisions', () => {
     const { transport, client } = await connected();
     await client.call('svc', async () => 1);
     transport.answers.set('svc', open(Date.parse('2030-01-01T00:00:00Z')));
-    transport.stream!.emit({ circuit: 'svc', from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 'x' });
+    transport.stream!.emit({
+      circuit: 'svc',
+      from: 'closed',
+      to: 'open',
+      reason: 'failure_threshold_reached',
+      at: 'x',
+    });
     const fn = vi.fn(async () => 1);
     const error = await client.call('svc', fn).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CircuitOpenError);
@@ -69,7 +82,13 @@ describe('decisions', () => {
     let now = 1_000_000;
     const { transport, client } = await connected({ clock: () => now });
     // The server's clock runs 60 s ahead: open_until is far in this host's future.
-    transport.answers.set('svc', { allowed: false, state: 'open', retryAt: now + 61_000, retryAfterMs: 1_000, forced: false });
+    transport.answers.set('svc', {
+      allowed: false,
+      state: 'open',
+      retryAt: now + 61_000,
+      retryAfterMs: 1_000,
+      forced: false,
+    });
     await expect(client.call('svc', async () => 1)).rejects.toBeInstanceOf(CircuitOpenError);
     now += 1_000;
     transport.answers.delete('svc');
@@ -80,7 +99,13 @@ describe('decisions', () => {
   it('asks circuitlog for a circuit forced open, whatever its counted state', async () => {
     const { transport, client } = await connected();
     await client.call('svc', async () => 1);
-    transport.answers.set('svc', { allowed: false, state: 'closed', retryAt: Date.now() + 1000, retryAfterMs: 1000, forced: true });
+    transport.answers.set('svc', {
+      allowed: false,
+      state: 'closed',
+      retryAt: Date.now() + 1000,
+      retryAfterMs: 1000,
+      forced: true,
+    });
     transport.stream!.emit({ circuit: 'svc', from: 'closed', to: 'closed', reason: 'forced_open', at: 'x' });
     const error = await client.call('svc', async () => 1).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'CIRCUIT_FORCED_OPEN' });
@@ -89,7 +114,8 @@ describe('decisions', () => {
 
   it('throws a 4xx from circuitlog (a wrong token) even with a fallback: a configuration error', async () => {
     const { transport, client } = await connected();
-    transport.allowed = () => Promise.reject(new TransportError('rejected', 'unauthorized', 401, { code: 'UNAUTHORIZED', detail: 'no token' }));
+    transport.allowed = () =>
+      Promise.reject(new TransportError('rejected', 'unauthorized', 401, { code: 'UNAUTHORIZED', detail: 'no token' }));
     const error = await client.call('svc', async () => 1, { fallback: () => 'cached' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CircuitlogRequestError);
     expect(error).toMatchObject({ status: 401, code: 'CIRCUITLOG_REJECTED' });
@@ -126,7 +152,15 @@ describe('calls', () => {
     const error = new Error('mine');
     await expect(client.call('svc', () => Promise.reject(error))).rejects.toBe(error);
     await client.close();
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String), caller: client.caller }]);
+    expect(transport.outcomes).toEqual([
+      {
+        circuit: 'svc',
+        success: false,
+        duration_ms: expect.any(Number),
+        at: expect.any(String),
+        caller: client.caller,
+      },
+    ]);
   });
 
   it('uses the fallback when the call is refused, throws, or times out', async () => {
@@ -134,8 +168,11 @@ describe('calls', () => {
     transport.answers.set('shut', open(Date.now() + 1000));
     expect(await client.call('shut', async () => 1, { fallback: (e) => (e as Error).name })).toBe('CircuitOpenError');
     expect(await client.call('svc', fail, { fallback: (e) => (e as Error).message })).toBe('boom');
-    const slow = (signal: AbortSignal) => new Promise<number>((resolve) => signal.addEventListener('abort', () => resolve(1)));
-    expect(await client.call('svc', slow, { timeoutMs: 5, fallback: (e) => (e as Error).name })).toBe('CallTimeoutError');
+    const slow = (signal: AbortSignal) =>
+      new Promise<number>((resolve) => signal.addEventListener('abort', () => resolve(1)));
+    expect(await client.call('svc', slow, { timeoutMs: 5, fallback: (e) => (e as Error).name })).toBe(
+      'CallTimeoutError',
+    );
   });
 
   it('lets isFailure decide only what is recorded', async () => {
@@ -152,10 +189,14 @@ describe('calls', () => {
     const { transport, client } = await connected({ flushDelayMs: 1 });
     let signal: AbortSignal | undefined;
     let finish!: (v: number) => void;
-    const pending = client.call('svc', (s) => {
-      signal = s;
-      return new Promise<number>((resolve) => (finish = resolve));
-    }, { timeoutMs: 2_000 });
+    const pending = client.call(
+      'svc',
+      (s) => {
+        signal = s;
+        return new Promise<number>((resolve) => (finish = resolve));
+      },
+      { timeoutMs: 2_000 },
+    );
     const outcome = pending.catch((e: unknown) => e);
     await vi.advanceTimersByTimeAsync(2_000);
     const error = await outcome;
@@ -164,7 +205,15 @@ describe('calls', () => {
     expect(signal?.reason).toBe(error);
     finish(1);
     await vi.advanceTimersByTimeAsync(10);
-    expect(transport.outcomes).toEqual([{ circuit: 'svc', success: false, duration_ms: expect.any(Number), at: expect.any(String), caller: client.caller }]);
+    expect(transport.outcomes).toEqual([
+      {
+        circuit: 'svc',
+        success: false,
+        duration_ms: expect.any(Number),
+        at: expect.any(String),
+        caller: client.caller,
+      },
+    ]);
   });
 
   it('gives fn a signal that never aborts when no timeout is set', async () => {
@@ -176,7 +225,9 @@ describe('calls', () => {
 describe('outcomes', () => {
   it('sends outcomes in batches of at most maxBatch, in the order recorded', async () => {
     const { transport, client } = await connected({ maxBatch: 100 });
-    await Promise.all(Array.from({ length: 250 }, (_, i) => client.record(`c${i % 3}`, { success: i % 2 === 0, durationMs: i })));
+    await Promise.all(
+      Array.from({ length: 250 }, (_, i) => client.record(`c${i % 3}`, { success: i % 2 === 0, durationMs: i })),
+    );
     await client.close();
     expect(transport.batches.every((b) => b.length <= 100)).toBe(true);
     expect(transport.outcomes.map((o) => o.duration_ms)).toEqual(Array.from({ length: 250 }, (_, i) => i));
@@ -238,7 +289,9 @@ describe('outcomes', () => {
     for (let i = 0; i < 40; i++) await client.record('svc', { success: true, durationMs: i });
     await client.close();
     expect(most).toBe(2);
-    expect(transport.outcomes.map((o) => o.duration_ms).sort((a, b) => a! - b!)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(transport.outcomes.map((o) => o.duration_ms).sort((a, b) => a! - b!)).toEqual(
+      Array.from({ length: 40 }, (_, i) => i),
+    );
   });
 
   it('drops and counts a batch circuitlog rejects with a 4xx', async () => {
@@ -276,7 +329,11 @@ describe('outcomes', () => {
 describe('when circuitlog is unreachable', () => {
   it('fails open behind a local breaker with the circuit’s last known policy', async () => {
     const { transport, client } = await connected();
-    transport.answers.set('svc', { allowed: true, state: 'closed', circuit: { state: 'closed', failure_threshold: 3, timeout_seconds: 60 } });
+    transport.answers.set('svc', {
+      allowed: true,
+      state: 'closed',
+      circuit: { state: 'closed', failure_threshold: 3, timeout_seconds: 60 },
+    });
     await client.call('svc', async () => 1);
     transport.goDown();
     await vi.waitFor(() => expect(client.connection).not.toBe('connected'));
@@ -326,7 +383,13 @@ describe('when circuitlog is unreachable', () => {
 
   it('resumes the stream with Last-Event-ID, and the server’s state wins over the local breaker', async () => {
     const { transport, client } = await connected({ localDefaults: { failureThreshold: 1 } });
-    transport.stream!.emit({ circuit: 'other', from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 'x' });
+    transport.stream!.emit({
+      circuit: 'other',
+      from: 'closed',
+      to: 'open',
+      reason: 'failure_threshold_reached',
+      at: 'x',
+    });
     transport.goDown();
     await vi.waitFor(() => expect(client.connection).toBe('offline'));
     await expect(client.call('svc', fail)).rejects.toThrow('boom');

@@ -2,7 +2,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { CallTimeoutError, CircuitOpenError, createClient, type CircuitlogClient, type ClientOptions } from '../../src/client/index.js';
+import {
+  CallTimeoutError,
+  CircuitOpenError,
+  createClient,
+  type CircuitlogClient,
+  type ClientOptions,
+} from '../../src/client/index.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 const servers: ServerProcess[] = [];
@@ -57,9 +63,14 @@ describe('client against the real server', () => {
     await a.call('dep', async () => 'ok'); // every client learns the circuit
     await Promise.all([b.allowed('dep'), c.allowed('dep')]);
     await expect(a.call('dep', boom)).rejects.toThrow('boom');
-    await vi.waitFor(() => expect([a, b, c].map((x) => x.state('dep'))).toEqual(['open', 'open', 'open']), { timeout: 10_000 });
+    await vi.waitFor(() => expect([a, b, c].map((x) => x.state('dep'))).toEqual(['open', 'open', 'open']), {
+      timeout: 10_000,
+    });
     // Wait out the open time on the server's own clock (a GET makes the lazy transition).
-    await vi.waitFor(async () => expect((await circuit(server, 'dep')).state).toBe('half_open'), { timeout: 10_000, interval: 100 });
+    await vi.waitFor(async () => expect((await circuit(server, 'dep')).state).toBe('half_open'), {
+      timeout: 10_000,
+      interval: 100,
+    });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const probe = vi.fn(() => gate.then(() => 'probed'));
@@ -83,7 +94,9 @@ describe('client against the real server', () => {
     const a = await connect(server.url);
     const b = await connect(server.url);
     await b.call('payments', async () => 'ok');
-    const seen = new Promise((resolve) => b.on('transition', (e) => e.circuit === 'payments' && e.to === 'open' && resolve(e)));
+    const seen = new Promise((resolve) =>
+      b.on('transition', (e) => e.circuit === 'payments' && e.to === 'open' && resolve(e)),
+    );
     for (let i = 0; i < 3; i++) await expect(a.call('payments', boom)).rejects.toThrow('boom');
     expect(await seen).toMatchObject({ from: 'closed', to: 'open', reason: 'failure_threshold_reached' });
     const fn = vi.fn(async () => 'ran');
@@ -104,7 +117,9 @@ describe('client against the real server', () => {
     );
     await Promise.all(fleet.map((c) => c.close()));
     expect(fleet.map((c) => c.stats().outcomesAcknowledged)).toEqual([2500, 2500, 2500, 2500]);
-    expect([(await circuit(server, 'sum/0')).failure_count, (await circuit(server, 'sum/1')).failure_count]).toEqual([5000, 5000]);
+    expect([(await circuit(server, 'sum/0')).failure_count, (await circuit(server, 'sum/1')).failure_count]).toEqual([
+      5000, 5000,
+    ]);
   });
 
   it('has circuitlog apply pipelined batches in the order recorded', async () => {
@@ -138,10 +153,14 @@ describe('client against the real server', () => {
   it('answers from the fallback when the circuit refuses or the call fails', async () => {
     const { server } = await serve({ failure_threshold: 1, timeout_seconds: 60 });
     const client = await connect(server.url);
-    expect(await client.call('flaky', boom, { fallback: (e) => `cached after ${(e as Error).message}` })).toBe('cached after boom');
+    expect(await client.call('flaky', boom, { fallback: (e) => `cached after ${(e as Error).message}` })).toBe(
+      'cached after boom',
+    );
     await vi.waitFor(() => expect(client.state('flaky')).toBe('open'));
     const fn = vi.fn(async () => 'fresh');
-    expect(await client.call('flaky', fn, { fallback: (e) => (e instanceof CircuitOpenError ? 'cached' : 'other') })).toBe('cached');
+    expect(
+      await client.call('flaky', fn, { fallback: (e) => (e instanceof CircuitOpenError ? 'cached' : 'other') }),
+    ).toBe('cached');
     expect(fn).not.toHaveBeenCalled();
   });
 
@@ -207,17 +226,27 @@ describe('client against the real server', () => {
 
   it('works the same against 2 server workers: exact counts, and a trip seen by every client', async () => {
     const { server } = await serve({ failure_threshold: NEVER_TRIPS }, { CIRCUITLOG_WORKERS: '2' });
-    const patch = await fetch(`${server.url}/circuits/trip`, { method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: '{"failure_threshold":1}' });
+    const patch = await fetch(`${server.url}/circuits/trip`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/merge-patch+json' },
+      body: '{"failure_threshold":1}',
+    });
     expect(patch.status).toBe(201);
     const [a, b] = await Promise.all([connect(server.url), connect(server.url)]);
     await b.allowed('trip');
-    const seen = new Promise((resolve) => b.on('transition', (e) => e.circuit === 'trip' && e.to === 'open' && resolve(e)));
+    const seen = new Promise((resolve) =>
+      b.on('transition', (e) => e.circuit === 'trip' && e.to === 'open' && resolve(e)),
+    );
     await a.call('trip', boom).catch(() => undefined);
     await seen;
     const fn = vi.fn(async () => 'ran');
     await expect(b.call('trip', fn)).rejects.toBeInstanceOf(CircuitOpenError);
     expect(fn).not.toHaveBeenCalled();
-    await Promise.all([a, b].map((c) => Promise.all(Array.from({ length: 1_000 }, () => c.call('counted', boom).catch(() => undefined)))));
+    await Promise.all(
+      [a, b].map((c) =>
+        Promise.all(Array.from({ length: 1_000 }, () => c.call('counted', boom).catch(() => undefined))),
+      ),
+    );
     await Promise.all([a.close(), b.close()]);
     expect((await circuit(server, 'counted')).failure_count).toBe(2_000);
   });

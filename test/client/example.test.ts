@@ -11,7 +11,10 @@ afterEach(async () => {
 
 /** Start examples/flaky-service.mjs and resolve with its port once it listens. */
 function startExample(env: Record<string, string>): Promise<{ port: number; stop: () => Promise<number | null> }> {
-  const child = spawn(process.execPath, ['examples/flaky-service.mjs'], { env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['examples/flaky-service.mjs'], {
+    env: { ...process.env, PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   const stop = async () => {
     if (child.exitCode === null) child.kill('SIGTERM');
@@ -47,10 +50,13 @@ describe('examples/flaky-service.mjs', () => {
     stops.push(() => server.stop('SIGKILL'));
     const example = await startExample({ CIRCUITLOG_URL: server.url, FAILURE_RATE: '1', SLOW_RATE: '0' });
     for (let i = 0; i < 5; i++) expect((await fetch(`http://127.0.0.1:${example.port}/users/7`)).status).toBe(502); // threshold 5
-    await vi.waitFor(async () => {
-      const res = await fetch(`http://127.0.0.1:${example.port}/users/7`);
-      expect(await res.json()).toMatchObject({ error: expect.stringMatching(/Circuit 'users-api\/get' is open/) });
-    }, { timeout: 5_000, interval: 50 });
+    await vi.waitFor(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${example.port}/users/7`);
+        expect(await res.json()).toMatchObject({ error: expect.stringMatching(/Circuit 'users-api\/get' is open/) });
+      },
+      { timeout: 5_000, interval: 50 },
+    );
     const circuit = (await (await fetch(`${server.url}/circuits/users-api%2Fget`)).json()) as Record<string, unknown>;
     expect(circuit.state).toBe('open'); // calls decided within the stream's lag may add a few late failures
     expect(circuit.failure_count).toBeGreaterThanOrEqual(5);

@@ -1,6 +1,13 @@
 /** A scriptable Transport for the client's unit tests: no sockets, every request recorded. */
 
-import { TransportError, type AllowedAnswer, type OpenStream, type OutcomeItem, type Transport, type TransitionEvent } from '../../src/client/transport.js';
+import {
+  TransportError,
+  type AllowedAnswer,
+  type OpenStream,
+  type OutcomeItem,
+  type Transport,
+  type TransitionEvent,
+} from '../../src/client/transport.js';
 
 interface LiveStream {
   readonly lastEventId: string | undefined;

@@ -16,7 +16,10 @@ async function hostile(handlers: { stream?: Handler; allowed?: Handler }) {
   const server = http.createServer((req, res) => {
     if (req.url?.startsWith('/events/stream')) return (handlers.stream ?? quietStream)(req, res);
     if ((req.url ?? '').split('?')[0]?.endsWith('/allowed')) return (handlers.allowed ?? allowedClosed)(req, res);
-    if (req.url === '/outcomes') return void req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'));
+    if (req.url === '/outcomes')
+      return void req
+        .resume()
+        .on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'));
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -13,9 +13,18 @@ const bin = (tool: string) => path.join(root, '.venv-python', 'bin', tool);
 
 /** Run a tool of the venv in clients/python; its output is printed when it fails. */
 function run(tool: string, args: string[], timeoutMs: number) {
-  if (!fs.existsSync(bin(tool))) throw new Error(`${bin(tool)} missing: run \`node scripts/provision.mjs\` (npm test does)`);
-  const result = spawnSync(bin(tool), args, { cwd: pkg, encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-  if (result.status !== 0) process.stderr.write(`\n--- ${tool} ${args.join(' ')} (exit ${result.status}, signal ${result.signal})\n${result.stdout}\n${result.stderr}\n`);
+  if (!fs.existsSync(bin(tool)))
+    throw new Error(`${bin(tool)} missing: run \`node scripts/provision.mjs\` (npm test does)`);
+  const result = spawnSync(bin(tool), args, {
+    cwd: pkg,
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+  });
+  if (result.status !== 0)
+    process.stderr.write(
+      `\n--- ${tool} ${args.join(' ')} (exit ${result.status}, signal ${result.signal})\n${result.stdout}\n${result.stderr}\n`,
+    );
   return result;
 }
 

@@ -37,7 +37,9 @@ async function dependency() {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-it('does not re-open a recovered circuit when outcomes queued during a circuitlog restart are replayed', { timeout: 60_000 }, async () => {
+it('does not re-open a recovered circuit when outcomes queued during a circuitlog restart are replayed', {
+  timeout: 60_000,
+}, async () => {
   const dir = tempDir();
   const config = path.join(dir, 'circuitlog.yaml');
   fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 3\n  timeout_seconds: 2\n');
@@ -46,7 +48,11 @@ it('does not re-open a recovered circuit when outcomes queued during a circuitlo
   servers.push(first);
   const dep = await dependency();
   // localDefaults as the server's: circuitlog did not know dep when the client first asked.
-  const client: CircuitlogClient = createClient({ url: first.url, reconnectMaxDelayMs: 300, localDefaults: { failureThreshold: 3, timeoutSeconds: 2 } });
+  const client: CircuitlogClient = createClient({
+    url: first.url,
+    reconnectMaxDelayMs: 300,
+    localDefaults: { failureThreshold: 3, timeoutSeconds: 2 },
+  });
   closers.push(() => client.close());
   await client.ready();
 
@@ -58,7 +64,11 @@ it('does not re-open a recovered circuit when outcomes queued during a circuitlo
   await vi.waitFor(() => expect(client.connection).toBe('offline'), { timeout: 10_000 });
 
   // Offline, the local breaker probes once its open time is over: the dependency still fails.
-  const attempt = () => client.call('dep', dep.call).then(() => 'ok', (e: Error) => e.message);
+  const attempt = () =>
+    client.call('dep', dep.call).then(
+      () => 'ok',
+      (e: Error) => e.message,
+    );
   while (dep.state.calls < 4) {
     await attempt();
     await sleep(100);
@@ -85,6 +95,8 @@ it('does not re-open a recovered circuit when outcomes queued during a circuitlo
   // Calls go on and the circuit closes at the first probe; nothing opened it since the restart.
   expect(await attempt()).toBe('ok');
   await vi.waitFor(async () => expect((await circuit()).state).toBe('closed'), { timeout: 5_000 });
-  const { events } = (await (await fetch(`${second.url}/circuits/dep/events`)).json()) as { events: { to: string; at: string }[] };
+  const { events } = (await (await fetch(`${second.url}/circuits/dep/events`)).json()) as {
+    events: { to: string; at: string }[];
+  };
   expect(events.filter((e) => e.to === 'open' && Date.parse(e.at) >= restartedAt)).toEqual([]);
 });

@@ -10,11 +10,15 @@ function parse(chunks: (string | Uint8Array)[]): SseMessage[] {
 
 describe('SSE parser', () => {
   it('dispatches an event on a blank line with its event, data and id', () => {
-    expect(parse(['event: transition\nid: 7\ndata: {"a":1}\n\n'])).toEqual([{ event: 'transition', data: '{"a":1}', id: '7' }]);
+    expect(parse(['event: transition\nid: 7\ndata: {"a":1}\n\n'])).toEqual([
+      { event: 'transition', data: '{"a":1}', id: '7' },
+    ]);
   });
 
   it('ignores comments (heartbeats) and joins multi-line data', () => {
-    expect(parse([': heartbeat\n\n', 'data: a\ndata: b\n\n'])).toEqual([{ event: 'message', data: 'a\nb', id: undefined }]);
+    expect(parse([': heartbeat\n\n', 'data: a\ndata: b\n\n'])).toEqual([
+      { event: 'message', data: 'a\nb', id: undefined },
+    ]);
   });
 
   it('reassembles lines and UTF-8 characters split across chunks, CRLF included', () => {
@@ -50,7 +54,8 @@ describe('SSE parser limits', () => {
   it('takes events up to the limits, and counts each event afresh', () => {
     const messages: SseMessage[] = [];
     const parser = new SseParser((m) => messages.push(m), limits);
-    for (let i = 0; i < 10; i++) parser.push(new TextEncoder().encode(('data: ' + 'z'.repeat(90) + '\n').repeat(2) + '\n'));
+    for (let i = 0; i < 10; i++)
+      parser.push(new TextEncoder().encode(('data: ' + 'z'.repeat(90) + '\n').repeat(2) + '\n'));
     expect(messages).toHaveLength(10);
   });
 

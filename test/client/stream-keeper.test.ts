@@ -24,7 +24,11 @@ describe('reconnecting the event stream', () => {
       return open(lastId, onEvent);
     };
     const downs = vi.fn();
-    const keeper = new StreamKeeper(transport, { onOpen: () => undefined, onEvent: () => undefined, onReset: () => undefined, onDown: downs }, 5_000);
+    const keeper = new StreamKeeper(
+      transport,
+      { onOpen: () => undefined, onEvent: () => undefined, onReset: () => undefined, onDown: downs },
+      5_000,
+    );
     keeper.start();
     await vi.advanceTimersByTimeAsync(0);
     transport.stream!.emit({ circuit: 'a', from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 'x' });

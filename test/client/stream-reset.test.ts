@@ -20,7 +20,9 @@ it('takes a fresh snapshot of every circuit on event: reset, and resumes after n
       streams.push({ lastEventId: req.headers['last-event-id'] as string | undefined, res });
     } else if ((req.url ?? '').split('?')[0]?.endsWith('/allowed')) {
       allowed.push(req.url ?? '');
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"allowed":true,"state":"closed","circuit":null}');
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end('{"allowed":true,"state":"closed","circuit":null}');
     } else {
       req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"results":[]}'));
     }
@@ -30,7 +32,11 @@ it('takes a fresh snapshot of every circuit on event: reset, and resumes after n
     server.closeAllConnections();
     return new Promise((resolve) => server.close(resolve));
   });
-  const client = createClient({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, reconnectMaxDelayMs: 200, closeTimeoutMs: 500 });
+  const client = createClient({
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    reconnectMaxDelayMs: 200,
+    closeTimeoutMs: 500,
+  });
   cleanups.push(() => client.close().catch(() => undefined));
   await client.ready();
 
@@ -41,7 +47,9 @@ it('takes a fresh snapshot of every circuit on event: reset, and resumes after n
   const resets: StreamReset[] = [];
   client.on('reset', (r) => resets.push(r));
   const at = new Date().toISOString();
-  streams[0]!.res.write(`event: transition\nid: 3\ndata: {"circuit":"other","from":"closed","to":"open","reason":"failure_threshold_reached","at":"${at}"}\n\n`);
+  streams[0]!.res.write(
+    `event: transition\nid: 3\ndata: {"circuit":"other","from":"closed","to":"open","reason":"failure_threshold_reached","at":"${at}"}\n\n`,
+  );
   streams[0]!.res.write('event: reset\ndata: {"reason":"unknown-event-id","newest_id":42}\n\n');
   await vi.waitFor(() => expect(resets).toEqual([{ reason: 'unknown-event-id', newestId: '42' }]));
 

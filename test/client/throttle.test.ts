@@ -21,7 +21,12 @@ function seeded(seed: number): () => number {
   };
 }
 
-const throttledCircuit = (throttle: unknown = { k: 2, window_seconds: 10 }) => ({ name: 'dep', state: 'closed' as const, forced_state: null as string | null, throttle });
+const throttledCircuit = (throttle: unknown = { k: 2, window_seconds: 10 }) => ({
+  name: 'dep',
+  state: 'closed' as const,
+  forced_state: null as string | null,
+  throttle,
+});
 
 /** A connected client whose first snapshot of `dep` carries `throttle`; clock and random injected. */
 async function connected(options: Partial<ClientOptions> & { throttle?: unknown } = {}) {
@@ -73,7 +78,11 @@ describe('soft throttling in the client', () => {
   it('answers the fallback for a throttled call, and allowed() says false', async () => {
     const { client } = await connected({ random: () => 0.1, clock: () => 1_000_000 });
     await calls(client, 10, 3);
-    expect(await client.call('dep', succeed, { fallback: (e) => (e instanceof CircuitThrottledError ? 'fallback' : 'other') })).toBe('fallback');
+    expect(
+      await client.call('dep', succeed, {
+        fallback: (e) => (e instanceof CircuitThrottledError ? 'fallback' : 'other'),
+      }),
+    ).toBe('fallback');
     expect(await client.allowed('dep')).toBe(false);
   });
 
@@ -82,7 +91,11 @@ describe('soft throttling in the client', () => {
     await calls(client, 50, 50);
     expect(client.stats().throttledLocally).toBe(0);
     const forced = await connected({ random: () => 0 });
-    forced.transport.answers.set('dep', { allowed: true, state: 'closed', circuit: { ...throttledCircuit(), forced_state: 'closed' } });
+    forced.transport.answers.set('dep', {
+      allowed: true,
+      state: 'closed',
+      circuit: { ...throttledCircuit(), forced_state: 'closed' },
+    });
     await calls(forced.client, 20, 0);
     expect(forced.client.stats().throttledLocally).toBe(0);
   });
@@ -90,7 +103,13 @@ describe('soft throttling in the client', () => {
   it('starts its counts empty when a stream event says the circuit changed state', async () => {
     const { transport, client } = await connected({ random: () => 0.1, clock: () => 1_000_000 });
     await calls(client, 10, 0);
-    transport.stream!.emit({ circuit: 'dep', from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 'x' });
+    transport.stream!.emit({
+      circuit: 'dep',
+      from: 'closed',
+      to: 'open',
+      reason: 'failure_threshold_reached',
+      at: 'x',
+    });
     transport.stream!.emit({ circuit: 'dep', from: 'open', to: 'closed', reason: 'manual_reset', at: 'x' });
     transport.answers.set('dep', { allowed: true, state: 'closed', circuit: throttledCircuit() });
     expect(await client.call('dep', succeed)).toBe('ok'); // p = 0 again
@@ -101,7 +120,14 @@ describe('soft throttling in the client', () => {
     transport.openStream = () => Promise.reject(new TransportError('rejected', 'too many streams', 503));
     const client = createClient({ url: 'http://x', transport, closeTimeoutMs: 100 });
     clients.push(client);
-    transport.answers.set('dep', { allowed: false, state: 'closed', retryAt: Date.now() + 1_000, retryAfterMs: 1_000, forced: false, throttled: { probability: 0.5 } });
+    transport.answers.set('dep', {
+      allowed: false,
+      state: 'closed',
+      retryAt: Date.now() + 1_000,
+      retryAfterMs: 1_000,
+      forced: false,
+      throttled: { probability: 0.5 },
+    });
     const error = await client.call('dep', succeed).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'CIRCUIT_THROTTLED', probability: 0.5, local: false });
     transport.answers.delete('dep');
@@ -111,7 +137,11 @@ describe('soft throttling in the client', () => {
   });
 
   it('keeps counts for at most maxCircuits circuits, the least recently used dropped first', () => {
-    const throttles = new LocalThrottles(() => 0, () => 0, 2);
+    const throttles = new LocalThrottles(
+      () => 0,
+      () => 0,
+      2,
+    );
     const json = { throttle: { k: 2, window_seconds: 10 } };
     for (const name of ['a', 'b', 'c']) throttles.record(name, json, false);
     expect(throttles.decide('a', json)).toEqual({ throttled: false, probability: 0 }); // 'a' was dropped
@@ -121,7 +151,11 @@ describe('soft throttling in the client', () => {
   it('a dependency that starts failing 60% of calls sees its call rate fall as the formula says, decided locally, the circuit still closed', async () => {
     let now = Date.parse('2026-11-30T03:30:00.000Z');
     const window = 10; // s
-    const { transport, client } = await connected({ random: seeded(21), clock: () => now, throttle: { k: 2, window_seconds: window } });
+    const { transport, client } = await connected({
+      random: seeded(21),
+      clock: () => now,
+      throttle: { k: 2, window_seconds: window },
+    });
     const dependency = seeded(7);
     const perSecond = 40;
     const healthySeconds = window;
@@ -167,7 +201,8 @@ describe('soft throttling in the client', () => {
       }
     }
     const shares = slices.map((x) => ({ admitted: x.admitted / x.attempts, formula: x.expected / x.attempts }));
-    for (const share of shares) expect(Math.abs(share.admitted - share.formula), JSON.stringify(shares)).toBeLessThanOrEqual(0.1);
+    for (const share of shares)
+      expect(Math.abs(share.admitted - share.formula), JSON.stringify(shares)).toBeLessThanOrEqual(0.1);
     expect(shares[0]!.admitted).toBeGreaterThan(0.9);
     expect(shares.at(-1)!.admitted).toBeLessThan(0.5);
     expect(transport.allowedCalls).toEqual(['dep']); // one snapshot: every other decision was local

@@ -29,9 +29,15 @@ const installSeconds: Record<string, number> = {};
 /** `npm install` of the tarball into a fresh project; returns its directory. */
 async function freshProject(type: 'module' | 'commonjs'): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `circuitlog-client-${type}-`));
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `consumer-${type}`, version: '1.0.0', private: true, type }));
+  fs.writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ name: `consumer-${type}`, version: '1.0.0', private: true, type }),
+  );
   const started = performance.now();
-  await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: dir, timeout: 90_000 });
+  await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], {
+    cwd: dir,
+    timeout: 90_000,
+  });
   installSeconds[type] = (performance.now() - started) / 1000;
   return dir;
 }
@@ -40,13 +46,18 @@ beforeAll(async () => {
   server = await startServer({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite') });
   const packDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-pack-'));
   // prepack builds dist/ from src/client and src/domain (clients/node/build.mjs).
-  const { stdout } = await run(NPM, ['pack', '--json', '--pack-destination', packDir], { cwd: PACKAGE_DIR, timeout: 120_000 });
+  const { stdout } = await run(NPM, ['pack', '--json', '--pack-destination', packDir], {
+    cwd: PACKAGE_DIR,
+    timeout: 120_000,
+  });
   const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
   tarball = path.join(packDir, packed!.filename);
   packedFiles = packed!.files.map((f) => f.path);
   projects.esm = await freshProject('module');
   projects.cjs = await freshProject('commonjs');
-  console.log(`@circuitlog/client install from tarball: ESM project ${installSeconds.module!.toFixed(2)} s, CommonJS project ${installSeconds.commonjs!.toFixed(2)} s`);
+  console.log(
+    `@circuitlog/client install from tarball: ESM project ${installSeconds.module!.toFixed(2)} s, CommonJS project ${installSeconds.commonjs!.toFixed(2)} s`,
+  );
 }, 240_000);
 
 afterAll(async () => {
@@ -112,24 +123,35 @@ describe('@circuitlog/client (clients/node) packed and installed as a user would
     expect(packedFiles).toContain('dist/esm/client/index.js');
     expect(packedFiles).toContain('dist/cjs/client/index.d.ts');
     expect(packedFiles).toContain('dist/esm/domain/circuit.js'); // the domain, built from src/domain
-    const stray = packedFiles.filter((f) => !/^(dist\/(esm|cjs)\/.+\.(js|d\.ts)|dist\/(esm|cjs)\/package\.json|README\.md|package\.json)$/.test(f));
+    const stray = packedFiles.filter(
+      (f) => !/^(dist\/(esm|cjs)\/.+\.(js|d\.ts)|dist\/(esm|cjs)\/package\.json|README\.md|package\.json)$/.test(f),
+    );
     expect(stray).toEqual([]);
-    expect(packedFiles.some((f) => f.includes('/server/') || f.includes('/store/') || f.includes('/http/'))).toBe(false);
+    expect(packedFiles.some((f) => f.includes('/server/') || f.includes('/store/') || f.includes('/http/'))).toBe(
+      false,
+    );
   });
 
   it('installs undici and nothing else, with no install script and no native build', () => {
     for (const dir of Object.values(projects)) {
-      const lock = JSON.parse(fs.readFileSync(path.join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { hasInstallScript?: boolean }> };
+      const lock = JSON.parse(fs.readFileSync(path.join(dir, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { hasInstallScript?: boolean }>;
+      };
       expect(Object.keys(lock.packages).sort()).toEqual(['', 'node_modules/@circuitlog/client', 'node_modules/undici']);
       expect(Object.values(lock.packages).filter((p) => p.hasInstallScript === true)).toEqual([]);
-      const binaries = fs.readdirSync(path.join(dir, 'node_modules'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.node') || f.includes('build/Release'));
+      const binaries = fs
+        .readdirSync(path.join(dir, 'node_modules'), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.node') || f.includes('build/Release'));
       expect(binaries).toEqual([]);
     }
     expect(Object.keys(installSeconds).sort()).toEqual(['commonjs', 'module']);
   });
 
   it('calls the real server from an ES module (import)', async () => {
-    fs.writeFileSync(path.join(projects.esm, 'index.mjs'), `import { createClient, CircuitOpenError } from '@circuitlog/client';\n${scriptBody(server.url, 'pkg/esm')}`);
+    fs.writeFileSync(
+      path.join(projects.esm, 'index.mjs'),
+      `import { createClient, CircuitOpenError } from '@circuitlog/client';\n${scriptBody(server.url, 'pkg/esm')}`,
+    );
     const { stdout } = await run(process.execPath, ['index.mjs'], { cwd: projects.esm, timeout: 20_000 });
     expect(JSON.parse(stdout)).toEqual({ first: 'ran', refused: 'boom', isOpenError: true });
     const circuit = (await (await fetch(`${server.url}/circuits/pkg%2Fesm`)).json()) as { failure_count: number };
@@ -138,7 +160,10 @@ describe('@circuitlog/client (clients/node) packed and installed as a user would
 
   it('calls the real server from CommonJS (require)', async () => {
     const body = scriptBody(server.url, 'pkg/cjs');
-    fs.writeFileSync(path.join(projects.cjs, 'index.cjs'), `const { createClient, CircuitOpenError } = require('@circuitlog/client');\n(async () => {${body}})();`);
+    fs.writeFileSync(
+      path.join(projects.cjs, 'index.cjs'),
+      `const { createClient, CircuitOpenError } = require('@circuitlog/client');\n(async () => {${body}})();`,
+    );
     const { stdout } = await run(process.execPath, ['index.cjs'], { cwd: projects.cjs, timeout: 20_000 });
     expect(JSON.parse(stdout)).toEqual({ first: 'ran', refused: 'boom', isOpenError: true });
     const circuit = (await (await fetch(`${server.url}/circuits/pkg%2Fcjs`)).json()) as { failure_count: number };
@@ -150,11 +175,14 @@ describe('@circuitlog/client (clients/node) packed and installed as a user would
     ['module', 'bundler', 'esm', { module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler }],
     ['commonjs', 'node16', 'cjs', { module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16 }],
     ['commonjs', 'node', 'cjs', { module: ts.ModuleKind.CommonJS, moduleResolution: ts.ModuleResolutionKind.Node10 }],
-  ] as const)('type-checks a consumer in a %s project with moduleResolution %s, from the %s types', (type, _resolution, tree, options) => {
-    const dir = type === 'module' ? projects.esm : projects.cjs;
-    fs.writeFileSync(path.join(dir, 'consumer.ts'), CONSUMER_TS);
-    const { errors, typesFrom } = typecheck(dir, options);
-    expect(errors).toEqual([]);
-    expect(typesFrom).toEqual([`dist/${tree}/client/index.d.ts`]);
-  });
+  ] as const)(
+    'type-checks a consumer in a %s project with moduleResolution %s, from the %s types',
+    (type, _resolution, tree, options) => {
+      const dir = type === 'module' ? projects.esm : projects.cjs;
+      fs.writeFileSync(path.join(dir, 'consumer.ts'), CONSUMER_TS);
+      const { errors, typesFrom } = typecheck(dir, options);
+      expect(errors).toEqual([]);
+      expect(typesFrom).toEqual([`dist/${tree}/client/index.d.ts`]);
+    },
+  );
 });

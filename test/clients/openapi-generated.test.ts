@@ -82,7 +82,11 @@ describe('the OpenAPI document as a contract for generated clients', () => {
   it('names a server whose defaults are the default listen address', () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: '{scheme}://{host}:{port}' })]);
     const [server] = document.servers as { variables: Record<string, { default: string }> }[];
-    expect(Object.fromEntries(Object.entries(server!.variables).map(([k, v]) => [k, v.default]))).toEqual({ scheme: 'http', host: '127.0.0.1', port: '8080' });
+    expect(Object.fromEntries(Object.entries(server!.variables).map(([k, v]) => [k, v.default]))).toEqual({
+      scheme: 'http',
+      host: '127.0.0.1',
+      port: '8080',
+    });
   });
 
   it('generates a client (openapi-typescript + openapi-fetch) that type-checks and calls the real server', async () => {
@@ -102,10 +106,14 @@ describe('the OpenAPI document as a contract for generated clients', () => {
       types: ['node'],
       outDir: dir,
     });
-    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+    const diagnostics = ts
+      .getPreEmitDiagnostics(program)
+      .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
     expect(diagnostics).toEqual([]);
     program.emit();
-    const { stdout } = await promisify(execFile)(process.execPath, [path.join(dir, 'consumer.js'), server.url, TOKEN], { timeout: 15_000 });
+    const { stdout } = await promisify(execFile)(process.execPath, [path.join(dir, 'consumer.js'), server.url, TOKEN], {
+      timeout: 15_000,
+    });
     expect(JSON.parse(stdout)).toEqual({
       patchStatus: 201,
       threshold: 2,

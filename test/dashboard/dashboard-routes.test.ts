@@ -17,7 +17,10 @@ describe('dashboard routes', () => {
     expect(page.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await page.text();
     expect(html).toContain('<script type="module" src="/dashboard/assets/dashboard.js">');
-    for (const [file, type] of [['dashboard.js', 'text/javascript'], ['dashboard.css', 'text/css']]) {
+    for (const [file, type] of [
+      ['dashboard.js', 'text/javascript'],
+      ['dashboard.css', 'text/css'],
+    ]) {
       const res = await app.request('GET', `/dashboard/assets/${file}`);
       expect([res.status, res.headers.get('content-type')?.split(';')[0]]).toEqual([200, type]);
       expect(await res.text()).not.toMatch(/['"`(]https?:\/\//); // no URL in a string or url()
@@ -44,7 +47,10 @@ describe('dashboard routes', () => {
     expect(state.last_event_id).toBe(1);
     expect(state.circuits.map((c: { name: string }) => c.name)).toEqual(['a', 'b']);
     expect(state.circuits[0].last_transition).toBeNull();
-    expect(state.circuits[1]).toMatchObject({ state: 'open', last_transition: { id: 1, circuit: 'b', from: 'closed', to: 'open' } });
+    expect(state.circuits[1]).toMatchObject({
+      state: 'open',
+      last_transition: { id: 1, circuit: 'b', from: 'closed', to: 'open' },
+    });
     expect(state.recent).toHaveLength(1);
     expect(state.upstreams).toEqual([]);
   });
@@ -54,7 +60,8 @@ describe('dashboard state in pages', () => {
   it('answers a page of circuits at a time, with next_after until the last page', async () => {
     const app = buildObservedApp();
     const outcomes = Array.from({ length: 1_200 }, (_, i) => ({ circuit: `c${i}`, success: true }));
-    for (let i = 0; i < 1_200; i += 500) expect((await app.request('POST', '/outcomes', { outcomes: outcomes.slice(i, i + 500) })).status).toBe(200);
+    for (let i = 0; i < 1_200; i += 500)
+      expect((await app.request('POST', '/outcomes', { outcomes: outcomes.slice(i, i + 500) })).status).toBe(200);
     for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/c1100/failure');
     const names: string[] = [];
     const sizes: number[] = [];
@@ -70,7 +77,10 @@ describe('dashboard state in pages', () => {
     }
     expect(sizes).toEqual([500, 500, 200]);
     expect(names).toEqual(outcomes.map((o) => o.circuit));
-    expect(last!.circuits.find((c) => c.name === 'c1100')!.last_transition).toMatchObject({ circuit: 'c1100', to: 'open' });
+    expect(last!.circuits.find((c) => c.name === 'c1100')!.last_transition).toMatchObject({
+      circuit: 'c1100',
+      to: 'open',
+    });
   });
 
   it('pages 500 circuits by default and filters by state', async () => {
@@ -87,7 +97,13 @@ describe('dashboard state in pages', () => {
 
   it('names a bad or unknown query parameter in a 400', async () => {
     const app = buildObservedApp();
-    for (const [query, field] of [['limit=0', 'limit'], ['limit=5000', 'limit'], ['after=x', 'after'], ['state=shut', 'state'], ['page=2', 'page']]) {
+    for (const [query, field] of [
+      ['limit=0', 'limit'],
+      ['limit=5000', 'limit'],
+      ['after=x', 'after'],
+      ['state=shut', 'state'],
+      ['page=2', 'page'],
+    ]) {
       const res = await app.request('GET', `/dashboard/api/state?${query}`);
       expect(res.status).toBe(400);
       expect((await res.json()).errors.map((e: { field: string }) => e.field)).toEqual([field]);
@@ -95,11 +111,17 @@ describe('dashboard state in pages', () => {
   });
   it('searches names on the server (?q=, ignoring case), reading at most 5,000 circuits per answer and saying where to go on', async () => {
     const app = buildObservedApp();
-    const insert = app.db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)");
+    const insert = app.db.prepare(
+      'INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)',
+    );
     app.db.transaction(() => {
       for (let i = 1; i <= 12_000; i++) insert.run(i === 3 || i === 11_000 ? `Pay/wanted-${i}` : `other/c${i}`);
     })();
-    const get = async (query: string) => (await (await app.request('GET', `/dashboard/api/state?${query}`)).json()) as { circuits: { name: string }[]; next_after: number | null };
+    const get = async (query: string) =>
+      (await (await app.request('GET', `/dashboard/api/state?${query}`)).json()) as {
+        circuits: { name: string }[];
+        next_after: number | null;
+      };
     const first = await get('q=PAY%2FWANTED&limit=10');
     expect([first.circuits.map((c) => c.name), first.next_after]).toEqual([['Pay/wanted-3'], 5_000]);
     const second = await get('q=pay%2Fwanted&limit=10&after=5000');

@@ -12,7 +12,16 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 // The first-screen time is measured by the bench (`BENCH_ONLY=scale`), not asserted here.
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const CIRCUITS = 100_000;
 
 let context: BrowserContext;
@@ -29,14 +38,20 @@ function seed(file: string): void {
 }
 
 beforeAll(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
   const dir = tempDir();
   seed(path.join(dir, 'db.sqlite'));
   server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite') });
   // Made last: the newest id, 100,000 circuits past the first page.
   for (let i = 0; i < 5; i++) await fetch(`${server.url}/circuits/deep%2Ftripped/failure`, { method: 'POST' });
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1400, height: 900 },
+  });
 }, 120_000);
 afterAll(async () => {
   await context?.close();
@@ -56,11 +71,18 @@ describe('dashboard with 100,000 circuits, in headless Chromium', () => {
     const rows = page.locator('section.group tbody tr');
     await page.locator('tr[data-circuit="fleet/c99"]').waitFor({ timeout: 10_000 });
     const names = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-circuit')));
-    expect(names).toEqual(['deep/tripped', ...Array.from({ length: 100 }, (_, i) => `fleet/c${i}`).sort((a, b) => a.localeCompare(b))]);
+    expect(names).toEqual([
+      'deep/tripped',
+      ...Array.from({ length: 100 }, (_, i) => `fleet/c${i}`).sort((a, b) => a.localeCompare(b)),
+    ]);
     expect(await page.locator('tr[data-circuit="deep/tripped"] .calls').textContent()).toBe('refused');
-    expect(await page.locator('#summary').textContent()).toBe('page 1, 100 circuits; in all: 1 refusing calls, 0 probing');
+    expect(await page.locator('#summary').textContent()).toBe(
+      'page 1, 100 circuits; in all: 1 refusing calls, 0 probing',
+    );
     // The browser asked for pages, never for the whole table.
-    const limits = requests.filter((u) => u.includes('/dashboard/api/state')).map((u) => Number(new URL(u).searchParams.get('limit')));
+    const limits = requests
+      .filter((u) => u.includes('/dashboard/api/state'))
+      .map((u) => Number(new URL(u).searchParams.get('limit')));
     expect(limits.length).toBeGreaterThan(0);
     expect(Math.max(...limits)).toBeLessThanOrEqual(500);
 

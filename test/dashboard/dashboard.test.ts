@@ -8,7 +8,16 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 // Debian's chromium, installed by scripts/provision.mjs (npm test's pretest step).
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const TOKEN = 'dashboard-token-0123456789';
 
 let context: BrowserContext;
@@ -16,10 +25,16 @@ const servers: ServerProcess[] = [];
 let nodes: Record<string, FakeNode> = {};
 
 beforeAll(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
   // A fresh profile per run: no cache, cookies or storage from an earlier run.
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 900 } });
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1400, height: 900 },
+  });
   nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1');
 }, 60_000);
 afterAll(async () => {
@@ -64,7 +79,8 @@ const stateOf = (page: Page, name: string) => page.locator(`tr[data-circuit="${n
 describe('dashboard in headless Chromium', () => {
   it('lists circuits, turns a tripped circuit open live within 2 s, closes it with Reset, with no console errors', async () => {
     const server = await start();
-    for (const name of ['payments/charge', 'payments/refund', 'email/send']) await api(server, 'POST', name, '/success');
+    for (const name of ['payments/charge', 'payments/refund', 'email/send'])
+      await api(server, 'POST', name, '/success');
     for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
     for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
     const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
@@ -77,17 +93,23 @@ describe('dashboard in headless Chromium', () => {
     expect(await stateOf(page, 'payments/charge').textContent()).toBe('closed');
     expect(await stateOf(page, 'search/query').textContent()).toBe('open');
     expect(await page.locator('tr[data-circuit="payments/refund"] .forced-badge').textContent()).toBe('forced open');
-    await expect.poll(() => page.locator('tr[data-circuit="search/query"] td.countdown').textContent()).toMatch(/^probes in \d+s$/);
+    await expect
+      .poll(() => page.locator('tr[data-circuit="search/query"] td.countdown').textContent())
+      .toMatch(/^probes in \d+s$/);
 
     for (let i = 0; i < 5; i++) await api(server, 'POST', 'payments/charge', '/failure');
     await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 2_000 });
     expect(await stateOf(page, 'payments/charge').textContent()).toBe('open');
-    await page.locator('#timeline li', { hasText: 'payments/charge: closed → open (failure_threshold_reached)' }).waitFor({ timeout: 5_000 });
+    await page
+      .locator('#timeline li', { hasText: 'payments/charge: closed → open (failure_threshold_reached)' })
+      .waitFor({ timeout: 5_000 });
 
     await page.locator('tr[data-circuit="payments/charge"] button[data-action="reset"]').click();
     await page.locator('tr[data-circuit="payments/charge"] .state.closed').waitFor({ timeout: 5_000 });
     expect((await (await api(server, 'GET', 'payments/charge')).json()).state).toBe('closed');
-    expect(await page.locator('tr[data-circuit="payments/charge"] td.last').textContent()).toMatch(/^open → closed \(manual_reset\)/);
+    expect(await page.locator('tr[data-circuit="payments/charge"] td.last').textContent()).toMatch(
+      /^open → closed \(manual_reset\)/,
+    );
 
     expect(errors).toEqual([]);
   });
@@ -108,16 +130,27 @@ describe('dashboard in headless Chromium', () => {
     await row.locator('button[data-action="clear"]').click();
     await row.locator('.forced-badge').waitFor({ state: 'detached', timeout: 5_000 });
     expect((await (await api(server, 'GET', 'payments/charge')).json()).forced_state).toBeNull();
-    await page.locator('#timeline li', { hasText: 'payments/charge: closed → closed (force_cleared)' }).waitFor({ timeout: 5_000 });
+    await page
+      .locator('#timeline li', { hasText: 'payments/charge: closed → closed (force_cleared)' })
+      .waitFor({ timeout: 5_000 });
     expect(errors).toEqual([]);
   });
 
   it('shows the failure rate of a circuit with a window', async () => {
     const server = await start();
-    const patch = (body: unknown) => fetch(`${server.url}/circuits/search%2Fquery`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const patch = (body: unknown) =>
+      fetch(`${server.url}/circuits/search%2Fquery`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     expect((await patch({ window: { type: 'count', size: 10 } })).status).toBe(201);
     for (const success of [false, true, true, true]) {
-      await fetch(`${server.url}/circuits/search%2Fquery/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success }) });
+      await fetch(`${server.url}/circuits/search%2Fquery/outcomes`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ success }),
+      });
     }
     const { page, errors } = await openPage();
     await page.goto(`${server.url}/dashboard`);
@@ -134,14 +167,20 @@ describe('dashboard in headless Chromium', () => {
     await page.goto(`${server.url}/dashboard`);
     const group = page.locator('section[data-upstream="users"]');
     await group.waitFor({ timeout: 10_000 });
-    expect(await group.locator('div[data-dc]').evaluateAll((els) => els.map((e) => e.getAttribute('data-dc')))).toEqual(['dc1', 'dc2']);
+    expect(await group.locator('div[data-dc]').evaluateAll((els) => els.map((e) => e.getAttribute('data-dc')))).toEqual(
+      ['dc1', 'dc2'],
+    );
     expect(await group.locator('div[data-dc="dc1"] h3').textContent()).toBe('dc1 (local): 1 of 2 nodes closed');
     expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc degraded');
-    expect(await group.locator('div[data-dc="dc2"] tr[data-circuit="users/dc2-1"] .state').textContent()).toBe('closed');
+    expect(await group.locator('div[data-dc="dc2"] tr[data-circuit="users/dc2-1"] .state').textContent()).toBe(
+      'closed',
+    );
     // A node forced open is down for its DC, whatever its state says.
     const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
     expect((await fetch(`${server.url}/circuits/users%2Fdc1-2`, force)).status).toBe(200);
-    await group.locator('div[data-dc="dc1"] h3', { hasText: 'dc1 (local): 0 of 2 nodes closed' }).waitFor({ timeout: 5_000 });
+    await group
+      .locator('div[data-dc="dc1"] h3', { hasText: 'dc1 (local): 0 of 2 nodes closed' })
+      .waitFor({ timeout: 5_000 });
     expect(await group.locator('div[data-dc="dc1"]').getAttribute('class')).toBe('dc down');
     expect(errors).toEqual([]);
   });
@@ -160,11 +199,17 @@ describe('dashboard in headless Chromium', () => {
     const held = [0, 1].map(() => fetch(`${server.url}/proxy/slow/x`).catch(() => null));
     const { page, errors } = await openPage();
     await page.goto(`${server.url}/dashboard`);
-    await page.locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 2 in flight' }).waitFor({ timeout: 10_000 });
-    expect(await page.locator('section[data-upstream="fast"] h2 .load').textContent()).toBe('limit 30 (adaptive) · 0 in flight');
+    await page
+      .locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 2 in flight' })
+      .waitFor({ timeout: 10_000 });
+    expect(await page.locator('section[data-upstream="fast"] h2 .load').textContent()).toBe(
+      'limit 30 (adaptive) · 0 in flight',
+    );
     await slow['dc1-9']!.stop(); // the held requests end
     await Promise.all(held);
-    await page.locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 0 in flight' }).waitFor({ timeout: 10_000 });
+    await page
+      .locator('section[data-upstream="slow"] h2 .load', { hasText: 'limit 5 (fixed) · 0 in flight' })
+      .waitFor({ timeout: 10_000 });
     expect(errors).toEqual([]);
   });
 
@@ -195,7 +240,8 @@ describe('dashboard in headless Chromium', () => {
     await page.locator('#live.on').waitFor({ timeout: 10_000 });
     expect(await stateOf(page, 'payments/charge').textContent()).toBe('closed');
     expect(await page.evaluate(() => sessionStorage.getItem('circuitlog-token'))).toBe(TOKEN);
-    for (let i = 0; i < 5; i++) await api(server, 'POST', 'payments/charge', '/failure', { authorization: `Bearer ${TOKEN}` });
+    for (let i = 0; i < 5; i++)
+      await api(server, 'POST', 'payments/charge', '/failure', { authorization: `Bearer ${TOKEN}` });
     await page.locator('tr[data-circuit="payments/charge"] .state.open').waitFor({ timeout: 5_000 });
     expect(urls.some((u) => u.includes('/events/stream'))).toBe(true);
     expect(urls.filter((u) => u.includes(TOKEN))).toEqual([]);
@@ -213,7 +259,8 @@ const IMAGES =
 /** A server with a forced-open circuit, an open one, a half-open one and closed ones, plus proxy nodes. */
 async function mixedServer(): Promise<ServerProcess> {
   const server = await start();
-  for (const name of ['payments/charge', 'email/send', 'search/query', 'zz/reports-export-with-a-rather-long-name']) await api(server, 'POST', name, '/success');
+  for (const name of ['payments/charge', 'email/send', 'search/query', 'zz/reports-export-with-a-rather-long-name'])
+    await api(server, 'POST', name, '/success');
   for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
   for (let i = 0; i < 3; i++) await api(server, 'POST', 'users/dc1-1', '/failure');
   const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
@@ -231,11 +278,22 @@ describe('dashboard at a glance', () => {
     expect(await forced.locator('.calls').textContent()).toBe('refused');
     expect(await forced.locator('.calls').getAttribute('class')).toBe('calls refused');
     // --open's red, not green (read in one step: a render may replace the row meanwhile)
-    expect(await page.evaluate(() => getComputedStyle(document.querySelector('tr[data-circuit="payments/charge"] .calls')!).backgroundColor)).toBe('rgb(229, 72, 77)');
+    expect(
+      await page.evaluate(
+        () => getComputedStyle(document.querySelector('tr[data-circuit="payments/charge"] .calls')!).backgroundColor,
+      ),
+    ).toBe('rgb(229, 72, 77)');
     expect(await forced.locator('.state').getAttribute('class')).toBe('state closed overridden');
     expect(await page.locator('#summary').textContent()).toBe('7 circuits: 3 refusing calls, 0 probing, 4 allowing');
-    const order = await page.locator('section.group:not([data-upstream]) tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-circuit')));
-    expect(order).toEqual(['payments/charge', 'search/query', 'email/send', 'zz/reports-export-with-a-rather-long-name']);
+    const order = await page
+      .locator('section.group:not([data-upstream]) tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-circuit')));
+    expect(order).toEqual([
+      'payments/charge',
+      'search/query',
+      'email/send',
+      'zz/reports-export-with-a-rather-long-name',
+    ]);
     expect(errors).toEqual([]);
   });
 
@@ -288,7 +346,11 @@ describe('dashboard at a glance', () => {
       const sizes = await page.evaluate(() => ({
         scroll: document.documentElement.scrollWidth,
         viewport: window.innerWidth,
-        right: Math.max(...[...document.querySelectorAll('aside, section.group, header, td, button')].map((e) => e.getBoundingClientRect().right)),
+        right: Math.max(
+          ...[...document.querySelectorAll('aside, section.group, header, td, button')].map(
+            (e) => e.getBoundingClientRect().right,
+          ),
+        ),
       }));
       expect(sizes.scroll, `${width} px`).toBeLessThanOrEqual(sizes.viewport);
       expect(sizes.right, `${width} px`).toBeLessThanOrEqual(width);
@@ -302,14 +364,30 @@ describe('dashboard at a glance', () => {
 
 describe('dashboard: detect-only circuits (issue 17)', () => {
   const patch = (server: ServerProcess, name: string, body: unknown) =>
-    fetch(`${server.url}/circuits/${encodeURIComponent(name)}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${server.url}/circuits/${encodeURIComponent(name)}`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   const fail = (server: ServerProcess, name: string, caller: string) =>
-    fetch(`${server.url}/circuits/${encodeURIComponent(name)}/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success: false, caller }) });
+    fetch(`${server.url}/circuits/${encodeURIComponent(name)}/outcomes`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ success: false, caller }),
+    });
 
   it('marks forced-closed circuits whose rules would refuse (open underneath, or isolating a caller), and no other', async () => {
     const server = await start();
     expect((await patch(server, 'trial/open', { failure_threshold: 1, forced_state: 'closed' })).status).toBe(201);
-    expect((await patch(server, 'trial/isolating', { failure_threshold: 2, forced_state: 'closed', quorum: { min_callers: 2 } })).status).toBe(201);
+    expect(
+      (
+        await patch(server, 'trial/isolating', {
+          failure_threshold: 2,
+          forced_state: 'closed',
+          quorum: { min_callers: 2 },
+        })
+      ).status,
+    ).toBe(201);
     expect((await patch(server, 'trial/quiet', { forced_state: 'closed' })).status).toBe(201);
     await fail(server, 'trial/open', 'a');
     await fail(server, 'trial/isolating', 'bad');
@@ -319,8 +397,12 @@ describe('dashboard: detect-only circuits (issue 17)', () => {
     await page.locator('#live.on').waitFor({ timeout: 10_000 });
     const badge = (name: string) => page.locator(`tr[data-circuit="${name}"] .would-refuse-badge`);
     expect(await badge('trial/open').textContent()).toBe('would refuse');
-    expect(await badge('trial/open').getAttribute('title')).toBe('Detect-only: the rules hold it open: every call would be refused');
-    expect(await badge('trial/isolating').getAttribute('title')).toBe('Detect-only: 1 isolated caller(s) would be refused: bad');
+    expect(await badge('trial/open').getAttribute('title')).toBe(
+      'Detect-only: the rules hold it open: every call would be refused',
+    );
+    expect(await badge('trial/isolating').getAttribute('title')).toBe(
+      'Detect-only: 1 isolated caller(s) would be refused: bad',
+    );
     expect(await badge('trial/quiet').count()).toBe(0);
     // Still admitting every call: the force decides.
     expect(await page.locator('tr[data-circuit="trial/open"] .calls').textContent()).toBe('allowed');

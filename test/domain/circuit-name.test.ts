@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { CIRCUIT_NAME_SEGMENT, SEGMENT_MAX_LENGTH, circuitNameProblem, isDotSegment, nodeCircuitName } from '../../src/domain/circuit-name.js';
+import {
+  CIRCUIT_NAME_SEGMENT,
+  SEGMENT_MAX_LENGTH,
+  circuitNameProblem,
+  isDotSegment,
+  nodeCircuitName,
+} from '../../src/domain/circuit-name.js';
 
 describe('circuit-name rules', () => {
   it("names a node's circuit <upstream>/<node id>", () => {
@@ -20,7 +26,12 @@ describe('circuit-name rules', () => {
   });
 
   it("tells '.' and '..' apart from other segments", () => {
-    expect([isDotSegment('.'), isDotSegment('..'), isDotSegment('...'), isDotSegment('.a')]).toEqual([true, true, false, false]);
+    expect([isDotSegment('.'), isDotSegment('..'), isDotSegment('...'), isDotSegment('.a')]).toEqual([
+      true,
+      true,
+      false,
+      false,
+    ]);
     expect(circuitNameProblem(nodeCircuitName('api', '..'))).toBe("must not have '.' or '..' segments");
   });
 });

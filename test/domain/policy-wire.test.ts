@@ -10,7 +10,14 @@ const everyField: CircuitPolicy = {
   timeoutSeconds: 45,
   halfOpenMaxCalls: 3,
   successThreshold: 2,
-  window: { type: 'count', size: 40, minimumCalls: 20, failureRateThreshold: 25.5, slowCallDurationMs: 750, slowCallRateThreshold: 80 },
+  window: {
+    type: 'count',
+    size: 40,
+    minimumCalls: 20,
+    failureRateThreshold: 25.5,
+    slowCallDurationMs: 750,
+    slowCallRateThreshold: 80,
+  },
   backoff: { multiplier: 1.5, maxTimeoutSeconds: 900 },
   forcedState: 'open',
   throttle: { k: 3, windowSeconds: 20 },
@@ -33,7 +40,14 @@ describe('the policy wire mapping', () => {
       timeout_seconds: 45,
       half_open_max_calls: 3,
       success_threshold: 2,
-      window: { type: 'count', size: 40, minimum_calls: 20, failure_rate_threshold: 25.5, slow_call_duration_ms: 750, slow_call_rate_threshold: 80 },
+      window: {
+        type: 'count',
+        size: 40,
+        minimum_calls: 20,
+        failure_rate_threshold: 25.5,
+        slow_call_duration_ms: 750,
+        slow_call_rate_threshold: 80,
+      },
       backoff: { multiplier: 1.5, max_timeout_seconds: 900 },
       forced_state: 'open',
       throttle: { k: 3, window_seconds: 20 },
@@ -46,7 +60,12 @@ describe('the policy wire mapping', () => {
   });
 
   it('fills left-out window and backoff members from POLICY_DEFAULTS', () => {
-    const p = policyFromWire({ ...policyToWire(POLICY_DEFAULTS.circuit, true), timeout_seconds: 30, window: { type: 'time', size: 60 }, backoff: {} });
+    const p = policyFromWire({
+      ...policyToWire(POLICY_DEFAULTS.circuit, true),
+      timeout_seconds: 30,
+      window: { type: 'time', size: 60 },
+      backoff: {},
+    });
     expect(p.window).toEqual({
       type: 'time',
       size: 60,
@@ -55,13 +74,22 @@ describe('the policy wire mapping', () => {
       slowCallDurationMs: null,
       slowCallRateThreshold: POLICY_DEFAULTS.window.slowCallRateThreshold,
     });
-    expect(p.backoff).toEqual({ multiplier: POLICY_DEFAULTS.backoff.multiplier, maxTimeoutSeconds: POLICY_DEFAULTS.backoff.maxTimeoutSeconds });
+    expect(p.backoff).toEqual({
+      multiplier: POLICY_DEFAULTS.backoff.multiplier,
+      maxTimeoutSeconds: POLICY_DEFAULTS.backoff.maxTimeoutSeconds,
+    });
   });
 
   it('fills left-out throttle members from POLICY_DEFAULTS, and reads a throttle left out as none', () => {
     const base = policyToWire(POLICY_DEFAULTS.circuit, true);
-    expect(policyFromWire({ ...base, throttle: {} }).throttle).toEqual({ k: POLICY_DEFAULTS.throttle.k, windowSeconds: POLICY_DEFAULTS.throttle.windowSeconds });
-    expect(policyFromWire({ ...base, throttle: { k: null, window_seconds: 5 } }).throttle).toEqual({ k: 2, windowSeconds: 5 });
+    expect(policyFromWire({ ...base, throttle: {} }).throttle).toEqual({
+      k: POLICY_DEFAULTS.throttle.k,
+      windowSeconds: POLICY_DEFAULTS.throttle.windowSeconds,
+    });
+    expect(policyFromWire({ ...base, throttle: { k: null, window_seconds: 5 } }).throttle).toEqual({
+      k: 2,
+      windowSeconds: 5,
+    });
     const { throttle: _none, ...older } = base;
     expect(policyFromWire(older).throttle).toBeNull();
   });
@@ -75,7 +103,10 @@ describe('the policy wire mapping', () => {
 describe('policyFromJson (the client reading a server)', () => {
   it('reads throttle leniently: members out of range take their defaults, a non-object is none, a missing one the fallback', () => {
     const fallback: CircuitPolicy = { ...everyField, forcedState: null };
-    expect(policyFromJson({ throttle: { k: 0.5, window_seconds: 601 } }, fallback).throttle).toEqual({ k: 2, windowSeconds: 60 });
+    expect(policyFromJson({ throttle: { k: 0.5, window_seconds: 601 } }, fallback).throttle).toEqual({
+      k: 2,
+      windowSeconds: 60,
+    });
     expect(policyFromJson({ throttle: 'on' }, fallback).throttle).toBeNull();
     expect(policyFromJson({}, fallback).throttle).toEqual(fallback.throttle);
   });
@@ -90,7 +121,14 @@ describe('policyFromJson (the client reading a server)', () => {
     const json = { failure_threshold: 'x', window: { type: 'count', size: 10, failure_rate_threshold: -1 } };
     expect(policyFromJson(json, fallback)).toEqual({
       ...fallback,
-      window: { type: 'count', size: 10, minimumCalls: null, failureRateThreshold: POLICY_DEFAULTS.window.failureRateThreshold, slowCallDurationMs: null, slowCallRateThreshold: POLICY_DEFAULTS.window.slowCallRateThreshold },
+      window: {
+        type: 'count',
+        size: 10,
+        minimumCalls: null,
+        failureRateThreshold: POLICY_DEFAULTS.window.failureRateThreshold,
+        slowCallDurationMs: null,
+        slowCallRateThreshold: POLICY_DEFAULTS.window.slowCallRateThreshold,
+      },
     });
   });
 });

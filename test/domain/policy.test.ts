@@ -25,7 +25,10 @@ const countWindow = (size: number, extra: Partial<WindowPolicy> = {}): WindowPol
   slowCallRateThreshold: 100,
   ...extra,
 });
-const timeWindow = (size: number, extra: Partial<WindowPolicy> = {}): WindowPolicy => ({ ...countWindow(size, extra), type: 'time' });
+const timeWindow = (size: number, extra: Partial<WindowPolicy> = {}): WindowPolicy => ({
+  ...countWindow(size, extra),
+  type: 'time',
+});
 
 function feed(c: Circuit, outcomes: readonly Outcome[], now = T0): Circuit {
   for (const o of outcomes) c = recordOutcome(c, o, now).circuit;
@@ -108,12 +111,18 @@ describe('count window', () => {
     const step = recordOutcome(c, { ...ok, durationMs: 100 }, T0); // exactly at the duration: slow
     expect(step.circuit.state).toBe('open');
     expect(step.transitions[0]!.reason).toBe('slow_call_rate_exceeded');
-    c = feed(withWindow(w), [{ ...ok, durationMs: 99 }, { ...ok, durationMs: 99.9 }]);
+    c = feed(withWindow(w), [
+      { ...ok, durationMs: 99 },
+      { ...ok, durationMs: 99.9 },
+    ]);
     expect(windowStats(c, T0)).toMatchObject({ calls: 2, slowCalls: 0 });
   });
 
   it('ignores durations when slow_call_duration_ms is not set', () => {
-    const c = feed(withWindow(countWindow(2)), [{ ...ok, durationMs: 1e6 }, { ...ok, durationMs: 1e6 }]);
+    const c = feed(withWindow(countWindow(2)), [
+      { ...ok, durationMs: 1e6 },
+      { ...ok, durationMs: 1e6 },
+    ]);
     expect(windowStats(c, T0)?.slowCalls).toBe(0);
   });
 
@@ -259,7 +268,11 @@ describe('late outcomes and policy changes', () => {
 
 describe('clock stepping back', () => {
   it('never keeps a circuit open longer than its open time from now', () => {
-    const c = recordOutcome(newCircuit('svc', { ...base, failureThreshold: 1, timeoutSeconds: 2 }, T0), bad, T0).circuit;
+    const c = recordOutcome(
+      newCircuit('svc', { ...base, failureThreshold: 1, timeoutSeconds: 2 }, T0),
+      bad,
+      T0,
+    ).circuit;
     const stepBack = T0 - 3_600_000;
     const refreshed = refresh(c, stepBack).circuit;
     expect(refreshed.openUntil).toBe(stepBack + 2_000);
@@ -269,14 +282,20 @@ describe('clock stepping back', () => {
 });
 
 describe('window figures equal a naive recount (property)', () => {
-  const outcome = fc.record({ success: fc.boolean(), durationMs: fc.option(fc.integer({ min: 0, max: 200 }), { nil: undefined }) });
+  const outcome = fc.record({
+    success: fc.boolean(),
+    durationMs: fc.option(fc.integer({ min: 0, max: 200 }), { nil: undefined }),
+  });
 
   it('count window: the last size outcomes', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 20 }), fc.array(outcome, { maxLength: 60 }), (size, outcomes) => {
         // Thresholds above 100 % never trip, so the window only ever grows and slides.
         const w = countWindow(size, { failureRateThreshold: 101, slowCallDurationMs: 100, slowCallRateThreshold: 101 });
-        const c = feed(newCircuit('svc', { ...base, window: w }, T0), outcomes.map((o) => ({ ...o, late: 'count_only' as const })));
+        const c = feed(
+          newCircuit('svc', { ...base, window: w }, T0),
+          outcomes.map((o) => ({ ...o, late: 'count_only' as const })),
+        );
         const last = outcomes.slice(-size);
         const failures = last.filter((o) => !o.success).length;
         const slow = last.filter((o) => o.durationMs !== undefined && o.durationMs >= 100).length;
@@ -288,41 +307,63 @@ describe('window figures equal a naive recount (property)', () => {
   it('time window: the outcomes of the last size seconds, at any later read', () => {
     const timed = fc.record({ o: outcome, gapMs: fc.integer({ min: 0, max: 3_000 }) });
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 10 }), fc.array(timed, { maxLength: 60 }), fc.integer({ min: 0, max: 12_000 }), (size, seq, readAfter) => {
-        const w = timeWindow(size, { failureRateThreshold: 101, slowCallDurationMs: 100, slowCallRateThreshold: 101 });
-        let c = newCircuit('svc', { ...base, window: w }, T0);
-        let now = T0;
-        const at: number[] = [];
-        for (const { o, gapMs } of seq) {
-          now += gapMs;
-          at.push(now);
-          c = recordOutcome(c, { ...o, late: 'count_only' }, now).circuit;
-        }
-        const readAt = now + readAfter;
-        const live = seq.filter((_, i) => Math.floor(at[i]! / 1000) > Math.floor(readAt / 1000) - size).map((s) => s.o);
-        const calls = live.length;
-        const failures = live.filter((o) => !o.success).length;
-        const slowCalls = live.filter((o) => o.durationMs !== undefined && o.durationMs >= 100).length;
-        const rate = (n: number) => (calls === 0 ? 0 : Math.round((n / calls) * 10_000) / 100);
-        expect(windowStats(c, readAt)).toEqual({ calls, failures, slowCalls, failureRate: rate(failures), slowCallRate: rate(slowCalls) });
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 10 }),
+        fc.array(timed, { maxLength: 60 }),
+        fc.integer({ min: 0, max: 12_000 }),
+        (size, seq, readAfter) => {
+          const w = timeWindow(size, {
+            failureRateThreshold: 101,
+            slowCallDurationMs: 100,
+            slowCallRateThreshold: 101,
+          });
+          let c = newCircuit('svc', { ...base, window: w }, T0);
+          let now = T0;
+          const at: number[] = [];
+          for (const { o, gapMs } of seq) {
+            now += gapMs;
+            at.push(now);
+            c = recordOutcome(c, { ...o, late: 'count_only' }, now).circuit;
+          }
+          const readAt = now + readAfter;
+          const live = seq
+            .filter((_, i) => Math.floor(at[i]! / 1000) > Math.floor(readAt / 1000) - size)
+            .map((s) => s.o);
+          const calls = live.length;
+          const failures = live.filter((o) => !o.success).length;
+          const slowCalls = live.filter((o) => o.durationMs !== undefined && o.durationMs >= 100).length;
+          const rate = (n: number) => (calls === 0 ? 0 : Math.round((n / calls) * 10_000) / 100);
+          expect(windowStats(c, readAt)).toEqual({
+            calls,
+            failures,
+            slowCalls,
+            failureRate: rate(failures),
+            slowCallRate: rate(slowCalls),
+          });
+        },
+      ),
     );
   });
 
   it('a count window opens exactly when the naive recount reaches the rate', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 100 }), fc.array(fc.boolean(), { maxLength: 40 }), (size, threshold, successes) => {
-        let c = newCircuit('svc', { ...base, window: countWindow(size, { failureRateThreshold: threshold }) }, T0);
-        const seen: boolean[] = [];
-        for (const success of successes) {
-          c = recordOutcome(c, { success, late: 'count_only' }, T0).circuit;
-          seen.push(success);
-          const last = seen.slice(-size);
-          const trips = last.length >= size && last.filter((s) => !s).length * 100 >= threshold * last.length;
-          expect(c.state).toBe(trips ? 'open' : 'closed');
-          if (trips) return;
-        }
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 10 }),
+        fc.integer({ min: 1, max: 100 }),
+        fc.array(fc.boolean(), { maxLength: 40 }),
+        (size, threshold, successes) => {
+          let c = newCircuit('svc', { ...base, window: countWindow(size, { failureRateThreshold: threshold }) }, T0);
+          const seen: boolean[] = [];
+          for (const success of successes) {
+            c = recordOutcome(c, { success, late: 'count_only' }, T0).circuit;
+            seen.push(success);
+            const last = seen.slice(-size);
+            const trips = last.length >= size && last.filter((s) => !s).length * 100 >= threshold * last.length;
+            expect(c.state).toBe(trips ? 'open' : 'closed');
+            if (trips) return;
+          }
+        },
+      ),
     );
   });
 });

@@ -43,7 +43,14 @@ describe('soft throttling in the breaker', () => {
   });
 
   it('a refusal is not an outcome: the failure count and the window are unchanged', () => {
-    const window = { type: 'count' as const, size: 10, minimumCalls: null, failureRateThreshold: 90, slowCallDurationMs: null, slowCallRateThreshold: 100 };
+    const window = {
+      type: 'count' as const,
+      size: 10,
+      minimumCalls: null,
+      failureRateThreshold: 90,
+      slowCallDurationMs: null,
+      slowCallRateThreshold: 100,
+    };
     const c = feed(newCircuit('svc', { ...settings, window }, T0), 10, 3);
     const refused = admit(c, T0, lease, undefined, always).circuit;
     expect(refused.failureCount).toBe(c.failureCount);
@@ -61,7 +68,10 @@ describe('soft throttling in the breaker', () => {
   it('never throttles a circuit forced closed, and a forced open one is refused as forced', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 0);
     expect(admit({ ...c, forcedState: 'closed' }, T0, lease, undefined, always).verdict).toEqual({ allowed: true });
-    expect(admit({ ...c, forcedState: 'open' }, T0, lease, undefined, always).verdict).toMatchObject({ allowed: false, forced: true });
+    expect(admit({ ...c, forcedState: 'open' }, T0, lease, undefined, always).verdict).toMatchObject({
+      allowed: false,
+      forced: true,
+    });
   });
 
   it('starts its counts empty when the circuit opens, and again when it closes', () => {
@@ -88,7 +98,9 @@ describe('soft throttling in the breaker', () => {
   it('keeps its counts when only k changes, and empties them when the window changes or it is turned off', () => {
     const c = feed(newCircuit('svc', settings, T0), 10, 3);
     const policy = policyOf(c);
-    expect(configure(c, { ...policy, throttle: { k: 3, windowSeconds: 60 } }, T0).circuit.throttleState).toBe(c.throttleState);
+    expect(configure(c, { ...policy, throttle: { k: 3, windowSeconds: 60 } }, T0).circuit.throttleState).toBe(
+      c.throttleState,
+    );
     expect(configure(c, { ...policy, throttle: { k: 2, windowSeconds: 30 } }, T0).circuit.throttleState).toBeNull();
     expect(configure(c, { ...policy, throttle: null }, T0).circuit.throttleState).toBeNull();
   });

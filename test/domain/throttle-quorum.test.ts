@@ -39,13 +39,19 @@ describe('soft throttling beside a quorum (issues 17 and 21)', () => {
     const step = admit(c, T0 + 1, lease, 'ok', always);
     expect(step.verdict).toMatchObject({ allowed: false, throttled: { probability: 3 / 4 } });
     expect(step.verdict).not.toHaveProperty('scope');
-    expect(throttleCounts(step.circuit.throttle!, step.circuit.throttleState, T0 + 1)).toEqual({ requests: 4, accepts: 0 });
+    expect(throttleCounts(step.circuit.throttle!, step.circuit.throttleState, T0 + 1)).toEqual({
+      requests: 4,
+      accepts: 0,
+    });
   });
 
-  it("gives the isolated caller its probe after the open time without throttling it", () => {
+  it('gives the isolated caller its probe after the open time without throttling it', () => {
     const c = isolatedBad();
     const probe = admit(c, T0 + 30_000, lease, 'bad', never);
     expect(probe.verdict).toEqual({ allowed: true });
-    expect(admit(probe.circuit, T0 + 30_001, lease, 'bad', never).verdict).toMatchObject({ allowed: false, scope: 'caller' });
+    expect(admit(probe.circuit, T0 + 30_001, lease, 'bad', never).verdict).toMatchObject({
+      allowed: false,
+      scope: 'caller',
+    });
   });
 });

@@ -23,10 +23,13 @@ function count(state: ThrottleState | null, n: number, accepted: number, now = T
 
 /** A random source that answers `values` in turn and counts its draws. */
 function scripted(...values: number[]) {
-  const source = Object.assign(() => {
-    source.draws++;
-    return values.shift() ?? 0.5;
-  }, { draws: 0 });
+  const source = Object.assign(
+    () => {
+      source.draws++;
+      return values.shift() ?? 0.5;
+    },
+    { draws: 0 },
+  );
   return source;
 }
 
@@ -99,7 +102,13 @@ describe('soft throttling (SRE client-side throttling)', () => {
     state = count(state, 1, 1, T0 + 1_000, p);
     state = count(state, 1, 1, T0 + 2_000, p);
     expect(throttleCounts(p, state, T0 + 2_000)).toEqual({ requests: 2, accepts: 2 });
-    expect(state).toEqual({ type: 'time', buckets: [[T0 / 1000 + 1, 1, 0, 0], [T0 / 1000 + 2, 1, 0, 0]] });
+    expect(state).toEqual({
+      type: 'time',
+      buckets: [
+        [T0 / 1000 + 1, 1, 0, 0],
+        [T0 / 1000 + 2, 1, 0, 0],
+      ],
+    });
   });
 
   it('counts a request from a clock that stepped back in the newest second', () => {

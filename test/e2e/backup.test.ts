@@ -13,7 +13,11 @@ afterEach(async () => {
 });
 
 /** One request on a fresh connection; the body as bytes. */
-function send(url: string, method: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+function send(
+  url: string,
+  method: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method, agent: false, headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -50,7 +54,10 @@ function counts(file: string): { integrity: string; counts: number[] } {
   try {
     const integrity = db.pragma('integrity_check', { simple: true }) as string;
     const get = db.prepare('SELECT failure_count FROM circuits WHERE name = ?').pluck();
-    return { integrity, counts: Array.from({ length: LANES }, (_, i) => (get.get(`lane-${i}`) as number | undefined) ?? 0) };
+    return {
+      integrity,
+      counts: Array.from({ length: LANES }, (_, i) => (get.get(`lane-${i}`) as number | undefined) ?? 0),
+    };
   } finally {
     db.close();
   }
@@ -61,7 +68,12 @@ describe('GET /admin/backup', () => {
     it(`copies the live database under write load: the copy opens, is intact and holds every acknowledged write (${workers} worker(s))`, async () => {
       const dir = tempDir();
       fs.writeFileSync(path.join(dir, 'c.yaml'), 'circuit_defaults:\n  failure_threshold: 1000000\n');
-      const env = { CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_TOKEN: TOKEN, CIRCUITLOG_WORKERS: String(workers) };
+      const env = {
+        CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+        CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+        CIRCUITLOG_TOKEN: TOKEN,
+        CIRCUITLOG_WORKERS: String(workers),
+      };
       const server = await startServer(env, { detached: true });
       running.push(server);
       const load = writeLoad(server.url);
@@ -93,7 +105,10 @@ describe('GET /admin/backup', () => {
 
   it('needs the token, and is off (403 admin-disabled) when no token is set', async () => {
     const dir = tempDir();
-    const withToken = await startServer({ CIRCUITLOG_DB: path.join(dir, 'a.sqlite'), CIRCUITLOG_TOKEN: TOKEN }, { detached: true });
+    const withToken = await startServer(
+      { CIRCUITLOG_DB: path.join(dir, 'a.sqlite'), CIRCUITLOG_TOKEN: TOKEN },
+      { detached: true },
+    );
     running.push(withToken);
     const refused = await send(`${withToken.url}/admin/backup`, 'GET');
     expect(refused.status).toBe(401);

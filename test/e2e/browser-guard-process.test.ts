@@ -20,7 +20,10 @@ afterEach(async () => {
 async function start(extra = ''): Promise<ServerProcess> {
   const dir = tempDir();
   fs.writeFileSync(path.join(dir, 'c.yaml'), `${proxyYaml(nodes, 'health_check: { enabled: false }')}${extra}`);
-  const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+  const server = await startServer({
+    CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+  });
   servers.push(server);
   return server;
 }
@@ -31,7 +34,9 @@ describe('browser guards in the real server (HOST=127.0.0.1, no token)', () => {
     const api = await rawRequest(server.url, 'POST', '/circuits/svc/failure', { host: 'attacker.example' });
     expect([api.status, JSON.parse(api.body).code]).toEqual([421, 'MISDIRECTED_REQUEST']);
     const seen = nodes['dc1-1']!.seen.length;
-    const proxied = await rawRequest(server.url, 'GET', '/proxy/users/secret', { host: `attacker.example:${server.port}` });
+    const proxied = await rawRequest(server.url, 'GET', '/proxy/users/secret', {
+      host: `attacker.example:${server.port}`,
+    });
     expect([proxied.status, proxied.headers['content-type']]).toEqual([421, 'application/problem+json']);
     expect(nodes['dc1-1']!.seen.length).toBe(seen);
     expect((await rawRequest(server.url, 'GET', '/health', { host: `localhost:${server.port}` })).status).toBe(200);
@@ -45,7 +50,12 @@ describe('browser guards in the real server (HOST=127.0.0.1, no token)', () => {
 
   it('passes a cross-site form POST under /proxy to the upstream (its own CSRF rules apply), but refuses it on /circuits', async () => {
     const server = await start();
-    const form = { origin: 'https://attacker.example', 'sec-fetch-site': 'cross-site', 'content-type': 'application/x-www-form-urlencoded', 'content-length': '0' };
+    const form = {
+      origin: 'https://attacker.example',
+      'sec-fetch-site': 'cross-site',
+      'content-type': 'application/x-www-form-urlencoded',
+      'content-length': '0',
+    };
     const proxied = await rawRequest(server.url, 'POST', '/proxy/users/form', form);
     expect(proxied.status).toBe(200);
     expect(nodes['dc1-1']!.seen.at(-1)).toMatchObject({ method: 'POST', url: '/form' });

@@ -24,7 +24,8 @@ async function listen(url: string, onEvent: (data: Record<string, unknown>) => v
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
           const data = block.split('\n').find((l) => l.startsWith('data: '));
-          if (block.includes('event: transition') && data) onEvent(JSON.parse(data.slice(6)) as Record<string, unknown>);
+          if (block.includes('event: transition') && data)
+            onEvent(JSON.parse(data.slice(6)) as Record<string, unknown>);
         }
       }
     } catch {
@@ -38,7 +39,11 @@ describe.each([1, 2])('due transitions with %i worker(s)', (workers) => {
   it('reach a stream listener stamped at open_until, with no other request', { timeout: 30_000 }, async () => {
     const dir = tempDir();
     fs.writeFileSync(path.join(dir, 'c.yaml'), 'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 1\n');
-    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_WORKERS: String(workers) });
+    const server = await startServer({
+      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+      CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+      CIRCUITLOG_WORKERS: String(workers),
+    });
     servers.push(server);
     const seen: { data: Record<string, unknown> }[] = [];
     const stream = await listen(server.url, (data) => seen.push({ data }));
@@ -49,10 +54,16 @@ describe.each([1, 2])('due transitions with %i worker(s)', (workers) => {
     });
     const openUntil = Date.parse(((await opened.json()) as { open_until: string }).open_until);
     const deadline = Date.now() + 10_000;
-    while (!seen.some((e) => e.data.to === 'half_open') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (!seen.some((e) => e.data.to === 'half_open') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
     stream.abort();
     const halfOpen = seen.find((e) => e.data.to === 'half_open');
-    expect(halfOpen?.data).toMatchObject({ circuit: 'quiet', from: 'open', reason: 'open_timeout_elapsed', at: new Date(openUntil).toISOString() });
+    expect(halfOpen?.data).toMatchObject({
+      circuit: 'quiet',
+      from: 'open',
+      reason: 'open_timeout_elapsed',
+      at: new Date(openUntil).toISOString(),
+    });
     // How soon is proven with a fake clock (test/service/due-transitions.test.ts): no timed assertion here.
   });
 });

@@ -26,10 +26,19 @@ describe('npm start', () => {
     const dir = tempDir();
     const config = path.join(dir, 'c.yaml');
     const nodeUrl = `http://127.0.0.1:${(slow.address() as { port: number }).port}`;
-    fs.writeFileSync(config, `local_dc: dc1\nupstreams:\n  slow:\n    nodes: [{ id: n1, dc: dc1, url: "${nodeUrl}" }]\n    health_check: { enabled: false }\n`);
+    fs.writeFileSync(
+      config,
+      `local_dc: dc1\nupstreams:\n  slow:\n    nodes: [{ id: n1, dc: dc1, url: "${nodeUrl}" }]\n    health_check: { enabled: false }\n`,
+    );
     // --ignore-scripts skips only `prestart` (the build): global-setup already built dist/.
     const npm = spawn('npm', ['start', '--ignore-scripts', '--silent'], {
-      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config },
+      env: {
+        ...process.env,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+        CIRCUITLOG_CONFIG: config,
+      },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const npmExit = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
@@ -69,7 +78,12 @@ describe('npm start', () => {
 /** Modification time of every file under `dir`, by relative path. */
 function mtimes(dir: string): Record<string, number> {
   const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
-  return Object.fromEntries(files.map((e) => [path.relative(dir, path.join(e.parentPath, e.name)), fs.statSync(path.join(e.parentPath, e.name)).mtimeMs]));
+  return Object.fromEntries(
+    files.map((e) => [
+      path.relative(dir, path.join(e.parentPath, e.name)),
+      fs.statSync(path.join(e.parentPath, e.name)).mtimeMs,
+    ]),
+  );
 }
 
 function runPrestart(cwd: string): Promise<number | null> {
@@ -92,7 +106,10 @@ describe("npm start's build (prestart)", () => {
     expect(mtimes(dist)).toEqual(before); // up to date: not one file written
 
     const source = path.join(root, 'src', 'config', 'env.ts');
-    fs.writeFileSync(source, fs.readFileSync(source, 'utf8').replace('must be an integer from', 'must be a BUILD_PROBE integer from'));
+    fs.writeFileSync(
+      source,
+      fs.readFileSync(source, 'utf8').replace('must be an integer from', 'must be a BUILD_PROBE integer from'),
+    );
     expect(await runPrestart(root)).toBe(0);
     expect(fs.readFileSync(path.join(dist, 'config', 'env.js'), 'utf8')).toContain('BUILD_PROBE');
     expect(mtimes(dist)['config/env.js']).toBeGreaterThan(before['config/env.js']!);

@@ -21,9 +21,18 @@ describe('group commit across two workers', () => {
   it('keeps counts exact with concurrent single and batched outcomes, one transition at the threshold', async () => {
     const dir = tempDir();
     const config = path.join(dir, 'c.yaml');
-    fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 1000\n  window: { type: count, size: 100, failure_rate_threshold: 100 }\n');
-    const server = await start({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config, CIRCUITLOG_WORKERS: '2' });
-    const singles = Array.from({ length: 200 }, () => request(`${server.url}/circuits/hot/outcomes`, 'POST', { success: false }));
+    fs.writeFileSync(
+      config,
+      'circuit_defaults:\n  failure_threshold: 1000\n  window: { type: count, size: 100, failure_rate_threshold: 100 }\n',
+    );
+    const server = await start({
+      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+      CIRCUITLOG_CONFIG: config,
+      CIRCUITLOG_WORKERS: '2',
+    });
+    const singles = Array.from({ length: 200 }, () =>
+      request(`${server.url}/circuits/hot/outcomes`, 'POST', { success: false }),
+    );
     const batches = Array.from({ length: 20 }, () =>
       request(`${server.url}/outcomes`, 'POST', { outcomes: Array(50).fill({ circuit: 'hot', success: false }) }),
     );
@@ -44,25 +53,45 @@ describe('circuits declared in the config', () => {
     const config = path.join(dir, 'c.yaml');
     fs.writeFileSync(config, 'circuits:\n  payments/charge:\n    failure_threshold: 3\n    success_threshold: 2\n');
     let server = await start({ CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config });
-    expect((await request(`${server.url}/circuits/payments%2Fcharge`)).json).toMatchObject({ failure_threshold: 3, success_threshold: 2, state: 'closed' });
-    for (let i = 0; i < 3; i++) await request(`${server.url}/circuits/payments%2Fcharge/outcomes`, 'POST', { success: false });
+    expect((await request(`${server.url}/circuits/payments%2Fcharge`)).json).toMatchObject({
+      failure_threshold: 3,
+      success_threshold: 2,
+      state: 'closed',
+    });
+    for (let i = 0; i < 3; i++)
+      await request(`${server.url}/circuits/payments%2Fcharge/outcomes`, 'POST', { success: false });
     await server.killGroup();
 
-    fs.writeFileSync(config, 'circuits:\n  payments/charge:\n    failure_threshold: 4\n    backoff: { multiplier: 3 }\n');
+    fs.writeFileSync(
+      config,
+      'circuits:\n  payments/charge:\n    failure_threshold: 4\n    backoff: { multiplier: 3 }\n',
+    );
     server = await start({ CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config });
     const updated = (await request(`${server.url}/circuits/payments%2Fcharge`)).json;
-    expect(updated).toMatchObject({ failure_threshold: 4, success_threshold: 1, backoff: { multiplier: 3 }, state: 'open', failure_count: 3 });
+    expect(updated).toMatchObject({
+      failure_threshold: 4,
+      success_threshold: 1,
+      backoff: { multiplier: 3 },
+      state: 'open',
+      failure_count: 3,
+    });
     expect((await request(`${server.url}/circuits/payments%2Fcharge`, 'DELETE')).status).toBe(204);
     await server.killGroup();
 
     server = await start({ CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config });
-    expect((await request(`${server.url}/circuits/payments%2Fcharge`)).json).toMatchObject({ failure_threshold: 4, state: 'closed', failure_count: 0 });
+    expect((await request(`${server.url}/circuits/payments%2Fcharge`)).json).toMatchObject({
+      failure_threshold: 4,
+      state: 'closed',
+      failure_count: 0,
+    });
   });
 
   it('stops the process with exit code 2 naming a bad declared field', async () => {
     const dir = tempDir();
     const config = path.join(dir, 'c.yaml');
     fs.writeFileSync(config, 'circuits:\n  svc:\n    window: { type: time, size: 7200 }\n');
-    await expect(start({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config })).rejects.toThrow(/exited with 2.*circuits\.svc\.window\.size/s);
+    await expect(start({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config })).rejects.toThrow(
+      /exited with 2.*circuits\.svc\.window\.size/s,
+    );
   });
 });

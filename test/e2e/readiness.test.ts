@@ -40,27 +40,49 @@ async function until(check: () => Promise<boolean> | boolean, what: string, time
   }
 }
 
-const readyStatuses = async (url: string) => Promise.all(Array.from({ length: 4 }, () => send(`${url}/health/ready`).then((a) => a.status)));
+const readyStatuses = async (url: string) =>
+  Promise.all(Array.from({ length: 4 }, () => send(`${url}/health/ready`).then((a) => a.status)));
 
 describe('GET /health/ready', () => {
   for (const workers of [1, 2]) {
     it(`is 200 while serving, then 503 NOT_READY after SIGTERM while requests are still served for shutdown_delay_ms; exit 0 (${workers} worker(s))`, async () => {
       const dir = tempDir();
       fs.writeFileSync(path.join(dir, 'c.yaml'), 'shutdown_delay_ms: 4000\n');
-      const env = { CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_WORKERS: String(workers) };
+      const env = {
+        CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+        CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+        CIRCUITLOG_WORKERS: String(workers),
+      };
       const server = await startServer(env, { detached: true });
       running.push(server);
-      await until(() => server.logs.filter((l) => l.event === (workers === 1 ? 'listening' : 'worker_listening')).length === workers, 'every worker to listen');
+      await until(
+        () =>
+          server.logs.filter((l) => l.event === (workers === 1 ? 'listening' : 'worker_listening')).length === workers,
+        'every worker to listen',
+      );
 
       const ready = await send(`${server.url}/health/ready`);
-      expect([ready.status, ready.headers['content-type'], JSON.parse(ready.body)]).toEqual([200, 'application/json', { status: 'ready' }]);
+      expect([ready.status, ready.headers['content-type'], JSON.parse(ready.body)]).toEqual([
+        200,
+        'application/json',
+        { status: 'ready' },
+      ]);
       expect(await readyStatuses(server.url)).toEqual([200, 200, 200, 200]);
 
       const exited = server.stop('SIGTERM');
-      await until(async () => (await readyStatuses(server.url)).every((s) => s === 503), 'every worker to report not ready', 3_000);
+      await until(
+        async () => (await readyStatuses(server.url)).every((s) => s === 503),
+        'every worker to report not ready',
+        3_000,
+      );
       const notReady = await send(`${server.url}/health/ready`);
       expect(notReady.headers['content-type']).toBe('application/problem+json');
-      expect(JSON.parse(notReady.body)).toMatchObject({ status: 503, code: 'NOT_READY', type: '/problems/not-ready', instance: '/health/ready' });
+      expect(JSON.parse(notReady.body)).toMatchObject({
+        status: 503,
+        code: 'NOT_READY',
+        type: '/problems/not-ready',
+        instance: '/health/ready',
+      });
       // Not ready is not dead: liveness and the API keep answering, each answer closing its connection.
       const live = await send(`${server.url}/health`);
       expect(live.status).toBe(200);

@@ -32,14 +32,29 @@ async function host(env: Record<string, string>): Promise<ServerProcess> {
 }
 
 /** A request that fails the test if it gets no answer within `limitMs` (a hang, not a slow answer). */
-function request(url: string, method = 'GET', limitMs = 10_000): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> {
+function request(
+  url: string,
+  method = 'GET',
+  limitMs = 10_000,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent: false, timeout: limitMs, headers: method === 'POST' ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, json: text ? JSON.parse(text) : null }));
-    });
+    const req = http.request(
+      url,
+      {
+        method,
+        agent: false,
+        timeout: limitMs,
+        headers: method === 'POST' ? { 'content-type': 'application/json' } : {},
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, json: text ? JSON.parse(text) : null }),
+        );
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${limitMs} ms: ${method} ${url}`)));
     req.on('error', reject);
     req.end(method === 'POST' ? '{}' : undefined);

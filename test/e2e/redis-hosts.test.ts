@@ -60,24 +60,35 @@ describe('two hosts on one Redis', () => {
     );
     expect(answers.filter((r) => r.status !== 200)).toEqual([]);
     for (const host of [a, b]) {
-      await until(async () => (await request(`${host.url}/circuits/pay`)).json.failure_count === 2_000, 'both hosts to show 2,000');
+      await until(
+        async () => (await request(`${host.url}/circuits/pay`)).json.failure_count === 2_000,
+        'both hosts to show 2,000',
+      );
       expect((await request(`${host.url}/circuits/pay`)).json).toMatchObject({ state: 'closed', failure_count: 2_000 });
     }
   });
 
   it('make exactly one transition at the threshold, and admit exactly half_open_max_calls probes across both', async () => {
-    const [a, b] = await twoHosts('circuit_defaults:\n  failure_threshold: 1000\n  timeout_seconds: 1\n  half_open_max_calls: 3\n');
+    const [a, b] = await twoHosts(
+      'circuit_defaults:\n  failure_threshold: 1000\n  timeout_seconds: 1\n  half_open_max_calls: 3\n',
+    );
     const answers = await Promise.all(
-      Array.from({ length: 2_000 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/pay/outcomes`, 'POST', { success: false })),
+      Array.from({ length: 2_000 }, (_, i) =>
+        request(`${(i % 2 ? a : b).url}/circuits/pay/outcomes`, 'POST', { success: false }),
+      ),
     );
     expect(answers.filter((r) => r.status !== 200)).toEqual([]);
     const circuit = (await request(`${b.url}/circuits/pay`)).json;
     expect(circuit).toMatchObject({ state: 'open', failure_count: 2_000 });
     const { events } = (await request(`${a.url}/circuits/pay/events`)).json;
-    expect(events).toEqual([expect.objectContaining({ from: 'closed', to: 'open', reason: 'failure_threshold_reached' })]);
+    expect(events).toEqual([
+      expect.objectContaining({ from: 'closed', to: 'open', reason: 'failure_threshold_reached' }),
+    ]);
 
     await new Promise((r) => setTimeout(r, Date.parse(circuit.open_until) - Date.now() + 50)); // its open time, 1 s
-    const probes = await Promise.all(Array.from({ length: 200 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/pay/allowed`)));
+    const probes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => request(`${(i % 2 ? a : b).url}/circuits/pay/allowed`)),
+    );
     expect(probes.filter((r) => r.status === 200)).toHaveLength(3);
     expect(probes.filter((r) => r.status === 503)).toHaveLength(197);
   });
@@ -105,7 +116,10 @@ describe('two hosts on one Redis', () => {
       const before = await stream.next(1_000);
       await request(`${a.url}/circuits/gw-1/failure`, 'POST', {});
       const event = await stream.next(1_000); // fails the test if it takes longer
-      expect(event).toMatchObject({ event: 'transition', data: { circuit: 'gw-1', from: 'closed', to: 'open', reason: 'failure_threshold_reached' } });
+      expect(event).toMatchObject({
+        event: 'transition',
+        data: { circuit: 'gw-1', from: 'closed', to: 'open', reason: 'failure_threshold_reached' },
+      });
       await request(`${b.url}/circuits/gw-1/reset`, 'POST');
       const reset = await stream.next(1_000);
       expect(cursorAfter(reset.rawId, event.rawId)).toBe(true); // ids are cursors over the shards (docs/many-hosts.md)
@@ -121,14 +135,18 @@ describe('two hosts on one Redis', () => {
     }
   });
 
-
   it('agree on the state gauges of /metrics, whichever host made the change', async () => {
     const [a, b] = await twoHosts('circuit_defaults:\n  failure_threshold: 1\n');
     await request(`${a.url}/circuits/m-open/failure`, 'POST', {});
     await request(`${a.url}/circuits/m-closed/success`, 'POST', {});
     const gauge = async (host: ServerProcess) => {
       const text = await (await fetch(`${host.url}/metrics`)).text();
-      return text.split('\n').filter((l) => l.startsWith('circuitlog_circuits{') || l.startsWith('circuitlog_circuit_state{circuit="m-open"')).join('\n');
+      return text
+        .split('\n')
+        .filter(
+          (l) => l.startsWith('circuitlog_circuits{') || l.startsWith('circuitlog_circuit_state{circuit="m-open"'),
+        )
+        .join('\n');
     };
     await until(async () => (await gauge(b)) === (await gauge(a)), 'both hosts to show the same gauges');
     const text = await gauge(b);

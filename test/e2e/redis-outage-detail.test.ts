@@ -22,7 +22,10 @@ describe('503 storage-unavailable says what a caller can know', () => {
     for (const path of ['/circuits', '/circuits?state=open', '/circuits/never-seen', '/circuits/x/events']) {
       const read = await request(`${server.url}${path}`, 'GET', 5_000);
       expect(read.status, path).toBe(503);
-      expect(read.json, path).toMatchObject({ code: 'STORAGE_UNAVAILABLE', detail: 'The shared store (Redis) is unavailable; nothing was read or changed. Try again.' });
+      expect(read.json, path).toMatchObject({
+        code: 'STORAGE_UNAVAILABLE',
+        detail: 'The shared store (Redis) is unavailable; nothing was read or changed. Try again.',
+      });
       expect(read.headers['retry-after']).toBe('1');
     }
     redises.push(await startRedis({ port: redis.port, dir: redis.dir }));
@@ -37,6 +40,8 @@ describe('503 storage-unavailable says what a caller can know', () => {
     const write = await request(`${server.url}/circuits/x/failure`, 'POST', 5_000);
     redises.at(-1)!.child.kill('SIGCONT');
     expect(write.status).toBe(503);
-    expect(write.json.detail).toBe('The shared store (Redis) is unavailable; the change may or may not have been applied.');
+    expect(write.json.detail).toBe(
+      'The shared store (Redis) is unavailable; the change may or may not have been applied.',
+    );
   });
 });

@@ -18,14 +18,22 @@ afterEach(async () => {
   await Promise.all(redises.splice(0).map((r) => r.stop('SIGKILL'))); // SIGKILL also ends a stopped (SIGSTOP) one
 });
 
-const cli = async (port: number, ...args: string[]) => (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+const cli = async (port: number, ...args: string[]) =>
+  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
 
 /** A primary with one replica in sync, and a host on the primary with `store.redis` set as given. */
-async function replicated(storeRedis: string): Promise<{ primary: RedisServer; replica: RedisServer; host: ServerProcess }> {
+async function replicated(
+  storeRedis: string,
+): Promise<{ primary: RedisServer; replica: RedisServer; host: ServerProcess }> {
   const primary = await startRedis();
   const replica = await startRedis({ replicaOf: primary.port });
   redises.push(primary, replica);
-  expect(await eventually(async () => (await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'), 10_000)).toBe(true);
+  expect(
+    await eventually(
+      async () => (await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'),
+      10_000,
+    ),
+  ).toBe(true);
   const config = path.join(tempDir(), 'c.yaml');
   fs.writeFileSync(config, `store:\n  redis: ${storeRedis}\n`);
   const host = await startServer({ CIRCUITLOG_STORE: primary.url(), CIRCUITLOG_CONFIG: config }, { detached: true });
@@ -54,7 +62,9 @@ describe('store.redis.replicas_ack: a write is acknowledged once that many repli
     } finally {
       replica.child.kill('SIGCONT');
     }
-    expect(await eventually(async () => (await request(`${host.url}/circuits/other/failure`, 'POST')).status === 200, 5_000)).toBe(true);
+    expect(
+      await eventually(async () => (await request(`${host.url}/circuits/other/failure`, 'POST')).status === 200, 5_000),
+    ).toBe(true);
   });
 
   it('with 0 (the default): writes are acknowledged without the replica, the trade the docs describe', async () => {

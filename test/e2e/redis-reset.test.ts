@@ -30,10 +30,12 @@ async function twoHosts(): Promise<{ redis: RedisServer; a: ServerProcess; b: Se
   return { redis, a, b };
 }
 
-const allowed = async (host: ServerProcess, name: string) => (await request(`${host.url}/circuits/${name}/allowed`, 'GET', 5_000)).status === 200;
+const allowed = async (host: ServerProcess, name: string) =>
+  (await request(`${host.url}/circuits/${name}/allowed`, 'GET', 5_000)).status === 200;
 
 async function trip(host: ServerProcess, name: string, failures: number): Promise<void> {
-  for (let i = 0; i < failures; i++) expect((await request(`${host.url}/circuits/${name}/failure`, 'POST')).status).toBe(200);
+  for (let i = 0; i < failures; i++)
+    expect((await request(`${host.url}/circuits/${name}/failure`, 'POST')).status).toBe(200);
 }
 
 async function empty(redis: RedisServer, how: 'FLUSHALL' | 'restart'): Promise<RedisServer> {
@@ -58,7 +60,9 @@ describe.each(['FLUSHALL', 'restart'] as const)('a Redis emptied under running h
     await empty(redis, how);
     // The truth is gone: every host agrees on the empty store (a fresh, closed circuit) within 2 s...
     for (const host of [a, b]) {
-      const fresh = async () => (await request(`${host.url}/circuits/pay`)).json?.failure_count === 0 && (await request(`${host.url}/circuits/other`)).status === 404;
+      const fresh = async () =>
+        (await request(`${host.url}/circuits/pay`)).json?.failure_count === 0 &&
+        (await request(`${host.url}/circuits/other`)).status === 404;
       expect(await eventually(fresh, 2_000), `${host.url} still holds the old circuits`).toBe(true);
       const pay = (await request(`${host.url}/circuits/pay`)).json;
       expect(pay).toMatchObject({ state: 'closed', failure_count: 0, failure_threshold: 3 }); // ...declared again from the config file
@@ -69,10 +73,16 @@ describe.each(['FLUSHALL', 'restart'] as const)('a Redis emptied under running h
     expect((await request(`${b.url}/circuits/pay`)).json.failure_count).toBe(2);
     await trip(b, 'pay', 1);
     expect(await allowed(b, 'pay')).toBe(false);
-    expect(await eventually(async () => !(await allowed(a, 'pay')), 1_000), 'the trip on B is not refused on A').toBe(true);
+    expect(await eventually(async () => !(await allowed(a, 'pay')), 1_000), 'the trip on B is not refused on A').toBe(
+      true,
+    );
     expect((await request(`${b.url}/circuits/pay/reset`, 'POST')).status).toBe(200);
     expect(await eventually(() => allowed(a, 'pay'), 1_000), 'the reset on B is not seen on A').toBe(true);
-    for (const host of [a, b]) expect(host.logs.some((l) => l.event === 'redis_store_reset'), `${host.url} logged no reset`).toBe(true);
+    for (const host of [a, b])
+      expect(
+        host.logs.some((l) => l.event === 'redis_store_reset'),
+        `${host.url} logged no reset`,
+      ).toBe(true);
   });
 
   it('keeps /events/stream going: a stream opened before, and one resumed with Last-Event-ID, get the transitions made after', async () => {

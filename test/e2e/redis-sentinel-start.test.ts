@@ -23,9 +23,21 @@ const refusal = (store: string) => refusedStart({ CIRCUITLOG_STORE: store });
 
 describe('redis+sentinel:// that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
   it.each([
-    ['no master name', 'redis+sentinel://:s3cret@127.0.0.1:26379', /CIRCUITLOG_STORE: 'redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:26379' is not redis\+sentinel:\/\/\[user:pass@\]host:26379/],
-    ['a bad sentinel address', 'redis+sentinel://:s3cret@127.0.0.1:99999/m', /CIRCUITLOG_STORE: .*has sentinel address '127\.0\.0\.1:99999'; each must be host\[:port\]/],
-    ['a database that is not a number', 'rediss+sentinel://u:s3cret@h1,h2:26380/m/x', /CIRCUITLOG_STORE: 'rediss\+sentinel:\/\/u:\*\*\*@h1,h2:26380\/m\/x' has database 'x'/],
+    [
+      'no master name',
+      'redis+sentinel://:s3cret@127.0.0.1:26379',
+      /CIRCUITLOG_STORE: 'redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:26379' is not redis\+sentinel:\/\/\[user:pass@\]host:26379/,
+    ],
+    [
+      'a bad sentinel address',
+      'redis+sentinel://:s3cret@127.0.0.1:99999/m',
+      /CIRCUITLOG_STORE: .*has sentinel address '127\.0\.0\.1:99999'; each must be host\[:port\]/,
+    ],
+    [
+      'a database that is not a number',
+      'rediss+sentinel://u:s3cret@h1,h2:26380/m/x',
+      /CIRCUITLOG_STORE: 'rediss\+sentinel:\/\/u:\*\*\*@h1,h2:26380\/m\/x' has database 'x'/,
+    ],
   ])('a malformed URL: %s', async (_, store, message) => {
     const { code, stderr } = await refusal(store);
     expect(code).toBe(2);
@@ -37,7 +49,11 @@ describe('redis+sentinel:// that cannot work stops the start with exit 2 within 
     const [a, b] = [await closedPort(), await closedPort()];
     const { code, stderr } = await refusal(`redis+sentinel://:s3cret@127.0.0.1:${a},127.0.0.1:${b}/m`);
     expect(code).toBe(2);
-    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: cannot reach Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${a},127\\.0\\.0\\.1:${b}/m: no sentinel answers \\(127\\.0\\.0\\.1:${a}: .*; 127\\.0\\.0\\.1:${b}: `));
+    expect(stderr).toMatch(
+      new RegExp(
+        `CIRCUITLOG_STORE: cannot reach Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${a},127\\.0\\.0\\.1:${b}/m: no sentinel answers \\(127\\.0\\.0\\.1:${a}: .*; 127\\.0\\.0\\.1:${b}: `,
+      ),
+    );
     expect(stderr).not.toMatch(/s3cret/);
   });
 
@@ -48,7 +64,11 @@ describe('redis+sentinel:// that cannot work stops the start with exit 2 within 
     stoppers.push(sentinel);
     const { code, stderr } = await refusal(`redis+sentinel://:s3cret@127.0.0.1:${sentinel.port}/other`);
     expect(code).toBe(2);
-    expect(stderr).toMatch(new RegExp(`CIRCUITLOG_STORE: Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${sentinel.port}/other: sentinel 127\\.0\\.0\\.1:${sentinel.port} knows no master named 'other'`));
+    expect(stderr).toMatch(
+      new RegExp(
+        `CIRCUITLOG_STORE: Redis at redis\\+sentinel://:\\*\\*\\*@127\\.0\\.0\\.1:${sentinel.port}/other: sentinel 127\\.0\\.0\\.1:${sentinel.port} knows no master named 'other'`,
+      ),
+    );
     expect(stderr).not.toMatch(/s3cret/);
   });
 });

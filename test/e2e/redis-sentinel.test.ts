@@ -5,7 +5,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openStream } from '../observe/sse-client.js';
 import { eventually, request } from '../redis/http.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
-import { cli, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, masterInfo, startSentinel, type Sentinel } from '../redis/sentinel.js';
+import {
+  cli,
+  DOWN_AFTER_MS,
+  FAILOVER_TIMEOUT_MS,
+  masterInfo,
+  startSentinel,
+  type Sentinel,
+} from '../redis/sentinel.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 const keys = new RedisKeys('circuitlog:');
@@ -30,7 +37,10 @@ async function sentinelSet(): Promise<{ primary: RedisServer; sentinels: Sentine
   const primary = await startRedis();
   redises.push(primary);
   await cli(primary.port, 'CONFIG', 'SET', 'repl-diskless-sync-delay', '0'); // the replicas' full sync at once, not after 5 s
-  const replicas = await Promise.all([startRedis({ replicaOf: primary.port }), startRedis({ replicaOf: primary.port })]);
+  const replicas = await Promise.all([
+    startRedis({ replicaOf: primary.port }),
+    startRedis({ replicaOf: primary.port }),
+  ]);
   redises.push(...replicas);
   // Both replicas hold the data: a replica still in its first sync, if promoted, has nothing.
   const synced = await eventually(async () => {
@@ -82,7 +92,9 @@ async function failover(storeRedis: string): Promise<Failover> {
   const config = path.join(tempDir(), 'c.yaml');
   fs.writeFileSync(config, `circuit_defaults:\n  failure_threshold: 1000000\nstore:\n  redis: ${storeRedis}\n`);
   const store = `redis+sentinel://${watching.map((s) => `127.0.0.1:${s.port}`).join(',')}/${MASTER}/0`;
-  const hosts = await Promise.all([0, 1].map(() => startServer({ CIRCUITLOG_STORE: store, CIRCUITLOG_CONFIG: config }, { detached: true })));
+  const hosts = await Promise.all(
+    [0, 1].map(() => startServer({ CIRCUITLOG_STORE: store, CIRCUITLOG_CONFIG: config }, { detached: true })),
+  );
   running.push(...hosts);
   const stream = await openStream(`${hosts[1]!.url}/events/stream?circuit=sse-1`);
 
@@ -113,12 +125,21 @@ async function failover(storeRedis: string): Promise<Failover> {
   expect(newHost).toBe('127.0.0.1');
   expect(Number(newPort)).not.toBe(primary.port);
   const stored = JSON.parse(await cli(Number(newPort), 'HGET', keys.circuit('load'), 'c')).failureCount as number;
-  return { hosts, blackoutMs: resumed!.endedMs - killedAtMs, acknowledged, unanswered: answers.length - acknowledged, stored, stream };
+  return {
+    hosts,
+    blackoutMs: resumed!.endedMs - killedAtMs,
+    acknowledged,
+    unanswered: answers.length - acknowledged,
+    stored,
+    stream,
+  };
 }
 
 describe('redis+sentinel://: circuitlog follows a Sentinel failover without a restart', () => {
   it('with replicas_ack 1 loses no acknowledged outcome when the primary is killed, answers again within down-after + failover + 2 s, and SSE goes on', async () => {
-    const { hosts, blackoutMs, acknowledged, unanswered, stored, stream } = await failover('{ replicas_ack: 1, replicas_ack_timeout_ms: 500 }');
+    const { hosts, blackoutMs, acknowledged, unanswered, stored, stream } = await failover(
+      '{ replicas_ack: 1, replicas_ack_timeout_ms: 500 }',
+    );
     process.stdout.write(
       `sentinel failover (replicas_ack 1): blackout ${blackoutMs} ms (bound ${BLACKOUT_BOUND_MS} ms); acknowledged ${acknowledged}, unanswered ${unanswered}, failure_count on the new primary ${stored}\n`,
     );

@@ -18,7 +18,10 @@ beforeAll(async () => {
   try {
     const settings = { failureThreshold: 1, timeoutSeconds: 300, halfOpenMaxCalls: 1 };
     for (let from = 0; from < CIRCUITS; from += 1_000) {
-      const items = Array.from({ length: 1_000 }, (_, i) => `seed/c${from + i}`).map((name) => ({ name, step: () => ({ circuit: newCircuit(name, settings, Date.now()), transitions: [] }) }));
+      const items = Array.from({ length: 1_000 }, (_, i) => `seed/c${from + i}`).map((name) => ({
+        name,
+        step: () => ({ circuit: newCircuit(name, settings, Date.now()), transitions: [] }),
+      }));
       await store.applyBatch(items);
     }
     await store.apply('tripped', (c) => recordFailure(c ?? newCircuit('tripped', settings, Date.now()), Date.now()));
@@ -40,7 +43,11 @@ describe('a Redis host starting on many circuits', () => {
     const closed = await fetch(`${server.url}/circuits/seed%2Fc19999/allowed`);
     expect([tripped.status, (await tripped.json()).code]).toEqual([503, 'CIRCUIT_OPEN']);
     expect([closed.status, (await closed.json()).allowed]).toEqual([200, true]);
-    const exact = ['circuitlog_circuits{state="closed"} 20000', 'circuitlog_circuits{state="open"} 1', 'circuitlog_circuits{state="half_open"} 0'];
+    const exact = [
+      'circuitlog_circuits{state="closed"} 20000',
+      'circuitlog_circuits{state="open"} 1',
+      'circuitlog_circuits{state="half_open"} 0',
+    ];
     const early = countLines(await (await fetch(`${server.url}/metrics`)).text());
     expect([[], exact]).toContainEqual(early); // unknown (left out) or whole: never a short count
     let text = '';

@@ -39,7 +39,13 @@ function connect(port: number): Promise<{ socket: net.Socket; received: () => st
 }
 
 /** Write `lines` one per `everyMs` until the server closes the connection, at most `max` of them. */
-async function trickle(socket: net.Socket, closed: Promise<void>, line: string, everyMs: number, max: number): Promise<number> {
+async function trickle(
+  socket: net.Socket,
+  closed: Promise<void>,
+  line: string,
+  everyMs: number,
+  max: number,
+): Promise<number> {
   let isClosed = false;
   void closed.then(() => (isClosed = true));
   for (let sent = 0; sent < max; sent++) {
@@ -62,11 +68,21 @@ describe('CONNECT', () => {
     expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
     expect(head).toMatch(/\r\nallow: \r\n/i);
     expect(body!.endsWith('}\n')).toBe(true); // as every JSON answer
-    expect(JSON.parse(body!)).toMatchObject({ status: 405, code: 'METHOD_NOT_ALLOWED', type: '/problems/method-not-allowed', instance: 'example.com:443' });
+    expect(JSON.parse(body!)).toMatchObject({
+      status: 405,
+      code: 'METHOD_NOT_ALLOWED',
+      type: '/problems/method-not-allowed',
+      instance: 'example.com:443',
+    });
     // The log line and the socket's close race each other: wait for the line, don't assume it came first.
-    await vi.waitFor(() => {
-      expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({ status: 405 });
-    }, { timeout: 5_000 });
+    await vi.waitFor(
+      () => {
+        expect(server.logs.find((l) => l.event === 'request_failed' && l.method === 'CONNECT')).toMatchObject({
+          status: 405,
+        });
+      },
+      { timeout: 5_000 },
+    );
   });
 });
 
@@ -84,7 +100,9 @@ describe('server timeouts', () => {
   it('closes a connection whose body is slower than server.request_timeout_ms', async () => {
     const server = await start('server:\n  headers_timeout_ms: 500\n  request_timeout_ms: 1000\n');
     const { socket, received, closed } = await connect(server.port);
-    socket.write('POST /circuits/svc/outcomes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n');
+    socket.write(
+      'POST /circuits/svc/outcomes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n',
+    );
     const sent = await trickle(socket, closed, ' ', 100, 250);
     expect(sent).toBeLessThan(250);
     expect(received()).toMatch(/^HTTP\/1\.1 408 Request Timeout/);

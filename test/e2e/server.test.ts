@@ -52,9 +52,18 @@ describe('real server process', () => {
     await new Promise((r) => setTimeout(r, 200));
     const transitions = server.logs.filter((l) => l.event === 'transition');
     expect(transitions).toEqual([
-      expect.objectContaining({ circuit: 'svc', from: 'closed', to: 'open', reason: 'failure_threshold_reached', failure_count: 5, open_until: expect.any(String) }),
+      expect.objectContaining({
+        circuit: 'svc',
+        from: 'closed',
+        to: 'open',
+        reason: 'failure_threshold_reached',
+        failure_count: 5,
+        open_until: expect.any(String),
+      }),
     ]);
-    expect(server.logs.filter((l) => l.event === 'request_failed')).toEqual([expect.objectContaining({ status: 422, code: 'VALIDATION_FAILED' })]);
+    expect(server.logs.filter((l) => l.event === 'request_failed')).toEqual([
+      expect.objectContaining({ status: 422, code: 'VALIDATION_FAILED' }),
+    ]);
   });
 
   it('stops at start with a message naming a bad variable', async () => {
@@ -68,7 +77,9 @@ describe('real server process', () => {
     fs.writeFileSync(bad, 'circuit_defaults:\n  failure_threshold: 0\n');
     cases.push([{ CIRCUITLOG_CONFIG: bad }, /circuit_defaults\.failure_threshold/]);
     for (const [env, message] of cases) {
-      const error = await run(process.execPath, ['dist/main.js'], { env: { ...process.env, CIRCUITLOG_DB: path.join(dir, 'db'), ...env } }).then(
+      const error = await run(process.execPath, ['dist/main.js'], {
+        env: { ...process.env, CIRCUITLOG_DB: path.join(dir, 'db'), ...env },
+      }).then(
         () => null,
         (e: { code: number; stderr: string }) => e,
       );
@@ -80,9 +91,16 @@ describe('real server process', () => {
   it('uses circuit defaults from the config file and requires the token when set', async () => {
     const dir = tempDir();
     fs.writeFileSync(path.join(dir, 'c.yaml'), 'circuit_defaults:\n  failure_threshold: 2\n  timeout_seconds: 9\n');
-    const server = await start({ CIRCUITLOG_DB: path.join(dir, 'db'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'), CIRCUITLOG_TOKEN: 'token-0123456789abcdef' });
+    const server = await start({
+      CIRCUITLOG_DB: path.join(dir, 'db'),
+      CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+      CIRCUITLOG_TOKEN: 'token-0123456789abcdef',
+    });
     expect((await fetch(`${server.url}/circuits`)).status).toBe(401);
-    const res = await fetch(`${server.url}/circuits/svc/failure`, { method: 'POST', headers: { authorization: 'Bearer token-0123456789abcdef' } });
+    const res = await fetch(`${server.url}/circuits/svc/failure`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer token-0123456789abcdef' },
+    });
     expect(await res.json()).toMatchObject({ failure_threshold: 2, timeout_seconds: 9 });
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
@@ -90,7 +108,9 @@ describe('real server process', () => {
   it('refuses to start a second single-worker server on the same file, naming CIRCUITLOG_DB', async () => {
     const db = path.join(tempDir(), 'db.sqlite');
     await start({ CIRCUITLOG_DB: db });
-    const error = await run(process.execPath, ['dist/main.js'], { env: { ...process.env, PORT: '0', CIRCUITLOG_DB: db } }).then(
+    const error = await run(process.execPath, ['dist/main.js'], {
+      env: { ...process.env, PORT: '0', CIRCUITLOG_DB: db },
+    }).then(
       () => null,
       (e: { code: number; stderr: string }) => e,
     );

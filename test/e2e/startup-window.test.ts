@@ -26,7 +26,11 @@ const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Every request was refused or answered: no hang, no late reset, every 503 with Retry-After. */
 function expectAllAnswered(tally: Tally): void {
-  expect({ hung: tally.hung, errors: tally.errors, bare503: tally.bare503 }).toEqual({ hung: 0, errors: [], bare503: 0 });
+  expect({ hung: tally.hung, errors: tally.errors, bare503: tally.bare503 }).toEqual({
+    hung: 0,
+    errors: [],
+    bare503: 0,
+  });
   expect(Object.keys(tally.statuses).filter((s) => s !== '200' && s !== '503')).toEqual([]);
 }
 
@@ -56,7 +60,10 @@ async function hammeredStart(store: Record<string, string>): Promise<Tally> {
 describe('requests sent while the server starts', () => {
   for (const workers of ['1', '2']) {
     it(`are refused or answered, never left hanging: SQLite, ${workers} worker(s)`, async () => {
-      const tally = await hammeredStart({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), CIRCUITLOG_WORKERS: workers });
+      const tally = await hammeredStart({
+        CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'),
+        CIRCUITLOG_WORKERS: workers,
+      });
       expectAllAnswered(tally);
     });
 

@@ -45,7 +45,12 @@ function snapshot(dir: string): Record<string, string> {
     fs.readdirSync(dir).map((name) => {
       const file = path.join(dir, name);
       const stat = fs.statSync(file);
-      return [name, stat.isFile() ? createHash('sha256').update(fs.readFileSync(file)).digest('hex') + stat.mode.toString(8) : 'dir'];
+      return [
+        name,
+        stat.isFile()
+          ? createHash('sha256').update(fs.readFileSync(file)).digest('hex') + stat.mode.toString(8)
+          : 'dir',
+      ];
     }),
   );
 }
@@ -70,7 +75,11 @@ describe('start-up with a bad HOST or PORT', () => {
       ];
       for (const [env, message] of cases) {
         const dir = tempDir();
-        const result = await refusal({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_WORKERS: workers, ...env });
+        const result = await refusal({
+          CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+          CIRCUITLOG_WORKERS: workers,
+          ...env,
+        });
         expect(result.code).toBe(2);
         expect(result.stderr).toContain(`circuitlog: cannot start: ${message}`);
         expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
@@ -142,8 +151,24 @@ describe('start-up with a bad config file or token', () => {
     };
     const cases: [Record<string, string>, string][] = [
       [{ CIRCUITLOG_CONFIG: write('empty.yaml', '') }, `CIRCUITLOG_CONFIG ${dir}/empty.yaml: the file is empty`],
-      [{ CIRCUITLOG_CONFIG: write('dc.yaml', 'local_dc: dc9\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:1" }]\n') }, "local_dc: 'dc9' matches no node of upstream 'users'"],
-      [{ CIRCUITLOG_CONFIG: write('url.yaml', 'local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:99999" }]\n') }, 'upstreams.users.nodes[0].url: must be an http:// or https:// URL'],
+      [
+        {
+          CIRCUITLOG_CONFIG: write(
+            'dc.yaml',
+            'local_dc: dc9\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:1" }]\n',
+          ),
+        },
+        "local_dc: 'dc9' matches no node of upstream 'users'",
+      ],
+      [
+        {
+          CIRCUITLOG_CONFIG: write(
+            'url.yaml',
+            'local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:99999" }]\n',
+          ),
+        },
+        'upstreams.users.nodes[0].url: must be an http:// or https:// URL',
+      ],
       [{ CIRCUITLOG_TOKEN: 'token-0123456789abcdef ' }, 'CIRCUITLOG_TOKEN: must not begin or end with whitespace'],
       [{ CIRCUITLOG_WORKERS: 'lots' }, "CIRCUITLOG_WORKERS: must be an integer from 1 to 256 or 'auto'"],
     ];
@@ -160,13 +185,28 @@ describe('start-up log', () => {
   it('says in one line what the service runs with, never the token', async () => {
     const dir = tempDir();
     const config = path.join(dir, 'c.yaml');
-    fs.writeFileSync(config, 'local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:9" }]\n    health_check: { enabled: false }\n');
+    fs.writeFileSync(
+      config,
+      'local_dc: dc1\nupstreams:\n  users:\n    nodes: [{ id: a, dc: dc1, url: "http://127.0.0.1:9" }]\n    health_check: { enabled: false }\n',
+    );
     const token = 'token-0123456789abcdef';
     const db = path.join(dir, 'db.sqlite');
-    const server = await startServer({ CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config, CIRCUITLOG_TOKEN: token, CIRCUITLOG_SYNCHRONOUS: 'full' });
+    const server = await startServer({
+      CIRCUITLOG_DB: db,
+      CIRCUITLOG_CONFIG: config,
+      CIRCUITLOG_TOKEN: token,
+      CIRCUITLOG_SYNCHRONOUS: 'full',
+    });
     running.push(server);
     expect(server.logs.filter((l) => l.event === 'starting')).toEqual([
-      expect.objectContaining({ config_file: config, upstreams: ['users'], token: 'on', workers: 1, synchronous: 'FULL', db }),
+      expect.objectContaining({
+        config_file: config,
+        upstreams: ['users'],
+        token: 'on',
+        workers: 1,
+        synchronous: 'FULL',
+        db,
+      }),
     ]);
     expect(JSON.stringify(server.logs)).not.toContain(token);
   });
@@ -175,10 +215,15 @@ describe('start-up log', () => {
 describe('start-up log on IPv6 loopback (HOST=::1)', () => {
   for (const workers of ['1', '2']) {
     it(`gives a URL with the address in brackets, http://[::1]:<port>, that answers (${workers} worker(s))`, async () => {
-      const server = await startServer({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), HOST: '::1', CIRCUITLOG_WORKERS: workers }, { detached: true });
+      const server = await startServer(
+        { CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), HOST: '::1', CIRCUITLOG_WORKERS: workers },
+        { detached: true },
+      );
       try {
         const line = server.logs.find((l) => l.event === 'listening')!;
-        expect(line.msg).toMatch(new RegExp(`^circuitlog listening on http://\\[::1\\]:${server.port}( with 2 workers)?$`));
+        expect(line.msg).toMatch(
+          new RegExp(`^circuitlog listening on http://\\[::1\\]:${server.port}( with 2 workers)?$`),
+        );
         const url = /http:\/\/\S+/.exec(String(line.msg))![0];
         expect(new URL(url).hostname).toBe('[::1]');
         expect((await fetch(`${url}/health`)).status).toBe(200);

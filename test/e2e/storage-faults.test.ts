@@ -17,7 +17,9 @@ function smallDisk(size: string): string {
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], { stdio: 'pipe' });
   } catch (error) {
-    throw new Error(`this test mounts a tmpfs to fill a real disk and needs root (CI runs as root): ${(error as Error).message}`);
+    throw new Error(
+      `this test mounts a tmpfs to fill a real disk and needs root (CI runs as root): ${(error as Error).message}`,
+    );
   }
   mounts.push(dir);
   return dir;
@@ -48,7 +50,8 @@ const post = (url: string) => fetch(url, { method: 'POST' });
 
 /** Log lines arrive through a pipe: give them a moment (bounded). */
 async function logged(server: ServerProcess, event: string): Promise<Record<string, unknown>[]> {
-  for (let i = 0; i < 100 && !server.logs.some((l) => l.event === event); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 100 && !server.logs.some((l) => l.event === event); i++)
+    await new Promise((r) => setTimeout(r, 20));
   return server.logs.filter((l) => l.event === event);
 }
 

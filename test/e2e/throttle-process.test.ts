@@ -33,7 +33,10 @@ describe('throttle in the config file (real server, SQLite file)', () => {
         '',
       ].join('\n'),
     );
-    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config }, { detached: true });
+    const server = await startServer(
+      { CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config },
+      { detached: true },
+    );
     running.push(server);
     const get = async (name: string) => (await requestJson(`${server.url}/circuits/${encodeURIComponent(name)}`)).json;
     expect((await get('declared')).throttle).toEqual({ k: 1.5, window_seconds: 20 });
@@ -43,7 +46,11 @@ describe('throttle in the config file (real server, SQLite file)', () => {
     // A circuit created by its first outcome takes circuit_defaults' throttle.
     for (let i = 0; i < 50; i++) await requestJson(`${server.url}/circuits/fresh/outcomes`, 'POST', { success: false });
     const fresh = await get('fresh');
-    expect(fresh).toMatchObject({ state: 'closed', throttle: { k: 2, window_seconds: 30 }, throttle_window: { requests: 50, accepts: 0 } });
+    expect(fresh).toMatchObject({
+      state: 'closed',
+      throttle: { k: 2, window_seconds: 30 },
+      throttle_window: { requests: 50, accepts: 0 },
+    });
     expect(fresh.throttle_probability).toBeCloseTo(50 / 51, 12);
     // p is at least 50/51 from here on: of 20 asks, the real random source refuses nearly all.
     const answers = [];

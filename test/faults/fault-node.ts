@@ -15,7 +15,19 @@ import type { AddressInfo } from 'node:net';
  * - `no-content`: `204` with `Content-Length: 0`; `not-modified`: `304` with `Content-Length: 300`;
  * - `ok`: a small 200.
  */
-export type FaultKind = 'refuse' | 'reset' | 'hang' | 'slow' | 'stall' | 'huge-headers' | 'garbage' | 'storm' | 'continue' | 'no-content' | 'not-modified' | 'ok';
+export type FaultKind =
+  | 'refuse'
+  | 'reset'
+  | 'hang'
+  | 'slow'
+  | 'stall'
+  | 'huge-headers'
+  | 'garbage'
+  | 'storm'
+  | 'continue'
+  | 'no-content'
+  | 'not-modified'
+  | 'ok';
 
 export interface FaultOptions {
   /** Body length for `slow`, `stall` and `reset` (announced in Content-Length). */
@@ -128,7 +140,9 @@ export class FaultNode {
       case 'continue':
         // Split inside the status line and between interim answers: the proxy must reassemble them.
         socket.write('HTTP/1.1 100 Cont');
-        this.later(INTERIM_GAP_MS, () => socket.write('inue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n'));
+        this.later(INTERIM_GAP_MS, () =>
+          socket.write('inue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n'),
+        );
         this.later(2 * INTERIM_GAP_MS, () => socket.write(head('200 OK', 2) + 'ok'));
         return;
       case 'no-content':

@@ -29,7 +29,11 @@ export const HEALTHY_SETTINGS = { requestTimeoutMs: 5_000 }; // 5 s
  * Config YAML: one upstream per entry with `settings`, overridden per upstream by `only`;
  * all nodes in dc1, health checks off so only traffic counts.
  */
-export function faultYaml(upstreams: Record<string, readonly NodeRef[]>, settings: FaultSettings = FAULT_SETTINGS, only: Record<string, Partial<FaultSettings>> = {}): string {
+export function faultYaml(
+  upstreams: Record<string, readonly NodeRef[]>,
+  settings: FaultSettings = FAULT_SETTINGS,
+  only: Record<string, Partial<FaultSettings>> = {},
+): string {
   const blocks = Object.entries(upstreams).map(([name, nodes]) => {
     const s = { ...settings, ...only[name] };
     return [
@@ -56,7 +60,11 @@ export async function startFaultServer(
   const dir = tempDir('circuitlog-faults-');
   const configPath = path.join(dir, 'faults.yaml');
   fs.writeFileSync(configPath, faultYaml(upstreams, settings, only));
-  return startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_TOKEN: TOKEN });
+  return startServer({
+    CIRCUITLOG_CONFIG: configPath,
+    CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    CIRCUITLOG_TOKEN: TOKEN,
+  });
 }
 
 /** What a caller saw of one proxied GET. */
@@ -81,20 +89,34 @@ export function get(url: string): Promise<Seen> {
       res.setEncoding('latin1');
       res.on('data', (chunk: string) => (body += chunk));
       res.on('error', () => {}); // 'aborted': reported through `complete`
-      res.on('close', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, complete: res.complete, ms: performance.now() - started }));
+      res.on('close', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body,
+          complete: res.complete,
+          ms: performance.now() - started,
+        }),
+      );
     });
     req.on('error', reject);
   });
 }
 
-export async function circuitState(server: ServerProcess, name: string): Promise<{ state: string; failureCount: number }> {
+export async function circuitState(
+  server: ServerProcess,
+  name: string,
+): Promise<{ state: string; failureCount: number }> {
   const res = await fetch(`${server.url}/circuits/${encodeURIComponent(name)}`, { headers: auth });
   const body = (await res.json()) as { state: string; failure_count: number };
   return { state: body.state, failureCount: body.failure_count };
 }
 
 export async function resetCircuit(server: ServerProcess, name: string): Promise<void> {
-  const res = await fetch(`${server.url}/circuits/${encodeURIComponent(name)}/reset`, { method: 'POST', headers: auth });
+  const res = await fetch(`${server.url}/circuits/${encodeURIComponent(name)}/reset`, {
+    method: 'POST',
+    headers: auth,
+  });
   await res.text();
   if (res.status !== 200) throw new Error(`reset ${name}: ${res.status}`);
 }
@@ -108,5 +130,7 @@ export function rssBytes(pid: number): number {
 
 /** Log lines that mean the server hurt itself rather than reporting an upstream fault. */
 export function internalErrors(server: ServerProcess): Record<string, unknown>[] {
-  return server.logs.filter((l) => l.code === 'INTERNAL' || l.status === 500 || (typeof l.level === 'number' && l.level >= 50));
+  return server.logs.filter(
+    (l) => l.code === 'INTERNAL' || l.status === 500 || (typeof l.level === 'number' && l.level >= 50),
+  );
 }

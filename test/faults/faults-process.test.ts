@@ -2,7 +2,15 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServerProcess } from '../server-process.js';
 import { FaultNode, slowBody, type FaultKind, type FaultOptions } from './fault-node.js';
-import { circuitState, FAULT_SETTINGS, get, HEALTHY_SETTINGS, internalErrors, startFaultServer, type Seen } from './fault-server.js';
+import {
+  circuitState,
+  FAULT_SETTINGS,
+  get,
+  HEALTHY_SETTINGS,
+  internalErrors,
+  startFaultServer,
+  type Seen,
+} from './fault-server.js';
 
 const { requestTimeoutMs, retries, failureThreshold } = FAULT_SETTINGS;
 const ATTEMPTS = retries + 1;
@@ -33,26 +41,36 @@ const nodes: Record<string, FaultNode[]> = {};
 beforeAll(async () => {
   nodes.healthy = [await new FaultNode('ok-1', 'ok').start()];
   for (const [name, f] of Object.entries(FAULTS)) {
-    nodes[name] = await Promise.all(Array.from({ length: f.nodes }, (_, i) => new FaultNode(`${name}-${i + 1}`, f.kind, f.options).start()));
+    nodes[name] = await Promise.all(
+      Array.from({ length: f.nodes }, (_, i) => new FaultNode(`${name}-${i + 1}`, f.kind, f.options).start()),
+    );
   }
   server = await startFaultServer(nodes, FAULT_SETTINGS, { healthy: HEALTHY_SETTINGS });
 });
 
 afterAll(async () => {
   await server?.stop('SIGKILL');
-  await Promise.all(Object.values(nodes).flat().map((n) => n.stop()));
+  await Promise.all(
+    Object.values(nodes)
+      .flat()
+      .map((n) => n.stop()),
+  );
 });
 
 /** A GET through `upstream`, with a GET through `healthy` in flight at the same time. */
 async function alongsideHealthy(upstream: string): Promise<Seen> {
-  const [faulty, healthy] = await Promise.all([get(`${server.url}/proxy/${upstream}/x`), get(`${server.url}/proxy/healthy/x`)]);
+  const [faulty, healthy] = await Promise.all([
+    get(`${server.url}/proxy/${upstream}/x`),
+    get(`${server.url}/proxy/healthy/x`),
+  ]);
   expect(healthy).toMatchObject({ status: 200, body: 'ok', complete: true });
   return faulty;
 }
 
 /** Every node of `upstream` has an open circuit, and a request gets the fast 503. */
 async function expectOpenAndShortCircuited(upstream: string): Promise<void> {
-  for (const node of nodes[upstream]!) expect((await circuitState(server, `${upstream}/${node.id}`)).state).toBe('open');
+  for (const node of nodes[upstream]!)
+    expect((await circuitState(server, `${upstream}/${node.id}`)).state).toBe('open');
   const hits = nodes[upstream]!.map((n) => n.hits);
   const seen = await alongsideHealthy(upstream);
   expect(seen.status).toBe(503);
@@ -89,7 +107,8 @@ async function expectCutUntilOpen(upstream: string, boundMs: number): Promise<vo
 
 /** Proxy log lines for bodies cut on the node's side. */
 function bodyFailures(upstream: string): number {
-  return server.logs.filter((l) => l.event === 'upstream_failed' && l.kind === 'body' && l.upstream === upstream).length;
+  return server.logs.filter((l) => l.event === 'upstream_failed' && l.kind === 'body' && l.upstream === upstream)
+    .length;
 }
 
 /** GET, read the head and the first body byte, then drop the connection. */

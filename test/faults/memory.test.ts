@@ -1,7 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServerProcess } from '../server-process.js';
 import { FaultNode, type FaultKind } from './fault-node.js';
-import { FAULT_SETTINGS, get, HEALTHY_SETTINGS, internalErrors, resetCircuit, rssBytes, startFaultServer, type Seen } from './fault-server.js';
+import {
+  FAULT_SETTINGS,
+  get,
+  HEALTHY_SETTINGS,
+  internalErrors,
+  resetCircuit,
+  rssBytes,
+  startFaultServer,
+  type Seen,
+} from './fault-server.js';
 
 const KINDS: FaultKind[] = ['refuse', 'reset', 'hang', 'slow', 'stall', 'huge-headers', 'garbage', 'storm'];
 const PER_KIND = 10; // requests per fault kind per burst, all at once
@@ -26,11 +35,21 @@ let server: ServerProcess;
 const nodes: Record<string, FaultNode> = {};
 
 beforeAll(async () => {
-  for (const kind of [...KINDS, 'ok' as const]) nodes[kind] = await new FaultNode(`${kind}-1`, kind, kind === 'slow' ? { byteEveryMs: 10 } : {}).start();
+  for (const kind of [...KINDS, 'ok' as const])
+    nodes[kind] = await new FaultNode(`${kind}-1`, kind, kind === 'slow' ? { byteEveryMs: 10 } : {}).start();
   // A threshold over one burst's failures: every request of a burst reaches its node. A 1 s
   // timeout: 90 requests at once on a loaded machine must not turn a fast fault into a 504.
-  const settings = { ...FAULT_SETTINGS, requestTimeoutMs: 1_000, failureThreshold: PER_KIND * 2, maxConcurrent: MAX_CONCURRENT };
-  server = await startFaultServer(Object.fromEntries(Object.entries(nodes).map(([kind, node]) => [kind, [node]])), settings, { ok: HEALTHY_SETTINGS });
+  const settings = {
+    ...FAULT_SETTINGS,
+    requestTimeoutMs: 1_000,
+    failureThreshold: PER_KIND * 2,
+    maxConcurrent: MAX_CONCURRENT,
+  };
+  server = await startFaultServer(
+    Object.fromEntries(Object.entries(nodes).map(([kind, node]) => [kind, [node]])),
+    settings,
+    { ok: HEALTHY_SETTINGS },
+  );
 });
 
 afterAll(async () => {
@@ -41,9 +60,15 @@ afterAll(async () => {
 /** PER_KIND requests to every fault upstream and to `ok`, all in flight together; the kinds that missed their answer. */
 async function burst(): Promise<string[]> {
   const kinds = [...KINDS, 'ok' as const];
-  const seen = await Promise.all(kinds.flatMap((kind) => Array.from({ length: PER_KIND }, () => get(`${server.url}/proxy/${kind}/x`).then((s) => ({ kind, s })))));
+  const seen = await Promise.all(
+    kinds.flatMap((kind) =>
+      Array.from({ length: PER_KIND }, () => get(`${server.url}/proxy/${kind}/x`).then((s) => ({ kind, s }))),
+    ),
+  );
   await Promise.all(KINDS.map((kind) => resetCircuit(server, `${kind}/${kind}-1`))); // the next burst reaches the nodes again
-  return seen.filter(({ kind, s }) => !EXPECTED[kind]!(s)).map(({ kind, s }) => `${kind}: ${s.status} ${s.body.slice(0, 80)}`);
+  return seen
+    .filter(({ kind, s }) => !EXPECTED[kind]!(s))
+    .map(({ kind, s }) => `${kind}: ${s.status} ${s.body.slice(0, 80)}`);
 }
 
 describe('proxy memory under faults', () => {
@@ -54,8 +79,11 @@ describe('proxy memory under faults', () => {
     for (let i = 0; i < BURSTS; i++) expect(await burst()).toEqual([]);
     const after = rssBytes(server.child.pid!);
     const mib = (n: number) => (n / 1024 / 1024).toFixed(1);
-    console.info(`server RSS before ${mib(before)} MiB, after ${BURSTS * KINDS.length * PER_KIND} faulty requests ${mib(after)} MiB (${mib(after - before)} MiB)`);
-    for (const kind of KINDS.filter((k) => k !== 'refuse')) expect(nodes[kind]!.hits - hitsBefore[kind]!).toBe(BURSTS * PER_KIND);
+    console.info(
+      `server RSS before ${mib(before)} MiB, after ${BURSTS * KINDS.length * PER_KIND} faulty requests ${mib(after)} MiB (${mib(after - before)} MiB)`,
+    );
+    for (const kind of KINDS.filter((k) => k !== 'refuse'))
+      expect(nodes[kind]!.hits - hitsBefore[kind]!).toBe(BURSTS * PER_KIND);
     expect(after - before).toBeLessThan(RSS_GROWTH_BOUND);
     expect(server.child.exitCode).toBeNull();
     expect(internalErrors(server)).toEqual([]);

@@ -31,7 +31,11 @@ describe('POST bodies', () => {
   it.each(routes)('answers 415 to a non-JSON body on /%s, changing nothing', async (route) => {
     const t = buildApp();
     await t.request('POST', '/circuits/svc/failure');
-    const res = await t.app.request(`/circuits/svc/${route}`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
+    const res = await t.app.request(`/circuits/svc/${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'hello',
+    });
     expect(res.status).toBe(415);
     expect(await res.json()).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' });
     expect(await t.breaker.get('svc')).toMatchObject({ failureCount: 1 });
@@ -70,7 +74,9 @@ describe('request logs', () => {
     const res = await t.request('POST', '/circuits/svc/failure');
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('1');
-    expect(lines.filter((l) => l.event === 'request_failed')).toEqual([expect.objectContaining({ level: 40, code: 'STORAGE_BUSY' })]);
+    expect(lines.filter((l) => l.event === 'request_failed')).toEqual([
+      expect.objectContaining({ level: 40, code: 'STORAGE_BUSY' }),
+    ]);
   });
 });
 
@@ -80,11 +86,17 @@ describe('a caller hanging up mid-body', () => {
     const t = await serveApp({ logger });
     const socket = net.connect(t.port, '127.0.0.1');
     const requested = once(t.server, 'request');
-    socket.write('POST /circuits/svc/outcomes HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"succ');
+    socket.write(
+      'POST /circuits/svc/outcomes HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"succ',
+    );
     await requested; // the server is reading the body
     socket.destroy();
     await vi.waitFor(() => expect(lines.some((l) => l.event === 'client_closed')).toBe(true), { timeout: 10_000 });
-    expect(lines.find((l) => l.event === 'client_closed')).toMatchObject({ level: 20, status: 499, path: '/circuits/svc/outcomes' });
+    expect(lines.find((l) => l.event === 'client_closed')).toMatchObject({
+      level: 20,
+      status: 499,
+      path: '/circuits/svc/outcomes',
+    });
     expect(lines.filter((l) => (l.level as number) >= 40)).toEqual([]);
     expect(await t.breaker.get('svc')).toBeNull();
   });

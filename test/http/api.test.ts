@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { buildApp } from '../helper.js';
 
 async function openCircuit(t: ReturnType<typeof buildApp>, name: string, extra: Record<string, unknown> = {}) {
-  for (let i = 0; i < 3; i++) await t.request('POST', `/circuits/${name}/call`, { success: false, threshold: 3, ...extra });
+  for (let i = 0; i < 3; i++)
+    await t.request('POST', `/circuits/${name}/call`, { success: false, threshold: 3, ...extra });
 }
 
 describe('GET /circuits/:name/allowed', () => {
@@ -83,7 +84,8 @@ describe('POST /circuits/:name/outcomes', () => {
   it('records failures and opens at the default threshold', async () => {
     const t = buildApp();
     let body: unknown;
-    for (let i = 0; i < 5; i++) body = await (await t.request('POST', '/circuits/svc/outcomes', { success: false, duration_ms: 12.5 })).json();
+    for (let i = 0; i < 5; i++)
+      body = await (await t.request('POST', '/circuits/svc/outcomes', { success: false, duration_ms: 12.5 })).json();
     expect(body).toMatchObject({ state: 'open', failure_count: 5, failure_threshold: 5 });
   });
 

@@ -14,14 +14,25 @@ async function problem(res: Response, status: number, code: string) {
 }
 
 /** A raw request through the app, headers exactly as given. */
-const send = (t: ReturnType<typeof buildApp>, method: string, path: string, headers: Record<string, string>, body?: string) =>
-  t.app.request(path, { method, headers, body });
+const send = (
+  t: ReturnType<typeof buildApp>,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+) => t.app.request(path, { method, headers, body });
 
 describe('cross-site requests that change state (no token set)', () => {
   it("refuses fetch(..., {mode: 'no-cors', method: 'POST'}) from another site, and records nothing", async () => {
     const t = buildApp();
-    const headers = { origin: ATTACKER, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'content-type': 'text/plain;charset=UTF-8' };
-    for (let i = 0; i < 5; i++) await problem(await send(t, 'POST', '/circuits/svc/failure', headers, 'x'), 403, 'CROSS_SITE_REQUEST');
+    const headers = {
+      origin: ATTACKER,
+      'sec-fetch-site': 'cross-site',
+      'sec-fetch-mode': 'no-cors',
+      'content-type': 'text/plain;charset=UTF-8',
+    };
+    for (let i = 0; i < 5; i++)
+      await problem(await send(t, 'POST', '/circuits/svc/failure', headers, 'x'), 403, 'CROSS_SITE_REQUEST');
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
   });
 
@@ -29,32 +40,66 @@ describe('cross-site requests that change state (no token set)', () => {
     const t = buildApp();
     for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/svc/failure');
     const form = { origin: ATTACKER, 'content-type': 'application/x-www-form-urlencoded' };
-    await problem(await send(t, 'POST', '/circuits/svc/reset', { ...form, 'sec-fetch-site': 'cross-site' }, ''), 403, 'CROSS_SITE_REQUEST');
+    await problem(
+      await send(t, 'POST', '/circuits/svc/reset', { ...form, 'sec-fetch-site': 'cross-site' }, ''),
+      403,
+      'CROSS_SITE_REQUEST',
+    );
     await problem(await send(t, 'POST', '/circuits/svc/reset', form, ''), 403, 'CROSS_SITE_REQUEST'); // a browser without Fetch Metadata
     expect((await (await t.request('GET', '/circuits/svc')).json()).state).toBe('open');
   });
 
   it('refuses same-site (another port or subdomain) and Origin: null, as Go’s CrossOriginProtection does', async () => {
     const t = buildApp();
-    await problem(await send(t, 'POST', '/circuits/svc/failure', { 'sec-fetch-site': 'same-site' }), 403, 'CROSS_SITE_REQUEST');
+    await problem(
+      await send(t, 'POST', '/circuits/svc/failure', { 'sec-fetch-site': 'same-site' }),
+      403,
+      'CROSS_SITE_REQUEST',
+    );
     await problem(await send(t, 'POST', '/circuits/svc/failure', { origin: 'null' }), 403, 'CROSS_SITE_REQUEST');
-    await problem(await send(t, 'PATCH', '/circuits/svc', { origin: 'http://localhost:3000', host: 'localhost:8080', 'content-type': 'application/json' }, '{}'), 403, 'CROSS_SITE_REQUEST');
-    await problem(await send(t, 'DELETE', '/circuits/svc', { 'sec-fetch-site': 'cross-site' }), 403, 'CROSS_SITE_REQUEST');
+    await problem(
+      await send(
+        t,
+        'PATCH',
+        '/circuits/svc',
+        { origin: 'http://localhost:3000', host: 'localhost:8080', 'content-type': 'application/json' },
+        '{}',
+      ),
+      403,
+      'CROSS_SITE_REQUEST',
+    );
+    await problem(
+      await send(t, 'DELETE', '/circuits/svc', { 'sec-fetch-site': 'cross-site' }),
+      403,
+      'CROSS_SITE_REQUEST',
+    );
   });
 
   it('accepts the same origin, a typed URL (Sec-Fetch-Site: none) and clients that send neither header', async () => {
     const t = buildApp();
-    expect((await send(t, 'POST', '/circuits/a/failure', { 'sec-fetch-site': 'same-origin', origin: 'http://localhost' })).status).toBe(200);
+    expect(
+      (await send(t, 'POST', '/circuits/a/failure', { 'sec-fetch-site': 'same-origin', origin: 'http://localhost' }))
+        .status,
+    ).toBe(200);
     expect((await send(t, 'POST', '/circuits/b/failure', { 'sec-fetch-site': 'none' })).status).toBe(200);
-    expect((await send(t, 'POST', '/circuits/c/failure', { origin: 'http://localhost:8080', host: 'localhost:8080' })).status).toBe(200);
+    expect(
+      (await send(t, 'POST', '/circuits/c/failure', { origin: 'http://localhost:8080', host: 'localhost:8080' }))
+        .status,
+    ).toBe(200);
     expect((await send(t, 'POST', '/circuits/d/failure', {})).status).toBe(200); // curl -X POST: no type, no body
-    expect((await send(t, 'GET', '/circuits/a', { 'sec-fetch-site': 'cross-site', origin: ATTACKER })).status).toBe(200); // reads are safe
+    expect((await send(t, 'GET', '/circuits/a', { 'sec-fetch-site': 'cross-site', origin: ATTACKER })).status).toBe(
+      200,
+    ); // reads are safe
   });
 
   it('answers 415 to a form, multipart or text Content-Type even with an empty body', async () => {
     const t = buildApp();
     for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'text/plain']) {
-      await problem(await send(t, 'POST', '/circuits/svc/failure', { 'content-type': type }, ''), 415, 'UNSUPPORTED_MEDIA_TYPE');
+      await problem(
+        await send(t, 'POST', '/circuits/svc/failure', { 'content-type': type }, ''),
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+      );
     }
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
     expect((await send(t, 'POST', '/circuits/svc/failure', { 'content-type': 'application/json' })).status).toBe(200);
@@ -66,8 +111,16 @@ describe('Host check (DNS rebinding)', () => {
 
   it('answers 421 to a Host that is not this server when bound to loopback, on every route', async () => {
     const t = buildApp({ hosts: loopback });
-    for (const [method, path] of [['GET', '/circuits'], ['GET', '/health'], ['POST', '/circuits/svc/failure']]) {
-      const body = await problem(await send(t, method!, path!, { host: 'attacker.example:8080' }), 421, 'MISDIRECTED_REQUEST');
+    for (const [method, path] of [
+      ['GET', '/circuits'],
+      ['GET', '/health'],
+      ['POST', '/circuits/svc/failure'],
+    ]) {
+      const body = await problem(
+        await send(t, method!, path!, { host: 'attacker.example:8080' }),
+        421,
+        'MISDIRECTED_REQUEST',
+      );
       expect(body.detail).toContain("'attacker.example'");
     }
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
@@ -75,7 +128,17 @@ describe('Host check (DNS rebinding)', () => {
 
   it('answers IP literals and localhost, and the names of server.allowed_hosts', async () => {
     const t = buildApp({ hosts: hostRule('127.0.0.1', ['circuitlog.internal', '.corp.example']) });
-    for (const host of ['127.0.0.1:8080', '[::1]:8080', 'localhost:8080', 'app.localhost', '10.1.2.3', 'circuitlog.internal', 'CIRCUITLOG.internal:80', 'corp.example', 'a.b.corp.example']) {
+    for (const host of [
+      '127.0.0.1:8080',
+      '[::1]:8080',
+      'localhost:8080',
+      'app.localhost',
+      '10.1.2.3',
+      'circuitlog.internal',
+      'CIRCUITLOG.internal:80',
+      'corp.example',
+      'a.b.corp.example',
+    ]) {
       expect((await send(t, 'GET', '/health', { host })).status, host).toBe(200);
     }
     for (const host of ['circuitlog.internal.attacker.example', 'evilcorp.example', 'attacker.example']) {
@@ -96,7 +159,12 @@ describe('Host check (DNS rebinding)', () => {
 describe('dashboard security headers', () => {
   it('sends CSP (frame-ancestors none), X-Frame-Options DENY and nosniff with the page, its assets and its data', async () => {
     const app = buildObservedApp();
-    for (const path of ['/dashboard', '/dashboard/assets/dashboard.js', '/dashboard/assets/dashboard.css', '/dashboard/api/state']) {
+    for (const path of [
+      '/dashboard',
+      '/dashboard/assets/dashboard.js',
+      '/dashboard/assets/dashboard.css',
+      '/dashboard/api/state',
+    ]) {
       const res = await app.request('GET', path);
       expect(res.status, path).toBe(200);
       const csp = res.headers.get('content-security-policy') ?? '';

@@ -35,7 +35,11 @@ describe('circuitlog-compatible API', () => {
     const t = buildApp();
     await fail(t, 'svc', 5);
     await fail(t, 'svc', 5);
-    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ state: 'closed', failure_count: 2, failure_threshold: 5 });
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({
+      state: 'closed',
+      failure_count: 2,
+      failure_threshold: 5,
+    });
   });
 
   it('leaves closed with count 0 after fail, fail, success', async () => {
@@ -65,7 +69,10 @@ describe('circuitlog-compatible API', () => {
     for (let i = 0; i < 3; i++) await fail(t, 'svc');
     t.clock.advance(30_000);
     const res = await t.request('POST', '/circuits/svc/call', { success: true });
-    expect(await res.json()).toMatchObject({ result: 'success', circuit: { state: 'closed', failure_count: 0, open_until: null } });
+    expect(await res.json()).toMatchObject({
+      result: 'success',
+      circuit: { state: 'closed', failure_count: 0, open_until: null },
+    });
   });
 
   it('re-opens on a half-open failure with a later open_until', async () => {
@@ -113,7 +120,9 @@ describe('circuitlog-compatible API', () => {
     const t = buildApp();
     t.clock.advance(1_234);
     await fail(t, 'svc');
-    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ last_failure_at: '2026-11-30T03:30:01.234Z' });
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({
+      last_failure_at: '2026-11-30T03:30:01.234Z',
+    });
   });
 
   it('isolates circuits by name', async () => {
@@ -135,12 +144,17 @@ describe('circuitlog-compatible API', () => {
   it("applies timeout_seconds to the opening it causes, never to the circuit's policy (circuitlog's recordFailure)", async () => {
     const t = buildApp();
     for (let i = 0; i < 2; i++) await t.request('POST', '/circuits/mail/failure', { timeout_seconds: 60 });
-    expect(await (await t.request('GET', '/circuits/mail')).json()).toMatchObject({ state: 'closed', timeout_seconds: 30 });
+    expect(await (await t.request('GET', '/circuits/mail')).json()).toMatchObject({
+      state: 'closed',
+      timeout_seconds: 30,
+    });
     for (let i = 0; i < 3; i++) await t.request('POST', '/circuits/mail/failure');
     const opened = await (await t.request('GET', '/circuits/mail')).json();
     expect(opened).toMatchObject({ state: 'open', timeout_seconds: 30, open_until: '2026-11-30T03:30:30.000Z' });
     await t.request('POST', '/circuits/mail/reset');
-    const called = await (await t.request('POST', '/circuits/mail/call', { success: false, timeout_seconds: 7 })).json();
+    const called = await (
+      await t.request('POST', '/circuits/mail/call', { success: false, timeout_seconds: 7 })
+    ).json();
     expect(called.circuit).toMatchObject({ timeout_seconds: 30, failure_count: 1 });
     for (let i = 0; i < 4; i++) await t.request('POST', '/circuits/mail/call', { success: false, timeout_seconds: 7 });
     expect(await (await t.request('GET', '/circuits/mail')).json()).toMatchObject({

@@ -19,6 +19,10 @@ describe('docs/api.md error table', () => {
   });
 
   it('lists no code the service does not have', () => {
-    expect(documentedCodes().map(([code]) => code).filter((code) => !(code in PROBLEMS))).toEqual([]);
+    expect(
+      documentedCodes()
+        .map(([code]) => code)
+        .filter((code) => !(code in PROBLEMS)),
+    ).toEqual([]);
   });
 });

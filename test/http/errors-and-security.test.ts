@@ -85,16 +85,29 @@ describe('bearer token', () => {
 
   it('guards every /circuits route when set', async () => {
     const t = buildApp({ token: TOKEN });
-    for (const [method, path] of [['GET', '/circuits'], ['GET', '/circuits/svc'], ['POST', '/circuits/svc/failure'], ['GET', '/circuits/svc/allowed']]) {
+    for (const [method, path] of [
+      ['GET', '/circuits'],
+      ['GET', '/circuits/svc'],
+      ['POST', '/circuits/svc/failure'],
+      ['GET', '/circuits/svc/allowed'],
+    ]) {
       const res = await t.request(method!, path!);
       await expectProblem(res, 401, 'UNAUTHORIZED');
       expect(res.headers.get('www-authenticate')).toContain('Bearer');
     }
-    await expectProblem(await t.request('GET', '/circuits', undefined, { authorization: `Bearer ${TOKEN}x` }), 401, 'UNAUTHORIZED');
+    await expectProblem(
+      await t.request('GET', '/circuits', undefined, { authorization: `Bearer ${TOKEN}x` }),
+      401,
+      'UNAUTHORIZED',
+    );
     await expectProblem(await t.request('GET', '/circuits', undefined, { authorization: TOKEN }), 401, 'UNAUTHORIZED');
-    expect((await t.request('POST', '/circuits/svc/failure', undefined, { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    expect(
+      (await t.request('POST', '/circuits/svc/failure', undefined, { authorization: `Bearer ${TOKEN}` })).status,
+    ).toBe(200);
     // The rejected failure above recorded nothing: only the authorised one counts.
-    const circuit = await (await t.request('GET', '/circuits/svc', undefined, { authorization: `Bearer ${TOKEN}` })).json();
+    const circuit = await (
+      await t.request('GET', '/circuits/svc', undefined, { authorization: `Bearer ${TOKEN}` })
+    ).json();
     expect(circuit.failure_count).toBe(1);
   });
 
@@ -139,6 +152,9 @@ describe('described API', () => {
 
   it('documents each problem type at its URI', async () => {
     const t = buildApp();
-    expect(await (await t.request('GET', '/problems/circuit-open')).json()).toMatchObject({ status: 503, title: 'Circuit is open' });
+    expect(await (await t.request('GET', '/problems/circuit-open')).json()).toMatchObject({
+      status: 503,
+      title: 'Circuit is open',
+    });
   });
 });

@@ -5,12 +5,17 @@ import { buildApp } from '../helper.js';
 
 /** Every .ts file under a folder. */
 function sources(dir: string): string[] {
-  return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts')).map((f) => path.join(dir, f));
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.join(dir, f));
 }
 
 describe('JSON answers end with a newline', () => {
-  it('are made by json(c, ...) in the server: no route calls Hono\'s c.json, which ends without one', () => {
-    const offenders = sources('src').filter((file) => !file.startsWith(path.join('src', 'client')) && /\bc\.json\(/.test(fs.readFileSync(file, 'utf8')));
+  it("are made by json(c, ...) in the server: no route calls Hono's c.json, which ends without one", () => {
+    const offenders = sources('src').filter(
+      (file) => !file.startsWith(path.join('src', 'client')) && /\bc\.json\(/.test(fs.readFileSync(file, 'utf8')),
+    );
     expect(offenders).toEqual([]);
   });
 

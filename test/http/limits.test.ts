@@ -20,7 +20,12 @@ describe('limits.max_circuits', () => {
     const res = await t.request('POST', '/circuits/c/outcomes', { success: false });
     expect(res.status).toBe(507);
     expect(res.headers.get('content-type')).toBe('application/problem+json');
-    expect(await res.json()).toMatchObject({ type: '/problems/too-many-circuits', code: 'TOO_MANY_CIRCUITS', status: 507, max_circuits: 2 });
+    expect(await res.json()).toMatchObject({
+      type: '/problems/too-many-circuits',
+      code: 'TOO_MANY_CIRCUITS',
+      status: 507,
+      max_circuits: 2,
+    });
     expect((await t.request('GET', '/circuits/c')).status).toBe(404);
     expect(await names(t)).toEqual(['a', 'b']);
   });
@@ -30,9 +35,16 @@ describe('limits.max_circuits', () => {
     expect((await t.request('POST', '/circuits/c/call', { success: true })).status).toBe(507);
     expect((await t.request('POST', '/circuits/c/success')).status).toBe(507);
     expect((await t.request('POST', '/circuits/c/failure')).status).toBe(507);
-    const patch = await t.request('PATCH', '/circuits/c', JSON.stringify({ failure_threshold: 2 }), { 'content-type': 'application/merge-patch+json' });
+    const patch = await t.request('PATCH', '/circuits/c', JSON.stringify({ failure_threshold: 2 }), {
+      'content-type': 'application/merge-patch+json',
+    });
     expect(patch.status).toBe(507);
-    const batch = await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'a', success: false }, { circuit: 'c', success: false }] });
+    const batch = await t.request('POST', '/outcomes', {
+      outcomes: [
+        { circuit: 'a', success: false },
+        { circuit: 'c', success: false },
+      ],
+    });
     expect(batch.status).toBe(507);
     expect(await names(t)).toEqual(['a', 'b']);
     const a = (await (await t.request('GET', '/circuits/a')).json()) as { failure_count: number };
@@ -43,8 +55,23 @@ describe('limits.max_circuits', () => {
     const t = await full();
     expect((await t.request('POST', '/circuits/a/failure')).status).toBe(200);
     expect((await t.request('GET', '/circuits/a/allowed')).status).toBe(200);
-    expect((await t.request('PATCH', '/circuits/b', JSON.stringify({ failure_threshold: 9 }), { 'content-type': 'application/merge-patch+json' })).status).toBe(200);
-    expect((await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'a', success: true }, { circuit: 'b', success: false }] })).status).toBe(200);
+    expect(
+      (
+        await t.request('PATCH', '/circuits/b', JSON.stringify({ failure_threshold: 9 }), {
+          'content-type': 'application/merge-patch+json',
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await t.request('POST', '/outcomes', {
+          outcomes: [
+            { circuit: 'a', success: true },
+            { circuit: 'b', success: false },
+          ],
+        })
+      ).status,
+    ).toBe(200);
     expect((await t.request('GET', '/circuits/unknown/allowed')).status).toBe(200); // a read creates nothing
   });
 
@@ -57,7 +84,9 @@ describe('limits.max_circuits', () => {
 
   it('does not let concurrent requests for new names overshoot it together', async () => {
     const t = buildApp({ limits: { maxCircuits: 3 } });
-    const answers = await Promise.all(['n1', 'n2', 'n3', 'n4', 'n5', 'n6'].map((n) => t.request('POST', `/circuits/${n}/failure`)));
+    const answers = await Promise.all(
+      ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'].map((n) => t.request('POST', `/circuits/${n}/failure`)),
+    );
     expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 507, 507, 507]);
     expect(await names(t)).toHaveLength(3);
   });

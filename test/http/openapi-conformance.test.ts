@@ -33,7 +33,10 @@ interface Case {
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
 const text = { body: 'hello', headers: { 'content-type': 'text/plain' } };
-const big = { body: JSON.stringify({ success: true, pad: 'x'.repeat(300) }), headers: { 'content-type': 'application/json' } };
+const big = {
+  body: JSON.stringify({ success: true, pad: 'x'.repeat(300) }),
+  headers: { 'content-type': 'application/json' },
+};
 const noAuth = { headers: { authorization: '' } };
 
 /** Keyed by `<method> <documented path>`; state comes from `seed` below. */
@@ -55,7 +58,12 @@ const CASES: Record<string, Case[]> = {
   ],
   'post /circuits/{name}/call': [
     { send: 'POST /circuits/called/call', status: 200, ...json({ success: false, threshold: 3 }) },
-    { send: 'POST /circuits/called/call', status: 400, headers: { 'content-type': 'application/json' }, body: '{"success":' },
+    {
+      send: 'POST /circuits/called/call',
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: '{"success":',
+    },
     { send: 'POST /circuits/called/call', status: 413, ...big },
     { send: 'POST /circuits/called/call', status: 415, ...text },
     { send: 'POST /circuits/called/call', status: 422, ...json({ success: 'yes' }) },
@@ -100,8 +108,17 @@ const CASES: Record<string, Case[]> = {
     { send: 'GET /circuits/nobody/events', status: 404 },
   ],
   'patch /circuits/{name}': [
-    { send: 'PATCH /circuits/patched', status: 201, body: '{"success_threshold":2}', headers: { 'content-type': 'application/merge-patch+json' } },
-    { send: 'PATCH /circuits/patched', status: 200, ...json({ window: { type: 'time', size: 60 }, backoff: { multiplier: 3 } }) },
+    {
+      send: 'PATCH /circuits/patched',
+      status: 201,
+      body: '{"success_threshold":2}',
+      headers: { 'content-type': 'application/merge-patch+json' },
+    },
+    {
+      send: 'PATCH /circuits/patched',
+      status: 200,
+      ...json({ window: { type: 'time', size: 60 }, backoff: { multiplier: 3 } }),
+    },
     { send: 'PATCH /circuits/patched', status: 400, headers: { 'content-type': 'application/json' }, body: '{' },
     { send: 'PATCH /circuits/patched', status: 401, ...noAuth },
     { send: 'PATCH /circuits/patched', status: 413, ...big },
@@ -117,7 +134,16 @@ const CASES: Record<string, Case[]> = {
     { send: 'DELETE /circuits/svc', status: 503, busy: true },
   ],
   'post /outcomes': [
-    { send: 'POST /outcomes', status: 200, ...json({ outcomes: [{ circuit: 'batched', success: false, duration_ms: 3 }, { circuit: 'svc', success: true }] }) },
+    {
+      send: 'POST /outcomes',
+      status: 200,
+      ...json({
+        outcomes: [
+          { circuit: 'batched', success: false, duration_ms: 3 },
+          { circuit: 'svc', success: true },
+        ],
+      }),
+    },
     { send: 'POST /outcomes', status: 400, headers: { 'content-type': 'application/json' }, body: '[' },
     { send: 'POST /outcomes', status: 401, ...noAuth },
     { send: 'GET /outcomes', status: 405 },
@@ -167,7 +193,10 @@ const UNROUTED: Case[] = [
 ];
 
 type Doc = {
-  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+  paths: Record<
+    string,
+    Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>
+  >;
   components: Record<string, unknown>;
 };
 
@@ -186,8 +215,18 @@ beforeAll(async () => {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
   busy = switchableBusyStore();
-  const backup = { backup: (file: string) => busy.db.backup(file), folder: fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')) };
-  app = await serveApp({ token: TOKEN, readiness, backup, store: busy.store, apiBodyLimitBytes: 200, proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
+  const backup = {
+    backup: (file: string) => busy.db.backup(file),
+    folder: fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')),
+  };
+  app = await serveApp({
+    token: TOKEN,
+    readiness,
+    backup,
+    store: busy.store,
+    apiBodyLimitBytes: 200,
+    proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client },
+  });
   doc = (await (await fetch(`${app.url}/openapi.json`)).json()) as Doc;
   await seed();
 });
@@ -199,8 +238,11 @@ afterAll(async () => {
 
 /** `svc` with a failure, `payment-gateway/charge`, and `open` open. */
 async function seed(): Promise<void> {
-  for (const c of ['POST /circuits/svc/failure', 'POST /circuits/payment-gateway%2Fcharge/failure']) expect((await send({ send: c, status: 200 })).status).toBe(200);
-  expect((await send({ send: 'POST /circuits/open/call', status: 200, ...json({ success: false, threshold: 1 }) })).status).toBe(200);
+  for (const c of ['POST /circuits/svc/failure', 'POST /circuits/payment-gateway%2Fcharge/failure'])
+    expect((await send({ send: c, status: 200 })).status).toBe(200);
+  expect(
+    (await send({ send: 'POST /circuits/open/call', status: 200, ...json({ success: false, threshold: 1 }) })).status,
+  ).toBe(200);
 }
 
 async function send(c: Case) {
@@ -238,7 +280,8 @@ function expectConforms(label: string, schema: object, body: string): void {
 
 /** A JSON or problem+json answer ends with "\n" (curl's output then ends its line). */
 function expectNewlineIfJson(contentType: string | undefined, body: string): void {
-  if (/^application\/(problem\+)?json/.test(contentType ?? '')) expect(JSON.stringify(body.slice(-2))).toMatch(/^"[}\]]\\n"$/);
+  if (/^application\/(problem\+)?json/.test(contentType ?? ''))
+    expect(JSON.stringify(body.slice(-2))).toMatch(/^"[}\]]\\n"$/);
 }
 
 const documentedOperations = () =>
@@ -253,8 +296,14 @@ describe('the OpenAPI document', () => {
 
   it('has conformance cases for every documented operation, and none for undocumented ones', () => {
     const operations = documentedOperations();
-    expect(operations.filter((op) => !(op in CASES)), 'documented operations without cases: add them to CASES').toEqual([]);
-    expect(Object.keys(CASES).filter((op) => !operations.includes(op)), 'cases for operations the document lacks').toEqual([]);
+    expect(
+      operations.filter((op) => !(op in CASES)),
+      'documented operations without cases: add them to CASES',
+    ).toEqual([]);
+    expect(
+      Object.keys(CASES).filter((op) => !operations.includes(op)),
+      'cases for operations the document lacks',
+    ).toEqual([]);
   });
 });
 

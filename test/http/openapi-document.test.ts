@@ -3,13 +3,20 @@ import { parseConfigText } from '../../src/config.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
 import { buildApp } from '../helper.js';
 
-type Operation = { parameters?: { name: string; in: string; schema: Record<string, unknown>; example?: unknown }[]; responses: Record<string, unknown>; security?: unknown };
+type Operation = {
+  parameters?: { name: string; in: string; schema: Record<string, unknown>; example?: unknown }[];
+  responses: Record<string, unknown>;
+  security?: unknown;
+};
 
 async function documentOf(overrides: Parameters<typeof buildApp>[0] = {}) {
   const t = buildApp(overrides);
   const res = await t.request('GET', '/openapi.json');
   expect(res.status).toBe(200);
-  return (await res.json()) as { paths: Record<string, Record<string, Operation>>; components: { securitySchemes?: Record<string, unknown> } };
+  return (await res.json()) as {
+    paths: Record<string, Record<string, Operation>>;
+    components: { securitySchemes?: Record<string, unknown> };
+  };
 }
 
 describe('the OpenAPI document', () => {
@@ -33,11 +40,22 @@ describe('the OpenAPI document', () => {
     expect(doc.paths['/health']?.get).toBeDefined();
     expect(doc.paths['/problems/{kind}']?.get).toBeDefined();
     expect(Object.keys(doc.paths).filter((p) => p.startsWith('/proxy'))).toEqual([]);
-    const cfg = parseConfigText('local_dc: dc1\nupstreams:\n  users:\n    nodes:\n      - { id: a, dc: dc1, url: "http://127.0.0.1:9" }\n', 'test');
+    const cfg = parseConfigText(
+      'local_dc: dc1\nupstreams:\n  users:\n    nodes:\n      - { id: a, dc: dc1, url: "http://127.0.0.1:9" }\n',
+      'test',
+    );
     const client = createUndiciClient();
     const withProxy = await documentOf({ proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
     await client.close();
-    expect(Object.keys(withProxy.paths['/proxy/{upstream}/{path}']!).sort()).toEqual(['delete', 'get', 'head', 'options', 'patch', 'post', 'put']);
+    expect(Object.keys(withProxy.paths['/proxy/{upstream}/{path}']!).sort()).toEqual([
+      'delete',
+      'get',
+      'head',
+      'options',
+      'patch',
+      'post',
+      'put',
+    ]);
   });
 
   it('documents 405, 415 and storage-busy 503 answers', async () => {
@@ -45,7 +63,8 @@ describe('the OpenAPI document', () => {
     for (const [path, item] of Object.entries(doc.paths).filter(([p]) => p.startsWith('/circuits'))) {
       for (const [method, op] of Object.entries(item)) {
         expect(Object.keys(op.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['405', '503']));
-        if (method === 'post') expect(Object.keys(op.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['413', '415']));
+        if (method === 'post')
+          expect(Object.keys(op.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['413', '415']));
       }
     }
   });

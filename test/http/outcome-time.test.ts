@@ -18,7 +18,9 @@ describe('outcome time (at)', () => {
     const res = await t.request('POST', '/circuits/dep/outcomes', { success: false, at: iso(t.clock.now() - 5_000) });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ state: 'half_open', failure_count: before.failure_count });
-    expect((await (await t.request('GET', '/circuits/dep/events')).json()).events.map((e: { to: string }) => e.to)).toEqual(['half_open', 'open']);
+    expect(
+      (await (await t.request('GET', '/circuits/dep/events')).json()).events.map((e: { to: string }) => e.to),
+    ).toEqual(['half_open', 'open']);
   });
 
   it('judges a failure that ended after the change as ever: a probe failure re-opens', async () => {
@@ -48,21 +50,30 @@ describe('outcome time (at)', () => {
       ],
     });
     expect(res.status).toBe(200);
-    expect((await res.json()).results.map((r: { state: string }) => r.state)).toEqual(['half_open', 'half_open', 'closed']);
+    expect((await res.json()).results.map((r: { state: string }) => r.state)).toEqual([
+      'half_open',
+      'half_open',
+      'closed',
+    ]);
   });
 
   it('leaves out of a time window an outcome older than the window', async () => {
     const t = buildApp();
     await t.request('PATCH', '/circuits/win', { window: { type: 'time', size: 10, minimum_calls: 1 } });
     await t.request('POST', '/circuits/win/outcomes', { success: false, at: iso(t.clock.now() - 11_000) });
-    expect(await (await t.request('GET', '/circuits/win')).json()).toMatchObject({ state: 'closed', window_stats: { calls: 0 } });
+    expect(await (await t.request('GET', '/circuits/win')).json()).toMatchObject({
+      state: 'closed',
+      window_stats: { calls: 0 },
+    });
     await t.request('POST', '/circuits/win/outcomes', { success: false, at: iso(t.clock.now() - 5_000) });
     expect(await (await t.request('GET', '/circuits/win')).json()).toMatchObject({ state: 'open' });
   });
 
   it('takes an at up to 60 s ahead, and rejects one further ahead with a 422 naming it', async () => {
     const t = buildApp();
-    expect((await t.request('POST', '/circuits/dep/outcomes', { success: false, at: iso(t.clock.now() + 60_000) })).status).toBe(200);
+    expect(
+      (await t.request('POST', '/circuits/dep/outcomes', { success: false, at: iso(t.clock.now() + 60_000) })).status,
+    ).toBe(200);
     const res = await t.request('POST', '/circuits/dep/outcomes', { success: false, at: iso(t.clock.now() + 60_001) });
     expect(res.status).toBe(422);
     expect((await res.json()).errors.map((e: { field: string }) => e.field)).toEqual(['at']);
@@ -84,7 +95,10 @@ describe('outcome time (at)', () => {
 
   it('takes an RFC 3339 offset and rejects what is not a date-time', async () => {
     const t = buildApp();
-    expect((await t.request('POST', '/circuits/dep/outcomes', { success: true, at: '2026-11-30T12:29:59.000+09:00' })).status).toBe(200);
+    expect(
+      (await t.request('POST', '/circuits/dep/outcomes', { success: true, at: '2026-11-30T12:29:59.000+09:00' }))
+        .status,
+    ).toBe(200);
     const res = await t.request('POST', '/circuits/dep/outcomes', { success: true, at: '2026-11-30 03:30:00' });
     expect(res.status).toBe(422);
     expect((await res.json()).errors.map((e: { field: string }) => e.field)).toEqual(['at']);

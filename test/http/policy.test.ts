@@ -8,7 +8,8 @@ const MERGE = { 'content-type': 'application/merge-patch+json' };
 const json = async (res: Response) => (await res.json()) as any;
 const get = async (t: App, name: string) => json(await t.request('GET', `/circuits/${name}`));
 const fail = (t: App, name: string) => t.request('POST', `/circuits/${name}/outcomes`, { success: false });
-const patch = (t: App, name: string, body: unknown) => t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
+const patch = (t: App, name: string, body: unknown) =>
+  t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
 
 describe("circuitlog's 503 body", () => {
   it('POST /call on an open circuit answers the whole circuit as `circuit`, with open_until, code and Retry-After', async () => {
@@ -20,7 +21,12 @@ describe("circuitlog's 503 body", () => {
     expect(res.headers.get('retry-after')).toBe('20');
     const body = await json(res);
     expect(body).toMatchObject({ code: 'CIRCUIT_OPEN', state: 'open', open_until: '2026-11-30T03:30:30.000Z' });
-    expect(body.circuit).toMatchObject({ name: 'svc', state: 'open', failure_count: 3, open_until: '2026-11-30T03:30:30.000Z' });
+    expect(body.circuit).toMatchObject({
+      name: 'svc',
+      state: 'open',
+      failure_count: 3,
+      open_until: '2026-11-30T03:30:30.000Z',
+    });
   });
 
   it("every circuitlog route answers at least circuitlog's circuit fields", async () => {
@@ -74,7 +80,14 @@ describe('PATCH /circuits/:name', () => {
       state: 'closed',
       failure_threshold: 5,
       success_threshold: 2,
-      window: { type: 'count', size: 20, minimum_calls: 20, failure_rate_threshold: 50, slow_call_duration_ms: null, slow_call_rate_threshold: 100 },
+      window: {
+        type: 'count',
+        size: 20,
+        minimum_calls: 20,
+        failure_rate_threshold: 50,
+        slow_call_duration_ms: null,
+        slow_call_rate_threshold: 100,
+      },
       window_stats: { calls: 0, failures: 0, slow_calls: 0, failure_rate: 0, slow_call_rate: 0 },
     });
   });
@@ -85,7 +98,12 @@ describe('PATCH /circuits/:name', () => {
     await fail(t, 'svc');
     const res = await t.request('PATCH', '/circuits/svc', { failure_threshold: 10 });
     expect(res.status).toBe(200);
-    expect(await json(res)).toMatchObject({ failure_threshold: 10, timeout_seconds: 30, failure_count: 2, state: 'closed' });
+    expect(await json(res)).toMatchObject({
+      failure_threshold: 10,
+      timeout_seconds: 30,
+      failure_count: 2,
+      state: 'closed',
+    });
   });
 
   it('merges nested members (RFC 7396) and empties the window only when it changes', async () => {
@@ -94,7 +112,12 @@ describe('PATCH /circuits/:name', () => {
     await fail(t, 'svc');
     expect((await json(await patch(t, 'svc', { failure_threshold: 7 }))).window_stats.calls).toBe(1);
     const changed = await json(await patch(t, 'svc', { window: { slow_call_duration_ms: 500 } }));
-    expect(changed.window).toMatchObject({ type: 'count', size: 10, failure_rate_threshold: 90, slow_call_duration_ms: 500 });
+    expect(changed.window).toMatchObject({
+      type: 'count',
+      size: 10,
+      failure_rate_threshold: 90,
+      slow_call_duration_ms: 500,
+    });
     expect(changed.window_stats.calls).toBe(0);
   });
 
@@ -118,15 +141,29 @@ describe('PATCH /circuits/:name', () => {
     });
     expect(res.status).toBe(422);
     const fields = (await json(res)).errors.map((e: { field: string }) => e.field).sort();
-    expect(fields).toEqual(['backoff.multiplier', 'colour', 'forced_state', 'success_threshold', 'window.failure_rate_threshold', 'window.minimum_calls']);
+    expect(fields).toEqual([
+      'backoff.multiplier',
+      'colour',
+      'forced_state',
+      'success_threshold',
+      'window.failure_rate_threshold',
+      'window.minimum_calls',
+    ]);
     expect(await get(t, 'svc')).toEqual(before);
   });
 
   it('checks rules across fields and sizes by window type', async () => {
     const t = buildApp();
-    const res = await patch(t, 'svc', { timeout_seconds: 60, backoff: { max_timeout_seconds: 30 }, window: { type: 'time', size: 3601 } });
+    const res = await patch(t, 'svc', {
+      timeout_seconds: 60,
+      backoff: { max_timeout_seconds: 30 },
+      window: { type: 'time', size: 3601 },
+    });
     expect(res.status).toBe(422);
-    expect((await json(res)).errors.map((e: { field: string }) => e.field).sort()).toEqual(['backoff.max_timeout_seconds', 'window.size']);
+    expect((await json(res)).errors.map((e: { field: string }) => e.field).sort()).toEqual([
+      'backoff.max_timeout_seconds',
+      'window.size',
+    ]);
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
   });
 
@@ -143,7 +180,12 @@ describe('forced states over HTTP', () => {
     await patch(t, 'svc', { forced_state: 'open' });
     const allowed = await t.request('GET', '/circuits/svc/allowed');
     expect(allowed.status).toBe(503);
-    expect(await json(allowed)).toMatchObject({ code: 'CIRCUIT_FORCED_OPEN', state: 'closed', forced_state: 'open', type: '/problems/circuit-forced-open' });
+    expect(await json(allowed)).toMatchObject({
+      code: 'CIRCUIT_FORCED_OPEN',
+      state: 'closed',
+      forced_state: 'open',
+      type: '/problems/circuit-forced-open',
+    });
     const call = await t.request('POST', '/circuits/svc/call', { success: true });
     expect((await json(call)).code).toBe('CIRCUIT_FORCED_OPEN');
     const events = (await json(await t.request('GET', '/circuits/svc/events'))).events;
@@ -158,7 +200,9 @@ describe('forced states over HTTP', () => {
     expect((await get(t, 'svc')).state).toBe('open');
     await patch(t, 'svc', { forced_state: null });
     expect((await t.request('GET', '/circuits/svc/allowed')).status).toBe(503);
-    const reasons = (await json(await t.request('GET', '/circuits/svc/events'))).events.map((e: { reason: string }) => e.reason);
+    const reasons = (await json(await t.request('GET', '/circuits/svc/events'))).events.map(
+      (e: { reason: string }) => e.reason,
+    );
     expect(reasons.slice(0, 2)).toEqual(['force_cleared', 'forced_closed']);
   });
 });
@@ -196,14 +240,24 @@ describe('windows, success threshold and backoff over HTTP', () => {
     const t = buildApp();
     await patch(t, 'svc', { window: { type: 'time', size: 10, slow_call_duration_ms: 100 } });
     await t.request('POST', '/circuits/svc/outcomes', { success: true, duration_ms: 250 });
-    expect((await get(t, 'svc')).window_stats).toEqual({ calls: 1, failures: 0, slow_calls: 1, failure_rate: 0, slow_call_rate: 100 });
+    expect((await get(t, 'svc')).window_stats).toEqual({
+      calls: 1,
+      failures: 0,
+      slow_calls: 1,
+      failure_rate: 0,
+      slow_call_rate: 100,
+    });
     t.clock.advance(10_000);
     expect((await get(t, 'svc')).window_stats.calls).toBe(0);
   });
 
   it('needs success_threshold good probes and grows the open time with backoff', async () => {
     const t = buildApp();
-    await patch(t, 'svc', { failure_threshold: 1, success_threshold: 2, backoff: { multiplier: 2, max_timeout_seconds: 100 } });
+    await patch(t, 'svc', {
+      failure_threshold: 1,
+      success_threshold: 2,
+      backoff: { multiplier: 2, max_timeout_seconds: 100 },
+    });
     await fail(t, 'svc');
     t.clock.advance(30_000);
     await t.request('GET', '/circuits/svc/allowed');
@@ -233,7 +287,10 @@ describe('DELETE /circuits/:name', () => {
       'local_dc: dc1\nupstreams:\n  api:\n    success_threshold: 3\n    nodes:\n      - { id: n1, dc: dc1, url: "http://127.0.0.1:9" }\n',
       'test',
     );
-    const client = { request: () => Promise.reject(new Error('unused')), close: async () => {} } as unknown as UpstreamClient;
+    const client = {
+      request: () => Promise.reject(new Error('unused')),
+      close: async () => {},
+    } as unknown as UpstreamClient;
     const t = buildApp({ proxy: { localDc: 'dc1', upstreams: config.upstreams, client } });
     expect((await get(t, 'api%2Fn1')).success_threshold).toBe(3);
     const res = await t.request('DELETE', '/circuits/api%2Fn1');
@@ -267,7 +324,10 @@ describe('POST /outcomes (batch)', () => {
     ];
     const res = await t.request('POST', '/outcomes', { outcomes });
     expect(res.status).toBe(422);
-    expect((await json(res)).errors.map((e: { field: string }) => e.field)).toEqual(['outcomes.2.circuit', 'outcomes.3.success']);
+    expect((await json(res)).errors.map((e: { field: string }) => e.field)).toEqual([
+      'outcomes.2.circuit',
+      'outcomes.3.success',
+    ]);
     expect((await t.request('GET', '/circuits/a')).status).toBe(404);
   });
 
@@ -275,14 +335,17 @@ describe('POST /outcomes (batch)', () => {
     const t = buildApp({ token: 'policy-token-0123456789' });
     const body = { outcomes: [{ circuit: 'a', success: false }] };
     expect((await t.request('POST', '/outcomes', body)).status).toBe(401);
-    expect((await t.request('POST', '/outcomes', body, { authorization: 'Bearer policy-token-0123456789' })).status).toBe(200);
+    expect(
+      (await t.request('POST', '/outcomes', body, { authorization: 'Bearer policy-token-0123456789' })).status,
+    ).toBe(200);
   });
 
   it('takes 1 to 1,000 items, 1,000 with 200-character names fitting the body limit', async () => {
     const t = buildApp();
     expect((await t.request('POST', '/outcomes', { outcomes: [] })).status).toBe(422);
     const name = 'n'.repeat(200);
-    const many = (n: number) => Array.from({ length: n }, () => ({ circuit: name, success: false, duration_ms: 86_399_999.999 }));
+    const many = (n: number) =>
+      Array.from({ length: n }, () => ({ circuit: name, success: false, duration_ms: 86_399_999.999 }));
     expect((await t.request('POST', '/outcomes', { outcomes: many(1_001) })).status).toBe(422);
     const res = await t.request('POST', '/outcomes', { outcomes: many(1_000) });
     expect(res.status).toBe(200);
@@ -306,7 +369,10 @@ describe('group commit', () => {
   });
 
   it('with group commit off, applies each outcome in its own transaction, as exactly', async () => {
-    const t = buildApp({ groupCommit: false, circuitDefaults: { failureThreshold: 1_000_000, timeoutSeconds: 30, halfOpenMaxCalls: 1 } });
+    const t = buildApp({
+      groupCommit: false,
+      circuitDefaults: { failureThreshold: 1_000_000, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
+    });
     const apply = t.store.apply.bind(t.store);
     let transactions = 0;
     t.store.apply = (name, step) => {
@@ -316,7 +382,9 @@ describe('group commit', () => {
     await Promise.all(Array.from({ length: 20 }, () => fail(t, 'svc')));
     expect(transactions).toBe(20);
     expect((await get(t, 'svc')).failure_count).toBe(20);
-    expect((await json(await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', success: false }] }))).results).toEqual([{ circuit: 'svc', state: 'closed' }]);
+    expect(
+      (await json(await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', success: false }] }))).results,
+    ).toEqual([{ circuit: 'svc', state: 'closed' }]);
   });
 
   it('answers no caller before its transaction committed: a failed commit fails every caller in it', async () => {

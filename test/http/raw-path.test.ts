@@ -19,7 +19,11 @@ describe('routing on the raw path', () => {
     const res = await rawRequest(t.url, 'POST', '/circuits/x/%2e%2e/victim/reset');
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toBe('application/problem+json');
-    expect(JSON.parse(res.body)).toMatchObject({ code: 'INVALID_NAME', type: '/problems/invalid-name', instance: '/circuits/x/%2e%2e/victim/reset' });
+    expect(JSON.parse(res.body)).toMatchObject({
+      code: 'INVALID_NAME',
+      type: '/problems/invalid-name',
+      instance: '/circuits/x/%2e%2e/victim/reset',
+    });
     expect(await victimState(t)).toBe('open');
   });
 

@@ -13,7 +13,10 @@ import { buildApp, memoryStore } from '../helper.js';
 /** A logger that keeps every line (debug and up) as parsed JSON. */
 export function capturingLogger() {
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const logger = pino(
+    { level: 'debug' },
+    { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
   return { logger, lines };
 }
 
@@ -35,7 +38,12 @@ export function useServedApp(closeAfter: 'each' | 'all' = 'each') {
     const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
     servers.push(server);
     await once(server, 'listening');
-    return { ...built, server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, port: (server.address() as AddressInfo).port };
+    return {
+      ...built,
+      server,
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      port: (server.address() as AddressInfo).port,
+    };
   };
 }
 
@@ -51,7 +59,8 @@ export function switchableBusyStore() {
       const value = Reflect.get(target, key, receiver) as unknown;
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) => {
-        if (state.busy) throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', { retryAfterSeconds: 1 });
+        if (state.busy)
+          throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', { retryAfterSeconds: 1 });
         return (value as (...a: unknown[]) => unknown).apply(target, args);
       };
     },

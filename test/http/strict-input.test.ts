@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../helper.js';
 
-const fields = async (res: Response) => ((await res.json()) as { errors?: { field: string }[] }).errors?.map((e) => e.field);
+const fields = async (res: Response) =>
+  ((await res.json()) as { errors?: { field: string }[] }).errors?.map((e) => e.field);
 
 describe('unknown keys in a body', () => {
   it('rejects {"sucess": false} on /call with a 422 naming the key, and records nothing', async () => {
@@ -56,7 +57,9 @@ describe('unknown keys in a body', () => {
 
   it("keeps circuitlog's own fields and empty bodies accepted", async () => {
     const t = buildApp();
-    expect((await t.request('POST', '/circuits/sms/call', { success: false, threshold: 2, timeout_seconds: 9 })).status).toBe(200);
+    expect(
+      (await t.request('POST', '/circuits/sms/call', { success: false, threshold: 2, timeout_seconds: 9 })).status,
+    ).toBe(200);
     expect((await t.request('POST', '/circuits/sms/failure', { timeout_seconds: 9 })).status).toBe(200);
     expect((await t.request('POST', '/circuits/sms/success', {})).status).toBe(200);
     expect((await t.request('POST', '/circuits/sms/success')).status).toBe(200);
@@ -79,7 +82,9 @@ describe('PATCH formats', () => {
 
   it('still takes a merge patch as application/merge-patch+json and application/json', async () => {
     const t = buildApp();
-    const merge = await t.request('PATCH', '/circuits/svc', '{"failure_threshold":2}', { 'content-type': 'application/merge-patch+json; charset=utf-8' });
+    const merge = await t.request('PATCH', '/circuits/svc', '{"failure_threshold":2}', {
+      'content-type': 'application/merge-patch+json; charset=utf-8',
+    });
     expect(merge.status).toBe(201);
     expect((await t.request('PATCH', '/circuits/svc', { failure_threshold: 3 })).status).toBe(200);
   });
@@ -92,7 +97,10 @@ describe('circuit names', () => {
     const upper = await (await t.request('GET', '/circuits/Payment')).json();
     expect(upper).toMatchObject({ name: 'Payment', state: 'open', failure_count: 5 });
     expect((await t.request('GET', '/circuits/payment')).status).toBe(404);
-    expect(await (await t.request('GET', '/circuits/payment/allowed')).json()).toMatchObject({ allowed: true, circuit: null });
+    expect(await (await t.request('GET', '/circuits/payment/allowed')).json()).toMatchObject({
+      allowed: true,
+      circuit: null,
+    });
     await t.request('POST', '/circuits/payment/outcomes', { success: true });
     const lower = await (await t.request('GET', '/circuits/payment')).json();
     expect(lower).toMatchObject({ name: 'payment', state: 'closed' });

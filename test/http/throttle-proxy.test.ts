@@ -17,7 +17,10 @@ afterEach(async () => {
 /** A proxy over a dc1 node and a dc2 node whose circuits throttle ({k 2, 60 s}); `random` injected. */
 async function throttledProxy(random: () => number) {
   const nodes: Record<string, FakeNode> = await startNodes('dc1-1', 'dc2-1');
-  const yaml = proxyYaml(nodes, 'failure_threshold: 1000000\nthrottle: { k: 2, window_seconds: 60 }\nhealth_check: { enabled: false }');
+  const yaml = proxyYaml(
+    nodes,
+    'failure_threshold: 1000000\nthrottle: { k: 2, window_seconds: 60 }\nhealth_check: { enabled: false }',
+  );
   const config = parseConfigText(yaml, 'test');
   const client = createUndiciClient();
   const built = buildApp({ proxy: { localDc: config.local_dc!, upstreams: config.upstreams, client }, random });

@@ -5,9 +5,11 @@ type App = ReturnType<typeof buildApp>;
 const MERGE = { 'content-type': 'application/merge-patch+json' };
 // biome-ignore lint/suspicious/noExplicitAny: answers are read as loose JSON, as in the other HTTP suites
 const json = async (res: Response) => (await res.json()) as any;
-const patch = (t: App, name: string, body: unknown) => t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
+const patch = (t: App, name: string, body: unknown) =>
+  t.request('PATCH', `/circuits/${name}`, JSON.stringify(body), MERGE);
 const get = async (t: App, name: string) => json(await t.request('GET', `/circuits/${name}`));
-const outcome = (t: App, name: string, success: boolean) => t.request('POST', `/circuits/${name}/outcomes`, { success });
+const outcome = (t: App, name: string, success: boolean) =>
+  t.request('POST', `/circuits/${name}/outcomes`, { success });
 
 /** mulberry32: a small seeded PRNG, uniform in [0, 1). */
 function seeded(seed: number): () => number {
@@ -56,7 +58,16 @@ describe('soft throttling over HTTP', () => {
   it('refuses bad throttle fields with 422 naming each, and changes nothing', async () => {
     const t = buildApp();
     await patch(t, 'dep', { throttle: { k: 3 } });
-    for (const bad of [{ k: 0.5 }, { k: 101 }, { window_seconds: 0 }, { window_seconds: 601 }, { window_seconds: 1.5 }, { k: '2' }, { kk: 2 }, 'on']) {
+    for (const bad of [
+      { k: 0.5 },
+      { k: 101 },
+      { window_seconds: 0 },
+      { window_seconds: 601 },
+      { window_seconds: 1.5 },
+      { k: '2' },
+      { kk: 2 },
+      'on',
+    ]) {
       const res = await patch(t, 'dep', { throttle: bad });
       expect(res.status, JSON.stringify(bad)).toBe(422);
       expect((await json(res)).errors[0].field).toMatch(/^throttle/);
@@ -83,7 +94,14 @@ describe('soft throttling over HTTP', () => {
     expect(res.headers.get('retry-after')).toBe('1');
     expect(res.headers.get('content-type')).toBe('application/problem+json');
     const body = await json(res);
-    expect(body).toMatchObject({ type: '/problems/circuit-throttled', code: 'CIRCUIT_THROTTLED', status: 503, circuit: 'dep', state: 'closed', open_until: null });
+    expect(body).toMatchObject({
+      type: '/problems/circuit-throttled',
+      code: 'CIRCUIT_THROTTLED',
+      status: 503,
+      circuit: 'dep',
+      state: 'closed',
+      open_until: null,
+    });
     expect(body.throttle_probability).toBe(4 / 11);
     const c = await get(t, 'dep');
     expect(c.state).toBe('closed');
@@ -167,7 +185,8 @@ describe('soft throttling over HTTP', () => {
       }
     }
     const shares = slices.map((x) => ({ admitted: x.admitted / x.attempts, formula: x.expected / x.attempts }));
-    for (const share of shares) expect(Math.abs(share.admitted - share.formula), JSON.stringify(shares)).toBeLessThanOrEqual(0.1);
+    for (const share of shares)
+      expect(Math.abs(share.admitted - share.formula), JSON.stringify(shares)).toBeLessThanOrEqual(0.1);
     // The load fell smoothly: nearly every call got through in the first 5 s of failures, far fewer 30 s on.
     expect(shares[0]!.admitted).toBeGreaterThan(0.9);
     expect(shares.at(-1)!.admitted).toBeLessThan(0.5);

@@ -15,7 +15,9 @@ function fullApp(token?: string) {
 }
 
 async function documentedOperations(t: ReturnType<typeof fullApp>) {
-  const doc = (await (await t.request('GET', '/openapi.json')).json()) as { paths: Record<string, Record<string, Operation>> };
+  const doc = (await (await t.request('GET', '/openapi.json')).json()) as {
+    paths: Record<string, Record<string, Operation>>;
+  };
   return Object.entries(doc.paths).flatMap(([template, item]) =>
     Object.entries(item).map(([method, operation]) => ({ template, method: method.toUpperCase(), operation })),
   );
@@ -35,21 +37,34 @@ describe('the token-protected paths (TOKEN_PATHS in src/http/auth.ts, listed onc
     }
     const open = new Set(operations.filter((o) => !needsToken(o.template)).map((o) => o.template));
     expect([...open].sort()).toEqual(['/dashboard', '/health', '/health/ready', '/problems/{kind}']);
-    const guarded = new Set(operations.filter((o) => needsToken(o.template) && !o.template.startsWith('/circuits')).map((o) => o.template));
-    expect([...guarded].sort()).toEqual(['/admin/backup', '/dashboard/api/state', '/events/stream', '/metrics', '/outcomes']);
+    const guarded = new Set(
+      operations.filter((o) => needsToken(o.template) && !o.template.startsWith('/circuits')).map((o) => o.template),
+    );
+    expect([...guarded].sort()).toEqual([
+      '/admin/backup',
+      '/dashboard/api/state',
+      '/events/stream',
+      '/metrics',
+      '/outcomes',
+    ]);
   });
 
   it('each guard a documented path (no stale entry in the list)', async () => {
     const templates = (await documentedOperations(fullApp(TOKEN))).map((o) => o.template);
     for (const pattern of TOKEN_PATHS) {
       const prefix = pattern.endsWith('/*') ? pattern.slice(0, -1) : null;
-      expect(templates.some((p) => (prefix === null ? p === pattern : p.startsWith(prefix))), pattern).toBe(true);
+      expect(
+        templates.some((p) => (prefix === null ? p === pattern : p.startsWith(prefix))),
+        pattern,
+      ).toBe(true);
     }
   });
 
   it('leave the document without 401 answers when no token is set, except the backup that always needs one', async () => {
     const operations = await documentedOperations(fullApp());
-    const with401 = operations.filter((o) => o.operation.responses['401'] !== undefined).map((o) => `${o.method} ${o.template}`);
+    const with401 = operations
+      .filter((o) => o.operation.responses['401'] !== undefined)
+      .map((o) => `${o.method} ${o.template}`);
     expect(with401).toEqual(['GET /admin/backup']);
   });
 });

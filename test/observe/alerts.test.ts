@@ -8,7 +8,8 @@ const dir = path.resolve('examples/prometheus');
 
 function promtool(...args: string[]) {
   const result = spawnSync('promtool', args, { cwd: dir, encoding: 'utf8' });
-  if (result.error) throw new Error(`promtool could not run (${result.error.message}); run: node scripts/provision.mjs`);
+  if (result.error)
+    throw new Error(`promtool could not run (${result.error.message}); run: node scripts/provision.mjs`);
   return { status: result.status, output: `${result.stdout}${result.stderr}` };
 }
 

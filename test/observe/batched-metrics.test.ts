@@ -4,7 +4,12 @@ import { BatchedCounter, BatchedHistogram } from '../../src/observe/batched-metr
 
 // Values on, between and past the default bucket bounds, and two label sets.
 const OBSERVED: [string, string, number][] = [
-  ['a', 'n1', 0.005], ['a', 'n1', 0.0051], ['a', 'n2', 0.3], ['a', 'n1', 12], ['b', 'n1', 1], ['a', 'n1', 0],
+  ['a', 'n1', 0.005],
+  ['a', 'n1', 0.0051],
+  ['a', 'n2', 0.3],
+  ['a', 'n1', 12],
+  ['b', 'n1', 1],
+  ['a', 'n1', 0],
 ];
 
 /** The same observations through prom-client's own Counter/Histogram and through the batched ones. */

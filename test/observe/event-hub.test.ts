@@ -4,7 +4,14 @@ import type { LoggedTransition, TransitionReader } from '../../src/store/transit
 
 /** A transitions log of `count` rows (ids 1..count) that counts its reads. */
 function fakeLog(count: number) {
-  const rows: LoggedTransition[] = Array.from({ length: count }, (_, i) => ({ id: i + 1, circuit: `c${i % 7}`, from: 'closed', to: 'open', reason: 'r', at: 0 }));
+  const rows: LoggedTransition[] = Array.from({ length: count }, (_, i) => ({
+    id: i + 1,
+    circuit: `c${i % 7}`,
+    from: 'closed',
+    to: 'open',
+    reason: 'r',
+    at: 0,
+  }));
   const log: TransitionReader & { reads: number } = {
     reads: 0,
     maxId: () => rows.length,

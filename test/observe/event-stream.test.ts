@@ -46,8 +46,18 @@ describe('GET /events/stream', () => {
     const ids = app.db.prepare('SELECT id FROM transitions ORDER BY id').pluck().all();
     expect(events.map((e) => e.id)).toEqual(ids);
     expect(events.every((e) => e.event === 'transition')).toBe(true);
-    expect(events[0]!.data).toEqual({ circuit: 'a', from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: '2026-11-30T03:30:00.000Z' });
-    expect(events.map((e) => `${e.data.from}>${e.data.to}`)).toEqual(['closed>open', 'open>half_open', 'half_open>closed']);
+    expect(events[0]!.data).toEqual({
+      circuit: 'a',
+      from: 'closed',
+      to: 'open',
+      reason: 'failure_threshold_reached',
+      at: '2026-11-30T03:30:00.000Z',
+    });
+    expect(events.map((e) => `${e.data.from}>${e.data.to}`)).toEqual([
+      'closed>open',
+      'open>half_open',
+      'half_open>closed',
+    ]);
   });
 
   it('sends only what happens after it opened when no Last-Event-ID is given', async () => {
@@ -110,7 +120,8 @@ describe('GET /events/stream', () => {
     const res = await app.request('GET', '/events/stream');
     expect(res.status).toBe(200);
     expect(app.observe.hub.size).toBe(1);
-    for (let i = 0; i < 120; i++) for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/${'c'.repeat(100)}${i}/failure`);
+    for (let i = 0; i < 120; i++)
+      for (let k = 0; k < 5; k++) await app.request('POST', `/circuits/${'c'.repeat(100)}${i}/failure`);
     app.observe.hub.poll();
     expect(app.observe.hub.size).toBe(0);
     await expect(res.text()).rejects.toThrow();
@@ -118,7 +129,10 @@ describe('GET /events/stream', () => {
 
   it('replays past the buffer bound by waiting for the reader, not by cutting it off', async () => {
     const { app, open } = await start({ maxStreamBufferBytes: 16 * 1024 });
-    const outcomes = Array.from({ length: 300 }, (_, i) => ({ circuit: `replay-${'x'.repeat(60)}-${i}`, success: false }));
+    const outcomes = Array.from({ length: 300 }, (_, i) => ({
+      circuit: `replay-${'x'.repeat(60)}-${i}`,
+      success: false,
+    }));
     for (let k = 0; k < 5; k++) expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
     const stream = await open('', { 'last-event-id': '0' });
     const events = await drain(stream, 300); // about 60 KiB: four times the bound
@@ -143,7 +157,10 @@ describe('GET /events/stream', () => {
     const expired = await open('', { 'last-event-id': '1' });
     expect(await expired.next()).toEqual({ id: 4, event: 'reset', data: { reason: 'expired', newest_id: 4 } });
     const resumable = await open('', { 'last-event-id': '2' }); // 3 is the next id, and it is kept
-    expect((await drain(resumable, 2)).map((e) => [e.event, e.id])).toEqual([['transition', 3], ['transition', 4]]);
+    expect((await drain(resumable, 2)).map((e) => [e.event, e.id])).toEqual([
+      ['transition', 3],
+      ['transition', 4],
+    ]);
   });
 
   it('names an unknown query parameter in its 400', async () => {
@@ -171,7 +188,10 @@ describe('GET /events/stream', () => {
   it('ends open streams on SIGTERM, so shutdown does not wait out the grace period', async () => {
     const dir = tempDir();
     fs.writeFileSync(path.join(dir, 'c.yaml'), 'shutdown_grace_ms: 600000\n'); // 10 min: the test would time out
-    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+    const server = await startServer({
+      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+      CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+    });
     cleanup.push(() => server.stop('SIGKILL'));
     const stream = await openStream(`${server.url}/events/stream`);
     cleanup.push(() => stream.close());
@@ -184,7 +204,10 @@ describe('GET /events/stream', () => {
     const dir = tempDir();
     const config = 'server: { headers_timeout_ms: 1000, request_timeout_ms: 1000, keep_alive_timeout_ms: 1000 }\n';
     fs.writeFileSync(path.join(dir, 'c.yaml'), config);
-    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+    const server = await startServer({
+      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+      CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+    });
     cleanup.push(() => server.stop());
     const stream = await openStream(`${server.url}/events/stream`);
     cleanup.push(() => stream.close());

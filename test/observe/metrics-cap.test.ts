@@ -17,7 +17,9 @@ function countingDb(count: number) {
   const statements: string[] = [];
   const db = new Database(':memory:', { verbose: (sql) => statements.push(String(sql)) });
   migrate(db, readMigrations(defaultMigrationsDir()));
-  const insert = db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)");
+  const insert = db.prepare(
+    'INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 5, 30, 0, 0)',
+  );
   db.transaction(() => {
     for (let i = 1; i <= count; i++) insert.run(`c${i}`);
   })();
@@ -27,7 +29,9 @@ function countingDb(count: number) {
 
 /** The circuits that have an outcomes series in the exposition. */
 async function labelledCircuits(metrics: Metrics): Promise<string[]> {
-  const series = [...parseMetrics(await metrics.render()).keys()].filter((k) => k.startsWith('circuitlog_outcomes_total{'));
+  const series = [...parseMetrics(await metrics.render()).keys()].filter((k) =>
+    k.startsWith('circuitlog_outcomes_total{'),
+  );
   return series.map((k) => /circuit="([^"]+)"/.exec(k)![1]!).sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
 }
 
@@ -51,7 +55,9 @@ describe('metrics.max_circuits on SQLite', () => {
     const { db, statements } = countingDb(3);
     const metrics = new Metrics({ snapshot: new CircuitSnapshot(db), maxCircuits: 5, clock: new FakeClock().now });
     metrics.outcome(circuit(1), true, undefined);
-    db.prepare("INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES ('c4', 5, 30, 0, 0)").run();
+    db.prepare(
+      "INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES ('c4', 5, 30, 0, 0)",
+    ).run();
     statements.length = 0;
     metrics.outcome(circuit(4), true, undefined);
     expect(statements).toHaveLength(2); // the cap's end (none: below the cap) and the newest id
@@ -77,9 +83,13 @@ function fakeRedisStore(circuits: Circuit[]) {
   const store = {
     onChange: (listener: typeof onChange) => (onChange = listener),
     onRebuild: () => {},
-    list: ({ afterId, limit }: { afterId: number; limit: number }) => Promise.resolve(circuits.filter((c) => c.id > afterId).slice(0, limit)),
+    list: ({ afterId, limit }: { afterId: number; limit: number }) =>
+      Promise.resolve(circuits.filter((c) => c.id > afterId).slice(0, limit)),
   };
-  return { store: store as unknown as RedisCircuitStore, change: (name: string, c: Circuit | null) => onChange(name, c) };
+  return {
+    store: store as unknown as RedisCircuitStore,
+    change: (name: string, c: Circuit | null) => onChange(name, c),
+  };
 }
 
 describe('metrics.max_circuits on the Redis mirror', () => {

@@ -11,8 +11,9 @@ const gaugeLines = (text: string) => text.split('\n').filter((l) => l.startsWith
 describe('the /metrics gauges between scrapes', () => {
   it('send what a render with nothing kept sends, after trips, forces, deletes, new circuits and time passing', async () => {
     const app = buildObservedApp({ maxCircuits: 4 });
-    const fresh = () => new Metrics({ snapshot: new CircuitSnapshot(app.db), maxCircuits: 4, clock: app.clock.now }).render();
-    const scrape = async () => (await (await app.request('GET', '/metrics')).text());
+    const fresh = () =>
+      new Metrics({ snapshot: new CircuitSnapshot(app.db), maxCircuits: 4, clock: app.clock.now }).render();
+    const scrape = async () => await (await app.request('GET', '/metrics')).text();
     const same = async () => {
       const text = await scrape();
       expect(gaugeLines(text)).toEqual(gaugeLines(await fresh()));

@@ -37,21 +37,33 @@ describe('GET /metrics', () => {
   it('always exports the count of circuits in each state, zeros included', async () => {
     const app = buildObservedApp();
     let m = await app.scrape();
-    expect([m.get('circuitlog_circuits{state="closed"}'), m.get('circuitlog_circuits{state="open"}'), m.get('circuitlog_circuits{state="half_open"}')]).toEqual([0, 0, 0]);
+    expect([
+      m.get('circuitlog_circuits{state="closed"}'),
+      m.get('circuitlog_circuits{state="open"}'),
+      m.get('circuitlog_circuits{state="half_open"}'),
+    ]).toEqual([0, 0, 0]);
     await app.request('POST', '/circuits/a/success');
     for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/b/failure');
     m = await app.scrape();
-    expect([m.get('circuitlog_circuits{state="closed"}'), m.get('circuitlog_circuits{state="open"}'), m.get('circuitlog_circuits{state="half_open"}')]).toEqual([1, 1, 0]);
+    expect([
+      m.get('circuitlog_circuits{state="closed"}'),
+      m.get('circuitlog_circuits{state="open"}'),
+      m.get('circuitlog_circuits{state="half_open"}'),
+    ]).toEqual([1, 1, 0]);
   });
 
   it('reads 1 for the current state of each circuit and 0 for the others, half-open once the open time has passed', async () => {
     const app = buildObservedApp();
     for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/svc/failure');
     let m = await app.scrape();
-    expect(['closed', 'open', 'half_open'].map((s) => m.get(`circuitlog_circuit_state{circuit="svc",state="${s}"}`))).toEqual([0, 1, 0]);
+    expect(
+      ['closed', 'open', 'half_open'].map((s) => m.get(`circuitlog_circuit_state{circuit="svc",state="${s}"}`)),
+    ).toEqual([0, 1, 0]);
     app.clock.advance(30_000); // nobody has called since: the row still says open
     m = await app.scrape();
-    expect(['closed', 'open', 'half_open'].map((s) => m.get(`circuitlog_circuit_state{circuit="svc",state="${s}"}`))).toEqual([0, 0, 1]);
+    expect(
+      ['closed', 'open', 'half_open'].map((s) => m.get(`circuitlog_circuit_state{circuit="svc",state="${s}"}`)),
+    ).toEqual([0, 0, 1]);
     expect(m.get('circuitlog_circuits{state="half_open"}')).toBe(1);
   });
 
@@ -82,9 +94,15 @@ describe('GET /metrics', () => {
     app.clock.advance(30_000);
     await app.request('POST', '/circuits/svc/success');
     const m = await app.scrape();
-    expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="open",reason="failure_threshold_reached"}')).toBe(1);
-    expect(m.get('circuitlog_transitions_total{circuit="svc",from="open",to="half_open",reason="open_timeout_elapsed"}')).toBe(1);
-    expect(m.get('circuitlog_transitions_total{circuit="svc",from="half_open",to="closed",reason="probe_succeeded"}')).toBe(1);
+    expect(
+      m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="open",reason="failure_threshold_reached"}'),
+    ).toBe(1);
+    expect(
+      m.get('circuitlog_transitions_total{circuit="svc",from="open",to="half_open",reason="open_timeout_elapsed"}'),
+    ).toBe(1);
+    expect(
+      m.get('circuitlog_transitions_total{circuit="svc",from="half_open",to="closed",reason="probe_succeeded"}'),
+    ).toBe(1);
   });
 
   it('counts calls refused on /allowed and /call, open or half-open without a probe slot', async () => {
@@ -115,7 +133,12 @@ describe('GET /metrics', () => {
     const app = buildObservedApp();
     await app.request('PATCH', '/circuits/svc', { window: { type: 'count', size: 100, slow_call_duration_ms: 100 } });
     await app.request('PATCH', '/circuits/plain', {});
-    for (const [name, ms] of [['svc', 100], ['svc', 99], ['svc', 250], ['plain', 5_000]] as const) {
+    for (const [name, ms] of [
+      ['svc', 100],
+      ['svc', 99],
+      ['svc', 250],
+      ['plain', 5_000],
+    ] as const) {
       await app.request('POST', `/circuits/${name}/outcomes`, { success: true, duration_ms: ms });
     }
     const m = await app.scrape();
@@ -157,12 +180,18 @@ describe('GET /metrics', () => {
     await app.request('PATCH', '/circuits/svc', { forced_state: null });
     m = await app.scrape();
     expect(m.get('circuitlog_circuit_forced{circuit="svc",forced_state="open"}')).toBe(0);
-    expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="closed",reason="force_cleared"}')).toBe(1);
+    expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="closed",reason="force_cleared"}')).toBe(
+      1,
+    );
   });
 
   it('counts each outcome of a batch', async () => {
     const app = buildObservedApp();
-    const outcomes = [{ circuit: 'a', success: true }, { circuit: 'a', success: false }, { circuit: 'b', success: false, duration_ms: 30 }];
+    const outcomes = [
+      { circuit: 'a', success: true },
+      { circuit: 'a', success: false },
+      { circuit: 'b', success: false, duration_ms: 30 },
+    ];
     expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
     const m = await app.scrape();
     expect(m.get('circuitlog_outcomes_total{circuit="a",outcome="success"}')).toBe(1);
@@ -173,7 +202,8 @@ describe('GET /metrics', () => {
 
   it('gives per-circuit series to the first max_circuits circuits only, and still counts the rest by state', async () => {
     const app = buildObservedApp({ maxCircuits: 2 });
-    for (const name of ['first', 'second', 'third']) for (let i = 0; i < 5; i++) await app.request('POST', `/circuits/${name}/failure`);
+    for (const name of ['first', 'second', 'third'])
+      for (let i = 0; i < 5; i++) await app.request('POST', `/circuits/${name}/failure`);
     const m = await app.scrape();
     expect(m.get('circuitlog_circuits{state="open"}')).toBe(3);
     expect(m.get('circuitlog_circuit_state{circuit="second",state="open"}')).toBe(1);
@@ -213,7 +243,11 @@ describe('GET /metrics', () => {
     const app = buildObservedApp();
     const name = 'q"uo\\te\nx'; // not a valid API name: written straight into the table
     const c = { ...newCircuit(name, { failureThreshold: 1, timeoutSeconds: 1, halfOpenMaxCalls: 1 }, 0), id: 1 };
-    app.db.prepare('INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 1, 1, 0, 0)').run(name);
+    app.db
+      .prepare(
+        'INSERT INTO circuits (name, failure_threshold, timeout_seconds, created_at, updated_at) VALUES (?, 1, 1, 0, 0)',
+      )
+      .run(name);
     app.observe.metrics!.rejected(c);
     const text = await (await app.request('GET', '/metrics')).text();
     const escaped = 'q\\"uo\\\\te\\nx';
@@ -230,6 +264,10 @@ describe('GET /metrics', () => {
     expect(result.error).toBeUndefined();
     const complaints = `${result.stdout}${result.stderr}`.split('\n').filter(Boolean);
     // prom-client's own nodejs_active_*_total gauges break the _total naming rule; ours may not.
-    expect(complaints.filter((line) => !/^nodejs_active_\w+_total non-counter metrics should not have "_total" suffix$/.test(line))).toEqual([]);
+    expect(
+      complaints.filter(
+        (line) => !/^nodejs_active_\w+_total non-counter metrics should not have "_total" suffix$/.test(line),
+      ),
+    ).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { Duplex } from 'node:stream';
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { createApp, type AppDeps } from '../../src/app.js';
@@ -41,12 +41,16 @@ export function buildObservedApp(options: ObservedOptions = {}) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   /** `GET /metrics` as a map from `name{labels}` to value (comments dropped). */
-  const scrape = async (headers: Record<string, string> = {}) => parseMetrics(await (await request('GET', '/metrics', undefined, headers)).text());
+  const scrape = async (headers: Record<string, string> = {}) =>
+    parseMetrics(await (await request('GET', '/metrics', undefined, headers)).text());
   return { ...built, clock, db, store, observe, request, scrape };
 }
 
 /** Serve an app on 127.0.0.1 with a real @hono/node-server listener. */
-export async function listen(fetch: (req: Request) => Response | Promise<Response>, upgrade?: (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => void) {
+export async function listen(
+  fetch: (req: Request) => Response | Promise<Response>,
+  upgrade?: (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => void,
+) {
   const server = serve({ fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
   await once(server, 'listening');
   if (upgrade !== undefined) server.on('upgrade', upgrade);

@@ -12,7 +12,8 @@ async function documentOf(options: Parameters<typeof buildObservedApp>[0] = {}) 
 describe('OpenAPI document with observability', () => {
   it('describes /metrics, /events/stream and the dashboard', async () => {
     const doc = await documentOf();
-    for (const path of ['/metrics', '/events/stream', '/dashboard', '/dashboard/api/state']) expect(doc.paths[path]?.get, path).toBeDefined();
+    for (const path of ['/metrics', '/events/stream', '/dashboard', '/dashboard/api/state'])
+      expect(doc.paths[path]?.get, path).toBeDefined();
     expect(Object.keys(doc.paths['/events/stream']!.get!.responses).sort()).toEqual(['200', '400', '503']);
   });
 

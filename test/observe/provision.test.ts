@@ -9,13 +9,20 @@ describe('scripts/provision.mjs (npm pretest)', () => {
 
   it('fails, naming the programs and the command to run, when it cannot install them', () => {
     // No PATH: nothing is found, and apt-get cannot be run either.
-    const result = spawnSync(process.execPath, ['scripts/provision.mjs'], { encoding: 'utf8', env: { PATH: '/nonexistent' } });
+    const result = spawnSync(process.execPath, ['scripts/provision.mjs'], {
+      encoding: 'utf8',
+      env: { PATH: '/nonexistent' },
+    });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("'chromium' is missing (Debian package chromium)");
     expect(result.stderr).toContain("'promtool' is missing (Debian package prometheus)");
     expect(result.stderr).toContain("'redis-server' is missing (Debian package redis-server)");
-    expect(result.stderr).toContain('apt-get update && apt-get install -y --no-install-recommends redis-server chromium prometheus fonts-liberation');
+    expect(result.stderr).toContain(
+      'apt-get update && apt-get install -y --no-install-recommends redis-server chromium prometheus fonts-liberation',
+    );
     expect(result.stderr).toContain("'python3' (3.9+, with venv) is missing (Debian packages python3 python3-venv)");
-    expect(result.stderr).toContain('run as root: apt-get update && apt-get install -y --no-install-recommends python3 python3-venv');
+    expect(result.stderr).toContain(
+      'run as root: apt-get update && apt-get install -y --no-install-recommends python3 python3-venv',
+    );
   });
 });

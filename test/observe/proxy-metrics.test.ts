@@ -79,7 +79,9 @@ describe('proxy metrics', () => {
     for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
     const res = await get('/proxy/users/a');
     expect(res.status).toBe(503);
-    expect((await app.scrape()).get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}')).toBe(1);
+    expect(
+      (await app.scrape()).get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}'),
+    ).toBe(1);
   });
 
   it('counts a timeout with the 504 sent, and a caller who hung up as 499', async () => {
@@ -125,24 +127,36 @@ describe('proxy metrics', () => {
   it('counts health checks by node and result', async () => {
     const { app, nodes, proxy } = await startObservedProxy('');
     nodes['dc2-1']!.mode = 'fail';
-    const health = createHealthChecker({ ...proxy, breaker: app.breaker, logger: silentLogger, hooks: app.observe.proxyHooks });
+    const health = createHealthChecker({
+      ...proxy,
+      breaker: app.breaker,
+      logger: silentLogger,
+      hooks: app.observe.proxyHooks,
+    });
     await health.checkOnce();
     const m = await app.scrape();
     expect(m.get('circuitlog_health_checks_total{upstream="users",node="dc1-1",result="success"}')).toBe(1);
     expect(m.get('circuitlog_health_checks_total{upstream="users",node="dc2-1",result="failure"}')).toBe(1);
   });
 
-  it('counts each WebSocket upgrade with the status sent: 101, a node\'s refusal, or a problem', async () => {
-    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, verifyClient: (info, done) => (info.req.url?.includes('refuse') ? done(false, 403) : done(true)) });
+  it("counts each WebSocket upgrade with the status sent: 101, a node's refusal, or a problem", async () => {
+    const wss = new WebSocketServer({
+      host: '127.0.0.1',
+      port: 0,
+      verifyClient: (info, done) => (info.req.url?.includes('refuse') ? done(false, 403) : done(true)),
+    });
     await once(wss, 'listening');
     cleanup.push(() => new Promise((resolve) => wss.close(resolve)));
     cleanup.push(async () => {
-    for (const c of wss.clients) c.terminate();
-  });
+      for (const c of wss.clients) c.terminate();
+    });
     const [fake] = Object.values(await startNodes('dc2-1'));
     const wsNode = new FakeNode('dc1-1'); // never started: only its url, pointing at the WebSocket server
     wsNode.port = (wss.address() as AddressInfo).port;
-    const { app, url } = await startObservedProxy('health_check: { enabled: false }', { 'dc1-1': wsNode, 'dc2-1': fake! });
+    const { app, url } = await startObservedProxy('health_check: { enabled: false }', {
+      'dc1-1': wsNode,
+      'dc2-1': fake!,
+    });
     expect(await upgradeStatus(url, '/proxy/users/chat')).toBe(101);
     expect(await upgradeStatus(url, '/proxy/users/refuse')).toBe(403); // not a failure status: relayed as sent
     for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);

@@ -20,8 +20,14 @@ afterEach(async () => {
 
 async function start(): Promise<ServerProcess> {
   const dir = tempDir();
-  fs.writeFileSync(path.join(dir, 'c.yaml'), `circuit_defaults: { failure_threshold: 1 }\nevents: { max_stream_buffer_bytes: ${BUFFER_BYTES} }\n`);
-  const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml') });
+  fs.writeFileSync(
+    path.join(dir, 'c.yaml'),
+    `circuit_defaults: { failure_threshold: 1 }\nevents: { max_stream_buffer_bytes: ${BUFFER_BYTES} }\n`,
+  );
+  const server = await startServer({
+    CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    CIRCUITLOG_CONFIG: path.join(dir, 'c.yaml'),
+  });
   servers.push(server);
   for (let b = 0; b < 4; b++) await failBatch(server.url, -1 - b); // warm-up: JIT, heap sizing
   return server;
@@ -40,11 +46,14 @@ const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
 /** A client that asks for the event stream, takes the response head, then reads nothing more. */
 function neverReading(port: number): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+    const socket = net.connect(port, '127.0.0.1', () =>
+      socket.write('GET /events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'),
+    );
     sockets.push(socket);
     socket.on('error', () => {}); // a reset once the server destroys it
     socket.once('data', (head) => {
-      if (!head.toString().startsWith('HTTP/1.1 200')) reject(new Error(`stream refused: ${head.toString().slice(0, 100)}`));
+      if (!head.toString().startsWith('HTTP/1.1 200'))
+        reject(new Error(`stream refused: ${head.toString().slice(0, 100)}`));
       socket.pause();
       resolve(socket);
     });
@@ -63,7 +72,11 @@ function closedByServer(socket: net.Socket): Promise<void> {
 async function failBatch(url: string, batch: number): Promise<void> {
   const pad = 'n'.repeat(180); // long names: every event is a few hundred bytes
   const outcomes = Array.from({ length: ITEMS }, (_, i) => ({ circuit: `${pad}-${batch}-${i}`, success: false }));
-  const res = await fetch(`${url}/outcomes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ outcomes }) });
+  const res = await fetch(`${url}/outcomes`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ outcomes }),
+  });
   expect(res.status).toBe(200);
   await res.arrayBuffer();
 }
@@ -76,7 +89,9 @@ describe('event streams with clients that never read (real server)', () => {
     const server = await start();
     const clients = await Promise.all(Array.from({ length: STREAMS }, () => neverReading(server.port)));
     const growth = await rssGrowth(server);
-    console.info(`server RSS growth over ${BATCHES * ITEMS} transitions: no streams ${mib(baseline)}, ${STREAMS} never-reading streams ${mib(growth)}`);
+    console.info(
+      `server RSS growth over ${BATCHES * ITEMS} transitions: no streams ${mib(baseline)}, ${STREAMS} never-reading streams ${mib(growth)}`,
+    );
     expect(growth - baseline).toBeLessThan(EXTRA_RSS_BOUND);
     expect(server.logs.filter((l) => l.event === 'stream_cut_off')).toHaveLength(STREAMS);
     await Promise.all(clients.map(closedByServer)); // destroyed, not left open

@@ -50,10 +50,15 @@ export function openStream(url: string, headers: Record<string, string> = {}): P
           const fields: Record<string, string> = {};
           for (const line of block.split('\n')) {
             if (line.startsWith(':')) comments.push(line.slice(1).trim());
-            else if (line.includes(':')) fields[line.slice(0, line.indexOf(':'))] = line.slice(line.indexOf(':') + 1).trimStart();
+            else if (line.includes(':'))
+              fields[line.slice(0, line.indexOf(':'))] = line.slice(line.indexOf(':') + 1).trimStart();
           }
           if (fields.event === undefined) continue;
-          const event = { id: Number(fields.id), event: fields.event, data: JSON.parse(fields.data ?? 'null') } as SseEvent;
+          const event = {
+            id: Number(fields.id),
+            event: fields.event,
+            data: JSON.parse(fields.data ?? 'null'),
+          } as SseEvent;
           Object.defineProperty(event, 'rawId', { value: fields.id ?? '', enumerable: false }); // toEqual on events compares what it always did
           const waiter = waiters.shift();
           if (waiter) waiter(event);

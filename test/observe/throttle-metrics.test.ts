@@ -4,7 +4,9 @@ import { buildObservedApp } from './observe-app.js';
 describe('circuitlog_circuit_throttle_probability', () => {
   it('is declared as a gauge', async () => {
     const app = buildObservedApp();
-    expect(await (await app.request('GET', '/metrics')).text()).toContain('# TYPE circuitlog_circuit_throttle_probability gauge');
+    expect(await (await app.request('GET', '/metrics')).text()).toContain(
+      '# TYPE circuitlog_circuit_throttle_probability gauge',
+    );
   });
 
   it('reads the refusal probability of circuits with a throttle only, as GET /circuits shows it', async () => {
@@ -16,7 +18,10 @@ describe('circuitlog_circuit_throttle_probability', () => {
     expect(m.get('circuitlog_circuit_throttle_probability{circuit="svc"}')).toBeCloseTo(4 / 11, 12);
     expect(m.has('circuitlog_circuit_throttle_probability{circuit="plain"}')).toBe(false);
     const shown = (await (await app.request('GET', '/circuits/svc')).json()) as { throttle_probability: number };
-    expect(shown.throttle_probability).toBeCloseTo(m.get('circuitlog_circuit_throttle_probability{circuit="svc"}')!, 12);
+    expect(shown.throttle_probability).toBeCloseTo(
+      m.get('circuitlog_circuit_throttle_probability{circuit="svc"}')!,
+      12,
+    );
   });
 
   it('falls to 0 once the failures have left the window, and reads 0 while open', async () => {

@@ -11,7 +11,10 @@ afterEach(async () => {
 });
 
 async function startWorkers(env: Record<string, string> = {}): Promise<ServerProcess> {
-  const server = await startServer({ CIRCUITLOG_WORKERS: '2', CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), ...env }, { detached: true });
+  const server = await startServer(
+    { CIRCUITLOG_WORKERS: '2', CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), ...env },
+    { detached: true },
+  );
   running.push(server);
   const deadline = Date.now() + 10_000;
   while (new Set(server.logs.filter((l) => l.event === 'worker_listening').map((l) => l.pid)).size < 2) {
@@ -39,7 +42,9 @@ describe('observability with 2 workers', () => {
   it('sums counters exactly over both workers and reads state gauges as 1, on every scrape', async () => {
     const server = await startWorkers();
     for (let batch = 0; batch < 20; batch++) {
-      const answers = await Promise.all(Array.from({ length: 50 }, () => request(`${server.url}/circuits/svc/failure`, 'POST')));
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, () => request(`${server.url}/circuits/svc/failure`, 'POST')),
+      );
       expect(answers.every((a) => a.status === 200)).toBe(true);
     }
     for (let scrape = 0; scrape < 4; scrape++) {
@@ -47,7 +52,9 @@ describe('observability with 2 workers', () => {
       expect(res.status).toBe(200);
       const m = parseMetrics(res.text);
       expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="failure"}')).toBe(1000);
-      expect(m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="open",reason="failure_threshold_reached"}')).toBe(1);
+      expect(
+        m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="open",reason="failure_threshold_reached"}'),
+      ).toBe(1);
       expect(m.get('circuitlog_circuit_state{circuit="svc",state="open"}')).toBe(1);
       expect(m.get('circuitlog_circuits{state="open"}')).toBe(1);
     }

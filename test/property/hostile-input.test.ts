@@ -35,14 +35,30 @@ const name = fc.oneof(
 const jsonValue = fc.jsonValue({ maxDepth: 3 });
 const body = fc.oneof(
   fc.constant(undefined),
-  fc.record({ success: fc.oneof(fc.boolean(), jsonValue), threshold: fc.oneof(fc.integer(), jsonValue), timeout_seconds: jsonValue, duration_ms: jsonValue }, { requiredKeys: [] }).map((v) => JSON.stringify(v)),
+  fc
+    .record(
+      {
+        success: fc.oneof(fc.boolean(), jsonValue),
+        threshold: fc.oneof(fc.integer(), jsonValue),
+        timeout_seconds: jsonValue,
+        duration_ms: jsonValue,
+      },
+      { requiredKeys: [] },
+    )
+    .map((v) => JSON.stringify(v)),
   jsonValue.map((v) => JSON.stringify(v)),
   fc
     .record(
       {
         failure_threshold: jsonValue,
         success_threshold: fc.oneof(fc.integer(), jsonValue),
-        window: fc.oneof(fc.record({ type: fc.constantFrom('count', 'time', 'x'), size: fc.integer(), minimum_calls: jsonValue }, { requiredKeys: [] }), jsonValue),
+        window: fc.oneof(
+          fc.record(
+            { type: fc.constantFrom('count', 'time', 'x'), size: fc.integer(), minimum_calls: jsonValue },
+            { requiredKeys: [] },
+          ),
+          jsonValue,
+        ),
         backoff: jsonValue,
         forced_state: fc.oneof(fc.constantFrom('open', 'closed', null), jsonValue),
       },
@@ -50,7 +66,17 @@ const body = fc.oneof(
     )
     .map((v) => JSON.stringify(v)),
   fc
-    .array(fc.record({ circuit: fc.oneof(fc.constantFrom('svc', 'a/b', '..', ''), fc.string({ maxLength: 5 })), success: fc.oneof(fc.boolean(), jsonValue), duration_ms: jsonValue }, { requiredKeys: [] }), { maxLength: 4 })
+    .array(
+      fc.record(
+        {
+          circuit: fc.oneof(fc.constantFrom('svc', 'a/b', '..', ''), fc.string({ maxLength: 5 })),
+          success: fc.oneof(fc.boolean(), jsonValue),
+          duration_ms: jsonValue,
+        },
+        { requiredKeys: [] },
+      ),
+      { maxLength: 4 },
+    )
     .map((outcomes) => JSON.stringify({ outcomes })),
   fc.string({ maxLength: 60 }),
   fc.string({ maxLength: 20 }).map((s) => `{"success":${s}`),
@@ -58,7 +84,16 @@ const body = fc.oneof(
 const headerValue = fc.string({ maxLength: 40 }).map((s) => s.replace(/[^\x20-\x7e]/g, '').trim());
 const headers = fc.record(
   {
-    'content-type': fc.oneof(fc.constantFrom('application/json', 'application/problem+json', 'text/plain', 'application/json; charset=utf-8', ''), headerValue),
+    'content-type': fc.oneof(
+      fc.constantFrom(
+        'application/json',
+        'application/problem+json',
+        'text/plain',
+        'application/json; charset=utf-8',
+        '',
+      ),
+      headerValue,
+    ),
     authorization: fc.oneof(fc.constant(`Bearer ${TOKEN}`), fc.constant('Bearer '), headerValue),
     accept: headerValue,
   },
@@ -66,7 +101,9 @@ const headers = fc.record(
 );
 const query = fc.oneof(
   fc.constant(''),
-  fc.dictionary(fc.constantFrom('state', 'limit', 'cursor', 'x'), fc.string({ maxLength: 12 }), { maxKeys: 3 }).map((q) => `?${new URLSearchParams(q)}`),
+  fc
+    .dictionary(fc.constantFrom('state', 'limit', 'cursor', 'x'), fc.string({ maxLength: 12 }), { maxKeys: 3 })
+    .map((q) => `?${new URLSearchParams(q)}`),
   fc.string({ maxLength: 20 }).map((s) => `?${encodeURI(s)}`),
 );
 
@@ -77,32 +114,39 @@ describe('hostile input', () => {
   it.each([
     ['without a token', undefined],
     ['with a token', TOKEN],
-  ])('never answers 5xx (bar an open circuit), always problem+json, and a rejected request changes nothing (%s)', async (_label, token) => {
-    const t = buildApp({ token });
-    const auth = { authorization: `Bearer ${TOKEN}` };
-    // Some state to disturb: one open circuit, one with failures counted.
-    for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/svc/outcomes', { success: false }, auth);
-    await t.request('POST', '/circuits/payment-gateway%2Fcharge/failure', undefined, auth);
-    const changes = t.db.prepare('SELECT total_changes()').pluck();
+  ])(
+    'never answers 5xx (bar an open circuit), always problem+json, and a rejected request changes nothing (%s)',
+    async (_label, token) => {
+      const t = buildApp({ token });
+      const auth = { authorization: `Bearer ${TOKEN}` };
+      // Some state to disturb: one open circuit, one with failures counted.
+      for (let i = 0; i < 5; i++) await t.request('POST', '/circuits/svc/outcomes', { success: false }, auth);
+      await t.request('POST', '/circuits/payment-gateway%2Fcharge/failure', undefined, auth);
+      const changes = t.db.prepare('SELECT total_changes()').pluck();
 
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), name, body, headers, query, async ([method, path], n, b, h, q) => {
-        const before = changes.get();
-        const res = await t.app.request(`${path(n)}${q}`, { method, headers: h, body: method === 'GET' ? undefined : b });
-        const text = await res.text();
-        const isOpenCircuit = res.status === 503 && /"CIRCUIT_(FORCED_)?OPEN"/.test(text);
-        expect(res.status < 500 || isOpenCircuit, `${method} ${path(n)}${q} -> ${res.status} ${text}`).toBe(true);
-        if (res.status >= 400) {
-          expect(res.headers.get('content-type')).toBe('application/problem+json');
-          const problem = JSON.parse(text);
-          expect(problem).toMatchObject({ status: res.status, type: expect.any(String), title: expect.any(String) });
-          expect(problem.instance, 'instance is a valid URI path').toMatch(URI_PATH);
-          expect(changes.get(), `${method} ${path(n)} changed state`).toBe(before);
-        }
-      }),
-      { numRuns: 1500 },
-    );
-  });
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...routes), name, body, headers, query, async ([method, path], n, b, h, q) => {
+          const before = changes.get();
+          const res = await t.app.request(`${path(n)}${q}`, {
+            method,
+            headers: h,
+            body: method === 'GET' ? undefined : b,
+          });
+          const text = await res.text();
+          const isOpenCircuit = res.status === 503 && /"CIRCUIT_(FORCED_)?OPEN"/.test(text);
+          expect(res.status < 500 || isOpenCircuit, `${method} ${path(n)}${q} -> ${res.status} ${text}`).toBe(true);
+          if (res.status >= 400) {
+            expect(res.headers.get('content-type')).toBe('application/problem+json');
+            const problem = JSON.parse(text);
+            expect(problem).toMatchObject({ status: res.status, type: expect.any(String), title: expect.any(String) });
+            expect(problem.instance, 'instance is a valid URI path').toMatch(URI_PATH);
+            expect(changes.get(), `${method} ${path(n)} changed state`).toBe(before);
+          }
+        }),
+        { numRuns: 1500 },
+      );
+    },
+  );
 });
 
 describe('hostile raw paths', () => {
@@ -111,7 +155,10 @@ describe('hostile raw paths', () => {
   const other = fc.constantFrom('circuits', 'x', 'docs', 'health', '', '%63ircuits');
   // `/circuits/<x, dots...>/victim/reset` and relatives: what a path-resolving router would send to victim.
   const hostilePath = fc
-    .tuple(fc.array(fc.oneof(other, dot), { maxLength: 2 }), fc.array(fc.oneof(dot, other), { minLength: 1, maxLength: 4 }))
+    .tuple(
+      fc.array(fc.oneof(other, dot), { maxLength: 2 }),
+      fc.array(fc.oneof(dot, other), { minLength: 1, maxLength: 4 }),
+    )
     .map(([head, middle]) => `/${[...head, ...middle, 'victim', 'reset'].join('/')}`)
     .filter((path) => path !== '/circuits/victim/reset');
 

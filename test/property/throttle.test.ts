@@ -23,7 +23,10 @@ const policyArb = fc.record({
   windowSeconds: fc.integer({ min: THROTTLE_LIMITS.minWindowSeconds, max: THROTTLE_LIMITS.maxWindowSeconds }),
 });
 const eventArb = (kinds: readonly Kind[]) =>
-  fc.record({ afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 1_500 }), fc.integer({ min: 0, max: 120_000 })), kind: fc.constantFrom(...kinds) });
+  fc.record({
+    afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 1_500 }), fc.integer({ min: 0, max: 120_000 })),
+    kind: fc.constantFrom(...kinds),
+  });
 const eventsArb = (kinds: readonly Kind[]) => fc.array(eventArb(kinds), { maxLength: 300 });
 
 /** The events at their times (a clock that only moves forward). */
@@ -51,42 +54,57 @@ function naiveProbability(policy: ThrottlePolicy, events: readonly { at: number;
 describe('soft throttling, properties', () => {
   it('the probability is in [0, 1) and equals the formula over a naive recount of the window', () => {
     fc.assert(
-      fc.property(policyArb, eventsArb(['success', 'failure', 'refused']), fc.integer({ min: 0, max: 700_000 }), (policy, events, laterMs) => {
-        const ev = timed(events);
-        const state = feed(policy, ev);
-        const now = (ev.at(-1)?.at ?? T0) + laterMs;
-        const p = currentThrottleProbability(policy, state, now);
-        expect(p).toBeGreaterThanOrEqual(0);
-        expect(p).toBeLessThan(1);
-        expect(p).toBeCloseTo(naiveProbability(policy, ev, now), 12);
-      }),
+      fc.property(
+        policyArb,
+        eventsArb(['success', 'failure', 'refused']),
+        fc.integer({ min: 0, max: 700_000 }),
+        (policy, events, laterMs) => {
+          const ev = timed(events);
+          const state = feed(policy, ev);
+          const now = (ev.at(-1)?.at ?? T0) + laterMs;
+          const p = currentThrottleProbability(policy, state, now);
+          expect(p).toBeGreaterThanOrEqual(0);
+          expect(p).toBeLessThan(1);
+          expect(p).toBeCloseTo(naiveProbability(policy, ev, now), 12);
+        },
+      ),
       { numRuns: 500 },
     );
   });
 
   it('is 0 when every request was accepted, and never throttles then', () => {
     fc.assert(
-      fc.property(policyArb, eventsArb(['success']), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (policy, events, draw) => {
-        const ev = timed(events);
-        const state = feed(policy, ev);
-        const now = ev.at(-1)?.at ?? T0;
-        expect(currentThrottleProbability(policy, state, now)).toBe(0);
-        expect(decideThrottle(policy, state, now, () => draw).throttled).toBe(false);
-      }),
+      fc.property(
+        policyArb,
+        eventsArb(['success']),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (policy, events, draw) => {
+          const ev = timed(events);
+          const state = feed(policy, ev);
+          const now = ev.at(-1)?.at ?? T0;
+          expect(currentThrottleProbability(policy, state, now)).toBe(0);
+          expect(decideThrottle(policy, state, now, () => draw).throttled).toBe(false);
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   it('throttles exactly when the draw is below the probability', () => {
     fc.assert(
-      fc.property(policyArb, eventsArb(['success', 'failure', 'refused']), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (policy, events, draw) => {
-        const ev = timed(events);
-        const state = feed(policy, ev);
-        const now = ev.at(-1)?.at ?? T0;
-        const decision = decideThrottle(policy, state, now, () => draw);
-        expect(decision.probability).toBe(currentThrottleProbability(policy, state, now));
-        expect(decision.throttled).toBe(draw < decision.probability);
-      }),
+      fc.property(
+        policyArb,
+        eventsArb(['success', 'failure', 'refused']),
+        fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+        (policy, events, draw) => {
+          const ev = timed(events);
+          const state = feed(policy, ev);
+          const now = ev.at(-1)?.at ?? T0;
+          const decision = decideThrottle(policy, state, now, () => draw);
+          expect(decision.probability).toBe(currentThrottleProbability(policy, state, now));
+          expect(decision.throttled).toBe(draw < decision.probability);
+        },
+      ),
       { numRuns: 300 },
     );
   });

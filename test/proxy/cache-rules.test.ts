@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { acceptsCoding, credentialFields, mayShareAnswer, mayShareRequest, varyMatches, varyNames, varyValues } from '../../src/proxy/cache-rules.js';
+import {
+  acceptsCoding,
+  credentialFields,
+  mayShareAnswer,
+  mayShareRequest,
+  varyMatches,
+  varyNames,
+  varyValues,
+} from '../../src/proxy/cache-rules.js';
 
 const credentials = credentialFields(['X-Api-Key']);
 const share = (headers: Record<string, string>, method = 'GET') => mayShareRequest(method, headers, credentials);
@@ -12,7 +20,8 @@ describe('shared-cache rules (RFC 9111)', () => {
     expect(share({ 'content-length': '3' })).toBe(false);
     expect(share({ 'transfer-encoding': 'chunked' })).toBe(false);
     for (const field of ['authorization', 'cookie', 'x-api-key']) expect(share({ [field]: 'v' }), field).toBe(false);
-    for (const field of ['if-match', 'if-none-match', 'if-modified-since', 'if-unmodified-since', 'if-range', 'range']) expect(share({ [field]: 'v' }), field).toBe(false);
+    for (const field of ['if-match', 'if-none-match', 'if-modified-since', 'if-unmodified-since', 'if-range', 'range'])
+      expect(share({ [field]: 'v' }), field).toBe(false);
     for (const cc of ['no-cache', 'No-Store', 'max-age=0']) expect(share({ 'cache-control': cc }), cc).toBe(false);
     expect(share({ pragma: 'no-cache' })).toBe(false);
     expect(share({ 'cache-control': 'max-age=60' })).toBe(true);
@@ -22,14 +31,15 @@ describe('shared-cache rules (RFC 9111)', () => {
     const answer = (headers: Record<string, string>, status = 200) => mayShareAnswer(status, (name) => headers[name]);
     expect(answer({ 'cache-control': 'public, max-age=60', vary: 'Accept-Language' })).toBe(true);
     expect(answer({ 'set-cookie': 'a=1' })).toBe(false);
-    for (const cc of ['private', 'no-store', 'no-cache', 'no-cache="Set-Cookie"']) expect(answer({ 'cache-control': cc }), cc).toBe(false);
+    for (const cc of ['private', 'no-store', 'no-cache', 'no-cache="Set-Cookie"'])
+      expect(answer({ 'cache-control': cc }), cc).toBe(false);
     expect(answer({ vary: 'Accept, *' })).toBe(false);
     expect(answer({}, 206)).toBe(false);
     expect(answer({}, 304)).toBe(false);
     expect(answer({}, 500)).toBe(true);
   });
 
-  it('matches Vary\'d fields with list spacing normalised, an absent field only an absent one', () => {
+  it("matches Vary'd fields with list spacing normalised, an absent field only an absent one", () => {
     const names = varyNames('Accept-Language, X-Tenant') as string[];
     expect(names).toEqual(['accept-language', 'x-tenant']);
     const stored = varyValues({ 'accept-language': 'en, de', 'x-tenant': 't1' }, names);

@@ -22,7 +22,10 @@ afterEach(async () => {
 async function setup(extra = ''): Promise<ProxyApp> {
   node = (await startNodes('dc1-1'))['dc1-1']!;
   node.gate = new Promise((resolve) => (open = resolve));
-  app = await startProxyApp({ 'dc1-1': node }, `retries: 0\nhealth_check: { enabled: false }\ncoalesce: { enabled: true }\n${extra}`);
+  app = await startProxyApp(
+    { 'dc1-1': node },
+    `retries: 0\nhealth_check: { enabled: false }\ncoalesce: { enabled: true }\n${extra}`,
+  );
   return app;
 }
 
@@ -42,12 +45,15 @@ function send(proxy: ProxyApp, { headers = {}, body, path = '/proxy/users/page' 
   const { port } = new URL(proxy.url);
   return new Promise((resolve, reject) => {
     const length = body === undefined ? {} : { 'content-length': Buffer.byteLength(body) }; // node:http frames no GET body by itself
-    const req = http.request({ host: '127.0.0.1', port, method: 'GET', path, headers: { ...length, ...headers }, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, method: 'GET', path, headers: { ...length, ...headers }, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -68,7 +74,12 @@ async function leaderAndFollower(proxy: ProxyApp, leader: Sent, follower: Sent):
 function echoFields(extraHeaders: (req: http.IncomingMessage) => http.OutgoingHttpHeaders = () => ({})) {
   node.respond = (req) => ({
     headers: { 'content-type': 'application/json', ...extraHeaders(req) },
-    body: JSON.stringify({ host: req.headers['x-forwarded-host'], lang: req.headers['accept-language'], key: req.headers['x-api-key'], tenant: req.headers['x-tenant'] }),
+    body: JSON.stringify({
+      host: req.headers['x-forwarded-host'],
+      lang: req.headers['accept-language'],
+      key: req.headers['x-api-key'],
+      tenant: req.headers['x-tenant'],
+    }),
   });
 }
 
@@ -76,7 +87,11 @@ describe('coalescing keys and rules', () => {
   it('never gives a follower the answer built for another Host', async () => {
     const proxy = await setup();
     echoFields();
-    const [evil, shop] = await leaderAndFollower(proxy, { headers: { host: 'evil.example' } }, { headers: { host: 'shop.example' } });
+    const [evil, shop] = await leaderAndFollower(
+      proxy,
+      { headers: { host: 'evil.example' } },
+      { headers: { host: 'shop.example' } },
+    );
     expect(JSON.parse(evil.body).host).toBe('evil.example');
     expect(JSON.parse(shop.body).host).toBe('shop.example');
     expect(shop.headers['x-coalesced']).toBeUndefined();
@@ -86,7 +101,11 @@ describe('coalescing keys and rules', () => {
   it('still merges requests for the same Host', async () => {
     const proxy = await setup();
     echoFields();
-    const [, b] = await leaderAndFollower(proxy, { headers: { host: 'shop.example' } }, { headers: { host: 'shop.example' } });
+    const [, b] = await leaderAndFollower(
+      proxy,
+      { headers: { host: 'shop.example' } },
+      { headers: { host: 'shop.example' } },
+    );
     expect(b.headers['x-coalesced']).toBe('true');
     expect(node.hits).toBe(1);
   });
@@ -111,7 +130,11 @@ describe('coalescing keys and rules', () => {
   it('gives an answer with Vary: X-Api-Key only to followers with the same X-Api-Key', async () => {
     const proxy = await setup('credential_headers: []'); // X-Api-Key not a credential here: Vary alone must keep them apart
     echoFields(() => ({ vary: 'X-Api-Key' }));
-    const [a, b] = await leaderAndFollower(proxy, { headers: { 'x-api-key': 'alice' } }, { headers: { 'x-api-key': 'bob' } });
+    const [a, b] = await leaderAndFollower(
+      proxy,
+      { headers: { 'x-api-key': 'alice' } },
+      { headers: { 'x-api-key': 'bob' } },
+    );
     expect(JSON.parse(a.body).key).toBe('alice');
     expect(JSON.parse(b.body).key).toBe('bob');
     expect(node.hits).toBe(2);
@@ -142,7 +165,10 @@ describe('coalescing keys and rules', () => {
 
   it('never gives a 206 to a follower that sent no Range', async () => {
     const proxy = await setup();
-    node.respond = (req) => (req.headers.range ? { status: 206, headers: { 'content-range': 'bytes 0-3/8' }, body: 'abcd' } : { body: 'abcdefgh' });
+    node.respond = (req) =>
+      req.headers.range
+        ? { status: 206, headers: { 'content-range': 'bytes 0-3/8' }, body: 'abcd' }
+        : { body: 'abcdefgh' };
     const [ranged, whole] = await leaderAndFollower(proxy, { headers: { range: 'bytes=0-3' } }, {});
     expect([ranged.status, ranged.body]).toEqual([206, 'abcd']);
     expect([whole.status, whole.body]).toEqual([200, 'abcdefgh']);
@@ -150,16 +176,23 @@ describe('coalescing keys and rules', () => {
 
   it('never gives a 304 to a follower that sent no If-None-Match', async () => {
     const proxy = await setup();
-    node.respond = (req) => (req.headers['if-none-match'] === '"v1"' ? { status: 304, headers: { etag: '"v1"' } } : { headers: { etag: '"v1"' }, body: 'full' });
+    node.respond = (req) =>
+      req.headers['if-none-match'] === '"v1"'
+        ? { status: 304, headers: { etag: '"v1"' } }
+        : { headers: { etag: '"v1"' }, body: 'full' };
     const [conditional, plain] = await leaderAndFollower(proxy, { headers: { 'if-none-match': '"v1"' } }, {});
     expect(conditional.status).toBe(304);
     expect([plain.status, plain.body]).toEqual([200, 'full']);
   });
 
-  it('never gives a follower another caller\'s Accept-Language answer', async () => {
+  it("never gives a follower another caller's Accept-Language answer", async () => {
     const proxy = await setup();
     echoFields(() => ({ vary: 'Accept-Language' }));
-    const [en, de] = await leaderAndFollower(proxy, { headers: { 'accept-language': 'en' } }, { headers: { 'accept-language': 'de' } });
+    const [en, de] = await leaderAndFollower(
+      proxy,
+      { headers: { 'accept-language': 'en' } },
+      { headers: { 'accept-language': 'de' } },
+    );
     expect(JSON.parse(en.body).lang).toBe('en');
     expect(JSON.parse(de.body).lang).toBe('de');
   });
@@ -167,7 +200,11 @@ describe('coalescing keys and rules', () => {
   it('never merges requests with an X-Api-Key (a default credential header)', async () => {
     const proxy = await setup();
     echoFields(); // no Vary: the credential rule alone keeps them apart
-    const [a, b] = await leaderAndFollower(proxy, { headers: { 'x-api-key': 'alice' } }, { headers: { 'x-api-key': 'bob' } });
+    const [a, b] = await leaderAndFollower(
+      proxy,
+      { headers: { 'x-api-key': 'alice' } },
+      { headers: { 'x-api-key': 'bob' } },
+    );
     expect(JSON.parse(a.body).key).toBe('alice');
     expect(JSON.parse(b.body).key).toBe('bob');
     expect(b.headers['x-coalesced']).toBeUndefined();

@@ -19,9 +19,14 @@ async function setup(extra = ''): Promise<ProxyApp> {
   node = (await startNodes('dc1-1'))['dc1-1']!;
   node.gate = new Promise((resolve) => (open = resolve));
   coalesced = [];
-  app = await startProxyApp({ 'dc1-1': node }, `retries: 0\nhealth_check: { enabled: false }\ncoalesce: { enabled: true${extra} }`, undefined, {
-    onCoalesced: (upstream) => coalesced.push(upstream),
-  });
+  app = await startProxyApp(
+    { 'dc1-1': node },
+    `retries: 0\nhealth_check: { enabled: false }\ncoalesce: { enabled: true${extra} }`,
+    undefined,
+    {
+      onCoalesced: (upstream) => coalesced.push(upstream),
+    },
+  );
   return app;
 }
 
@@ -39,16 +44,24 @@ describe('request coalescing', () => {
     const answers = await burst(proxy, Array(100).fill('/proxy/users/items?page=1'));
     expect(node.hits).toBe(1);
     expect(answers.map((a) => a.res.status)).toEqual(Array(100).fill(200));
-    expect(new Set(answers.map((a) => a.text))).toEqual(new Set([JSON.stringify({ node: 'dc1-1', method: 'GET', url: '/items?page=1' })]));
+    expect(new Set(answers.map((a) => a.text))).toEqual(
+      new Set([JSON.stringify({ node: 'dc1-1', method: 'GET', url: '/items?page=1' })]),
+    );
     expect(answers.filter((a) => a.res.headers.get('x-coalesced') === 'true')).toHaveLength(99);
-    expect(answers.every((a) => a.res.headers.get('x-node') === 'dc1-1' && a.res.headers.get('x-degraded') === 'false')).toBe(true);
+    expect(
+      answers.every((a) => a.res.headers.get('x-node') === 'dc1-1' && a.res.headers.get('x-degraded') === 'false'),
+    ).toBe(true);
     expect(coalesced).toEqual(Array(99).fill('users'));
     expect(await proxy.breaker.get('users/dc1-1')).toMatchObject({ state: 'closed', failureCount: 0 });
   });
 
   it('never merges different queries', async () => {
     const proxy = await setup();
-    const answers = await burst(proxy, ['/proxy/users/items?page=1', '/proxy/users/items?page=2', '/proxy/users/items?page=3']);
+    const answers = await burst(proxy, [
+      '/proxy/users/items?page=1',
+      '/proxy/users/items?page=2',
+      '/proxy/users/items?page=3',
+    ]);
     expect(node.hits).toBe(3);
     expect(answers.some((a) => a.res.headers.has('x-coalesced'))).toBe(false);
   });
@@ -59,7 +72,7 @@ describe('request coalescing', () => {
     expect(node.hits).toBe(2);
   });
 
-  it('gives every follower the failing leader\'s answer, with one call and one failure on the circuit', async () => {
+  it("gives every follower the failing leader's answer, with one call and one failure on the circuit", async () => {
     const proxy = await setup();
     node.mode = 'fail';
     const answers = await burst(proxy, Array(20).fill('/proxy/users/items'));
@@ -76,7 +89,7 @@ describe('request coalescing', () => {
     expect(answers.some((a) => a.res.headers.has('x-coalesced'))).toBe(false);
   });
 
-  it('keeps the leader\'s call going when a follower hangs up', async () => {
+  it("keeps the leader's call going when a follower hangs up", async () => {
     const proxy = await setup();
     const leader = proxy.get('/proxy/users/items');
     await until(() => node.hits === 1);

@@ -60,7 +60,9 @@ describe('fallback', () => {
   });
 
   it('serves the static response when no node can serve', async () => {
-    const app = await setup('fallback: { static: { status: 200, headers: { Content-Type: application/json }, body: "{\\"items\\":[]}" } }');
+    const app = await setup(
+      'fallback: { static: { status: 200, headers: { Content-Type: application/json }, body: "{\\"items\\":[]}" } }',
+    );
     openAll(app);
     const { res, text } = await app.get('/proxy/users/list');
     expect(res.status).toBe(200);

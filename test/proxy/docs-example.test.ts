@@ -19,12 +19,22 @@ describe('docs/proxy.md example', () => {
 
   it('answers as documented with every node of the example open', async () => {
     const config = parseConfigText(example, 'examples/proxy.yaml');
-    const app = buildApp({ proxy: { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient() } });
+    const app = buildApp({
+      proxy: { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient() },
+    });
     const users = config.upstreams.users!;
-    for (const node of users.nodes) await app.request('PATCH', `/circuits/users%2F${node.id}`, JSON.stringify({ forced_state: 'open' }), { 'content-type': 'application/merge-patch+json' });
+    for (const node of users.nodes)
+      await app.request('PATCH', `/circuits/users%2F${node.id}`, JSON.stringify({ forced_state: 'open' }), {
+        'content-type': 'application/merge-patch+json',
+      });
     const get = await app.request('GET', '/proxy/users/api/users/42');
     const body = await get.text();
-    expect([get.status, get.headers.get('content-type'), get.headers.get('x-fallback'), get.headers.get('x-degraded')]).toEqual([503, 'application/json', 'static', 'true']);
+    expect([
+      get.status,
+      get.headers.get('content-type'),
+      get.headers.get('x-fallback'),
+      get.headers.get('x-degraded'),
+    ]).toEqual([503, 'application/json', 'static', 'true']);
     expect(body).toBe(users.fallback!.static!.body);
     expect(doc).toContain(`x-fallback: static\n\n${body}\n`); // the answer the docs show for a GET
     const put = await app.request('PUT', '/proxy/users/api/users/42', '{}', { 'content-type': 'application/json' });

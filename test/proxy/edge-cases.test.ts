@@ -14,7 +14,10 @@ afterEach(async () => {
 /** One node of `kind` behind upstream `users` (failure_threshold 3, retries 0). */
 async function start(kind: FaultKind): Promise<ProxyApp> {
   node = await new FaultNode('dc1-1', kind).start();
-  app = await startProxyApp({ 'dc1-1': node }, 'retries: 0\nrequest_timeout_ms: 2000\nhealth_check: { enabled: false }');
+  app = await startProxyApp(
+    { 'dc1-1': node },
+    'retries: 0\nrequest_timeout_ms: 2000\nhealth_check: { enabled: false }',
+  );
   return app;
 }
 
@@ -56,7 +59,10 @@ describe('answers without content', () => {
 describe('static fallback', () => {
   async function startRefused(): Promise<ProxyApp> {
     node = await new FaultNode('dc1-1', 'refuse').start();
-    app = await startProxyApp({ 'dc1-1': node }, 'retries: 0\nhealth_check: { enabled: false }\nfallback: { static: { status: 200, body: "cached" } }');
+    app = await startProxyApp(
+      { 'dc1-1': node },
+      'retries: 0\nhealth_check: { enabled: false }\nfallback: { static: { status: 200, body: "cached" } }',
+    );
     return app;
   }
 

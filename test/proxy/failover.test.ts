@@ -18,7 +18,9 @@ describe('node selection and failover', () => {
     const app = await setup();
     const answers = await getMany(app, 10);
     expect(answers.map((a) => a.res.status)).toEqual(Array(10).fill(200));
-    expect(answers.every((a) => a.res.headers.get('x-dc') === 'dc1' && a.res.headers.get('x-degraded') === 'false')).toBe(true);
+    expect(
+      answers.every((a) => a.res.headers.get('x-dc') === 'dc1' && a.res.headers.get('x-degraded') === 'false'),
+    ).toBe(true);
     expect([fixture.nodes['dc1-1']!.hits, fixture.nodes['dc1-2']!.hits]).toEqual([5, 5]);
     expect(fixture.nodes['dc2-1']!.hits + fixture.nodes['dc2-2']!.hits).toBe(0);
   });
@@ -96,7 +98,11 @@ describe('node selection and failover', () => {
     const app = await setup();
     fixture.nodes['dc1-1']!.mode = 'fail';
     fixture.nodes['dc1-2']!.mode = 'fail';
-    const res = await fetch(`${app.url}/proxy/users/orders`, { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } });
+    const res = await fetch(`${app.url}/proxy/users/orders`, {
+      method: 'POST',
+      body: '{"a":1}',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.status).toBe(500);
     expect(await res.text()).toMatch(/^boom from dc1-/);
     expect(fixture.nodes['dc1-1']!.hits + fixture.nodes['dc1-2']!.hits).toBe(1);
@@ -107,7 +113,11 @@ describe('node selection and failover', () => {
     const app = await setup();
     await fixture.nodes['dc1-1']!.stop();
     await fixture.nodes['dc1-2']!.stop();
-    const res = await fetch(`${app.url}/proxy/users/orders`, { method: 'POST', body: 'hello', headers: { 'content-type': 'text/plain' } });
+    const res = await fetch(`${app.url}/proxy/users/orders`, {
+      method: 'POST',
+      body: 'hello',
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-dc')).toBe('dc2');
     expect(await res.text()).toBe('hello');

@@ -24,7 +24,9 @@ export class FakeNode {
   /** Answer `ok` requests with this body instead of the JSON echo. */
   fixedBody: Buffer | null = null;
   /** When set, `ok` requests (their body read) get this answer instead of the echo. */
-  respond: ((req: http.IncomingMessage) => { status?: number; headers?: http.OutgoingHttpHeaders; body?: string }) | null = null;
+  respond:
+    | ((req: http.IncomingMessage) => { status?: number; headers?: http.OutgoingHttpHeaders; body?: string })
+    | null = null;
   readonly seen: Seen[] = [];
   healthChecks = 0;
   /** Requests whose connection closed before this node answered them. */
@@ -111,7 +113,10 @@ export class FakeNode {
         res.writeHead(custom.status ?? 200, { 'x-from': this.id, ...custom.headers }).end(custom.body ?? '');
         return;
       }
-      const body = size > 0 ? Buffer.concat(chunks) : (this.fixedBody ?? Buffer.from(JSON.stringify({ node: this.id, method: req.method, url: req.url })));
+      const body =
+        size > 0
+          ? Buffer.concat(chunks)
+          : (this.fixedBody ?? Buffer.from(JSON.stringify({ node: this.id, method: req.method, url: req.url })));
       res.writeHead(200, {
         'content-type': size > 0 ? 'application/octet-stream' : 'application/json',
         'x-body-sha256': hash.digest('hex'),

@@ -44,7 +44,8 @@ describe('forwarding', () => {
       host: 'api.example.test',
     });
     const h = fixture.nodes['dc1-1']!.seen[0]!.headers;
-    for (const name of ['x-secret-hop', 'keep-alive', 'proxy-connection', 'te', 'upgrade']) expect(h[name]).toBeUndefined();
+    for (const name of ['x-secret-hop', 'keep-alive', 'proxy-connection', 'te', 'upgrade'])
+      expect(h[name]).toBeUndefined();
     expect(h['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1');
     expect(h['x-forwarded-proto']).toBe('http');
     expect(h['x-forwarded-host']).toBe('api.example.test');
@@ -105,7 +106,11 @@ describe('forwarding', () => {
   it('streams a 5 MB body both ways intact', async () => {
     const app = await setup();
     const body = randomBytes(5 * 1024 * 1024);
-    const res = await fetch(`${app.url}/proxy/users/upload`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
+    const res = await fetch(`${app.url}/proxy/users/upload`, {
+      method: 'PUT',
+      body,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     const echoed = Buffer.from(await res.arrayBuffer());
     expect(res.status).toBe(200);
     expect(res.headers.get('x-body-sha256')).toBe(sha256(body));
@@ -122,7 +127,11 @@ describe('forwarding', () => {
         controller.close();
       },
     });
-    const res = await fetch(`${app.url}/proxy/users/upload`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit);
+    const res = await fetch(`${app.url}/proxy/users/upload`, {
+      method: 'POST',
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
     expect(res.headers.get('x-body-sha256')).toBe(sha256(body));
     expect(sha256(Buffer.from(await res.arrayBuffer()))).toBe(sha256(body));
   });

@@ -60,8 +60,13 @@ describe('Upgrade: h2c', () => {
 
   it('keeps the connection: a POST with its body, then a second request on the same socket', async () => {
     const proxy = await setup();
-    const head = 'Host: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
-    const raw = await exchange(proxy, `POST /proxy/users/echo HTTP/1.1\r\n${head}Content-Length: 5\r\n\r\nhello` + 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+    const head =
+      'Host: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
+    const raw = await exchange(
+      proxy,
+      `POST /proxy/users/echo HTTP/1.1\r\n${head}Content-Length: 5\r\n\r\nhello` +
+        'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
+    );
     const statuses = [...raw.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]));
     expect(statuses).toEqual([200, 200]);
     expect(raw.toLowerCase()).toContain('x-body-bytes: 5');

@@ -3,7 +3,9 @@ import { useProxyFixture } from './proxy-app.js';
 
 const fixture = useProxyFixture();
 
-function setup(extra = 'failure_threshold: 2\ntimeout_seconds: 10\nhealth_check: { path: /health, interval_ms: 100, timeout_ms: 200 }') {
+function setup(
+  extra = 'failure_threshold: 2\ntimeout_seconds: 10\nhealth_check: { path: /health, interval_ms: 100, timeout_ms: 200 }',
+) {
   return fixture.start(['dc1-1', 'dc1-2', 'dc2-1'], extra);
 }
 

@@ -6,7 +6,9 @@ import { buildUpstreams, type Upstream } from '../../src/proxy/upstreams.js';
 import type { BreakerService } from '../../src/service/breaker-service.js';
 import { proxyYaml } from './fake-node.js';
 
-const nodes = Object.fromEntries(['dc1-1', 'dc1-2', 'dc2-1'].map((id) => [id, { id, url: `http://127.0.0.1:1/${id}` }]));
+const nodes = Object.fromEntries(
+  ['dc1-1', 'dc1-2', 'dc2-1'].map((id) => [id, { id, url: `http://127.0.0.1:1/${id}` }]),
+);
 
 function upstream(): Upstream {
   const config = parseConfigText(proxyYaml(nodes, 'health_check: { enabled: false }'), 'test');
@@ -46,7 +48,10 @@ describe('NodePick: one walk, answered at once or later', () => {
 
   it('goes on later from the node whose check needs the store, checking each node once, in the same order', async () => {
     const asked: string[] = [];
-    const b = breaker({ 'users/dc1-1': open, 'users/dc1-2': Promise.resolve(open), 'users/dc2-1': Promise.resolve(closed) }, asked);
+    const b = breaker(
+      { 'users/dc1-1': open, 'users/dc1-2': Promise.resolve(open), 'users/dc2-1': Promise.resolve(closed) },
+      asked,
+    );
     const picking = new NodePick(upstream(), null, b, true);
     expect(picking.now()).toBeNull();
     expect((await picking.later()).node?.id).toBe('dc2-1');

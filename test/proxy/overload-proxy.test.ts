@@ -15,7 +15,11 @@ afterEach(async () => {
  * A proxy with metrics over `nodes`, served on loopback. `realClock`: the adaptive limit
  * times real answers (the fake clock would make every latency 0).
  */
-async function startProxy(nodes: Record<string, { readonly id: string; readonly url: string }>, extraYaml: string, realClock = false) {
+async function startProxy(
+  nodes: Record<string, { readonly id: string; readonly url: string }>,
+  extraYaml: string,
+  realClock = false,
+) {
   const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
   const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient() };
   cleanup.push(() => proxy.client.close());
@@ -52,7 +56,10 @@ describe('concurrency limit (proxy)', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('1');
     expect(res.headers.get('content-type')).toContain('application/problem+json');
-    expect(JSON.parse(text)).toMatchObject({ code: 'CONCURRENCY_LIMITED', type: expect.stringContaining('concurrency-limited') });
+    expect(JSON.parse(text)).toMatchObject({
+      code: 'CONCURRENCY_LIMITED',
+      type: expect.stringContaining('concurrency-limited'),
+    });
     const m = await app.scrape();
     expect(m.get('circuitlog_proxy_shed_total{upstream="users",reason="limit"}')).toBe(1);
     expect(m.get('circuitlog_proxy_concurrency_limit{upstream="users"}')).toBe(2);
@@ -61,7 +68,10 @@ describe('concurrency limit (proxy)', () => {
 
   it('lets requests over the limit wait up to queue_ms for a slot instead of refusing them', async () => {
     const up = await capacity(10, 50);
-    const { get } = await startProxy({ n: { id: 'dc1-1', url: up.url } }, 'health_check: { enabled: false }\nconcurrency: { limit: fixed, max: 1, queue_ms: 5000 }');
+    const { get } = await startProxy(
+      { n: { id: 'dc1-1', url: up.url } },
+      'health_check: { enabled: false }\nconcurrency: { limit: fixed, max: 1, queue_ms: 5000 }',
+    );
     const answers = await Promise.all(['a', 'b', 'c', 'd'].map((p) => get(`/proxy/users/${p}`)));
     expect(answers.map((a) => a.res.status)).toEqual([200, 200, 200, 200]);
     expect(up.stats().served).toBe(4);
@@ -71,7 +81,10 @@ describe('concurrency limit (proxy)', () => {
   it('refuses a waiter after queue_ms, and one past max_queue at once', async () => {
     const n = await nodes('dc1-1');
     n['dc1-1']!.mode = 'hang';
-    const { app, get, url } = await startProxy(n, 'request_timeout_ms: 2000\nconcurrency: { limit: fixed, max: 1, queue_ms: 100, max_queue: 1 }');
+    const { app, get, url } = await startProxy(
+      n,
+      'request_timeout_ms: 2000\nconcurrency: { limit: fixed, max: 1, queue_ms: 100, max_queue: 1 }',
+    );
     const held = fetch(`${url}/proxy/users/a`);
     await until(async () => (await app.scrape()).get('circuitlog_proxy_in_flight{upstream="users"}') === 1);
     const late = async () => {
@@ -104,10 +117,20 @@ describe('concurrency limit (proxy)', () => {
     // how long the upstream's own queue got, and how many were refused.
     const run = async (block: string) => {
       const up = await capacity(8, 50);
-      const { url } = await startProxy({ n: { id: 'dc1-1', url: up.url } }, `failure_threshold: 1000000\nrequest_timeout_ms: 10000\nhealth_check: { enabled: false }\n${block}`, true);
+      const { url } = await startProxy(
+        { n: { id: 'dc1-1', url: up.url } },
+        `failure_threshold: 1000000\nrequest_timeout_ms: 10000\nhealth_check: { enabled: false }\n${block}`,
+        true,
+      );
       const pool = loopbackPool(url);
       cleanup.push(() => pool.close());
-      const r = await openLoop({ pool, path: '/proxy/users/x', ratePerSecond: 480, durationMs: 2_000, maxOutstanding: 2_000 });
+      const r = await openLoop({
+        pool,
+        path: '/proxy/users/x',
+        ratePerSecond: 480,
+        durationMs: 2_000,
+        maxOutstanding: 2_000,
+      });
       return { r, stats: up.stats() };
     };
     const limited = await run('concurrency: { limit: adaptive, initial: 8, min: 2, max: 200 }');
@@ -126,7 +149,11 @@ describe('concurrency limit (proxy)', () => {
     // one test process, and a pause of it piles arrivals up past any limit. What must hold:
     // the limit never shrinks under a load the upstream takes, so refusals stay rare.
     const up = await capacity(8, 50);
-    const { app, url } = await startProxy({ n: { id: 'dc1-1', url: up.url } }, 'health_check: { enabled: false }\nconcurrency: { limit: adaptive }', true);
+    const { app, url } = await startProxy(
+      { n: { id: 'dc1-1', url: up.url } },
+      'health_check: { enabled: false }\nconcurrency: { limit: adaptive }',
+      true,
+    );
     const pool = loopbackPool(url);
     cleanup.push(() => pool.close());
     const r = await openLoop({ pool, path: '/proxy/users/x', ratePerSecond: 80, durationMs: 3_000 });
@@ -143,7 +170,10 @@ describe('retry budget (proxy)', () => {
     // requests. The default budget allows 3/s x 10 s = 30 retries plus 20% of 200 = 40.
     const n = await nodes('dc1-1', 'dc1-2');
     for (const node of Object.values(n)) node.mode = 'fail';
-    const { app, get } = await startProxy(n, 'failure_threshold: 1000000\nretries: 1\nhealth_check: { enabled: false }');
+    const { app, get } = await startProxy(
+      n,
+      'failure_threshold: 1000000\nretries: 1\nhealth_check: { enabled: false }',
+    );
     for (let i = 0; i < 200; i++) expect((await get(`/proxy/users/${i}`)).res.status).toBe(500);
     const hits = n['dc1-1']!.hits + n['dc1-2']!.hits;
     expect(hits).toBe(200 + 30 + 40);
@@ -152,7 +182,7 @@ describe('retry budget (proxy)', () => {
     expect(m.get('circuitlog_proxy_retries_total{upstream="users",result="budget_exhausted"}')).toBe(130);
   });
 
-  it('answers a retry the budget refuses with the first attempt\'s answer, the other node untouched', async () => {
+  it("answers a retry the budget refuses with the first attempt's answer, the other node untouched", async () => {
     const n = await nodes('dc1-1', 'dc1-2');
     for (const node of Object.values(n)) node.mode = 'fail';
     const { get } = await startProxy(n, 'retries: 1\nretry_budget: { percent: 0, min_per_second: 0 }');
@@ -166,7 +196,10 @@ describe('retry budget (proxy)', () => {
   it('answers a retry the budget refuses with the fallback when the first attempt timed out', async () => {
     const n = await nodes('dc1-1', 'dc1-2');
     for (const node of Object.values(n)) node.mode = 'hang';
-    const { get } = await startProxy(n, 'request_timeout_ms: 200\nretries: 1\nretry_budget: { percent: 0, min_per_second: 0 }\nfallback: { static: { body: "later" } }');
+    const { get } = await startProxy(
+      n,
+      'request_timeout_ms: 200\nretries: 1\nretry_budget: { percent: 0, min_per_second: 0 }\nfallback: { static: { body: "later" } }',
+    );
     const { res, text } = await get('/proxy/users/a');
     expect(res.headers.get('x-fallback')).toBe('static');
     expect(text).toBe('later');

@@ -52,7 +52,12 @@ export async function startProxyApp(
 }
 
 /** A raw HTTP request whose path is sent exactly as given (fetch would normalise it). */
-export function rawRequest(url: string, method: string, path: string, headers: http.OutgoingHttpHeaders = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+export function rawRequest(
+  url: string,
+  method: string,
+  path: string,
+  headers: http.OutgoingHttpHeaders = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const req = http.request({ hostname, port, method, path, headers, agent: false }, (res) => {

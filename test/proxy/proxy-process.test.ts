@@ -17,7 +17,11 @@ afterEach(async () => {
 async function launch(extra: string, dir = tempDir()) {
   const configPath = path.join(dir, 'proxy.yaml');
   fs.writeFileSync(configPath, proxyYaml(nodes, extra));
-  const server = await startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_TOKEN: TOKEN });
+  const server = await startServer({
+    CIRCUITLOG_CONFIG: configPath,
+    CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
+    CIRCUITLOG_TOKEN: TOKEN,
+  });
   servers.push(server);
   return { server, dir };
 }
@@ -46,7 +50,9 @@ async function eventually(probe: () => Promise<boolean>, deadlineMs: number): Pr
 describe('proxy in the real process', () => {
   it('fails over to dc2 without client errors and comes back within timeout_seconds plus an interval', async () => {
     nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1');
-    const { server } = await launch('failure_threshold: 2\ntimeout_seconds: 1\nrequest_timeout_ms: 500\nhealth_check: { interval_ms: 100, timeout_ms: 200 }');
+    const { server } = await launch(
+      'failure_threshold: 2\ntimeout_seconds: 1\nrequest_timeout_ms: 500\nhealth_check: { interval_ms: 100, timeout_ms: 200 }',
+    );
     for (let i = 0; i < 4; i++) expect(await dcOf(server)).toEqual({ status: 200, dc: 'dc1' });
     await nodes['dc1-1']!.stop();
     await nodes['dc1-2']!.stop();
@@ -65,7 +71,9 @@ describe('proxy in the real process', () => {
     const extra = 'failure_threshold: 2\ntimeout_seconds: 60\nhealth_check: { interval_ms: 100, timeout_ms: 200 }';
     const { server, dir } = await launch(extra);
     await eventually(async () => (await circuit(server, 'users/dc1-2')).state === 'open', 2_000);
-    const list = (await (await fetch(`${server.url}/circuits`, { headers: auth })).json()) as { circuits: { name: string; state: string }[] };
+    const list = (await (await fetch(`${server.url}/circuits`, { headers: auth })).json()) as {
+      circuits: { name: string; state: string }[];
+    };
     expect(list.circuits.find((c) => c.name === 'users/dc1-2')?.state).toBe('open');
     expect(await server.stop('SIGKILL')).toBeNull();
 
@@ -75,7 +83,10 @@ describe('proxy in the real process', () => {
     for (let i = 0; i < 4; i++) await dcOf(again);
     expect(nodes['dc1-2']!.hits).toBe(0);
 
-    const reset = await fetch(`${again.url}/circuits/${encodeURIComponent('users/dc1-2')}/reset`, { method: 'POST', headers: auth });
+    const reset = await fetch(`${again.url}/circuits/${encodeURIComponent('users/dc1-2')}/reset`, {
+      method: 'POST',
+      headers: auth,
+    });
     expect(reset.status).toBe(200);
     for (let i = 0; i < 4; i++) await dcOf(again);
     expect(nodes['dc1-2']!.hits).toBeGreaterThan(0);
@@ -84,7 +95,9 @@ describe('proxy in the real process', () => {
   it('answers a fast 503 with Retry-After when every node is down', async () => {
     nodes = await startNodes('dc1-1', 'dc2-1');
     await Promise.all(Object.values(nodes).map((n) => n.stop()));
-    const { server } = await launch('failure_threshold: 1\ntimeout_seconds: 30\nhealth_check: { interval_ms: 100, timeout_ms: 200 }');
+    const { server } = await launch(
+      'failure_threshold: 1\ntimeout_seconds: 30\nhealth_check: { interval_ms: 100, timeout_ms: 200 }',
+    );
     await eventually(async () => (await circuit(server, 'users/dc2-1')).state === 'open', 2_000);
     await eventually(async () => (await circuit(server, 'users/dc1-1')).state === 'open', 2_000);
     const started = Date.now();

@@ -28,25 +28,37 @@ function stalledPut(app: ProxyApp, declared: number, sent: number, more?: Promis
       const [head = '', body = ''] = data.split('\r\n\r\n');
       resolve({ status: Number(head.split(' ')[1]), head: head.toLowerCase(), body });
     });
-    socket.write(`PUT /proxy/users/files/a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\nContent-Length: ${declared}\r\nConnection: close\r\n\r\n`);
+    socket.write(
+      `PUT /proxy/users/files/a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\nContent-Length: ${declared}\r\nConnection: close\r\n\r\n`,
+    );
     socket.write(Buffer.alloc(sent, 0x61));
     void more?.then(() => socket.write(Buffer.alloc(declared - sent, 0x62))); // no FIN: node:http would abort the request
   });
 }
 
 function circuits(app: ProxyApp) {
-  return Promise.all(Object.keys(fixture.nodes).map(async (id) => (await app.breaker.get(`users/${id}`)) as { state: string; failureCount: number }));
+  return Promise.all(
+    Object.keys(fixture.nodes).map(
+      async (id) => (await app.breaker.get(`users/${id}`)) as { state: string; failureCount: number },
+    ),
+  );
 }
 
 describe('slow uploads', () => {
   it('six PUTs that stop after 10 of 1,000 body bytes get 408s, leave both nodes closed, and other callers are served', async () => {
-    const app = await fixture.start(['dc1-1', 'dc2-1'], 'request_timeout_ms: 150\nclient_body_timeout_ms: 800\nhealth_check: { enabled: false }');
+    const app = await fixture.start(
+      ['dc1-1', 'dc2-1'],
+      'request_timeout_ms: 150\nclient_body_timeout_ms: 800\nhealth_check: { enabled: false }',
+    );
     const stalled = Array.from({ length: 6 }, () => stalledPut(app, 1000, 10));
     await new Promise((resolve) => setTimeout(resolve, 400)); // well past request_timeout_ms, still inside the upload bound
     const meanwhile = await app.get('/proxy/users/list');
     expect(meanwhile.res.status).toBe(200);
     const answers = await Promise.all(stalled);
-    expect(await circuits(app)).toEqual([expect.objectContaining({ state: 'closed', failureCount: 0 }), expect.objectContaining({ state: 'closed', failureCount: 0 })]);
+    expect(await circuits(app)).toEqual([
+      expect.objectContaining({ state: 'closed', failureCount: 0 }),
+      expect.objectContaining({ state: 'closed', failureCount: 0 }),
+    ]);
     expect((await app.get('/proxy/users/after')).res.status).toBe(200);
     for (const a of answers) {
       expect(a.status).toBe(408);
@@ -56,7 +68,10 @@ describe('slow uploads', () => {
   });
 
   it('times the node from the end of the body: an upload slower than request_timeout_ms still succeeds', async () => {
-    const app = await fixture.start(['dc1-1', 'dc2-1'], 'request_timeout_ms: 150\nclient_body_timeout_ms: 5000\nhealth_check: { enabled: false }');
+    const app = await fixture.start(
+      ['dc1-1', 'dc2-1'],
+      'request_timeout_ms: 150\nclient_body_timeout_ms: 5000\nhealth_check: { enabled: false }',
+    );
     let finish = () => {};
     const rest = new Promise<void>((resolve) => (finish = resolve));
     const answer = stalledPut(app, 1000, 10, rest);
@@ -71,7 +86,10 @@ describe('slow uploads', () => {
   });
 
   it('does not judge a slow upload a slow call: the duration runs from the end of the body', async () => {
-    const app = await fixture.start(['dc1-1', 'dc2-1'], 'client_body_timeout_ms: 5000\nhealth_check: { enabled: false }\nwindow: { type: count, size: 2, slow_call_duration_ms: 100 }');
+    const app = await fixture.start(
+      ['dc1-1', 'dc2-1'],
+      'client_body_timeout_ms: 5000\nhealth_check: { enabled: false }\nwindow: { type: count, size: 2, slow_call_duration_ms: 100 }',
+    );
     for (let i = 0; i < 2; i++) {
       let finish = () => {};
       const answer = stalledPut(app, 100, 10, new Promise<void>((resolve) => (finish = resolve)));
@@ -84,10 +102,15 @@ describe('slow uploads', () => {
   });
 
   it('still times a node that stops reading the body', async () => {
-    const app = await fixture.start(['dc1-1', 'dc2-1'], 'request_timeout_ms: 200\nretries: 0\nhealth_check: { enabled: false }');
+    const app = await fixture.start(
+      ['dc1-1', 'dc2-1'],
+      'request_timeout_ms: 200\nretries: 0\nhealth_check: { enabled: false }',
+    );
     fixture.nodes['dc1-1']!.mode = 'hang'; // it never reads the request: the upload backs up on the node's side
     const body = Buffer.alloc(64 * 1024 * 1024, 0x61);
-    const res = await fetch(`${app.url}/proxy/users/files/big`, { method: 'PUT', body }).catch((error: unknown) => error as Error);
+    const res = await fetch(`${app.url}/proxy/users/files/big`, { method: 'PUT', body }).catch(
+      (error: unknown) => error as Error,
+    );
     if (res instanceof Response) expect(res.status).toBe(504);
     expect((await circuits(app))[0]).toMatchObject({ failureCount: 1 });
   });

@@ -8,7 +8,14 @@ function cacheOf(limits: Partial<StaleCacheLimits> = {}): StaleCache {
   return new StaleCache({ maxAgeMs: 60_000, maxEntryBytes: 1000, maxTotalBytes: 100_000, credentials, ...limits });
 }
 
-function keep(cache: StaleCache, key: string, body: string, now = 0, headers: Record<string, string> = {}, request: Record<string, string> = {}) {
+function keep(
+  cache: StaleCache,
+  key: string,
+  body: string,
+  now = 0,
+  headers: Record<string, string> = {},
+  request: Record<string, string> = {},
+) {
   const capture = cache.capture(key, request, 200, headers, () => now);
   capture?.chunk(Buffer.from(body));
   capture?.end();
@@ -61,13 +68,20 @@ describe('stale cache', () => {
 
   it('serves a Vary: Accept-Encoding answer only to a request with the same Accept-Encoding', () => {
     const cache = cacheOf();
-    keep(cache, 'h\n/a', 'gzipped', 0, { vary: 'Accept-Encoding', 'content-encoding': 'gzip' }, { 'accept-encoding': 'gzip' });
+    keep(
+      cache,
+      'h\n/a',
+      'gzipped',
+      0,
+      { vary: 'Accept-Encoding', 'content-encoding': 'gzip' },
+      { 'accept-encoding': 'gzip' },
+    );
     expect(cache.get('h\n/a', { 'accept-encoding': 'gzip' }, 0)?.body.toString()).toBe('gzipped');
     expect(cache.get('h\n/a', {}, 0)).toBeNull();
     expect(cache.get('h\n/a', { 'accept-encoding': 'identity' }, 0)).toBeNull();
   });
 
-  it('keeps one variant per value of the Vary\'d field', () => {
+  it("keeps one variant per value of the Vary'd field", () => {
     const cache = cacheOf();
     keep(cache, '/a', 'english', 0, { vary: 'Accept-Language' }, { 'accept-language': 'en' });
     keep(cache, '/a', 'deutsch', 0, { vary: 'Accept-Language' }, { 'accept-language': 'de' });
@@ -84,11 +98,14 @@ describe('stale cache', () => {
     expect(cache.get('/a', { 'accept-encoding': 'br, gzip' }, 0)?.body.toString()).toBe('gzipped');
   });
 
-  it.each(['must-revalidate', 'proxy-revalidate', 's-maxage=0', 'stale-if-error=0'])('never serves an answer marked %s once it is stale', (directive) => {
-    const cache = cacheOf();
-    keep(cache, '/a', 'body', 0, { 'cache-control': directive });
-    expect(cache.get('/a', {}, 1_000)).toBeNull();
-  });
+  it.each(['must-revalidate', 'proxy-revalidate', 's-maxage=0', 'stale-if-error=0'])(
+    'never serves an answer marked %s once it is stale',
+    (directive) => {
+      const cache = cacheOf();
+      keep(cache, '/a', 'body', 0, { 'cache-control': directive });
+      expect(cache.get('/a', {}, 1_000)).toBeNull();
+    },
+  );
 
   it('serves a must-revalidate answer while it is fresh', () => {
     const cache = cacheOf();

@@ -8,8 +8,13 @@ import { rawRequest, useProxyFixture, type ProxyApp } from './proxy-app.js';
  */
 const fixture = useProxyFixture();
 
-async function setup(answer: (req: http.IncomingMessage) => { headers?: http.OutgoingHttpHeaders; body?: string }): Promise<ProxyApp> {
-  const app = await fixture.start(['dc1-1', 'dc2-1'], 'request_timeout_ms: 500\nhealth_check: { enabled: false }\nfallback: { stale_seconds: 60 }');
+async function setup(
+  answer: (req: http.IncomingMessage) => { headers?: http.OutgoingHttpHeaders; body?: string },
+): Promise<ProxyApp> {
+  const app = await fixture.start(
+    ['dc1-1', 'dc2-1'],
+    'request_timeout_ms: 500\nhealth_check: { enabled: false }\nfallback: { stale_seconds: 60 }',
+  );
   for (const node of Object.values(fixture.nodes)) node.respond = answer;
   return app;
 }
@@ -18,7 +23,8 @@ function openAll(app: ProxyApp) {
   for (const id of Object.keys(fixture.nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
 }
 
-const get = (app: ProxyApp, headers: http.OutgoingHttpHeaders = {}) => rawRequest(app.url, 'GET', '/proxy/users/page', headers);
+const get = (app: ProxyApp, headers: http.OutgoingHttpHeaders = {}) =>
+  rawRequest(app.url, 'GET', '/proxy/users/page', headers);
 
 describe('stale fallback rules', () => {
   it('keys on Host: a page kept for one host never reaches another', async () => {
@@ -34,7 +40,9 @@ describe('stale fallback rules', () => {
 
   it('never serves a gzip body kept under Vary: Accept-Encoding to a client that did not accept gzip', async () => {
     const app = await setup((req) =>
-      /gzip/.test(String(req.headers['accept-encoding'])) ? { headers: { vary: 'Accept-Encoding', 'content-encoding': 'gzip' }, body: 'GZIP' } : { headers: { vary: 'Accept-Encoding' }, body: 'plain' },
+      /gzip/.test(String(req.headers['accept-encoding']))
+        ? { headers: { vary: 'Accept-Encoding', 'content-encoding': 'gzip' }, body: 'GZIP' }
+        : { headers: { vary: 'Accept-Encoding' }, body: 'plain' },
     );
     await get(app, { 'accept-encoding': 'gzip' });
     openAll(app);
@@ -45,15 +53,18 @@ describe('stale fallback rules', () => {
     expect([gz.status, gz.headers['content-encoding'], gz.body]).toEqual([200, 'gzip', 'GZIP']);
   });
 
-  it.each(['no-cache', 'must-revalidate', 'proxy-revalidate', 'stale-if-error=0', 'max-age=0, s-maxage=0'])('never serves stale an answer marked Cache-Control: %s', async (cc) => {
-    const app = await setup(() => ({ headers: { 'cache-control': cc }, body: 'do not reuse' }));
-    await get(app);
-    openAll(app);
-    app.clock.advance(1_000);
-    const res = await get(app);
-    expect(res.status).toBe(503);
-    expect(res.headers['x-fallback']).toBeUndefined();
-  });
+  it.each(['no-cache', 'must-revalidate', 'proxy-revalidate', 'stale-if-error=0', 'max-age=0, s-maxage=0'])(
+    'never serves stale an answer marked Cache-Control: %s',
+    async (cc) => {
+      const app = await setup(() => ({ headers: { 'cache-control': cc }, body: 'do not reuse' }));
+      await get(app);
+      openAll(app);
+      app.clock.advance(1_000);
+      const res = await get(app);
+      expect(res.status).toBe(503);
+      expect(res.headers['x-fallback']).toBeUndefined();
+    },
+  );
 
   it('never keeps the answer to a request with an X-Api-Key for anyone', async () => {
     const app = await setup((req) => ({ body: `data of ${req.headers['x-api-key']}` }));
@@ -69,6 +80,11 @@ describe('stale fallback rules', () => {
     openAll(app);
     app.clock.advance(20_000);
     const res = await get(app, { host: 'shop.example' });
-    expect([res.status, res.headers['x-fallback'], res.headers.age, res.body]).toEqual([200, 'stale', '20', 'shared page']);
+    expect([res.status, res.headers['x-fallback'], res.headers.age, res.body]).toEqual([
+      200,
+      'stale',
+      '20',
+      'shared page',
+    ]);
   });
 });

@@ -4,7 +4,10 @@ import { parseProxyTarget } from '../../src/proxy/target-path.js';
 
 describe('parseProxyTarget', () => {
   it('splits upstream and path, keeping encoding and query as sent', () => {
-    expect(parseProxyTarget('/proxy/users/a%20b/c/?q=%2e%2e&x=..')).toEqual({ upstream: 'users', path: '/a%20b/c/?q=%2e%2e&x=..' });
+    expect(parseProxyTarget('/proxy/users/a%20b/c/?q=%2e%2e&x=..')).toEqual({
+      upstream: 'users',
+      path: '/a%20b/c/?q=%2e%2e&x=..',
+    });
   });
 
   it('collapses repeated slashes so the path never reads as an authority', () => {
@@ -27,17 +30,33 @@ describe('parseProxyTarget', () => {
     expect(parseProxyTarget('/proxy/users/v1.2/file.tar.gz').path).toBe('/v1.2/file.tar.gz');
   });
 
-  it.each(['/proxy/users/..', '/proxy/users/a/%2e', '/proxy/users/%2e%2e%2fx', '/proxy/users/a/..%5c'])('refuses %s', (raw) => {
-    expect(() => parseProxyTarget(raw)).toThrow(/'\.' or '\.\.'/);
-  });
+  it.each(['/proxy/users/..', '/proxy/users/a/%2e', '/proxy/users/%2e%2e%2fx', '/proxy/users/a/..%5c'])(
+    'refuses %s',
+    (raw) => {
+      expect(() => parseProxyTarget(raw)).toThrow(/'\.' or '\.\.'/);
+    },
+  );
 });
 
 describe('upstreamRequestHeaders', () => {
   it('drops fields named in Connection and the fixed hop-by-hop set', () => {
     const out = upstreamRequestHeaders(
-      { connection: 'close, X-Drop', 'x-drop': '1', 'transfer-encoding': 'chunked', trailer: 'x', 'x-keep': '2', host: 'h' },
+      {
+        connection: 'close, X-Drop',
+        'x-drop': '1',
+        'transfer-encoding': 'chunked',
+        trailer: 'x',
+        'x-keep': '2',
+        host: 'h',
+      },
       { clientIp: '10.0.0.1', proto: 'https', localDc: 'dc1' },
     );
-    expect(out).toEqual({ 'x-keep': '2', 'x-forwarded-for': '10.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'h', 'x-forwarded-dc': 'dc1' });
+    expect(out).toEqual({
+      'x-keep': '2',
+      'x-forwarded-for': '10.0.0.1',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'h',
+      'x-forwarded-dc': 'dc1',
+    });
   });
 });

@@ -39,7 +39,10 @@ async function gatedWsNode() {
 describe('WebSocket handshake outcomes', () => {
   it('a slow WebSocket handshake counts in the node slow-call window (duration: dispatch to 101)', async () => {
     const node = await gatedWsNode();
-    const app = await startProxyApp({ 'dc1-1': { id: 'dc1-1', url: node.url } }, 'health_check: { enabled: false }\nwindow: { type: count, size: 2, slow_call_duration_ms: 100 }');
+    const app = await startProxyApp(
+      { 'dc1-1': { id: 'dc1-1', url: node.url } },
+      'health_check: { enabled: false }\nwindow: { type: count, size: 2, slow_call_duration_ms: 100 }',
+    );
     cleanups.push(() => app.close());
     for (let i = 0; i < 2; i++) {
       const ws = new WebSocket(`${app.url.replace('http', 'ws')}/proxy/users/chat`);
@@ -52,7 +55,9 @@ describe('WebSocket handshake outcomes', () => {
     }
     const circuit = (await (await app.request('GET', '/circuits/users%2Fdc1-1')).json()) as Record<string, unknown>;
     expect(circuit.state).toBe('open');
-    const { events } = (await (await app.request('GET', '/circuits/users%2Fdc1-1/events')).json()) as { events: { to: string; reason: string }[] };
+    const { events } = (await (await app.request('GET', '/circuits/users%2Fdc1-1/events')).json()) as {
+      events: { to: string; reason: string }[];
+    };
     expect(events[0]).toMatchObject({ to: 'open', reason: 'slow_call_rate_exceeded' });
   });
 });

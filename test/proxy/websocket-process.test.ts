@@ -44,7 +44,11 @@ describe('WebSocket pass-through in the real process', () => {
       const configPath = path.join(dir, 'proxy.yaml');
       fs.writeFileSync(configPath, proxyYaml({ 'dc1-1': node! }, 'health_check: { enabled: false }'));
       server = await startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_DB: path.join(dir, 'db.sqlite') });
-      const h2c = { connection: 'Upgrade, HTTP2-Settings', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA' };
+      const h2c = {
+        connection: 'Upgrade, HTTP2-Settings',
+        upgrade: 'h2c',
+        'http2-settings': 'AAMAAABkAARAAAAAAAIAAAAA',
+      };
       const proxied = await rawRequest(server.url, 'GET', '/proxy/users/x', h2c);
       expect([proxied.status, proxied.headers['x-node']]).toEqual([200, 'dc1-1']);
       expect((await rawRequest(server.url, 'GET', '/health', h2c)).status).toBe(200);

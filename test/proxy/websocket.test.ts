@@ -12,14 +12,19 @@ afterEach(async () => {
 });
 
 /** A WebSocket node on 127.0.0.1 that echoes every message; `onMessage` may override. */
-async function wsNode(id: string, options: { onMessage?: (ws: WebSocket, data: Buffer) => void; reject?: number } = {}) {
+async function wsNode(
+  id: string,
+  options: { onMessage?: (ws: WebSocket, data: Buffer) => void; reject?: number } = {},
+) {
   const wss = new WebSocketServer({
     host: '127.0.0.1',
     port: 0,
     verifyClient: options.reject === undefined ? undefined : (_info, done) => done(false, options.reject),
   });
   await once(wss, 'listening');
-  wss.on('connection', (ws) => ws.on('message', (data: Buffer) => (options.onMessage ?? ((s, d) => s.send(d)))(ws, data)));
+  wss.on('connection', (ws) =>
+    ws.on('message', (data: Buffer) => (options.onMessage ?? ((s, d) => s.send(d)))(ws, data)),
+  );
   cleanups.push(() => {
     for (const c of wss.clients) c.terminate();
     return new Promise((resolve) => wss.close(resolve));
@@ -73,7 +78,10 @@ describe('WebSocket pass-through', () => {
     const hanging = await new FaultNode('dc1-2', 'hang').start();
     cleanups.push(() => hanging.stop());
     const good = await wsNode('dc2-1');
-    const app = await proxyOver({ 'dc1-1': failing, 'dc1-2': hanging, 'dc2-1': good }, 'retries: 2\nrequest_timeout_ms: 300');
+    const app = await proxyOver(
+      { 'dc1-1': failing, 'dc1-2': hanging, 'dc2-1': good },
+      'retries: 2\nrequest_timeout_ms: 300',
+    );
     const { ws, res } = await connect(app);
     expect(res.headers['x-node']).toBe('dc2-1');
     expect(res.headers['x-degraded']).toBe('true');
@@ -86,7 +94,12 @@ describe('WebSocket pass-through', () => {
   it('passes the last failing answer back as sent when the retry budget is spent', async () => {
     const failing = await wsNode('dc1-1', { reject: 503 });
     const app = await proxyOver({ 'dc1-1': failing }, 'retries: 0');
-    const res = await rawRequest(app.url, 'GET', '/proxy/users/chat', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+    const res = await rawRequest(app.url, 'GET', '/proxy/users/chat', {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    });
     expect(res.status).toBe(503);
     expect(res.headers['x-node']).toBe('dc1-1');
     expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
@@ -118,7 +131,12 @@ describe('WebSocket pass-through', () => {
     const { 'dc1-1': node } = await startNodes('dc1-1');
     cleanups.push(() => node!.stop());
     const app = await proxyOver({ 'dc1-1': node! });
-    const res = await rawRequest(app.url, 'GET', '/health', { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+    const res = await rawRequest(app.url, 'GET', '/health', {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    });
     expect(res.status).toBe(501);
     expect(res.headers['content-type']).toBe('application/problem+json');
     expect(JSON.parse(res.body).code).toBe('UPGRADE_NOT_SUPPORTED');

@@ -43,7 +43,20 @@ function freePort(): Promise<number> {
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = options.port ?? (await freePort());
   const dir = options.dir ?? tempDir('circuitlog-redis-');
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', '--loglevel', 'warning'];
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--daemonize',
+    'no',
+    '--loglevel',
+    'warning',
+  ];
   args.push('--appendonly', options.appendfsync ? 'yes' : 'no');
   if (options.appendfsync) args.push('--appendfsync', options.appendfsync, '--appenddirname', 'aof');
   if (options.password !== undefined) args.push('--requirepass', options.password);
@@ -62,7 +75,12 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
         socket.write('PING\r\n');
         socket.once('data', (data) => {
           socket.destroy();
-          if (!data.toString().startsWith('+PONG') && !data.toString().startsWith('-NOAUTH') && !data.toString().startsWith('-CLUSTERDOWN')) return; // still loading its data
+          if (
+            !data.toString().startsWith('+PONG') &&
+            !data.toString().startsWith('-NOAUTH') &&
+            !data.toString().startsWith('-CLUSTERDOWN')
+          )
+            return; // still loading its data
           clearInterval(poll);
           clearTimeout(timer);
           resolve();

@@ -13,7 +13,8 @@ export interface Sentinel {
   stop(): Promise<void>;
 }
 
-export const cli = async (port: number, ...args: string[]) => (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+export const cli = async (port: number, ...args: string[]) =>
+  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -31,7 +32,11 @@ export const DOWN_AFTER_MS = 1_000;
 export const FAILOVER_TIMEOUT_MS = 3_000;
 
 /** A sentinel watching master `name` at 127.0.0.1:`primaryPort` with quorum 2; resolves once it answers. */
-export async function startSentinel(name: string, primaryPort: number, auth: { requirepass?: string; masterPassword?: string } = {}): Promise<Sentinel> {
+export async function startSentinel(
+  name: string,
+  primaryPort: number,
+  auth: { requirepass?: string; masterPassword?: string } = {},
+): Promise<Sentinel> {
   const port = await freePort();
   const dir = tempDir('circuitlog-sentinel-');
   const conf = path.join(dir, 'sentinel.conf'); // Sentinel rewrites its own file: it must be writable
@@ -50,11 +55,20 @@ export async function startSentinel(name: string, primaryPort: number, auth: { r
       '',
     ].join('\n'),
   );
-  const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const ok = await cli(port, ...(auth.requirepass === undefined ? [] : ['--no-auth-warning', '-a', auth.requirepass]), 'PING').then((r) => r === 'PONG', () => false);
+    const ok = await cli(
+      port,
+      ...(auth.requirepass === undefined ? [] : ['--no-auth-warning', '-a', auth.requirepass]),
+      'PING',
+    ).then(
+      (r) => r === 'PONG',
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline || child.exitCode !== null) throw new Error('redis-server --sentinel did not start');
     await new Promise((r) => setTimeout(r, 50));

@@ -24,7 +24,10 @@ export function redisTestStore(url: string): RedisCircuitStore {
     open.push(client);
     return client;
   };
-  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, { prefix: `t-${randomUUID()}:`, logger: pino({ level: 'silent' }) });
+  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, {
+    prefix: `t-${randomUUID()}:`,
+    logger: pino({ level: 'silent' }),
+  });
 }
 
 const closers: (() => void)[] = [];

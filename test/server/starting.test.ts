@@ -37,7 +37,12 @@ describe('a connection accepted while starting (the HOST/PORT probe)', () => {
     expect(head).toContain('\r\ncontent-type: application/problem+json');
     expect(head).toContain(`\r\ncontent-length: ${Buffer.byteLength(body!)}`);
     expect(body!.endsWith('}\n')).toBe(true); // as every JSON answer
-    expect(JSON.parse(body!)).toMatchObject({ status: 503, code: 'NOT_READY', type: '/problems/not-ready', instance: '/health/ready' });
+    expect(JSON.parse(body!)).toMatchObject({
+      status: 503,
+      code: 'NOT_READY',
+      type: '/problems/not-ready',
+      instance: '/health/ready',
+    });
   });
 
   it('answers a client that sends a partial head once it stops sending (half-close)', async () => {

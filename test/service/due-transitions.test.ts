@@ -9,7 +9,10 @@ afterEach(() => {
 
 async function tripped(t: ReturnType<typeof buildApp>, name = 'svc') {
   for (let i = 0; i < 5; i++) await t.request('POST', `/circuits/${name}/outcomes`, { success: false });
-  expect(await (await t.request('GET', `/circuits/${name}`)).json()).toMatchObject({ state: 'open', open_until: '2026-11-30T03:30:30.000Z' });
+  expect(await (await t.request('GET', `/circuits/${name}`)).json()).toMatchObject({
+    state: 'open',
+    open_until: '2026-11-30T03:30:30.000Z',
+  });
 }
 
 describe('due open -> half-open transitions', () => {
@@ -21,8 +24,16 @@ describe('due open -> half-open transitions', () => {
     t.clock.advance(700);
     expect(await t.breaker.publishDue()).toBe(1);
     const { events } = await (await t.request('GET', '/circuits/svc/events')).json();
-    expect(events[0]).toEqual({ from: 'open', to: 'half_open', reason: 'open_timeout_elapsed', at: '2026-11-30T03:30:30.000Z' });
-    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ state: 'half_open', half_open_at: '2026-11-30T03:30:30.000Z' });
+    expect(events[0]).toEqual({
+      from: 'open',
+      to: 'half_open',
+      reason: 'open_timeout_elapsed',
+      at: '2026-11-30T03:30:30.000Z',
+    });
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({
+      state: 'half_open',
+      half_open_at: '2026-11-30T03:30:30.000Z',
+    });
     expect(await t.breaker.publishDue()).toBe(0); // nothing left
   });
 
@@ -30,7 +41,10 @@ describe('due open -> half-open transitions', () => {
     const t = buildApp();
     await tripped(t);
     t.clock.advance(45_000);
-    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ state: 'half_open', half_open_at: '2026-11-30T03:30:30.000Z' });
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({
+      state: 'half_open',
+      half_open_at: '2026-11-30T03:30:30.000Z',
+    });
     const { events } = await (await t.request('GET', '/circuits/svc/events')).json();
     expect(events[0]).toMatchObject({ to: 'half_open', at: '2026-11-30T03:30:30.000Z' });
   });
@@ -56,7 +70,12 @@ describe('due open -> half-open transitions', () => {
     t.clock.advance(30_000);
     await vi.advanceTimersByTimeAsync(500);
     // On Redis the round's writes take a few real milliseconds.
-    await vi.waitFor(async () => expect(await t.store.find('svc')).toMatchObject({ state: 'half_open', halfOpenAt: Date.parse('2026-11-30T03:30:30.000Z') }));
+    await vi.waitFor(async () =>
+      expect(await t.store.find('svc')).toMatchObject({
+        state: 'half_open',
+        halfOpenAt: Date.parse('2026-11-30T03:30:30.000Z'),
+      }),
+    );
     job.stop();
   });
 

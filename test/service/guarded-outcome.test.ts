@@ -41,7 +41,10 @@ function redisStore(prefix: string): RedisCircuitStore {
     connections.push(client);
     return client;
   };
-  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, { prefix, logger: silentLogger });
+  return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, {
+    prefix,
+    logger: silentLogger,
+  });
 }
 
 /** Two hosts sharing one store: two SQLite connections on one file, or two Redis stores on one prefix. */

@@ -37,7 +37,11 @@ const stores: [string, () => Promise<Fixture>][] = [
       migrate(db, readMigrations(defaultMigrationsDir()));
       const store = new SqliteCircuitStore(db, true); // exclusive: the cache must hear of deletions
       const log = async () => {
-        const rows = db.prepare<[], { name: string; at: number }>('SELECT c.name, t.at FROM transitions t JOIN circuits c ON c.id = t.circuit_id ORDER BY t.id').all();
+        const rows = db
+          .prepare<[], { name: string; at: number }>(
+            'SELECT c.name, t.at FROM transitions t JOIN circuits c ON c.id = t.circuit_id ORDER BY t.id',
+          )
+          .all();
         return group(rows.map((r) => [r.name, r.at]));
       };
       return { store, housekeeping: new SqliteHousekeeping(db, (name) => store.forget(name)), log };
@@ -49,7 +53,9 @@ const stores: [string, () => Promise<Fixture>][] = [
       const store = redisTestStore(redis.url());
       await store.ready();
       const log = async () => {
-        const streams = await Promise.all(store.keys.shards.map((k) => store.redis.command<[string, string[]][]>(['XRANGE', k.transitions, '-', '+'])));
+        const streams = await Promise.all(
+          store.keys.shards.map((k) => store.redis.command<[string, string[]][]>(['XRANGE', k.transitions, '-', '+'])),
+        );
         return group(streams.flat().map(([, f]) => [f[1]!, Number(f[f.indexOf('at') + 1])]));
       };
       return { store, housekeeping: new RedisHousekeeping(store), log };
@@ -71,7 +77,16 @@ function group(rows: [string, number][]): Map<string, number[]> {
 
 function service(store: CircuitStore, clock: FakeClock, idleDays: number | null = null) {
   const limits = idleDays === null ? {} : { activityStampMs: activityStampMs(idleDays) };
-  return new BreakerService(store, clock.now, pino({ level: 'silent' }), { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 }, { probeLeaseMs: 10_000 }, false, undefined, limits);
+  return new BreakerService(
+    store,
+    clock.now,
+    pino({ level: 'silent' }),
+    { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
+    { probeLeaseMs: 10_000 },
+    false,
+    undefined,
+    limits,
+  );
 }
 
 /** Open and reset `name` `times` times: two transitions each, at the clock's time. */
@@ -85,7 +100,10 @@ async function cycle(breaker: BreakerService, name: string, times: number): Prom
 function job(store: HousekeepingStore, clock: FakeClock, options: Partial<HousekeepingOptions> = {}) {
   let batches = 0;
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const logger = pino(
+    { level: 'info' },
+    { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
   const housekeeping = new Housekeeping(store, clock.now, logger, {
     maxAgeDays: 30,
     maxPerCircuit: 1_000,
@@ -154,12 +172,17 @@ describe.each(stores)('housekeeping on %s', (_name, open) => {
       clock.advance(DAY_MS);
       await breaker.record('in-use', true); // successes on a healthy circuit: nothing else changes
     }
-    const { housekeeping: run, lines } = job(housekeeping, clock, { idleCircuitDays: 7, isDeclared: (n) => n === 'declared' });
+    const { housekeeping: run, lines } = job(housekeeping, clock, {
+      idleCircuitDays: 7,
+      isDeclared: (n) => n === 'declared',
+    });
 
     const report = await run.sweep();
 
     expect(report.idleDeleted).toBe(1);
-    expect(lines.filter((l) => l.event === 'circuit_deleted').map((l) => [l.circuit, l.reason])).toEqual([['idle', 'idle']]);
+    expect(lines.filter((l) => l.event === 'circuit_deleted').map((l) => [l.circuit, l.reason])).toEqual([
+      ['idle', 'idle'],
+    ]);
     await vi.waitFor(async () => expect(await store.find('idle')).toBeNull()); // Redis: the host's cache hears the publish
     for (const kept of ['tripped', 'forced', 'declared', 'in-use']) expect(await store.find(kept), kept).not.toBeNull();
   });

@@ -11,8 +11,20 @@ describe.each(stores)('BreakerService.peekAllowed and allowed (%s)', (_kind, mak
   async function service() {
     const clock = new FakeClock();
     const refused: string[] = [];
-    const observer: BreakerObserver = { transition: () => {}, outcome: () => {}, rejected: (c) => void refused.push(c.name) };
-    const breaker = new BreakerService(await makeStore(), clock.now, silentLogger, settings, { probeLeaseMs: 10_000 }, true, observer);
+    const observer: BreakerObserver = {
+      transition: () => {},
+      outcome: () => {},
+      rejected: (c) => void refused.push(c.name),
+    };
+    const breaker = new BreakerService(
+      await makeStore(),
+      clock.now,
+      silentLogger,
+      settings,
+      { probeLeaseMs: 10_000 },
+      true,
+      observer,
+    );
     return { breaker, clock, refused };
   }
 

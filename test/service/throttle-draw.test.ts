@@ -3,16 +3,21 @@ import { buildApp } from '../helper.js';
 
 /** A random source that answers `value` and counts its draws. */
 function counting(value: number) {
-  const random = Object.assign(() => {
-    random.draws++;
-    return value;
-  }, { draws: 0 });
+  const random = Object.assign(
+    () => {
+      random.draws++;
+      return value;
+    },
+    { draws: 0 },
+  );
   return random;
 }
 
 async function throttledWithFailures(random: () => number) {
   const t = buildApp({ random });
-  await t.request('PATCH', '/circuits/dep', JSON.stringify({ failure_threshold: 1000, throttle: {} }), { 'content-type': 'application/merge-patch+json' });
+  await t.request('PATCH', '/circuits/dep', JSON.stringify({ failure_threshold: 1000, throttle: {} }), {
+    'content-type': 'application/merge-patch+json',
+  });
   for (let i = 0; i < 10; i++) await t.breaker.record('dep', false);
   return t;
 }
@@ -39,7 +44,9 @@ describe('soft throttling: one draw per call', () => {
   it('a healthy throttled circuit is answered by peekAllowed without a draw', async () => {
     const random = counting(0);
     const t = buildApp({ random });
-    await t.request('PATCH', '/circuits/ok', JSON.stringify({ throttle: {} }), { 'content-type': 'application/merge-patch+json' });
+    await t.request('PATCH', '/circuits/ok', JSON.stringify({ throttle: {} }), {
+      'content-type': 'application/merge-patch+json',
+    });
     await t.breaker.record('ok', true);
     expect(t.breaker.peekAllowed('ok')?.verdict).toEqual({ allowed: true });
     expect(random.draws).toBe(0);

@@ -6,7 +6,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, vi } from 'vitest';
-import { CallTimeoutError, CircuitOpenError, CircuitlogUnavailableError, createClient, type CircuitlogClient, type ClientOptions } from '../../src/client/index.js';
+import {
+  CallTimeoutError,
+  CircuitOpenError,
+  CircuitlogUnavailableError,
+  createClient,
+  type CircuitlogClient,
+  type ClientOptions,
+} from '../../src/client/index.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 import { startCountingProxy, type CountingProxy } from './counting-proxy.js';
 
@@ -49,7 +56,9 @@ export class CaseRun {
     fs.writeFileSync(path.join(this.dir, 'circuitlog.yaml'), `circuit_defaults:\n${lines.join('\n')}\n`);
     this.server = await startServer(this.env());
     if (this.spec.count_requests === true) this.proxy = await startCountingProxy(this.server.port);
-    const options = Object.fromEntries(Object.entries(this.spec.options ?? {}).map(([k, v]) => [OPTION_NAMES[k] ?? k, v]));
+    const options = Object.fromEntries(
+      Object.entries(this.spec.options ?? {}).map(([k, v]) => [OPTION_NAMES[k] ?? k, v]),
+    );
     const url = this.proxy?.url ?? this.server.url;
     this.clients = Array.from({ length: this.spec.clients }, () => createClient({ url, ...options }));
     await Promise.all(this.clients.map((c) => c.ready()));
@@ -72,7 +81,10 @@ export class CaseRun {
   }
 
   private env(port?: number): Record<string, string> {
-    const env = { CIRCUITLOG_DB: path.join(this.dir, 'db.sqlite'), CIRCUITLOG_CONFIG: path.join(this.dir, 'circuitlog.yaml') };
+    const env = {
+      CIRCUITLOG_DB: path.join(this.dir, 'db.sqlite'),
+      CIRCUITLOG_CONFIG: path.join(this.dir, 'circuitlog.yaml'),
+    };
     return port === undefined ? env : { ...env, PORT: String(port) };
   }
 
@@ -95,16 +107,27 @@ export class CaseRun {
         await Promise.all(this.targets(step).map((c) => c.close()));
         return;
       case 'wait_state':
-        await vi.waitFor(() => expect(this.targets(step).map((c) => c.state(circuit))).toEqual(this.targets(step).map(() => step.state)), within);
+        await vi.waitFor(
+          () =>
+            expect(this.targets(step).map((c) => c.state(circuit))).toEqual(this.targets(step).map(() => step.state)),
+          within,
+        );
         return;
       case 'expect_state':
         expect(this.targets(step).map((c) => c.state(circuit))).toEqual(this.targets(step).map(() => step.state));
         return;
       case 'wait_connection':
-        await vi.waitFor(() => expect(this.targets(step).map((c) => c.connection)).toEqual(this.targets(step).map(() => step.state)), within);
+        await vi.waitFor(
+          () => expect(this.targets(step).map((c) => c.connection)).toEqual(this.targets(step).map(() => step.state)),
+          within,
+        );
         return;
       case 'wait_acknowledged':
-        await vi.waitFor(() => expect(this.targets(step).map((c) => c.stats().outcomesPending)).toEqual(this.targets(step).map(() => 0)), within);
+        await vi.waitFor(
+          () =>
+            expect(this.targets(step).map((c) => c.stats().outcomesPending)).toEqual(this.targets(step).map(() => 0)),
+          within,
+        );
         return;
       case 'expect_server': {
         const res = await fetch(`${this.server.url}/circuits/${encodeURIComponent(circuit)}`);
@@ -149,7 +172,9 @@ export class CaseRun {
 
   private async allowed(step: Step): Promise<void> {
     const repeat = (step.repeat as number | undefined) ?? 1;
-    const asks = this.targets(step).flatMap((c) => Array.from({ length: repeat }, () => () => c.allowed(step.circuit as string)));
+    const asks = this.targets(step).flatMap((c) =>
+      Array.from({ length: repeat }, () => () => c.allowed(step.circuit as string)),
+    );
     const answers = step.concurrent === true ? await Promise.all(asks.map((ask) => ask())) : await sequential(asks);
     if (step.expect_true !== undefined) expect(answers.filter(Boolean).length).toBe(step.expect_true);
     if (step.expect !== undefined) expect(answers).toEqual(answers.map(() => step.expect));

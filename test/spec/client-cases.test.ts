@@ -6,7 +6,11 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CaseRun, type ClientCase } from './case-runner.js';
 
-const spec = JSON.parse(readFileSync('clients/spec/client-cases.json', 'utf8')) as { format: string; version: number; cases: ClientCase[] };
+const spec = JSON.parse(readFileSync('clients/spec/client-cases.json', 'utf8')) as {
+  format: string;
+  version: number;
+  cases: ClientCase[];
+};
 
 let current: CaseRun | null = null;
 afterEach(async () => {

@@ -19,7 +19,9 @@ const spec = JSON.parse(text) as StateMachineSpec;
  * A local breaker records each outcome as its call ends, so the server-side `ended_at` (stale outcome) vectors are not its
  * rule; nor are the `quorum` ones: a local breaker sees one caller, itself.
  */
-const forLocalBreakers = spec.vectors.filter((v) => v.outcome_rule === 'count_only' && !v.tags.includes('ended_at') && !v.tags.includes('quorum'));
+const forLocalBreakers = spec.vectors.filter(
+  (v) => v.outcome_rule === 'count_only' && !v.tags.includes('ended_at') && !v.tags.includes('quorum'),
+);
 
 /**
  * Every reason the domain's state machine makes; a new one fails to compile here until a vector
@@ -50,7 +52,8 @@ const POLICY_FIELDS: Record<string, (p: Vector['policy']) => boolean> = {
   success_threshold: (p) => p.success_threshold > 1,
   'window.type=count': (p) => p.window?.type === 'count',
   'window.type=time': (p) => p.window?.type === 'time',
-  'window.minimum_calls': (p) => p.window != null && p.window.minimum_calls !== (p.window.type === 'count' ? p.window.size : 10),
+  'window.minimum_calls': (p) =>
+    p.window != null && p.window.minimum_calls !== (p.window.type === 'count' ? p.window.size : 10),
   'window.failure_rate_threshold': (p) => p.window != null && p.window.failure_rate_threshold !== 50,
   'window.slow_call_duration_ms': (p) => p.window?.slow_call_duration_ms != null,
   'window.slow_call_rate_threshold': (p) => p.window != null && p.window.slow_call_rate_threshold !== 100,
@@ -63,7 +66,10 @@ const POLICY_FIELDS: Record<string, (p: Vector['policy']) => boolean> = {
   'throttle.window_seconds': (p) => p.throttle != null && p.throttle.window_seconds !== 60,
 };
 
-const policiesOf = (v: Vector) => [v.policy, ...v.steps.flatMap((s) => (s.event.type === 'configure' ? [s.event.policy] : []))];
+const policiesOf = (v: Vector) => [
+  v.policy,
+  ...v.steps.flatMap((s) => (s.event.type === 'configure' ? [s.event.policy] : [])),
+];
 
 describe('clients/spec/state-machine.json', () => {
   it('is exactly what the generator makes from src/domain today (run npm run spec:generate after a domain change)', () => {
@@ -71,7 +77,9 @@ describe('clients/spec/state-machine.json', () => {
   });
 
   it('matches its JSON Schema (clients/spec/state-machine.schema.json)', () => {
-    const validate = new Ajv2020({ allErrors: true }).compile(JSON.parse(readFileSync('clients/spec/state-machine.schema.json', 'utf8')) as object);
+    const validate = new Ajv2020({ allErrors: true }).compile(
+      JSON.parse(readFileSync('clients/spec/state-machine.schema.json', 'utf8')) as object,
+    );
     expect(validate(spec) ? [] : validate.errors?.slice(0, 5)).toEqual([]);
   });
 
@@ -90,7 +98,9 @@ describe('clients/spec/state-machine.json', () => {
   });
 
   it('makes every transition reason and uses every event type', () => {
-    const reasons = new Set(spec.vectors.flatMap((v) => v.steps.flatMap((s) => s.expect.transitions.map((t) => t.reason))));
+    const reasons = new Set(
+      spec.vectors.flatMap((v) => v.steps.flatMap((s) => s.expect.transitions.map((t) => t.reason))),
+    );
     expect([...reasons].sort()).toEqual(Object.keys(REASONS).sort());
     const events = new Set(forLocalBreakers.flatMap((v) => v.steps.map((s) => s.event.type)));
     expect([...events].sort()).toEqual(['admit', 'configure', 'outcome', 'reset']);
@@ -99,8 +109,20 @@ describe('clients/spec/state-machine.json', () => {
   it('refuses and admits in some step of every kind: open, half-open full, forced open, caller, throttled', () => {
     const kind = (v: Vector['steps'][number]['expect']['verdict']) =>
       v.allowed ? '' : `${v.forced}${v.scope === undefined ? '' : `/${v.scope}`}${v.throttled ? '/throttled' : ''}`;
-    const refusals = spec.vectors.flatMap((v) => v.steps.filter((s) => !s.expect.verdict.allowed).map((s) => `${s.expect.state}/${kind(s.expect.verdict)}`));
-    expect(new Set(refusals)).toEqual(new Set(['open/false', 'half_open/false', 'closed/true', 'open/true', 'half_open/true', 'closed/false/caller', 'closed/false/throttled']));
+    const refusals = spec.vectors.flatMap((v) =>
+      v.steps.filter((s) => !s.expect.verdict.allowed).map((s) => `${s.expect.state}/${kind(s.expect.verdict)}`),
+    );
+    expect(new Set(refusals)).toEqual(
+      new Set([
+        'open/false',
+        'half_open/false',
+        'closed/true',
+        'open/true',
+        'half_open/true',
+        'closed/false/caller',
+        'closed/false/throttled',
+      ]),
+    );
   });
 });
 
@@ -115,10 +137,17 @@ function runOnLocalBreaker(vector: Vector): { state: string | undefined; verdict
   let now = vector.created_at_ms;
   let draw: number | undefined; // the admission's random number, for a throttled circuit
   const random = () => {
-    if (draw === undefined) throw new Error(`${vector.id}: an admission drew a random number, but its event gives no draw`);
+    if (draw === undefined)
+      throw new Error(`${vector.id}: an admission drew a random number, but its event gives no draw`);
     return draw;
   };
-  const breakers = new LocalBreakers(() => now, { failureThreshold: 99, timeoutSeconds: 99, halfOpenMaxCalls: 99 }, vector.probe_lease_ms, 10_000, random);
+  const breakers = new LocalBreakers(
+    () => now,
+    { failureThreshold: 99, timeoutSeconds: 99, halfOpenMaxCalls: 99 },
+    vector.probe_lease_ms,
+    10_000,
+    random,
+  );
   const name = 'spec';
   const known: KnownCircuit = { state: undefined, json: vector.policy as CircuitJson };
   breakers.configure(name, vector.policy as CircuitJson); // created at created_at_ms, with the vector's policy
@@ -146,7 +175,9 @@ function runOnLocalBreaker(vector: Vector): { state: string | undefined; verdict
 
 describe('every count_only vector through the Node client local breaker (src/client/local-breaker.ts)', () => {
   it.each(forLocalBreakers)('$id', (vector) => {
-    const wanted = vector.steps.map((s) => (s.event.type === 'admit' ? { state: s.expect.state, verdict: s.expect.verdict } : { state: s.expect.state }));
+    const wanted = vector.steps.map((s) =>
+      s.event.type === 'admit' ? { state: s.expect.state, verdict: s.expect.verdict } : { state: s.expect.state },
+    );
     expect(runOnLocalBreaker(vector)).toEqual(wanted);
   });
 });

@@ -6,7 +6,11 @@ import { CircuitMirror } from '../../src/store/redis/circuit-mirror.js';
 // keeps whole only the first circuits by id. A stand-in store whose listing answers when released.
 
 const SETTINGS = { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
-const circuit = (id: number, extra: Partial<Circuit> = {}): Circuit => ({ ...newCircuit(`c${id}`, SETTINGS, 0), id, ...extra });
+const circuit = (id: number, extra: Partial<Circuit> = {}): Circuit => ({
+  ...newCircuit(`c${id}`, SETTINGS, 0),
+  id,
+  ...extra,
+});
 const opened = (id: number, openUntil: number) => circuit(id, { state: 'open', openUntil });
 
 /** The store as the mirror sees it: a listing over `circuits` that waits for `release()` when gated. */
@@ -20,7 +24,10 @@ function gatedStore(circuits: Circuit[], gated = true) {
     list: async ({ afterId, limit }: { afterId?: number; limit: number }) => {
       lists++;
       if (gated) await new Promise<void>((r) => waiting.push(r));
-      return circuits.filter((c) => c.id > (afterId ?? 0)).sort((a, b) => a.id - b.id).slice(0, limit);
+      return circuits
+        .filter((c) => c.id > (afterId ?? 0))
+        .sort((a, b) => a.id - b.id)
+        .slice(0, limit);
     },
   };
   const settle = () => new Promise((r) => setImmediate(r));
@@ -50,7 +57,8 @@ function gatedStore(circuits: Circuit[], gated = true) {
 /** The counts a full recount of the truth gives at `now`. */
 function recount(circuits: Circuit[], now: number) {
   const counts = { closed: 0, open: 0, half_open: 0 };
-  for (const c of circuits) counts[c.state === 'open' && c.openUntil !== null && c.openUntil <= now ? 'half_open' : c.state]++;
+  for (const c of circuits)
+    counts[c.state === 'open' && c.openUntil !== null && c.openUntil <= now ? 'half_open' : c.state]++;
   return counts;
 }
 
@@ -106,7 +114,10 @@ describe('the Redis state-gauge mirror', () => {
     fake.change('c20', opened(20, 500));
     fake.change('c2999', opened(2_999, 2_000));
     await new Promise((r) => setTimeout(r, 20)); // the head is read again
-    expect(mirror.first(50, 0).map((c) => c.id)).toEqual([...Array.from({ length: 9 }, (_, i) => i + 1), ...Array.from({ length: 41 }, (_, i) => i + 11)]);
+    expect(mirror.first(50, 0).map((c) => c.id)).toEqual([
+      ...Array.from({ length: 9 }, (_, i) => i + 1),
+      ...Array.from({ length: 41 }, (_, i) => i + 11),
+    ]);
     expect(mirror.first(50, 1_000)[18]).toMatchObject({ name: 'c20', state: 'half_open' });
     expect(mirror.capCutoff(50)).toEqual(expect.objectContaining({ lastId: 51, full: true }));
     for (const now of [0, 1_000, 5_000]) expect(mirror.stateCounts(now)).toEqual(recount(all, now));
@@ -114,7 +125,7 @@ describe('the Redis state-gauge mirror', () => {
 
   it('follows random changes, creations and deletions with counts equal to a recount and the head equal to the first by id', async () => {
     let seed = 7;
-    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
     const all = Array.from({ length: 400 }, (_, i) => circuit(i + 1));
     const fake = gatedStore(all, false);
     const mirror = new CircuitMirror(fake.store, undefined, 30);
@@ -125,12 +136,18 @@ describe('the Redis state-gauge mirror', () => {
       const pick = all[Math.floor(random() * all.length)]!;
       if (r < 0.2) fake.change(`c${next}`, circuit(next++));
       else if (r < 0.35) fake.change(pick.name, null);
-      else fake.change(pick.name, random() < 0.5 ? opened(pick.id, Math.floor(random() * 1_000)) : circuit(pick.id, { failureCount: i }));
+      else
+        fake.change(
+          pick.name,
+          random() < 0.5 ? opened(pick.id, Math.floor(random() * 1_000)) : circuit(pick.id, { failureCount: i }),
+        );
       if (i % 100 === 0) await new Promise((r) => setTimeout(r, 5));
     }
     await new Promise((r) => setTimeout(r, 20));
     expect(mirror.stateCounts(500)).toEqual(recount(all, 500));
     const firstById = [...all].sort((a, b) => a.id - b.id).slice(0, 30);
-    expect(mirror.first(30, 0).map((c) => [c.name, c.circuit.failureCount])).toEqual(firstById.map((c) => [c.name, c.failureCount]));
+    expect(mirror.first(30, 0).map((c) => [c.name, c.circuit.failureCount])).toEqual(
+      firstById.map((c) => [c.name, c.failureCount]),
+    );
   });
 });

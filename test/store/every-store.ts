@@ -42,8 +42,16 @@ export function everyStore() {
         return new SqliteCircuitStore(db);
       },
     ],
-    ['redis', async () => track(await openRedisStore({ url: redisUrl(), logger: silentLogger, prefix: `t-${randomUUID()}:` })).store],
-    ['redis-cluster', async () => track(await openRedisStore({ url: cluster!.url, logger: silentLogger, prefix: `t-${randomUUID()}:` })).store],
+    [
+      'redis',
+      async () =>
+        track(await openRedisStore({ url: redisUrl(), logger: silentLogger, prefix: `t-${randomUUID()}:` })).store,
+    ],
+    [
+      'redis-cluster',
+      async () =>
+        track(await openRedisStore({ url: cluster!.url, logger: silentLogger, prefix: `t-${randomUUID()}:` })).store,
+    ],
   ];
   return { stores, redisUrl, track };
 }

@@ -27,7 +27,10 @@ async function open(prefix: string, db = 0, timeoutMs?: number): Promise<OpenedR
   return o;
 }
 
-const failure = (name: string, now = 1_000) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, settings, now), now);
+const failure =
+  (name: string, now = 1_000) =>
+  (c: Circuit | null) =>
+    recordFailure(c ?? newCircuit(name, settings, now), now);
 
 /** Wait (bounded) until `read` gives `expected`; the value is what is asserted, not the time. */
 async function eventually<T>(read: () => T, expected: T): Promise<T> {
@@ -43,13 +46,17 @@ describe('RedisCircuitStore', () => {
     expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
     const fresh = await open(prefix); // an empty cache: this read goes to Redis
     expect((await fresh.store.find('shared'))?.failureCount).toBe(64);
-    expect(new Set(results.map((r) => (r as PromiseFulfilledResult<{ circuit: Circuit }>).value.circuit.failureCount)).size).toBe(64);
+    expect(
+      new Set(results.map((r) => (r as PromiseFulfilledResult<{ circuit: Circuit }>).value.circuit.failureCount)).size,
+    ).toBe(64);
   });
 
   it('queues 500 concurrent writes of one process to one circuit and writes them in a few compare-and-sets', async () => {
     const { store } = await open(`t-${randomUUID()}:`);
     const results = await Promise.all(Array.from({ length: 500 }, () => store.apply('busy', failure('busy'))));
-    expect(results.map((r) => r!.circuit.failureCount).sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
+    expect(results.map((r) => r!.circuit.failureCount).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 500 }, (_, i) => i + 1),
+    );
     expect(results.every((r) => r!.circuit.id === results[0]!.circuit.id && r!.circuit.id > 0)).toBe(true);
   });
 
@@ -94,12 +101,17 @@ describe('RedisCircuitStore', () => {
 
   it('keeps transitions per circuit, newest first, and removes them with the circuit', async () => {
     const { store } = await open(`t-${randomUUID()}:`);
-    const trip = (c: Circuit | null) => recordFailure(c ?? newCircuit('ev', { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    const trip = (c: Circuit | null) =>
+      recordFailure(c ?? newCircuit('ev', { ...settings, failureThreshold: 1 }, 1_000), 1_000);
     const step = await store.apply('ev', trip);
     const id = step!.circuit.id;
-    expect(await store.events(id, 10)).toEqual([{ from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 }]);
+    expect(await store.events(id, 10)).toEqual([
+      { from: 'closed', to: 'open', reason: 'failure_threshold_reached', at: 1_000 },
+    ]);
     expect((await store.list({ limit: 10, state: 'open', now: 1_000 })).map((c) => c.name)).toEqual(['ev']);
-    expect((await store.list({ limit: 10, state: 'half_open', now: 1_000 + 31_000 })).map((c) => c.name)).toEqual(['ev']);
+    expect((await store.list({ limit: 10, state: 'half_open', now: 1_000 + 31_000 })).map((c) => c.name)).toEqual([
+      'ev',
+    ]);
     expect(await store.delete('ev')).toBe(true);
     expect(await store.events(id, 10)).toEqual([]);
     expect(await store.list({ limit: 10 })).toEqual([]);
@@ -108,11 +120,15 @@ describe('RedisCircuitStore', () => {
   it('feeds every host the transitions of all hosts, numbered in order, from the shared stream', async () => {
     const prefix = `t-${randomUUID()}:`;
     const [a, b] = [await open(prefix), await open(prefix)];
-    const trip = (name: string) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    const trip = (name: string) => (c: Circuit | null) =>
+      recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
     await a.store.apply('one', trip('one'));
     await b.store.apply('two', trip('two'));
     for (let i = 0; i < 500 && b.feed.maxId() < 2; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(b.feed.after(0, 10).map((t) => [t.id, t.circuit, t.to])).toEqual([[1, 'one', 'open'], [2, 'two', 'open']]);
+    expect(b.feed.after(0, 10).map((t) => [t.id, t.circuit, t.to])).toEqual([
+      [1, 'one', 'open'],
+      [2, 'two', 'open'],
+    ]);
     expect(b.feed.after(1, 10, { prefix: 'tw' }).map((t) => t.circuit)).toEqual(['two']);
     const late = await open(prefix); // a host started later loads what is already there
     expect(late.feed.after(0, 10).map((t) => t.id)).toEqual([1, 2]);
@@ -121,7 +137,8 @@ describe('RedisCircuitStore', () => {
   it('mirrors every circuit of every host for the state gauges, kept current by the changes', async () => {
     const prefix = `t-${randomUUID()}:`;
     const [a, b] = [await open(prefix), await open(prefix)];
-    const trip = (name: string) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
+    const trip = (name: string) => (c: Circuit | null) =>
+      recordFailure(c ?? newCircuit(name, { ...settings, failureThreshold: 1 }, 1_000), 1_000);
     await a.store.apply('x', failure('x'));
     await a.store.apply('y', trip('y'));
     const mirror = new CircuitMirror(b.store);
@@ -131,7 +148,11 @@ describe('RedisCircuitStore', () => {
     expect(mirror.first(1, 1_000).map((c) => [c.name, c.state, c.circuit.failureCount])).toEqual([['x', 'closed', 1]]);
     await a.store.apply('x', failure('x'));
     await a.store.delete('y');
-    const settled = () => mirror.first(10, 1_000).map((c) => `${c.name}:${c.circuit.failureCount}`).join();
+    const settled = () =>
+      mirror
+        .first(10, 1_000)
+        .map((c) => `${c.name}:${c.circuit.failureCount}`)
+        .join();
     for (let i = 0; i < 500 && settled() !== 'x:2'; i++) await new Promise((r) => setTimeout(r, 10));
     expect(settled()).toBe('x:2');
     expect(mirror.stateCounts(1_000)).toEqual({ closed: 1, open: 0, half_open: 0 });
@@ -161,13 +182,17 @@ describe('RedisCircuitStore', () => {
   it('finds the circuits due to half-open from the due set, reading no circuit, and keeps the set to the open ones', async () => {
     const { store } = await open(`t-${randomUUID()}:`);
     const quick = { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
-    const trip = (name: string, now: number) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, quick, now), now);
+    const trip = (name: string, now: number) => (c: Circuit | null) =>
+      recordFailure(c ?? newCircuit(name, quick, now), now);
     for (let i = 0; i < 300; i++) await store.apply(`closed-${i}`, failure(`closed-${i}`));
     await store.apply('later', trip('later', 2_000));
     await store.apply('sooner', trip('sooner', 1_000));
     const reads = () => {
       const stats = execFileSync('redis-cli', ['-p', String(redis.port), 'INFO', 'commandstats'], { encoding: 'utf8' });
-      return [...stats.matchAll(/^cmdstat_(hget|hmget|hgetall|zrange|zrangebyscore|scan):calls=(\d+)/gm)].reduce((n, m) => (m[1]!.startsWith('h') || m[1] === 'scan' ? n + Number(m[2]) : n), 0);
+      return [...stats.matchAll(/^cmdstat_(hget|hmget|hgetall|zrange|zrangebyscore|scan):calls=(\d+)/gm)].reduce(
+        (n, m) => (m[1]!.startsWith('h') || m[1] === 'scan' ? n + Number(m[2]) : n),
+        0,
+      );
     };
     const before = reads();
     expect(await store.dueOpen(30_999, 10)).toEqual([]);
@@ -175,7 +200,10 @@ describe('RedisCircuitStore', () => {
     expect(await store.dueOpen(40_000, 10)).toEqual(['sooner', 'later']); // earliest open_until first
     expect(await store.dueOpen(40_000, 1)).toEqual(['sooner']);
     expect(reads() - before).toBe(0); // no circuit read: the old scan read all 302
-    await store.apply('sooner', (c) => ({ circuit: { ...c!, state: 'closed' as const, openUntil: null }, transitions: [] })); // no longer open: leaves the set
+    await store.apply('sooner', (c) => ({
+      circuit: { ...c!, state: 'closed' as const, openUntil: null },
+      transitions: [],
+    })); // no longer open: leaves the set
     await store.delete('later');
     expect(await store.dueOpen(40_000, 10)).toEqual([]);
   });

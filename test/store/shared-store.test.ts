@@ -15,8 +15,13 @@ const T0 = 1_000_000;
 const { stores, redisUrl, track } = everyStore();
 
 /** Create the circuit (or leave it) with the test settings. */
-const create = (name: string, now = T0) => (c: Circuit | null): Step => ({ circuit: c ?? newCircuit(name, settings, now), transitions: [] });
-const fail = (name: string, now = T0) => (c: Circuit | null) => recordFailure(c ?? newCircuit(name, settings, now), now);
+const create =
+  (name: string, now = T0) =>
+  (c: Circuit | null): Step => ({ circuit: c ?? newCircuit(name, settings, now), transitions: [] });
+const fail =
+  (name: string, now = T0) =>
+  (c: Circuit | null) =>
+    recordFailure(c ?? newCircuit(name, settings, now), now);
 
 /** Open `name` at `now` (threshold 3): its `openUntil` is `now + 30 s`. */
 async function openAt(store: CircuitStore, name: string, now: number): Promise<Circuit> {
@@ -51,7 +56,14 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
       state: 'half_open',
       failureCount: 2,
       successThreshold: 3,
-      window: { type: 'count', size: 20, minimumCalls: 5, failureRateThreshold: 50, slowCallDurationMs: 250, slowCallRateThreshold: 80 },
+      window: {
+        type: 'count',
+        size: 20,
+        minimumCalls: 5,
+        failureRateThreshold: 50,
+        slowCallDurationMs: 250,
+        slowCallRateThreshold: 80,
+      },
       backoff: { multiplier: 2, maxTimeoutSeconds: 600 },
       forcedState: 'closed',
       windowState: { type: 'count', outcomes: 'ab', failures: 1, slowCalls: 1 },
@@ -83,8 +95,23 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
         ['dc2/b', 0, T0 - 5, T0 - 5, null, 0, T0 + 10_000],
       ],
     };
-    const withheld = { from: 'closed', to: 'closed', reason: 'trip_withheld', at: T0, rule: 'failure_threshold_reached', callers: ['dc1/a'], forcedState: 'closed' } as const;
-    const isolated = { from: 'closed', to: 'closed', reason: 'caller_isolated', at: T0, callers: ['dc1/a'], until: T0 + 30_000 } as const;
+    const withheld = {
+      from: 'closed',
+      to: 'closed',
+      reason: 'trip_withheld',
+      at: T0,
+      rule: 'failure_threshold_reached',
+      callers: ['dc1/a'],
+      forcedState: 'closed',
+    } as const;
+    const isolated = {
+      from: 'closed',
+      to: 'closed',
+      reason: 'caller_isolated',
+      at: T0,
+      callers: ['dc1/a'],
+      until: T0 + 30_000,
+    } as const;
     const { id } = (await store.apply('shared', () => ({ circuit, transitions: [isolated, withheld] })))!.circuit;
     expect(await store.find('shared')).toEqual({ ...circuit, id });
     expect(await store.events(id, 10)).toEqual([withheld, isolated]);
@@ -108,9 +135,14 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     const store = await makeStore();
     const open = await openAt(store, 'svc', T0);
     expect(open.state).toBe('open');
-    await store.apply('svc', (c) => recordSuccess({ ...c!, state: 'half_open', openUntil: null, halfOpenAt: T0 + 30_000 }, T0 + 31_000));
+    await store.apply('svc', (c) =>
+      recordSuccess({ ...c!, state: 'half_open', openUntil: null, halfOpenAt: T0 + 30_000 }, T0 + 31_000),
+    );
     const events = await store.events(open.id, 10);
-    expect(events.map((e) => [e.from, e.to, e.reason])).toEqual([['half_open', 'closed', 'probe_succeeded'], ['closed', 'open', 'failure_threshold_reached']]);
+    expect(events.map((e) => [e.from, e.to, e.reason])).toEqual([
+      ['half_open', 'closed', 'probe_succeeded'],
+      ['closed', 'open', 'failure_threshold_reached'],
+    ]);
     expect(events[1]!.at).toBe(T0);
     expect(await store.events(open.id, 1)).toEqual([events[0]]);
   });
@@ -132,11 +164,17 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
   it('writes nothing of a batch whose step throws', async () => {
     const store = await makeStore();
     await store.apply('kept', create('kept'));
-    const batch = () => store.applyBatch([
-      { name: 'kept', step: fail('kept') },
-      { name: 'new', step: create('new') },
-      { name: 'kept', step: () => { throw new Error('refused'); } },
-    ]);
+    const batch = () =>
+      store.applyBatch([
+        { name: 'kept', step: fail('kept') },
+        { name: 'new', step: create('new') },
+        {
+          name: 'kept',
+          step: () => {
+            throw new Error('refused');
+          },
+        },
+      ]);
     await expect(Promise.resolve().then(batch)).rejects.toThrow('refused'); // SQLite throws, Redis rejects
     expect((await store.find('kept'))!.failureCount).toBe(0);
     expect(await store.find('new')).toBeNull();
@@ -145,8 +183,20 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
 
   it('counts every one of concurrent writes to one circuit', async () => {
     const store = await makeStore();
-    const results = await Promise.all(Array.from({ length: 40 }, () => store.apply('busy', (c) => ({ circuit: { ...(c ?? newCircuit('busy', { ...settings, failureThreshold: 1_000 }, T0)), failureCount: (c?.failureCount ?? 0) + 1 }, transitions: [] }))));
-    expect(results.map((r) => r!.circuit.failureCount).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    const results = await Promise.all(
+      Array.from({ length: 40 }, () =>
+        store.apply('busy', (c) => ({
+          circuit: {
+            ...(c ?? newCircuit('busy', { ...settings, failureThreshold: 1_000 }, T0)),
+            failureCount: (c?.failureCount ?? 0) + 1,
+          },
+          transitions: [],
+        })),
+      ),
+    );
+    expect(results.map((r) => r!.circuit.failureCount).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 40 }, (_, i) => i + 1),
+    );
     expect((await store.find('busy'))!.failureCount).toBe(40);
   });
 
@@ -191,16 +241,19 @@ describe.each(stores)('CircuitStore (%s)', (_kind, makeStore) => {
     expect(await store.dueOpen(T0 + 45_000, 1)).toEqual(['early']);
   });
 
-  it.each(['a/b', 'svc%2Fx', 'with space', 'colon:star*', 'ünïcödé', '_%'])('keeps the circuit named %s apart from every other', async (name) => {
-    const store = await makeStore();
-    await store.apply(name, fail(name));
-    await store.apply('a', create('a'));
-    expect((await store.find(name))!.failureCount).toBe(1);
-    expect((await store.find('a'))!.failureCount).toBe(0);
-    expect((await store.list({ limit: 10 })).map((c) => c.name)).toEqual([name, 'a']);
-    expect(await store.delete(name)).toBe(true);
-    expect((await store.list({ limit: 10 })).map((c) => c.name)).toEqual(['a']);
-  });
+  it.each(['a/b', 'svc%2Fx', 'with space', 'colon:star*', 'ünïcödé', '_%'])(
+    'keeps the circuit named %s apart from every other',
+    async (name) => {
+      const store = await makeStore();
+      await store.apply(name, fail(name));
+      await store.apply('a', create('a'));
+      expect((await store.find(name))!.failureCount).toBe(1);
+      expect((await store.find('a'))!.failureCount).toBe(0);
+      expect((await store.list({ limit: 10 })).map((c) => c.name)).toEqual([name, 'a']);
+      expect(await store.delete(name)).toBe(true);
+      expect((await store.list({ limit: 10 })).map((c) => c.name)).toEqual(['a']);
+    },
+  );
 
   it('peeks, without waiting, only at what `find` would answer', async () => {
     const store = await makeStore();

@@ -56,7 +56,8 @@ describe('a full disk', () => {
     t.db.pragma(`max_page_count = ${t.db.pragma('page_count', { simple: true }) as number}`);
     t.disk.free = 0;
     let status = 200;
-    for (let i = 0; i < 200 && status === 200; i++) status = (await t.request('POST', `/circuits/${'n'.repeat(150)}-${i}/failure`)).status;
+    for (let i = 0; i < 200 && status === 200; i++)
+      status = (await t.request('POST', `/circuits/${'n'.repeat(150)}-${i}/failure`)).status;
     expect(status).toBe(503);
     t.db.pragma('max_page_count = 1000000');
     expect((await t.request('POST', '/circuits/after/failure')).status).toBe(200);
@@ -75,7 +76,9 @@ describe('the database file deleted while running', () => {
     const health = await t.request('GET', '/health');
     expect(health.status).toBe(503);
     expect(await health.json()).toMatchObject({ status: 'failed', storage: 'deleted' });
-    expect(t.lines.filter((l) => l.event === 'storage_lost')).toEqual([expect.objectContaining({ level: 50, reason: 'deleted' })]);
+    expect(t.lines.filter((l) => l.event === 'storage_lost')).toEqual([
+      expect.objectContaining({ level: 50, reason: 'deleted' }),
+    ]);
   });
 
   it('notices a file replaced by another one', async () => {
@@ -94,7 +97,10 @@ describe('the database file deleted while running', () => {
     expect(batch.status).toBe(503);
     expect((await t.request('PATCH', '/circuits/svc', { failure_threshold: 9 })).status).toBe(503);
     expect((await t.request('DELETE', '/circuits/svc')).status).toBe(503);
-    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({ failure_count: 1, failure_threshold: 5 });
+    expect(await (await t.request('GET', '/circuits/svc')).json()).toMatchObject({
+      failure_count: 1,
+      failure_threshold: 5,
+    });
   });
 
   it('still answers calls that write nothing', async () => {

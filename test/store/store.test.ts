@@ -17,7 +17,8 @@ describe('migrations', () => {
     const dir = tempDir();
     const migrations = path.join(dir, 'migrations');
     fs.mkdirSync(migrations);
-    for (const file of fs.readdirSync(defaultMigrationsDir())) fs.copyFileSync(path.join(defaultMigrationsDir(), file), path.join(migrations, file));
+    for (const file of fs.readdirSync(defaultMigrationsDir()))
+      fs.copyFileSync(path.join(defaultMigrationsDir(), file), path.join(migrations, file));
     const file = path.join(dir, 'db.sqlite');
 
     let db = openDatabase(file);
@@ -80,11 +81,14 @@ describe('SqliteCircuitStore', () => {
 
   it('counts its circuits in O(1), exactly through inserts and deletes, and the state gauges read that count', () => {
     const { db, store: s } = store();
-    for (const name of ['a', 'b', 'c']) s.apply(name, (c) => ({ circuit: c ?? newCircuit(name, settings, 1), transitions: [] }));
+    for (const name of ['a', 'b', 'c'])
+      s.apply(name, (c) => ({ circuit: c ?? newCircuit(name, settings, 1), transitions: [] }));
     for (let i = 0; i < 3; i++) s.apply('b', (c) => recordFailure(c!, 10));
     s.delete('c');
     expect(s.count()).toBe(2);
-    expect(db.prepare('SELECT n FROM circuit_count').pluck().get()).toBe(db.prepare('SELECT count(*) FROM circuits').pluck().get());
+    expect(db.prepare('SELECT n FROM circuit_count').pluck().get()).toBe(
+      db.prepare('SELECT count(*) FROM circuits').pluck().get(),
+    );
     expect(new CircuitSnapshot(db).stateCounts(20)).toEqual({ closed: 1, open: 1, half_open: 0 });
     expect(new CircuitSnapshot(db).stateCounts(10 + 31_000)).toEqual({ closed: 1, open: 0, half_open: 1 }); // open time over
   });
@@ -93,7 +97,9 @@ describe('SqliteCircuitStore', () => {
     const file = path.join(tempDir(), 'db.sqlite');
     migrate(openDatabase(file), readMigrations(defaultMigrationsDir()));
     const startAt = String(Date.now() + 500);
-    await Promise.all([1, 2, 3, 4].map(() => run(process.execPath, ['test/fixtures/hammer.mjs', file, 'fail', '150', startAt])));
+    await Promise.all(
+      [1, 2, 3, 4].map(() => run(process.execPath, ['test/fixtures/hammer.mjs', file, 'fail', '150', startAt])),
+    );
     const db = openDatabase(file);
     expect(db.prepare("SELECT failure_count FROM circuits WHERE name = 'shared'").pluck().get()).toBe(600);
     expect(db.prepare('SELECT count(*) FROM circuits').pluck().get()).toBe(1);
@@ -110,7 +116,9 @@ describe('SqliteCircuitStore', () => {
       transitions: [],
     }));
     const startAt = String(Date.now() + 500);
-    const outputs = await Promise.all([1, 2, 3, 4].map(() => run(process.execPath, ['test/fixtures/hammer.mjs', file, 'admit', '50', startAt])));
+    const outputs = await Promise.all(
+      [1, 2, 3, 4].map(() => run(process.execPath, ['test/fixtures/hammer.mjs', file, 'admit', '50', startAt])),
+    );
     const admitted = outputs.reduce((sum, o) => sum + (JSON.parse(o.stdout) as { admitted: number }).admitted, 0);
     expect(admitted).toBe(1);
     expect(db.prepare("SELECT count(*) FROM transitions WHERE to_state = 'half_open'").pluck().get()).toBe(1);

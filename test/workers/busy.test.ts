@@ -25,6 +25,8 @@ describe('a database locked by another process', () => {
     } finally {
       other.exec('ROLLBACK');
     }
-    expect(await (await t.request('POST', '/circuits/svc/outcomes', { success: false })).json()).toMatchObject({ failure_count: 2 });
+    expect(await (await t.request('POST', '/circuits/svc/outcomes', { success: false })).json()).toMatchObject({
+      failure_count: 2,
+    });
   });
 });

@@ -48,7 +48,10 @@ function writeLoad(baseUrl: string, batch: boolean) {
       const n = batch ? BATCH : 1;
       sent[k]! += n;
       const status = batch
-        ? await postJson(`${baseUrl}/outcomes`, JSON.stringify({ outcomes: Array(BATCH).fill({ circuit: `durable-${k}`, success: false }) }))
+        ? await postJson(
+            `${baseUrl}/outcomes`,
+            JSON.stringify({ outcomes: Array(BATCH).fill({ circuit: `durable-${k}`, success: false }) }),
+          )
         : await postJson(`${baseUrl}/circuits/durable-${k}/outcomes`, '{"success":false}');
       statuses.set(status, (statuses.get(status) ?? 0) + 1);
       if (status === 200) acked[k]! += n;
@@ -71,7 +74,12 @@ async function crashRounds(workers: string, batch = false): Promise<void> {
   const db = path.join(dir, 'db.sqlite');
   const config = path.join(dir, 'c.yaml');
   fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 1000000000\n');
-  const env = { CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config, CIRCUITLOG_WORKERS: workers, CIRCUITLOG_LOG_LEVEL: 'info' };
+  const env = {
+    CIRCUITLOG_DB: db,
+    CIRCUITLOG_CONFIG: config,
+    CIRCUITLOG_WORKERS: workers,
+    CIRCUITLOG_LOG_LEVEL: 'info',
+  };
   const totalAcked = new Array<number>(CIRCUITS).fill(0);
   const totalSent = new Array<number>(CIRCUITS).fill(0);
 
@@ -89,12 +97,21 @@ async function crashRounds(workers: string, batch = false): Promise<void> {
     load.sent.forEach((n, k) => {
       totalSent[k]! += n;
     });
-    expect(load.acked.reduce((a, b) => a + b, 0), 'the load got going before the kill').toBeGreaterThan(50);
-    expect([...load.statuses.keys()].filter((s) => s !== 200 && s !== 0), 'no status but 200 or a dropped connection').toEqual([]);
+    expect(
+      load.acked.reduce((a, b) => a + b, 0),
+      'the load got going before the kill',
+    ).toBeGreaterThan(50);
+    expect(
+      [...load.statuses.keys()].filter((s) => s !== 200 && s !== 0),
+      'no status but 200 or a dropped connection',
+    ).toEqual([]);
 
     const check = new Database(db, { readonly: true });
     expect(check.pragma('integrity_check', { simple: true })).toBe('ok');
-    const counts = check.prepare("SELECT name, failure_count FROM circuits WHERE name LIKE 'durable-%'").all() as { name: string; failure_count: number }[];
+    const counts = check.prepare("SELECT name, failure_count FROM circuits WHERE name LIKE 'durable-%'").all() as {
+      name: string;
+      failure_count: number;
+    }[];
     check.close();
     const byName = new Map(counts.map((c) => [c.name, c.failure_count]));
     for (let k = 0; k < CIRCUITS; k++) {

@@ -1,6 +1,12 @@
 import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget, runPrimary, type WorkerProcess } from '../../src/server/cluster.js';
+import {
+  MAX_RESTARTS,
+  RESTART_WINDOW_MS,
+  RestartBudget,
+  runPrimary,
+  type WorkerProcess,
+} from '../../src/server/cluster.js';
 import { FakeClock, silentLogger } from '../helper.js';
 
 /** A worker that does what the test tells it: listen, send a message, die. */
@@ -58,11 +64,16 @@ describe('the primary of several workers', () => {
     const { forked, exits, reports } = primary();
     const [first, second] = forked;
     first!.listen();
-    second!.emit('message', { type: 'circuitlog:start_failed', message: 'PORT: 127.0.0.1:8080 is already in use by another process' });
+    second!.emit('message', {
+      type: 'circuitlog:start_failed',
+      message: 'PORT: 127.0.0.1:8080 is already in use by another process',
+    });
     second!.die(2);
     vi.advanceTimersByTime(1_000); // past the 200 ms respawn delay, before the 2 s kill backstop
     expect(forked).toHaveLength(2); // no replacement for a worker that never started
-    expect(reports).toEqual(['cannot start: a worker failed at start: PORT: 127.0.0.1:8080 is already in use by another process']);
+    expect(reports).toEqual([
+      'cannot start: a worker failed at start: PORT: 127.0.0.1:8080 is already in use by another process',
+    ]);
     expect(first!.signals).toEqual(['SIGTERM']);
     expect(exits).toEqual([]); // waits for the others to drain
     first!.die(0);
@@ -91,7 +102,9 @@ describe('the primary of several workers', () => {
     forked.at(-1)!.die(1);
     vi.advanceTimersByTime(1_000);
     expect(forked).toHaveLength(MAX_RESTARTS + 1);
-    expect(reports).toEqual([`stopping: workers crashed more than ${MAX_RESTARTS} times within 60 s (last: exit code 1)`]);
+    expect(reports).toEqual([
+      `stopping: workers crashed more than ${MAX_RESTARTS} times within 60 s (last: exit code 1)`,
+    ]);
     expect(exits).toEqual([1]);
   });
 

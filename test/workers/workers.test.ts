@@ -63,7 +63,9 @@ describe('several workers on one database file', () => {
       CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
       CIRCUITLOG_CONFIG: writeConfig(dir, 'circuit_defaults:\n  failure_threshold: 150\n'),
     });
-    const answers = await Promise.all(Array.from({ length: 300 }, () => request(`${server.url}/circuits/hot/outcomes`, 'POST', { success: false })));
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, () => request(`${server.url}/circuits/hot/outcomes`, 'POST', { success: false })),
+    );
     expect(answers.every((a) => a.status === 200)).toBe(true);
     const circuit = (await request(`${server.url}/circuits/hot`)).json;
     expect(circuit).toMatchObject({ state: 'open', failure_count: 300 });
@@ -76,12 +78,17 @@ describe('several workers on one database file', () => {
     const dir = tempDir();
     const server = await start({
       CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
-      CIRCUITLOG_CONFIG: writeConfig(dir, 'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 1\n  half_open_max_calls: 2\n'),
+      CIRCUITLOG_CONFIG: writeConfig(
+        dir,
+        'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 1\n  half_open_max_calls: 2\n',
+      ),
       CIRCUITLOG_LOG_LEVEL: 'debug', // refusals are logged at debug only
     });
     await request(`${server.url}/circuits/probe/failure`, 'POST');
     await new Promise((r) => setTimeout(r, 1_050)); // the 1 s open time, the shortest there is
-    const answers = await Promise.all(Array.from({ length: 40 }, () => request(`${server.url}/circuits/probe/allowed`)));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, () => request(`${server.url}/circuits/probe/allowed`)),
+    );
     expect(answers.filter((a) => a.status === 200)).toHaveLength(2);
     expect(answers.filter((a) => a.status === 503)).toHaveLength(38);
     await waitFor(() => pids(server, 'request_failed').size === 2, 2_000, 'refusals logged by both workers');
@@ -93,7 +100,10 @@ describe('several workers on one database file', () => {
     nodes.push(a!);
     const server = await start({
       CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
-      CIRCUITLOG_CONFIG: writeConfig(dir, proxyYaml({ 'dc1-a': a! }, 'health_check: { interval_ms: 100, timeout_ms: 500 }')),
+      CIRCUITLOG_CONFIG: writeConfig(
+        dir,
+        proxyYaml({ 'dc1-a': a! }, 'health_check: { interval_ms: 100, timeout_ms: 500 }'),
+      ),
     });
     await waitFor(() => server.logs.some((l) => l.event === 'lease_acquired'), 5_000, 'a health-check leader');
     const [leader] = pids(server, 'lease_acquired');
@@ -106,7 +116,11 @@ describe('several workers on one database file', () => {
 
     process.kill(leader!, 'SIGKILL');
     await waitFor(() => pids(server, 'lease_acquired').size === 2, 8_000, 'another worker to take over');
-    await waitFor(() => server.logs.some((l) => l.event === 'worker_crashed' && l.worker_pid === leader), 2_000, 'the crash log');
+    await waitFor(
+      () => server.logs.some((l) => l.event === 'worker_crashed' && l.worker_pid === leader),
+      2_000,
+      'the crash log',
+    );
     const afterTakeover = a!.healthChecks;
     await new Promise((r) => setTimeout(r, 500));
     expect(a!.healthChecks).toBeGreaterThan(afterTakeover);
@@ -117,7 +131,10 @@ describe('several workers on one database file', () => {
     const [victim] = pids(server, 'worker_listening');
     process.kill(victim!, 'SIGKILL');
     await waitFor(() => pids(server, 'worker_listening').size === 3, 5_000, 'a replacement worker');
-    expect(server.logs.find((l) => l.event === 'worker_crashed')).toMatchObject({ worker_pid: victim, signal: 'SIGKILL' });
+    expect(server.logs.find((l) => l.event === 'worker_crashed')).toMatchObject({
+      worker_pid: victim,
+      signal: 'SIGKILL',
+    });
     for (let i = 0; i < 6; i++) expect((await request(`${server.url}/health`)).status).toBe(200);
   });
 

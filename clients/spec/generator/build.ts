@@ -53,7 +53,11 @@ export const timeWindow = (size: number, w: Partial<WindowWire> = {}): WindowWir
 
 const st = (s: WireState | Want | undefined): Want | undefined => (typeof s === 'string' ? { state: s } : s);
 
-export const fail = (at_ms: number, want?: WireState | Want, extra: { duration_ms?: number; timeout_seconds?: number } = {}): Draft => ({
+export const fail = (
+  at_ms: number,
+  want?: WireState | Want,
+  extra: { duration_ms?: number; timeout_seconds?: number } = {},
+): Draft => ({
   at_ms,
   event: { type: 'outcome', success: false, ...extra },
   want: st(want),
@@ -74,7 +78,11 @@ export const admit = (at_ms: number, want?: boolean | Want, draw?: number): Draf
   event: draw === undefined ? { type: 'admit' } : { type: 'admit', draw },
   want: typeof want === 'boolean' ? { allowed: want } : want,
 });
-export const reset = (at_ms: number, want?: WireState | Want): Draft => ({ at_ms, event: { type: 'reset' }, want: st(want) });
+export const reset = (at_ms: number, want?: WireState | Want): Draft => ({
+  at_ms,
+  event: { type: 'reset' },
+  want: st(want),
+});
 export const configure = (at_ms: number, p: PolicyWire, want?: WireState | Want): Draft => ({
   at_ms,
   event: { type: 'configure', policy: p },
@@ -98,7 +106,8 @@ export interface VectorOptions {
 function check(id: string, index: number, want: Want, got: Expect): void {
   const problems: string[] = [];
   const same = (name: string, a: unknown, b: unknown) => {
-    if (a !== undefined && a !== b) problems.push(`${name}: wanted ${JSON.stringify(a)}, domain says ${JSON.stringify(b)}`);
+    if (a !== undefined && a !== b)
+      problems.push(`${name}: wanted ${JSON.stringify(a)}, domain says ${JSON.stringify(b)}`);
   };
   same('state', want.state, got.state);
   same('allowed', want.allowed, got.verdict.allowed);

@@ -77,7 +77,13 @@ function drawOf(event: { readonly draw?: number }): () => number {
 }
 
 /** One event on the domain; `admit` answers with its own verdict, any other with a peek. */
-function apply(c: Circuit, event: WireEvent, now: number, rule: OutcomeRule, probeLeaseMs: number): { step: DomainStep; verdict: Verdict } {
+function apply(
+  c: Circuit,
+  event: WireEvent,
+  now: number,
+  rule: OutcomeRule,
+  probeLeaseMs: number,
+): { step: DomainStep; verdict: Verdict } {
   switch (event.type) {
     case 'admit': {
       const admission = admit(c, now, { probeLeaseMs }, event.caller, drawOf(event));
@@ -85,7 +91,18 @@ function apply(c: Circuit, event: WireEvent, now: number, rule: OutcomeRule, pro
     }
     case 'outcome':
       return peeked(
-        recordOutcome(c, { success: event.success, durationMs: event.duration_ms, timeoutSeconds: event.timeout_seconds, late: rule, ...endedAt(event.ended_at_ms), ...(event.caller === undefined ? {} : { caller: event.caller }) }, now),
+        recordOutcome(
+          c,
+          {
+            success: event.success,
+            durationMs: event.duration_ms,
+            timeoutSeconds: event.timeout_seconds,
+            late: rule,
+            ...endedAt(event.ended_at_ms),
+            ...(event.caller === undefined ? {} : { caller: event.caller }),
+          },
+          now,
+        ),
         now,
       );
     case 'reset':

@@ -33,7 +33,13 @@ export type WireEvent =
 
 export type WireVerdict =
   | { readonly allowed: true }
-  | { readonly allowed: false; readonly retry_at_ms: number; readonly forced: boolean; readonly scope?: 'caller'; readonly throttled?: true };
+  | {
+      readonly allowed: false;
+      readonly retry_at_ms: number;
+      readonly forced: boolean;
+      readonly scope?: 'caller';
+      readonly throttled?: true;
+    };
 
 export interface WireTransition {
   readonly from: WireState;

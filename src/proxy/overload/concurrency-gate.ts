@@ -121,7 +121,15 @@ export class ConcurrencyGate {
   private take(): Permit {
     this.inFlightCount++;
     const now = this.clock();
-    return { sample: this.adaptive?.sent(now, this.inFlightCount) ?? { startedAt: now, inFlight: this.inFlightCount, probe: 0 }, observed: false, released: false };
+    return {
+      sample: this.adaptive?.sent(now, this.inFlightCount) ?? {
+        startedAt: now,
+        inFlight: this.inFlightCount,
+        probe: 0,
+      },
+      observed: false,
+      released: false,
+    };
   }
 
   private admitWaiters(): void {

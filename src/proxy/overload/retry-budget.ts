@@ -36,7 +36,8 @@ export class RetryBudget {
   /** True, and the retry counted, if one more retry stays within the budget; else false. */
   tryRetry(now: number): boolean {
     this.slot(now);
-    const allowed = (this.settings.percent / 100) * sum(this.requests) + this.settings.minPerSecond * (RETRY_BUDGET_WINDOW_MS / 1000);
+    const allowed =
+      (this.settings.percent / 100) * sum(this.requests) + this.settings.minPerSecond * (RETRY_BUDGET_WINDOW_MS / 1000);
     if (sum(this.retries) + 1 > allowed) return false;
     this.retries[this.slot(now)]!++;
     return true;

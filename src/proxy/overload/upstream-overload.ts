@@ -1,4 +1,10 @@
-import { ConcurrencyGate, type ConcurrencySettings, type Ending, type Permit, type ShedReason } from './concurrency-gate.js';
+import {
+  ConcurrencyGate,
+  type ConcurrencySettings,
+  type Ending,
+  type Permit,
+  type ShedReason,
+} from './concurrency-gate.js';
 import { loopLagReader } from './loop-lag.js';
 import { RetryBudget, type RetryBudgetSettings } from './retry-budget.js';
 
@@ -28,7 +34,15 @@ export class UpstreamOverload {
     private readonly clock: () => number,
   ) {
     // An adaptive limit reads its own process's callback delay off its latency samples.
-    this.gate = concurrency === null ? null : new ConcurrencyGate(concurrency, clock, undefined, concurrency.limit === 'adaptive' ? loopLagReader() : undefined);
+    this.gate =
+      concurrency === null
+        ? null
+        : new ConcurrencyGate(
+            concurrency,
+            clock,
+            undefined,
+            concurrency.limit === 'adaptive' ? loopLagReader() : undefined,
+          );
     this.budget = new RetryBudget(retryBudget);
   }
 

@@ -128,7 +128,12 @@ export class VegasLimit {
    * a window has even closed. Returns true when it grew (admit the request).
    */
   grow(): boolean {
-    if (this.probe !== 0 || !this.roomy || this.estimate + 1 > Math.min(this.settings.max, DEMAND_GROWTH * this.windowBase)) return false;
+    if (
+      this.probe !== 0 ||
+      !this.roomy ||
+      this.estimate + 1 > Math.min(this.settings.max, DEMAND_GROWTH * this.windowBase)
+    )
+      return false;
     this.estimate = Math.floor(this.estimate) + 1;
     return true;
   }
@@ -151,8 +156,7 @@ export class VegasLimit {
     if (this.refilling) {
       this.refilling = false;
       this.lagMs(); // the refill window's delay is not the next window's
-    }
-    else this.closeWindow(this.window, now);
+    } else this.closeWindow(this.window, now);
     this.window = emptyWindow(now);
     this.windowBase = this.estimate;
     return this.limit !== before;
@@ -241,8 +245,7 @@ export class VegasLimit {
       const rtt = this.latencies(w)?.raw ?? null;
       if (rtt !== null) this.measured(rtt, now, this.noLoadMs === null || rtt >= 0.9 * this.noLoadMs);
       else this.measuredAt = now;
-    }
-    else this.measuredAt = now; // a failed probe is not retried before the next interval
+    } else this.measuredAt = now; // a failed probe is not retried before the next interval
     this.probe = 0;
     this.probeWindow = null;
     this.window = emptyWindow(now);

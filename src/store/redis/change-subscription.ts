@@ -70,7 +70,10 @@ export class ChangeSubscription {
       this.cache.trust();
       if (again) this.notifyResubscribed();
     } catch (error) {
-      this.logger.warn({ event: 'redis_subscribe_failed', err: (error as Error).message }, 'subscribing to changes failed');
+      this.logger.warn(
+        { event: 'redis_subscribe_failed', err: (error as Error).message },
+        'subscribing to changes failed',
+      );
     }
   }
 
@@ -79,7 +82,10 @@ export class ChangeSubscription {
       try {
         listener();
       } catch (error) {
-        this.logger.error({ event: 'redis_resubscribe_listener_failed', err: (error as Error).message }, 'a resubscription listener failed');
+        this.logger.error(
+          { event: 'redis_resubscribe_listener_failed', err: (error as Error).message },
+          'a resubscription listener failed',
+        );
       }
     }
   }
@@ -93,7 +99,10 @@ export class ChangeSubscription {
     const [v, id, name, ...rest] = message.split('\n');
     const json = rest.join('\n');
     if (v === undefined || !isWhole(v) || id === undefined || name === undefined || name === '') {
-      this.malformed.report(this.channel, `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`);
+      this.malformed.report(
+        this.channel,
+        `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`,
+      );
       return;
     }
     let circuit: Circuit | null = null;
@@ -107,13 +116,17 @@ export class ChangeSubscription {
     }
     // A version far above any seen: another host found the store emptied and raised the counter.
     const highest = this.cache.highestVersion;
-    if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2) for (const listener of this.jumpListeners) listener();
+    if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2)
+      for (const listener of this.jumpListeners) listener();
     this.cache.onMessage(name, { version: Number(v), circuit });
     for (const listener of this.changeListeners) {
       try {
         listener(name, circuit);
       } catch (error) {
-        this.logger.error({ event: 'redis_change_listener_failed', err: (error as Error).message }, 'a change listener failed');
+        this.logger.error(
+          { event: 'redis_change_listener_failed', err: (error as Error).message },
+          'a change listener failed',
+        );
       }
     }
   }

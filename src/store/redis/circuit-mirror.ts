@@ -72,7 +72,10 @@ export class CircuitMirror implements SnapshotReader {
     this.firstLoad ??= new Promise((resolve) => {
       const attempt = () => {
         this.load().then(resolve, (error: unknown) => {
-          this.logger?.warn({ event: 'redis_mirror_load_failed', err: (error as Error).message }, 'reading the circuits for the state gauges failed; retrying');
+          this.logger?.warn(
+            { event: 'redis_mirror_load_failed', err: (error as Error).message },
+            'reading the circuits for the state gauges failed; retrying',
+          );
           this.retry = setTimeout(attempt, RETRY_MS);
           this.retry.unref();
         });
@@ -124,7 +127,10 @@ export class CircuitMirror implements SnapshotReader {
   private reload(): void {
     clearTimeout(this.retry);
     this.load().catch((error: unknown) => {
-      this.logger?.warn({ event: 'redis_mirror_reload_failed', err: (error as Error).message }, 'reloading the circuits for the state gauges failed; retrying');
+      this.logger?.warn(
+        { event: 'redis_mirror_reload_failed', err: (error as Error).message },
+        'reloading the circuits for the state gauges failed; retrying',
+      );
       this.retry = setTimeout(() => this.reload(), RETRY_MS);
       this.retry.unref();
     });
@@ -139,7 +145,8 @@ export class CircuitMirror implements SnapshotReader {
   private change(name: string, circuit: Circuit | null): void {
     const loading = this.loading;
     if (loading !== null) {
-      if (loading.state.has(name) || (circuit !== null && circuit.id <= loading.through)) apply(loading.state, name, circuit);
+      if (loading.state.has(name) || (circuit !== null && circuit.id <= loading.through))
+        apply(loading.state, name, circuit);
       else loading.pending.set(name, circuit);
     }
     if (loading?.state !== this.state) this.applyServed(name, circuit);
@@ -171,24 +178,32 @@ export class CircuitMirror implements SnapshotReader {
     const touched = new Map<string, Circuit | null>();
     this.headRead = touched;
     const state = this.state;
-    this.store.list({ afterId: 0, limit: this.headLimit }).then(
-      (circuits) => {
-        if (this.state !== state) return;
-        const latest = circuits.map((c) => (touched.has(c.name) ? touched.get(c.name)! : c)).filter((c) => c !== null);
-        state.replaceHead(latest);
-        this.cut = null;
-        if (state.short && touched.size > 0) this.headReadAgain = true; // changed meanwhile: once more
-      },
-      (error: unknown) => {
-        this.logger?.warn({ event: 'redis_mirror_head_failed', err: (error as Error).message }, 'reading the first circuits for the state gauges failed');
-      },
-    ).finally(() => {
-      this.headRead = null;
-      if (this.headReadAgain) {
-        this.headReadAgain = false;
-        this.readHead();
-      }
-    });
+    this.store
+      .list({ afterId: 0, limit: this.headLimit })
+      .then(
+        (circuits) => {
+          if (this.state !== state) return;
+          const latest = circuits
+            .map((c) => (touched.has(c.name) ? touched.get(c.name)! : c))
+            .filter((c) => c !== null);
+          state.replaceHead(latest);
+          this.cut = null;
+          if (state.short && touched.size > 0) this.headReadAgain = true; // changed meanwhile: once more
+        },
+        (error: unknown) => {
+          this.logger?.warn(
+            { event: 'redis_mirror_head_failed', err: (error as Error).message },
+            'reading the first circuits for the state gauges failed',
+          );
+        },
+      )
+      .finally(() => {
+        this.headRead = null;
+        if (this.headReadAgain) {
+          this.headReadAgain = false;
+          this.readHead();
+        }
+      });
   }
 
   /** Counts per state, or null until the first load is complete (the counts would be short). */

@@ -54,7 +54,9 @@ export class CompareAndSet {
     const shard = shardOf(names[0]!);
     if (names.some((n) => shardOf(n) !== shard)) throw new Error('one compare-and-set writes one shard');
     // Circuits not in the cache are read in parallel: one round trip for a whole batch.
-    let states = new Map(await Promise.all(names.map(async (name) => [name, this.cache.get(name) ?? (await this.read(name))] as const)));
+    let states = new Map(
+      await Promise.all(names.map(async (name) => [name, this.cache.get(name) ?? (await this.read(name))] as const)),
+    );
     for (let attempt = 1; ; attempt++) {
       const { writes, answer } = plan(states);
       if (writes.length === 0) return answer;
@@ -71,9 +73,13 @@ export class CompareAndSet {
         if (attempt < MAX_ATTEMPTS) continue;
       }
       if (attempt >= MAX_ATTEMPTS) {
-        throw new AppError('STORAGE_BUSY', `Too many concurrent writes to ${writes.map((w) => `'${w.name}'`).join(', ')}; try again.`, {
-          retryAfterSeconds: 1,
-        });
+        throw new AppError(
+          'STORAGE_BUSY',
+          `Too many concurrent writes to ${writes.map((w) => `'${w.name}'`).join(', ')}; try again.`,
+          {
+            retryAfterSeconds: 1,
+          },
+        );
       }
       states = this.conflictStates(writes, reply, states);
     }
@@ -87,7 +93,9 @@ export class CompareAndSet {
       const read = states.get(name)!;
       const final = steps.at(-1)!.circuit;
       // A fifth member, the detail's JSON text, only when the transition has one (scripts.ts).
-      const transitions = steps.flatMap((s) => s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))));
+      const transitions = steps.flatMap((s) =>
+        s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))),
+      );
       scriptKeys.push(keys.circuit(name), keys.events(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
@@ -114,12 +122,22 @@ export class CompareAndSet {
   }
 
   /** After a conflict: the states the script answered, for the next attempt (and the cache). */
-  private conflictStates(writes: { name: string }[], reply: (string | number)[], previous: Map<string, Versioned>): Map<string, Versioned> {
+  private conflictStates(
+    writes: { name: string }[],
+    reply: (string | number)[],
+    previous: Map<string, Versioned>,
+  ): Map<string, Versioned> {
     const states = new Map(previous);
     writes.forEach(({ name }, i) => {
-      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]].map(String) as [string, string, string];
+      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]].map(String) as [
+        string,
+        string,
+        string,
+      ];
       const absent = v === '0' && id === '0' && json === '';
-      const value: Versioned = absent ? { version: 0, circuit: null } : this.malformed.versioned(this.keys.circuit(name), name, [v, id, json === '' ? null : json]);
+      const value: Versioned = absent
+        ? { version: 0, circuit: null }
+        : this.malformed.versioned(this.keys.circuit(name), name, [v, id, json === '' ? null : json]);
       states.set(name, value);
       if (value.corruptVersion === undefined) this.cache.offer(name, value);
     });

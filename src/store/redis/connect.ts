@@ -41,7 +41,12 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
     disableOfflineQueue: options.failFastOffline,
     socket: {
       connectTimeout: Math.min(CONNECT_TIMEOUT_MS, options.startTimeoutMs),
-      ...(options.tlsHost === undefined ? {} : { checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(options.tlsHost!(), cert) }),
+      ...(options.tlsHost === undefined
+        ? {}
+        : {
+            checkServerIdentity: (_host: string, cert: tls.PeerCertificate) =>
+              tls.checkServerIdentity(options.tlsHost!(), cert),
+          }),
       reconnectStrategy: (retries: number, cause: Error) => {
         lastError = cause;
         if (!connected) {
@@ -61,13 +66,17 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
       probedTls = true; // a TLS handshake with no answer: is it a plain-text Redis?
       void speaksPlainRedis(url.hostname, Number(url.port || 6379), 1_000).then((plain) => {
         if (!plain || connected) return;
-        permanent ??= 'the TLS handshake got no answer, and the port answers in plain text: this Redis does not speak TLS there (use redis://, or its TLS port)';
+        permanent ??=
+          'the TLS handshake got no answer, and the port answers in plain text: this Redis does not speak TLS there (use redis://, or its TLS port)';
         client.destroy(); // stop retrying now: connect() rejects, with this reason
       });
     }
     if (!connected || reported) return;
     reported = true;
-    options.logger.error({ event: 'redis_error', connection: options.name, err: error.message }, 'Redis connection failed; retrying');
+    options.logger.error(
+      { event: 'redis_error', connection: options.name, err: error.message },
+      'Redis connection failed; retrying',
+    );
   });
   client.on('ready', () => {
     if (reported) options.logger.info({ event: 'redis_ready', connection: options.name }, 'Redis connection back');

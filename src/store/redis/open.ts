@@ -66,7 +66,10 @@ export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedR
   try {
     return await Promise.race([opening, deadline]);
   } catch (error) {
-    void opening.then((opened) => opened.close(), () => {});
+    void opening.then(
+      (opened) => opened.close(),
+      () => {},
+    );
     throw error;
   } finally {
     clearTimeout(timer);
@@ -78,7 +81,10 @@ async function followSentinel(raw: string, logger: Logger): Promise<{ url: strin
   const parsed = parseSentinelUrl(raw);
   if ('problem' in parsed) throw new RedisStartError(`the URL ${parsed.problem}`, null);
   const sentinel = await SentinelMaster.start(parsed, logger);
-  const auth = parsed.username !== '' || parsed.password !== '' ? `${encodeURIComponent(parsed.username)}:${encodeURIComponent(parsed.password)}@` : '';
+  const auth =
+    parsed.username !== '' || parsed.password !== ''
+      ? `${encodeURIComponent(parsed.username)}:${encodeURIComponent(parsed.password)}@`
+      : '';
   return { url: `${parsed.tls ? 'rediss' : 'redis'}://${auth}127.0.0.1:${sentinel.port}/${parsed.db}`, sentinel };
 }
 
@@ -108,7 +114,12 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
 }
 
 /** One Redis (or the primary Sentinel names): a command connection and a subscription connection. */
-async function connectPlain(url: string, options: OpenRedisOptions, startTimeoutMs: number, sentinel?: SentinelMaster): Promise<Links> {
+async function connectPlain(
+  url: string,
+  options: OpenRedisOptions,
+  startTimeoutMs: number,
+  sentinel?: SentinelMaster,
+): Promise<Links> {
   const common = {
     url,
     tlsHost: sentinel === undefined ? undefined : () => sentinel.host,
@@ -131,13 +142,25 @@ async function connectPlain(url: string, options: OpenRedisOptions, startTimeout
       }
     }
   };
-  return { link: connectionLink(client), subscriber: subscriber as unknown as Subscriber, db: Number(new URL(url).pathname.slice(1) || 0), close };
+  return {
+    link: connectionLink(client),
+    subscriber: subscriber as unknown as Subscriber,
+    db: Number(new URL(url).pathname.slice(1) || 0),
+    close,
+  };
 }
 
 async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRedis> {
   const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
   try {
-    const store = new RedisCircuitStore(links.link, links.subscriber, { db: links.db, prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs });
+    const store = new RedisCircuitStore(links.link, links.subscriber, {
+      db: links.db,
+      prefix,
+      timeoutMs,
+      logger,
+      replicasAck,
+      replicasAckTimeoutMs,
+    });
     await store.ready();
     await store.epoch.sync(); // adopt every shard's epoch, or write one into an empty shard
     await migrateLegacyKeys(store); // a store of the layout before shards: moved into the shards, once
@@ -147,7 +170,8 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     // none changes no state, so its circuit's last state change is older than the write; a miss
     // only waits for the feed's read of every shard each second.
     store.onChange((name, circuit) => {
-      if (circuit !== null && circuit.stateChangedAt != null && circuit.stateChangedAt >= circuit.updatedAt - 2_000) feed.hint(shardOf(name));
+      if (circuit !== null && circuit.stateChangedAt != null && circuit.stateChangedAt >= circuit.updatedAt - 2_000)
+        feed.hint(shardOf(name));
     });
     store.onRebuild(() => feed.hintAll());
     store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served

@@ -35,7 +35,12 @@ export class RedisCommands {
    * detail says what a caller can know: a read changed nothing, while a write that got no
    * answer may have been applied (a frozen Redis runs it when it wakes up).
    */
-  command<T>(args: string[], kind: 'read' | 'write' = 'write', timeoutMs = this.timeoutMs, routeKey: string | undefined = args[1]): Promise<T> {
+  command<T>(
+    args: string[],
+    kind: 'read' | 'write' = 'write',
+    timeoutMs = this.timeoutMs,
+    routeKey: string | undefined = args[1],
+  ): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
@@ -47,7 +52,10 @@ export class RedisCommands {
         // One line a second during an outage, not one per request.
         if (!noScript && Date.now() - this.lastWarningMs >= 1_000) {
           this.lastWarningMs = Date.now();
-          this.logger.warn({ event: 'redis_command_failed', command: args[0], err: (error as Error).message }, 'Redis command failed');
+          this.logger.warn(
+            { event: 'redis_command_failed', command: args[0], err: (error as Error).message },
+            'Redis command failed',
+          );
         }
         throw new AppError('STORAGE_UNAVAILABLE', kind === 'read' ? READ_FAILED : WRITE_FAILED, {
           retryAfterSeconds: 1,

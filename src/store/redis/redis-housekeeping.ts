@@ -100,7 +100,12 @@ export class RedisHousekeeping implements HousekeepingStore {
     return { deleted, cursor: done ? 0 : next, done }; // every sweep passes over every circuit's list
   }
 
-  async deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): Promise<IdleProgress> {
+  async deleteIdle(
+    before: number,
+    keep: (name: string) => boolean,
+    cursor: number,
+    batch: number,
+  ): Promise<IdleProgress> {
     const { names, next } = await this.page(cursor, batch);
     const candidates = names.filter((n) => !keep(n));
     const { keys, channel } = this.store;
@@ -108,7 +113,9 @@ export class RedisHousekeeping implements HousekeepingStore {
     for (const [shard, group] of byShard(candidates, (n) => n)) {
       const k = keys.shards[shard]!;
       const scriptKeys = [k.index, k.version, ...group.flatMap((n) => [k.circuit(n), k.events(n)])];
-      deleted.push(...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [channel, String(before), ...group])));
+      deleted.push(
+        ...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [channel, String(before), ...group])),
+      );
     }
     return { deleted, cursor: next, done: names.length < batch };
   }

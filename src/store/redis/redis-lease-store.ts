@@ -14,7 +14,9 @@ export class RedisLeaseStore implements LeaseStore {
   ) {}
 
   tryAcquire(name: string, owner: string, _now: number, ttlMs: number): Promise<boolean> {
-    return this.store.redis.eval<number>(LEASE_SCRIPT, [`${this.prefix}lease:${name}`], [owner, String(ttlMs)]).then((n) => n === 1);
+    return this.store.redis
+      .eval<number>(LEASE_SCRIPT, [`${this.prefix}lease:${name}`], [owner, String(ttlMs)])
+      .then((n) => n === 1);
   }
 
   release(name: string, owner: string): Promise<void> {

@@ -13,9 +13,19 @@ const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters 
  * shard's next `limit`, merged (ids are unique across shards, so the id is a stable cursor).
  * Answers the names with their ids.
  */
-export async function indexPage(redis: RedisCommands, keys: RedisKeys, after: number, limit: number): Promise<[name: string, id: number][]> {
+export async function indexPage(
+  redis: RedisCommands,
+  keys: RedisKeys,
+  after: number,
+  limit: number,
+): Promise<[name: string, id: number][]> {
   const pages = await Promise.all(
-    keys.shards.map((k) => redis.command<string[]>(['ZRANGE', k.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'], 'read')),
+    keys.shards.map((k) =>
+      redis.command<string[]>(
+        ['ZRANGE', k.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'],
+        'read',
+      ),
+    ),
   );
   const merged: [string, number][] = [];
   for (const flat of pages) for (let i = 0; i + 1 < flat.length; i += 2) merged.push([flat[i]!, Number(flat[i + 1])]);
@@ -28,7 +38,12 @@ export async function indexPage(redis: RedisCommands, keys: RedisKeys, after: nu
  * skipped and logged once, so one bad value never fails the listing (nor a host's start: the
  * state-gauge mirror loads through here).
  */
-export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query: ListQuery, malformed: Malformed): Promise<Circuit[]> {
+export async function listCircuits(
+  redis: RedisCommands,
+  keys: RedisKeys,
+  query: ListQuery,
+  malformed: Malformed,
+): Promise<Circuit[]> {
   const out: Circuit[] = [];
   let after = query.afterId ?? 0;
   // Unfiltered, every circuit read is one answered: read no more than the page needs.
@@ -48,14 +63,21 @@ export async function listCircuits(redis: RedisCommands, keys: RedisKeys, query:
   }
 }
 
-async function readRow(redis: RedisCommands, keys: RedisKeys, name: string, malformed: Malformed): Promise<Circuit | null> {
+async function readRow(
+  redis: RedisCommands,
+  keys: RedisKeys,
+  name: string,
+  malformed: Malformed,
+): Promise<Circuit | null> {
   const key = keys.circuit(name);
-  const [id, json] = await redis.command<(string | null)[]>(['HMGET', key, 'id', 'c'], 'read').catch((error: unknown) => {
-    const reply = String((error as { options?: { cause?: unknown } }).options?.cause ?? '');
-    if (!reply.includes('WRONGTYPE')) throw error; // an outage: the whole listing answers 503
-    malformed.report(key, 'the key is not a hash');
-    return [null, null];
-  });
+  const [id, json] = await redis
+    .command<(string | null)[]>(['HMGET', key, 'id', 'c'], 'read')
+    .catch((error: unknown) => {
+      const reply = String((error as { options?: { cause?: unknown } }).options?.cause ?? '');
+      if (!reply.includes('WRONGTYPE')) throw error; // an outage: the whole listing answers 503
+      malformed.report(key, 'the key is not a hash');
+      return [null, null];
+    });
   if (id == null && json == null) return null; // deleted meanwhile
   const parsed = parseCircuit(name, id, json);
   if ('problem' in parsed) {
@@ -66,15 +88,25 @@ async function readRow(redis: RedisCommands, keys: RedisKeys, name: string, malf
 }
 
 /** `GET /circuits/{name}/events`: the circuit's newest transitions, newest first (malformed entries skipped, logged once). */
-export async function circuitEvents(redis: RedisCommands, keys: RedisKeys, circuitId: number, limit: number, malformed: Malformed): Promise<Transition[]> {
+export async function circuitEvents(
+  redis: RedisCommands,
+  keys: RedisKeys,
+  circuitId: number,
+  limit: number,
+  malformed: Malformed,
+): Promise<Transition[]> {
   const shard = keys.shards[shardOfId(circuitId)]!;
-  const [name] = await redis.command<string[]>(['ZRANGE', shard.index, String(circuitId), String(circuitId), 'BYSCORE'], 'read');
+  const [name] = await redis.command<string[]>(
+    ['ZRANGE', shard.index, String(circuitId), String(circuitId), 'BYSCORE'],
+    'read',
+  );
   if (name === undefined) return [];
   const rows = await redis.command<string[]>(['LRANGE', keys.events(name), '0', String(limit - 1)], 'read');
   const out: Transition[] = [];
   for (const row of rows) {
     const transition = parseTransition(row);
-    if (transition === null) malformed.report(keys.events(name), `an entry is not [from, to, reason, at]: ${row.slice(0, 100)}`);
+    if (transition === null)
+      malformed.report(keys.events(name), `an entry is not [from, to, reason, at]: ${row.slice(0, 100)}`);
     else out.push(transition);
   }
   return out;
@@ -89,7 +121,8 @@ function parseTransition(row: string): Transition | null {
   }
   if (!Array.isArray(raw) || (raw.length !== 4 && raw.length !== 5)) return null;
   const [from, to, reason, at, detail] = raw as unknown[];
-  if (!isState(from) || !isState(to) || typeof reason !== 'string' || typeof at !== 'number' || !Number.isFinite(at)) return null;
+  if (!isState(from) || !isState(to) || typeof reason !== 'string' || typeof at !== 'number' || !Number.isFinite(at))
+    return null;
   const t = { from, to, reason: reason as Transition['reason'], at };
   return typeof detail === 'string' ? { ...t, ...parseTransitionDetail(detail) } : t;
 }

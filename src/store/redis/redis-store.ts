@@ -64,23 +64,33 @@ export class RedisCircuitStore implements CircuitStore {
   /** The newest transition number of a shard this host has seen (the feed sets it): a floor after a reset. */
   seqSeen: (shard: number) => number = () => 0;
 
-  constructor(
-    client: CommandLink,
-    subscriber: Subscriber,
-    options: RedisStoreOptions,
-  ) {
+  constructor(client: CommandLink, subscriber: Subscriber, options: RedisStoreOptions) {
     this.keys = new RedisKeys(options.prefix ?? 'circuitlog:');
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
     this.malformed = new Malformed(options.logger);
-    this.epoch = new StoreEpoch(this.redis, this.keys, () => ({ seq: (shard) => this.seqSeen(shard), version: this.cache.highestVersion }), options.logger);
+    this.epoch = new StoreEpoch(
+      this.redis,
+      this.keys,
+      () => ({ seq: (shard) => this.seqSeen(shard), version: this.cache.highestVersion }),
+      options.logger,
+    );
     this.epoch.onReset(() => this.cache.reset());
     this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
     this.changes.onResubscribed(() => this.epoch.syncQuietly());
     this.changes.onVersionJump(() => this.epoch.syncQuietly());
     this.replicated = new ReplicaAck(this.redis, options.replicasAck ?? 0, options.replicasAckTimeoutMs ?? 1_000);
-    this.cas = new CompareAndSet(this.redis, this.keys, this.channel, this.cache, (name) => this.read(name), this.epoch, this.malformed, this.replicated);
+    this.cas = new CompareAndSet(
+      this.redis,
+      this.keys,
+      this.channel,
+      this.cache,
+      (name) => this.read(name),
+      this.epoch,
+      this.malformed,
+      this.replicated,
+    );
   }
 
   /** Resolves once the first subscription is live (the cache works from then on). */
@@ -121,7 +131,8 @@ export class RedisCircuitStore implements CircuitStore {
     const epoch = this.cache.currentEpoch;
     this.cache.startRead(name);
     const key = this.keys.circuit(name);
-    const read = this.redis.command<(string | null)[]>(['HMGET', key, 'v', 'id', 'c'], 'read')
+    const read = this.redis
+      .command<(string | null)[]>(['HMGET', key, 'v', 'id', 'c'], 'read')
       .then((fields) => {
         const value = this.malformed.versioned(key, name, fields);
         return value.corruptVersion === undefined ? this.cache.offer(name, value, epoch) : value; // a corrupt hash is never cached
@@ -216,19 +227,24 @@ export class RedisCircuitStore implements CircuitStore {
 
   private applyShard(items: readonly BatchItem[]): Promise<(Step | null)[]> {
     const names = [...new Set(items.map((i) => i.name))];
-    return this.cas.run(names, (states) => {
-      const latest = new Map([...states].map(([n, v]) => [n, v.circuit]));
-      const steps = new Map<string, Step[]>();
-      const answer = items.map(({ name, step }) => {
-        const current = latest.get(name) ?? null;
-        const result = step(current);
-        if (result === null || result.circuit === current) return result;
-        latest.set(name, result.circuit);
-        steps.set(name, [...(steps.get(name) ?? []), result]);
-        return result;
-      });
-      return { writes: [...steps].map(([name, s]) => ({ name, steps: s })), answer: answer.map((result) => ({ result })) };
-    }).then((answers) => answers.map((a) => (a as { result: Step | null }).result));
+    return this.cas
+      .run(names, (states) => {
+        const latest = new Map([...states].map(([n, v]) => [n, v.circuit]));
+        const steps = new Map<string, Step[]>();
+        const answer = items.map(({ name, step }) => {
+          const current = latest.get(name) ?? null;
+          const result = step(current);
+          if (result === null || result.circuit === current) return result;
+          latest.set(name, result.circuit);
+          steps.set(name, [...(steps.get(name) ?? []), result]);
+          return result;
+        });
+        return {
+          writes: [...steps].map(([name, s]) => ({ name, steps: s })),
+          answer: answer.map((result) => ({ result })),
+        };
+      })
+      .then((answers) => answers.map((a) => (a as { result: Step | null }).result));
   }
 
   async delete(name: string): Promise<boolean> {
@@ -255,7 +271,9 @@ export class RedisCircuitStore implements CircuitStore {
 
   /** How many circuits exist: the sum of the shards' index sizes, O(shards) (`limits.max_circuits`). */
   async count(): Promise<number> {
-    const sizes = await Promise.all(this.keys.shards.map((k) => this.redis.command<number>(['ZCARD', k.index], 'read')));
+    const sizes = await Promise.all(
+      this.keys.shards.map((k) => this.redis.command<number>(['ZCARD', k.index], 'read')),
+    );
     return sizes.reduce((a, b) => a + b, 0);
   }
 
@@ -266,11 +284,19 @@ export class RedisCircuitStore implements CircuitStore {
    */
   async dueOpen(now: number, limit: number): Promise<string[]> {
     const pages = await Promise.all(
-      this.keys.shards.map((k) => this.redis.command<string[]>(['ZRANGE', k.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'], 'read')),
+      this.keys.shards.map((k) =>
+        this.redis.command<string[]>(
+          ['ZRANGE', k.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'],
+          'read',
+        ),
+      ),
     );
     const due: [string, number][] = [];
     for (const flat of pages) for (let i = 0; i + 1 < flat.length; i += 2) due.push([flat[i]!, Number(flat[i + 1])]);
-    return due.sort((a, b) => a[1] - b[1]).slice(0, limit).map(([name]) => name);
+    return due
+      .sort((a, b) => a[1] - b[1])
+      .slice(0, limit)
+      .map(([name]) => name);
   }
 
   ping(): Promise<boolean> {

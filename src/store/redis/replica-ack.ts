@@ -18,7 +18,12 @@ export class ReplicaAck {
 
   async confirm(routeKey: string): Promise<void> {
     if (this.replicas === 0) return;
-    const got = await this.redis.command<number>(['WAIT', String(this.replicas), String(this.timeoutMs)], 'write', this.timeoutMs + 1_000, routeKey);
+    const got = await this.redis.command<number>(
+      ['WAIT', String(this.replicas), String(this.timeoutMs)],
+      'write',
+      this.timeoutMs + 1_000,
+      routeKey,
+    );
     if (got >= this.replicas) return;
     throw new AppError(
       'STORAGE_UNAVAILABLE',

@@ -11,10 +11,22 @@ interface Address {
 type SentinelClient = RedisConnection;
 
 /** A connection to one sentinel (RESP2, TLS with `rediss+sentinel://`). */
-function sentinelClient(url: SentinelUrl, { host, port }: Address, socket: { connectTimeout?: number; reconnectStrategy: false | (() => number) }): SentinelClient {
+function sentinelClient(
+  url: SentinelUrl,
+  { host, port }: Address,
+  socket: { connectTimeout?: number; reconnectStrategy: false | (() => number) },
+): SentinelClient {
   const where = host.includes(':') ? `[${host}]` : host;
-  const auth = { ...(url.sentinelUsername === '' ? {} : { username: url.sentinelUsername }), ...(url.sentinelPassword === '' ? {} : { password: url.sentinelPassword }) };
-  const client = createClient({ url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`, RESP: 2, socket, ...auth }) as unknown as SentinelClient;
+  const auth = {
+    ...(url.sentinelUsername === '' ? {} : { username: url.sentinelUsername }),
+    ...(url.sentinelPassword === '' ? {} : { password: url.sentinelPassword }),
+  };
+  const client = createClient({
+    url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`,
+    RESP: 2,
+    socket,
+    ...auth,
+  }) as unknown as SentinelClient;
   client.on('error', () => {}); // a sentinel down is expected: the others answer
   return client;
 }
@@ -56,10 +68,18 @@ export class SentinelMaster {
       server.listen(0, '127.0.0.1', () => resolve());
     });
     const master = new SentinelMaster(url, first, server, logger);
-    server.on('error', (error) => logger.error({ event: 'redis_sentinel_listener_failed', err: error.message }, 'the loopback port for Sentinel failed'));
+    server.on('error', (error) =>
+      logger.error(
+        { event: 'redis_sentinel_listener_failed', err: error.message },
+        'the loopback port for Sentinel failed',
+      ),
+    );
     server.on('connection', (socket) => master.pipe(socket));
     master.watch();
-    logger.info({ event: 'redis_sentinel_master', master: url.masterName, host: first.host, port: first.port }, 'Sentinel names the primary');
+    logger.info(
+      { event: 'redis_sentinel_master', master: url.masterName, host: first.host, port: first.port },
+      'Sentinel names the primary',
+    );
     return master;
   }
 
@@ -114,7 +134,8 @@ export class SentinelMaster {
         .then(() =>
           watcher.SUBSCRIBE('+switch-master', (message: string) => {
             const [name, , , newHost, newPort] = message.split(' ');
-            if (name === this.url.masterName && newHost !== undefined) this.switchTo({ host: newHost, port: Number(newPort) });
+            if (name === this.url.masterName && newHost !== undefined)
+              this.switchTo({ host: newHost, port: Number(newPort) });
           }),
         )
         .catch(() => {});
@@ -133,7 +154,10 @@ export class SentinelMaster {
 
   private switchTo(next: Address): void {
     if (this.stopped || (next.host === this.target.host && next.port === this.target.port)) return;
-    this.logger.warn({ event: 'redis_sentinel_switch', master: this.url.masterName, from: this.target, to: next }, 'Sentinel promoted another primary; reconnecting to it');
+    this.logger.warn(
+      { event: 'redis_sentinel_switch', master: this.url.masterName, from: this.target, to: next },
+      'Sentinel promoted another primary; reconnecting to it',
+    );
     this.target = next;
     for (const s of this.piped) s.destroy(); // every client reconnects, to the new primary
   }
@@ -149,15 +173,22 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
     try {
       const reply = await Promise.race([
         client.connect().then(() => client.sendCommand(['SENTINEL', 'get-master-addr-by-name', url.masterName])),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs).unref()),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs).unref(),
+        ),
       ]);
-      if (reply === null) throw new RedisStartError(`sentinel ${where} knows no master named '${url.masterName}' (SENTINEL get-master-addr-by-name)`, null);
+      if (reply === null)
+        throw new RedisStartError(
+          `sentinel ${where} knows no master named '${url.masterName}' (SENTINEL get-master-addr-by-name)`,
+          null,
+        );
       const [h, p] = reply as unknown as [string, string];
       return { host: h, port: Number(p) };
     } catch (error) {
       if (error instanceof RedisStartError) throw error;
       const message = (error as Error).message;
-      if (/^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (invalid (username-)?password|AUTH)/i.test(message)) denied.push(`${where}: ${message}`);
+      if (/^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (invalid (username-)?password|AUTH)/i.test(message))
+        denied.push(`${where}: ${message}`);
       failures.push(`${where}: ${message}`);
     } finally {
       try {
@@ -168,7 +199,10 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
     }
   }
   if (denied.length > 0) {
-    throw new RedisStartError(`the sentinels refused the credentials given (the sentinel_username and sentinel_password options: docs/many-hosts.md): ${denied.join('; ')}`, null);
+    throw new RedisStartError(
+      `the sentinels refused the credentials given (the sentinel_username and sentinel_password options: docs/many-hosts.md): ${denied.join('; ')}`,
+      null,
+    );
   }
   throw new Error(`no sentinel answers (${failures.join('; ')})`);
 }

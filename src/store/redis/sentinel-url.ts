@@ -16,7 +16,8 @@ export interface SentinelUrl {
   readonly sentinelPassword: string;
 }
 
-const SENTINEL_URL = /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?(?:\?([^#]*))?$/;
+const SENTINEL_URL =
+  /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?(?:\?([^#]*))?$/;
 const OPTIONS = new Set(['sentinel_username', 'sentinel_password']);
 const DEFAULT_SENTINEL_PORT = 26379;
 
@@ -25,19 +26,27 @@ export const isSentinelUrl = (raw: string): boolean => /^rediss?\+sentinel:/.tes
 /** The parsed URL, or why it is refused (a sentence after the URL). */
 export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string } {
   const m = SENTINEL_URL.exec(raw);
-  if (m === null) return { problem: 'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db][?sentinel_username=...&sentinel_password=...]' };
+  if (m === null)
+    return {
+      problem:
+        'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db][?sentinel_username=...&sentinel_password=...]',
+    };
   const [, scheme, user = '', pass = '', hostList = '', name = '', dbRaw = '', query = ''] = m;
   const options = new URLSearchParams(query);
-  for (const key of options.keys()) if (!OPTIONS.has(key)) return { problem: `has the unknown option '${key}'; the options are sentinel_username and sentinel_password` };
+  for (const key of options.keys())
+    if (!OPTIONS.has(key))
+      return { problem: `has the unknown option '${key}'; the options are sentinel_username and sentinel_password` };
   const sentinels: { host: string; port: number }[] = [];
   for (const entry of hostList.split(',')) {
     const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
     const port = Number(hp?.[2] ?? DEFAULT_SENTINEL_PORT);
-    if (hp === null || port < 1 || port > 65535) return { problem: `has sentinel address '${entry}'; each must be host[:port] (port 26379 by default)` };
+    if (hp === null || port < 1 || port > 65535)
+      return { problem: `has sentinel address '${entry}'; each must be host[:port] (port 26379 by default)` };
     sentinels.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
   }
   if (name === '') return { problem: 'has no master name (redis+sentinel://host:26379/<master-name>[/db])' };
-  if (dbRaw !== '' && !/^\d{1,5}$/.test(dbRaw)) return { problem: `has database '${dbRaw}'; it must be a number (…/<master-name>/0)` };
+  if (dbRaw !== '' && !/^\d{1,5}$/.test(dbRaw))
+    return { problem: `has database '${dbRaw}'; it must be a number (…/<master-name>/0)` };
   let username: string;
   let password: string;
   try {
@@ -47,7 +56,16 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
   }
   const sentinelUsername = options.get('sentinel_username') ?? '';
   const sentinelPassword = options.get('sentinel_password') ?? '';
-  return { tls: scheme === 'rediss', sentinels, masterName: decodeURIComponent(name), db: Number(dbRaw || 0), username, password, sentinelUsername, sentinelPassword };
+  return {
+    tls: scheme === 'rediss',
+    sentinels,
+    masterName: decodeURIComponent(name),
+    db: Number(dbRaw || 0),
+    username,
+    password,
+    sentinelUsername,
+    sentinelPassword,
+  };
 }
 
 /** The URL with its passwords replaced (the data nodes' and `sentinel_password`), for logs and errors. */

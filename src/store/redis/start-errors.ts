@@ -9,15 +9,25 @@ import net from 'node:net';
 export function permanentStartFailure(error: unknown, url: URL): string | null {
   const message = String((error as Error)?.message ?? error);
   const code = String((error as { code?: unknown })?.code ?? '');
-  if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(message) || /^ERR (invalid (username-)?password|Client sent AUTH|AUTH )/i.test(message)) {
-    const who = url.username === '' ? (url.password === '' ? 'no credentials given' : 'the password given') : `user '${decodeURIComponent(url.username)}'`;
+  if (
+    /^(WRONGPASS|NOAUTH|NOPERM)\b/.test(message) ||
+    /^ERR (invalid (username-)?password|Client sent AUTH|AUTH )/i.test(message)
+  ) {
+    const who =
+      url.username === ''
+        ? url.password === ''
+          ? 'no credentials given'
+          : 'the password given'
+        : `user '${decodeURIComponent(url.username)}'`;
     return `authentication failed (${who}): Redis answered "${message}"`;
   }
-  if (/^ERR (DB index is out of range|invalid DB index)/i.test(message)) return `database ${url.pathname.slice(1)} cannot be selected: Redis answered "${message}"`;
+  if (/^ERR (DB index is out of range|invalid DB index)/i.test(message))
+    return `database ${url.pathname.slice(1)} cannot be selected: Redis answered "${message}"`;
   if (['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL'].includes(code) || /getaddrinfo/.test(message)) {
     return `the host name '${url.hostname}' does not resolve (DNS: ${message})`;
   }
-  if (/CERT|SSL|TLS|ERR_OSSL/.test(code) || /certificate|SSL routines|TLS/i.test(message)) return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}`;
+  if (/CERT|SSL|TLS|ERR_OSSL/.test(code) || /certificate|SSL routines|TLS/i.test(message))
+    return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}`;
   return null;
 }
 

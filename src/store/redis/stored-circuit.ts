@@ -22,10 +22,12 @@ const storedCircuit = z.looseObject({
   openUntil: time.nullable(),
   openTimeoutSeconds: seconds.nullable(),
   reopenCount: count,
-  windowState: z.union([
-    z.looseObject({ type: z.literal('count'), outcomes: z.string(), failures: count, slowCalls: count }),
-    z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }),
-  ]).nullable(),
+  windowState: z
+    .union([
+      z.looseObject({ type: z.literal('count'), outcomes: z.string(), failures: count, slowCalls: count }),
+      z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }),
+    ])
+    .nullable(),
   halfOpenAt: time.nullable(),
   lastFailureAt: time.nullable(),
   stateChangedAt: time.nullable().optional(), // absent on circuits stored before issue 15
@@ -39,18 +41,40 @@ const storedCircuit = z.looseObject({
   backoff: z.looseObject({ multiplier: z.number().finite(), maxTimeoutSeconds: seconds }).nullable(),
   forcedState: z.enum(['open', 'closed']).nullable(),
   // Absent on circuits stored before issue 21: no throttle.
-  throttle: z.looseObject({ k: z.number().min(1).finite(), windowSeconds: z.number().int().positive() }).nullable().default(null),
-  throttleState: z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }).nullable().default(null),
+  throttle: z
+    .looseObject({ k: z.number().min(1).finite(), windowSeconds: z.number().int().positive() })
+    .nullable()
+    .default(null),
+  throttleState: z
+    .looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) })
+    .nullable()
+    .default(null),
   // Issue 17; absent on circuits without a quorum.
-  quorum: z.object({ minCallers: z.number().int().min(2), windowSeconds: z.number().int().positive(), maxCallers: z.number().int().min(2) }).nullable().optional(),
-  callers: z.array(z.tuple([z.string().min(1), count, time.nullable(), time.nullable(), time.nullable(), seconds, time.nullable()])).optional(),
+  quorum: z
+    .object({
+      minCallers: z.number().int().min(2),
+      windowSeconds: z.number().int().positive(),
+      maxCallers: z.number().int().min(2),
+    })
+    .nullable()
+    .optional(),
+  callers: z
+    .array(
+      z.tuple([z.string().min(1), count, time.nullable(), time.nullable(), time.nullable(), seconds, time.nullable()]),
+    )
+    .optional(),
 });
 
 const wholeNumber = /^[1-9]\d{0,15}$/;
 
 /** Why a stored circuit cannot be used, or null with the circuit. */
-export function parseCircuit(name: string, id: string | null | undefined, json: string | null | undefined): { circuit: Circuit } | { problem: string } {
-  if (id == null || !wholeNumber.test(id)) return { problem: `id ${JSON.stringify(id ?? null)} is not a positive whole number` };
+export function parseCircuit(
+  name: string,
+  id: string | null | undefined,
+  json: string | null | undefined,
+): { circuit: Circuit } | { problem: string } {
+  if (id == null || !wholeNumber.test(id))
+    return { problem: `id ${JSON.stringify(id ?? null)} is not a positive whole number` };
   if (json == null) return { problem: 'the circuit (field c) is missing' };
   let raw: unknown;
   try {
@@ -63,7 +87,8 @@ export function parseCircuit(name: string, id: string | null | undefined, json: 
     const issue = parsed.error.issues[0]!;
     return { problem: `the circuit (field c) has a bad ${issue.path.join('.') || 'value'}: ${issue.message}` };
   }
-  if (parsed.data.name !== name) return { problem: `the circuit (field c) is named ${JSON.stringify(parsed.data.name)}` };
+  if (parsed.data.name !== name)
+    return { problem: `the circuit (field c) is named ${JSON.stringify(parsed.data.name)}` };
   const circuit = parsed.data as unknown as Circuit;
   return { circuit: circuit.id === Number(id) ? circuit : { ...circuit, id: Number(id) } };
 }
@@ -83,7 +108,10 @@ export class Malformed {
     if (this.warned.has(key)) return;
     if (this.warned.size >= WARNED_MAX) this.warned.clear();
     this.warned.add(key);
-    this.logger.warn({ event: 'redis_malformed', key, problem }, `skipping malformed data in Redis at ${key}: ${problem}`);
+    this.logger.warn(
+      { event: 'redis_malformed', key, problem },
+      `skipping malformed data in Redis at ${key}: ${problem}`,
+    );
   }
 
   /** The key is good (again): a later corruption is worth a warning of its own. */
@@ -104,7 +132,10 @@ export class Malformed {
       this.clear(key);
       return { version, circuit: parsed.circuit };
     }
-    this.report(key, 'problem' in parsed ? parsed.problem : `version ${JSON.stringify(v)} is not a positive whole number`);
+    this.report(
+      key,
+      'problem' in parsed ? parsed.problem : `version ${JSON.stringify(v)} is not a positive whole number`,
+    );
     return { version, circuit: null, corruptVersion: v ?? '0' };
   }
 }

@@ -277,5 +277,7 @@ function parseEntry(streamId: string, fields: string[]): Omit<FedTransition, 'id
   if (at === undefined || at.trim() === '' || !Number.isFinite(when))
     return `at ${JSON.stringify(at ?? null)} is not a number`;
   const detail = f.get('detail');
-  return detail === undefined ? { seq, circuit, from, to, reason, at: when } : { seq, circuit, from, to, reason, at: when, ...parseTransitionDetail(detail) };
+  return detail === undefined
+    ? { seq, circuit, from, to, reason, at: when }
+    : { seq, circuit, from, to, reason, at: when, ...parseTransitionDetail(detail) };
 }

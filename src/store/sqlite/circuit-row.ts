@@ -72,10 +72,32 @@ export function fromRow(row: CircuitRow): Circuit {
 
 /** A row of COLUMNS as values in that order (a `.raw()` statement): no object per row to build. */
 export type CircuitValues = [
-  number, string, CircuitState, number, number, number, number,
-  string, number | null, number | null, number | null, number, number, number, string | null,
-  string | null, ForcedState | null, number, number | null, number, string | null, number | null,
-  string | null, string | null, string | null, string | null,
+  number,
+  string,
+  CircuitState,
+  number,
+  number,
+  number,
+  number,
+  string,
+  number | null,
+  number | null,
+  number | null,
+  number,
+  number,
+  number,
+  string | null,
+  string | null,
+  ForcedState | null,
+  number,
+  number | null,
+  number,
+  string | null,
+  number | null,
+  string | null,
+  string | null,
+  string | null,
+  string | null,
 ];
 
 /**
@@ -83,7 +105,34 @@ export type CircuitValues = [
  * a third of what row objects cost (GET /circuits deep in a big table).
  */
 export function fromValues(v: CircuitValues): Circuit {
-  const [id, name, state, failureCount, failureThreshold, timeoutSeconds, halfOpenMaxCalls, leases, openUntil, halfOpenAt, lastFailureAt, createdAt, updatedAt, successThreshold, window, backoff, forcedState, probeSuccesses, openTimeoutSeconds, reopenCount, windowState, stateChangedAt, throttle, throttleState, quorum, callers] = v;
+  const [
+    id,
+    name,
+    state,
+    failureCount,
+    failureThreshold,
+    timeoutSeconds,
+    halfOpenMaxCalls,
+    leases,
+    openUntil,
+    halfOpenAt,
+    lastFailureAt,
+    createdAt,
+    updatedAt,
+    successThreshold,
+    window,
+    backoff,
+    forcedState,
+    probeSuccesses,
+    openTimeoutSeconds,
+    reopenCount,
+    windowState,
+    stateChangedAt,
+    throttle,
+    throttleState,
+    quorum,
+    callers,
+  ] = v;
   return {
     id,
     name,

@@ -45,12 +45,20 @@ export class CircuitSnapshot implements SnapshotReader {
     // only of circuits that have a window.
     const code = `(CASE WHEN state = 'open' AND open_until <= @now THEN 2 WHEN state = 'open' THEN 1 WHEN state = 'half_open' THEN 2 ELSE 0 END)
       + (CASE forced_state WHEN 'open' THEN 4 WHEN 'closed' THEN 8 ELSE 0 END) + (CASE WHEN window_policy IS NULL AND throttle_policy IS NULL AND quorum_policy IS NULL THEN 0 ELSE ${HAS_WINDOW} END)`;
-    this.firstCodes = db.prepare<{ now: number; limit: number }, number>(`SELECT id * ${PACK} + ${code} FROM circuits ORDER BY id LIMIT @limit`).pluck();
-    this.namesFrom = db.prepare<[number, number], [number, string]>('SELECT id, name FROM circuits WHERE id >= ? ORDER BY id LIMIT ?').raw();
-    this.windowsTo = db.prepare<[number], ExtraRow>(
-      `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers FROM circuits
+    this.firstCodes = db
+      .prepare<{ now: number; limit: number }, number>(
+        `SELECT id * ${PACK} + ${code} FROM circuits ORDER BY id LIMIT @limit`,
+      )
+      .pluck();
+    this.namesFrom = db
+      .prepare<[number, number], [number, string]>('SELECT id, name FROM circuits WHERE id >= ? ORDER BY id LIMIT ?')
+      .raw();
+    this.windowsTo = db
+      .prepare<[number], ExtraRow>(
+        `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers FROM circuits
        WHERE id <= ? AND (window_policy IS NOT NULL OR throttle_policy IS NOT NULL OR quorum_policy IS NOT NULL)`,
-    ).raw();
+      )
+      .raw();
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
     this.nthId = db.prepare<[number], number>('SELECT id FROM circuits ORDER BY id LIMIT 1 OFFSET ?').pluck();
     this.maxId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM circuits').pluck();
@@ -103,7 +111,15 @@ export class CircuitSnapshot implements SnapshotReader {
   /** The window, throttle and quorum figures of each circuit up to `lastId` that has one of them. */
   private windows(lastId: number): Map<number, Extras> {
     const out = new Map<number, Extras>();
-    for (const [id, windowPolicy, windowJson, throttlePolicy, throttleJson, quorumPolicy, callers] of this.windowsTo.all(lastId)) {
+    for (const [
+      id,
+      windowPolicy,
+      windowJson,
+      throttlePolicy,
+      throttleJson,
+      quorumPolicy,
+      callers,
+    ] of this.windowsTo.all(lastId)) {
       const window = windowPolicy === null ? null : (JSON.parse(windowPolicy) as WindowPolicy);
       const throttle = throttlePolicy === null ? null : (JSON.parse(throttlePolicy) as ThrottlePolicy);
       out.set(id, {
@@ -111,7 +127,12 @@ export class CircuitSnapshot implements SnapshotReader {
         windowState: window === null || windowJson === null ? null : (JSON.parse(windowJson) as WindowState),
         throttle,
         throttleState: throttle === null || throttleJson === null ? null : (JSON.parse(throttleJson) as ThrottleState),
-        isolatedCallers: quorumPolicy === null ? null : callers === null ? 0 : isolatedCallerCount(JSON.parse(callers) as CallerEntry[]),
+        isolatedCallers:
+          quorumPolicy === null
+            ? null
+            : callers === null
+              ? 0
+              : isolatedCallerCount(JSON.parse(callers) as CallerEntry[]),
       });
     }
     return out;

@@ -2,7 +2,13 @@ import type Database from 'better-sqlite3';
 import type { CircuitState, Transition } from '../../domain/circuit.js';
 import { COLUMNS, type CircuitRow, type CircuitValues } from './circuit-row.js';
 
-type EventRow = { from_state: CircuitState; to_state: CircuitState; reason: Transition['reason']; at: number; detail: string | null };
+type EventRow = {
+  from_state: CircuitState;
+  to_state: CircuitState;
+  reason: Transition['reason'];
+  at: number;
+  detail: string | null;
+};
 
 /** The circuits and transitions statements of one connection, prepared once. */
 export interface CircuitStatements {
@@ -26,7 +32,10 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
   return {
     selectByName: db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`),
     insertCircuit: db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
-      VALUES (${COLUMNS.replace('id, ', '').split(',').map((col) => `@${col.trim()}`).join(', ')})`),
+      VALUES (${COLUMNS.replace('id, ', '')
+        .split(',')
+        .map((col) => `@${col.trim()}`)
+        .join(', ')})`),
     updateCircuit: db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
       failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
       half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
@@ -40,13 +49,17 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),
     // The state a read would show: an open circuit whose time has passed is half-open.
-    listOpenAt: db.prepare<[number, number, number], CircuitValues>(
-      `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
-    ).raw(),
-    listHalfOpenAt: db.prepare<[number, number, number], CircuitValues>(
-      `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
+    listOpenAt: db
+      .prepare<[number, number, number], CircuitValues>(
+        `SELECT ${COLUMNS} FROM circuits WHERE state = 'open' AND open_until > ? AND id > ? ORDER BY id LIMIT ?`,
+      )
+      .raw(),
+    listHalfOpenAt: db
+      .prepare<[number, number, number], CircuitValues>(
+        `SELECT ${COLUMNS} FROM circuits WHERE (state = 'half_open' OR (state = 'open' AND open_until <= ?))
        AND id > ? ORDER BY id LIMIT ?`,
-    ).raw(),
+      )
+      .raw(),
     deleteByName: db.prepare<[string]>('DELETE FROM circuits WHERE name = ?'),
     selectEvents: db.prepare<[number, number], EventRow>(
       'SELECT from_state, to_state, reason, at, detail FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT ?',
@@ -55,14 +68,18 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
     selectDataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     selectCount: db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck(),
     // Uses the (state, id) index: only the open circuits are read.
-    selectDueOpen: db.prepare<[number, number], string>(
-      `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
-    ).pluck(),
-    listAll: db.prepare<[number, number], CircuitValues>(
-      `SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`,
-    ).raw(), // the rowid b-tree from the cursor on (keyset): a page deep in the table costs what the first costs
-    listByState: db.prepare<[string, number, number], CircuitValues>(
-      `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
-    ).raw(),
+    selectDueOpen: db
+      .prepare<[number, number], string>(
+        `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
+      )
+      .pluck(),
+    listAll: db
+      .prepare<[number, number], CircuitValues>(`SELECT ${COLUMNS} FROM circuits WHERE id > ? ORDER BY id LIMIT ?`)
+      .raw(), // the rowid b-tree from the cursor on (keyset): a page deep in the table costs what the first costs
+    listByState: db
+      .prepare<[string, number, number], CircuitValues>(
+        `SELECT ${COLUMNS} FROM circuits WHERE state = ? AND id > ? ORDER BY id LIMIT ?`,
+      )
+      .raw(),
   };
 }

@@ -33,7 +33,9 @@ export class SqliteCircuitStore implements CircuitStore {
     this.sql = prepareCircuitStatements(db);
     // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
     // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
-    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) => this.writeOne(name, step));
+    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) =>
+      this.writeOne(name, step),
+    );
     this.writeBatch = db.transaction((items: readonly BatchItem[]) => this.runBatch(items));
   }
 
@@ -157,7 +159,8 @@ export class SqliteCircuitStore implements CircuitStore {
       let rows: CircuitValues[]; // raw rows: the listings read many circuits at once
       if (query.state === undefined) rows = this.sql.listAll.all(after, query.limit);
       else if (now !== undefined && query.state === 'open') rows = this.sql.listOpenAt.all(now, after, query.limit);
-      else if (now !== undefined && query.state === 'half_open') rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
+      else if (now !== undefined && query.state === 'half_open')
+        rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
       else rows = this.sql.listByState.all(query.state, after, query.limit);
       return rows.map(fromValues);
     });
@@ -165,7 +168,13 @@ export class SqliteCircuitStore implements CircuitStore {
 
   events(circuitId: number, limit: number): Transition[] {
     return this.guard(() =>
-      this.sql.selectEvents.all(circuitId, limit).map((r) => ({ from: r.from_state, to: r.to_state, reason: r.reason, at: r.at, ...parseTransitionDetail(r.detail) })),
+      this.sql.selectEvents.all(circuitId, limit).map((r) => ({
+        from: r.from_state,
+        to: r.to_state,
+        reason: r.reason,
+        at: r.at,
+        ...parseTransitionDetail(r.detail),
+      })),
     );
   }
 
@@ -192,10 +201,16 @@ export class SqliteCircuitStore implements CircuitStore {
       return fn();
     } catch (error) {
       if (isBusy(error)) {
-        throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', { retryAfterSeconds: 1, cause: error });
+        throw new AppError('STORAGE_BUSY', 'The database is busy; try again shortly.', {
+          retryAfterSeconds: 1,
+          cause: error,
+        });
       }
       if ((error as { code?: unknown } | null)?.code === 'SQLITE_FULL') {
-        throw new AppError('STORAGE_FULL', 'The disk holding the database is full; nothing was written.', { retryAfterSeconds: 10, cause: error });
+        throw new AppError('STORAGE_FULL', 'The disk holding the database is full; nothing was written.', {
+          retryAfterSeconds: 10,
+          cause: error,
+        });
       }
       throw error;
     }

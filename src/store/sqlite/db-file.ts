@@ -5,7 +5,7 @@ import path from 'node:path';
 const HEADER_BYTES = 100;
 const MAGIC = 'SQLite format 3\0';
 // statfs f_type of filesystems whose files are not storage (linux/magic.h).
-const VIRTUAL_FILESYSTEMS: Record<number, string> = { 0x9fa0: '/proc', 0x62656572: '/sys', 0x1cd1: 'devpts' };
+const VIRTUAL_FILESYSTEMS: Record<number, string> = { 40864: '/proc', 1650812274: '/sys', 7377: 'devpts' };
 
 /**
  * Why `file` cannot hold the service's database, or null when it can: checked before SQLite
@@ -28,7 +28,12 @@ export function databaseFileProblem(file: string): string | null {
   if (onVirtual) return `is on ${onVirtual}, a virtual filesystem`;
   const denied = accessProblem(absolute, stat, fs.constants.R_OK | fs.constants.W_OK, 'the file');
   if (denied) return denied;
-  const folderDenied = accessProblem(path.dirname(absolute), fs.statSync(path.dirname(absolute)), fs.constants.W_OK, 'its folder');
+  const folderDenied = accessProblem(
+    path.dirname(absolute),
+    fs.statSync(path.dirname(absolute)),
+    fs.constants.W_OK,
+    'its folder',
+  );
   if (folderDenied) return `${folderDenied} (SQLite creates its -wal file next to the database)`;
   return stat.size === 0 ? null : headerProblem(absolute, stat.size);
 }
@@ -57,7 +62,9 @@ function accessProblem(target: string, stat: fs.Stats, mode: number, what: strin
     return null;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    return code === 'EROFS' ? `${what} is on a read-only filesystem` : `${what} cannot be ${mode & fs.constants.R_OK ? 'read and ' : ''}written (${code})`;
+    return code === 'EROFS'
+      ? `${what} is on a read-only filesystem`
+      : `${what} cannot be ${mode & fs.constants.R_OK ? 'read and ' : ''}written (${code})`;
   }
 }
 
@@ -98,6 +105,7 @@ function virtualFilesystem(target: string): string | undefined {
  */
 export function createFolder(folder: string): void {
   const missing: string[] = [];
-  for (let dir = path.resolve(folder); statOrNull(dir) === null && path.dirname(dir) !== dir; dir = path.dirname(dir)) missing.unshift(dir);
+  for (let dir = path.resolve(folder); statOrNull(dir) === null && path.dirname(dir) !== dir; dir = path.dirname(dir))
+    missing.unshift(dir);
   for (const dir of missing) fs.mkdirSync(dir);
 }

@@ -40,7 +40,9 @@ export class SqliteHousekeeping implements HousekeepingStore {
     );
     // The id of the circuit's `max`-th newest transition: everything below it goes.
     this.cutoffId = db
-      .prepare<[number, number], number>('SELECT id FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?')
+      .prepare<[number, number], number>(
+        'SELECT id FROM transitions WHERE circuit_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?',
+      )
       .pluck();
     this.deleteBelow = db.prepare<[number, number, number]>(
       'DELETE FROM transitions WHERE id IN (SELECT id FROM transitions WHERE circuit_id = ? AND id < ? ORDER BY id LIMIT ?)',

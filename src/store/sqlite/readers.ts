@@ -5,6 +5,9 @@ import { CircuitSnapshot } from './circuit-snapshot.js';
 import { TransitionLog } from './transition-log.js';
 
 /** The observers' readers over one SQLite connection; `snapshot` is only called with metrics on. */
-export function sqliteReaders(db: Database.Database): { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader } {
+export function sqliteReaders(db: Database.Database): {
+  readonly transitions: TransitionReader;
+  readonly snapshot: () => SnapshotReader;
+} {
   return { transitions: new TransitionLog(db), snapshot: () => new CircuitSnapshot(db) };
 }

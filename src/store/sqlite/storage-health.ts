@@ -88,17 +88,30 @@ export class StorageHealth {
   report(ping: () => boolean): HealthReport {
     this.checkIdentity();
     if (this.lost) {
-      return { status: 'failed', storage: this.lost, detail: `the database file was ${this.lost} while the service ran; restart it` };
+      return {
+        status: 'failed',
+        storage: this.lost,
+        detail: `the database file was ${this.lost} while the service ran; restart it`,
+      };
     }
-    if (this.full && this.freeBytes(path.dirname(this.file)) >= RECOVERED_FREE_BYTES) this.noteRoom('the disk has room again');
-    if (this.full) return { status: 'degraded', storage: 'full', detail: 'the disk holding the database is full; writes answer 503' };
+    if (this.full && this.freeBytes(path.dirname(this.file)) >= RECOVERED_FREE_BYTES)
+      this.noteRoom('the disk has room again');
+    if (this.full)
+      return {
+        status: 'degraded',
+        storage: 'full',
+        detail: 'the disk holding the database is full; writes answer 503',
+      };
     return { status: ping() ? 'ok' : 'unavailable' };
   }
 
   private assertFileIntact(): void {
     this.checkIdentity();
     if (this.lost) {
-      throw new AppError('STORAGE_UNAVAILABLE', `The database file was ${this.lost} while the service ran; nothing was written.`);
+      throw new AppError(
+        'STORAGE_UNAVAILABLE',
+        `The database file was ${this.lost} while the service ran; nothing was written.`,
+      );
     }
   }
 
@@ -108,13 +121,19 @@ export class StorageHealth {
     const stat = fs.statSync(this.file, { throwIfNoEntry: false });
     if (stat !== undefined && stat.dev === this.identity.dev && stat.ino === this.identity.ino) return;
     this.lost = stat === undefined ? 'deleted' : 'replaced';
-    this.logger.error({ event: 'storage_lost', db: this.file, reason: this.lost }, `the database file was ${this.lost}; refusing writes until restart`);
+    this.logger.error(
+      { event: 'storage_lost', db: this.file, reason: this.lost },
+      `the database file was ${this.lost}; refusing writes until restart`,
+    );
   }
 
   private noteFull(): void {
     if (this.full) return;
     this.full = true;
-    this.logger.error({ event: 'storage_full', db: this.file }, 'the disk holding the database is full; writes answer 503 storage-full');
+    this.logger.error(
+      { event: 'storage_full', db: this.file },
+      'the disk holding the database is full; writes answer 503 storage-full',
+    );
   }
 
   private noteRoom(why: string): void {

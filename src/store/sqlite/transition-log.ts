@@ -37,7 +37,9 @@ export class TransitionLog implements TransitionReader {
   constructor(db: Database.Database) {
     this.selectMaxId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM transitions').pluck();
     this.selectAfter = db.prepare<[number, number], Row>(`${SELECT} WHERE t.id > ? ORDER BY t.id LIMIT ?`);
-    this.selectAfterByName = db.prepare<[number, string, number], Row>(`${SELECT} WHERE t.id > ? AND c.name = ? ORDER BY t.id LIMIT ?`);
+    this.selectAfterByName = db.prepare<[number, string, number], Row>(
+      `${SELECT} WHERE t.id > ? AND c.name = ? ORDER BY t.id LIMIT ?`,
+    );
     // substr() rather than LIKE: '_' and '%' are legal in names and must match literally.
     this.selectAfterByPrefix = db.prepare<[number, string, string, number], Row>(
       `${SELECT} WHERE t.id > ? AND substr(c.name, 1, length(?)) = ? ORDER BY t.id LIMIT ?`,
@@ -76,7 +78,12 @@ export class TransitionLog implements TransitionReader {
 
   /** Each circuit's newest transition, by circuit name; with `names`, of those only. */
   lastPerCircuit(names?: readonly string[]): Map<string, LoggedTransition> {
-    const rows = names === undefined ? this.selectLastPerCircuit.all() : names.length === 0 ? [] : this.selectLastOfNames.all(JSON.stringify(names));
+    const rows =
+      names === undefined
+        ? this.selectLastPerCircuit.all()
+        : names.length === 0
+          ? []
+          : this.selectLastOfNames.all(JSON.stringify(names));
     return new Map(rows.map((r) => [r.circuit, toTransition(r)]));
   }
 }

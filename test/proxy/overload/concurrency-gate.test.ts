@@ -2,7 +2,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConcurrencyGate, type ConcurrencySettings } from '../../../src/proxy/overload/concurrency-gate.js';
 import { MIN_SAMPLES } from '../../../src/proxy/overload/vegas-limit.js';
 
-const fixed = (max: number, queueMs = 0, maxQueue = 10): ConcurrencySettings => ({ limit: 'fixed', max, queueMs, maxQueue });
+const fixed = (max: number, queueMs = 0, maxQueue = 10): ConcurrencySettings => ({
+  limit: 'fixed',
+  max,
+  queueMs,
+  maxQueue,
+});
 
 describe('ConcurrencyGate', () => {
   beforeEach(() => vi.useFakeTimers());
@@ -73,9 +78,24 @@ describe('ConcurrencyGate', () => {
   it('feeds the adaptive limit and reports its changes', () => {
     let now = 0;
     const limits: number[] = [];
-    const gate = new ConcurrencyGate({ limit: 'adaptive', initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000, queueMs: 0, maxQueue: 0 }, () => now, (l) => limits.push(l));
+    const gate = new ConcurrencyGate(
+      {
+        limit: 'adaptive',
+        initial: 20,
+        min: 5,
+        max: 100,
+        windowMs: 100,
+        probeIntervalMs: 30_000,
+        queueMs: 0,
+        maxQueue: 0,
+      },
+      () => now,
+      (l) => limits.push(l),
+    );
     for (let w = 0; w < 3; w++) {
-      const permits = Array.from({ length: Math.max(MIN_SAMPLES, gate.limit) }, () => gate.tryAcquire()).filter((p) => p !== null);
+      const permits = Array.from({ length: Math.max(MIN_SAMPLES, gate.limit) }, () => gate.tryAcquire()).filter(
+        (p) => p !== null,
+      );
       now += 100;
       for (const p of permits) {
         gate.observe(p, 'answered');
@@ -89,7 +109,19 @@ describe('ConcurrencyGate', () => {
 
   it('does not feed the adaptive limit with unjudged endings', () => {
     let now = 0;
-    const gate = new ConcurrencyGate({ limit: 'adaptive', initial: 20, min: 5, max: 100, windowMs: 100, probeIntervalMs: 30_000, queueMs: 0, maxQueue: 0 }, () => now);
+    const gate = new ConcurrencyGate(
+      {
+        limit: 'adaptive',
+        initial: 20,
+        min: 5,
+        max: 100,
+        windowMs: 100,
+        probeIntervalMs: 30_000,
+        queueMs: 0,
+        maxQueue: 0,
+      },
+      () => now,
+    );
     const permits = Array.from({ length: 20 }, () => gate.tryAcquire()!);
     now += 100;
     for (const p of permits) {

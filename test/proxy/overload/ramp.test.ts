@@ -12,7 +12,11 @@ const quiet = { load: 0.1, seconds: 5 }; // the no-load latency, measured first
 describe('adaptive concurrency against an upstream with a real capacity (simulated)', () => {
   it('from a steady half-capacity load to 3x, keeps goodput >= 90% and admitted p99 <= 2x the no-load p99', () => {
     for (const seed of [1, 2, 3, 4, 5]) {
-      const r = simulate({ ...upstream, concurrency: adaptive(), seed }, [quiet, { load: 0.5, seconds: 30 }, { load: 3, seconds: 15 }]);
+      const r = simulate({ ...upstream, concurrency: adaptive(), seed }, [
+        quiet,
+        { load: 0.5, seconds: 30 },
+        { load: 3, seconds: 15 },
+      ]);
       const noLoadP99 = percentile(r.phases[0]!.latencies, 99);
       const overload = r.phases[2]!;
       expect(overload.good(2 * noLoadP99) / overload.seconds).toBeGreaterThanOrEqual(0.9 * CAPACITY_PER_S);
@@ -33,7 +37,11 @@ describe('adaptive concurrency against an upstream with a real capacity (simulat
   });
 
   it('settles within 20% of C within 10 s of the ramp, and recovers when the load falls', () => {
-    const r = simulate({ ...upstream, concurrency: adaptive() }, [quiet, { load: 3, seconds: 20 }, { load: 0.5, seconds: 10 }]);
+    const r = simulate({ ...upstream, concurrency: adaptive() }, [
+      quiet,
+      { load: 3, seconds: 20 },
+      { load: 0.5, seconds: 10 },
+    ]);
     const overload = r.slots.filter((s) => s.t >= 5 + 10 && s.t < 25);
     expect(overload.length).toBeGreaterThan(90);
     for (const s of overload) {
@@ -43,12 +51,20 @@ describe('adaptive concurrency against an upstream with a real capacity (simulat
     const after = r.slots.filter((s) => s.t >= 26);
     expect(after.reduce((n, s) => n + s.refused, 0)).toBe(0);
     expect(Math.min(...after.map((s) => s.limit))).toBeGreaterThanOrEqual(C);
-    expect(percentile(r.phases[2]!.latencies.slice(-1000).sort((a, b) => a - b), 99)).toBeLessThanOrEqual(percentile(r.phases[0]!.latencies, 99) * 1.05);
+    expect(
+      percentile(
+        r.phases[2]!.latencies.slice(-1000).sort((a, b) => a - b),
+        99,
+      ),
+    ).toBeLessThanOrEqual(percentile(r.phases[0]!.latencies, 99) * 1.05);
   });
 
   it('refuses nothing at a steady half-capacity load over 30 s', () => {
     for (const seed of [1, 2, 3, 7]) {
-      const r = simulate({ ...upstream, concurrency: adaptive({ initial: 20, min: 5 }), seed }, [{ load: 0.5, seconds: 5 }, { load: 0.5, seconds: 30 }]);
+      const r = simulate({ ...upstream, concurrency: adaptive({ initial: 20, min: 5 }), seed }, [
+        { load: 0.5, seconds: 5 },
+        { load: 0.5, seconds: 30 },
+      ]);
       // A cold start below the load's peaks (initial 20 against ~16 in flight on average)
       // refuses a few requests in the first 300 ms, until the limit has grown past them.
       expect(r.phases[0]!.refused).toBeLessThan(0.005 * r.phases[0]!.offered);
@@ -59,13 +75,18 @@ describe('adaptive concurrency against an upstream with a real capacity (simulat
   });
 
   it('re-measures a no-load latency that doubled under saturation and settles near C again, never pinned to min', () => {
-    const r = simulate({ ...upstream, concurrency: adaptive({ probeIntervalMs: 5_000 }) }, [quiet, { load: 3, seconds: 10 }, { load: 3, seconds: 20, latencyMs: 40 }]);
+    const r = simulate({ ...upstream, concurrency: adaptive({ probeIntervalMs: 5_000 }) }, [
+      quiet,
+      { load: 3, seconds: 10 },
+      { load: 3, seconds: 20, latencyMs: 40 },
+    ]);
     const late = r.slots.filter((s) => s.t >= 25 && s.t < 35);
-    for (const s of late) expect(s.limit).toBeGreaterThanOrEqual(Math.floor(0.8 * C / 2)); // a probe holds half
+    for (const s of late) expect(s.limit).toBeGreaterThanOrEqual(Math.floor((0.8 * C) / 2)); // a probe holds half
     const settled = late.filter((s) => s.limit >= 0.8 * C && s.limit <= 1.2 * C);
     expect(settled.length).toBeGreaterThanOrEqual(0.9 * late.length);
     // while probing, half the limit still flows: no 100 ms slot of the overload admits under a third of capacity
-    for (const s of r.slots.filter((x) => x.t >= 6 && x.t < 15)) expect(s.admitted).toBeGreaterThanOrEqual((CAPACITY_PER_S / 10) / 3);
+    for (const s of r.slots.filter((x) => x.t >= 6 && x.t < 15))
+      expect(s.admitted).toBeGreaterThanOrEqual(CAPACITY_PER_S / 10 / 3);
   });
 
   it('grows back from min when the load falls and the upstream is fast again', () => {

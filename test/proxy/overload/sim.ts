@@ -1,4 +1,8 @@
-import { ConcurrencyGate, type ConcurrencySettings, type Permit } from '../../../src/proxy/overload/concurrency-gate.js';
+import {
+  ConcurrencyGate,
+  type ConcurrencySettings,
+  type Permit,
+} from '../../../src/proxy/overload/concurrency-gate.js';
 
 /**
  * A discrete-event simulation on an injected clock (ms): an open-loop caller sending Poisson
@@ -18,7 +22,13 @@ export interface SimResult {
   /** Per 100 ms slot: time (s), limit, refused, admitted. */
   readonly slots: { t: number; limit: number; refused: number; admitted: number; inFlight: number }[];
   /** Per phase: offered, refused, admitted latencies (ms, sorted), answers within `goodMs`. */
-  readonly phases: { offered: number; refused: number; latencies: number[]; good: (withinMs: number) => number; seconds: number }[];
+  readonly phases: {
+    offered: number;
+    refused: number;
+    latencies: number[];
+    good: (withinMs: number) => number;
+    seconds: number;
+  }[];
 }
 
 export interface SimOptions {
@@ -81,7 +91,13 @@ export function simulate(o: SimOptions, phases: readonly Phase[]): SimResult {
       done.push({ at, permit });
     }
     latencies.sort((a, b) => a - b);
-    out.push({ offered, refused, latencies, seconds: phase.seconds, good: (withinMs) => latencies.filter((l) => l <= withinMs).length });
+    out.push({
+      offered,
+      refused,
+      latencies,
+      seconds: phase.seconds,
+      good: (withinMs) => latencies.filter((l) => l <= withinMs).length,
+    });
     start = end;
   }
   slots.push(slot);

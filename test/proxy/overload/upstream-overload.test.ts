@@ -16,14 +16,29 @@ describe('UpstreamOverload', () => {
   });
 
   it('reads max_concurrent as a fixed limit that never waits', () => {
-    const o = new UpstreamOverload('users', concurrencySettings({ max_concurrent: 1 }), { percent: 20, minPerSecond: 3 }, () => 0);
+    const o = new UpstreamOverload(
+      'users',
+      concurrencySettings({ max_concurrent: 1 }),
+      { percent: 20, minPerSecond: 3 },
+      () => 0,
+    );
     expect(o.tryAdmit()).not.toBe('limit');
     expect(o.tryAdmit()).toBe('limit');
     expect(o.mayWait).toBe(false);
   });
 
   it('starts an adaptive limit at 20 clamped into min..max', () => {
-    const settings = concurrencySettings({ concurrency: { limit: 'adaptive', min: 2, max: 8, window_ms: 100, probe_interval_ms: 30_000, queue_ms: 0, max_queue: 10 } });
+    const settings = concurrencySettings({
+      concurrency: {
+        limit: 'adaptive',
+        min: 2,
+        max: 8,
+        window_ms: 100,
+        probe_interval_ms: 30_000,
+        queue_ms: 0,
+        max_queue: 10,
+      },
+    });
     expect(new UpstreamOverload('users', settings, { percent: 20, minPerSecond: 3 }, () => 0).gate!.limit).toBe(8);
   });
 

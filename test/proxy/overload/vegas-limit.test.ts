@@ -8,7 +8,13 @@ const SETTINGS: VegasSettings = { initial: 20, min: 5, max: 100, windowMs: 100, 
  * Each window sees `inFlight(limit)` requests out (default: the whole limit), answered after
  * `rttMs(limit)`; `shed` marks the limit as refusing (demand over it). Returns the limit after each.
  */
-function run(limit: VegasLimit, at: { now: number }, windows: number, rttMs: (l: number) => number, o: { inFlight?: (l: number) => number; shed?: boolean } = {}): number[] {
+function run(
+  limit: VegasLimit,
+  at: { now: number },
+  windows: number,
+  rttMs: (l: number) => number,
+  o: { inFlight?: (l: number) => number; shed?: boolean } = {},
+): number[] {
   const seen: number[] = [];
   for (let w = 0; w < windows; w++) {
     const out = o.inFlight?.(limit.limit) ?? limit.limit;
@@ -34,7 +40,8 @@ function run(limit: VegasLimit, at: { now: number }, windows: number, rttMs: (l:
 }
 
 /** An upstream that serves `capacity` at once in `baseMs`: latency grows with the queue. */
-const queueing = (capacity: number, baseMs: number) => (l: number) => (l <= capacity ? baseMs : (baseMs * l) / capacity);
+const queueing = (capacity: number, baseMs: number) => (l: number) =>
+  l <= capacity ? baseMs : (baseMs * l) / capacity;
 
 describe('VegasLimit', () => {
   it('starts at initial', () => {
