@@ -4,6 +4,7 @@ const problem = (description: string) => ({
   description,
   content: { 'application/problem+json': { schema: z.object({}).passthrough() } },
 });
+const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
 const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
 
 /**
@@ -11,7 +12,6 @@ const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUIT
  * served by plain handlers (text, an event stream, HTML); see docs/observability.md.
  */
 export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void {
-  const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
   if (metrics) {
     app.openAPIRegistry.registerPath({
       method: 'get',
@@ -25,6 +25,12 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       },
     });
   }
+  documentEventStream(app);
+  documentDashboard(app);
+}
+
+/** /events/stream: the event stream and its Last-Event-ID resumption. */
+function documentEventStream(app: OpenAPIHono): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/events/stream',
@@ -49,6 +55,10 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       503: problem('events.max_streams streams already open; Retry-After'),
     },
   });
+}
+
+/** The dashboard page and its paged state API. */
+function documentDashboard(app: OpenAPIHono): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/dashboard',

@@ -19,6 +19,15 @@ export interface StreamSink {
 const encoder = new TextEncoder();
 
 /**
+ * The socket goes, with whatever Node held for it; its 'close' makes @hono/node-server
+ * cancel this body, which drops the queue. Without a socket (app.request), error it.
+ */
+function cutOff(outgoing: ServerResponse | undefined, controller: ReadableStreamDefaultController<Uint8Array>): void {
+  if (outgoing !== undefined) outgoing.destroy();
+  else controller.error(new Error('event stream client too slow'));
+}
+
+/**
  * A response body whose queue is measured in bytes, as nginx and Envoy bound a slow
  * client's buffers: what this stream queues never passes `maxBytes`. A write that would pass it destroys the connection and
  * drops the queue at once, so a client that stopped reading costs nothing from then on;
@@ -57,7 +66,6 @@ export function openStreamSink(
     finish();
     wake();
   }
-
   return {
     readable,
     closed,
@@ -72,10 +80,7 @@ export function openStreamSink(
       }
       stop();
       onCutOff(total);
-      // The socket goes, with whatever Node held for it; its 'close' makes @hono/node-server
-      // cancel this body, which drops the queue. Without a socket (app.request), error it.
-      if (outgoing !== undefined) outgoing.destroy();
-      else controller.error(new Error('event stream client too slow'));
+      cutOff(outgoing, controller);
     },
     drained() {
       if (done || !backlogged()) return Promise.resolve();
