@@ -31,6 +31,13 @@ const kinds = Object.values(PROBLEMS).map((p) => p.type.slice('/problems/'.lengt
 
 /** The routes app.ts serves by hand (health, problem types, proxy), for the document only. */
 function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
+  registerHealthRoute(app);
+  registerProblemRoute(app);
+  if (proxy) registerProxyRoutes(app);
+}
+
+/** `GET /health`, for the document only. */
+function registerHealthRoute(app: OpenAPIHono): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/health',
@@ -49,6 +56,10 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       },
     },
   });
+}
+
+/** `GET /problems/{kind}`, for the document only. */
+function registerProblemRoute(app: OpenAPIHono): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/problems/{kind}',
@@ -63,7 +74,10 @@ function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
       405: notAllowed,
     },
   });
-  if (!proxy) return;
+}
+
+/** `/proxy/{upstream}/{path}` under every method, for the document only. */
+function registerProxyRoutes(app: OpenAPIHono): void {
   for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const) {
     app.openAPIRegistry.registerPath({
       method,

@@ -1,13 +1,8 @@
 import { z } from '@hono/zod-openapi';
-import type { Circuit } from '../domain/circuit.js';
-import { AppError } from '../domain/errors.js';
-import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { policyToWire } from '../domain/policy-wire.js';
-import { throttleCounts, throttleProbability } from '../domain/throttle.js';
 import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
-import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
-import type { Verdict } from '../domain/circuit.js';
-import { callerField } from './caller-param.js';
+
+export { allowedText, circuitJson, circuitText, detectOnlyText, wouldRefuseJson } from './circuit-json.js';
+export { OUTCOME_AT_MAX_SKEW_MS, OutcomeBody, outcomeAt, outcomeTime } from './outcome-body.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -76,106 +71,6 @@ export const CircuitSchema = z
     updated_at: isoTime,
   })
   .openapi('Circuit');
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-/** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
-export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
-  const stats = windowStats(c, now);
-  const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
-  const policy = policyToWire(c, true);
-  return {
-    id: c.id,
-    name: c.name,
-    state: c.state,
-    failure_count: c.failureCount,
-    ...policy, // failure_threshold to throttle (and quorum when set), in this order
-    throttle: policy.throttle ?? null,
-    throttle_probability:
-      counts === null || c.state !== 'closed' || c.forcedState !== null
-        ? 0
-        : throttleProbability(c.throttle!.k, counts),
-    throttle_window: counts,
-    quorum: policy.quorum ?? null,
-    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({
-      caller: e[0],
-      failures: e[1],
-      open_until: new Date(e[4]!).toISOString(),
-      probe_until: iso(e[6]),
-    })),
-    effective_timeout_seconds: effectiveTimeoutSeconds(c),
-    reopen_count: c.reopenCount,
-    window_stats:
-      stats === null
-        ? null
-        : {
-            calls: stats.calls,
-            failures: stats.failures,
-            slow_calls: stats.slowCalls,
-            failure_rate: stats.failureRate,
-            slow_call_rate: stats.slowCallRate,
-          },
-    probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
-    open_until: iso(c.openUntil),
-    half_open_at: iso(c.halfOpenAt),
-    last_failure_at: iso(c.lastFailureAt),
-    created_at: new Date(c.createdAt).toISOString(),
-    updated_at: new Date(c.updatedAt).toISOString(),
-  };
-}
-
-/**
- * Memoise a circuit's serialisation per circuit object. The store hands out the same
- * object until the circuit changes, so a healthy circuit is serialised once, not per
- * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
- * A throttle's counts expire by the epoch second, so a circuit with one is kept for the
- * second it was serialised in (time windows are not kept, as before).
- */
-function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
-  const memo = new WeakMap<Circuit, string>();
-  const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
-  return (c, now) => {
-    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
-    if (c.throttle === null) {
-      let text = memo.get(c);
-      if (text === undefined) memo.set(c, (text = serialize(c, now)));
-      return text;
-    }
-    const second = Math.floor(now / 1000);
-    const kept = perSecond.get(c);
-    if (kept !== undefined && kept.second === second) return kept.text;
-    const text = serialize(c, now);
-    perSecond.set(c, { second, text });
-    return text;
-  };
-}
-
-/**
- * Under a forced-closed circuit (detect-only): whether the rules would have refused this
- * call, and how; `{}` on any other circuit.
- */
-export function wouldRefuseJson(
-  c: Circuit,
-  verdict: Verdict,
-): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
-  if (c.forcedState !== 'closed' || !verdict.allowed) return {};
-  const w = verdict.wouldRefuse;
-  if (w === undefined) return { would_refuse: false };
-  return { would_refuse: true, would_refuse_scope: w.scope, would_retry_at: new Date(w.retryAt).toISOString() };
-}
-
-/** The `GET /allowed` answer under a forced-closed circuit (not memoised: it depends on the caller and `now`). */
-export function detectOnlyText(c: Circuit, verdict: Verdict, now: number): string {
-  return `${JSON.stringify({ allowed: true, state: c.state, ...wouldRefuseJson(c, verdict), circuit: circuitJson(c, now) })}\n`;
-}
-
-/** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
-export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
-
-/** The `GET /allowed` answer for an admitted call, memoised. */
-export const allowedText = memoPerCircuit(
-  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
-);
 
 export const ProblemSchema = z
   .object({
@@ -254,49 +149,6 @@ export const FailureBody = z
 
 /** `/success` and `/reset` take no fields: no body or `{}`. */
 export const EmptyBody = z.object({}).strict().openapi('EmptyRequest');
-
-/** How far into the future an outcome's `at` may lie (another host's clock running ahead). */
-export const OUTCOME_AT_MAX_SKEW_MS = 60_000; // 60 s
-
-/** An outcome's `at`: RFC 3339 date-time, as the API's other times. */
-export const outcomeAt = z.iso.datetime({ offset: true }).optional().openapi({
-  format: 'date-time',
-  example: '2026-11-30T03:30:41.123Z',
-  description:
-    "When the call ended, by the caller's clock (at most 60 s ahead of the server's). An outcome that ended before the circuit's last state change (1 s tolerance) or before its time window changes nothing (a late outcome). Default: now.",
-});
-
-/** `at` as epoch ms; null when absent; a VALIDATION_FAILED naming `field` when too far ahead of `now`. */
-export function outcomeTime(at: string | undefined, now: number, field: string): number | undefined {
-  if (at === undefined) return undefined;
-  const ms = Date.parse(at);
-  if (ms - now > OUTCOME_AT_MAX_SKEW_MS) {
-    throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', {
-      fields: [
-        {
-          field,
-          message: `is more than ${OUTCOME_AT_MAX_SKEW_MS / 1000} s ahead of the server's clock (${new Date(now).toISOString()})`,
-        },
-      ],
-    });
-  }
-  return ms;
-}
-
-export const OutcomeBody = z
-  .object({
-    success: z
-      .boolean()
-      .openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
-    at: outcomeAt,
-    duration_ms: z.number().min(0).max(86_400_000).optional().openapi({
-      description:
-        "How long the call took, in ms; judged against the window's slow_call_duration_ms and observed by circuitlog_outcome_duration_seconds.",
-    }),
-    caller: callerField,
-  })
-  .strict()
-  .openapi('OutcomeRequest');
 
 export const ListQuery = z.object({
   state: z.enum(['closed', 'open', 'half_open']).optional(),

@@ -1,0 +1,107 @@
+import type { z } from '@hono/zod-openapi';
+import type { Circuit, Verdict } from '../domain/circuit.js';
+import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
+import { policyToWire } from '../domain/policy-wire.js';
+import { throttleCounts, throttleProbability } from '../domain/throttle.js';
+import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
+import type { CircuitSchema } from './schemas.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** The wire form of a circuit: snake_case, ISO 8601 UTC times with milliseconds. */
+export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
+  const stats = windowStats(c, now);
+  const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
+  const policy = policyToWire(c, true);
+  return {
+    id: c.id,
+    name: c.name,
+    state: c.state,
+    failure_count: c.failureCount,
+    ...policy, // failure_threshold to throttle (and quorum when set), in this order
+    throttle: policy.throttle ?? null,
+    throttle_probability:
+      counts === null || c.state !== 'closed' || c.forcedState !== null
+        ? 0
+        : throttleProbability(c.throttle!.k, counts),
+    throttle_window: counts,
+    quorum: policy.quorum ?? null,
+    isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({
+      caller: e[0],
+      failures: e[1],
+      open_until: new Date(e[4]!).toISOString(),
+      probe_until: iso(e[6]),
+    })),
+    effective_timeout_seconds: effectiveTimeoutSeconds(c),
+    reopen_count: c.reopenCount,
+    window_stats:
+      stats === null
+        ? null
+        : {
+            calls: stats.calls,
+            failures: stats.failures,
+            slow_calls: stats.slowCalls,
+            failure_rate: stats.failureRate,
+            slow_call_rate: stats.slowCallRate,
+          },
+    probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
+    open_until: iso(c.openUntil),
+    half_open_at: iso(c.halfOpenAt),
+    last_failure_at: iso(c.lastFailureAt),
+    created_at: new Date(c.createdAt).toISOString(),
+    updated_at: new Date(c.updatedAt).toISOString(),
+  };
+}
+
+/**
+ * Memoise a circuit's serialisation per circuit object. The store hands out the same
+ * object until the circuit changes, so a healthy circuit is serialised once, not per
+ * request. Half-open circuits are not kept: their `probes_in_flight` depends on `now`.
+ * A throttle's counts expire by the epoch second, so a circuit with one is kept for the
+ * second it was serialised in (time windows are not kept, as before).
+ */
+function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
+  const memo = new WeakMap<Circuit, string>();
+  const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
+  return (c, now) => {
+    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    if (c.throttle === null) {
+      let text = memo.get(c);
+      if (text === undefined) memo.set(c, (text = serialize(c, now)));
+      return text;
+    }
+    const second = Math.floor(now / 1000);
+    const kept = perSecond.get(c);
+    if (kept !== undefined && kept.second === second) return kept.text;
+    const text = serialize(c, now);
+    perSecond.set(c, { second, text });
+    return text;
+  };
+}
+
+/**
+ * Under a forced-closed circuit (detect-only): whether the rules would have refused this
+ * call, and how; `{}` on any other circuit.
+ */
+export function wouldRefuseJson(
+  c: Circuit,
+  verdict: Verdict,
+): { would_refuse?: boolean; would_refuse_scope?: 'circuit' | 'caller'; would_retry_at?: string } {
+  if (c.forcedState !== 'closed' || !verdict.allowed) return {};
+  const w = verdict.wouldRefuse;
+  if (w === undefined) return { would_refuse: false };
+  return { would_refuse: true, would_refuse_scope: w.scope, would_retry_at: new Date(w.retryAt).toISOString() };
+}
+
+/** The `GET /allowed` answer under a forced-closed circuit (not memoised: it depends on the caller and `now`). */
+export function detectOnlyText(c: Circuit, verdict: Verdict, now: number): string {
+  return `${JSON.stringify({ allowed: true, state: c.state, ...wouldRefuseJson(c, verdict), circuit: circuitJson(c, now) })}\n`;
+}
+
+/** `JSON.stringify(circuitJson(c, now))` and a newline (as every JSON answer), memoised. */
+export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
+
+/** The `GET /allowed` answer for an admitted call, memoised. */
+export const allowedText = memoPerCircuit(
+  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
+);
