@@ -29,11 +29,13 @@ const CONNECT_TIMEOUT_MS = 2_000; // 2 s per attempt
 export async function connectRedis(options: ConnectOptions): Promise<RedisConnection> {
   const deadline = Date.now() + options.startTimeoutMs;
   const url = new URL(options.url);
-  let connected = false;
-  let lastError: unknown;
-  /** Set at start when retrying cannot help (bad credentials, DNS, TLS): stop at once, saying why. */
-  let permanent: string | null = null;
-  let probedTls = false;
+  const state: StartState = {
+    connected: false,
+    lastError: undefined,
+    permanent: null,
+    probedTls: false,
+    reported: false,
+  };
   const client = createClient({
     url: options.url,
     RESP: 2,
@@ -48,49 +50,73 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
               tls.checkServerIdentity(options.tlsHost!(), cert),
           }),
       reconnectStrategy: (retries: number, cause: Error) => {
-        lastError = cause;
-        if (!connected) {
-          permanent ??= permanentStartFailure(cause, url);
-          if (permanent !== null || Date.now() + 250 >= deadline) return cause;
+        state.lastError = cause;
+        if (!state.connected) {
+          state.permanent ??= permanentStartFailure(cause, url);
+          if (state.permanent !== null || Date.now() + 250 >= deadline) return cause;
         }
         return Math.min(50 * 2 ** Math.min(retries, 5), RECONNECT_MAX_DELAY_MS);
       },
     },
   }) as unknown as RedisConnection;
-  let reported = false;
-  client.on('error', (error: Error) => {
-    // Without a listener an 'error' event would crash the process; log each outage once.
-    lastError = error;
-    if (!connected) permanent ??= permanentStartFailure(error, url);
-    if (!connected && !probedTls && url.protocol === 'rediss:' && error.constructor.name === 'ConnectionTimeoutError') {
-      probedTls = true; // a TLS handshake with no answer: is it a plain-text Redis?
-      void speaksPlainRedis(url.hostname, Number(url.port || 6379), 1_000).then((plain) => {
-        if (!plain || connected) return;
-        permanent ??=
-          'the TLS handshake got no answer, and the port answers in plain text: this Redis does not speak TLS there (use redis://, or its TLS port)';
-        client.destroy(); // stop retrying now: connect() rejects, with this reason
-      });
-    }
-    if (!connected || reported) return;
-    reported = true;
-    options.logger.error(
-      { event: 'redis_error', connection: options.name, err: error.message },
-      'Redis connection failed; retrying',
-    );
-  });
+  client.on('error', (error: Error) => onClientError(client, state, url, options, error));
   client.on('ready', () => {
-    if (reported) options.logger.info({ event: 'redis_ready', connection: options.name }, 'Redis connection back');
-    reported = false;
+    if (state.reported)
+      options.logger.info({ event: 'redis_ready', connection: options.name }, 'Redis connection back');
+    state.reported = false;
   });
   try {
     await client.connect();
   } catch (error) {
     client.destroy();
-    if (permanent !== null) throw new RedisStartError(permanent, error);
-    throw new Error(String((error as Error).message || lastError), { cause: error });
+    if (state.permanent !== null) throw new RedisStartError(state.permanent, error);
+    throw new Error(String((error as Error).message || state.lastError), { cause: error });
   }
-  connected = true;
+  state.connected = true;
   return client;
+}
+
+/** What `connectRedis` knows of its connection so far (shared by its handlers). */
+interface StartState {
+  connected: boolean;
+  lastError: unknown;
+  /** Set at start when retrying cannot help (bad credentials, DNS, TLS): stop at once, saying why. */
+  permanent: string | null;
+  probedTls: boolean;
+  reported: boolean;
+}
+
+/** The client's 'error' listener: classify start failures, probe a silent TLS port, log each outage once. */
+function onClientError(
+  client: RedisConnection,
+  state: StartState,
+  url: URL,
+  options: ConnectOptions,
+  error: Error,
+): void {
+  // Without a listener an 'error' event would crash the process; log each outage once.
+  state.lastError = error;
+  if (!state.connected) state.permanent ??= permanentStartFailure(error, url);
+  if (
+    !state.connected &&
+    !state.probedTls &&
+    url.protocol === 'rediss:' &&
+    error.constructor.name === 'ConnectionTimeoutError'
+  ) {
+    state.probedTls = true; // a TLS handshake with no answer: is it a plain-text Redis?
+    void speaksPlainRedis(url.hostname, Number(url.port || 6379), 1_000).then((plain) => {
+      if (!plain || state.connected) return;
+      state.permanent ??=
+        'the TLS handshake got no answer, and the port answers in plain text: this Redis does not speak TLS there (use redis://, or its TLS port)';
+      client.destroy(); // stop retrying now: connect() rejects, with this reason
+    });
+  }
+  if (!state.connected || state.reported) return;
+  state.reported = true;
+  options.logger.error(
+    { event: 'redis_error', connection: options.name, err: error.message },
+    'Redis connection failed; retrying',
+  );
 }
 
 /** A start that can never succeed as configured: its message says why, for the operator. */

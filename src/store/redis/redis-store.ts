@@ -1,9 +1,9 @@
-import type { Logger } from 'pino';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
 import { ChangeSubscription } from './change-subscription.js';
-import { CompareAndSet, type Answer } from './compare-and-set.js';
+import { CompareAndSet } from './compare-and-set.js';
+import { dueOpenNames, queuedRound, shardRound, type Queued } from './store-rounds.js';
 import type { Subscriber } from './change-subscription.js';
 import { CircuitCache, type Versioned } from './redis-cache.js';
 import { RedisCommands, type CommandLink } from './redis-commands.js';
@@ -13,30 +13,14 @@ import { DELETE_SCRIPT } from './scripts.js';
 import { StoreEpoch } from './store-epoch.js';
 import { Malformed } from './stored-circuit.js';
 import { ReplicaAck } from './replica-ack.js';
+import type { RedisStoreOptions } from './redis-store-options.js';
 import { byShard } from './shards.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
-export interface RedisStoreOptions {
-  /** Key prefix; several services (or tests) can share one database with different ones. */
-  readonly prefix?: string;
-  /** The database number of the URL: Redis pub/sub channels are shared by all databases. */
-  readonly db?: number;
-  /** A command with no answer within this long fails with 503 STORAGE_UNAVAILABLE. */
-  readonly timeoutMs?: number;
-  readonly logger: Logger;
-  /** Replicas that must confirm each write (`WAIT`) before it is acknowledged; default 0. */
-  readonly replicasAck?: number;
-  readonly replicasAckTimeoutMs?: number;
-}
+export type { RedisStoreOptions } from './redis-store-options.js';
 
 const DEFAULT_TIMEOUT_MS = 1_000; // 1 s
-
-interface Queued {
-  readonly step: (current: Circuit | null) => Step | null;
-  readonly resolve: (result: Step | null) => void;
-  readonly reject: (error: unknown) => void;
-}
 
 /**
  * The Redis implementation of `CircuitStore`, for many hosts sharing one truth. Each write
@@ -182,23 +166,7 @@ export class RedisCircuitStore implements CircuitStore {
       }
       const batch = queue.splice(0, queue.length);
       try {
-        const results = await this.cas.run([name], (states) => {
-          let current = states.get(name)!.circuit;
-          const changed: Step[] = [];
-          const outcomes = batch.map((q): Answer => {
-            try {
-              const result = q.step(current);
-              if (result !== null && result.circuit !== current) {
-                current = result.circuit;
-                changed.push(result);
-              }
-              return { result };
-            } catch (error) {
-              return { error }; // this caller's step refused (e.g. a bad PATCH); the others go on
-            }
-          });
-          return { writes: changed.length === 0 ? [] : [{ name, steps: changed }], answer: outcomes };
-        });
+        const results = await this.cas.run([name], (states) => queuedRound(name, batch, states));
         batch.forEach((q, i) => {
           const outcome = results[i]!;
           if ('error' in outcome) q.reject(outcome.error);
@@ -228,22 +196,7 @@ export class RedisCircuitStore implements CircuitStore {
   private applyShard(items: readonly BatchItem[]): Promise<(Step | null)[]> {
     const names = [...new Set(items.map((i) => i.name))];
     return this.cas
-      .run(names, (states) => {
-        const latest = new Map([...states].map(([n, v]) => [n, v.circuit]));
-        const steps = new Map<string, Step[]>();
-        const answer = items.map(({ name, step }) => {
-          const current = latest.get(name) ?? null;
-          const result = step(current);
-          if (result === null || result.circuit === current) return result;
-          latest.set(name, result.circuit);
-          steps.set(name, [...(steps.get(name) ?? []), result]);
-          return result;
-        });
-        return {
-          writes: [...steps].map(([name, s]) => ({ name, steps: s })),
-          answer: answer.map((result) => ({ result })),
-        };
-      })
+      .run(names, (states) => shardRound(items, states))
       .then((answers) => answers.map((a) => (a as { result: Step | null }).result));
   }
 
@@ -282,21 +235,8 @@ export class RedisCircuitStore implements CircuitStore {
    * every write keeps (see CAS_SCRIPT), never a scan of the circuits. A circuit opened before
    * the set existed is not in it and half-opens on its next call, as it always did.
    */
-  async dueOpen(now: number, limit: number): Promise<string[]> {
-    const pages = await Promise.all(
-      this.keys.shards.map((k) =>
-        this.redis.command<string[]>(
-          ['ZRANGE', k.due, '-inf', String(now), 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'],
-          'read',
-        ),
-      ),
-    );
-    const due: [string, number][] = [];
-    for (const flat of pages) for (let i = 0; i + 1 < flat.length; i += 2) due.push([flat[i]!, Number(flat[i + 1])]);
-    return due
-      .sort((a, b) => a[1] - b[1])
-      .slice(0, limit)
-      .map(([name]) => name);
+  dueOpen(now: number, limit: number): Promise<string[]> {
+    return dueOpenNames(this.redis, this.keys, now, limit);
   }
 
   ping(): Promise<boolean> {

@@ -4,8 +4,7 @@ import { covers, formatCursor, mergeCursor, parseCursor, zeroCursor, type Cursor
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
 import { ALL_SHARDS } from './shards.js';
-import { isState } from './stored-circuit.js';
-import { parseTransitionDetail } from '../../domain/transition-detail.js';
+import { mergeByTime, parseEntry, type StreamEntry } from './stream-entry.js';
 
 /**
  * One transition of a shard's stream. `id` is its position in this host's merged copy (the
@@ -32,8 +31,6 @@ export interface TransitionFeedOptions {
 const POLL_MS = 1_000; // 1 s: every shard is read at least this often, even if a change message was lost
 const PAGE = 1_000; // entries per XRANGE
 const DEFAULT_KEEP = 10_000;
-
-type StreamEntry = [id: string, fields: string[]];
 
 /**
  * A host's live copy of the shards' `transitions` streams, merged: loaded at start with each
@@ -75,22 +72,11 @@ export class TransitionFeed {
         ).reverse(),
       ),
     );
-    const heads = loaded.map(() => 0);
     for (const [shard, entries] of loaded.entries()) {
       const first = entries[0];
       if (first !== undefined) this.floor[shard] = Number(first[0].split('-')[0]) - 1;
     }
-    for (;;) {
-      let pick = -1;
-      let at = Infinity;
-      for (const [shard, entries] of loaded.entries()) {
-        const entry = entries[heads[shard]!];
-        const when = entry === undefined ? Infinity : atOf(entry);
-        if (entry !== undefined && (pick === -1 || when < at)) [pick, at] = [shard, when];
-      }
-      if (pick === -1) break;
-      this.append(pick, [loaded[pick]![heads[pick]!++]!], false);
-    }
+    mergeByTime(loaded, (shard, entry) => this.append(shard, [entry], false));
     this.notify();
     this.running = true;
     this.timer = setInterval(() => this.hintAll(), POLL_MS);
@@ -254,30 +240,4 @@ export class TransitionFeed {
   lastPerCircuit(): Map<string, FedTransition> {
     return new Map(this.entries.map((t) => [t.circuit, t]));
   }
-}
-
-function atOf([, fields]: StreamEntry): number {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === 'at') return Number(fields[i + 1]) || 0;
-  return 0;
-}
-
-/** One stream entry as a transition, or why it cannot be one (the fields circuitlog writes, each checked). */
-function parseEntry(streamId: string, fields: string[]): Omit<FedTransition, 'id' | 'shard' | 'cursor'> | string {
-  const f = new Map<string, string>();
-  for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
-  const [seqText, part] = streamId.split('-');
-  const seq = Number(seqText);
-  if (!Number.isSafeInteger(seq) || seq <= 0 || part !== '0') return `the id ${streamId} is not <n>-0`;
-  const [circuit, from, to, reason, at] = ['circuit', 'from', 'to', 'reason', 'at'].map((k) => f.get(k));
-  if (circuit === undefined || circuit === '') return 'circuit is missing';
-  if (!isState(from) || !isState(to))
-    return `from/to ${JSON.stringify(from ?? null)}/${JSON.stringify(to ?? null)} are not states`;
-  if (reason === undefined || reason === '') return 'reason is missing';
-  const when = Number(at);
-  if (at === undefined || at.trim() === '' || !Number.isFinite(when))
-    return `at ${JSON.stringify(at ?? null)} is not a number`;
-  const detail = f.get('detail');
-  return detail === undefined
-    ? { seq, circuit, from, to, reason, at: when }
-    : { seq, circuit, from, to, reason, at: when, ...parseTransitionDetail(detail) };
 }
