@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { CircuitState } from '../domain/circuit.js';
 import { Admission, checkName, isRefusal } from './admission.js';
-import { CircuitlogUnavailableError } from './errors.js';
+import { queueHooks, shutdown, streamHooks } from './client-wiring.js';
 import { Emitter } from './emitter.js';
 import { Link } from './link.js';
 import { LocalBreakers } from './local-breaker.js';
@@ -68,39 +68,9 @@ export class CircuitlogClient {
       failOpen: settings.failOpen,
       caller: this.caller,
     });
-    this.queue = new OutcomeQueue(settings.queue, {
-      send: (batch) => this.transport.postOutcomes(batch),
-      onDelivered: () => this.link.setReachable(true),
-      onUnreachable: (error) => this.link.setReachable(false, error),
-      onRejected: (count, error) => this.events.emit('rejected', { count, error }),
-    });
-    this.stream = new StreamKeeper(
-      this.transport,
-      {
-        onOpen: () => {
-          this.link.generation++; // every snapshot taken before this is re-taken on its next use
-          this.link.set(true, true);
-          this.queue.flush();
-        },
-        onEvent: (event) => {
-          this.view.apply(event);
-          if (event.from !== event.to) this.throttles.forget(event.circuit); // counts start empty at a state change, as the server's
-          this.events.emit('transition', event);
-        },
-        onReset: (reset) => {
-          // Transitions may have been missed: every snapshot is re-taken on its next use.
-          this.link.generation++;
-          this.events.emit('reset', reset);
-        },
-        onDown: (error) =>
-          this.link.set(
-            false,
-            error === null || error.kind === 'rejected' ? this.link.reachable : false,
-            error ?? undefined,
-          ),
-      },
-      settings.reconnectMaxDelayMs,
-    );
+    this.queue = new OutcomeQueue(settings.queue, queueHooks(this.transport, this.link, this.events));
+    const hooks = streamHooks({ link, queue: this.queue, view, throttles, events: this.events });
+    this.stream = new StreamKeeper(transport, hooks, settings.reconnectMaxDelayMs);
     this.stream.start();
   }
 
@@ -214,30 +184,9 @@ export class CircuitlogClient {
    * every outcome; rejects with `CircuitlogUnavailableError` if that takes over `closeTimeoutMs`.
    */
   close(): Promise<void> {
-    this.closing ??= this.shutdown();
+    const { inFlight, queue, stream, transport, closeTimeoutMs } = this;
+    this.closing ??= shutdown({ inFlight, queue, stream, transport, closeTimeoutMs });
     return this.closing;
-  }
-
-  private async shutdown(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), this.closeTimeoutMs)));
-    const done = (async () => {
-      if (this.inFlight.busy) await this.inFlight.idle();
-      this.queue.flush();
-      await this.queue.drained();
-      return true;
-    })();
-    const delivered = await Promise.race([done, expired]);
-    clearTimeout(timer);
-    const pending = this.queue.pending;
-    this.queue.stop();
-    this.stream.stop();
-    await this.transport.close();
-    if (!delivered) {
-      throw new CircuitlogUnavailableError(
-        `close(): ${pending} outcome(s) not acknowledged by circuitlog within ${this.closeTimeoutMs} ms`,
-      );
-    }
   }
 
   private assertOpen(): void {

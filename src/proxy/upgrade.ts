@@ -47,59 +47,62 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     panics: deps.panics,
   };
 
-  async function switchProtocols(
-    incoming: http.IncomingMessage,
-    client: Duplex,
-    clientHead: Buffer,
-    r: Report | null,
-  ): Promise<void> {
-    const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
-    const raw = incoming.url ?? '/';
-    if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
-      throw upgradeNotSupported(upgrade);
-    const { target, upstream } = admitTarget(deps.upstreams, raw);
-    if (r !== null) r.upstream = upstream.name;
-    const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
-    if (slot === null) return report(r, null, 499);
-    let switched = false; // the slot passes to the tunnel once it opens
-    try {
-      const ending = await failover(
-        core,
-        handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }),
-      );
-      slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
-      switch (ending.kind) {
-        case 'caller_gone':
-          return report(r, null, 499); // as on the HTTP path: nothing was sent
-        case 'no_node':
-          throw noNodeAvailable(upstream, ending.retryAt);
-        case 'timeout':
-          throw upstreamTimeout(upstream);
-        case 'unreachable':
-          throw upstreamUnreachable(upstream);
-      }
-      const { node, answer, use } = ending;
-      if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
-      if (answer.switched === null) {
-        report(r, node, answer.res.statusCode ?? 0);
-        return relayAnswer(answer.res, node, use, client); // a failure status goes back as sent, too
-      }
-      switched = true;
-      tunnel(node, use, answer, client, clientHead, slot);
-      report(r, node, 101);
-    } finally {
-      if (!switched) slot.release();
-    }
-  }
-
   const hooks = deps.hooks;
   return async (incoming, client, head) => {
     if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return; // counted as the plain request it becomes
-    if (hooks === undefined) return switchProtocols(incoming, client, head, null);
+    if (hooks === undefined) return switchProtocols(deps, core, incoming, client, head, null);
     await reported(
       hooks,
-      (r) => switchProtocols(incoming, client, head, r),
+      (r) => switchProtocols(deps, core, incoming, client, head, r),
       () => 0,
     );
   };
+}
+
+/** One upgrade request: admit it, fail over to a node's handshake, then tunnel or relay its answer. */
+async function switchProtocols(
+  deps: UpgradeDeps,
+  core: FailoverDeps,
+  incoming: http.IncomingMessage,
+  client: Duplex,
+  clientHead: Buffer,
+  r: Report | null,
+): Promise<void> {
+  const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
+  const raw = incoming.url ?? '/';
+  if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
+    throw upgradeNotSupported(upgrade);
+  const { target, upstream } = admitTarget(deps.upstreams, raw);
+  if (r !== null) r.upstream = upstream.name;
+  const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
+  if (slot === null) return report(r, null, 499);
+  let switched = false; // the slot passes to the tunnel once it opens
+  try {
+    const ending = await failover(
+      core,
+      handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }),
+    );
+    slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
+    switch (ending.kind) {
+      case 'caller_gone':
+        return report(r, null, 499); // as on the HTTP path: nothing was sent
+      case 'no_node':
+        throw noNodeAvailable(upstream, ending.retryAt);
+      case 'timeout':
+        throw upstreamTimeout(upstream);
+      case 'unreachable':
+        throw upstreamUnreachable(upstream);
+    }
+    const { node, answer, use } = ending;
+    if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
+    if (answer.switched === null) {
+      report(r, node, answer.res.statusCode ?? 0);
+      return relayAnswer(answer.res, node, use, client); // a failure status goes back as sent, too
+    }
+    switched = true;
+    tunnel(node, use, answer, client, clientHead, slot);
+    report(r, node, 101);
+  } finally {
+    if (!switched) slot.release();
+  }
 }

@@ -25,6 +25,8 @@
  * `probeIntervalMs`.
  */
 
+import { addSample, emptyWindow, median, type Window } from './vegas-window.js';
+
 /** What the algorithm needs; validated by the config schema (min <= initial <= max). */
 export interface VegasSettings {
   readonly initial: number;
@@ -47,23 +49,11 @@ export interface Sample {
 
 export const MIN_SAMPLES = 10;
 const FIRST_PROBE_MS = 1_000; // 1 s after the first measurement; then doubling
-const KEPT_SAMPLES = 1_000; // latencies kept per window for its median (a bound on memory)
 const MAX_STEP = 0.25; // queueing shrinks the limit by at most a quarter per window (one odd window cannot halve it)
 const LOSS_STEP = 0.1; // a timeout in the window: a tenth
 /** A window with fewer in flight than this share of the limit is quiet: the caller, not the upstream, set the pace. */
 const BUSY = 0.75;
 const DEMAND_GROWTH = 1.25; // growth on demand: at most a quarter per window
-
-interface Window {
-  startedAt: number;
-  count: number;
-  /** The first KEPT_SAMPLES latencies (ms): the window's latency is their median. */
-  rtts: number[];
-  maxInFlight: number;
-  dropped: boolean;
-  /** Requests were refused during the window: the limit binds. */
-  shed: boolean;
-}
 
 /** The limit's state; `limit` is what admission enforces now. */
 export class VegasLimit {
@@ -256,21 +246,4 @@ export class VegasLimit {
   private set(estimate: number): void {
     this.estimate = Math.min(this.settings.max, Math.max(this.settings.min, estimate));
   }
-}
-
-function emptyWindow(now: number): Window {
-  return { startedAt: now, count: 0, rtts: [], maxInFlight: 0, dropped: false, shed: false };
-}
-
-function addSample(w: Window, rttMs: number, inFlight: number, dropped: boolean): void {
-  w.count++;
-  if (w.rtts.length < KEPT_SAMPLES) w.rtts.push(rttMs);
-  if (inFlight > w.maxInFlight) w.maxInFlight = inFlight;
-  if (dropped) w.dropped = true;
-}
-
-function median(values: number[]): number {
-  values.sort((a, b) => a - b);
-  const mid = values.length >> 1;
-  return values.length % 2 === 1 ? values[mid]! : (values[mid - 1]! + values[mid]!) / 2;
 }
