@@ -36,7 +36,7 @@ function open(i) {
         times.push(at);
         const n = times.length;
         complete[n] = (complete[n] ?? 0) + 1;
-        if (complete[n] === count) process.send({ seen: n });
+        if (complete[n] === count) process.send?.({ seen: n });
       }
       carry = text.slice(-16);
     });
@@ -48,7 +48,7 @@ for (let i = 0; i < count; i += OPEN_AT_ONCE) {
   for (let j = i; j < Math.min(count, i + OPEN_AT_ONCE); j++) batch.push(open(j));
   await Promise.all(batch);
 }
-process.send({ opened: count });
+process.send?.({ opened: count });
 process.on('message', (m) => {
   if (m !== 'report') return;
   process.send({ arrivals }, () => {
