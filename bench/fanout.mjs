@@ -6,7 +6,8 @@
 //     acknowledgement (its POST answered) to each reader receiving its event (p50/p99 over every
 //     reader and transition; also from the request's sending, as the figure before issue 20 was
 //     taken), and the server's RSS and V8 heap per stream; against 1 reader in the same run.
-//     With BENCH_BASELINE_DIST (another build's dist/), the same readers run against that build too.
+//     With BENCH_BASELINE_DIST (another build's dist/), as many readers follow a server of that build
+//     at the same time and the rounds alternate between the two servers (same machine, same run).
 //   - BENCH_SCALE_CLIENTS (100) circuitlog/client instances in this process, each following the
 //     server's stream into its local view: the time from the trip's request to each client's
 //     `transition` event (emitted once its view holds the new state); against 1 client.
@@ -62,23 +63,17 @@ export async function fanoutRun(ctx, tmp) {
   const { createClient } = await import(pathToFileURL(path.join(ctx.repoRoot, 'dist', 'client', 'index.js')).href);
   const out = { streams, clients };
   const baseDist = process.env.BENCH_BASELINE_DIST;
-  if (baseDist) {
-    const base = await start('circuitlog-fanout-baseline', path.resolve(baseDist, 'main.js'));
-    try {
-      out.baseline = await readersRun(base, streams);
-    } finally {
-      await base.stop();
-    }
-  }
   const server = await start('circuitlog-fanout');
+  const base = baseDist ? await start('circuitlog-fanout-baseline', path.resolve(baseDist, 'main.js')) : null;
   try {
-    await fetch(`${server.url}/circuits/fan/success`, { method: 'POST' }); // the circuit exists before the readers
-    out.one = await readersRun(server, 1);
-    out.many = await readersRun(server, streams);
+    for (const s of [server, base]) if (s) await fetch(`${s.url}/circuits/fan/success`, { method: 'POST' }); // the circuit exists before the readers
+    [out.one] = await readersRun([server], 1);
+    [out.many, out.baseline] = await readersRun(base ? [server, base] : [server], streams);
     out.oneClient = await clientsRun(createClient, server.url, 1);
     out.manyClients = await clientsRun(createClient, server.url, clients);
   } finally {
     await server.stop();
+    await base?.stop();
   }
   const { many, one, manyClients, oneClient, baseline } = out;
   ctx.log(
@@ -93,10 +88,10 @@ const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 /** The readers' table (the scale section prints the same). */
 export function fanoutMarkdown({ one, many, oneClient, manyClients, baseline }) {
   const row = (label, r, ratio) =>
-    `| ${label} | ${f0(r.deliveries)} | ${f2(r.p50)} | ${f2(r.p99)} | ${f2(r.max)} | ${r.sendP99 === undefined ? '–' : f2(r.sendP99)} | ${ratio} | ${r.bytesPerStream === undefined ? '–' : `${f0(r.bytesPerStream)} B`} | ${r.heapPerStream === undefined ? '–' : `${f0(r.heapPerStream)} B`} |`;
+    `| ${label} | ${f0(r.deliveries)} | ${f2(r.p50)} | ${f2(r.p99)} | ${f2(r.max)} | ${r.sendP99 === undefined ? '–' : f2(r.sendP99)} | ${ratio} | ${r.bytesPerStream === undefined ? '–' : `${f0(r.bytesPerStream)} B`} | ${r.heapPerStream === undefined ? '–' : `${f0(r.heapPerStream)} B`} | ${r.lagMaxMs === undefined ? '–' : f2(r.lagMaxMs)} |`;
   return [
-    '| readers (SQLite, one server process) | deliveries | p50 ms | p99 ms | max ms | p99 ms from send | p99 ratio to 1 | server RSS per stream | server heap per stream |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| readers (SQLite, one server process) | deliveries | p50 ms | p99 ms | max ms | p99 ms from send | p99 ratio to 1 | server RSS per stream | server heap per stream | server event-loop delay max ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     row('1 GET /events/stream', { ...one, bytesPerStream: undefined, heapPerStream: undefined }, '1.00x'),
     row(`${f0(many.count)} GET /events/stream`, many, `${f2(many.p99 / one.p99)}x`),
     ...(baseline
@@ -119,10 +114,18 @@ export function fanoutMarkdown({ one, many, oneClient, manyClients, baseline }) 
 }
 
 const rss = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
-/** The server's V8 heap in use (prom-client's default gauge), or NaN with metrics off. */
-async function heapUsed(url) {
+/**
+ * The server's V8 heap in use and its event-loop delay since the last scrape (prom-client's
+ * default gauges, which reset the delay histogram on each scrape); NaN with metrics off.
+ */
+async function serverGauges(url) {
   const text = await fetch(`${url}/metrics`).then((r) => (r.ok ? r.text() : ''));
-  return Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN);
+  const gauge = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return {
+    heap: gauge('nodejs_heap_size_used_bytes'),
+    lagMaxMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000,
+    lagP99Ms: gauge('nodejs_eventloop_lag_p99_seconds') * 1000,
+  };
 }
 const trip = (url) => fetch(`${url}/circuits/fan/failure`, { method: 'POST' }).then((r) => r.arrayBuffer());
 const reset = (url) => fetch(`${url}/circuits/fan/reset`, { method: 'POST' }).then((r) => r.arrayBuffer());
@@ -179,54 +182,81 @@ const collect = (children) =>
     ),
   ).then((r) => r.flat());
 
-/** `count` raw SSE readers in child processes; ROUNDS trips and resets, each waited for by every reader. */
-async function readersRun(server, count) {
+/** Resolves once each of `readers`' processes has seen `k` events on every stream. */
+const allSeen = (readers, k) =>
+  new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`fan-out: event ${k} did not reach every reader within 30 s`)),
+      30_000,
+    );
+    readers.wake = () => {
+      if (!readers.seen.every((s) => s >= k)) return;
+      clearTimeout(timer);
+      resolve();
+    };
+    readers.wake();
+  });
+
+/** `count` readers of one server, open, with its RSS and heap before and after they opened. */
+async function openSide(server, count) {
+  const before = { rss: rss(server.pid), heap: (await serverGauges(server.url)).heap };
+  const side = { server, count, sent: [], acked: [], before };
+  side.readers = await openReaders(new URL(server.url).port, count);
+  await sleep(1_000);
+  side.after = { rss: rss(server.pid), heap: (await serverGauges(server.url)).heap };
+  return side;
+}
+
+/** One server's figures once its rounds are done. */
+async function sideResult(side) {
+  const loop = await serverGauges(side.server.url); // the event loop's delay over the rounds
+  const arrivals = await collect(side.readers.children);
+  const sorted = (from) => arrivals.flatMap((times) => times.map((t, k) => t - from[k])).sort((a, b) => a - b);
+  const lat = sorted(side.acked);
+  const fromSend = sorted(side.sent);
+  const { before, after, count } = side;
+  return {
+    count,
+    deliveries: lat.length,
+    p50: percentileSorted(lat, 50),
+    p99: percentileSorted(lat, 99),
+    max: lat.at(-1),
+    sendP50: percentileSorted(fromSend, 50),
+    sendP99: percentileSorted(fromSend, 99),
+    bytesPerStream: (after.rss - before.rss) / count,
+    heapPerStream: (after.heap - before.heap) / count,
+    lagMaxMs: loop.lagMaxMs,
+    lagP99Ms: loop.lagP99Ms,
+  };
+}
+
+/**
+ * `count` raw SSE readers of each server, in child processes; ROUNDS trips and resets on each,
+ * each transition waited for by every reader of its server. With two servers (this build and
+ * the baseline) the rounds alternate between them, in alternating order, so both see the same
+ * machine; the idle one's readers only wait.
+ */
+async function readersRun(servers, count) {
   await sleep(500);
-  const before = { rss: rss(server.pid), heap: await heapUsed(server.url) };
-  const readers = await openReaders(new URL(server.url).port, count);
+  const sides = [];
   try {
-    await sleep(1_000);
-    const after = { rss: rss(server.pid), heap: await heapUsed(server.url) };
-    const sent = [];
-    const acked = [];
-    const allSeen = (k) =>
-      new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`fan-out: event ${k} did not reach every reader within 30 s`)),
-          30_000,
-        );
-        readers.wake = () => {
-          if (!readers.seen.every((s) => s >= k)) return;
-          clearTimeout(timer);
-          resolve();
-        };
-        readers.wake();
-      });
+    for (const server of servers) sides.push(await openSide(server, count));
+    for (const side of sides) await serverGauges(side.server.url); // the delay histograms start afresh
     for (let i = 0; i < ROUNDS; i++) {
-      for (const step of [trip, reset]) {
-        sent.push(now());
-        await step(server.url);
-        acked.push(now());
-        await allSeen(sent.length);
+      for (const side of i % 2 === 0 ? sides : [...sides].reverse()) {
+        for (const step of [trip, reset]) {
+          side.sent.push(now());
+          await step(side.server.url);
+          side.acked.push(now());
+          await allSeen(side.readers, side.sent.length);
+        }
       }
     }
-    const arrivals = await collect(readers.children);
-    const sorted = (from) => arrivals.flatMap((times) => times.map((t, k) => t - from[k])).sort((a, b) => a - b);
-    const lat = sorted(acked);
-    const fromSend = sorted(sent);
-    return {
-      count,
-      deliveries: lat.length,
-      p50: percentileSorted(lat, 50),
-      p99: percentileSorted(lat, 99),
-      max: lat.at(-1),
-      sendP50: percentileSorted(fromSend, 50),
-      sendP99: percentileSorted(fromSend, 99),
-      bytesPerStream: (after.rss - before.rss) / count,
-      heapPerStream: (after.heap - before.heap) / count,
-    };
+    const results = [];
+    for (const side of sides) results.push(await sideResult(side));
+    return results;
   } finally {
-    for (const child of readers.children) child.kill();
+    for (const side of sides) for (const child of side.readers.children) child.kill();
   }
 }
 

@@ -43,9 +43,14 @@ export function openSocketSink(
         outgoing.destroy();
         return;
       }
+      if (!outgoing.headersSent) {
+        outgoing.writeHead(200, headers);
+        outgoing.flushHeaders();
+        outgoing.write(chunk);
+        return;
+      }
       // Corked, a chunk leaves as one writev (size line, bytes, CRLF), not three socket writes.
       outgoing.cork();
-      if (!outgoing.headersSent) outgoing.writeHead(200, headers);
       outgoing.write(chunk);
       outgoing.uncork();
     },
