@@ -4,11 +4,11 @@ import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { CIRCUIT_NAME_MAX_LENGTH } from '../config.js';
 import { AppError } from '../domain/errors.js';
-import type { TransitionReader } from '../store/transition-reader.js';
+import type { LoggedTransition, TransitionReader } from '../store/transition-reader.js';
 import type { Logger } from 'pino';
-import type { EventHub } from './event-hub.js';
+import type { EventHub, StreamSink as HubSink } from './event-hub.js';
 import { HEARTBEAT_FRAME, HELLO_FRAME, transitionFrame } from './event-frames.js';
-import { openSocketSink } from './socket-sink.js';
+import { SocketSink } from './socket-sink.js';
 import { openStreamSink, type StreamSink, type WebStreamSink } from './stream-sink.js';
 import { cursorStart, type StreamStart } from './stream-resume.js';
 import type { Metrics } from './metrics.js';
@@ -91,44 +91,57 @@ const STREAM_HEADERS = {
 } as const;
 
 /**
+ * What the hub sends one stream: a transition's shared frame under the id this stream names it
+ * by, into its sink. A class, so thousands of open streams share its methods.
+ */
+class StreamFeed implements HubSink {
+  constructor(
+    private readonly sink: StreamSink,
+    private readonly idOf: StreamStart['idOf'],
+  ) {}
+  send(t: LoggedTransition): void {
+    const id = this.idOf(t);
+    if (id !== null) this.sink.write(transitionFrame(t, id));
+  }
+  close(): void {
+    this.sink.end();
+  }
+  backlogged(): boolean {
+    return this.sink.backlogged();
+  }
+  drained(): Promise<void> {
+    return this.sink.drained();
+  }
+}
+
+const beat = (sink: StreamSink) => sink.write(HEARTBEAT_FRAME);
+
+/**
  * Served by Node, the stream is written to the Node response directly (the route answers
  * `RESPONSE_ALREADY_SENT`); under `app.request()` it is a web stream body.
  */
-function openSink(c: Context, deps: ObserveRouteDeps, maxBytes: number): StreamSink | WebStreamSink {
+function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
+  const { hub } = deps;
+  const maxBytes = deps.maxStreamBufferBytes ?? MAX_STREAM_BUFFER_BYTES;
   const onCutOff = (buffered: number) =>
     deps.logger?.warn(
       { event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes },
       'event stream client too slow; stream destroyed',
     );
-  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-  return outgoing === undefined
-    ? openStreamSink(maxBytes, onCutOff)
-    : openSocketSink(outgoing, STREAM_HEADERS, maxBytes, onCutOff);
-}
-
-function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
-  const { hub } = deps;
-  const maxBytes = deps.maxStreamBufferBytes ?? MAX_STREAM_BUFFER_BYTES;
   app.get('/events/stream', async (c) => {
     const query = streamQuery(c);
     const start = await streamStart(deps, c.req.header('last-event-id'));
     hub.ensureRoom(); // refuse with a problem document before the stream starts
     const { reset } = start;
     const from = reset === null ? start.lastId : typeof reset.newest_id === 'number' ? reset.newest_id : null;
-    const sink = openSink(c, deps, maxBytes);
+    const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+    const sink: StreamSink | WebStreamSink =
+      outgoing === undefined
+        ? openStreamSink(maxBytes, onCutOff)
+        : new SocketSink(outgoing, STREAM_HEADERS, maxBytes, onCutOff);
     let unsubscribe: () => void;
     try {
-      unsubscribe = storageRead(() =>
-        hub.subscribe(query, from, {
-          send: (t) => {
-            const id = start.idOf(t);
-            if (id !== null) sink.write(transitionFrame(t, id));
-          },
-          close: () => sink.end(),
-          backlogged: () => sink.backlogged(),
-          drained: () => sink.drained(),
-        }),
-      );
+      unsubscribe = storageRead(() => hub.subscribe(query, from, new StreamFeed(sink, start.idOf)));
     } catch (error) {
       sink.end(); // nothing was written: the error handler answers
       throw error;
@@ -136,7 +149,7 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     // The hub sends nothing in this tick: these lead the stream, the head with them at once.
     sink.write(HELLO_FRAME);
     if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
-    const heartbeat = setInterval(() => sink.write(HEARTBEAT_FRAME), deps.heartbeatMs ?? HEARTBEAT_MS);
+    const heartbeat = setInterval(beat, deps.heartbeatMs ?? HEARTBEAT_MS, sink);
     void sink.closed.then(() => {
       clearInterval(heartbeat);
       unsubscribe();
@@ -145,12 +158,15 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
   });
 }
 
+/** SQLite: an event's id is its row id. */
+const rowId = (t: LoggedTransition): string => String(t.id);
+
 /** Where the stream starts: a cursor (Redis: `stream-resume.ts`), or a row id (SQLite). */
 async function streamStart(deps: ObserveRouteDeps, header: string | undefined): Promise<StreamStart> {
   const cursors = await cursorStart(deps.transitions, header);
   if (cursors !== null) return cursors;
   const lastId = lastEventId(header);
-  return { lastId, reset: storageRead(() => resetFor(deps.transitions, lastId)), idOf: (t) => String(t.id) };
+  return { lastId, reset: storageRead(() => resetFor(deps.transitions, lastId)), idOf: rowId };
 }
 
 /** A read of the transitions log; a busy or failing store is a 503 to retry, not a 500. */
