@@ -98,7 +98,9 @@ export function clusterLinks(
       } catch (error) {
         // A dead primary answers nothing: ask the others for the layout (its replica may be promoted by now).
         if (
-          !/^(MOVED|ASK|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(String((error as Error).message)) &&
+          !/^(MOVED|ASK|TRYAGAIN|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(
+            String((error as Error).message),
+          ) &&
           Date.now() - lastRediscoverMs > TOPOLOGY_REFRESH_MS
         ) {
           lastRediscoverMs = Date.now();
