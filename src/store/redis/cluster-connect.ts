@@ -90,9 +90,14 @@ export function clusterLinks(
   connected.catch(() => {}); // the caller awaits it (or, in tests, only the commands do)
   const slots = cluster._slots as unknown as { rediscover(): Promise<void> };
   let lastRediscoverMs = -Infinity;
+  let layoutKnown = false; // once it is, a command goes straight to the client (no wait on a settled promise)
+  connecting.then(
+    () => (layoutKnown = true),
+    () => {},
+  );
   const link: CommandLink = {
     send: async (args, routeKey) => {
-      await connecting;
+      if (!layoutKnown) await connecting;
       try {
         return await cluster.sendCommand(routeKey, false, args);
       } catch (error) {
