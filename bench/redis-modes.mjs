@@ -18,7 +18,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import os from 'node:os';
 import { startProcess } from './lib.mjs';
-import { BATCH, coresText, HOSTS, scalingRun } from './redis-scaling.mjs';
+import { BATCH, CIRCUITS_PER_CONNECTION, CONNECTIONS, coresText, HOSTS, scalingRun } from './redis-scaling.mjs';
 
 const exec = promisify(execFile);
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -153,7 +153,7 @@ export async function redisModesSection(ctx) {
       notes: [
         ...pairs.map(
           ({ one, three, factor }, i) =>
-            `Outcomes/s, round ${i + 1}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (8 connections per host, each on its own 500 circuits): Cluster of 3 primaries ${Math.round(three.outcomesPerSec)} (non-2xx ${three.non2xx}; ${coresText(three.cores)}) vs 1 primary ${Math.round(one.outcomesPerSec)} (non-2xx ${one.non2xx}; ${coresText(one.cores)}): ${factor.toFixed(2)}x.`,
+            `Outcomes/s, round ${i + 1}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (${CONNECTIONS} connections per host, ${process.env.BENCH_SCALING_CIRCUITS === 'shared' ? 'all on the same 100 circuits of the host' : `each on its own ${CIRCUITS_PER_CONNECTION} circuits`}): Cluster of 3 primaries ${Math.round(three.outcomesPerSec)} (non-2xx ${three.non2xx}; ${coresText(three.cores)}) vs 1 primary ${Math.round(one.outcomesPerSec)} (non-2xx ${one.non2xx}; ${coresText(one.cores)}): ${factor.toFixed(2)}x.`,
         ),
         `All ${HOSTS} hosts, the primaries and the load generator share this machine's ${os.availableParallelism()} CPUs ("cores": CPU seconds per second of each role, from /proc).`,
         `redis-server ${

@@ -10,8 +10,10 @@ import { Pool } from 'undici';
 
 export const BATCH = 100; // outcomes per POST /outcomes
 export const HOSTS = 3; // circuitlog processes per run
-const CONNECTIONS = 8; // per host
-const CIRCUITS_PER_CONNECTION = 500; // each connection cycles through 5 bodies of 100 distinct circuits
+export const CONNECTIONS = Number(process.env.BENCH_SCALING_CONNECTIONS ?? 8); // per host
+// Each connection cycles through bodies of 100 distinct circuits, 4,000 per host in all (500 each
+// with 8 connections): within the host's cache (10,000 names), so what is measured is writes, not cache misses.
+export const CIRCUITS_PER_CONNECTION = Math.max(1, Math.floor(4_000 / (CONNECTIONS * BATCH))) * BATCH;
 const WARMUP_SEC = 1; // unmeasured: creates the circuits, fills the caches
 
 /** CPU seconds of a process and its descendants so far (utime + stime from /proc; 0 where unreadable). */
@@ -43,7 +45,25 @@ export function cpuSeconds(pids) {
   return total / tick;
 }
 
+/**
+ * BENCH_SCALING_CIRCUITS=shared: every connection of a host sends the one body of 100 of its
+ * host's 1,000 circuits that the bench sent before (concurrent batches on the same circuits:
+ * compare-and-set conflicts, retried); default `own`: each connection on its own circuits.
+ */
+const SHARED = process.env.BENCH_SCALING_CIRCUITS === 'shared';
+
 function bodies(host, connection) {
+  if (SHARED)
+    return [
+      Buffer.from(
+        JSON.stringify({
+          outcomes: Array.from({ length: BATCH }, (_, i) => ({
+            circuit: `scale-${host}-${(i * 7) % 1_000}`,
+            success: i % 3 !== 0,
+          })),
+        }),
+      ),
+    ];
   return Array.from({ length: CIRCUITS_PER_CONNECTION / BATCH }, (_, b) =>
     Buffer.from(
       JSON.stringify({
