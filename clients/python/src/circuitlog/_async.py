@@ -298,7 +298,7 @@ class AsyncClient:
                 core.admit_offline(name)
                 return
         try:
-            answer = await self._transport.allowed(name)
+            answer = await self._transport.allowed(name, core.caller)
         except TransportError as error:
             if error.kind == "rejected":
                 raise CircuitlogRequestError(error.status or 0, error.problem) from error
@@ -430,13 +430,13 @@ class AsyncClient:
         core = self._core
         try:
             try:
-                await self._transport.post_outcomes(outcomes_body(batch))
+                await self._transport.post_outcomes(outcomes_body(batch, caller=core.caller))
             except TransportError as error:
                 if not only_at_refused(error):
                     raise
                 # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
-                await self._transport.post_outcomes(outcomes_body(batch, with_at=False))
+                await self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
             if error.kind == "rejected":
                 with core.lock:

@@ -296,7 +296,7 @@ class Client:
                 core.admit_offline(name)
                 return
         try:
-            answer = self._transport.allowed(name)
+            answer = self._transport.allowed(name, core.caller)
         except TransportError as error:
             if error.kind == "rejected":
                 raise CircuitlogRequestError(error.status or 0, error.problem) from error
@@ -494,13 +494,13 @@ class Client:
         core = self._core
         try:
             try:
-                self._transport.post_outcomes(outcomes_body(batch))
+                self._transport.post_outcomes(outcomes_body(batch, caller=core.caller))
             except TransportError as error:
                 if not only_at_refused(error):
                     raise
                 # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
-                self._transport.post_outcomes(outcomes_body(batch, with_at=False))
+                self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
             with core.lock:
                 if error.kind == "rejected":
