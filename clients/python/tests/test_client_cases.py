@@ -6,8 +6,8 @@ import contextlib
 import http.client
 import json
 import threading
-import urllib.parse
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

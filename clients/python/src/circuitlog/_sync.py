@@ -61,11 +61,12 @@ class Client:
         *,
         token: str | None = None,
         fail_open: bool = True,
+        caller: str | None = None,
         on_transition: TransitionCallback | None = None,
         timeout_workers: int = 32,
         **options: Any,
     ) -> None:
-        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, **options}))
+        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
         self._transport = self._make_transport()
         self._timeout_workers = timeout_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -218,6 +219,11 @@ class Client:
     def on_connection(self, callback: Callable[[Connection], None]) -> Callable[[], None]:
         self._core.connection_listeners.append(callback)
         return lambda: self._core.connection_listeners.remove(callback)
+
+    @property
+    def caller(self) -> str:
+        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        return self._core.caller
 
     @property
     def connection(self) -> Connection:
