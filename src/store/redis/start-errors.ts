@@ -26,8 +26,12 @@ export function permanentStartFailure(error: unknown, url: URL): string | null {
   if (['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL'].includes(code) || /getaddrinfo/.test(message)) {
     return `the host name '${url.hostname}' does not resolve (DNS: ${message})`;
   }
-  if (/CERT|SSL|TLS|ERR_OSSL/.test(code) || /certificate|SSL routines|TLS/i.test(message))
-    return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}`;
+  if (/CERT|SSL|TLS|ERR_OSSL|HOSTNAME|IP_MISMATCH/.test(code) || /certificate|SSL routines|TLS/i.test(message)) {
+    const checked = /CERT|SIGNATURE|ISSUER|certificate/i.test(`${code} ${message}`)
+      ? "; the server's certificate is checked against tls_ca (Node's bundled roots without it) and its name against tls_servername (the host without it)"
+      : '';
+    return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}${checked}`;
+  }
   return null;
 }
 
