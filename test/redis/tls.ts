@@ -20,6 +20,9 @@ export interface TlsFiles {
   readonly clientCert: string;
   readonly clientKey: string;
   readonly otherCa: string;
+  /** A server certificate of the test CA that names only `elsewhere.invalid` (not 127.0.0.1). */
+  readonly elsewhereCert: string;
+  readonly elsewhereKey: string;
 }
 
 const openssl = (dir: string, ...args: string[]) => exec('openssl', args, { cwd: dir });
@@ -88,6 +91,11 @@ export function tlsFiles(): Promise<TlsFiles> {
         `${leaf}extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n`,
       ),
       makeLeaf(dir, 'client', `${leaf}extendedKeyUsage=clientAuth\n`),
+      makeLeaf(
+        dir,
+        'elsewhere',
+        `${leaf}extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=DNS:elsewhere.invalid\n`,
+      ),
     ]);
     const file = (name: string) => path.join(dir, name);
     return {
@@ -98,6 +106,8 @@ export function tlsFiles(): Promise<TlsFiles> {
       clientCert: file('client.pem'),
       clientKey: file('client.key'),
       otherCa: file('other-ca.pem'),
+      elsewhereCert: file('elsewhere.pem'),
+      elsewhereKey: file('elsewhere.key'),
     };
   })();
   return made;
@@ -146,11 +156,12 @@ export function tlsQuery(files: TlsFiles, { ca = files.ca, withClient = true } =
   return options.toString();
 }
 
-/** A TLS socket to a test server, trusting the test CA and presenting the client certificate. */
+/** A TLS socket to a test server (is it up?), trusting the test CA, presenting the client certificate, whatever name it has. */
 export function tlsConnect(files: TlsFiles, port: number): tls.TLSSocket {
   return tls.connect({
     host: '127.0.0.1',
     port,
+    checkServerIdentity: () => undefined,
     ca: fs.readFileSync(files.ca),
     cert: fs.readFileSync(files.clientCert),
     key: fs.readFileSync(files.clientKey),
