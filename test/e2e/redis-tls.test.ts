@@ -45,12 +45,21 @@ async function twoHosts(store: string): Promise<[ServerProcess, ServerProcess]> 
   return started as [ServerProcess, ServerProcess];
 }
 
+/** Does `host`'s /metrics show `circuit` in `state`? */
+async function gaugeShows(host: ServerProcess, circuit: string, state: string): Promise<boolean> {
+  const text = (await request(`${host.url}/metrics`)).text;
+  return text.includes(`circuitlog_circuit_state{circuit="${circuit}",state="${state}"} 1`);
+}
+
 /**
- * A trip on host A, over TLS: B, which had the circuit in its copy, refuses it within 1 s (the
- * change subscription works), and B's /events/stream delivers the transition.
+ * A trip on host A, over TLS: B refuses the circuit within 1 s, B's state gauge shows it open
+ * within 1 s (B's mirror of the circuits, loaded before the trip, learns of changes only from
+ * the `changes` subscription: so it works over TLS), and B's /events/stream delivers the transition.
  */
 async function tripSeenOnOtherHost(a: ServerProcess, b: ServerProcess, circuit: string): Promise<void> {
+  expect((await request(`${a.url}/circuits/${circuit}/success`, 'POST')).status).toBe(200); // made, closed
   expect((await request(`${b.url}/circuits/${circuit}/allowed`)).status).toBe(200); // b holds it in its copy now
+  expect(await eventually(() => gaugeShows(b, circuit, 'closed'), 5_000)).toBe(true);
   const stream = await openStream(`${b.url}/events/stream?circuit=${circuit}`);
   try {
     expect(stream.status).toBe(200);
@@ -60,6 +69,7 @@ async function tripSeenOnOtherHost(a: ServerProcess, b: ServerProcess, circuit: 
       1_000,
     );
     expect(refused).toBe(true);
+    expect(await eventually(() => gaugeShows(b, circuit, 'open'), 1_000)).toBe(true);
     expect(await stream.next(3_000)).toMatchObject({
       event: 'transition',
       data: { circuit, from: 'closed', to: 'open' },
