@@ -186,7 +186,7 @@ describe('rediss+cluster://: TLS to every node of a Redis Cluster (tls-cluster y
 describe('TLS that cannot work stops the start with exit 2 within 10 s, naming CIRCUITLOG_STORE, no password', () => {
   const NOT_VERIFIED = /the TLS handshake failed: .*certificate.*checked against tls_ca/;
 
-  it('rediss:// with the wrong CA, with no tls_ca (Node’s bundled roots), and with a tls_servername the certificate does not name', async () => {
+  it('rediss:// with the wrong CA, no tls_ca (Node’s bundled roots), a tls_servername the certificate does not name, no client certificate, and one Redis does not trust', async () => {
     const redis = await startRedis({ tls: files, password: 'tls-secret' });
     stoppers.push(redis);
     const base = `rediss://:tls-secret@127.0.0.1:${redis.port}/0`;
@@ -201,6 +201,10 @@ describe('TLS that cannot work stops the start with exit 2 within 10 s, naming C
       [
         `${base}?${tlsQuery(files, { withClient: false })}`,
         /this Redis asks for a client certificate: give tls_cert and tls_key/,
+      ],
+      [
+        `${base}?tls_ca=${files.ca}&tls_cert=${files.strangerCert}&tls_key=${files.strangerKey}`,
+        /Redis refused the client certificate \(tls_cert, tls_key\)/,
       ],
     ] as const) {
       const { code, stderr } = await refusedStart({ CIRCUITLOG_STORE: store });

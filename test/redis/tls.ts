@@ -23,6 +23,9 @@ export interface TlsFiles {
   /** A server certificate of the test CA that names only `elsewhere.invalid` (not 127.0.0.1). */
   readonly elsewhereCert: string;
   readonly elsewhereKey: string;
+  /** A client certificate of the other CA (one Redis does not trust). */
+  readonly strangerCert: string;
+  readonly strangerKey: string;
 }
 
 const openssl = (dir: string, ...args: string[]) => exec('openssl', args, { cwd: dir });
@@ -51,7 +54,7 @@ async function makeCa(dir: string, name: string): Promise<void> {
 }
 
 /** A leaf certificate `name.pem` / `name.key` signed by `ca`, with these extensions. */
-async function makeLeaf(dir: string, name: string, extensions: string): Promise<void> {
+async function makeLeaf(dir: string, name: string, extensions: string, ca = 'ca'): Promise<void> {
   fs.writeFileSync(path.join(dir, `${name}.ext`), extensions);
   await openssl(dir, 'req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
   await openssl(
@@ -61,9 +64,9 @@ async function makeLeaf(dir: string, name: string, extensions: string): Promise<
     '-in',
     `${name}.csr`,
     '-CA',
-    'ca.pem',
+    `${ca}.pem`,
     '-CAkey',
-    'ca.key',
+    `${ca}.key`,
     '-CAcreateserial',
     '-out',
     `${name}.pem`,
@@ -91,6 +94,7 @@ export function tlsFiles(): Promise<TlsFiles> {
         `${leaf}extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n`,
       ),
       makeLeaf(dir, 'client', `${leaf}extendedKeyUsage=clientAuth\n`),
+      makeLeaf(dir, 'stranger', `${leaf}extendedKeyUsage=clientAuth\n`, 'other-ca'),
       makeLeaf(
         dir,
         'elsewhere',
@@ -108,6 +112,8 @@ export function tlsFiles(): Promise<TlsFiles> {
       otherCa: file('other-ca.pem'),
       elsewhereCert: file('elsewhere.pem'),
       elsewhereKey: file('elsewhere.key'),
+      strangerCert: file('stranger.pem'),
+      strangerKey: file('stranger.key'),
     };
   })();
   return made;
