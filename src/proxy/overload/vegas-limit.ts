@@ -90,8 +90,13 @@ export class VegasLimit {
     return this.probe !== 0;
   }
 
-  /** A request is sent now with `inFlight` requests out (itself included). */
+  /**
+   * A request is sent now with `inFlight` requests out (itself included). A window whose
+   * answers were sent while it was quiet, but in which the limit filled, is not roomy: its
+   * answers are a round trip behind the demand.
+   */
   sent(now: number, inFlight: number): Sample {
+    if (inFlight > this.window.maxSent) this.window.maxSent = inFlight;
     return { startedAt: now, inFlight, probe: this.probe };
   }
 
@@ -157,7 +162,8 @@ export class VegasLimit {
     }
     if (appLimited) {
       this.run.clear();
-      this.roomy = rtt <= this.noLoadMs! * 1.05; // about the no-load latency: nothing queues
+      // about the no-load latency, and no demand near the limit: nothing queues
+      this.roomy = w.maxSent < BUSY * this.estimate && rtt <= this.noLoadMs! * 1.05;
       return; // not a word on capacity: hold (Netflix: "prevent upward drift")
     }
     if (stale && w.shed) {

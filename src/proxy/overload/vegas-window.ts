@@ -28,7 +28,10 @@ export interface Window {
   count: number;
   /** The first KEPT_SAMPLES latencies (ms): the window's latency is their median. */
   rtts: number[];
+  /** The most in flight when an answered request was sent. */
   maxInFlight: number;
+  /** The most in flight when any request was sent during the window (demand). */
+  maxSent: number;
   dropped: boolean;
   /** Requests were refused during the window: the limit binds. */
   shed: boolean;
@@ -36,7 +39,7 @@ export interface Window {
 
 /** A window opening at `now`, with no answers yet. */
 export function emptyWindow(now: number): Window {
-  return { startedAt: now, count: 0, rtts: [], maxInFlight: 0, dropped: false, shed: false };
+  return { startedAt: now, count: 0, rtts: [], maxInFlight: 0, maxSent: 0, dropped: false, shed: false };
 }
 
 /** Count one answer into the window. */

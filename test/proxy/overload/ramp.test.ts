@@ -95,7 +95,7 @@ describe('adaptive concurrency against an upstream with a real capacity (simulat
   });
 
   it('an upstream whose process stalls for 100 ms every 2 s (twice its latency) at 3x: the limit stays within 0.9x..1.5x C, goodput >= 90%', () => {
-    // C = 16 at 50 ms, the bench's dependency (bench/overload.mjs). A stall answers nothing for
+    // C = 16 at 50 ms: a small C, where one window's shrink is a large share. A stall answers nothing for
     // 100 ms, then everything at once: one window of latency that looks like queueing. Judged
     // on the median of three windows it moves nothing; judged alone, it cut the limit by a quarter.
     const small = { capacity: 16, latencyMs: 50 };
