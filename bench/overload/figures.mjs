@@ -62,6 +62,7 @@ export function settling(mode, C) {
     strictAt: first(1),
     lateShare: late.length ? late.filter(within).length / late.length : 0,
     lateMedian: sorted.length ? sorted[sorted.length >> 1] : null,
+    lateInFlight: late.length ? late.reduce((n, x) => n + (x.inFlight ?? 0), 0) / late.length : null,
     readings: during.length,
     last: during[during.length - 1].limit,
     min: Math.min(...during.map((s) => s.limit)),
@@ -114,7 +115,7 @@ export function notes(f) {
     const s = settling(m, f.C);
     const bdp = (f.capacity * m.noLoadP50) / 1000;
     const limit = s
-      ? ` Limit during 3x: ${s.min}..${s.max}, last ${s.last}, ${s.readings} readings; in C ± 20% for good (95%) from ${s.settledAt === null ? 'never' : `${s.settledAt.toFixed(1)} s`}, every reading from ${s.strictAt === null ? 'never' : `${s.strictAt.toFixed(1)} s`}; during recovery ${s.recoveryMin}..${s.recoveryMax}. Capacity x no-load p50 (what the proxy counts in flight at capacity): ${bdp.toFixed(1)}.`
+      ? ` Limit during 3x: ${s.min}..${s.max}, last ${s.last}, ${s.readings} readings; in C ± 20% for good (95%) from ${s.settledAt === null ? 'never' : `${s.settledAt.toFixed(1)} s`}, every reading from ${s.strictAt === null ? 'never' : `${s.strictAt.toFixed(1)} s`}; from ${SETTLE_S} s on median ${s.lateMedian}, mean in flight ${s.lateInFlight?.toFixed(1)}; during recovery ${s.recoveryMin}..${s.recoveryMax}. Capacity x no-load p50 (what the proxy counts in flight at capacity): ${bdp.toFixed(1)}.`
       : '';
     out.push(
       `${m.label}: no-load p50 ${m.noLoadP50.toFixed(1)} ms, p99 ${m.noLoadP99.toFixed(1)} ms (goodput counts 200s within ${(2 * m.noLoadP99).toFixed(1)} ms).${limit}`,

@@ -33,6 +33,9 @@ const MAX_STEP = 0.25; // queueing shrinks the limit by at most a quarter per wi
 const LOSS_STEP = 0.1; // a timeout in the window: a tenth
 /** A window with fewer in flight than this share of the limit is quiet: the caller, not the upstream, set the pace. */
 const BUSY = 0.75;
+/** Vegas's queue target as shares of the limit (at least 1 and 2 requests): grow below ALPHA, shrink above BETA. */
+const ALPHA = 0.03;
+const BETA = 0.06;
 const DEMAND_GROWTH = 1.25; // growth on demand: at most a quarter per window
 
 /** The limit's state; `limit` is what admission enforces now. */
@@ -90,21 +93,16 @@ export class VegasLimit {
     return this.probe !== 0;
   }
 
-  /**
-   * A request is sent now with `inFlight` requests out (itself included). A window whose
-   * answers were sent while it was quiet, but in which the limit filled, is not roomy: its
-   * answers are a round trip behind the demand.
-   */
+  /** A request is sent now with `inFlight` requests out (itself included); the window's demand counts it. */
   sent(now: number, inFlight: number): Sample {
     if (inFlight > this.window.maxSent) this.window.maxSent = inFlight;
     return { startedAt: now, inFlight, probe: this.probe };
   }
 
   /**
-   * A request finds the limit full. While the last window showed no queueing at all, the limit
-   * grows by one for it at once (at most a quarter in a window), as TCP's slow start grows per
-   * acknowledgement rather than per round trip: a load rising from quiet is not refused before
-   * a window has even closed. Returns true when it grew (admit the request).
+   * A request finds the limit full. After a quiet window at the no-load latency, the limit grows
+   * by one for it at once (at most a quarter a window), as TCP's slow start grows per
+   * acknowledgement: a load rising from quiet is not refused. True when it grew (admit it).
    */
   grow(): boolean {
     if (
@@ -123,10 +121,7 @@ export class VegasLimit {
     this.window.shed = true;
   }
 
-  /**
-   * A sent request ended: `dropped` when it timed out (the upstream did not answer in time),
-   * which shrinks the limit as Vegas does on a loss. Returns true when the limit changed.
-   */
+  /** A sent request ended (`dropped`: timed out, a loss for Vegas). True when the limit changed. */
   answered(sample: Sample, now: number, dropped: boolean): boolean {
     const rttMs = Math.max(0, now - sample.startedAt);
     if (this.probe !== 0) return this.probeAnswer(sample, rttMs, now, dropped);
@@ -172,16 +167,16 @@ export class VegasLimit {
     }
     // Our own delay may excuse latency, never add any: the no-load latency is measured raw.
     const queue = this.estimate * (1 - this.noLoadMs! / Math.max(this.noLoadMs!, window.excused));
-    const alpha = Math.max(1, 0.05 * this.estimate);
-    const beta = Math.max(2, 0.1 * this.estimate);
-    // Queueing right after the limit grew is ours: answer it at once. Latency that jumps at a
-    // limit that held has to show in most of the last SUSTAIN windows (a stall shows in one).
+    const alpha = Math.max(1, ALPHA * this.estimate);
+    const beta = Math.max(2, BETA * this.estimate);
+    // Right after the limit grew, act on this window's queue (the answer to it); else on the
+    // median of the last SUSTAIN windows, both ways (one stalled or one fast window moves nothing).
     const median = this.run.push(queue);
     const judged = this.surged > 0 ? queue : median;
     this.surged = Math.max(0, this.surged - 1);
     this.roomy = false; // growth on demand is for a load rising from quiet (above)
-    if (queue < alpha / 2) this.surge(this.estimate + beta);
-    else if (queue < alpha) this.set(this.estimate + 1);
+    if (judged < alpha / 2) this.surge(this.estimate + beta);
+    else if (judged < alpha) this.set(this.estimate + 1);
     else if (judged > beta) this.shrink(w, Math.min(MAX_STEP * this.estimate, Math.max(1, (judged - alpha) / 2)));
   }
 
@@ -193,9 +188,8 @@ export class VegasLimit {
   }
 
   /**
-   * Shrink by `step`; while it refuses nothing, never below twice the window's peak in flight:
-   * a latency blip (a pause of this process, a noisy neighbour) must not turn a load the
-   * upstream takes into refusals. Once it refuses, only `min` bounds it.
+   * Shrink by `step`; while it refuses nothing, never below twice the window's peak in flight
+   * (a latency blip must not turn a load the upstream takes into refusals); else only `min`.
    */
   private shrink(w: Window, step: number): void {
     const floor = w.shed ? this.settings.min : Math.min(this.estimate, 2 * w.maxInFlight);
@@ -204,8 +198,7 @@ export class VegasLimit {
 
   /**
    * The window's median latency, raw and less this process's own delay over it (`excused`);
-   * null when that delay is half the median or more (a paused or saturated proxy, which no
-   * limit on the upstream fixes).
+   * null when that delay is half the median or more (a paused proxy: no upstream limit fixes it).
    */
   private latencies(w: Window): { raw: number; excused: number } | null {
     const raw = median(w.rtts);
