@@ -37,7 +37,7 @@ async function clusterPort(): Promise<number> {
   }
 }
 
-/** `primaries` primaries, each with `replicas` replicas (`redis-cli --cluster create`); resolves once every node says cluster_state:ok. */
+/** `primaries` primaries, each with `replicas` replicas (`redis-cli --cluster create`); resolves once every node says cluster_state:ok and every replica is in sync. */
 export async function startCluster(primaries = 3, replicas = 1, extra: readonly string[] = []): Promise<RedisCluster> {
   const nodes: RedisServer[] = [];
   for (let i = 0; i < primaries * (1 + replicas); i++) {
@@ -75,7 +75,11 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
     const deadline = Date.now() + 30_000;
     for (;;) {
       const states = await Promise.all(nodes.map((n) => clusterCli(n.port, 'CLUSTER', 'INFO').catch(() => '')));
-      if (states.every((s) => s.includes('cluster_state:ok'))) break;
+      // A replica that never finished its first sync is not promoted (cluster-replica-validity-factor):
+      // ready means every replica's link to its primary is up, too.
+      const links = await Promise.all(nodes.map((n) => clusterCli(n.port, 'INFO', 'replication').catch(() => '')));
+      const synced = links.every((info) => info.includes('role:master') || info.includes('master_link_status:up'));
+      if (synced && states.every((s) => s.includes('cluster_state:ok'))) break;
       if (Date.now() > deadline) throw new Error(`the cluster did not come up: ${states.join(' | ')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
