@@ -7,6 +7,8 @@ export interface OpenLoopResult {
   /** Requests that got no answer (connection error, timeout). */
   readonly errors: number;
   readonly answered: number;
+  /** Every answer as [sentAtMs, latencyMs, status], flat (load-gen.mjs ships them to another process). */
+  readonly records: readonly number[];
   readonly statuses: Readonly<Record<string, number>>;
   readonly elapsedMs: number;
   /** Latencies (ms) of answers with `status`, sorted; every answer when omitted. */

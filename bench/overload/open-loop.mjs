@@ -110,11 +110,16 @@ export async function openLoop({
   return summarize(records, { sent, notSent, errors, statuses, elapsedMs });
 }
 
-function summarize(records, base) {
+/**
+ * The result of a run from its raw records ([sentAtMs, latencyMs, status] per answer, flat) and
+ * counts; `records` is kept so that a run made in another process (load-gen.mjs) can be shipped.
+ */
+export function summarize(records, base) {
   const n = records.length / 3;
   return {
     ...base,
     answered: n,
+    records,
     /** Latencies (ms) of answers with `status`, sorted; all answers when status is omitted. */
     latencies(status) {
       const out = [];

@@ -1,51 +1,31 @@
 /**
  * An adaptive concurrency limit after TCP Vegas (L. Brakmo, L. Peterson, "TCP Vegas: End to
  * End Congestion Avoidance on a Global Internet", IEEE JSAC 13(8), 1995), as Netflix's
- * concurrency-limits applies it to requests (`VegasLimit`,
- * https://github.com/Netflix/concurrency-limits). Written here from the algorithm, not ported.
+ * concurrency-limits applies it (`VegasLimit`, https://github.com/Netflix/concurrency-limits).
+ * Written here from the algorithm, not ported. docs/proxy.md#the-adaptive-algorithm.
  *
  * Requests are sampled in windows (at least `windowMs` and `MIN_SAMPLES` answers). A window's
- * median latency `rtt` (Envoy's adaptive_concurrency also takes a percentile: one stalled
- * answer does not move it), against the no-load latency `noLoad` (the lowest window seen since
- * the last re-measurement), estimates how many requests are waiting in the upstream's queue:
- * `queue = limit * (1 - noLoad / rtt)`. Few waiting: the limit grows; more than `beta` waiting:
- * it shrinks by half the excess, at most a quarter a window; in between it holds. A window in which
- * fewer than half the limit were in flight says nothing about capacity (the caller was the
- * bottleneck), so the limit holds, and such quiet windows re-measure `noLoad` (the best of them
- * over the interval): no probe is needed at a load the limit admits (Envoy issue 8337).
+ * median latency `rtt`, against the no-load latency `noLoad` (the lowest window since the last
+ * re-measurement), estimates the upstream's queue: `queue = limit * (1 - noLoad / rtt)`. Few
+ * waiting: the limit grows; more than `beta`: it shrinks by half the excess, at most a quarter a
+ * window, judged on the median of the last SUSTAIN windows unless the limit just grew (a stall
+ * of a process or of the machine inflates one window; queueing shows in every one); in between
+ * it holds. A window with under three quarters of the limit in flight says nothing about
+ * capacity (the caller set the pace): the limit holds, and such quiet windows re-measure `noLoad`.
  *
- * Only when the limit is refusing requests and `noLoad` has gone a probe interval without a
- * fresh measurement is it re-measured by a probe: the limit is halved (never below `min`) until
- * `MIN_SAMPLES` requests sent during the probe have come back. Envoy's adaptive_concurrency
- * probes on a timer at any load and pins the limit to its minimum meanwhile, refusing the rest:
- * the 503 bursts of envoyproxy/envoy#8337. Here a load the limit admits in full never sees a
- * probe, and half the limit keeps half the traffic flowing (halving also converges when the old
- * limit was too high). While `noLoad` has only been seen under load (a start into overload), the
- * interval is 1 s, doubling after each probe; once a quiet window or a probe has measured it,
- * `probeIntervalMs`.
+ * Only when the limit is refusing and `noLoad` has gone a probe interval without a fresh
+ * measurement is it re-measured by a probe: the limit is halved (never below `min`) until
+ * `MIN_SAMPLES` requests sent during the probe have come back. Envoy pins the limit to its
+ * minimum on a timer at any load (the 503 bursts of envoyproxy/envoy#8337); here a load the
+ * limit admits never sees a probe, and half the limit keeps flowing. The interval is 1 s,
+ * doubling, while `noLoad` has only been seen under load, else `probeIntervalMs`.
  */
 
-import { addSample, emptyWindow, median, type Window } from './vegas-window.js';
+import type { Sample, VegasSettings, Window } from './vegas-window.js';
+import { addSample, emptyWindow, median, QueueRun, SUSTAIN } from './vegas-window.js';
 
-/** What the algorithm needs; validated by the config schema (min <= initial <= max). */
-export interface VegasSettings {
-  readonly initial: number;
-  readonly min: number;
-  readonly max: number;
-  /** Shortest sampling window (ms); a window also needs MIN_SAMPLES answers. */
-  readonly windowMs: number;
-  /** Longest time the no-load latency goes without a fresh measurement while the limit refuses (ms). */
-  readonly probeIntervalMs: number;
-}
-
-/** A request the limit admitted: handed back with its answer. */
-export interface Sample {
-  readonly startedAt: number;
-  /** Requests in flight when it was sent, itself included. */
-  readonly inFlight: number;
-  /** The probe it was sent during (0: none). */
-  readonly probe: number;
-}
+export type { Sample, VegasSettings } from './vegas-window.js';
+export { SUSTAIN } from './vegas-window.js';
 
 export const MIN_SAMPLES = 10;
 const FIRST_PROBE_MS = 1_000; // 1 s after the first measurement; then doubling
@@ -53,6 +33,9 @@ const MAX_STEP = 0.25; // queueing shrinks the limit by at most a quarter per wi
 const LOSS_STEP = 0.1; // a timeout in the window: a tenth
 /** A window with fewer in flight than this share of the limit is quiet: the caller, not the upstream, set the pace. */
 const BUSY = 0.75;
+/** Vegas's queue target as shares of the limit (at least 1 and 2 requests): grow below ALPHA, shrink above BETA. */
+const ALPHA = 0.03;
+const BETA = 0.06;
 const DEMAND_GROWTH = 1.25; // growth on demand: at most a quarter per window
 
 /** The limit's state; `limit` is what admission enforces now. */
@@ -77,6 +60,10 @@ export class VegasLimit {
   private roomy = false;
   /** The estimate when the current window began (growth on demand: at most a quarter more per window). */
   private windowBase: number;
+  /** The queue estimates of the last judged windows in a row. */
+  private readonly run = new QueueRun(SUSTAIN);
+  /** Judged windows left in which queueing is answered at once: the limit grew by more than one just before. */
+  private surged = 0;
 
   constructor(
     private readonly settings: VegasSettings,
@@ -106,16 +93,16 @@ export class VegasLimit {
     return this.probe !== 0;
   }
 
-  /** A request is sent now with `inFlight` requests out (itself included). */
+  /** A request is sent now with `inFlight` requests out (itself included); the window's demand counts it. */
   sent(now: number, inFlight: number): Sample {
+    if (inFlight > this.window.maxSent) this.window.maxSent = inFlight;
     return { startedAt: now, inFlight, probe: this.probe };
   }
 
   /**
-   * A request finds the limit full. While the last window showed no queueing at all, the limit
-   * grows by one for it at once (at most a quarter in a window), as TCP's slow start grows per
-   * acknowledgement rather than per round trip: a load rising from quiet is not refused before
-   * a window has even closed. Returns true when it grew (admit the request).
+   * A request finds the limit full. After a quiet window at the no-load latency, the limit grows
+   * by one for it at once (at most a quarter a window), as TCP's slow start grows per
+   * acknowledgement: a load rising from quiet is not refused. True when it grew (admit it).
    */
   grow(): boolean {
     if (
@@ -125,6 +112,7 @@ export class VegasLimit {
     )
       return false;
     this.estimate = Math.floor(this.estimate) + 1;
+    this.surged = SUSTAIN;
     return true;
   }
 
@@ -133,10 +121,7 @@ export class VegasLimit {
     this.window.shed = true;
   }
 
-  /**
-   * A sent request ended: `dropped` when it timed out (the upstream did not answer in time),
-   * which shrinks the limit as Vegas does on a loss. Returns true when the limit changed.
-   */
+  /** A sent request ended (`dropped`: timed out, a loss for Vegas). True when the limit changed. */
   answered(sample: Sample, now: number, dropped: boolean): boolean {
     const rttMs = Math.max(0, now - sample.startedAt);
     if (this.probe !== 0) return this.probeAnswer(sample, rttMs, now, dropped);
@@ -166,11 +151,14 @@ export class VegasLimit {
     if (this.noLoadMs === null || rtt < this.noLoadMs) this.measured(rtt, now, quiet || this.confirmed);
     else if (quiet && stale) this.measured(this.quietMs!, now, true);
     if (w.dropped) {
+      this.run.clear();
       this.shrink(w, LOSS_STEP * this.estimate);
       return;
     }
     if (appLimited) {
-      this.roomy = rtt <= this.noLoadMs! * 1.05; // about the no-load latency: nothing queues
+      this.run.clear();
+      // about the no-load latency, and no demand near the limit: nothing queues
+      this.roomy = w.maxSent < BUSY * this.estimate && rtt <= this.noLoadMs! * 1.05;
       return; // not a word on capacity: hold (Netflix: "prevent upward drift")
     }
     if (stale && w.shed) {
@@ -179,18 +167,29 @@ export class VegasLimit {
     }
     // Our own delay may excuse latency, never add any: the no-load latency is measured raw.
     const queue = this.estimate * (1 - this.noLoadMs! / Math.max(this.noLoadMs!, window.excused));
-    const alpha = Math.max(1, 0.05 * this.estimate);
-    const beta = Math.max(2, 0.1 * this.estimate);
-    this.roomy = queue < alpha / 2;
-    if (queue < alpha / 2) this.set(this.estimate + beta);
-    else if (queue < alpha) this.set(this.estimate + 1);
-    else if (queue > beta) this.shrink(w, Math.min(MAX_STEP * this.estimate, Math.max(1, (queue - alpha) / 2)));
+    const alpha = Math.max(1, ALPHA * this.estimate);
+    const beta = Math.max(2, BETA * this.estimate);
+    // Right after the limit grew, act on this window's queue (the answer to it); else on the
+    // median of the last SUSTAIN windows, both ways (one stalled or one fast window moves nothing).
+    const median = this.run.push(queue);
+    const judged = this.surged > 0 ? queue : median;
+    this.surged = Math.max(0, this.surged - 1);
+    this.roomy = false; // growth on demand is for a load rising from quiet (above)
+    if (judged < alpha / 2) this.surge(this.estimate + beta);
+    else if (judged < alpha) this.set(this.estimate + 1);
+    else if (judged > beta) this.shrink(w, Math.min(MAX_STEP * this.estimate, Math.max(1, (judged - alpha) / 2)));
+  }
+
+  /** Grow by more than one: the next SUSTAIN windows answer queueing at once. */
+  private surge(estimate: number): void {
+    const before = this.estimate;
+    this.set(estimate);
+    if (this.estimate > before) this.surged = SUSTAIN;
   }
 
   /**
-   * Shrink by `step`; while it refuses nothing, never below twice the window's peak in flight:
-   * a latency blip (a pause of this process, a noisy neighbour) must not turn a load the
-   * upstream takes into refusals. Once it refuses, only `min` bounds it.
+   * Shrink by `step`; while it refuses nothing, never below twice the window's peak in flight
+   * (a latency blip must not turn a load the upstream takes into refusals); else only `min`.
    */
   private shrink(w: Window, step: number): void {
     const floor = w.shed ? this.settings.min : Math.min(this.estimate, 2 * w.maxInFlight);
@@ -199,8 +198,7 @@ export class VegasLimit {
 
   /**
    * The window's median latency, raw and less this process's own delay over it (`excused`);
-   * null when that delay is half the median or more (a paused or saturated proxy, which no
-   * limit on the upstream fixes).
+   * null when that delay is half the median or more (a paused proxy: no upstream limit fixes it).
    */
   private latencies(w: Window): { raw: number; excused: number } | null {
     const raw = median(w.rtts);
@@ -217,6 +215,7 @@ export class VegasLimit {
 
   private startProbe(now: number): void {
     this.roomy = false;
+    this.run.clear();
     this.probe = ++this.probes;
     this.probeAfterMs = Math.min(this.probeAfterMs * 2, this.settings.probeIntervalMs);
     this.probeStartedAt = now;

@@ -38,6 +38,15 @@ export interface SimOptions {
   readonly seed?: number;
   /** Null: no limit at all (every request goes to the upstream). */
   readonly concurrency: ConcurrencySettings | null;
+  /** The upstream's process stalls for `ms` every `everyMs` (from `everyMs` on): nothing is served or answered meanwhile. */
+  readonly stall?: { readonly everyMs: number; readonly ms: number };
+}
+
+/** The first instant at or after `t` the upstream is not stalled. */
+function thawed(t: number, stall: SimOptions['stall']): number {
+  if (stall === undefined) return t;
+  const k = Math.floor(t / stall.everyMs);
+  return k >= 1 && t - k * stall.everyMs < stall.ms ? k * stall.everyMs + stall.ms : t;
 }
 
 export function simulate(o: SimOptions, phases: readonly Phase[]): SimResult {
@@ -85,7 +94,8 @@ export function simulate(o: SimOptions, phases: readonly Phase[]): SimResult {
       inFlight++;
       let k = 0;
       for (let i = 1; i < free.length; i++) if (free[i]! < free[k]!) k = i;
-      const at = Math.max(t, free[k]!) + latencyMs * (1 + (o.jitter ?? 0.05) * random());
+      const begin = thawed(Math.max(t, free[k]!), o.stall);
+      const at = thawed(begin + latencyMs * (1 + (o.jitter ?? 0.05) * random()), o.stall);
       free[k] = at;
       latencies.push(at - t);
       done.push({ at, permit });

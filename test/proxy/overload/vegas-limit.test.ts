@@ -184,4 +184,26 @@ describe('VegasLimit', () => {
     expect(limit.noLoad).toBe(20);
     expect(limit.limit).toBe(before);
   });
+
+  it('does not shrink for one window of latency at a limit that held (a stall), but for queueing that lasts', () => {
+    const at = { now: 0 };
+    const limit = new VegasLimit({ ...SETTINGS, initial: 32, max: 33 }, 0);
+    run(limit, at, 4, () => 20, { shed: true }); // the no-load latency; the limit at max, held
+    expect(limit.limit).toBe(33);
+    const stalled = run(limit, at, 1, () => 80, { shed: true }); // one window four times as slow
+    expect(stalled).toEqual([33]);
+    run(limit, at, 2, () => 20, { shed: true });
+    const lasting = run(limit, at, 2, () => 80, { shed: true }); // two of the last three windows
+    expect(lasting[0]).toBe(33);
+    expect(lasting[1]).toBeLessThan(33);
+  });
+
+  it('grows on demand only after a quiet window, not after a busy one', () => {
+    const at = { now: 0 };
+    const limit = new VegasLimit(SETTINGS, 0);
+    run(limit, at, 2, () => 20); // busy windows at the no-load latency: the limit grew by itself
+    expect(limit.grow()).toBe(false);
+    run(limit, at, 1, () => 20, { inFlight: () => 5 });
+    expect(limit.grow()).toBe(true);
+  });
 });
