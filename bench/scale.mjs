@@ -45,7 +45,8 @@ export async function scaleSection(ctx) {
   const dist = (p) => import(pathToFileURL(path.join(ctx.repoRoot, 'dist', p)).href);
   const { migrate, readMigrations, defaultMigrationsDir } = await dist('store/sqlite/database.js');
   const { newCircuit } = await dist('domain/circuit.js');
-  const libs = { Database, migrate, readMigrations, defaultMigrationsDir, newCircuit, require };
+  const shards = await dist('store/redis/shards.js');
+  const libs = { Database, migrate, readMigrations, defaultMigrationsDir, newCircuit, shards, require };
 
   const rows = [];
   const tmp = ctx.tempDir('circuitlog-bench-scale-');
@@ -124,11 +125,11 @@ async function measureStore(ctx, libs, tmp, store, ns, durationSec) {
       { ...ctx.suiteOptions(durationSec), warmupSec: 1 },
     );
     const rows = [];
-    for (const { n, server, redis, startupMs, gaugesMs } of servers) {
+    for (const { n, server, redis, startupMs, gaugesMs, deepCursor } of servers) {
       const allowed = result.targets.find((t) => t.id === `allowed-${n}`);
       const fail = result.targets.find((t) => t.id === `fail-${n}`);
       const rssBytes = rssOf(server.pid);
-      const listP50 = await timeList(server.url, Math.max(0, Math.floor(n * 0.9)));
+      const listP50 = await timeList(server.url, deepCursor);
       const metricsP50 = await timeMetrics(server.url);
       const redisBytes = redis ? await redisUsedMemory(libs, redis.url) : null;
       rows.push({
@@ -196,7 +197,9 @@ async function startAt(ctx, libs, tmp, store, n) {
       `scale :: ${store} N=${n}: serving after ${startupMs.toFixed(0)} ms, state gauges complete after ${gaugesMs.toFixed(0)} ms`,
     );
   await ctx.setupBenchCircuits(server.url);
-  return { n, server, redis, startupMs, gaugesMs };
+  // The id 90 % into the table: SQLite's seeded ids are 1..N, Redis's (i + 1) * 16 + shard (seedRedis).
+  const deepCursor = Math.floor(n * 0.9) * (store === 'redis' ? libs.shards.SHARDS : 1);
+  return { n, server, redis, startupMs, gaugesMs, deepCursor };
 }
 
 /** When /metrics first shows the per-state counts (a Redis host's mirror has loaded); bounded to 10 minutes. */
@@ -223,39 +226,41 @@ function seedSqlite({ Database, migrate, readMigrations, defaultMigrationsDir },
 }
 
 /**
- * Circuits in the Redis store's layout (src/store/redis/scripts.ts): hash, index entry, counters,
- * as RESP piped into `redis-cli --pipe` (about a million commands a second).
+ * Circuits in the Redis store's sharded layout (src/store/redis/scripts.ts, shards.ts): per
+ * circuit its hash under its shard's tag and its shard's `index` entry (id `n * 16 + shard`),
+ * then each shard's `ids` and `version` counters (names `scale-c<i>`: with no `/` they spread
+ * over the 16 shards; `scale/c<i>` would all share one, see shards.ts), as RESP piped into `redis-cli --pipe` (about a
+ * million commands a second). The layout before shards would be moved circuit by circuit at start
+ * (legacy-keys.ts), which is a one-off upgrade, not what a host's start costs.
  */
-async function seedRedis({ newCircuit }, url, count) {
+async function seedRedis({ newCircuit, shards }, url, count) {
   const port = new URL(url).port;
   const pipe = spawn('redis-cli', ['-p', port, '--pipe'], { stdio: ['pipe', 'ignore', 'inherit'] });
   const done = new Promise((resolve, reject) =>
     pipe.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`redis-cli --pipe exited ${code}`)))),
   );
   const resp = (args) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+  const { SHARDS, SHARD_TAGS, shardOf } = shards;
+  const base = (shard) => `circuitlog:{${SHARD_TAGS[shard]}}:`;
   const now = Date.now();
   const template = newCircuit('x', { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 }, now);
   const CHUNK = 10_000;
   for (let from = 0; from < count; from += CHUNK) {
     let text = '';
     for (let i = from; i < Math.min(count, from + CHUNK); i++) {
-      const name = `scale/c${i}`;
-      const id = String(i + 1);
-      text += resp([
-        'HSET',
-        `circuitlog:c:{${name}}`,
-        'v',
-        id,
-        'id',
-        id,
-        'c',
-        JSON.stringify({ ...template, id: i + 1, name }),
-      ]);
-      text += resp(['ZADD', 'circuitlog:index', id, name]);
+      const name = `scale-c${i}`; // no '/': spread over the shards, as a fleet keyed by tenant is
+      const shard = shardOf(name);
+      const id = (i + 1) * SHARDS + shard;
+      const json = JSON.stringify({ ...template, id, name });
+      text += resp(['HSET', `${base(shard)}c:${name}`, 'v', String(i + 1), 'id', String(id), 'c', json]);
+      text += resp(['ZADD', `${base(shard)}index`, String(id), name]);
     }
     if (!pipe.stdin.write(text)) await new Promise((r) => pipe.stdin.once('drain', r));
   }
-  pipe.stdin.end(resp(['SET', 'circuitlog:ids', String(count)]) + resp(['SET', 'circuitlog:version', String(count)]));
+  let tail = '';
+  for (let shard = 0; shard < SHARDS; shard++)
+    tail += resp(['SET', `${base(shard)}ids`, String(count)]) + resp(['SET', `${base(shard)}version`, String(count)]);
+  pipe.stdin.end(tail);
   await done;
 }
 
