@@ -11,6 +11,7 @@
 //   redis       Redis store vs SQLite (GET /allowed goal ≥ 0.9x), failure outcomes, 2 hosts vs 1 (bench/redis.mjs)
 //   redis-modes plain Redis vs Sentinel and Cluster (GET /allowed ≥ 0.9x, failure outcomes on Cluster ≥ 0.8x),
 //               replicas_ack 1 vs 0, outcomes/s with 3 primaries vs 1 (bench/redis-modes.mjs)
+//   redis-tls   rediss:// (mutual TLS) vs redis://: GET /allowed (goal ≥ 0.9x), failure outcomes (bench/redis-tls.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   throttle    GET /allowed on a healthy circuit with a soft throttle vs none (goal ≥0.9x); success outcomes (bench/throttle.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
@@ -60,6 +61,7 @@ import { metricsSection } from './observe.mjs';
 import { stallsSection } from './stalls.mjs';
 import { redisSection } from './redis.mjs';
 import { redisModesSection } from './redis-modes.mjs';
+import { redisTlsSection } from './redis-tls.mjs';
 import { clientSection } from './client.mjs';
 import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
@@ -89,6 +91,7 @@ const SECTIONS = [
   'python',
   'redis',
   'redis-modes',
+  'redis-tls',
   'scale',
   'stalls',
   'overload',
@@ -107,6 +110,7 @@ const DEFAULT_DURATION = {
   python: 6,
   redis: 5,
   'redis-modes': 5,
+  'redis-tls': 5,
   scale: 3,
   stalls: 0,
   overload: 0,
@@ -983,6 +987,19 @@ async function main() {
     });
   runners['redis-modes'] = () =>
     redisModesSection({
+      setupBenchCircuits,
+      tempDir,
+      removeTemp,
+      stopEach,
+      suiteOptions,
+      durationFor,
+      log,
+      runSuite,
+      dist,
+      repoRoot,
+    });
+  runners['redis-tls'] = () =>
+    redisTlsSection({
       setupBenchCircuits,
       tempDir,
       removeTemp,

@@ -27,6 +27,11 @@ export const REQUIRED = [
     pkg: 'redis-server',
     why: 'Redis store tests (test/store/redis-store.test.ts, test/e2e/redis-*.test.ts); each starts its own server on a random loopback port',
   },
+  {
+    command: 'openssl',
+    pkg: 'openssl',
+    why: 'TLS tests (test/e2e/redis-tls.test.ts) make a throwaway CA and certificates with it (test/redis/tls.ts)',
+  },
   { command: 'chromium', pkg: 'chromium', why: 'dashboard tests in a real browser (test/dashboard/)' },
   { command: 'promtool', pkg: 'prometheus', why: 'alert rule tests (test/observe/alerts.test.ts)' },
 ];

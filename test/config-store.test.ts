@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { describeConfig, loadConfig } from '../src/config.js';
+import { parseClusterUrl } from '../src/store/redis/cluster-url.js';
+import { parseSentinelUrl } from '../src/store/redis/sentinel-url.js';
 
 describe('CIRCUITLOG_STORE', () => {
   it('defaults to SQLite at CIRCUITLOG_DB', () => {
@@ -83,6 +85,39 @@ describe('CIRCUITLOG_STORE', () => {
     ]) {
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
       expect(() => loadConfig({ CIRCUITLOG_STORE: bad }, [])).not.toThrow(/hunter2/);
+    }
+  });
+
+  it('takes the tls_* options (tls_ca, tls_cert with tls_key, tls_servername) on rediss://, rediss+sentinel:// and rediss+cluster:// only', () => {
+    const tls = 'tls_ca=/etc/redis/ca.pem&tls_cert=/etc/c.pem&tls_key=/etc/c.key&tls_servername=redis.internal';
+    for (const url of [
+      `rediss://:hunter2@h:6380/1?${tls}`,
+      `rediss+sentinel://:hunter2@s1,s2/m/0?sentinel_password=x&${tls}`,
+      `rediss+cluster://:hunter2@n1:7000,n2:7001/?${tls}`,
+      'rediss+cluster://n1:7000?tls_ca=/ca.pem',
+    ])
+      expect(loadConfig({ CIRCUITLOG_STORE: url }, []).store).toEqual({ kind: 'redis', url, timeoutMs: 1_000 });
+    expect(parseSentinelUrl(`rediss+sentinel://s1/m?${tls}`)).toMatchObject({
+      tlsPaths: { ca: '/etc/redis/ca.pem', cert: '/etc/c.pem', key: '/etc/c.key', servername: 'redis.internal' },
+    });
+    expect(parseClusterUrl('rediss+cluster://n1:7000/?tls_ca=%2Fca.pem')).toMatchObject({
+      tlsPaths: { ca: '/ca.pem' },
+    });
+    for (const [bad, why] of [
+      ['redis://:hunter2@h/0?tls_ca=/ca.pem', "has the option 'tls_ca', which needs TLS: use the rediss scheme"],
+      ['redis+sentinel://:hunter2@s1/m?tls_ca=/ca.pem', "has the option 'tls_ca', which needs TLS"],
+      ['redis+cluster://:hunter2@n1:7000/?tls_servername=x', "has the option 'tls_servername', which needs TLS"],
+      ['rediss://:hunter2@h/0?tls_cert=/c.pem', 'has only one of tls_cert and tls_key'],
+      ['rediss+sentinel://:hunter2@s1/m?tls_key=/c.key', 'has only one of tls_cert and tls_key'],
+      ['rediss://:hunter2@h/0?tls_ca=', "has an empty 'tls_ca'"],
+      ['rediss://:hunter2@h/0?tls_ca=/a&tls_ca=/b', "has the option 'tls_ca' more than once"],
+      ['rediss://:hunter2@h/0?tls_verify=no', "has the unknown option 'tls_verify'"],
+      ['rediss+sentinel://:hunter2@s1/m?rejectUnauthorized=false', "has the unknown option 'rejectUnauthorized'"],
+      ['rediss+cluster://:hunter2@n1:7000/?tls_insecure=1', "has the unknown option 'tls_insecure'"],
+    ]) {
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad! }, [])).toThrow(/^CIRCUITLOG_STORE: '/);
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad! }, [])).toThrow(why!);
+      expect(() => loadConfig({ CIRCUITLOG_STORE: bad! }, [])).not.toThrow(/hunter2/);
     }
   });
 

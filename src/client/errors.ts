@@ -14,6 +14,8 @@ export class CircuitOpenError extends Error {
 
   /** `caller`: only this client's caller is refused (isolated by failures of its own); the circuit serves other callers. */
   readonly scope: 'circuit' | 'caller';
+  /** With scope `caller`: the caller id refused (this client's `caller`), else undefined. */
+  readonly caller: string | undefined;
 
   constructor(
     circuit: string,
@@ -30,6 +32,7 @@ export class CircuitOpenError extends Error {
           : `Circuit '${circuit}' is ${state === 'open' ? 'open' : 'half-open with every probe slot taken'}; retry at ${new Date(retryAt).toISOString()}.`,
     );
     this.scope = options.caller === undefined ? 'circuit' : 'caller';
+    this.caller = options.caller;
     this.name = 'CircuitOpenError';
     this.code = forced ? 'CIRCUIT_FORCED_OPEN' : 'CIRCUIT_OPEN';
     this.circuit = circuit;

@@ -1,5 +1,6 @@
 import { isClusterUrl, parseClusterUrl } from './redis/cluster-url.js';
 import { isSentinelUrl, parseSentinelUrl, redactSentinelUrl } from './redis/sentinel-url.js';
+import { parseTlsOptions, TLS_OPTION_NAMES } from './redis/tls-url.js';
 
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
 export type StoreChoice =
@@ -42,7 +43,8 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
 
 /**
  * Check a `redis://` or `rediss://` URL as `redis://[user:pass@]host[:port][/db]` (port
- * 6379 by default); returns why it is refused, or null.
+ * 6379 by default; `rediss://` may have the `tls_*` options: `redis/tls-url.ts`); returns why
+ * it is refused, or null.
  */
 export function redisUrlProblem(raw: string): string | null {
   let url: URL;
@@ -57,8 +59,12 @@ export function redisUrlProblem(raw: string): string | null {
   const db = url.pathname.replace(/^\//, '');
   if (db !== '' && !/^\d{1,5}$/.test(db))
     return `has database '${db}'; the path must be a database number (redis://host:6379/0)`;
-  if (url.search !== '' || url.hash !== '') return 'must not have a query or a fragment';
-  return null;
+  if (url.hash !== '') return 'must not have a fragment';
+  for (const key of url.searchParams.keys())
+    if (!(TLS_OPTION_NAMES as readonly string[]).includes(key))
+      return `has the unknown option '${key}'; the options are (with rediss://) ${TLS_OPTION_NAMES.join(', ')}`;
+  const tls = parseTlsOptions(url.searchParams, url.protocol === 'rediss:');
+  return 'problem' in tls ? tls.problem : null;
 }
 
 const sentinelProblem = (raw: string): string | null => {

@@ -84,7 +84,7 @@ describe('client isolation', () => {
     );
     const fn = vi.fn(async () => 'never');
     const checks = bad.stats().serverChecks;
-    await expect(bad.call('dep', fn)).rejects.toMatchObject({ scope: 'caller', state: 'closed' });
+    await expect(bad.call('dep', fn)).rejects.toMatchObject({ scope: 'caller', state: 'closed', caller: 'bad' });
     expect(bad.stats().serverChecks).toBe(checks); // refused locally, no round trip
     expect(fn).not.toHaveBeenCalled();
 

@@ -17,8 +17,9 @@ describe('scripts/provision.mjs (npm pretest)', () => {
     expect(result.stderr).toContain("'chromium' is missing (Debian package chromium)");
     expect(result.stderr).toContain("'promtool' is missing (Debian package prometheus)");
     expect(result.stderr).toContain("'redis-server' is missing (Debian package redis-server)");
+    expect(result.stderr).toContain("'openssl' is missing (Debian package openssl)");
     expect(result.stderr).toContain(
-      'apt-get update && apt-get install -y --no-install-recommends redis-server chromium prometheus fonts-liberation',
+      'apt-get update && apt-get install -y --no-install-recommends redis-server openssl chromium prometheus fonts-liberation',
     );
     expect(result.stderr).toContain("'python3' (3.9+, with venv) is missing (Debian packages python3 python3-venv)");
     expect(result.stderr).toContain(

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import net from 'node:net';
 import { promisify } from 'node:util';
 import { startRedis, type RedisServer } from './redis-server.js';
+import { cliTlsArgs, tlsQuery, type TlsFiles } from './tls.js';
 
 const exec = promisify(execFile);
 
@@ -11,7 +12,7 @@ export const NODE_TIMEOUT_MS = 1_000;
 /** A real Redis Cluster of the test's own: loopback, random ports, temp dirs. */
 export interface RedisCluster {
   readonly nodes: RedisServer[];
-  /** `redis+cluster://` naming every node. */
+  /** `redis+cluster://` naming every node (`rediss+cluster://` with the `tls_*` options, on TLS). */
   readonly url: string;
   /** The primaries now, with the slot ranges they serve. */
   primaries(): Promise<{ port: number; slots: [number, number][] }[]>;
@@ -19,7 +20,7 @@ export interface RedisCluster {
 }
 
 export const clusterCli = async (port: number, ...args: string[]) =>
-  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...cliTlsArgs(port), ...args])).stdout.trim();
 
 function isFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -37,8 +38,17 @@ async function clusterPort(): Promise<number> {
   }
 }
 
-/** `primaries` primaries, each with `replicas` replicas (`redis-cli --cluster create`); resolves once every node says cluster_state:ok. */
-export async function startCluster(primaries = 3, replicas = 1, extra: readonly string[] = []): Promise<RedisCluster> {
+/**
+ * `primaries` primaries, each with `replicas` replicas (`redis-cli --cluster create`); resolves
+ * once every node says cluster_state:ok and every replica is in sync. With `tls`: every node on
+ * TLS only, the cluster bus too (`tls-cluster yes`).
+ */
+export async function startCluster(
+  primaries = 3,
+  replicas = 1,
+  extra: readonly string[] = [],
+  tls?: TlsFiles,
+): Promise<RedisCluster> {
   const nodes: RedisServer[] = [];
   for (let i = 0; i < primaries * (1 + replicas); i++) {
     const port = await clusterPort();
@@ -51,9 +61,10 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
       String(NODE_TIMEOUT_MS),
       '--appendonly',
       'no',
+      ...(tls === undefined ? [] : ['--tls-cluster', 'yes']),
       ...extra,
     ];
-    nodes.push(await startRedis({ port, args }));
+    nodes.push(await startRedis({ port, args, tls }));
   }
   const stop = async () => {
     await Promise.all(nodes.map((n) => n.stop('SIGKILL')));
@@ -70,12 +81,17 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
         '--cluster-replicas',
         String(replicas),
         '--cluster-yes',
+        ...cliTlsArgs(nodes[0]!.port),
       ]);
     }
     const deadline = Date.now() + 30_000;
     for (;;) {
       const states = await Promise.all(nodes.map((n) => clusterCli(n.port, 'CLUSTER', 'INFO').catch(() => '')));
-      if (states.every((s) => s.includes('cluster_state:ok'))) break;
+      // A replica that never finished its first sync is not promoted (cluster-replica-validity-factor):
+      // ready means every replica's link to its primary is up, too.
+      const links = await Promise.all(nodes.map((n) => clusterCli(n.port, 'INFO', 'replication').catch(() => '')));
+      const synced = links.every((info) => info.includes('role:master') || info.includes('master_link_status:up'));
+      if (synced && states.every((s) => s.includes('cluster_state:ok'))) break;
       if (Date.now() > deadline) throw new Error(`the cluster did not come up: ${states.join(' | ')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -85,7 +101,7 @@ export async function startCluster(primaries = 3, replicas = 1, extra: readonly 
   }
   return {
     nodes,
-    url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    url: `${tls === undefined ? 'redis' : 'rediss'}+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}${tls === undefined ? '' : `/?${tlsQuery(tls)}`}`,
     primaries: async () => {
       const alive = nodes.find((n) => n.child.exitCode === null && n.child.signalCode === null)!;
       const lines = (await clusterCli(alive.port, 'CLUSTER', 'NODES')).split('\n');

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { tempDir } from '../server-process.js';
+import { registerTlsPort, tlsConnect, tlsQuery, tlsServerArgs, type TlsFiles } from './tls.js';
 
 /** A real `redis-server` of the test's own: loopback, a random port, a temp dir; never the system service. */
 export interface RedisServer {
@@ -26,6 +27,14 @@ export interface RedisServerOptions {
   readonly replicaOf?: number;
   /** More `redis-server` arguments (a Cluster node's: test/redis/cluster.ts). */
   readonly args?: readonly string[];
+  /**
+   * TLS only on `port` (no plain-text port), with these certificates (test/redis/tls.ts), TLS
+   * replication (and cluster bus, with `--tls-cluster yes` in `args`); clients must present a
+   * certificate of the test CA unless `tlsAuthClients` is 'no'. `url()` is then `rediss://`
+   * with the `tls_*` options.
+   */
+  readonly tls?: TlsFiles;
+  readonly tlsAuthClients?: 'yes' | 'no';
 }
 
 function freePort(): Promise<number> {
@@ -44,8 +53,9 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   const port = options.port ?? (await freePort());
   const dir = options.dir ?? tempDir('circuitlog-redis-');
   const args = [
-    '--port',
-    String(port),
+    ...(options.tls === undefined
+      ? ['--port', String(port)]
+      : tlsServerArgs(options.tls, port, options.tlsAuthClients)),
     '--bind',
     '127.0.0.1',
     '--dir',
@@ -62,6 +72,7 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
   if (options.password !== undefined) args.push('--requirepass', options.password);
   if (options.replicaOf !== undefined) args.push('--replicaof', '127.0.0.1', String(options.replicaOf));
   args.push(...(options.args ?? []));
+  if (options.tls !== undefined) registerTlsPort(port, options.tls);
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -70,8 +81,8 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
     const poll = setInterval(() => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.once('connect', () => {
+      const socket = options.tls === undefined ? net.connect(port, '127.0.0.1') : tlsConnect(options.tls, port);
+      socket.once(options.tls === undefined ? 'connect' : 'secureConnect', () => {
         socket.write('PING\r\n');
         socket.once('data', (data) => {
           socket.destroy();
@@ -95,7 +106,8 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
     port,
     dir,
     child,
-    url: (db = 0) => `redis://${options.password === undefined ? '' : `:${options.password}@`}127.0.0.1:${port}/${db}`,
+    url: (db = 0) =>
+      `${options.tls === undefined ? 'redis' : 'rediss'}://${options.password === undefined ? '' : `:${options.password}@`}127.0.0.1:${port}/${db}${options.tls === undefined ? '' : `?${tlsQuery(options.tls)}`}`,
     stop: async (signal = 'SIGTERM') => {
       if (child.exitCode === null && child.signalCode === null) {
         if (signal !== 'SIGKILL') child.kill('SIGCONT'); // a frozen server cannot exit otherwise

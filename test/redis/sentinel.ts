@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { tempDir } from '../server-process.js';
+import { cliTlsArgs, registerTlsPort, tlsServerArgs, type TlsFiles } from './tls.js';
 
 const exec = promisify(execFile);
 
@@ -13,8 +14,9 @@ export interface Sentinel {
   stop(): Promise<void>;
 }
 
+/** `redis-cli` against a loopback port (with the test CA and client certificate if it speaks TLS: test/redis/tls.ts). */
 export const cli = async (port: number, ...args: string[]) =>
-  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])).stdout.trim();
+  (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...cliTlsArgs(port), ...args])).stdout.trim();
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -31,11 +33,14 @@ function freePort(): Promise<number> {
 export const DOWN_AFTER_MS = 1_000;
 export const FAILOVER_TIMEOUT_MS = 3_000;
 
-/** A sentinel watching master `name` at 127.0.0.1:`primaryPort` with quorum 2; resolves once it answers. */
+/**
+ * A sentinel watching master `name` at 127.0.0.1:`primaryPort` with quorum 2; resolves once it
+ * answers. With `tls`: it listens on TLS only and speaks TLS to the nodes and the other sentinels.
+ */
 export async function startSentinel(
   name: string,
   primaryPort: number,
-  auth: { requirepass?: string; masterPassword?: string } = {},
+  auth: { requirepass?: string; masterPassword?: string; tls?: TlsFiles } = {},
 ): Promise<Sentinel> {
   const port = await freePort();
   const dir = tempDir('circuitlog-sentinel-');
@@ -43,7 +48,7 @@ export async function startSentinel(
   fs.writeFileSync(
     conf,
     [
-      `port ${port}`,
+      ...(auth.tls === undefined ? [`port ${port}`] : tlsConfLines(auth.tls, port)),
       'bind 127.0.0.1',
       `dir ${dir}`,
       `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 2`,
@@ -55,6 +60,7 @@ export async function startSentinel(
       '',
     ].join('\n'),
   );
+  if (auth.tls !== undefined) registerTlsPort(port, auth.tls);
   const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -80,6 +86,14 @@ export async function startSentinel(
       await exited;
     },
   };
+}
+
+/** The TLS settings (test/redis/tls.ts) as sentinel.conf lines. */
+function tlsConfLines(files: TlsFiles, port: number): string[] {
+  const args = tlsServerArgs(files, port);
+  const lines: string[] = [];
+  for (let i = 0; i + 1 < args.length; i += 2) lines.push(`${args[i]!.slice(2)} ${args[i + 1]}`);
+  return lines;
 }
 
 /** `SENTINEL master <name>` as a map (num-slaves, num-other-sentinels, ...). */

@@ -20,8 +20,10 @@ import { startCountingProxy, type CountingProxy } from './counting-proxy.js';
 export interface ClientCase {
   readonly id: string;
   readonly description: string;
-  readonly server: { readonly circuit_defaults: Record<string, number> };
+  readonly server: { readonly circuit_defaults: Record<string, unknown> };
   readonly clients: number;
+  /** Each client's `caller` option, by index (without it, each client's default). */
+  readonly callers?: readonly string[];
   readonly options?: Record<string, unknown>;
   readonly count_requests?: boolean;
   readonly steps: readonly Step[];
@@ -52,7 +54,8 @@ export class CaseRun {
   constructor(private readonly spec: ClientCase) {}
 
   async start(): Promise<void> {
-    const lines = Object.entries(this.spec.server.circuit_defaults).map(([k, v]) => `  ${k}: ${v}`);
+    // JSON is YAML's flow style: a nested policy field (a quorum) is written as is.
+    const lines = Object.entries(this.spec.server.circuit_defaults).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`);
     fs.writeFileSync(path.join(this.dir, 'circuitlog.yaml'), `circuit_defaults:\n${lines.join('\n')}\n`);
     this.server = await startServer(this.env());
     if (this.spec.count_requests === true) this.proxy = await startCountingProxy(this.server.port);
@@ -60,7 +63,10 @@ export class CaseRun {
       Object.entries(this.spec.options ?? {}).map(([k, v]) => [OPTION_NAMES[k] ?? k, v]),
     );
     const url = this.proxy?.url ?? this.server.url;
-    this.clients = Array.from({ length: this.spec.clients }, () => createClient({ url, ...options }));
+    const callers = this.spec.callers;
+    this.clients = Array.from({ length: this.spec.clients }, (_, i) =>
+      createClient({ url, ...options, ...(callers === undefined ? {} : { caller: callers[i] }) }),
+    );
     await Promise.all(this.clients.map((c) => c.ready()));
   }
 
@@ -129,13 +135,26 @@ export class CaseRun {
           within,
         );
         return;
+      case 'wait_allowed':
+        await vi.waitFor(async () => {
+          const answers = await Promise.all(this.targets(step).map((c) => c.allowed(circuit)));
+          expect(answers).toEqual(answers.map(() => step.expect));
+        }, within);
+        return;
+      case 'expect_event': {
+        const res = await fetch(`${this.server.url}/circuits/${encodeURIComponent(circuit)}/events`);
+        const { events } = (await res.json()) as { events: unknown[] };
+        expect(events).toContainEqual(expect.objectContaining(step.fields as object));
+        return;
+      }
       case 'expect_server': {
         const res = await fetch(`${this.server.url}/circuits/${encodeURIComponent(circuit)}`);
         expect(await res.json()).toMatchObject(step.fields as object);
         return;
       }
       case 'expect_requests': {
-        const count = this.proxy!.count(step.method as string, step.path as string);
+        const query = step.query as Record<string, string | null> | undefined;
+        const count = this.proxy!.count(step.method as string, step.path as string, query);
         if (typeof step.at_least === 'number') expect(count).toBeGreaterThanOrEqual(step.at_least);
         if (typeof step.at_most === 'number') expect(count).toBeLessThanOrEqual(step.at_most);
         return;
@@ -225,7 +244,10 @@ async function outcomeOfCall(client: CircuitlogClient, step: Step): Promise<stri
     const result = await client.call(step.circuit as string, fnOf(step), { ...fallback, ...timeout });
     return result === 'ok' ? 'ok' : result === step.fallback ? 'fallback' : `returned ${String(result)}`;
   } catch (error) {
-    if (error instanceof CircuitOpenError) return 'circuit_open';
+    if (error instanceof CircuitOpenError)
+      return step.scope === undefined || error.scope === step.scope
+        ? 'circuit_open'
+        : `circuit_open (scope ${error.scope})`;
     if (error instanceof CallTimeoutError) return 'timeout';
     if (error instanceof CircuitlogUnavailableError) return 'unavailable';
     if (error instanceof Error && error.message === 'boom') return 'fn_error';

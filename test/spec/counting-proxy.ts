@@ -8,16 +8,20 @@ import type { AddressInfo } from 'node:net';
 
 export interface CountingProxy {
   readonly url: string;
-  /** How many requests were `METHOD path` (the path as sent, query included). */
-  count(method: string, path: string): number;
+  /**
+   * How many requests were `METHOD path` (the path as sent, without its query); with `query`, only
+   * those whose query has each given parameter with that value (`null`: without that parameter).
+   */
+  count(method: string, path: string, query?: Readonly<Record<string, string | null>>): number;
   close(): Promise<void>;
 }
 
 export async function startCountingProxy(targetPort: number): Promise<CountingProxy> {
-  const log: string[] = [];
+  const log: { line: string; query: URLSearchParams }[] = [];
   const server = http.createServer((req, res) => {
-    // Counted by path: a client may add a query (the Node client's ?caller=).
-    log.push(`${req.method} ${req.url?.split('?')[0]}`);
+    // Counted by path, the query kept apart (a client adds ?caller= to its admissions).
+    const [pathOnly, search] = (req.url ?? '').split('?', 2);
+    log.push({ line: `${req.method} ${pathOnly}`, query: new URLSearchParams(search ?? '') });
     const upstream = http.request(
       { host: '127.0.0.1', port: targetPort, method: req.method, path: req.url, headers: req.headers },
       (answer) => {
@@ -36,7 +40,12 @@ export async function startCountingProxy(targetPort: number): Promise<CountingPr
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    count: (method, path) => log.filter((line) => line === `${method} ${path}`).length,
+    count: (method, path, query = {}) =>
+      log.filter(
+        (r) =>
+          r.line === `${method} ${path}` &&
+          Object.entries(query).every(([k, v]) => (v === null ? !r.query.has(k) : r.query.get(k) === v)),
+      ).length,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

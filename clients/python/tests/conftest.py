@@ -111,6 +111,12 @@ class Server:
         body: dict[str, Any] = res.json()
         return body
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        res = httpx.get(f"{self.url}/circuits/{urllib.parse.quote(name, safe='')}/events")
+        assert res.status_code == 200, res.text
+        events: list[dict[str, Any]] = res.json()["events"]
+        return events
+
     def patch(self, name: str, policy: dict[str, Any]) -> None:
         res = httpx.patch(
             f"{self.url}/circuits/{urllib.parse.quote(name, safe='')}",

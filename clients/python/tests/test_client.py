@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -40,7 +41,7 @@ def test_decides_closed_circuit_calls_locally_and_every_outcome_reaches_the_serv
             client.call("py/local", boom)
     assert client.stats()["server_checks"] == 1
     assert client.stats()["local_decisions"] == 199
-    assert sent == ["/circuits/py%2Flocal/allowed"]
+    assert sent == [f"/circuits/py%2Flocal/allowed?caller={quote(client.caller, safe='')}"]  # its caller named
     client.close()
     assert server.circuit("py/local")["failure_count"] == 200
 

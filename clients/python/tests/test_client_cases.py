@@ -7,6 +7,7 @@ import http.client
 import json
 import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,14 +32,18 @@ MS_OPTIONS = {
 
 
 class CountingProxy(BaseHTTPRequestHandler):
-    """Forwards every request to the server, streaming answers (the event stream passes), and logs `METHOD path`."""
+    """Forwards every request to the server, streaming answers (the event stream passes), and logs `METHOD path`.
+
+    The path is logged without its query; the query is kept beside it, parsed (`expect_requests` `query`).
+    """
 
     protocol_version = "HTTP/1.1"
     upstream: ClassVar[tuple[str, int]] = ("127.0.0.1", 0)
-    log: ClassVar[list[str]] = []
+    log: ClassVar[list[tuple[str, dict[str, list[str]]]]] = []
 
     def _forward(self) -> None:
-        CountingProxy.log.append(f"{self.command} {self.path}")
+        path, _, query = self.path.partition("?")
+        CountingProxy.log.append((f"{self.command} {path}", urllib.parse.parse_qs(query, keep_blank_values=True)))
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -88,8 +93,8 @@ def outcome_of(fn: Callable[[], Any]) -> tuple[str, Any]:
         return "value", fn()
     except CallTimeoutError:
         return "timeout", None
-    except CircuitOpenError:
-        return "circuit_open", None
+    except CircuitOpenError as refusal:
+        return "circuit_open", refusal.scope
     except CircuitlogUnavailableError:
         return "unavailable", None
     except FnError:
@@ -113,6 +118,20 @@ def make_fn(step: dict[str, Any]) -> Callable[[], str]:
     return fn
 
 
+def matches(got: Any, want: Any) -> bool:
+    """`got` includes `want`: objects member by member (recursively), arrays element by element (same length)."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got and matches(got[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(matches, got, want))
+    return bool(got == want)
+
+
+def query_matches(query: dict[str, list[str]], want: dict[str, str | None]) -> bool:
+    """Each wanted parameter has that value (None: is absent)."""
+    return all((k not in query) if v is None else query.get(k) == [v] for k, v in want.items())
+
+
 def poll(predicate: Callable[[], bool], within_ms: float, what: str) -> None:
     deadline = time.monotonic() + within_ms / 1000
     while not predicate():
@@ -124,7 +143,8 @@ class Runner:
     def __init__(self, case: dict[str, Any], server: Server, url: str):
         self.case = case
         self.server = server
-        self.clients = [Client(url, **client_options(case)) for _ in range(case["clients"])]
+        callers: list[str | None] = case.get("callers") or [None] * case["clients"]
+        self.clients = [Client(url, caller=callers[i], **client_options(case)) for i in range(case["clients"])]
         for c in self.clients:
             assert c.ready(10), "client did not connect"
 
@@ -156,6 +176,8 @@ class Runner:
             kind, got = outcome_of(lambda: c.call(step["circuit"], fn, fallback=lambda e: value, timeout=timeout))
             return "fallback" if kind == "value" and got == value else kind
         kind, got = outcome_of(lambda: c.call(step["circuit"], fn, timeout=timeout))
+        if kind == "circuit_open" and "scope" in step and got != step["scope"]:
+            return f"circuit_open (scope {got})"
         return "ok" if kind == "value" and got == "ok" else kind
 
     def op_allowed(self, step: dict[str, Any]) -> None:
@@ -203,12 +225,21 @@ class Runner:
         for c in self.targets(step):
             poll(partial(lambda c: c.stats()["outcomes_pending"] == 0, c), step["within_ms"], "all acknowledged")
 
+    def op_wait_allowed(self, step: dict[str, Any]) -> None:
+        for c in self.targets(step):
+            poll(partial(lambda c: c.allowed(step["circuit"]) == step["expect"], c), step["within_ms"], "allowed")
+
     def op_expect_server(self, step: dict[str, Any]) -> None:
         got = self.server.circuit(step["circuit"])
-        assert {k: got.get(k) for k in step["fields"]} == step["fields"]
+        assert matches(got, step["fields"]), {k: got.get(k) for k in step["fields"]}
+
+    def op_expect_event(self, step: dict[str, Any]) -> None:
+        events = self.server.events(step["circuit"])
+        assert any(matches(e, step["fields"]) for e in events), events
 
     def op_expect_requests(self, step: dict[str, Any]) -> None:
-        n = CountingProxy.log.count(f"{step['method']} {step['path']}")
+        line, want = f"{step['method']} {step['path']}", step.get("query", {})
+        n = sum(1 for logged, query in CountingProxy.log if logged == line and query_matches(query, want))
         assert step.get("at_least", 0) <= n <= step.get("at_most", n), f"{n} x {step['method']} {step['path']}"
 
     def op_patch(self, step: dict[str, Any]) -> None:

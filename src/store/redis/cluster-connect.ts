@@ -3,8 +3,10 @@ import { createClient, createCluster } from '@redis/client';
 import type { Logger } from 'pino';
 import type { Subscriber } from './change-subscription.js';
 import type { ClusterUrl } from './cluster-url.js';
-import type { RedisConnection } from './connect.js';
+import { RedisStartError, type RedisConnection } from './connect.js';
 import type { CommandLink } from './redis-commands.js';
+import { permanentStartFailure } from './start-errors.js';
+import type { TlsSocket } from './tls-options.js';
 
 const CONNECT_TIMEOUT_MS = 2_000; // 2 s per attempt
 const RECONNECT_MAX_DELAY_MS = 1_000; // 1 s
@@ -26,19 +28,24 @@ export async function connectCluster(
   url: ClusterUrl,
   logger: Logger,
   failFastOffline: boolean,
+  tlsSocket?: TlsSocket,
 ): Promise<OpenedCluster> {
-  const opened = clusterLinks(url, logger, failFastOffline);
+  const opened = clusterLinks(url, logger, failFastOffline, tlsSocket);
   try {
     await opened.connected;
   } catch (error) {
     opened.close();
-    throw error;
+    const permanent = opened.permanent();
+    throw permanent === null ? error : new RedisStartError(permanent, error);
   }
   return opened;
 }
 
-/** The cluster client for the URL's nodes, with its error reporting (one line per outage). */
-function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean) {
+/**
+ * The cluster client for the URL's nodes, with its error reporting (one line per outage);
+ * `permanent()`: why the start can never succeed (TLS, credentials), from the errors so far.
+ */
+function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean, tlsSocket: TlsSocket | undefined) {
   const scheme = url.tls ? 'rediss' : 'redis';
   const where = ({ host, port }: { host: string; port: number }) =>
     `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -49,7 +56,7 @@ function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean) 
   const socket = {
     connectTimeout: CONNECT_TIMEOUT_MS,
     reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 5), RECONNECT_MAX_DELAY_MS),
-    ...(url.tls ? { tls: true as const } : {}),
+    ...(url.tls ? (tlsSocket ?? { tls: true as const }) : {}),
   };
   const cluster = createCluster({
     rootNodes: url.nodes.map((n) => ({ url: where(n) })),
@@ -58,7 +65,9 @@ function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean) 
     topologyRefreshOnReconnectionAttemptStrategy: TOPOLOGY_REFRESH_MS,
   });
   let reported = false;
+  let permanent: string | null = null;
   cluster.on('error', (error: Error) => {
+    permanent ??= permanentStartFailure(error, new URL(where(url.nodes[0]!)));
     if (reported) return;
     reported = true;
     logger.error(
@@ -67,7 +76,7 @@ function openCluster(url: ClusterUrl, logger: Logger, failFastOffline: boolean) 
     );
   });
   cluster.on('node-ready', () => (reported = false));
-  return { cluster, where, auth };
+  return { cluster, where, auth, socket, permanent: () => permanent };
 }
 
 /** The cluster's links at once; `connected` resolves when the layout is known and the subscription connected. */
@@ -75,8 +84,9 @@ export function clusterLinks(
   url: ClusterUrl,
   logger: Logger,
   failFastOffline: boolean,
-): OpenedCluster & { readonly connected: Promise<void> } {
-  const { cluster, where, auth } = openCluster(url, logger, failFastOffline);
+  tlsSocket?: TlsSocket,
+): OpenedCluster & { readonly connected: Promise<void>; permanent(): string | null } {
+  const { cluster, where, auth, socket, permanent } = openCluster(url, logger, failFastOffline, tlsSocket);
   const nodes = () => {
     // A node that never met another announces no address (a cluster of one): it is one the URL names.
     const known = [...cluster.masters, ...cluster.replicas]
@@ -84,7 +94,7 @@ export function clusterLinks(
       .map((n) => ({ host: n.host, port: n.port }));
     return (known.length > 0 ? known : url.nodes).map(where);
   };
-  const subscriber = new ClusterSubscriber(nodes, auth, logger);
+  const subscriber = new ClusterSubscriber(nodes, auth, logger, url.tls ? socket : {});
   const connecting = cluster.connect();
   const connected = connecting.then(() => subscriber.start());
   connected.catch(() => {}); // the caller awaits it (or, in tests, only the commands do)
@@ -112,6 +122,7 @@ export function clusterLinks(
     link,
     subscriber,
     connected,
+    permanent,
     close: () => {
       subscriber.stop();
       cluster.destroy();
@@ -135,6 +146,8 @@ export class ClusterSubscriber extends EventEmitter implements Subscriber {
     private readonly nodes: () => string[],
     private readonly auth: { username?: string; password?: string },
     private readonly logger: Logger,
+    /** The cluster's TLS socket options (empty without TLS). */
+    private readonly tlsSocket: Partial<TlsSocket>,
   ) {
     super();
     this.on('error', () => {}); // an EventEmitter throws on an 'error' nobody listens to
@@ -172,7 +185,7 @@ export class ClusterSubscriber extends EventEmitter implements Subscriber {
       RESP: 2,
       ...this.auth,
       name: 'circuitlog-changes',
-      socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false },
+      socket: { ...this.tlsSocket, connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false },
     }) as unknown as RedisConnection;
     this.client = client;
     let failed = false;

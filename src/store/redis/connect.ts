@@ -2,6 +2,7 @@ import tls from 'node:tls';
 import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from 'pino';
 import { permanentStartFailure, speaksPlainRedis } from './start-errors.js';
+import type { TlsSocket } from './tls-options.js';
 
 /** A Redis connection as the store uses it (RESP2: plain arrays, strings and integers). */
 export type RedisConnection = RedisClientType<Record<string, never>, Record<string, never>, Record<string, never>, 2>;
@@ -14,6 +15,8 @@ export interface ConnectOptions {
   readonly failFastOffline: boolean;
   readonly logger: Logger;
   readonly name: string;
+  /** With `rediss://`: the CA, client certificate and server name (`tls-options.ts`); Node's defaults without. */
+  readonly tls?: TlsSocket;
   /** Behind Sentinel's loopback port: the primary's host name, which its TLS certificate must name. */
   readonly tlsHost?: () => string;
 }
@@ -36,13 +39,16 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
     probedTls: false,
     reported: false,
   };
+  const bare = new URL(options.url);
+  bare.search = ''; // the tls_* options: in `options.tls`
   const client = createClient({
-    url: options.url,
+    url: bare.toString(),
     RESP: 2,
     name: options.name,
     disableOfflineQueue: options.failFastOffline,
     socket: {
       connectTimeout: Math.min(CONNECT_TIMEOUT_MS, options.startTimeoutMs),
+      ...(url.protocol === 'rediss:' ? (options.tls ?? { tls: true as const }) : {}),
       ...(options.tlsHost === undefined
         ? {}
         : {

@@ -12,6 +12,8 @@ import { TransitionFeed } from './transition-feed.js';
 import { CircuitMirror } from './circuit-mirror.js';
 import { SentinelMaster } from './sentinel-master.js';
 import { isSentinelUrl, parseSentinelUrl } from './sentinel-url.js';
+import { readTls, type TlsSocket } from './tls-options.js';
+import { parseTlsOptions } from './tls-url.js';
 
 export interface OpenRedisOptions {
   readonly url: string;
@@ -97,15 +99,28 @@ async function moveLegacyKeys(store: RedisCircuitStore, logger: Logger): Promise
 }
 
 /** A `redis+sentinel://` URL: the primary Sentinel names, behind a loopback port (`sentinel-master.ts`). */
-async function followSentinel(raw: string, logger: Logger): Promise<{ url: string; sentinel: SentinelMaster }> {
+async function followSentinel(
+  raw: string,
+  logger: Logger,
+): Promise<{ url: string; sentinel: SentinelMaster; tls: TlsSocket | undefined }> {
   const parsed = parseSentinelUrl(raw);
   if ('problem' in parsed) throw new RedisStartError(`the URL ${parsed.problem}`, null);
-  const sentinel = await SentinelMaster.start(parsed, logger);
+  const tls = parsed.tls ? readTls(parsed.tlsPaths) : undefined;
+  const sentinel = await SentinelMaster.start(parsed, logger, tls);
   const auth =
     parsed.username !== '' || parsed.password !== ''
       ? `${encodeURIComponent(parsed.username)}:${encodeURIComponent(parsed.password)}@`
       : '';
-  return { url: `${parsed.tls ? 'rediss' : 'redis'}://${auth}127.0.0.1:${sentinel.port}/${parsed.db}`, sentinel };
+  return { url: `${parsed.tls ? 'rediss' : 'redis'}://${auth}127.0.0.1:${sentinel.port}/${parsed.db}`, sentinel, tls };
+}
+
+/** A plain `rediss://` URL's tls_* options, read (undefined for `redis://`). */
+function plainTls(raw: string): TlsSocket | undefined {
+  const url = new URL(raw);
+  if (url.protocol !== 'rediss:') return undefined;
+  const paths = parseTlsOptions(url.searchParams, true);
+  if ('problem' in paths) throw new RedisStartError(`the URL ${paths.problem}`, null);
+  return readTls(paths);
 }
 
 /** The links the store works through: commands, and the `changes` subscription. */
@@ -120,12 +135,14 @@ async function open(options: OpenRedisOptions, startTimeoutMs: number): Promise<
   if (isClusterUrl(options.url)) {
     const parsed = parseClusterUrl(options.url);
     if ('problem' in parsed) throw new RedisStartError(`the URL ${parsed.problem}`, null);
-    const cluster = await connectCluster(parsed, options.logger, !options.queueOffline);
+    const tls = parsed.tls ? readTls(parsed.tlsPaths) : undefined;
+    const cluster = await connectCluster(parsed, options.logger, !options.queueOffline, tls);
     return openOn({ link: cluster.link, subscriber: cluster.subscriber, db: 0, close: () => cluster.close() }, options);
   }
   const followed = isSentinelUrl(options.url) ? await followSentinel(options.url, options.logger) : null;
   try {
-    const links = await connectPlain(followed?.url ?? options.url, options, startTimeoutMs, followed?.sentinel);
+    const tls = followed === null ? plainTls(options.url) : followed.tls;
+    const links = await connectPlain(followed?.url ?? options.url, options, startTimeoutMs, tls, followed?.sentinel);
     return await openOn(links, options);
   } catch (error) {
     followed?.sentinel.stop();
@@ -138,11 +155,14 @@ async function connectPlain(
   url: string,
   options: OpenRedisOptions,
   startTimeoutMs: number,
+  tls: TlsSocket | undefined,
   sentinel?: SentinelMaster,
 ): Promise<Links> {
   const common = {
     url,
-    tlsHost: sentinel === undefined ? undefined : () => sentinel.host,
+    tls,
+    // Behind the loopback port: the certificate must name the primary (or tls_servername, if given).
+    tlsHost: sentinel === undefined || tls?.servername !== undefined ? undefined : () => sentinel.host,
     startTimeoutMs,
     failFastOffline: !options.queueOffline,
     logger: options.logger,

@@ -3,6 +3,8 @@ import { createClient } from '@redis/client';
 import type { Logger } from 'pino';
 import { RedisStartError, type RedisConnection } from './connect.js';
 import type { SentinelUrl } from './sentinel-url.js';
+import { permanentStartFailure } from './start-errors.js';
+import type { TlsSocket } from './tls-options.js';
 
 interface Address {
   readonly host: string;
@@ -10,11 +12,12 @@ interface Address {
 }
 type SentinelClient = RedisConnection;
 
-/** A connection to one sentinel (RESP2, TLS with `rediss+sentinel://`). */
+/** A connection to one sentinel (RESP2, TLS with `rediss+sentinel://`: `tlsSocket`, the URL's tls_* options). */
 function sentinelClient(
   url: SentinelUrl,
   { host, port }: Address,
   socket: { connectTimeout?: number; reconnectStrategy: false | (() => number) },
+  tlsSocket: TlsSocket | undefined,
 ): SentinelClient {
   const where = host.includes(':') ? `[${host}]` : host;
   const auth = {
@@ -24,7 +27,7 @@ function sentinelClient(
   const client = createClient({
     url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`,
     RESP: 2,
-    socket,
+    socket: { ...socket, ...(url.tls ? (tlsSocket ?? { tls: true as const }) : {}) },
     ...auth,
   }) as unknown as SentinelClient;
   client.on('error', () => {}); // a sentinel down is expected: the others answer
@@ -55,19 +58,23 @@ export class SentinelMaster {
     first: Address,
     private readonly server: net.Server,
     private readonly logger: Logger,
+    private readonly tlsSocket: TlsSocket | undefined,
   ) {
     this.target = first;
   }
 
-  /** Ask the sentinels for the primary (RedisStartError when none answers, or none knows the name) and listen. */
-  static async start(url: SentinelUrl, logger: Logger): Promise<SentinelMaster> {
-    const first = await askSentinels(url, ASK_TIMEOUT_MS);
+  /**
+   * Ask the sentinels for the primary (RedisStartError when none answers, none knows the name,
+   * or their TLS handshake fails) and listen.
+   */
+  static async start(url: SentinelUrl, logger: Logger, tlsSocket?: TlsSocket): Promise<SentinelMaster> {
+    const first = await askSentinels(url, ASK_TIMEOUT_MS, tlsSocket);
     const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
-    const master = new SentinelMaster(url, first, server, logger);
+    const master = new SentinelMaster(url, first, server, logger, tlsSocket);
     server.on('error', (error) =>
       logger.error(
         { event: 'redis_sentinel_listener_failed', err: error.message },
@@ -127,7 +134,7 @@ export class SentinelMaster {
   /** Every sentinel's `+switch-master`, for this master name. */
   private watch(): void {
     for (const address of this.url.sentinels) {
-      const watcher = sentinelClient(this.url, address, { reconnectStrategy: () => 1_000 });
+      const watcher = sentinelClient(this.url, address, { reconnectStrategy: () => 1_000 }, this.tlsSocket);
       this.watchers.push(watcher);
       watcher
         .connect()
@@ -146,7 +153,7 @@ export class SentinelMaster {
     if (this.stopped || Date.now() - this.lastRefreshMs < REFRESH_GAP_MS) return;
     this.lastRefreshMs = Date.now();
     try {
-      this.switchTo(await askSentinels(this.url, ASK_TIMEOUT_MS));
+      this.switchTo(await askSentinels(this.url, ASK_TIMEOUT_MS, this.tlsSocket));
     } catch {
       // no sentinel answers now: ask again at the next refused connection
     }
@@ -164,12 +171,18 @@ export class SentinelMaster {
 }
 
 /** `SENTINEL get-master-addr-by-name`, from the first sentinel that answers. */
-async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Address> {
+async function askSentinels(url: SentinelUrl, timeoutMs: number, tlsSocket: TlsSocket | undefined): Promise<Address> {
   const failures: string[] = [];
   const denied: string[] = [];
+  const handshakes: string[] = [];
   for (const { host, port } of url.sentinels) {
     const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-    const client = sentinelClient(url, { host, port }, { connectTimeout: timeoutMs, reconnectStrategy: false });
+    const client = sentinelClient(
+      url,
+      { host, port },
+      { connectTimeout: timeoutMs, reconnectStrategy: false },
+      tlsSocket,
+    );
     try {
       const reply = await Promise.race([
         client.connect().then(() => client.sendCommand(['SENTINEL', 'get-master-addr-by-name', url.masterName])),
@@ -189,6 +202,8 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
       const message = (error as Error).message;
       if (/^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (invalid (username-)?password|AUTH)/i.test(message))
         denied.push(`${where}: ${message}`);
+      const tlsFailure = url.tls ? permanentStartFailure(error, new URL(`rediss://${where}`)) : null;
+      if (tlsFailure?.startsWith('the TLS handshake failed')) handshakes.push(`${where}: ${tlsFailure}`);
       failures.push(`${where}: ${message}`);
     } finally {
       try {
@@ -201,6 +216,12 @@ async function askSentinels(url: SentinelUrl, timeoutMs: number): Promise<Addres
   if (denied.length > 0) {
     throw new RedisStartError(
       `the sentinels refused the credentials given (the sentinel_username and sentinel_password options: docs/many-hosts.md): ${denied.join('; ')}`,
+      null,
+    );
+  }
+  if (handshakes.length > 0) {
+    throw new RedisStartError(
+      `no sentinel could be used over TLS (the tls_* options: docs/many-hosts.md): ${handshakes.join('; ')}`,
       null,
     );
   }

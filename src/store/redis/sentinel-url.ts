@@ -1,8 +1,11 @@
+import { parseTlsOptions, TLS_OPTION_NAMES, type TlsPaths } from './tls-url.js';
+
 /**
  * `redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/db][?sentinel_username=u&sentinel_password=p]`
  * (also `rediss+sentinel://`: TLS to the sentinels and the data nodes). The credentials before
  * `@` are the data nodes'; the sentinels are asked with `sentinel_username`/`sentinel_password`
  * (a sentinel's own `requirepass` or ACL user), without any when absent (docs/many-hosts.md).
+ * With `rediss+sentinel://`, the `tls_*` options (`tls-url.ts`) hold for the sentinels and the data nodes.
  */
 export interface SentinelUrl {
   readonly tls: boolean;
@@ -14,11 +17,13 @@ export interface SentinelUrl {
   /** The sentinels' own credentials (`''`: none). */
   readonly sentinelUsername: string;
   readonly sentinelPassword: string;
+  /** The `tls_*` options (with `tls` only). */
+  readonly tlsPaths: TlsPaths;
 }
 
 const SENTINEL_URL =
   /^(rediss?)\+sentinel:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/@]*)\/([^/?#]*)(?:\/([^/?#]*))?\/?(?:\?([^#]*))?$/;
-const OPTIONS = new Set(['sentinel_username', 'sentinel_password']);
+const OPTIONS = new Set<string>(['sentinel_username', 'sentinel_password', ...TLS_OPTION_NAMES]);
 const DEFAULT_SENTINEL_PORT = 26379;
 
 export const isSentinelUrl = (raw: string): boolean => /^rediss?\+sentinel:/.test(raw);
@@ -29,13 +34,17 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
   if (m === null)
     return {
       problem:
-        'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db][?sentinel_username=...&sentinel_password=...]',
+        'is not redis+sentinel://[user:pass@]host:26379[,host:26379...]/<master-name>[/db][?sentinel_username=...&sentinel_password=...] (rediss+sentinel:// for TLS)',
     };
   const [, scheme, user = '', pass = '', hostList = '', name = '', dbRaw = '', query = ''] = m;
   const options = new URLSearchParams(query);
   for (const key of options.keys())
     if (!OPTIONS.has(key))
-      return { problem: `has the unknown option '${key}'; the options are sentinel_username and sentinel_password` };
+      return {
+        problem: `has the unknown option '${key}'; the options are sentinel_username and sentinel_password${scheme === 'rediss' ? `, and for TLS ${TLS_OPTION_NAMES.join(', ')}` : ''}`,
+      };
+  const tlsPaths = parseTlsOptions(options, scheme === 'rediss');
+  if ('problem' in tlsPaths) return tlsPaths;
   const sentinels: { host: string; port: number }[] = [];
   for (const entry of hostList.split(',')) {
     const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
@@ -65,6 +74,7 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
     password,
     sentinelUsername,
     sentinelPassword,
+    tlsPaths,
   };
 }
 

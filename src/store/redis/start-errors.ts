@@ -26,9 +26,19 @@ export function permanentStartFailure(error: unknown, url: URL): string | null {
   if (['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL'].includes(code) || /getaddrinfo/.test(message)) {
     return `the host name '${url.hostname}' does not resolve (DNS: ${message})`;
   }
-  if (/CERT|SSL|TLS|ERR_OSSL/.test(code) || /certificate|SSL routines|TLS/i.test(message))
-    return `the TLS handshake failed: ${message}${code ? ` (${code})` : ''}`;
+  if (/CERT|SSL|TLS|ERR_OSSL|HOSTNAME|IP_MISMATCH/.test(code) || /certificate|SSL routines|TLS/i.test(message))
+    return `the TLS handshake failed: ${message.replace(/\s+/g, ' ').trim()}${code ? ` (${code})` : ''}${tlsHint(code)}`;
   return null;
+}
+
+/** What the operator can change for a failed TLS handshake, after the error (the `tls_*` options). */
+function tlsHint(code: string): string {
+  if (/CERTIFICATE_REQUIRED/.test(code)) return '; this Redis asks for a client certificate: give tls_cert and tls_key';
+  if (/ALERT_(UNKNOWN_CA|BAD_CERTIFICATE|CERTIFICATE_UNKNOWN|DECRYPT_ERROR)/.test(code))
+    return '; Redis refused the client certificate (tls_cert, tls_key)';
+  if (/CERT|SIGNATURE|ISSUER|ALTNAME/.test(code))
+    return "; the server's certificate is checked against tls_ca (Node's bundled roots without it) and its name against tls_servername (the host without it)";
+  return '';
 }
 
 /**

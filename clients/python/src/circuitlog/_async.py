@@ -47,10 +47,11 @@ class AsyncClient:
         *,
         token: str | None = None,
         fail_open: bool = True,
+        caller: str | None = None,
         on_transition: TransitionCallback | None = None,
         **options: Any,
     ) -> None:
-        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, **options}))
+        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
         self._transport = self._make_transport()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -207,6 +208,11 @@ class AsyncClient:
         return lambda: self._core.connection_listeners.remove(callback)
 
     @property
+    def caller(self) -> str:
+        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        return self._core.caller
+
+    @property
     def connection(self) -> Connection:
         return self._core.connection
 
@@ -298,7 +304,7 @@ class AsyncClient:
                 core.admit_offline(name)
                 return
         try:
-            answer = await self._transport.allowed(name)
+            answer = await self._transport.allowed(name, core.caller)
         except TransportError as error:
             if error.kind == "rejected":
                 raise CircuitlogRequestError(error.status or 0, error.problem) from error
@@ -430,13 +436,13 @@ class AsyncClient:
         core = self._core
         try:
             try:
-                await self._transport.post_outcomes(outcomes_body(batch))
+                await self._transport.post_outcomes(outcomes_body(batch, caller=core.caller))
             except TransportError as error:
                 if not only_at_refused(error):
                     raise
                 # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
-                await self._transport.post_outcomes(outcomes_body(batch, with_at=False))
+                await self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
             if error.kind == "rejected":
                 with core.lock:

@@ -18,8 +18,8 @@ from typing import Callable, Literal
 
 from . import _domain as d
 from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
-from ._local import Json, LocalBreakers, throttle_from
-from ._names import check_name
+from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
+from ._names import check_name, checked_caller, default_caller
 from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
 
 log = logging.getLogger("circuitlog")
@@ -57,6 +57,8 @@ class Options:
     local_defaults: d.Policy = field(default_factory=lambda: d.Policy(5, 30, 1))
     max_sse_line_bytes: int = 64 * 1024
     max_sse_event_bytes: int = 256 * 1024
+    #: Who this client is to circuitlog, named on every outcome and admission; None: ``<hostname>/<pid>``.
+    caller: str | None = None
 
 
 class Entry:
@@ -66,6 +68,8 @@ class Entry:
         "event_seq",
         "forced",
         "generation",
+        "isolated",
+        "isolated_until",
         "json",
         "local_ok",
         "policy_due_at",
@@ -83,19 +87,43 @@ class Entry:
         self.event_seq = 0  # bumped by every stream event, so an older snapshot cannot overwrite it
         self.refused_until = 0.0  # epoch ms until which circuitlog's last refusal stands
         self.retry_at = 0.0
+        #: This client's caller is isolated from the circuit: calls are asked of circuitlog until it is released.
+        self.isolated = False
+        self.isolated_until = 0.0  # epoch ms until which the isolation refuses calls without asking
         self.local_ok = True
 
     def update(self) -> None:
-        self.local_ok = self.forced == "closed" or (self.forced is None and self.state == "closed")
+        self.local_ok = self.forced == "closed" or (
+            self.forced is None and self.state == "closed" and not self.isolated
+        )
+
+    def isolate(self, until_ms: float | None) -> None:
+        """Isolated until ``until_ms`` (epoch ms; then one probe is asked for), or released (None)."""
+        self.isolated = until_ms is not None
+        self.isolated_until = 0.0 if until_ms is None else until_ms
+        self.update()
 
     @property
     def effective_state(self) -> str:
         return self.forced or self.state
 
 
+def isolation_in(json: Json | None, caller: str) -> float | None:
+    """This caller's isolation as a circuit's JSON lists it (``isolated_callers``): its open_until, or None."""
+    listed = (json or {}).get("isolated_callers")
+    if not isinstance(listed, list):
+        return None
+    for item in listed:
+        if isinstance(item, dict) and item.get("caller") == caller:
+            return parse_time_ms(item.get("open_until")) or 0.0
+    return None
+
+
 class Core:
     def __init__(self, options: Options, clock_ms: Callable[[], float] | None = None):
         self.options = options
+        #: This client's caller id (option ``caller``), sent on every outcome and admission.
+        self.caller = checked_caller(options.caller)
         self.clock_ms = clock_ms or (lambda: time.time() * 1000)
         #: Epoch seconds for each outcome's ``at`` (replaceable in tests: a host clock running ahead).
         self.wall: Callable[[], float] = time.time
@@ -179,6 +207,10 @@ class Core:
         entry.refused_until = 0
         if event.reason in _FORCED_BY_REASON:
             entry.forced = _FORCED_BY_REASON[event.reason]
+        if self.caller in event.callers and event.reason == "caller_isolated":
+            entry.isolate(parse_time_ms(event.until) or 0.0)
+        elif self.caller in event.callers and event.reason == "caller_released":
+            entry.isolate(None)
         entry.update()
 
     def emit(self, event: TransitionEvent) -> None:
@@ -206,6 +238,9 @@ class Core:
         entry = self.entries.setdefault(name, Entry())
         if entry.generation == self.trusted_generation and entry.refused_until > self.clock_ms():
             raise CircuitOpenError(name, entry.effective_state, entry.retry_at, forced=entry.forced == "open")
+        # Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
+        if self.reachable and entry.isolated and entry.isolated_until > self.clock_ms() and entry.forced is None:
+            raise CircuitOpenError(name, entry.effective_state, entry.isolated_until, caller=self.caller)
         return (self.generation if self.stream_up else -1), entry.event_seq
 
     def answered(self, name: str, answer: Answer, generation: int, seq: int) -> None:
@@ -224,11 +259,17 @@ class Core:
         if isinstance(answer, Admitted):
             if answer.circuit is not None:
                 entry.json = answer.circuit
+                # Still listed while its probe runs; released by caller_released (or the next snapshot).
+                entry.isolate(isolation_in(answer.circuit, self.caller))
             entry.policy_due_at = now + (UNKNOWN_POLICY_REFRESH_MS if entry.json is None else POLICY_REFRESH_MS)
         entry.generation = generation if self.stream_up and self.generation == generation else -1
         if isinstance(answer, Refused) and answer.throttled is not None:
             # A throttled call is refused alone: the next one may be admitted, so nothing is kept.
             raise CircuitThrottledError(name, answer.throttled, answer.retry_at)
+        if isinstance(answer, Refused) and answer.scope == "caller":
+            # Kept until its open_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+            entry.isolate(min(answer.retry_at, now + answer.retry_after_ms))
+            raise CircuitOpenError(name, answer.state, answer.retry_at, caller=self.caller)
         if isinstance(answer, Refused):
             entry.retry_at = answer.retry_at
             # Kept until retry_at, by this host's clock at most Retry-After from now (hosts' clocks differ).
@@ -364,3 +405,8 @@ class Core:
         self.generation += 1
         self.stream_up = False
         self.trusted_generation = -2
+        if self.options.caller is None:
+            # The default names the process: a child is a caller of its own, so it sheds the parent's isolations.
+            self.caller = default_caller()
+            for entry in self.entries.values():
+                entry.isolate(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Literal
 
 
 class CircuitlogError(Exception):
@@ -12,9 +13,22 @@ class CircuitlogError(Exception):
 
 
 class CircuitOpenError(CircuitlogError):
-    """The circuit refused the call: open, half-open with every probe slot taken, or forced open."""
+    """The circuit refused the call: open, half-open with every probe slot taken, or forced open.
 
-    def __init__(self, circuit: str, state: str, retry_at_ms: float, *, forced: bool = False, local: bool = False):
+    With ``scope == "caller"`` only this client's caller is refused: circuitlog isolated it after
+    failures of its own (a circuit with a ``quorum``), and the circuit still serves other callers.
+    """
+
+    def __init__(
+        self,
+        circuit: str,
+        state: str,
+        retry_at_ms: float,
+        *,
+        forced: bool = False,
+        local: bool = False,
+        caller: str | None = None,
+    ):
         self.code = "CIRCUIT_FORCED_OPEN" if forced else "CIRCUIT_OPEN"
         self.circuit = circuit
         self.state = state
@@ -22,8 +36,17 @@ class CircuitOpenError(CircuitlogError):
         self.retry_at = datetime.fromtimestamp(retry_at_ms / 1000, tz=timezone.utc)
         #: True when the client's own breaker refused, while circuitlog was unreachable.
         self.local = local
+        #: ``"caller"``: this client's caller alone is isolated; ``"circuit"``: the circuit refuses everyone.
+        self.scope: Literal["circuit", "caller"] = "circuit" if caller is None else "caller"
+        #: With scope ``"caller"``: the caller id refused (this client's ``caller``), else None.
+        self.caller = caller
         if forced:
             message = f"Circuit '{circuit}' is forced open."
+        elif caller is not None:
+            message = (
+                f"Caller '{caller}' is isolated from circuit '{circuit}' after failures of its own; "
+                f"retry at {self.retry_at.isoformat()}."
+            )
         else:
             what = "open" if state == "open" else "half-open with every probe slot taken"
             message = f"Circuit '{circuit}' is {what}; retry at {self.retry_at.isoformat()}."

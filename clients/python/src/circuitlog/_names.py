@@ -1,11 +1,14 @@
-"""Circuit name rules, as circuitlog validates them (docs/api.md "Circuit names").
+"""Circuit name and caller id rules, as circuitlog validates them (docs/api.md "Circuit names", "Callers").
 
-Checked before an outcome is queued: one bad name would make circuitlog reject a whole batch.
+A name is checked before an outcome is queued: one bad name would make circuitlog reject a whole
+batch. The ``caller`` option is checked once, when the client is made.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 
 MAX_LENGTH = 200  # characters
 # Segments of [A-Za-z0-9_.:~-] joined by single '/', none of them '.' or '..'.
@@ -32,3 +35,41 @@ def check_name(name: object) -> None:
     problem = name_problem(name)
     if problem is not None:
         raise ValueError(f"Invalid circuit name {name!r}: {problem}")
+
+
+CALLER_MAX_LENGTH = 128  # characters
+# Letters, digits, _ . : ~ - and '/' (src/domain/caller.ts; the default is <hostname>/<pid>).
+_CALLER = re.compile(r"[A-Za-z0-9_.:~\-/]{1,128}\Z")
+_NOT_CALLER = re.compile(r"[^A-Za-z0-9_.:~-]")
+CALLER_RULE = "1 to 128 characters: letters, digits, _ . : ~ - and '/'"
+
+
+def caller_problem(caller: object) -> str | None:
+    """None when ``caller`` is a valid caller id (circuitlog's rule), else why not."""
+    if not isinstance(caller, str):
+        return "must be a string"
+    if _CALLER.match(caller):
+        return None
+    if caller == "":
+        return "must not be empty"
+    if len(caller) > CALLER_MAX_LENGTH:
+        return f"must be at most {CALLER_MAX_LENGTH} characters"
+    return "may hold only letters, digits, _ . : ~ - and '/'"
+
+
+def default_caller(hostname: str | None = None, pid: int | None = None) -> str:
+    """``<hostname>/<pid>``, each character a caller id may not hold replaced by '-', cut to the longest id."""
+    tail = f"/{os.getpid() if pid is None else pid}"
+    host = _NOT_CALLER.sub("-", socket.gethostname() if hostname is None else hostname) or "host"
+    return host[: CALLER_MAX_LENGTH - len(tail)] + tail
+
+
+def checked_caller(caller: object) -> str:
+    """The ``caller`` option: its default when None, else itself if valid; a ValueError naming the rule if not."""
+    if caller is None:
+        return default_caller()
+    problem = caller_problem(caller)
+    if problem is not None:
+        raise ValueError(f"Invalid caller {caller!r}: {problem} (a caller id is {CALLER_RULE})")
+    assert isinstance(caller, str)
+    return caller

@@ -61,11 +61,12 @@ class Client:
         *,
         token: str | None = None,
         fail_open: bool = True,
+        caller: str | None = None,
         on_transition: TransitionCallback | None = None,
         timeout_workers: int = 32,
         **options: Any,
     ) -> None:
-        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, **options}))
+        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
         self._transport = self._make_transport()
         self._timeout_workers = timeout_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -220,6 +221,11 @@ class Client:
         return lambda: self._core.connection_listeners.remove(callback)
 
     @property
+    def caller(self) -> str:
+        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        return self._core.caller
+
+    @property
     def connection(self) -> Connection:
         """``connected`` (stream open), ``syncing`` (every call asks circuitlog), ``offline`` (local breakers)."""
         return self._core.connection
@@ -296,7 +302,7 @@ class Client:
                 core.admit_offline(name)
                 return
         try:
-            answer = self._transport.allowed(name)
+            answer = self._transport.allowed(name, core.caller)
         except TransportError as error:
             if error.kind == "rejected":
                 raise CircuitlogRequestError(error.status or 0, error.problem) from error
@@ -494,13 +500,13 @@ class Client:
         core = self._core
         try:
             try:
-                self._transport.post_outcomes(outcomes_body(batch))
+                self._transport.post_outcomes(outcomes_body(batch, caller=core.caller))
             except TransportError as error:
                 if not only_at_refused(error):
                     raise
                 # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
-                self._transport.post_outcomes(outcomes_body(batch, with_at=False))
+                self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
             with core.lock:
                 if error.kind == "rejected":

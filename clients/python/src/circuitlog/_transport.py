@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from ._local import Json
-from ._wire import Answer, TransportError, allowed_answer, circuit_path, failure, is_problem, parse_json
+from ._wire import Answer, TransportError, allowed_answer, allowed_path, circuit_path, failure, is_problem, parse_json
 
 _UNREACHABLE = (httpx.TransportError,)
 
@@ -71,8 +71,8 @@ class SyncTransport:
         self.outcomes = httpx.Client(base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1))
         self.streams = httpx.Client(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
-    def allowed(self, name: str) -> Answer:
-        path = circuit_path(name, "/allowed")
+    def allowed(self, name: str, caller: str | None = None) -> Answer:
+        path = allowed_path(name, caller)
         try:
             try:
                 res = self.requests.get(path)
@@ -128,8 +128,8 @@ class AsyncTransport:
         )
         self.streams = httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
-    async def allowed(self, name: str) -> Answer:
-        path = circuit_path(name, "/allowed")
+    async def allowed(self, name: str, caller: str | None = None) -> Answer:
+        path = allowed_path(name, caller)
         try:
             try:
                 res = await self.requests.get(path)

@@ -6,7 +6,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 from urllib.parse import quote
 
 from ._local import Json, parse_time_ms
@@ -30,6 +30,8 @@ class Refused:
     forced: bool
     #: A soft-throttle refusal (``CIRCUIT_THROTTLED``): the probability it was drawn against.
     throttled: float | None = None
+    #: ``"caller"``: this client's caller alone is refused (isolated); ``retry_at`` is its own ``open_until``.
+    scope: Literal["caller"] | None = None
 
 
 Answer = Union[Admitted, Refused]
@@ -46,6 +48,10 @@ class TransitionEvent:
     reason: str
     #: ISO 8601, as the server sent it.
     at: str
+    #: The callers the event names (``caller_isolated``, ``caller_released``, ``trip_withheld``, a quorum's opening).
+    callers: tuple[str, ...] = ()
+    #: ``caller_isolated``: when the caller's open time ends (ISO 8601), else None.
+    until: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,12 @@ class TransportError(Exception):
 
 def circuit_path(name: str, suffix: str = "") -> str:
     return f"/circuits/{quote(name, safe='')}{suffix}"
+
+
+def allowed_path(name: str, caller: str | None) -> str:
+    """``GET /circuits/{name}/allowed``, naming the caller (percent-encoded as one query value) when given."""
+    path = circuit_path(name, "/allowed")
+    return path if caller is None else f"{path}?caller={quote(caller, safe='')}"
 
 
 def parse_json(content: bytes) -> Any:
@@ -105,6 +117,9 @@ def allowed_answer(status: int, headers: Any, body: object) -> Answer:
             after = 1.0
         after_ms = (after if after >= 0 else 1.0) * 1000
         until = parse_time_ms(b.get("open_until"))
+        if b.get("scope") == "caller" and until is not None:
+            # A caller's isolation has its own open_until, whatever the circuit's state.
+            return Refused(state, until, after_ms, forced, scope="caller")
         retry_at = until if not forced and state == "open" and until is not None else time.time() * 1000 + after_ms
         return Refused(state, retry_at, after_ms, forced)
     raise failure(status, body)
@@ -128,6 +143,8 @@ def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent 
         return None
     if not isinstance(d.get("circuit"), str) or not isinstance(d.get("to"), str):
         return None
+    callers = d.get("callers")
+    until = d.get("until")
     return TransitionEvent(
         event_id,
         d["circuit"],
@@ -135,6 +152,8 @@ def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent 
         _state(d.get("to"), "closed"),
         str(d.get("reason", "")),
         str(d.get("at", "")),
+        tuple(callers) if isinstance(callers, list) and all(isinstance(c, str) for c in callers) else (),
+        until if isinstance(until, str) else None,
     )
 
 
@@ -147,10 +166,13 @@ def rfc3339(epoch_s: float) -> str:
 Outcome = tuple[str, bool, Optional[float], float]
 
 
-def outcomes_body(batch: list[Outcome], with_at: bool = True) -> bytes:
+def outcomes_body(batch: list[Outcome], with_at: bool = True, caller: str | None = None) -> bytes:
+    """``POST /outcomes``'s body; each item names ``caller`` when given (the client's caller id)."""
     items = []
     for name, success, duration_ms, at in batch:
         item: dict[str, object] = {"circuit": name, "success": success}
+        if caller is not None:
+            item["caller"] = caller
         if with_at:
             item["at"] = rfc3339(at)
         if duration_ms is not None:
