@@ -3,7 +3,9 @@
 //   GET /allowed (closed): Sentinel, Cluster   vs plain Redis                  goal ≥ 0.9x (answered from the cache)
 //   failure outcomes: Cluster                  vs plain Redis                  goal ≥ 0.8x
 //   failure outcomes: replicas_ack 1           vs 0 (a primary with a replica)  (report: one WAIT per write)
-//   batched POST /outcomes, 3 hosts: a Cluster of 3 primaries vs 1 primary      (report the factor)
+//   batched POST /outcomes, 3 hosts: a Cluster of 3 primaries vs 1 primary      (report the factor; bench/redis-scaling.mjs)
+//
+// BENCH_REDIS_MODES=ratios (the first three) or =scaling (the last) runs one part; default both.
 //
 // Every redis-server is the test's own: loopback, random ports, temp dirs, no persistence (the
 // comparison is of the modes, not of the disk). Bounded durations; all processes share this
@@ -14,16 +16,17 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import autocannon from 'autocannon';
+import os from 'node:os';
 import { startProcess } from './lib.mjs';
+import { BATCH, CIRCUITS_PER_CONNECTION, CONNECTIONS, coresText, HOSTS, scalingRun } from './redis-scaling.mjs';
 
 const exec = promisify(execFile);
 const JSON_HEADERS = { 'content-type': 'application/json' };
-const BATCH = 100; // outcomes per POST /outcomes in the scaling run
-const HOSTS = 3; // circuitlog processes per cluster in the scaling run
 
 /** `ctx`: helpers of run.mjs (as for the redis section). */
 export async function redisModesSection(ctx) {
+  // BENCH_REDIS_MODES=ratios or =scaling runs one part (default both).
+  const parts = new Set((process.env.BENCH_REDIS_MODES ?? 'ratios,scaling').split(','));
   const durationSec = ctx.durationFor('redis-modes');
   if (spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status !== 0) {
     return {
@@ -58,10 +61,10 @@ export async function redisModesSection(ctx) {
       CIRCUITLOG_TOKEN: '',
       ...extra,
     });
-    const start = async (name, extra) => {
+    const start = async (name, extra, nodeArgs = []) => {
       const p = await startProcess({
         name,
-        args: [ctx.dist],
+        args: [...nodeArgs, ctx.dist],
         cwd: ctx.repoRoot,
         port: 'auto',
         readyPath: '/health',
@@ -131,35 +134,28 @@ export async function redisModesSection(ctx) {
         ],
       },
     ];
-    const results = await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec));
-    // Scaling: HOSTS circuitlog processes on each cluster, batched outcomes over many circuits (every shard).
+    const results = parts.has('ratios') ? await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec)) : [];
+    // Scaling: HOSTS circuitlog processes on each cluster, batched outcomes over many circuits (every shard), 1, 3, 1, 3.
     for (const p of [hPlain, hSentinel, hCluster, hAck0, hAck1]) await ctx.stopEach([p]);
     procs.length = 0;
-    const scaling = {};
-    for (const [label, c] of [
-      ['1 primary', cluster1],
-      ['3 primaries', cluster3],
-    ]) {
-      const hosts = [];
-      for (let i = 0; i < HOSTS; i++)
-        hosts.push(await start(`circuitlog-${label.replace(' ', '')}-${i}`, { CIRCUITLOG_STORE: c.url }));
-      ctx.log(`redis-modes :: ${HOSTS} hosts, batched outcomes, ${label} (${durationSec}s)`);
-      const runs = await Promise.all(hosts.map((h, i) => batched(h.url, i, durationSec)));
-      scaling[label] = {
-        outcomesPerSec: runs.reduce((n, r) => n + r.rps * BATCH, 0),
-        non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
-      };
-      await ctx.stopEach(hosts);
+    const pairs = [];
+    for (let round = 0; round < (parts.has('scaling') ? 2 : 0); round++) {
+      const one = await scalingRun(ctx, start, cluster1, '1 primary', durationSec);
+      const three = await scalingRun(ctx, start, cluster3, '3 primaries', durationSec);
       procs.length = 0;
+      pairs.push({ one, three, factor: three.outcomesPerSec / (one.outcomesPerSec || 1) });
     }
-    const [one, three] = [scaling['1 primary'], scaling['3 primaries']];
     return {
       id: 'redis-modes',
       title: 'Redis modes: plain, Sentinel, Cluster; replicas_ack; primaries',
       durationSec,
       results,
       notes: [
-        `Outcomes/s, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} over 1,000 circuits: Cluster of 3 primaries ${Math.round(three.outcomesPerSec)} (non-2xx ${three.non2xx}) vs 1 primary ${Math.round(one.outcomesPerSec)} (non-2xx ${one.non2xx}): ${(three.outcomesPerSec / (one.outcomesPerSec || 1)).toFixed(2)}x. All ${HOSTS} hosts, the primaries and the load generator share this machine's CPUs.`,
+        ...pairs.map(
+          ({ one, three, factor }, i) =>
+            `Outcomes/s, round ${i + 1}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (${CONNECTIONS} connections per host, ${process.env.BENCH_SCALING_CIRCUITS === 'shared' ? 'all on the same 100 circuits of the host' : `each on its own ${CIRCUITS_PER_CONNECTION} circuits`}): Cluster of 3 primaries ${Math.round(three.outcomesPerSec)} (non-2xx ${three.non2xx}; ${coresText(three.cores)}) vs 1 primary ${Math.round(one.outcomesPerSec)} (non-2xx ${one.non2xx}; ${coresText(one.cores)}): ${factor.toFixed(2)}x.`,
+        ),
+        `All ${HOSTS} hosts, the primaries and the load generator share this machine's ${os.availableParallelism()} CPUs ("cores": CPU seconds per second of each role, from /proc).`,
         `redis-server ${
           spawnSync('redis-server', ['--version'])
             .stdout.toString()
@@ -169,8 +165,8 @@ export async function redisModesSection(ctx) {
       checks: [
         {
           what: 'no errors in the scaling runs',
-          ok: one.non2xx === 0 && three.non2xx === 0,
-          detail: `${one.non2xx}, ${three.non2xx}`,
+          ok: pairs.every(({ one, three }) => one.non2xx === 0 && three.non2xx === 0),
+          detail: pairs.map(({ one, three }) => `${one.non2xx}, ${three.non2xx}`).join('; '),
         },
       ],
     };
@@ -179,24 +175,6 @@ export async function redisModesSection(ctx) {
     for (const s of servers) s.stop();
     ctx.removeTemp(tmp);
   }
-}
-
-async function batched(url, host, durationSec) {
-  const body = JSON.stringify({
-    outcomes: Array.from({ length: BATCH }, (_, i) => ({
-      circuit: `scale-${host}-${(i * 7) % 1_000}`,
-      success: i % 3 !== 0,
-    })),
-  });
-  const r = await autocannon({
-    url: `${url}/outcomes`,
-    method: 'POST',
-    headers: JSON_HEADERS,
-    body,
-    connections: 8,
-    duration: durationSec,
-  });
-  return { rps: r['2xx'] / (r.duration || durationSec), non2xx: r.non2xx + r.errors };
 }
 
 const cli = async (port, ...args) =>
@@ -234,7 +212,7 @@ async function redisServer(tmp, args) {
     { stdio: 'ignore' },
   );
   await until(async () => (await cli(port, 'PING')) === 'PONG');
-  return { port, url: `redis://127.0.0.1:${port}/0`, stop: () => child.kill('SIGKILL') };
+  return { port, pid: child.pid, url: `redis://127.0.0.1:${port}/0`, stop: () => child.kill('SIGKILL') };
 }
 
 async function startSentinel(tmp, primaryPort, servers) {
@@ -270,5 +248,5 @@ async function cluster(node, primaries) {
   await until(async () =>
     (await Promise.all(nodes.map((n) => cli(n.port, 'CLUSTER', 'INFO')))).every((s) => s.includes('cluster_state:ok')),
   );
-  return { url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}` };
+  return { url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`, pids: nodes.map((n) => n.pid) };
 }

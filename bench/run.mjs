@@ -1,4 +1,4 @@
-// `npm run bench`: eleven sections, selectable with BENCH_ONLY (default: all of them).
+// `npm run bench`: the sections below, selectable with BENCH_ONLY (default: all of them).
 //
 //   api         circuitlog's hot routes vs a bare Hono route with a same-size JSON body (goals)
 //   proxy       GET through circuitlog /proxy vs the same upstream direct, the featureless Node proxy,
@@ -19,6 +19,8 @@
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
 //   overload    the proxy before an upstream with a real capacity, open loop up to 3x: adaptive concurrency
 //               limit vs none (goodput, p99, the limit's settling); retry budget with every node failing (bench/overload.mjs)
+//   fanout      5,000 /events/stream readers in 4 child processes and 100 circuitlog/client instances on
+//               one server: p99 from a transition's acknowledgement to every reader, memory per stream (bench/fanout.mjs)
 //   scale       N = 1 .. 1,000,000 circuits: req/s ratios, deep list p50, RSS per circuit, start-up, /metrics;
 //               retention's effect on GET /allowed p99 over 10M old transitions (bench/scale.mjs)
 //
@@ -66,6 +68,7 @@ import { clientSection } from './client.mjs';
 import { quorumSection } from './quorum.mjs';
 import { pythonSection } from './python.mjs';
 import { scaleSection } from './scale.mjs';
+import { fanoutSection } from './fanout.mjs';
 import { overloadSection } from './overload.mjs';
 import { throttleSection } from './throttle.mjs';
 
@@ -93,6 +96,7 @@ const SECTIONS = [
   'redis-modes',
   'redis-tls',
   'scale',
+  'fanout',
   'stalls',
   'overload',
 ];
@@ -112,6 +116,7 @@ const DEFAULT_DURATION = {
   'redis-modes': 5,
   'redis-tls': 5,
   scale: 3,
+  fanout: 0,
   stalls: 0,
   overload: 0,
 };
@@ -958,6 +963,7 @@ async function main() {
     });
   runners.scale = () =>
     scaleSection({
+      skipFanout: only.sections.has('fanout'), // the fanout section measures it once
       setupBenchCircuits,
       startCircuitlog,
       tempDir,
@@ -970,6 +976,7 @@ async function main() {
       runSuite,
       repoRoot,
     });
+  runners.fanout = () => fanoutSection({ startCircuitlog, tempDir, removeTemp, envInt, log, repoRoot });
   runners.overload = () =>
     overloadSection({ startCircuitlog, startProcess, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
   runners.redis = () =>

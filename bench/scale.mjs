@@ -30,7 +30,7 @@ import { performance } from 'node:perf_hooks';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { percentileSorted, probeOk, startProcess } from './lib.mjs';
-import { fanoutRun } from './fanout.mjs';
+import { fanoutMarkdown, fanoutRun } from './fanout.mjs';
 import { dashboardRun } from './dashboard-load.mjs';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -57,7 +57,7 @@ export async function scaleSection(ctx) {
       if (store === 'redis' && spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) continue;
       rows.push(...(await measureStore(ctx, libs, tmp, store, ns, durationSec)));
     }
-    const fanout = process.env.BENCH_SCALE_FANOUT === '0' ? null : await fanoutRun(ctx, tmp);
+    const fanout = process.env.BENCH_SCALE_FANOUT === '0' || ctx.skipFanout ? null : await fanoutRun(ctx, tmp);
     const dashboard =
       process.env.BENCH_SCALE_DASHBOARD === '0'
         ? null
@@ -460,21 +460,7 @@ function tableMarkdown(rows, retention, fanout, dashboard) {
         `- ${r.store} N=${f0(r.n)}: start-up ${f0(r.startupMs)} ms (goal < 5,000 ms), /metrics p50 ${f2(r.metricsP50)} ms (goal < 50 ms): ${r.startupMs < 5000 ? 'met' : 'NOT met'} / ${r.metricsP50 < 50 ? 'met' : 'NOT met'}`,
     ),
   );
-  if (fanout) {
-    const { one, many, oneClient, manyClients } = fanout;
-    lines.push(
-      '',
-      '| readers (SQLite, one process) | deliveries | p50 ms | p99 ms | max ms | p99 ratio to 1 | server RSS per stream |',
-      '|---|---:|---:|---:|---:|---:|---:|',
-      `| 1 GET /events/stream | ${f0(one.deliveries)} | ${f2(one.p50)} | ${f2(one.p99)} | ${f2(one.max)} | 1.00x | – |`,
-      `| ${f0(many.count)} GET /events/stream | ${f0(many.deliveries)} | ${f2(many.p50)} | ${f2(many.p99)} | ${f2(many.max)} | ${f2(many.p99 / one.p99)}x | ${f0(many.bytesPerStream)} B |`,
-      `| 1 circuitlog/client (trip → local view) | ${f0(oneClient.deliveries)} | ${f2(oneClient.p50)} | ${f2(oneClient.p99)} | ${f2(oneClient.max)} | 1.00x | – |`,
-      `| ${f0(manyClients.count)} circuitlog/client | ${f0(manyClients.deliveries)} | ${f2(manyClients.p50)} | ${f2(manyClients.p99)} | ${f2(manyClients.max)} | ${f2(manyClients.p99 / oneClient.p99)}x | – |`,
-      '',
-      `- ${f0(many.count)} streams: a transition reaches all within p99 ${f2(many.p99)} ms (goal ≤ 250 ms): ${many.p99 <= 250 ? 'met' : 'NOT met'}`,
-      `- ${f0(manyClients.count)} clients: a trip reaches every local view within p99 ${f2(manyClients.p99)} ms (goal ≤ 250 ms): ${manyClients.p99 <= 250 ? 'met' : 'NOT met'}`,
-    );
-  }
+  if (fanout) lines.push('', fanoutMarkdown(fanout));
   if (dashboard) {
     const { few, many } = dashboard;
     lines.push(

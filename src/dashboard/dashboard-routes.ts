@@ -11,7 +11,7 @@ import { circuitJson } from '../http/schemas.js';
 import { json } from '../http/json.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-reader.js';
-import { transitionData } from '../observe/observe-routes.js';
+import { transitionData } from '../observe/event-frames.js';
 import { dashboardPage } from './page.js';
 
 export interface DashboardDeps {

@@ -36,6 +36,25 @@ interface Subscriber {
 
 const POLL_MS = 200; // 0.2 s: a transition by any worker reaches every stream well within 1 s
 const PAGE = 1_000; // rows per read, so a long backlog never sits in memory at once
+const SENDS_PER_TURN = 512; // writes to streams per turn of the event loop (a few ms of work)
+const CHECKS_PER_TURN = 65_536; // rows offered to streams whose filter may refuse them, likewise
+
+/** A page of the live tail on its way out: the streams it goes to, and where the last turn stopped. */
+interface Fanout {
+  readonly rows: readonly LoggedTransition[];
+  readonly subs: readonly Subscriber[];
+  row: number;
+  sub: number;
+}
+
+/** A stream whose sink throws on a write is ended (its client resumes); the others go on. */
+function sendOrClose(sub: Subscriber, t: LoggedTransition): void {
+  try {
+    sub.sink.send(t);
+  } catch {
+    sub.sink.close?.();
+  }
+}
 
 /**
  * Fans transitions out to the open event streams. The transitions table is the only
@@ -48,6 +67,8 @@ export class EventHub {
   private cursor = 0;
   private timer: NodeJS.Timeout | undefined;
   private nudged = false;
+  private fanout: Fanout | undefined;
+  private again = false;
   private readonly replayQueue: (() => void)[] = [];
   private pumping = false;
 
@@ -126,21 +147,52 @@ export class EventHub {
     }
   }
 
-  /** Read what is new in the table and hand each row to the streams that want it. */
+  /**
+   * Read a page of what is new in the table and hand each row to the streams that want it. A
+   * page bound for thousands of streams goes out at most SENDS_PER_TURN writes per turn of the
+   * event loop, so requests are answered in between; the next page waits for this one, so every
+   * stream still gets the rows in id order. Which stream takes a row is decided as it is sent,
+   * so a replay that ends meanwhile neither misses it nor gets it twice.
+   */
   poll(): void {
+    if (this.fanout !== undefined) {
+      this.again = true; // read on once this page is out
+      return;
+    }
     if (this.subscribers.size === 0) return;
-    for (;;) {
-      const rows = this.options.log.after(this.cursor, PAGE);
-      for (const t of rows) {
-        this.cursor = t.id;
-        for (const sub of this.subscribers) {
-          if (!sub.replaying && t.id > sub.lastId && matchesFilter(t.circuit, sub.filter)) {
-            sub.lastId = t.id;
-            sub.sink.send(t);
-          }
+    const rows = this.options.log.after(this.cursor, PAGE);
+    const last = rows.at(-1);
+    if (last === undefined) return;
+    this.cursor = last.id;
+    this.again = rows.length === PAGE;
+    this.fanout = { rows, subs: [...this.subscribers], row: 0, sub: 0 };
+    this.sendSome();
+  }
+
+  /** Send the page on from where the last turn stopped; yield once this turn's budget is spent. */
+  private sendSome(): void {
+    const f = this.fanout!;
+    let sends = 0;
+    let checks = 0;
+    for (; f.row < f.rows.length; f.row++, f.sub = 0) {
+      const t = f.rows[f.row]!;
+      for (; f.sub < f.subs.length; f.sub++) {
+        if (sends === SENDS_PER_TURN || checks === CHECKS_PER_TURN) {
+          setImmediate(() => this.sendSome());
+          return;
         }
+        checks++;
+        const sub = f.subs[f.sub]!;
+        if (sub.gone || sub.replaying || t.id <= sub.lastId || !matchesFilter(t.circuit, sub.filter)) continue;
+        sub.lastId = t.id;
+        sends++;
+        sendOrClose(sub, t);
       }
-      if (rows.length < PAGE) return;
+    }
+    this.fanout = undefined;
+    if (this.again) {
+      this.again = false;
+      setImmediate(() => this.pollQuietly());
     }
   }
 
@@ -164,7 +216,7 @@ export class EventHub {
           break;
         }
         sub.lastId = t.id;
-        sub.sink.send(t);
+        sendOrClose(sub, t);
       }
       if (sub.gone) return;
       if (!paused && rows.length < PAGE) {

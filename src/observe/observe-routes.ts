@@ -1,15 +1,17 @@
 import type { ServerResponse } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { CIRCUIT_NAME_MAX_LENGTH } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import type { LoggedTransition, TransitionReader } from '../store/transition-reader.js';
 import type { Logger } from 'pino';
-import type { EventHub } from './event-hub.js';
-import { openStreamSink } from './stream-sink.js';
+import type { EventHub, StreamSink as HubSink } from './event-hub.js';
+import { HEARTBEAT_FRAME, HELLO_FRAME, transitionFrame } from './event-frames.js';
+import { SocketSink } from './socket-sink.js';
+import { openStreamSink, type StreamSink, type WebStreamSink } from './stream-sink.js';
 import { cursorStart, type StreamStart } from './stream-resume.js';
 import type { Metrics } from './metrics.js';
-import { detailWire } from '../domain/transition-detail.js';
 
 export const HEARTBEAT_MS = 15_000; // 15 s: a comment line keeps proxies from closing an idle stream
 /**
@@ -29,18 +31,6 @@ const StreamQuery = z
     message: 'use circuit or prefix, not both',
     path: ['prefix'],
   });
-
-/** The `data:` of one transition event. */
-export function transitionData(t: LoggedTransition): string {
-  return JSON.stringify({
-    circuit: t.circuit,
-    from: t.from,
-    to: t.to,
-    reason: t.reason,
-    at: new Date(t.at).toISOString(),
-    ...detailWire(t),
-  });
-}
 
 /** `Last-Event-ID` as a transition id, null when absent; anything else is a 400. */
 function lastEventId(header: string | undefined): number | null {
@@ -93,61 +83,90 @@ export function registerObserveRoutes<E extends object>(app: Hono<E>, deps: Obse
   registerStreamRoute(app, deps);
 }
 
+// x-accel-buffering: nginx in front passes events on at once instead of buffering them.
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+} as const;
+
+/**
+ * What the hub sends one stream: a transition's shared frame under the id this stream names it
+ * by, into its sink. A class, so thousands of open streams share its methods.
+ */
+class StreamFeed implements HubSink {
+  constructor(
+    private readonly sink: StreamSink,
+    private readonly idOf: StreamStart['idOf'],
+  ) {}
+  send(t: LoggedTransition): void {
+    const id = this.idOf(t);
+    if (id !== null) this.sink.write(transitionFrame(t, id));
+  }
+  close(): void {
+    this.sink.end();
+  }
+  backlogged(): boolean {
+    return this.sink.backlogged();
+  }
+  drained(): Promise<void> {
+    return this.sink.drained();
+  }
+}
+
+const beat = (sink: StreamSink) => sink.write(HEARTBEAT_FRAME);
+
+/**
+ * Served by Node, the stream is written to the Node response directly (the route answers
+ * `RESPONSE_ALREADY_SENT`); under `app.request()` it is a web stream body.
+ */
 function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteDeps): void {
   const { hub } = deps;
   const maxBytes = deps.maxStreamBufferBytes ?? MAX_STREAM_BUFFER_BYTES;
+  const onCutOff = (buffered: number) =>
+    deps.logger?.warn(
+      { event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes },
+      'event stream client too slow; stream destroyed',
+    );
   app.get('/events/stream', async (c) => {
     const query = streamQuery(c);
     const start = await streamStart(deps, c.req.header('last-event-id'));
-    const lastId = start.lastId;
     hub.ensureRoom(); // refuse with a problem document before the stream starts
+    const { reset } = start;
+    const from = reset === null ? start.lastId : typeof reset.newest_id === 'number' ? reset.newest_id : null;
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-    const reset = start.reset;
-    const sink = openStreamSink(outgoing, maxBytes, (buffered) => {
-      deps.logger?.warn(
-        { event: 'stream_cut_off', buffered_bytes: buffered, max_stream_buffer_bytes: maxBytes },
-        'event stream client too slow; stream destroyed',
-      );
-    });
-    sink.write(': circuitlog event stream\n\n'); // sends the head at once, before any event
-    if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
+    const sink: StreamSink | WebStreamSink =
+      outgoing === undefined
+        ? openStreamSink(maxBytes, onCutOff)
+        : new SocketSink(outgoing, STREAM_HEADERS, maxBytes, onCutOff);
     let unsubscribe: () => void;
     try {
-      unsubscribe = storageRead(() =>
-        hub.subscribe(query, reset === null ? lastId : typeof reset.newest_id === 'number' ? reset.newest_id : null, {
-          send: (t) => {
-            const id = start.idOf(t);
-            if (id !== null) sink.write(`event: transition\nid: ${id}\ndata: ${transitionData(t)}\n\n`);
-          },
-          close: () => sink.end(),
-          backlogged: () => sink.backlogged(),
-          drained: () => sink.drained(),
-        }),
-      );
+      unsubscribe = storageRead(() => hub.subscribe(query, from, new StreamFeed(sink, start.idOf)));
     } catch (error) {
-      sink.end();
+      sink.end(); // nothing was written: the error handler answers
       throw error;
     }
-    const heartbeat = setInterval(() => sink.write(': heartbeat\n\n'), deps.heartbeatMs ?? HEARTBEAT_MS);
+    // The hub sends nothing in this tick: these lead the stream, the head with them at once.
+    sink.write(HELLO_FRAME);
+    if (reset !== null) sink.write(`event: reset\nid: ${reset.newest_id}\ndata: ${JSON.stringify(reset)}\n\n`);
+    const heartbeat = setInterval(beat, deps.heartbeatMs ?? HEARTBEAT_MS, sink);
     void sink.closed.then(() => {
       clearInterval(heartbeat);
       unsubscribe();
     });
-    // x-accel-buffering: nginx in front passes events on at once instead of buffering them.
-    return c.body(sink.readable, 200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      'x-accel-buffering': 'no',
-    });
+    return 'readable' in sink ? c.body(sink.readable, 200, STREAM_HEADERS) : RESPONSE_ALREADY_SENT;
   });
 }
+
+/** SQLite: an event's id is its row id. */
+const rowId = (t: LoggedTransition): string => String(t.id);
 
 /** Where the stream starts: a cursor (Redis: `stream-resume.ts`), or a row id (SQLite). */
 async function streamStart(deps: ObserveRouteDeps, header: string | undefined): Promise<StreamStart> {
   const cursors = await cursorStart(deps.transitions, header);
   if (cursors !== null) return cursors;
   const lastId = lastEventId(header);
-  return { lastId, reset: storageRead(() => resetFor(deps.transitions, lastId)), idOf: (t) => String(t.id) };
+  return { lastId, reset: storageRead(() => resetFor(deps.transitions, lastId)), idOf: rowId };
 }
 
 /** A read of the transitions log; a busy or failing store is a 503 to retry, not a 500. */

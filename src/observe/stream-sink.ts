@@ -1,9 +1,5 @@
-import type { ServerResponse } from 'node:http';
-
 /** The body of one event stream, with its unsent bytes bounded. */
 export interface StreamSink {
-  /** The response body. */
-  readonly readable: ReadableStream<Uint8Array>;
   /** Queue text (or bytes shared by many streams: never changed); past the bound the stream is destroyed instead. */
   write(text: string | Uint8Array): void;
   /** More than half the bound is unsent: a replay waits for `drained` before sending on. */
@@ -16,28 +12,21 @@ export interface StreamSink {
   readonly closed: Promise<void>;
 }
 
+/** A stream sink that is a web `ReadableStream`: the body of a response under `app.request()`. */
+export interface WebStreamSink extends StreamSink {
+  /** The response body. */
+  readonly readable: ReadableStream<Uint8Array>;
+}
+
 const encoder = new TextEncoder();
 
 /**
- * The socket goes, with whatever Node held for it; its 'close' makes @hono/node-server
- * cancel this body, which drops the queue. Without a socket (app.request), error it.
- */
-function cutOff(outgoing: ServerResponse | undefined, controller: ReadableStreamDefaultController<Uint8Array>): void {
-  if (outgoing !== undefined) outgoing.destroy();
-  else controller.error(new Error('event stream client too slow'));
-}
-
-/**
  * A response body whose queue is measured in bytes, as nginx and Envoy bound a slow
- * client's buffers: what this stream queues never passes `maxBytes`. A write that would pass it destroys the connection and
- * drops the queue at once, so a client that stopped reading costs nothing from then on;
- * it reconnects with Last-Event-ID and misses nothing.
+ * client's buffers: what this stream queues never passes `maxBytes`. A write that would pass
+ * it errors the body and drops the queue at once. Used where there is no Node response to
+ * write to (`app.request()`); a served stream uses `openSocketSink` (socket-sink.ts).
  */
-export function openStreamSink(
-  outgoing: ServerResponse | undefined,
-  maxBytes: number,
-  onCutOff: (bufferedBytes: number) => void,
-): StreamSink {
+export function openStreamSink(maxBytes: number, onCutOff: (bufferedBytes: number) => void): WebStreamSink {
   let controller!: ReadableStreamDefaultController<Uint8Array>;
   let done = false;
   let finish!: () => void;
@@ -48,13 +37,11 @@ export function openStreamSink(
       start: (c) => {
         controller = c;
       },
-      pull: () => wake(), // the response took a chunk: a waiting replay may go on
-      cancel: () => stop(), // the client went away (@hono/node-server cancels on 'close')
+      pull: () => wake(), // the reader took a chunk: a waiting replay may go on
+      cancel: () => stop(), // the reader went away
     },
     new ByteLengthQueuingStrategy({ highWaterMark: maxBytes }),
   );
-  // Our queue only: @hono/node-server stops reading it while the socket is full, so what Node
-  // holds for the socket stays under its own high-water mark (16 KiB) plus one chunk.
   const buffered = () => maxBytes - (controller.desiredSize ?? 0);
   const backlogged = () => buffered() > maxBytes / 2;
   function wake(): void {
@@ -80,7 +67,7 @@ export function openStreamSink(
       }
       stop();
       onCutOff(total);
-      cutOff(outgoing, controller);
+      controller.error(new Error('event stream client too slow'));
     },
     drained() {
       if (done || !backlogged()) return Promise.resolve();

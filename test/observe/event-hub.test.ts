@@ -97,3 +97,53 @@ describe('EventHub replay (Last-Event-ID)', () => {
     expect(live).toEqual([2_501, 2_502]);
   });
 });
+
+describe('EventHub live tail to many streams', () => {
+  it('sends a row to 2,000 streams 512 writes per turn of the event loop, each stream once, in id order', async () => {
+    const { rows, log } = fakeLog(0);
+    const hub = new EventHub({ log, maxStreams: 5_000, pollMs: 1_000_000 });
+    const got = Array.from({ length: 2_000 }, () => [] as number[]);
+    for (const ids of got) hub.subscribe({}, null, { send: (t) => ids.push(t.id) });
+    rows.push({ id: 1, circuit: 'a', from: 'closed', to: 'open', reason: 'r', at: 0 });
+    rows.push({ id: 2, circuit: 'a', from: 'open', to: 'half_open', reason: 'r', at: 0 });
+    const sent = () => got.reduce((n, ids) => n + ids.length, 0);
+    hub.poll();
+    expect(sent()).toBe(512); // the rest waits for the next turns
+    hub.poll(); // a poll meanwhile reads nothing twice and sends nothing out of order
+    let turns = 0;
+    while (sent() < 4_000 && turns < 100) {
+      await turn();
+      turns++;
+    }
+    expect(turns).toBe(7); // 4,000 writes: 8 turns of 512 or fewer
+    for (const ids of got) expect(ids).toEqual([1, 2]);
+  });
+
+  it('hands a stream whose replay ends in the middle of a fan-out over without a gap or a duplicate', async () => {
+    const { rows, log } = fakeLog(10);
+    const hub = new EventHub({ log, maxStreams: 5_000, pollMs: 1_000_000 });
+    for (let i = 0; i < 1_000; i++) hub.subscribe({}, null, { send: () => {} }); // the tail starts at 10
+    const got: number[] = [];
+    hub.subscribe({}, 5, { send: (t) => got.push(t.id) }); // replays 6..10 at the next turn
+    for (let id = 11; id <= 12; id++) rows.push({ id, circuit: 'a', from: 'closed', to: 'open', reason: 'r', at: 0 });
+    hub.poll(); // 11 and 12 to 1,001 streams: this one, still replaying, is skipped for now
+    for (let i = 0; i < 10; i++) await turn();
+    expect(got).toEqual([6, 7, 8, 9, 10, 11, 12]);
+  });
+
+  it('ends a stream whose sink throws and goes on sending to the others', () => {
+    const { rows, log } = fakeLog(0);
+    const hub = new EventHub({ log, maxStreams: 10, pollMs: 1_000_000 });
+    let closed = 0;
+    const got: number[] = [];
+    const send = () => {
+      throw new Error('socket gone');
+    };
+    hub.subscribe({}, null, { send, close: () => closed++ });
+    hub.subscribe({}, null, { send: (t) => got.push(t.id) });
+    rows.push({ id: 1, circuit: 'a', from: 'closed', to: 'open', reason: 'r', at: 0 });
+    hub.poll();
+    expect(closed).toBe(1);
+    expect(got).toEqual([1]);
+  });
+});

@@ -106,7 +106,10 @@ export class ChangeSubscription {
       return;
     }
     let circuit: Circuit | null = null;
-    if (json !== '') {
+    const held = this.cache.get(name);
+    if (held !== undefined && held.version === Number(v)) {
+      circuit = held.circuit; // this host's own write (or a read of it): that version is held, parsed already
+    } else if (json !== '') {
       const parsed = parseCircuit(name, id, json);
       if ('problem' in parsed) {
         this.malformed.report(this.channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);

@@ -100,15 +100,22 @@ export function clusterLinks(
   connected.catch(() => {}); // the caller awaits it (or, in tests, only the commands do)
   const slots = cluster._slots as unknown as { rediscover(): Promise<void> };
   let lastRediscoverMs = -Infinity;
+  let layoutKnown = false; // once it is, a command goes straight to the client (no wait on a settled promise)
+  connecting.then(
+    () => (layoutKnown = true),
+    () => {},
+  );
   const link: CommandLink = {
     send: async (args, routeKey) => {
-      await connecting;
+      if (!layoutKnown) await connecting;
       try {
         return await cluster.sendCommand(routeKey, false, args);
       } catch (error) {
         // A dead primary answers nothing: ask the others for the layout (its replica may be promoted by now).
         if (
-          !/^(MOVED|ASK|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(String((error as Error).message)) &&
+          !/^(MOVED|ASK|TRYAGAIN|NOSCRIPT|WRONGTYPE|ERR|BUSY|NOAUTH|WRONGPASS)/.test(
+            String((error as Error).message),
+          ) &&
           Date.now() - lastRediscoverMs > TOPOLOGY_REFRESH_MS
         ) {
           lastRediscoverMs = Date.now();

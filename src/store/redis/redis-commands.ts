@@ -19,6 +19,14 @@ const WRITE_FAILED = 'The shared store (Redis) is unavailable; the change may or
 
 const sha1 = (script: string) => createHash('sha1').update(script).digest('hex');
 
+/**
+ * A Cluster slot in migration answers `TRYAGAIN` to a command whose keys are not all on one
+ * side yet (a script names several): the command is sent again every 10 ms until it runs or
+ * the command's timeout ends (Redis Cluster spec; @redis/client follows MOVED and ASK itself).
+ */
+const TRYAGAIN_DELAY_MS = 10;
+const isTryAgain = (error: unknown) => String((error as Error)?.message).startsWith('TRYAGAIN');
+
 /** Commands and scripts on one connection, each bounded by a timeout. */
 export class RedisCommands {
   private readonly shas = new Map<string, string>();
@@ -42,10 +50,19 @@ export class RedisCommands {
     routeKey: string | undefined = args[1],
   ): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => {
+        timedOut = true;
+        reject(new Error(`no answer from Redis within ${timeoutMs} ms`));
+      }, timeoutMs);
     });
-    return Promise.race([this.link.send(args, routeKey) as Promise<T>, timeout])
+    const attempt = (): Promise<T> =>
+      (this.link.send(args, routeKey) as Promise<T>).catch((error: unknown) => {
+        if (!isTryAgain(error) || timedOut) throw error;
+        return new Promise((r) => setTimeout(r, TRYAGAIN_DELAY_MS)).then(attempt);
+      });
+    return Promise.race([attempt(), timeout])
       .catch((error: unknown) => {
         if (error instanceof AppError) throw error;
         const noScript = String((error as Error).message).startsWith('NOSCRIPT'); // expected once per script: eval() loads it

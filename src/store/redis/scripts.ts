@@ -50,6 +50,9 @@ export const RESET_VERSION_MARGIN = 1_000_000;
  * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
  * or `{-1}` when the store's epoch is not the writer's (emptied since: see SYNC_SCRIPT).
  * A stored `id` that is not a number (a corrupt hash) is replaced by a new one.
+ * Circuits leave `due` last, in one ZREM: a ZREM that empties the set deletes it, and in a
+ * Cluster slot that is migrating a later ZADD to the deleted key would be refused mid-script
+ * ("non local key"), after part of the script ran.
  */
 export const CAS_SCRIPT = `
 if redis.call('GET', KEYS[6]) ~= ARGV[2] then return {-1} end
@@ -68,6 +71,7 @@ for i = 1, n do
   end
 end
 local out = {1}
+local leaving = {}
 for i = 1, n do
   local base = 4 + 5 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
@@ -82,7 +86,7 @@ for i = 1, n do
   end
   local v = redis.call('INCR', KEYS[2])
   redis.call('HSET', key, 'v', v, 'id', id, 'c', json)
-  if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else redis.call('ZREM', KEYS[7], name) end
+  if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else leaving[#leaving + 1] = name end
   local transitions = cjson.decode(ARGV[base + 3])
   for _, t in ipairs(transitions) do
     local seq = redis.call('INCR', KEYS[4])
@@ -100,6 +104,7 @@ for i = 1, n do
   out[#out + 1] = v
   out[#out + 1] = id
 end
+if #leaving > 0 then redis.call('ZREM', KEYS[7], unpack(leaving)) end
 return out
 `;
 
