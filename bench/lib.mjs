@@ -316,6 +316,7 @@ export async function startProcess({
       return;
     }
     if (logs.length < 1000) logs.push(entry);
+    proc.onLog?.(entry); // every line, past the 1,000 kept
     if (entry && entry.event === 'listening' && typeof entry.port === 'number') resolveReady(entry.port);
   });
 

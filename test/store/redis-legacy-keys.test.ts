@@ -73,4 +73,38 @@ describe('a store of the layout before shards', () => {
     );
     expect((await again.store.list({ limit: 10 })).map((c) => c.name)).toEqual([...names, 'new']);
   });
+
+  it('moves a large store whatever the start deadline: the deadline bounds reaching Redis, not the one-off move', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const settings = { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
+    const scratch = await open(`${prefix}scratch:`);
+    const raw = scratch.store.redis;
+    const count = 20_000;
+    for (let from = 0; from < count; from += 250) {
+      // 250 circuits at a time: each command has the store's 1 s timeout, on a busy machine too
+      await Promise.all(
+        Array.from({ length: Math.min(250, count - from) }, (_, j) => {
+          const i = from + j;
+          const name = `old-${i}`;
+          const circuit = { ...newCircuit(name, settings, 1_000), id: i + 1 };
+          const json = JSON.stringify(circuit);
+          return Promise.all([
+            raw.command(['HSET', `${prefix}c:{${name}}`, 'v', String(i + 1), 'id', String(i + 1), 'c', json]),
+            raw.command(['ZADD', `${prefix}index`, String(i + 1), name]),
+          ]);
+        }),
+      );
+    }
+    // Far less than moving 20,000 circuits one at a time takes (some 160,000 round trips): before, the move ran inside it and the start failed.
+    const host = await openRedisStore({ url: redis.url(), logger: silentLogger, prefix, startTimeoutMs: 3_000 });
+    opened.push(host);
+    expect(await host.store.count()).toBe(count);
+    expect(await raw.command(['EXISTS', `${prefix}index`])).toBe(0);
+    const first = await host.store.list({ limit: 3 });
+    expect(first.map((c) => [c.name, Math.floor(c.id / SHARDS)])).toEqual([
+      ['old-0', 1],
+      ['old-1', 2],
+      ['old-2', 3],
+    ]);
+  });
 });

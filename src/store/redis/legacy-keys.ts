@@ -24,16 +24,18 @@ return 1
 
 /**
  * At start: a store written by circuitlog before shards (`index`, `c:{name}`, `e:{name}` under
- * the prefix) is moved into the shards, circuit by circuit: copied (MOVE_SCRIPT, on the shard's
- * slot), then the old keys deleted. Idempotent: a host stopped half-way moves the rest at its
- * next start, and a circuit already copied is only deleted from the old keys. Ids become
- * `old id * 16 + shard` (the order of `GET /circuits` is kept). The old `transitions` stream
- * (the event stream's history) is left as it was: resumes from before the upgrade get
- * `event: reset`. Run it with every host of the old version stopped (docs/many-hosts.md).
+ * the prefix) is moved into the shards, a page of PAGE circuits at a time: every read of the
+ * page at once, then every copy (MOVE_SCRIPT, on the shard's slot), then the old keys deleted,
+ * so a page costs three round trips, not three per circuit. Idempotent: a host stopped half-way
+ * moves the rest at its next start, and a circuit already copied is only deleted from the old
+ * keys. Ids become `old id * 16 + shard` (the order of `GET /circuits` is kept). The old
+ * `transitions` stream (the event stream's history) is left as it was: resumes from before the
+ * upgrade get `event: reset`. Run it with every host of the old version stopped (docs/many-hosts.md).
+ * A store without old keys costs one ZRANGE.
  */
 export async function migrateLegacyKeys(store: RedisCircuitStore): Promise<number> {
   const { redis, keys } = store;
-  const old = {
+  const old: OldKeys = {
     index: `${keys.prefix}index`,
     due: `${keys.prefix}due`,
     circuit: (n: string) => `${keys.prefix}c:{${n}}`,
@@ -43,24 +45,38 @@ export async function migrateLegacyKeys(store: RedisCircuitStore): Promise<numbe
   for (;;) {
     const flat = await redis.command<string[]>(['ZRANGE', old.index, '0', String(PAGE - 1), 'WITHSCORES'], 'read');
     if (flat.length === 0) return moved;
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      const [name, oldId] = [flat[i]!, Number(flat[i + 1])];
-      const [v, json] = await redis.command<(string | null)[]>(['HMGET', old.circuit(name), 'v', 'c'], 'read');
-      if (v != null && json != null) {
-        const events = await redis.command<string[]>(['LRANGE', old.events(name), '0', '-1'], 'read');
-        const due = await redis.command<string | null>(['ZSCORE', old.due, name], 'read');
-        const k = keys.of(name);
-        const args = [name, v, String(oldId * SHARDS + k.shard), json, String(oldId), due ?? '', ...events];
-        moved += await redis.eval<number>(
-          MOVE_SCRIPT,
-          [k.circuit(name), k.events(name), k.index, k.due, k.ids, k.version],
-          args,
-        );
-      }
-      await redis.command(['DEL', old.circuit(name)]);
-      await redis.command(['DEL', old.events(name)]);
-      await redis.command(['ZREM', old.due, name]);
-      await redis.command(['ZREM', old.index, name]);
-    }
+    const page: [string, number][] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) page.push([flat[i]!, Number(flat[i + 1])]);
+    const counts = await Promise.all(page.map(([name, oldId]) => moveOne(store, old, name, oldId)));
+    moved += counts.reduce((a, b) => a + b, 0);
+    await Promise.all(
+      page.flatMap(([name]) => [
+        redis.command(['DEL', old.circuit(name)]),
+        redis.command(['DEL', old.events(name)]),
+        redis.command(['ZREM', old.due, name]),
+        redis.command(['ZREM', old.index, name]),
+      ]),
+    );
   }
+}
+
+interface OldKeys {
+  readonly index: string;
+  readonly due: string;
+  circuit(name: string): string;
+  events(name: string): string;
+}
+
+/** Copy one old circuit into its shard (1), or nothing when it is gone or there already (0). */
+async function moveOne(store: RedisCircuitStore, old: OldKeys, name: string, oldId: number): Promise<number> {
+  const { redis, keys } = store;
+  const [[v, json], events, due] = await Promise.all([
+    redis.command<(string | null)[]>(['HMGET', old.circuit(name), 'v', 'c'], 'read'),
+    redis.command<string[]>(['LRANGE', old.events(name), '0', '-1'], 'read'),
+    redis.command<string | null>(['ZSCORE', old.due, name], 'read'),
+  ]);
+  if (v == null || json == null) return 0;
+  const k = keys.of(name);
+  const args = [name, v, String(oldId * SHARDS + k.shard), json, String(oldId), due ?? '', ...events];
+  return redis.eval<number>(MOVE_SCRIPT, [k.circuit(name), k.events(name), k.index, k.due, k.ids, k.version], args);
 }

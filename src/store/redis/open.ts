@@ -65,17 +65,37 @@ export async function openRedisStore(options: OpenRedisOptions): Promise<OpenedR
     timer = setTimeout(() => reject(new Error(`no answer within ${startTimeoutMs} ms`)), startTimeoutMs);
   });
   const opening = open(options, startTimeoutMs);
+  let opened: OpenedRedis;
   try {
-    return await Promise.race([opening, deadline]);
+    opened = await Promise.race([opening, deadline]);
   } catch (error) {
     void opening.then(
-      (opened) => opened.close(),
+      (late) => late.close(),
       () => {},
     );
     throw error;
   } finally {
     clearTimeout(timer);
   }
+  // Past the deadline, which bounds reaching Redis: moving a large store of the layout before
+  // shards is a one-off upgrade that takes as long as it takes (logged), and is resumed if cut off.
+  try {
+    await moveLegacyKeys(opened.store, options.logger);
+  } catch (error) {
+    await opened.close();
+    throw error;
+  }
+  return opened;
+}
+
+async function moveLegacyKeys(store: RedisCircuitStore, logger: Logger): Promise<void> {
+  const started = Date.now();
+  const moved = await migrateLegacyKeys(store);
+  if (moved > 0)
+    logger.info(
+      { event: 'redis_layout_migrated', circuits: moved, ms: Date.now() - started },
+      `moved ${moved} circuits of the layout before shards into the shards`,
+    );
 }
 
 /** A `redis+sentinel://` URL: the primary Sentinel names, behind a loopback port (`sentinel-master.ts`). */
@@ -183,7 +203,6 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     });
     await store.ready();
     await store.epoch.sync(); // adopt every shard's epoch, or write one into an empty shard
-    await migrateLegacyKeys(store); // a store of the layout before shards: moved into the shards, once
     const feed = new TransitionFeed(store.redis, store.keys, { logger });
     await feed.start();
     // A write that (probably) made a transition: read its shard's stream now. A write that made

@@ -83,7 +83,7 @@ export class RedisCommands {
   }
 
   /** EVALSHA, loading the script on NOSCRIPT (a restarted or failed-over Redis forgets scripts). */
-  async eval<T>(source: string, keys: string[], args: string[]): Promise<T> {
+  async eval<T>(source: string, keys: string[], args: string[], kind: 'read' | 'write' = 'write'): Promise<T> {
     let sha = this.shas.get(source);
     if (sha === undefined) {
       sha = sha1(source);
@@ -91,10 +91,10 @@ export class RedisCommands {
     }
     const call = [String(keys.length), ...keys, ...args];
     try {
-      return await this.command<T>(['EVALSHA', sha, ...call], 'write', this.timeoutMs, keys[0]);
+      return await this.command<T>(['EVALSHA', sha, ...call], kind, this.timeoutMs, keys[0]);
     } catch (error) {
       if (!String((error as AppError).options?.cause ?? '').includes('NOSCRIPT')) throw error;
-      return this.command<T>(['EVAL', source, ...call], 'write', this.timeoutMs, keys[0]);
+      return this.command<T>(['EVAL', source, ...call], kind, this.timeoutMs, keys[0]);
     }
   }
 }

@@ -1,5 +1,5 @@
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
-import { indexPage } from './redis-listing.js';
+import { indexPage } from './index-page.js';
 import type { RedisCircuitStore } from './redis-store.js';
 import { byShard } from './shards.js';
 

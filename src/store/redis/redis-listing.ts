@@ -2,35 +2,29 @@ import type { Circuit, CircuitState, Transition } from '../../domain/circuit.js'
 import type { ListQuery } from '../circuit-store.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
-import { shardOfId } from './shards.js';
+import { indexPage } from './index-page.js';
+import { byShard, shardOfId } from './shards.js';
 import { isState, parseCircuit, type Malformed } from './stored-circuit.js';
 import { parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters by state
 
 /**
- * Up to `limit` names with ids above `after`, in id order across every shard's `index`: each
- * shard's next `limit`, merged (ids are unique across shards, so the id is a stable cursor).
- * Answers the names with their ids.
+ * The `id` and `c` of each circuit hash named in KEYS (one shard's: one slot), as `ok, id, c`
+ * per key; `ok` 0 when the key is not a hash (the listing skips it and logs it as malformed).
  */
-export async function indexPage(
-  redis: RedisCommands,
-  keys: RedisKeys,
-  after: number,
-  limit: number,
-): Promise<[name: string, id: number][]> {
-  const pages = await Promise.all(
-    keys.shards.map((k) =>
-      redis.command<string[]>(
-        ['ZRANGE', k.index, `(${after}`, '+inf', 'BYSCORE', 'LIMIT', '0', String(limit), 'WITHSCORES'],
-        'read',
-      ),
-    ),
-  );
-  const merged: [string, number][] = [];
-  for (const flat of pages) for (let i = 0; i + 1 < flat.length; i += 2) merged.push([flat[i]!, Number(flat[i + 1])]);
-  return merged.sort((a, b) => a[1] - b[1]).slice(0, limit);
-}
+const READ_ROWS_SCRIPT = `
+local out = {}
+for i = 1, #KEYS do
+  local r = redis.pcall('HMGET', KEYS[i], 'id', 'c')
+  if r.err then
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = 0, false, false
+  else
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = 1, r[1], r[2]
+  end
+end
+return out
+`;
 
 /**
  * `GET /circuits`: pages of the shards' `index`es in id order (merged: `indexPage`), filtered by the state a read at `now`
@@ -53,7 +47,7 @@ export async function listCircuits(
     if (ids.length === 0) return out;
     after = ids.at(-1)![1];
     const page = ids.map(([name]) => name);
-    const rows = await Promise.all(page.map((name) => readRow(redis, keys, name, malformed)));
+    const rows = await readRows(redis, keys, page, malformed);
     for (const circuit of rows) {
       if (circuit === null) continue; // deleted meanwhile, or malformed
       if (query.state === undefined || stateAt(circuit, query.now) === query.state) out.push(circuit);
@@ -63,21 +57,42 @@ export async function listCircuits(
   }
 }
 
-async function readRow(
+/**
+ * The circuits named, in their order (null: deleted meanwhile, or malformed): one script per
+ * shard holding any of them (READ_ROWS_SCRIPT), all sent at once, so a page is one round trip.
+ */
+async function readRows(
   redis: RedisCommands,
   keys: RedisKeys,
-  name: string,
+  names: readonly string[],
   malformed: Malformed,
-): Promise<Circuit | null> {
-  const key = keys.circuit(name);
-  const [id, json] = await redis
-    .command<(string | null)[]>(['HMGET', key, 'id', 'c'], 'read')
-    .catch((error: unknown) => {
-      const reply = String((error as { options?: { cause?: unknown } }).options?.cause ?? '');
-      if (!reply.includes('WRONGTYPE')) throw error; // an outage: the whole listing answers 503
-      malformed.report(key, 'the key is not a hash');
-      return [null, null];
-    });
+): Promise<(Circuit | null)[]> {
+  const found = new Map<string, Circuit | null>();
+  await Promise.all(
+    [...byShard(names, (n) => n).values()].map(async (group) => {
+      const hashes = group.map((name) => keys.circuit(name));
+      const flat = await redis.eval<(number | string | null)[]>(READ_ROWS_SCRIPT, hashes, [], 'read');
+      group.forEach((name, i) => {
+        const [ok, id, json] = flat.slice(3 * i, 3 * i + 3) as [number, string | null, string | null];
+        found.set(name, parseRow(name, hashes[i]!, ok, id, json, malformed));
+      });
+    }),
+  );
+  return names.map((name) => found.get(name) ?? null);
+}
+
+function parseRow(
+  name: string,
+  key: string,
+  ok: number,
+  id: string | null,
+  json: string | null,
+  malformed: Malformed,
+): Circuit | null {
+  if (ok === 0) {
+    malformed.report(key, 'the key is not a hash');
+    return null;
+  }
   if (id == null && json == null) return null; // deleted meanwhile
   const parsed = parseCircuit(name, id, json);
   if ('problem' in parsed) {

@@ -4,6 +4,10 @@ import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeep
 /** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
 const IDLE_SCAN = 1_000;
 
+/** The age trim's statements (their plans are tested): the bound of the oldest `batch` ids, then the ranged DELETE. */
+export const OLDEST_BATCH_BOUND_SQL = 'SELECT id FROM transitions ORDER BY id LIMIT 1 OFFSET ?';
+export const DELETE_OLD_RANGE_SQL = 'DELETE FROM transitions WHERE id <= ? AND at < ?';
+
 interface IdleRow {
   id: number;
   name: string;
@@ -19,7 +23,9 @@ interface IdleRow {
  * within clock skew across processes: a row younger than the cut-off stops it.
  */
 export class SqliteHousekeeping implements HousekeepingStore {
-  private readonly deleteOldest;
+  private readonly nthOldestId;
+  private readonly newestId;
+  private readonly deleteOldRange;
   private readonly circuitsAfter;
   private readonly cutoffId;
   private readonly deleteBelow;
@@ -31,10 +37,10 @@ export class SqliteHousekeeping implements HousekeepingStore {
     /** Tells the store's cache that a circuit is gone (it cannot see our statements otherwise). */
     private readonly forget: (name: string) => void,
   ) {
-    this.deleteOldest = db.prepare<[number, number]>(
-      `DELETE FROM transitions WHERE id IN
-        (SELECT id FROM (SELECT id, at FROM transitions ORDER BY id LIMIT ?) WHERE at < ?)`,
-    );
+    // The oldest `batch` rows are one range of the rowid b-tree: its upper bound, then one ranged DELETE.
+    this.nthOldestId = db.prepare<[number], number>(OLDEST_BATCH_BOUND_SQL).pluck();
+    this.newestId = db.prepare<[], number | null>('SELECT max(id) FROM transitions').pluck();
+    this.deleteOldRange = db.prepare<[number, number]>(DELETE_OLD_RANGE_SQL);
     this.circuitsAfter = db.prepare<[number, number], { circuit_id: number; id: number }>(
       'SELECT circuit_id, id FROM transitions WHERE id > ? ORDER BY id LIMIT ?',
     );
@@ -55,8 +61,14 @@ export class SqliteHousekeeping implements HousekeepingStore {
     );
   }
 
+  /**
+   * Deletes the old rows among the oldest `batch` (`id <= ` the batch-th id: a range of the
+   * primary key, read and deleted in id order, so the table's pages go one after another).
+   */
   trimByAge(before: number, batch: number): number {
-    return this.deleteOldest.run(batch, before).changes;
+    const bound = this.nthOldestId.get(batch - 1) ?? this.newestId.get();
+    if (bound == null) return 0;
+    return this.deleteOldRange.run(bound, before).changes;
   }
 
   /**
