@@ -67,6 +67,14 @@ export function commandExists(cmd) {
   return r.status === 0 && r.stdout.trim() !== '';
 }
 
+/** A section's result when a program it needs is missing (null when all are installed). */
+export function missingPrograms(programs, { id, title, durationSec }) {
+  const missing = programs.filter((p) => !commandExists(p));
+  if (missing.length === 0) return null;
+  const note = `skipped: ${missing.join(', ')} not installed (apt-get install redis-server redis-tools openssl)`;
+  return { id, title, durationSec, results: [], notes: [note], checks: [] };
+}
+
 /** One request (fetch), returning status, headers and the body text and byte size. */
 export async function probe(url, { method = 'GET', headers = {}, body } = {}) {
   const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(5_000) });

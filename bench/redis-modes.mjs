@@ -17,7 +17,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import os from 'node:os';
-import { startProcess } from './lib.mjs';
+import { missingPrograms, startProcess } from './lib.mjs';
 import { BATCH, CIRCUITS_PER_CONNECTION, CONNECTIONS, coresText, HOSTS, scalingRun } from './redis-scaling.mjs';
 
 const exec = promisify(execFile);
@@ -28,16 +28,12 @@ export async function redisModesSection(ctx) {
   // BENCH_REDIS_MODES=ratios or =scaling runs one part (default both).
   const parts = new Set((process.env.BENCH_REDIS_MODES ?? 'ratios,scaling').split(','));
   const durationSec = ctx.durationFor('redis-modes');
-  if (spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status !== 0) {
-    return {
-      id: 'redis-modes',
-      title: 'Redis modes',
-      durationSec,
-      results: [],
-      notes: ['skipped: redis-server / redis-cli are not installed'],
-      checks: [],
-    };
-  }
+  const skipped = missingPrograms(['redis-server', 'redis-cli'], {
+    id: 'redis-modes',
+    title: 'Redis modes',
+    durationSec,
+  });
+  if (skipped) return skipped;
   const tmp = ctx.tempDir('circuitlog-bench-modes-');
   const procs = [];
   const servers = [];

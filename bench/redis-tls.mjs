@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { startProcess } from './lib.mjs';
+import { missingPrograms, startProcess } from './lib.mjs';
 
 const exec = promisify(execFile);
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -25,16 +25,12 @@ const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes
 /** `ctx`: helpers of run.mjs (as for the redis-modes section). */
 export async function redisTlsSection(ctx) {
   const durationSec = ctx.durationFor('redis-tls');
-  if (spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli && command -v openssl']).status !== 0) {
-    return {
-      id: 'redis-tls',
-      title: 'Redis over TLS',
-      durationSec,
-      results: [],
-      notes: ['skipped: redis-server / redis-cli / openssl are not installed'],
-      checks: [],
-    };
-  }
+  const skipped = missingPrograms(['redis-server', 'redis-cli', 'openssl'], {
+    id: 'redis-tls',
+    title: 'Redis over TLS',
+    durationSec,
+  });
+  if (skipped) return skipped;
   const tmp = ctx.tempDir('circuitlog-bench-tls-');
   const procs = [];
   const servers = [];

@@ -12,23 +12,15 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { probeOk, startProcess } from './lib.mjs';
+import { missingPrograms, probeOk, startProcess } from './lib.mjs';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 /** `ctx`: helpers of run.mjs (as for the policy section). */
 export async function redisSection(ctx) {
   const durationSec = ctx.durationFor('redis');
-  if (spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) {
-    return {
-      id: 'redis',
-      title: 'Redis store',
-      durationSec,
-      results: [],
-      notes: ['skipped: redis-server is not installed (apt-get install redis-server)'],
-      checks: [],
-    };
-  }
+  const skipped = missingPrograms(['redis-server'], { id: 'redis', title: 'Redis store', durationSec });
+  if (skipped) return skipped;
   const tmp = ctx.tempDir('circuitlog-bench-redis-');
   const procs = [];
   const redis = await startRedisServer(tmp);

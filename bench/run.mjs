@@ -885,139 +885,42 @@ async function main() {
   const startedAt = new Date().toISOString();
   const t0 = Date.now();
 
+  // One set of helpers for every section; each takes what it needs.
+  const ctx = {
+    startCircuitlog,
+    startProcess,
+    setupBenchCircuits,
+    tempDir,
+    removeTemp,
+    stopEach,
+    suiteOptions,
+    durationFor,
+    envInt,
+    log,
+    runSuite,
+    dist,
+    repoRoot,
+  };
+  const withDuration = (id) => ({ ...ctx, durationSec: durationFor(id) });
   const runners = {
     api: apiSection,
     proxy: proxySection,
     workers: workersSection,
     durability: durabilitySection,
-    policy: () =>
-      policySection({
-        startCircuitlog,
-        setupBenchCircuits,
-        tempDir,
-        removeTemp,
-        stopEach,
-        suiteOptions,
-        durationFor,
-        log,
-        runSuite,
-        dist,
-        repoRoot,
-      }),
+    policy: () => policySection(ctx),
+    quorum: () => quorumSection(ctx),
+    metrics: () => metricsSection(withDuration('metrics')),
+    throttle: () => throttleSection(withDuration('throttle')),
+    stalls: () => stallsSection(ctx),
+    client: () => clientSection(withDuration('client')),
+    python: () => pythonSection(withDuration('python')),
+    scale: () => scaleSection({ ...ctx, skipFanout: only.sections.has('fanout') }), // the fanout section measures it once
+    fanout: () => fanoutSection(ctx),
+    overload: () => overloadSection(ctx),
+    redis: () => redisSection(ctx),
+    'redis-modes': () => redisModesSection(ctx),
+    'redis-tls': () => redisTlsSection(ctx),
   };
-  runners.quorum = () =>
-    quorumSection({
-      startCircuitlog,
-      setupBenchCircuits,
-      tempDir,
-      removeTemp,
-      stopEach,
-      suiteOptions,
-      durationFor,
-      runSuite,
-    });
-  runners.metrics = () =>
-    metricsSection({
-      startCircuitlog,
-      setupBenchCircuits,
-      tempDir,
-      removeTemp,
-      stopEach,
-      runSuite,
-      suiteOptions,
-      envInt,
-      log,
-      durationSec: durationFor('metrics'),
-    });
-  runners.throttle = () =>
-    throttleSection({
-      startCircuitlog,
-      tempDir,
-      removeTemp,
-      stopEach,
-      runSuite,
-      suiteOptions,
-      log,
-      durationSec: durationFor('throttle'),
-    });
-  runners.stalls = () => stallsSection({ startCircuitlog, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
-  runners.client = () =>
-    clientSection({
-      startCircuitlog,
-      tempDir,
-      removeTemp,
-      stopEach,
-      log,
-      repoRoot,
-      durationSec: durationFor('client'),
-    });
-  runners.python = () =>
-    pythonSection({
-      startCircuitlog,
-      tempDir,
-      removeTemp,
-      stopEach,
-      log,
-      repoRoot,
-      durationSec: durationFor('python'),
-    });
-  runners.scale = () =>
-    scaleSection({
-      skipFanout: only.sections.has('fanout'), // the fanout section measures it once
-      setupBenchCircuits,
-      startCircuitlog,
-      tempDir,
-      removeTemp,
-      stopEach,
-      suiteOptions,
-      durationFor,
-      envInt,
-      log,
-      runSuite,
-      repoRoot,
-    });
-  runners.fanout = () => fanoutSection({ startCircuitlog, tempDir, removeTemp, envInt, log, repoRoot });
-  runners.overload = () =>
-    overloadSection({ startCircuitlog, startProcess, tempDir, removeTemp, stopEach, envInt, log, repoRoot });
-  runners.redis = () =>
-    redisSection({
-      setupBenchCircuits,
-      tempDir,
-      removeTemp,
-      stopEach,
-      suiteOptions,
-      durationFor,
-      log,
-      runSuite,
-      dist,
-      repoRoot,
-    });
-  runners['redis-modes'] = () =>
-    redisModesSection({
-      setupBenchCircuits,
-      tempDir,
-      removeTemp,
-      stopEach,
-      suiteOptions,
-      durationFor,
-      log,
-      runSuite,
-      dist,
-      repoRoot,
-    });
-  runners['redis-tls'] = () =>
-    redisTlsSection({
-      setupBenchCircuits,
-      tempDir,
-      removeTemp,
-      stopEach,
-      suiteOptions,
-      durationFor,
-      log,
-      runSuite,
-      dist,
-      repoRoot,
-    });
   const sections = [];
   for (const id of SECTIONS) {
     if (!only.sections.has(id)) continue;
