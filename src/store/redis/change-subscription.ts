@@ -2,9 +2,10 @@ import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
 import type { CircuitCache } from './redis-cache.js';
 import { RESET_VERSION_MARGIN } from './scripts.js';
+import { ShardWatch, type ShardChannels } from './shard-watch.js';
 import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
 
-/** The connection the subscription lives on: a Redis client, or one that moves between Cluster nodes (`cluster-subscriber.ts`). */
+/** The connection the subscription of one channel lives on: a Redis client (one Redis, or the primary Sentinel names). */
 export interface Subscriber {
   readonly isReady: boolean;
   on(event: 'ready' | 'end' | 'reconnecting' | 'error', listener: () => void): unknown;
@@ -12,25 +13,42 @@ export interface Subscriber {
   UNSUBSCRIBE(channel: string): Promise<unknown>;
 }
 
+/** On a Cluster: one channel per shard, and the shard's `version` counter for the gap check (`shard-watch.ts`). */
+export interface ShardedChanges {
+  readonly channels: ShardChannels;
+  readonly names: readonly string[];
+  readonly counter: (shard: number) => Promise<number>;
+}
+
 /**
- * The `changes` channel every write publishes on: it keeps this host's cache current and
- * tells listeners (the mirror of all circuits) of every committed change of any host. The
- * cache is trusted only while the subscription is up: any sign of a lost connection
- * distrusts it, and a confirmed (re)subscription trusts it again, starting empty.
+ * The `changes` messages every write publishes: they keep this host's cache current and tell
+ * listeners (the mirror of all circuits) of every committed change of any host. On one Redis
+ * (and Sentinel) one channel carries every shard's, on one connection: any sign of a lost
+ * connection distrusts the whole cache, and a confirmed (re)subscription trusts it again,
+ * starting empty. On a Cluster each shard has its own channel and subscription
+ * (`shard-watch.ts`), and its part of the cache is trusted or not on its own.
  */
 export class ChangeSubscription {
   private subscribed: Promise<void> | null = null;
   private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
   private readonly resubscribeListeners: (() => void)[] = [];
   private readonly jumpListeners: (() => void)[] = [];
+  private shards: ShardWatch | null = null;
 
   constructor(
-    subscriber: Subscriber,
+    subscriber: Subscriber | ShardedChanges,
     private readonly channel: string,
     private readonly cache: CircuitCache,
     private readonly logger: Logger,
     private readonly malformed: Malformed,
   ) {
+    if ('channels' in subscriber) {
+      const { channels, names, counter } = subscriber;
+      const deliver = (message: string, channel: string) => this.onMessage(message, channel);
+      this.shards = new ShardWatch(channels, names, cache, counter, deliver, () => this.notifyResubscribed(), logger);
+      this.subscribed = this.shards.ready;
+      return;
+    }
     subscriber.on('ready', () => {
       this.subscribed = this.subscribe(subscriber);
     });
@@ -38,6 +56,15 @@ export class ChangeSubscription {
     subscriber.on('reconnecting', () => this.cache.distrust());
     subscriber.on('error', () => this.cache.distrust());
     if (subscriber.isReady) this.subscribed = this.subscribe(subscriber);
+  }
+
+  /** The highest version of a shard this host has seen: per shard on a Cluster, of any on one channel. */
+  versionSeen(shard: number): number {
+    return this.shards?.seenOn(shard) ?? this.cache.highestVersion;
+  }
+
+  stop(): void {
+    this.shards?.stop();
   }
 
   /** Resolves once the first subscription is live (the cache works from then on). */
@@ -95,12 +122,12 @@ export class ChangeSubscription {
    * on the channel (a stray PUBLISH) is skipped and logged once: it came from no write, so the
    * cache stays trusted. Nothing here may throw into the client's message dispatch.
    */
-  private onMessage(message: string): void {
+  private onMessage(message: string, channel = this.channel): void {
     const [v, id, name, ...rest] = message.split('\n');
     const json = rest.join('\n');
     if (v === undefined || !isWhole(v) || id === undefined || name === undefined || name === '') {
       this.malformed.report(
-        this.channel,
+        channel,
         `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`,
       );
       return;
@@ -112,7 +139,7 @@ export class ChangeSubscription {
     } else if (json !== '') {
       const parsed = parseCircuit(name, id, json);
       if ('problem' in parsed) {
-        this.malformed.report(this.channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);
+        this.malformed.report(channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);
         return;
       }
       circuit = parsed.circuit;

@@ -1,9 +1,8 @@
-import { EventEmitter } from 'node:events';
-import { createClient, createCluster } from '@redis/client';
+import { createCluster } from '@redis/client';
 import type { Logger } from 'pino';
-import type { Subscriber } from './change-subscription.js';
+import { ClusterSubscriber } from './cluster-subscriber.js';
 import type { ClusterUrl } from './cluster-url.js';
-import { RedisStartError, type RedisConnection } from './connect.js';
+import { RedisStartError } from './connect.js';
 import type { CommandLink } from './redis-commands.js';
 import { permanentStartFailure } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
@@ -86,19 +85,22 @@ export function clusterLinks(
   failFastOffline: boolean,
   tlsSocket?: TlsSocket,
 ): OpenedCluster & { readonly connected: Promise<void>; permanent(): string | null } {
-  const { cluster, where, auth, socket, permanent } = openCluster(url, logger, failFastOffline, tlsSocket);
-  const nodes = () => {
-    // A node that never met another announces no address (a cluster of one): it is one the URL names.
-    const known = [...cluster.masters, ...cluster.replicas]
-      .filter((n) => n.host !== '' && n.host !== '?')
-      .map((n) => ({ host: n.host, port: n.port }));
-    return (known.length > 0 ? known : url.nodes).map(where);
-  };
-  const subscriber = new ClusterSubscriber(nodes, auth, logger, url.tls ? socket : {});
+  const { cluster, auth, socket, permanent } = openCluster(url, logger, failFastOffline, tlsSocket);
   const connecting = cluster.connect();
-  const connected = connecting.then(() => subscriber.start());
-  connected.catch(() => {}); // the caller awaits it (or, in tests, only the commands do)
   const slots = cluster._slots as unknown as { rediscover(): Promise<void> };
+  const layout = {
+    known: connecting.then(() => {}),
+    primaryOf: (slot: number) => {
+      const primary = cluster.slots[slot]?.master;
+      if (primary === undefined) return undefined;
+      // A node that never met another announces no address (a cluster of one): it is one the URL names.
+      return primary.host === '' || primary.host === '?' ? url.nodes[0]! : { host: primary.host, port: primary.port };
+    },
+    rediscover: () => slots.rediscover(),
+  };
+  layout.known.catch(() => {}); // the commands and the subscription see it
+  const subscriber = new ClusterSubscriber(layout, auth, logger, url.tls ? socket : {});
+  const connected = layout.known;
   let lastRediscoverMs = -Infinity;
   let layoutKnown = false; // once it is, a command goes straight to the client (no wait on a settled promise)
   connecting.then(
@@ -135,86 +137,4 @@ export function clusterLinks(
       cluster.destroy();
     },
   };
-}
-
-/**
- * The `changes` subscription on a Cluster: a plain PUBLISH reaches every node, so one
- * connection to any node hears every write. When that node goes, the connection moves to
- * another node the cluster client knows, and says so the way a Redis client does ('error',
- * then 'ready' again), so the cache distrusts itself and the subscription resubscribes.
- */
-export class ClusterSubscriber extends EventEmitter implements Subscriber {
-  private client: RedisConnection | null = null;
-  private turn = 0;
-  private stopped = false;
-  private readonly channels = new Map<string, (message: string) => void>();
-
-  constructor(
-    private readonly nodes: () => string[],
-    private readonly auth: { username?: string; password?: string },
-    private readonly logger: Logger,
-    /** The cluster's TLS socket options (empty without TLS). */
-    private readonly tlsSocket: Partial<TlsSocket>,
-  ) {
-    super();
-    this.on('error', () => {}); // an EventEmitter throws on an 'error' nobody listens to
-  }
-
-  get isReady(): boolean {
-    return this.client?.isReady ?? false;
-  }
-
-  async start(): Promise<void> {
-    await this.connectNext();
-  }
-
-  stop(): void {
-    this.stopped = true;
-    this.client?.destroy();
-  }
-
-  async SUBSCRIBE(channel: string, listener: (message: string) => void): Promise<void> {
-    this.channels.set(channel, listener);
-    await this.client?.SUBSCRIBE(channel, listener);
-  }
-
-  async UNSUBSCRIBE(channel: string): Promise<void> {
-    this.channels.delete(channel);
-    await this.client?.UNSUBSCRIBE(channel);
-  }
-
-  private async connectNext(): Promise<void> {
-    if (this.stopped) return;
-    const nodes = this.nodes();
-    const url = nodes[this.turn++ % nodes.length]!;
-    const client = createClient({
-      url,
-      RESP: 2,
-      ...this.auth,
-      name: 'circuitlog-changes',
-      socket: { ...this.tlsSocket, connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false },
-    }) as unknown as RedisConnection;
-    this.client = client;
-    let failed = false;
-    const fail = () => {
-      if (failed || this.stopped) return;
-      failed = true;
-      this.emit('error');
-      client.destroy();
-      setTimeout(() => void this.connectNext().catch(() => {}), 100).unref();
-    };
-    client.on('error', fail);
-    client.on('end', fail);
-    try {
-      await client.connect();
-    } catch (error) {
-      this.logger.warn(
-        { event: 'redis_subscribe_failed', node: url.replace(/\/\/[^@]*@/, '//'), err: (error as Error).message },
-        'the changes subscription could not reach a Cluster node; trying another',
-      );
-      fail();
-      throw error;
-    }
-    this.emit('ready');
-  }
 }

@@ -40,7 +40,8 @@ export class CompareAndSet {
   constructor(
     private readonly redis: RedisCommands,
     private readonly keys: RedisKeys,
-    private readonly channel: string,
+    /** The publish command and channel of a shard's writes (the script's first two ARGV). */
+    private readonly publish: (shard: number) => readonly [string, string],
     private readonly cache: CircuitCache,
     /** A versioned read from Redis, for circuits the cache does not hold. */
     private readonly read: (name: string) => Promise<Versioned>,
@@ -88,7 +89,7 @@ export class CompareAndSet {
   private send(shard: number, writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
     const keys = this.keys.shards[shard]!;
     const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch, keys.due];
-    const args = [this.channel, this.epoch.of(shard), String(shard)];
+    const args = [...this.publish(shard), this.epoch.of(shard), String(shard)];
     for (const { name, steps } of writes) {
       const read = states.get(name)!;
       const final = steps.at(-1)!.circuit;

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Subscriber } from './change-subscription.js';
+import type { ShardChannels } from './shard-watch.js';
 import { connectCluster } from './cluster-connect.js';
 import { isClusterUrl, parseClusterUrl } from './cluster-url.js';
 import { connectRedis, RedisStartError } from './connect.js';
@@ -126,7 +127,7 @@ function plainTls(raw: string): TlsSocket | undefined {
 /** The links the store works through: commands, and the `changes` subscription. */
 interface Links {
   readonly link: CommandLink;
-  readonly subscriber: Subscriber;
+  readonly subscriber: Subscriber | ShardChannels;
   readonly db: number;
   close(): void;
 }
@@ -229,6 +230,7 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
       },
       close: async () => {
         store.epoch.stop();
+        store.stop();
         feed.stop();
         mirror?.stop();
         links.close();

@@ -1,4 +1,5 @@
 import type { Circuit } from '../../domain/circuit.js';
+import { ALL_SHARDS, shardOf } from './shards.js';
 
 /** A circuit as some version of the store held it; `circuit` null: absent at that version. */
 export interface Versioned {
@@ -12,16 +13,20 @@ const MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct na
 
 /**
  * This host's copy of the circuits it uses, kept current by the `changes` messages every
- * write publishes. Versions come from one counter in Redis, so "newer" is well defined: a
- * read that raced a published change can never put an older copy back. The copy is
- * trusted only while the subscription runs: a subscriber that lost its connection may
- * have missed messages, so `distrust` empties it until the subscription is back.
+ * write publishes. Versions come from each shard's counter in Redis (a circuit never changes
+ * shard), so "newer" is well defined: a read that raced a published change can never put an
+ * older copy back. The copy of a shard's circuits is trusted only while that shard's
+ * subscription runs: a subscriber that lost its connection (or, on a Cluster, the shard's
+ * subscription alone) may have missed messages, so `distrust` empties the shard's part until
+ * its subscription is back. Entries are only ever held for trusted shards, so `get` needs no
+ * check (and no hash of the name) on the hot path.
  */
 export class CircuitCache {
   private readonly entries = new Map<string, Versioned>();
   /** Names being read from Redis: a message for them is kept even though no entry exists yet. */
   private readonly reading = new Map<string, number>();
-  private trustedSince = -1;
+  /** Shards whose subscription is not (yet, or no longer) confirmed; all of them until the first. */
+  private readonly untrusted = new Set<number>(ALL_SHARDS);
   private epoch = 0;
   private highest = 0;
 
@@ -30,45 +35,53 @@ export class CircuitCache {
     return this.highest;
   }
 
-  /** Whether entries may answer reads (the subscription is live). */
+  /** Whether entries may answer reads for every shard (every subscription is live). */
   get trusted(): boolean {
-    return this.trustedSince === this.epoch;
+    return this.untrusted.size === 0;
   }
 
-  /** The current epoch; a read started in one epoch may fill the cache only in the same one. */
+  /** The current epoch; a read started in one epoch may fill the cache only in the same one (any shard's change of trust ends it). */
   get currentEpoch(): number {
     return this.epoch;
   }
 
-  /** The subscription is (again) live: start over from an empty, trusted cache. */
-  trust(): void {
-    this.entries.clear();
+  /** The subscription of these shards (default: all) is (again) live: start them over, empty and trusted. */
+  trust(shards: readonly number[] = ALL_SHARDS): void {
+    this.drop(shards);
+    for (const shard of shards) this.untrusted.delete(shard);
     this.epoch++;
-    this.trustedSince = this.epoch;
   }
 
-  /** The subscription is down: messages may be missed from now on. */
-  distrust(): void {
-    this.entries.clear();
+  /** The subscription of these shards (default: all) is down: messages may be missed from now on. */
+  distrust(shards: readonly number[] = ALL_SHARDS): void {
+    this.drop(shards);
+    for (const shard of shards) this.untrusted.add(shard);
     this.epoch++;
+  }
+
+  private drop(shards: readonly number[]): void {
+    if (shards.length === ALL_SHARDS.length) {
+      this.entries.clear();
+      return;
+    }
+    const set = new Set(shards);
+    for (const name of this.entries.keys()) if (set.has(shardOf(name))) this.entries.delete(name);
   }
 
   /** The store was emptied: drop every entry (reads in flight are void), trusted or not as before. */
   reset(): void {
-    const trusted = this.trusted;
     this.entries.clear();
     this.epoch++;
-    if (trusted) this.trustedSince = this.epoch;
   }
 
   get(name: string): Versioned | undefined {
-    return this.trusted ? this.entries.get(name) : undefined;
+    return this.entries.get(name);
   }
 
   /** Keep `value` unless a newer version is held; returns what is held afterwards. */
   offer(name: string, value: Versioned, epoch = this.epoch): Versioned {
     if (value.version > this.highest) this.highest = value.version;
-    if (epoch !== this.epoch || !this.trusted) return value;
+    if (epoch !== this.epoch || (this.untrusted.size > 0 && this.untrusted.has(shardOf(name)))) return value;
     const held = this.entries.get(name);
     if (held !== undefined && held.version >= value.version) return held;
     if (held === undefined && this.entries.size >= MAX_ENTRIES) this.entries.clear();

@@ -36,24 +36,25 @@ return removed
 `;
 
 /**
- * Delete the named circuits that are closed, not forced and unchanged since `ARGV[2]`, as
+ * Delete the named circuits that are closed, not forced and unchanged since `ARGV[3]`, as
  * DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one shard's):
- * index, version, then per name `c:<name>` and `e:<name>`. ARGV: channel, before, the names. Answers the names deleted.
+ * index, version, then per name `c:<name>` and `e:<name>`. ARGV: the publish command and channel, before, the names.
+ * Answers the names deleted.
  */
 const DELETE_IDLE_SCRIPT = `
 local out = {}
-for i = 3, #ARGV do
-  local key, events = KEYS[3 + 2 * (i - 3)], KEYS[4 + 2 * (i - 3)]
+for i = 4, #ARGV do
+  local key, events = KEYS[3 + 2 * (i - 4)], KEYS[4 + 2 * (i - 4)]
   local json = redis.call('HGET', key, 'c')
   local ok, c = false, nil
   if json then ok, c = pcall(cjson.decode, json) end
   if ok and type(c) == 'table' and c.state == 'closed' and (c.forcedState == nil or c.forcedState == cjson.null)
-      and tonumber(c.updatedAt) and tonumber(c.updatedAt) < tonumber(ARGV[2]) then
+      and tonumber(c.updatedAt) and tonumber(c.updatedAt) < tonumber(ARGV[3]) then
     local id = redis.call('HGET', key, 'id')
     redis.call('DEL', key, events)
     redis.call('ZREM', KEYS[1], ARGV[i])
     local v = redis.call('INCR', KEYS[2])
-    redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[i] .. '\\n')
+    redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. ARGV[i] .. '\\n')
     out[#out + 1] = ARGV[i]
   end
 end
@@ -108,13 +109,17 @@ export class RedisHousekeeping implements HousekeepingStore {
   ): Promise<IdleProgress> {
     const { names, next } = await this.page(cursor, batch);
     const candidates = names.filter((n) => !keep(n));
-    const { keys, channel } = this.store;
+    const { keys } = this.store;
     const deleted: string[] = [];
     for (const [shard, group] of byShard(candidates, (n) => n)) {
       const k = keys.shards[shard]!;
       const scriptKeys = [k.index, k.version, ...group.flatMap((n) => [k.circuit(n), k.events(n)])];
       deleted.push(
-        ...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [channel, String(before), ...group])),
+        ...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [
+          ...this.store.publish(shard),
+          String(before),
+          ...group,
+        ])),
       );
     }
     return { deleted, cursor: next, done: names.length < batch };

@@ -9,6 +9,8 @@ export class ShardKeys {
   readonly transitions: string;
   readonly epoch: string;
   readonly due: string;
+  /** The shard's `changes` channel on a Cluster (SPUBLISH; a Cluster has database 0 only), in the shard's slot. */
+  readonly changes: string;
   private readonly base: string;
 
   constructor(
@@ -23,6 +25,7 @@ export class ShardKeys {
     this.transitions = `${this.base}transitions`;
     this.epoch = `${this.base}epoch`;
     this.due = `${this.base}due`;
+    this.changes = `${this.base}changes:0`;
   }
 
   /** The circuit's hash (`v` version, `id`, `c` the circuit as JSON). */

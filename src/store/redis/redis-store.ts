@@ -1,7 +1,7 @@
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
-import { ChangeSubscription } from './change-subscription.js';
+import { ChangeSubscription, type ShardedChanges } from './change-subscription.js';
 import { CompareAndSet } from './compare-and-set.js';
 import { dueOpenNames, queuedRound, shardRound, type Queued } from './store-rounds.js';
 import type { Subscriber } from './change-subscription.js';
@@ -15,6 +15,7 @@ import { Malformed } from './stored-circuit.js';
 import { ReplicaAck } from './replica-ack.js';
 import type { RedisStoreOptions } from './redis-store-options.js';
 import { byShard } from './shards.js';
+import { isSharded, type ShardChannels } from './shard-watch.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -33,6 +34,12 @@ export class RedisCircuitStore implements CircuitStore {
   /** Key names and the `changes` channel; housekeeping (redis-housekeeping.ts) uses them too. */
   readonly keys: RedisKeys;
   readonly channel: string;
+  /**
+   * The command and channel a shard's writes publish with (the scripts' first two ARGV):
+   * `PUBLISH changes:<db>` on one Redis or Sentinel (one channel for every shard, as on Redis 6),
+   * `SPUBLISH {<tag>}:changes:0` on a Cluster, the shard's own channel in its own slot.
+   */
+  readonly publish: (shard: number) => readonly [string, string];
   readonly cache = new CircuitCache();
   private readonly reads = new Map<string, Promise<Versioned>>();
   /** Per circuit: steps waiting while a write to it is on its way (`apply`). */
@@ -48,19 +55,30 @@ export class RedisCircuitStore implements CircuitStore {
   /** The newest transition number of a shard this host has seen (the feed sets it): a floor after a reset. */
   seqSeen: (shard: number) => number = () => 0;
 
-  constructor(client: CommandLink, subscriber: Subscriber, options: RedisStoreOptions) {
+  constructor(client: CommandLink, subscriber: Subscriber | ShardChannels, options: RedisStoreOptions) {
     this.keys = new RedisKeys(options.prefix ?? 'circuitlog:');
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
     this.malformed = new Malformed(options.logger);
+    const sharded = isSharded(subscriber) ? this.shardedChanges(subscriber) : null;
+    const targets = this.keys.shards.map((k): readonly [string, string] =>
+      sharded === null ? ['PUBLISH', this.channel] : ['SPUBLISH', sharded.names[k.shard]!],
+    );
+    this.publish = (shard) => targets[shard]!;
     this.epoch = new StoreEpoch(
       this.redis,
       this.keys,
-      () => ({ seq: (shard) => this.seqSeen(shard), version: this.cache.highestVersion }),
+      () => ({ seq: (shard) => this.seqSeen(shard), version: (shard) => this.changes.versionSeen(shard) }),
       options.logger,
     );
     this.epoch.onReset(() => this.cache.reset());
-    this.changes = new ChangeSubscription(subscriber, this.channel, this.cache, options.logger, this.malformed);
+    this.changes = new ChangeSubscription(
+      sharded ?? (subscriber as Subscriber),
+      this.channel,
+      this.cache,
+      options.logger,
+      this.malformed,
+    );
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
     this.changes.onResubscribed(() => this.epoch.syncQuietly());
     this.changes.onVersionJump(() => this.epoch.syncQuietly());
@@ -68,7 +86,7 @@ export class RedisCircuitStore implements CircuitStore {
     this.cas = new CompareAndSet(
       this.redis,
       this.keys,
-      this.channel,
+      this.publish,
       this.cache,
       (name) => this.read(name),
       this.epoch,
@@ -77,9 +95,22 @@ export class RedisCircuitStore implements CircuitStore {
     );
   }
 
+  /** On a Cluster: each shard's channel (in its slot), and its `version` counter for the gap check. */
+  private shardedChanges(channels: ShardChannels): ShardedChanges {
+    const names = this.keys.shards.map((k) => k.changes);
+    const counter = (shard: number) =>
+      this.redis.command<string | null>(['GET', this.keys.shards[shard]!.version], 'read').then((v) => Number(v ?? 0));
+    return { channels, names, counter };
+  }
+
   /** Resolves once the first subscription is live (the cache works from then on). */
   ready(): Promise<void> {
     return this.changes.ready();
+  }
+
+  /** Stop the subscription's timers (the connections are the opener's). */
+  stop(): void {
+    this.changes.stop();
   }
 
   /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
@@ -203,10 +234,11 @@ export class RedisCircuitStore implements CircuitStore {
   async delete(name: string): Promise<boolean> {
     const shard = this.keys.of(name);
     const keys = [shard.circuit(name), shard.events(name), shard.index, shard.version, shard.epoch, shard.due];
-    let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.of(shard.shard)]);
+    const args = () => [...this.publish(shard.shard), name, this.epoch.of(shard.shard)];
+    let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, args());
     if (version === -1) {
       await this.epoch.sync(); // not synced yet, or the shard was emptied since
-      version = await this.redis.eval<number>(DELETE_SCRIPT, keys, [this.channel, name, this.epoch.of(shard.shard)]);
+      version = await this.redis.eval<number>(DELETE_SCRIPT, keys, args());
     }
     if (version <= 0) return false;
     this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once

@@ -14,9 +14,14 @@ import { SHARDS } from './shards.js';
  * (`n` from its shard's `ids`, see ID_EPOCH_SECONDS), so ids are unique across shards and name their shard. Versions
  * come from the shard's counter, so a circuit's version is never reused, not even after a
  * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>` (json
- * empty: deleted) on `changes:<db>` (channels are not per database; in a Cluster a plain
- * PUBLISH reaches every node), from inside the script: a host sees a change only once it is
- * committed. `epoch` names the shard's life (SYNC_SCRIPT): writes check it, so none lands in a
+ * empty: deleted) from inside the script, so a host sees a change only once it is committed,
+ * with the command and channel it is given (`publish-target.ts`): `PUBLISH changes:<db>` on
+ * one Redis or Sentinel (channels are not per database), `SPUBLISH {<tag>}:changes:0` on a
+ * Cluster (the shard's own channel, in the shard's slot: only the shard's primary handles it).
+ * Each INCR of a shard's `version` publishes exactly one message (CAS, DELETE, and the idle
+ * deletion of housekeeping), so on a shard's channel versions follow one another; only a
+ * store reset (SYNC_SCRIPT) and the one-off move of the layout before shards raise the
+ * counter without a message. `epoch` names the shard's life (SYNC_SCRIPT): writes check it, so none lands in a
  * shard emptied since the writer last synced. `due` a sorted set name -> `open_until` of every
  * open circuit, so the lease holder finds the circuits due to half-open without a scan
  * (`RedisStore.dueOpen`).
@@ -42,7 +47,7 @@ export const RESET_VERSION_MARGIN = 1_000_000;
 /**
  * Write circuits of one shard if none changed since it was read. KEYS (the shard's): ids,
  * version, index, seq, transitions, epoch, due, then per circuit `c:<name>` and `e:<name>`.
- * ARGV: channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON,
+ * ARGV: the publish command and channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON,
  * its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
  * fifth member when it has one: transition-detail.ts), and its `open_until` while
  * open (`''` otherwise: the circuit leaves `due`).
@@ -55,11 +60,11 @@ export const RESET_VERSION_MARGIN = 1_000_000;
  * ("non local key"), after part of the script ran.
  */
 export const CAS_SCRIPT = `
-if redis.call('GET', KEYS[6]) ~= ARGV[2] then return {-1} end
-local n = (#ARGV - 3) / 5
+if redis.call('GET', KEYS[6]) ~= ARGV[3] then return {-1} end
+local n = (#ARGV - 4) / 5
 for i = 1, n do
   local v = redis.call('HGET', KEYS[6 + 2 * i], 'v') or '0'
-  if v ~= ARGV[4 + 5 * (i - 1) + 1] then
+  if v ~= ARGV[5 + 5 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
       local cur = redis.call('HMGET', KEYS[6 + 2 * j], 'v', 'id', 'c')
@@ -73,7 +78,7 @@ end
 local out = {1}
 local leaving = {}
 for i = 1, n do
-  local base = 4 + 5 * (i - 1)
+  local base = 5 + 5 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
   local key, events = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
   local id = redis.call('HGET', key, 'id')
@@ -81,7 +86,7 @@ for i = 1, n do
     local now = redis.call('TIME')
     local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 1000000 + tonumber(now[2]))
     redis.call('SET', KEYS[1], string.format('%.0f', n))
-    id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[3])) -- never tostring: it keeps 14 digits only
+    id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[4])) -- never tostring: it keeps 14 digits only
     redis.call('ZADD', KEYS[3], id, name)
   end
   local v = redis.call('INCR', KEYS[2])
@@ -100,7 +105,7 @@ for i = 1, n do
     end
   end
   if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
-  redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)
+  redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)
   out[#out + 1] = v
   out[#out + 1] = id
 end
@@ -110,18 +115,18 @@ return out
 
 /**
  * Remove a circuit and its events. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due.
- * ARGV: channel, name, the writer's epoch. Answers the version of the deletion, 0 if
+ * ARGV: the publish command and channel, name, the writer's epoch. Answers the version of the deletion, 0 if
  * unknown, -1 when the store's epoch is not the writer's.
  */
 export const DELETE_SCRIPT = `
-if redis.call('GET', KEYS[5]) ~= ARGV[3] then return -1 end
+if redis.call('GET', KEYS[5]) ~= ARGV[4] then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = redis.call('HGET', KEYS[1], 'id') or '0'
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('ZREM', KEYS[6], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[3])
+redis.call('ZREM', KEYS[6], ARGV[3])
 local v = redis.call('INCR', KEYS[4])
-redis.call('PUBLISH', ARGV[1], v .. '\\n' .. id .. '\\n' .. ARGV[2] .. '\\n')
+redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. ARGV[3] .. '\\n')
 return v
 `;
 

@@ -11,7 +11,8 @@ const WATCH_MS = 1_000; // 1 s: an emptied shard is noticed within this, even wi
 export interface Floors {
   /** The newest transition number of a shard this host has seen. */
   readonly seq: (shard: number) => number;
-  readonly version: number;
+  /** The highest version of a shard this host has seen (on one Redis: of any shard, as the shards share one channel). */
+  readonly version: (shard: number) => number;
 }
 
 /**
@@ -81,7 +82,7 @@ export class StoreEpoch {
     const reset = await Promise.all(
       this.keys.shards.map(async (k) => {
         const held = this.held[k.shard] ?? null;
-        const args = [held ?? '', randomUUID(), String(floors.seq(k.shard)), String(floors.version)];
+        const args = [held ?? '', randomUUID(), String(floors.seq(k.shard)), String(floors.version(k.shard))];
         const epoch = await this.redis.eval<string>(SYNC_SCRIPT, [k.epoch, k.seq, k.version], args);
         this.held[k.shard] = epoch;
         return held !== null && epoch !== held ? k.shard : -1;
