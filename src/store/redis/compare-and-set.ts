@@ -8,6 +8,7 @@ import { shardOf } from './shards.js';
 import type { StoreEpoch } from './store-epoch.js';
 import type { Malformed } from './stored-circuit.js';
 import type { ReplicaAck } from './replica-ack.js';
+import type { PublishTarget } from './publish-target.js';
 import { detailText } from '../../domain/transition-detail.js';
 
 /**
@@ -30,6 +31,18 @@ export type Answer = { readonly result: Step | null } | { readonly error: unknow
 /** Runs the steps on the states read and says what to write and what to answer each caller. */
 export type Plan = (states: Map<string, Versioned>) => { writes: Write[]; answer: Answer[] };
 
+/** What the loop works with, of the store (`redis-store.ts`). */
+export interface CasStore {
+  readonly redis: RedisCommands;
+  readonly keys: RedisKeys;
+  /** The publish command and channel of a shard's writes (the script's first two ARGV). */
+  readonly publish: PublishTarget;
+  readonly cache: CircuitCache;
+  /** The store's life this host writes to (`store-epoch.ts`): the script refuses any other. */
+  readonly epoch: StoreEpoch;
+  readonly malformed: Malformed;
+}
+
 /**
  * The optimistic loop: read the circuits (cache or Redis) with their versions, compute
  * the writes, and commit them with the Lua script only if no version changed; on a
@@ -37,19 +50,22 @@ export type Plan = (states: Map<string, Versioned>) => { writes: Write[]; answer
  * Every circuit of one run belongs to one shard (`shards.ts`): the script runs on its slot.
  */
 export class CompareAndSet {
+  private readonly redis: RedisCommands;
+  private readonly keys: RedisKeys;
+  private readonly publish: PublishTarget;
+  private readonly cache: CircuitCache;
+  private readonly epoch: StoreEpoch;
+  private readonly malformed: Malformed;
+
   constructor(
-    private readonly redis: RedisCommands,
-    private readonly keys: RedisKeys,
-    /** The publish command and channel of a shard's writes (the script's first two ARGV). */
-    private readonly publish: (shard: number) => readonly [string, string],
-    private readonly cache: CircuitCache,
+    store: CasStore,
     /** A versioned read from Redis, for circuits the cache does not hold. */
     private readonly read: (name: string) => Promise<Versioned>,
-    /** The store's life this host writes to (`store-epoch.ts`): the script refuses any other. */
-    private readonly epoch: StoreEpoch,
-    private readonly malformed: Malformed,
     private readonly replicated: ReplicaAck,
-  ) {}
+  ) {
+    ({ redis: this.redis, keys: this.keys, publish: this.publish, cache: this.cache } = store);
+    ({ epoch: this.epoch, malformed: this.malformed } = store);
+  }
 
   async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
     const shard = shardOf(names[0]!);

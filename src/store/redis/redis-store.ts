@@ -1,10 +1,10 @@
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
-import { ChangeSubscription, type ShardedChanges } from './change-subscription.js';
+import { ChangeSubscription, type Subscriber } from './change-subscription.js';
+import { publishTargets, type PublishTarget } from './publish-target.js';
 import { CompareAndSet } from './compare-and-set.js';
-import { dueOpenNames, queuedRound, shardRound, type Queued } from './store-rounds.js';
-import type { Subscriber } from './change-subscription.js';
+import { countCircuits, dueOpenNames, queuedRound, shardRound, type Queued } from './store-rounds.js';
 import { CircuitCache, type Versioned } from './redis-cache.js';
 import { RedisCommands, type CommandLink } from './redis-commands.js';
 import { RedisKeys } from './redis-keys.js';
@@ -15,7 +15,7 @@ import { Malformed } from './stored-circuit.js';
 import { ReplicaAck } from './replica-ack.js';
 import type { RedisStoreOptions } from './redis-store-options.js';
 import { byShard } from './shards.js';
-import { isSharded, type ShardChannels } from './shard-watch.js';
+import type { ShardChannels } from './shard-watch.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -34,12 +34,8 @@ export class RedisCircuitStore implements CircuitStore {
   /** Key names and the `changes` channel; housekeeping (redis-housekeeping.ts) uses them too. */
   readonly keys: RedisKeys;
   readonly channel: string;
-  /**
-   * The command and channel a shard's writes publish with (the scripts' first two ARGV):
-   * `PUBLISH changes:<db>` on one Redis or Sentinel (one channel for every shard, as on Redis 6),
-   * `SPUBLISH {<tag>}:changes:0` on a Cluster, the shard's own channel in its own slot.
-   */
-  readonly publish: (shard: number) => readonly [string, string];
+  /** The command and channel a shard's writes publish with (`publish-target.ts`). */
+  readonly publish: PublishTarget;
   readonly cache = new CircuitCache();
   private readonly reads = new Map<string, Promise<Versioned>>();
   /** Per circuit: steps waiting while a write to it is on its way (`apply`). */
@@ -60,11 +56,8 @@ export class RedisCircuitStore implements CircuitStore {
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
     this.malformed = new Malformed(options.logger);
-    const sharded = isSharded(subscriber) ? this.shardedChanges(subscriber) : null;
-    const targets = this.keys.shards.map((k): readonly [string, string] =>
-      sharded === null ? ['PUBLISH', this.channel] : ['SPUBLISH', sharded.names[k.shard]!],
-    );
-    this.publish = (shard) => targets[shard]!;
+    const { publish, listen } = publishTargets(this.keys, this.channel, this.redis, subscriber);
+    this.publish = publish;
     this.epoch = new StoreEpoch(
       this.redis,
       this.keys,
@@ -72,35 +65,12 @@ export class RedisCircuitStore implements CircuitStore {
       options.logger,
     );
     this.epoch.onReset(() => this.cache.reset());
-    this.changes = new ChangeSubscription(
-      sharded ?? (subscriber as Subscriber),
-      this.channel,
-      this.cache,
-      options.logger,
-      this.malformed,
-    );
+    this.changes = new ChangeSubscription(listen, this.channel, this.cache, options.logger, this.malformed);
     // Back from an outage: the Redis may be another (restarted empty, failed over): sync again.
     this.changes.onResubscribed(() => this.epoch.syncQuietly());
     this.changes.onVersionJump(() => this.epoch.syncQuietly());
     this.replicated = new ReplicaAck(this.redis, options.replicasAck ?? 0, options.replicasAckTimeoutMs ?? 1_000);
-    this.cas = new CompareAndSet(
-      this.redis,
-      this.keys,
-      this.publish,
-      this.cache,
-      (name) => this.read(name),
-      this.epoch,
-      this.malformed,
-      this.replicated,
-    );
-  }
-
-  /** On a Cluster: each shard's channel (in its slot), and its `version` counter for the gap check. */
-  private shardedChanges(channels: ShardChannels): ShardedChanges {
-    const names = this.keys.shards.map((k) => k.changes);
-    const counter = (shard: number) =>
-      this.redis.command<string | null>(['GET', this.keys.shards[shard]!.version], 'read').then((v) => Number(v ?? 0));
-    return { channels, names, counter };
+    this.cas = new CompareAndSet(this, (name) => this.read(name), this.replicated);
   }
 
   /** Resolves once the first subscription is live (the cache works from then on). */
@@ -108,7 +78,7 @@ export class RedisCircuitStore implements CircuitStore {
     return this.changes.ready();
   }
 
-  /** Stop the subscription's timers (the connections are the opener's). */
+  /** Stop the subscription's check (the connections are the opener's). */
   stop(): void {
     this.changes.stop();
   }
@@ -255,11 +225,8 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   /** How many circuits exist: the sum of the shards' index sizes, O(shards) (`limits.max_circuits`). */
-  async count(): Promise<number> {
-    const sizes = await Promise.all(
-      this.keys.shards.map((k) => this.redis.command<number>(['ZCARD', k.index], 'read')),
-    );
-    return sizes.reduce((a, b) => a + b, 0);
+  count(): Promise<number> {
+    return countCircuits(this.redis, this.keys);
   }
 
   /**

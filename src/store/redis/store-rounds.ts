@@ -71,3 +71,9 @@ export async function dueOpenNames(
     .slice(0, limit)
     .map(([name]) => name);
 }
+
+/** How many circuits exist: the sum of the shards' index sizes, O(shards). */
+export async function countCircuits(redis: RedisCommands, keys: RedisKeys): Promise<number> {
+  const sizes = await Promise.all(keys.shards.map((k) => redis.command<number>(['ZCARD', k.index], 'read')));
+  return sizes.reduce((a, b) => a + b, 0);
+}
