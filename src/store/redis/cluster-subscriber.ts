@@ -107,6 +107,7 @@ export class ClusterSubscriber implements ShardChannels {
     let link: NodeLink | undefined;
     try {
       await this.layout.known;
+      if (this.stopped) return;
       const primary = this.layout.primaryOf(slotOf(SHARD_TAGS[shard]!));
       if (primary === undefined) throw new Error(`no primary serves slot ${slotOf(SHARD_TAGS[shard]!)}`);
       link = this.linkTo(primary.host, primary.port);
