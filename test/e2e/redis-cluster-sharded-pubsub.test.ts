@@ -103,7 +103,7 @@ describe('Redis Cluster sharded pub/sub (SPUBLISH / SSUBSCRIBE), two hosts', () 
       publish: after[i]!.publish - before[i]!.publish,
       busPublish: after[i]!.busPublish - before[i]!.busPublish,
     }));
-    console.log(`${WRITES} writes to shard ${SHARD}, per primary (the owner first): ${JSON.stringify(grown)}`);
+    console.log(`${WRITES} writes to shard ${SHARD} (primary ${owner.port}), per primary: ${JSON.stringify(grown)}`);
     const mine = grown[primaries.indexOf(owner)]!;
     expect(mine.spublish).toBeGreaterThanOrEqual(WRITES); // one per write (and per write of the mirror-free hosts: none more)
     expect(mine.publish).toBe(0);
@@ -134,6 +134,21 @@ describe('Redis Cluster sharded pub/sub (SPUBLISH / SSUBSCRIBE), two hosts', () 
     console.log(`slot ${SLOT} moved (${moved.keys} keys); a trip on A after it refused on B after ${lag} ms`);
     for (const host of [a, b]) expect(host.logs.filter((l) => l.event === 'redis_changes_gap')).toEqual([]);
   }, 60_000);
+
+  it('a Cluster emptied under the hosts (FLUSHALL on every primary): both notice, and a trip on A is refused on B within 1 s', async () => {
+    expect(await tripOnARefusedOnB('sp/before-flush')).toBeLessThan(1_000); // B holds it open
+    for (const p of await cluster.primaries()) await clusterCli(p.port, 'FLUSHALL');
+    const noticed = () => [a, b].every((h) => h.logs.some((l) => l.event === 'redis_store_reset'));
+    await until(async () => noticed(), 'both hosts to notice the reset', 5_000);
+    // The circuit is gone with the store: B admits it again (a fresh, closed circuit), then a new trip is refused.
+    await until(
+      async () => (await request(`${b.url}/circuits/sp%2Fbefore-flush/allowed`)).status === 200,
+      'B to admit the emptied circuit',
+      3_000,
+    );
+    const lag = await tripOnARefusedOnB('sp/after-flush');
+    console.log(`after FLUSHALL of every primary: a trip on A refused on B after ${lag} ms`);
+  }, 30_000);
 
   it("follows a failover of the shard's primary (kill -9, its replica promoted): a trip on A is refused on B within 1 s", async () => {
     const owner = (await ownerOf())!;

@@ -73,8 +73,11 @@ export class ClusterSubscriber implements ShardChannels {
   resubscribe(shard: number): void {
     const link = this.where[shard];
     this.lose(shard);
-    if (link) void link.client.SUNSUBSCRIBE(this.channels[shard]!).catch(() => {});
-    this.again(shard, 0);
+    // Only once the unsubscribe is answered: the client drops a channel's listeners when that
+    // answer comes, so a subscribe sent before it on the same connection would be undone.
+    const unsubscribed =
+      link && !link.dead ? link.client.SUNSUBSCRIBE(this.channels[shard]!).catch(() => {}) : Promise.resolve();
+    void unsubscribed.then(() => this.again(shard, 0));
   }
 
   stop(): void {
