@@ -4,6 +4,8 @@
 //   failure outcomes: Cluster                  vs plain Redis                  goal ≥ 0.8x
 //   failure outcomes: replicas_ack 1           vs 0 (a primary with a replica)  (report: one WAIT per write)
 //   batched POST /outcomes, 3 hosts: a Cluster of 3 primaries vs 1 primary      (report the factor; bench/redis-scaling.mjs)
+//     uncapped (every process may use any core: the hosts are the limit here), then capped (each
+//     primary in a CPU cgroup of its own at 0.05 of a core: the primaries are the limit, as in production)
 //
 // BENCH_REDIS_MODES=ratios (the first three) or =scaling (the last) runs one part; default both.
 //

@@ -115,9 +115,19 @@ async function load(urls, seconds) {
  * second; `each`: per primary) and, when `groups` (the primaries' CPU cgroups) are given, the
  * share of the cfs periods in which each was throttled.
  */
-export async function scalingRun(ctx, start, cluster, label, seconds, { dist = ctx.dist, groups = [] } = {}) {
+export async function scalingRun(
+  ctx,
+  start,
+  cluster,
+  label,
+  seconds,
+  { dist = ctx.dist, groups = [], build = 'this' } = {},
+) {
   const hosts = [];
-  const prof = process.env.BENCH_SCALING_PROF; // a directory: the hosts write V8 CPU profiles there (bench/profile-top.mjs)
+  // A directory: the hosts write V8 CPU profiles there (bench/profile-top.mjs), a BENCH_BASELINE_DIST build's in baseline/.
+  const prof =
+    process.env.BENCH_SCALING_PROF &&
+    (build === 'this' ? process.env.BENCH_SCALING_PROF : `${process.env.BENCH_SCALING_PROF}/baseline`);
   const env = { CIRCUITLOG_STORE: cluster.url };
   const args = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
   for (let i = 0; i < HOSTS; i++)
@@ -162,13 +172,15 @@ export const coresText = (c) =>
 
 /**
  * The capped run's cap: each primary in a CPU cgroup of its own with this share of one core per
- * cfs period. 0.05 of a core: one primary then serves about a fifth of what the hosts can send on
- * this machine, so with 1 primary the primary is the limit and the hosts have spare CPU, and 3
- * primaries (each capped the same) have room to show their scaling. A 10 ms period: a batch's
- * scripts wait at most 9.5 ms for the next period, far below the 1 s command timeout, and the
- * 24 batches in flight keep every primary's queue full (throughput-bound, not latency-bound).
+ * cfs period. 0.1 of a core: one primary then serves about 10,000 outcomes/s here, a fifth of
+ * what the hosts can send on this machine, so with 1 primary the primary is the limit (throttled
+ * in nearly every period) and the hosts have spare CPU, and 3 primaries, each capped the same,
+ * have room to show their scaling before the hosts run out of the 2 cores. A 10 ms period (the
+ * quota is 1 ms, the least cgroup v1 takes): a script waits at most 9 ms for the next period,
+ * far below the 1 s command timeout, and the 24 batches in flight keep every primary's queue
+ * full, so the run is bound by the primaries' throughput, not by the period's latency.
  */
-export const CAP_SHARE = Number(process.env.BENCH_SCALING_CAP ?? 0.05);
+export const CAP_SHARE = Number(process.env.BENCH_SCALING_CAP ?? 0.1);
 export const CAP_PERIOD_US = Number(process.env.BENCH_SCALING_CAP_PERIOD_US ?? 10_000);
 const ROUNDS = 2;
 
@@ -186,6 +198,8 @@ export async function scalingPart(ctx, start, clusters, seconds) {
   const builds = [{ build: 'this', dist: ctx.dist }, ...(baseDist ? [{ build: 'baseline', dist: baseDist }] : [])];
   const pairs = [];
   const notes = [];
+  const checks = [];
+  let share = CAP_SHARE; // as the cgroup has it (its quota rounded, at least 1 ms)
   const rounds = async (kind, groupsOf) => {
     for (let round = 1; round <= ROUNDS; round++) {
       const runs = {};
@@ -203,7 +217,8 @@ export async function scalingPart(ctx, start, clusters, seconds) {
       for (const { build } of builds) {
         const one = runs[`${build}-one`];
         const three = runs[`${build}-three`];
-        pairs.push({ kind, round, build, one, three, factor: three.outcomesPerSec / (one.outcomesPerSec || 1) });
+        const factor = three.outcomesPerSec / (one.outcomesPerSec || 1);
+        pairs.push({ kind, share: kind === 'capped' ? share : null, round, build, one, three, factor });
       }
     }
   };
@@ -225,8 +240,9 @@ export async function scalingPart(ctx, start, clusters, seconds) {
           groups.set(pid, g);
         }
         const g0 = [...groups.values()][0];
+        share = g0.quotaUs / g0.periodUs;
         notes.push(
-          `Capped run: each redis-server primary in a CPU cgroup of its own (cgroup v${support.version}, ${support.version === 1 ? `cpu.cfs_quota_us ${g0.quotaUs} / cpu.cfs_period_us ${g0.periodUs}` : `cpu.max "${g0.quotaUs} ${g0.periodUs}"`}: ${CAP_SHARE} of one core each), as if each primary ran saturated on a machine of its own: with 1 primary the primary is the limit and the hosts have spare CPU, so 3 primaries against 1 is Redis's scaling. "throttled": the share of cfs periods in which a primary used up its quota. The uncapped run lets every process use any core: there the hosts are the limit on this machine.`,
+          `Capped run: each redis-server primary in a CPU cgroup of its own (cgroup v${support.version}, ${support.version === 1 ? `cpu.cfs_quota_us ${g0.quotaUs} / cpu.cfs_period_us ${g0.periodUs}` : `cpu.max "${g0.quotaUs} ${g0.periodUs}"`}: ${share} of one core each), as if each primary ran saturated on a machine of its own: with 1 primary the primary is the limit and the hosts have spare CPU, so 3 primaries against 1 is Redis's scaling. "throttled": the share of cfs periods in which a primary used up its quota. The 16 shards fall 6, 5, 5 on 3 primaries (shards.ts), so the primary with 6 is throttled first and 3 primaries can give at most 16/6 = 2.67x of 1. The uncapped run lets every process use any core: there the hosts are the limit on this machine.`,
         );
         await rounds('capped', (cluster) => cluster.pids.map((p) => groups.get(p)));
       } finally {
@@ -234,7 +250,17 @@ export async function scalingPart(ctx, start, clusters, seconds) {
       }
     }
   }
-  return { pairs, notes: [...pairs.map(pairNote), ...notes, ...baselineNotes(pairs)], checks: checksOf(pairs) };
+  const summary = ['uncapped', 'capped']
+    .map((kind) => [kind, pairs.filter((p) => p.kind === kind && p.build === 'this')])
+    .filter(([, ps]) => ps.length > 0)
+    .map(([kind, ps]) => `${kind} ${ps.map((p) => `${p.factor.toFixed(2)}x`).join(', ')}`);
+  if (summary.length > 0)
+    notes.unshift(`Scaling factor, 3 primaries against 1 (goal > 1.5x at 3), per round: ${summary.join('; ')}.`);
+  return {
+    pairs,
+    notes: [...pairs.map(pairNote), ...notes, ...baselineNotes(pairs)],
+    checks: [...checksOf(pairs), ...checks],
+  };
 }
 
 const pct = (x) => `${Math.round(x * 100)}%`;
@@ -244,9 +270,9 @@ function runText(r) {
   return `${Math.round(r.outcomesPerSec)} (non-2xx ${r.non2xx}; ${coresText(r.cores)}${throttled}; host CPU ${r.hostUsPerOutcome.toFixed(1)} µs per outcome)`;
 }
 
-function pairNote({ kind, round, build, one, three, factor }) {
+function pairNote({ kind, share, round, build, one, three, factor }) {
   const who = build === 'this' ? '' : ', BENCH_BASELINE_DIST build';
-  return `Outcomes/s, ${kind}${kind === 'capped' ? ` (${CAP_SHARE} of a core per primary)` : ''}, round ${round}${who}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (${CONNECTIONS} connections per host, ${SHARED ? 'all on the same 100 circuits of the host' : `each on its own ${CIRCUITS_PER_CONNECTION} circuits`}): Cluster of 3 primaries ${runText(three)} vs 1 primary ${runText(one)}: ${factor.toFixed(2)}x.`;
+  return `Outcomes/s, ${kind}${kind === 'capped' ? ` (${share} of a core per primary)` : ''}, round ${round}${who}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (${CONNECTIONS} connections per host, ${SHARED ? 'all on the same 100 circuits of the host' : `each on its own ${CIRCUITS_PER_CONNECTION} circuits`}): Cluster of 3 primaries ${runText(three)} vs 1 primary ${runText(one)}: ${factor.toFixed(2)}x.`;
 }
 
 function baselineNotes(pairs) {
