@@ -211,6 +211,7 @@ export async function scalingPart(ctx, start, clusters, seconds) {
           const label = `${kind} ${n === 'one' ? '1 primary' : '3 primaries'}${build === 'this' ? '' : ' (baseline build)'}`;
           runs[`${build}-${n}`] = await scalingRun(ctx, start, cluster, label, seconds, {
             dist,
+            build,
             groups: groupsOf(cluster),
           });
         }
