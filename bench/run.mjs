@@ -218,9 +218,13 @@ function startUpstream() {
   });
 }
 
-/** A circuitlog config with one upstream `bench` of one node: the loopback upstream. */
-function writeProxyConfig(dir, upstreamUrl) {
-  const file = path.join(dir, 'circuitlog-proxy.yaml');
+/**
+ * A circuitlog config with one upstream `bench` of one node: the loopback upstream; with
+ * `guarded`, also `bench-guarded` (issue 17's guard rails, which a BENCH_BASELINE_DIST build
+ * from before them refuses as unknown keys).
+ */
+function writeProxyConfig(dir, upstreamUrl, guarded = true) {
+  const file = path.join(dir, guarded ? 'circuitlog-proxy.yaml' : 'circuitlog-proxy-plain.yaml');
   fs.writeFileSync(
     file,
     [
@@ -231,12 +235,16 @@ function writeProxyConfig(dir, upstreamUrl) {
       '    nodes:',
       `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
       '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
-      '  bench-guarded:', // the same node with the issue 17 guard rails on: the proxy GET must not slow down
-      '    nodes:',
-      `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
-      '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
-      '    max_ejection_percent: 50',
-      '    panic_threshold_percent: 50',
+      ...(guarded
+        ? [
+            '  bench-guarded:', // the same node with the issue 17 guard rails on: the proxy GET must not slow down
+            '    nodes:',
+            `      - { id: n1, dc: dc1, url: "${upstreamUrl}" }`,
+            '    health_check: { enabled: true, path: /health, interval_ms: 60000, timeout_ms: 2000 }',
+            '    max_ejection_percent: 50',
+            '    panic_threshold_percent: 50',
+          ]
+        : []),
       '',
     ].join('\n'),
   );
@@ -482,7 +490,7 @@ async function proxySection() {
       base = await startCircuitlog({
         name: 'circuitlog-proxy-baseline',
         db: path.join(tmp, 'proxy-baseline.db'),
-        config,
+        config: writeProxyConfig(tmp, upstream.url, false),
         workers: proxyWorkers,
         main: baselineDist,
       });
