@@ -129,6 +129,7 @@ export async function scalingRun(
     process.env.BENCH_SCALING_PROF &&
     (build === 'this' ? process.env.BENCH_SCALING_PROF : `${process.env.BENCH_SCALING_PROF}/baseline`);
   const env = { CIRCUITLOG_STORE: cluster.url };
+  if (prof) fs.mkdirSync(prof, { recursive: true });
   const args = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
   for (let i = 0; i < HOSTS; i++)
     hosts.push(await start(`circuitlog-${label.replace(/ /g, '')}-${i}`, env, args, dist));
