@@ -4,6 +4,8 @@
 //   failure outcomes: Cluster                  vs plain Redis                  goal ≥ 0.8x
 //   failure outcomes: replicas_ack 1           vs 0 (a primary with a replica)  (report: one WAIT per write)
 //   batched POST /outcomes, 3 hosts: a Cluster of 3 primaries vs 1 primary      (report the factor; bench/redis-scaling.mjs)
+//     uncapped (every process may use any core: the hosts are the limit here), then capped (each
+//     primary in a CPU cgroup of its own at 0.05 of a core: the primaries are the limit, as in production)
 //
 // BENCH_REDIS_MODES=ratios (the first three) or =scaling (the last) runs one part; default both.
 //
@@ -18,7 +20,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import os from 'node:os';
 import { missingPrograms, startProcess } from './lib.mjs';
-import { BATCH, CIRCUITS_PER_CONNECTION, CONNECTIONS, coresText, HOSTS, scalingRun } from './redis-scaling.mjs';
+import { HOSTS, scalingPart } from './redis-scaling.mjs';
 
 const exec = promisify(execFile);
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -57,10 +59,10 @@ export async function redisModesSection(ctx) {
       CIRCUITLOG_TOKEN: '',
       ...extra,
     });
-    const start = async (name, extra, nodeArgs = []) => {
+    const start = async (name, extra, nodeArgs = [], dist = ctx.dist) => {
       const p = await startProcess({
         name,
-        args: [...nodeArgs, ctx.dist],
+        args: [...nodeArgs, dist],
         cwd: ctx.repoRoot,
         port: 'auto',
         readyPath: '/health',
@@ -131,26 +133,20 @@ export async function redisModesSection(ctx) {
       },
     ];
     const results = parts.has('ratios') ? await ctx.runSuite(scenarios, ctx.suiteOptions(durationSec)) : [];
-    // Scaling: HOSTS circuitlog processes on each cluster, batched outcomes over many circuits (every shard), 1, 3, 1, 3.
+    // Scaling: HOSTS circuitlog processes on each cluster, batched outcomes over many circuits
+    // (every shard), 1, 3, 1, 3; uncapped, then each primary capped (bench/redis-scaling.mjs).
     for (const p of [hPlain, hSentinel, hCluster, hAck0, hAck1]) await ctx.stopEach([p]);
     procs.length = 0;
-    const pairs = [];
-    for (let round = 0; round < (parts.has('scaling') ? 2 : 0); round++) {
-      const one = await scalingRun(ctx, start, cluster1, '1 primary', durationSec);
-      const three = await scalingRun(ctx, start, cluster3, '3 primaries', durationSec);
-      procs.length = 0;
-      pairs.push({ one, three, factor: three.outcomesPerSec / (one.outcomesPerSec || 1) });
-    }
+    const scaling = parts.has('scaling')
+      ? await scalingPart(ctx, start, { one: cluster1, three: cluster3 }, durationSec)
+      : { notes: [], checks: [] };
     return {
       id: 'redis-modes',
       title: 'Redis modes: plain, Sentinel, Cluster; replicas_ack; primaries',
       durationSec,
       results,
       notes: [
-        ...pairs.map(
-          ({ one, three, factor }, i) =>
-            `Outcomes/s, round ${i + 1}, ${HOSTS} circuitlog processes, POST /outcomes of ${BATCH} (${CONNECTIONS} connections per host, ${process.env.BENCH_SCALING_CIRCUITS === 'shared' ? 'all on the same 100 circuits of the host' : `each on its own ${CIRCUITS_PER_CONNECTION} circuits`}): Cluster of 3 primaries ${Math.round(three.outcomesPerSec)} (non-2xx ${three.non2xx}; ${coresText(three.cores)}) vs 1 primary ${Math.round(one.outcomesPerSec)} (non-2xx ${one.non2xx}; ${coresText(one.cores)}): ${factor.toFixed(2)}x.`,
-        ),
+        ...scaling.notes,
         `All ${HOSTS} hosts, the primaries and the load generator share this machine's ${os.availableParallelism()} CPUs ("cores": CPU seconds per second of each role, from /proc).`,
         `redis-server ${
           spawnSync('redis-server', ['--version'])
@@ -158,13 +154,7 @@ export async function redisModesSection(ctx) {
             .match(/v=(\S+)/)?.[1] ?? '?'
         } without persistence; Sentinel: 1 sentinel (quorum 1) over a primary with one replica; Cluster: 3 primaries, no replicas; replicas_ack on the Sentinel's primary (its replica confirms).`,
       ],
-      checks: [
-        {
-          what: 'no errors in the scaling runs',
-          ok: pairs.every(({ one, three }) => one.non2xx === 0 && three.non2xx === 0),
-          detail: pairs.map(({ one, three }) => `${one.non2xx}, ${three.non2xx}`).join('; '),
-        },
-      ],
+      checks: scaling.checks,
     };
   } finally {
     await ctx.stopEach(procs);

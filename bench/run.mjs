@@ -32,7 +32,10 @@
 //      in bench/results/prof/), BENCH_SYNCHRONOUS (NORMAL|FULL, api section), BENCH_CIRCUITLOG_CONFIG
 //      (api section), BENCH_UPSTREAM_BYTES (proxy body size, 300), BENCH_NGINX (0 = skip nginx, or its path),
 //      BENCH_BASELINE_DIST (another build's dist/ directory: the api section's GET /allowed and the proxy
-//      section also run against that build, and its rows are compared with this build's in the same run).
+//      section also run against that build, and its rows are compared with this build's in the same run;
+//      the redis-modes section's scaling part runs that build's hosts after this build's, on the same clusters).
+//      redis-modes' scaling part: BENCH_SCALING_RUNS (uncapped,capped), BENCH_SCALING_CAP (0.05 of a core per
+//      primary), BENCH_SCALING_CAP_PERIOD_US (10000), BENCH_SCALING_CONNECTIONS (8 per host), BENCH_SCALING_PROF (dir).
 // See bench/README.md.
 
 import fs from 'node:fs';

@@ -123,9 +123,8 @@ export class ChangeSubscription {
    * cache stays trusted. Nothing here may throw into the client's message dispatch.
    */
   private onMessage(message: string, channel = this.channel): void {
-    const [v, id, name, ...rest] = message.split('\n');
-    const json = rest.join('\n');
-    if (v === undefined || !isWhole(v) || id === undefined || name === undefined || name === '') {
+    const [v, id, name, json] = messageFields(message);
+    if (!isWhole(v) || id === undefined || name === undefined || name === '') {
       this.malformed.report(
         channel,
         `a message is not <version>\\n<id>\\n<name>\\n<json>: ${JSON.stringify(message.slice(0, 100))}`,
@@ -160,4 +159,18 @@ export class ChangeSubscription {
       }
     }
   }
+}
+
+/**
+ * `<version>\n<id>\n<name>\n<json>` cut at its first three newlines (as `split('\n')` would,
+ * the json being the rest joined back), without scanning the circuit's JSON for more of them.
+ */
+export function messageFields(message: string): [string, string | undefined, string | undefined, string] {
+  const a = message.indexOf('\n');
+  if (a === -1) return [message, undefined, undefined, ''];
+  const b = message.indexOf('\n', a + 1);
+  if (b === -1) return [message.slice(0, a), message.slice(a + 1), undefined, ''];
+  const c = message.indexOf('\n', b + 1);
+  const name = c === -1 ? message.slice(b + 1) : message.slice(b + 1, c);
+  return [message.slice(0, a), message.slice(a + 1, b), name, c === -1 ? '' : message.slice(c + 1)];
 }

@@ -45,8 +45,18 @@ export function shardOf(name: string): number {
   const slash = name.lastIndexOf('/');
   const key = slash === -1 ? name : name.slice(0, slash);
   let hash = 0x811c9dc5;
-  for (const byte of Buffer.from(key, 'utf8')) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  for (let i = 0; i < key.length; i++) {
+    const code = key.charCodeAt(i);
+    if (code >= 0x80) return fnvBytes(key) % SHARDS; // not ASCII: hash its UTF-8 bytes
+    hash = Math.imul(hash ^ code, 0x01000193) >>> 0; // an ASCII character is its own UTF-8 byte
+  }
   return hash % SHARDS;
+}
+
+function fnvBytes(key: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(key, 'utf8')) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
 }
 /** Circuit ids are `n * SHARDS + shard` (n from the shard's counter): unique, and they name their shard. */
 export const shardOfId = (id: number): number => id % SHARDS;
