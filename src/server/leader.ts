@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { LeaseStore } from '../store/lease-store.js';
-import { isPromise, type MaybePromise } from '../store/maybe-promise.js';
 
 export interface LeaderOptions {
   readonly lease: string;
@@ -41,20 +40,18 @@ export class LeaderElection {
     this.timer.unref();
   }
 
-  /** Try to take or renew the lease once; start or stop the job on a change. */
+  /**
+   * Try to take or renew the lease once; start or stop the job on a change. The store answers
+   * at once (SQLite) or later (Redis); either way the answer is taken as a promise here.
+   */
   tick(): void {
     if (this.asking) return; // the previous round trip (Redis) is still out
     const now = this.clock();
-    let held: MaybePromise<boolean>;
+    let held: Promise<boolean>;
     try {
-      held = this.leases.tryAcquire(this.options.lease, this.options.owner, now, this.options.ttlMs);
+      held = Promise.resolve(this.leases.tryAcquire(this.options.lease, this.options.owner, now, this.options.ttlMs));
     } catch (error) {
-      this.settle(now, null, error);
-      return;
-    }
-    if (!isPromise(held)) {
-      this.settle(now, held, null);
-      return;
+      held = Promise.reject(error);
     }
     this.asking = true;
     held.then(
@@ -100,8 +97,12 @@ export class LeaderElection {
     if (this.leading) {
       this.leading = false;
       this.options.onLose();
-      const released = this.leases.release(this.options.lease, this.options.owner);
-      if (isPromise(released)) released.catch(() => {}); // it expires on its own anyway
+      // Released now (SQLite) or by a round trip (Redis); it expires on its own anyway.
+      try {
+        Promise.resolve(this.leases.release(this.options.lease, this.options.owner)).catch(() => {});
+      } catch {
+        // the store is closing: the lease expires
+      }
     }
   }
 }
