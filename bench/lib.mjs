@@ -562,6 +562,10 @@ async function runWrk({ url, method, headers = {}, body, connections, durationSe
  * Warm every target up, then run `rounds` rounds; in each round every scenario runs its
  * targets back to back (order reversed on odd rounds) so that drift on a shared machine
  * hits baseline and subject alike. Per target the median over rounds is reported.
+ * With `settleSec` > 0 each measured run is preceded by an unmeasured run of that length on
+ * the same target: a Node process that sat idle for a while (other targets ran) spends its
+ * first second re-optimising its hot code, and that cost would land on whichever target of
+ * the process runs first after the idle time instead of on its steady state.
  */
 export async function runSuite(
   scenarios,
@@ -570,6 +574,7 @@ export async function runSuite(
     connections,
     durationSec,
     warmupSec = 2,
+    settleSec = 0,
     rounds = 1,
     pauseMs = 500,
     log = (m) => process.stderr.write(`${m}\n`),
@@ -610,6 +615,11 @@ export async function runSuite(
     for (const s of scenarios) {
       const order = round % 2 === 0 ? s.targets : [...s.targets].reverse();
       for (const t of order) {
+        if (settleSec > 0) {
+          const w = await once(s, t, settleSec);
+          if (w.non2xx || w.errors || w.timeouts)
+            log(`  warning: settling run saw non2xx=${w.non2xx} errors=${w.errors} timeouts=${w.timeouts}`);
+        }
         log(`round ${round + 1}/${rounds}  ${s.title} :: ${t.label} (${durationSec}s)`);
         const r = await once(s, t, durationSec);
         log(

@@ -26,7 +26,8 @@
 //
 // Env: BENCH_DURATION (s; default 8 for api/proxy, 5 for workers/durability),
 //      BENCH_DURATION_<SECTION> (per section, e.g. BENCH_DURATION_PROXY=10), BENCH_CONNECTIONS (32),
-//      BENCH_WARMUP (s, 2), BENCH_ROUNDS (1), BENCH_TOOL (wrk|autocannon; default wrk when installed),
+//      BENCH_WARMUP (s, 2), BENCH_PROXY_SETTLE (s, 1: proxy section, an unmeasured run before each
+//      measured one on the same target), BENCH_ROUNDS (1), BENCH_TOOL (wrk|autocannon; default wrk when installed),
 //      BENCH_WRK_THREADS (1), BENCH_ONLY (comma list of sections api,proxy,workers,durability and/or
 //      api scenario ids get,ok,fail), BENCH_CPU_PROF=1 (every circuitlog runs with --cpu-prof; profiles
 //      in bench/results/prof/), BENCH_SYNCHRONOUS (NORMAL|FULL, api section), BENCH_CIRCUITLOG_CONFIG
@@ -130,6 +131,8 @@ const rounds = envInt('BENCH_ROUNDS', 1, 1, 50);
 const upstreamBytes = envInt('BENCH_UPSTREAM_BYTES', 300, 120, 1_000_000);
 const cpuProf = process.env.BENCH_CPU_PROF === '1';
 const proxyWorkers = envInt('BENCH_PROXY_WORKERS', 1, 1, 8); // proxy section: circuitlog and the featureless proxy
+// proxy section: an unmeasured run of this many seconds before each measured one, on the same target (runSuite's settleSec)
+const proxySettleSec = envInt('BENCH_PROXY_SETTLE', 1, 0, 60);
 const tool = pickTool();
 const log = (m) => process.stderr.write(`${m}\n`);
 
@@ -635,7 +638,9 @@ async function proxySection() {
         ],
       },
     ];
-    const results = await runSuite(scenarios, suiteOptions(durationSec));
+    // The two circuitlog rows share one process, idle while the other targets run: each
+    // measured run starts from its steady state, not from a process that just woke up.
+    const results = await runSuite(scenarios, { ...suiteOptions(durationSec), settleSec: proxySettleSec });
 
     const after = await circuitState(server.url, NODE_CIRCUIT);
     const checks = [
@@ -653,6 +658,9 @@ async function proxySection() {
         ? `${nginxVersion(nginxBin)}: worker_processes 1 (+ master), access_log off, upstream keepalive 32, proxy_http_version 1.1, Connection "", keepalive_requests 1000000 (client and upstream side)${process.getuid?.() === 0 ? ', user root' : ''}; CPU µs/req counts master + worker.`
         : `nginx row skipped: ${nginxSkip}.`,
       'CPU µs/req counts the proxy process only; the upstream spends its own CPU on every proxied request too (see the direct row).',
+      proxySettleSec > 0
+        ? `Each measured run follows an unmeasured ${proxySettleSec} s run on the same target (BENCH_PROXY_SETTLE): a process idle while the others ran re-optimises its hot code first.`
+        : 'No settling run before the measured ones (BENCH_PROXY_SETTLE=0): the first run after a process sat idle pays for re-optimising its code.',
     );
     return {
       id: 'proxy',

@@ -30,6 +30,14 @@ export class BatchedCounter {
     });
   }
 
+  /** Count one for `key` when its series exists; false (nothing counted) before its first `inc`. */
+  incKnown(key: string): boolean {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return false;
+    slot.pending += 1;
+    return true;
+  }
+
   /** Count one for `labels`; `key` must be unique per label set (labels are read only the first time). */
   inc(key: string, labels: Labels): void {
     const slot = this.slots.get(key);
@@ -70,6 +78,14 @@ export class BatchedHistogram {
     for (const r of config.registers) r.registerMetric(this as never);
   }
 
+  /** `observe` for a series that exists; false (nothing observed) before its first `observe`. */
+  observeKnown(key: string, value: number): boolean {
+    const s = this.series.get(key);
+    if (s === undefined) return false;
+    if (Number.isFinite(value)) this.add(s, value);
+    return true;
+  }
+
   /** Observe `value` for `labels`; `key` must be unique per label set. Non-finite values are dropped. */
   observe(key: string, labels: Labels, value: number): void {
     if (!Number.isFinite(value)) return;
@@ -78,6 +94,10 @@ export class BatchedHistogram {
       s = { labels, buckets: new Array<number>(this.bounds.length).fill(0), sum: 0, count: 0 };
       this.series.set(key, s);
     }
+    this.add(s, value);
+  }
+
+  private add(s: HistogramSeries, value: number): void {
     s.sum += value;
     s.count += 1;
     const b = this.bounds;

@@ -87,10 +87,14 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
     if (!this.isLabelled(circuit)) return;
     const outcome = success ? 'success' : 'failure';
-    // Keys: label values joined by NUL (a character a label value here never holds).
-    this.outcomes.inc(`${circuit.name}\0${outcome}`, { circuit: circuit.name, outcome });
+    // Keys: label values joined by NUL (a character a label value here never holds); the
+    // labels object is made only for a series' first count.
+    const key = `${circuit.name}\0${outcome}`;
+    if (!this.outcomes.incKnown(key)) this.outcomes.inc(key, { circuit: circuit.name, outcome });
     if (durationMs === undefined) return;
-    this.outcomeDuration.observe(circuit.name, { circuit: circuit.name }, durationMs / 1000);
+    const seconds = durationMs / 1000;
+    if (!this.outcomeDuration.observeKnown(circuit.name, seconds))
+      this.outcomeDuration.observe(circuit.name, { circuit: circuit.name }, seconds);
     if (circuit.window !== null && isSlow(circuit.window, durationMs)) this.slowCalls.inc({ circuit: circuit.name });
   }
 
@@ -107,13 +111,13 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const nodeId = node?.id ?? 'none';
     if (node?.local === false) this.degraded.inc({ upstream });
     const dc = node?.dc ?? 'none';
-    this.proxyRequests.inc(`${upstream}\0${nodeId}\0${dc}\0${status}`, {
-      upstream,
-      node: nodeId,
-      dc,
-      status: String(status),
-    });
-    this.proxyDuration.observe(`${upstream}\0${nodeId}`, { upstream, node: nodeId }, durationMs / 1000);
+    const key = `${upstream}\0${nodeId}\0${dc}\0${status}`;
+    if (!this.proxyRequests.incKnown(key))
+      this.proxyRequests.inc(key, { upstream, node: nodeId, dc, status: String(status) });
+    const seriesKey = `${upstream}\0${nodeId}`;
+    const seconds = durationMs / 1000;
+    if (!this.proxyDuration.observeKnown(seriesKey, seconds))
+      this.proxyDuration.observe(seriesKey, { upstream, node: nodeId }, seconds);
   }
 
   proxyError(upstream: string, error: unknown, durationMs: number): void {

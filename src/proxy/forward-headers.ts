@@ -1,4 +1,5 @@
 /** Header handling at the proxy boundary; the hop-by-hop list is in proxy-errors.ts. */
+import { util } from 'undici';
 import { HOP_BY_HOP } from './proxy-errors.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
@@ -13,8 +14,19 @@ const REQUEST_DROPPED = new Set([
   'x-forwarded-dc',
 ]);
 
-function namedInConnection(connection: string | string[] | undefined): Set<string> | null {
+/** The options of the Connection values nearly every message carries, made once. */
+const KEEP_ALIVE_ONLY: ReadonlySet<string> = new Set(['keep-alive']);
+const CLOSE_ONLY: ReadonlySet<string> = new Set(['close']);
+
+/** The field names a Connection header lists (RFC 9110 section 7.6.1), lower-case. */
+function namedInConnection(connection: string | string[] | undefined): ReadonlySet<string> | null {
   if (connection === undefined) return null;
+  if (typeof connection === 'string' && (connection.length === 10 || connection.length === 5)) {
+    // One bare token, the common case: the same set as the split below, without building it.
+    const token = connection.toLowerCase();
+    if (token === 'keep-alive') return KEEP_ALIVE_ONLY;
+    if (token === 'close') return CLOSE_ONLY;
+  }
   const names = new Set<string>();
   for (const value of Array.isArray(connection) ? connection : [connection]) {
     for (const token of value.split(',')) names.add(token.trim().toLowerCase());
@@ -71,13 +83,15 @@ export type FlatHeaders = string[];
 
 /**
  * Response fields for the caller from undici's raw list (Buffers, names in any case), as a
- * flat list: `writeHead` stores it without building an object (issue 12).
+ * flat list: `writeHead` stores it without building an object (issue 12). Names go through
+ * undici's `headerNameToString`: a well-known name comes back lower-case from its table,
+ * without a string made and lower-cased per field.
  */
 export function downstreamFlatHeaders(raw: readonly Buffer[]): FlatHeaders {
   const out: FlatHeaders = [];
   let connection: string | null = null;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toString('latin1').toLowerCase();
+    const name = util.headerNameToString(raw[i]!);
     const value = raw[i + 1]!.toString('latin1');
     if (HOP_BY_HOP.has(name)) {
       if (name === 'connection') connection = connection === null ? value : `${connection}, ${value}`;

@@ -13,14 +13,34 @@ export interface HttpForwardDeps {
 
 /** HTTP forwarding as the failover core's transport: one undici dispatch per attempt. */
 export function httpTransport(deps: HttpForwardDeps, call: ProxyCall): Transport<Attempt> {
-  const { upstream, method, body } = call.parts;
-  return {
-    upstream,
-    method,
-    attempt: (node, startedAt) => attemptNode(deps, call, node, startedAt),
-    replayable: () => body === null || body.replayable,
-    discard: (attempt) => attempt.attach(new DiscardSink(attempt)),
-  };
+  return new HttpTransport(deps, call);
+}
+
+/** One object per call, its methods on the prototype (no closures made per request). */
+class HttpTransport implements Transport<Attempt> {
+  readonly upstream: ProxyCall['parts']['upstream'];
+  readonly method: string;
+
+  constructor(
+    private readonly deps: HttpForwardDeps,
+    private readonly call: ProxyCall,
+  ) {
+    this.upstream = call.parts.upstream;
+    this.method = call.parts.method;
+  }
+
+  attempt(node: ProxyNode, startedAt: number): Promise<Tried<Attempt>> {
+    return attemptNode(this.deps, this.call, node, startedAt);
+  }
+
+  replayable(): boolean {
+    const body = this.call.parts.body;
+    return body === null || body.replayable;
+  }
+
+  discard(attempt: Attempt): void {
+    attempt.attach(new DiscardSink(attempt));
+  }
 }
 
 /** Send the call to one node; resolves with its head or why there is none. */

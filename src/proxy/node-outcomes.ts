@@ -46,7 +46,7 @@ export function recordRequestOutcome(
 ): void {
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
-    breaker.record(node.circuit, success, upstream.recordOptions, durationMs);
+    breaker.recordDetached(node.circuit, success, upstream.recordOptions, durationMs);
     return;
   }
   breaker.recordAmong(

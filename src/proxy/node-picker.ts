@@ -20,16 +20,21 @@ export interface NodeUse {
 export const PLAIN_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: false });
 const WOULD_REFUSE_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: true });
 
+/** What the walk reads the time from (the breaker service's injected clock), only when a force needs judging. */
+interface Clock {
+  now(): number;
+}
+
 export type Pick =
   | { readonly node: ProxyNode; readonly use: NodeUse }
   | { readonly node: null; readonly retryAt: number | null };
 
 /** The use of a node whose breaker admitted the call: marked when only a force let it through. */
-function admittedUse(admission: Admission | null, now: () => number): NodeUse {
+function admittedUse(admission: Admission | null, clock: Clock): NodeUse {
   if (admission?.circuit?.forcedState !== 'closed') return PLAIN_USE; // (a test's stand-in admission may carry no circuit)
   // The domain's verdict also knows the caller's own isolation (a quorum policy) under the force.
   if (admission.verdict.allowed && admission.verdict.wouldRefuse !== undefined) return WOULD_REFUSE_USE;
-  return wouldRefuse(admission.circuit, now()) ? WOULD_REFUSE_USE : PLAIN_USE;
+  return wouldRefuse(admission.circuit, clock.now()) ? WOULD_REFUSE_USE : PLAIN_USE;
 }
 
 /**
@@ -41,7 +46,7 @@ function admittedUse(admission: Admission | null, now: () => number): NodeUse {
 function* walk(
   upstream: Upstream,
   tried: ReadonlySet<ProxyNode> | null,
-  now: () => number,
+  clock: Clock,
 ): Generator<ProxyNode, Pick, Admission | null> {
   let retryAt = Infinity;
   for (let g = 0; g < upstream.groups.length; g++) {
@@ -52,7 +57,7 @@ function* walk(
       const node = group[(start + k) % group.length]!;
       if (tried?.has(node)) continue;
       const admission = yield node;
-      if (admission === null || admission.verdict.allowed) return { node, use: admittedUse(admission, now) };
+      if (admission === null || admission.verdict.allowed) return { node, use: admittedUse(admission, clock) };
       retryAt = Math.min(retryAt, admission.verdict.retryAt);
     }
   }
@@ -81,7 +86,7 @@ export class NodePick {
     /** On a storage outage, a local node is used without its breaker. */
     private readonly failOpen: boolean,
   ) {
-    this.steps = walk(upstream, tried, () => breaker.now());
+    this.steps = walk(upstream, tried, breaker);
     this.caller = upstream.recordOptions.caller;
   }
 

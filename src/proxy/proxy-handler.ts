@@ -60,13 +60,10 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const proxy = new HttpProxy(deps);
   const hooks = deps.hooks;
   if (hooks === undefined) return (input) => proxy.handle(input, true, null);
-  return (input) =>
-    reported(
-      hooks,
-      (r) => proxy.handle(input, true, r),
-      (response) => response.status,
-    );
+  return (input) => reported(hooks, (r) => proxy.handle(input, true, r), statusOf);
 }
+
+const statusOf = (response: Response): number => response.status;
 
 class HttpProxy {
   private readonly core: FailoverDeps;
@@ -98,7 +95,17 @@ class HttpProxy {
     }
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
     const call = new ProxyCall(
-      { input, upstream, target, method: input.method, requestHeaders, ...sent, flight, report: r },
+      {
+        input,
+        upstream,
+        target,
+        method: input.method,
+        requestHeaders,
+        headers: sent.headers,
+        body: sent.body,
+        flight,
+        report: r,
+      },
       slot,
     );
     try {

@@ -111,6 +111,17 @@ export class BreakerService extends BreakerAdmin {
   }
 
   /**
+   * `record` for a caller that does not wait for the circuit (the proxy's success path): the
+   * same write, log lines and observer calls, without the promise of its result. A write that
+   * fails later is logged as `record` logs it; one that fails at once throws.
+   */
+  recordDetached(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined): void {
+    const outcome = outcomeOf(success, options, durationMs);
+    const result = this.run(name, this.outcomeStep(name, outcome, options.create), outcome);
+    if (isPromise(result)) result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+  }
+
+  /**
    * `record`, with `guard` free to change the step after seeing the `peers` circuits as
    * the same atomic write reads them (the proxy's ejection cap: proxy/guard-rails.ts). See
    * `guardedItems` for how the peers' reads are made part of the write.

@@ -25,6 +25,9 @@ export class RetryBudget {
   private readonly retries = new Array<number>(BUCKETS).fill(0);
   /** The absolute bucket number (now / 1 s) of each slot. */
   private readonly epochs = new Array<number>(BUCKETS).fill(-1);
+  /** The bucket number and slot of the last call: within one second the sweep below has nothing to clear. */
+  private lastEpoch = Number.NaN;
+  private lastSlot = 0;
 
   constructor(readonly settings: RetryBudgetSettings) {}
 
@@ -46,6 +49,7 @@ export class RetryBudget {
   /** The bucket for `now`, cleared if it last held an older second; older buckets are cleared too. */
   private slot(now: number): number {
     const epoch = Math.floor(now / BUCKET_MS);
+    if (epoch === this.lastEpoch) return this.lastSlot; // every request of a second: no sweep
     for (let i = 0; i < BUCKETS; i++) {
       if (this.epochs[i]! <= epoch - BUCKETS) {
         this.requests[i] = 0;
@@ -59,6 +63,8 @@ export class RetryBudget {
       this.retries[i] = 0;
       this.epochs[i] = epoch;
     }
+    this.lastEpoch = epoch;
+    this.lastSlot = i;
     return i;
   }
 }
