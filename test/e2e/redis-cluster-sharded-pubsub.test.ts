@@ -6,6 +6,7 @@ import { requestJson } from '../fresh-request.js';
 import { clusterCli, startCluster, type RedisCluster } from '../redis/cluster.js';
 import { moveSlot } from '../redis/reshard.js';
 import { startServer, type ServerProcess } from '../server-process.js';
+import { until } from '../redis/until.js';
 
 // Sharded pub/sub on a real Redis Cluster of 3 primaries and 3 replicas, two circuitlog hosts:
 // each write's `changes` message is SPUBLISHed on its shard's channel, so only the shard's
@@ -34,14 +35,6 @@ afterAll(async () => {
   agent.destroy();
   await cluster?.stop();
 });
-
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const owns = (p: { slots: [number, number][] }) => p.slots.some(([lo, hi]) => SLOT >= lo && SLOT <= hi);
 const ownerOf = async () => (await cluster.primaries().catch(() => [])).find(owns);

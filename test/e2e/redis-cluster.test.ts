@@ -10,6 +10,7 @@ import { openStream } from '../observe/sse-client.js';
 import { clusterCli, NODE_TIMEOUT_MS, startCluster, type RedisCluster } from '../redis/cluster.js';
 import { refusedStart } from '../refused-start.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { until } from '../redis/until.js';
 
 // Two circuitlog hosts on a real Redis Cluster of 3 primaries and 3 replicas (loopback, random ports).
 let cluster: RedisCluster;
@@ -32,15 +33,6 @@ afterAll(async () => {
   agent.destroy();
   await cluster?.stop();
 });
-
-/** Poll (bounded) until `check` holds; what is asserted afterwards is the value, not the time. */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** A circuit with its own policy (PATCH creates it). */
 async function circuit(host: ServerProcess, name: string, policy: Record<string, unknown>): Promise<void> {
