@@ -14,7 +14,7 @@ import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
 import { OutcomeQueue } from './outcome-queue.js';
-import { InFlight, classify, withTimeout } from './run-call.js';
+import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
 import { clientSettings } from './settings.js';
 import { StreamKeeper } from './stream-keeper.js';
 import type { Transport } from './transport.js';
@@ -225,7 +225,7 @@ export class CircuitlogClient {
     }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
-    const at = new Date(this.clock()).toISOString();
+    const at = isoTime(this.clock());
     const caller = this.caller;
     this.queue.push(
       durationMs === undefined

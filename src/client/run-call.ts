@@ -60,3 +60,11 @@ export class InFlight {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 }
+
+let lastIso = { ms: Number.NaN, iso: '' };
+
+/** Epoch `ms` as RFC 3339; many calls end in the same millisecond, so the last answer is kept. */
+export function isoTime(ms: number): string {
+  if (ms !== lastIso.ms) lastIso = { ms, iso: new Date(ms).toISOString() };
+  return lastIso.iso;
+}

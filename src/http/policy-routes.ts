@@ -5,7 +5,7 @@ import { circuitNameProblem } from '../config.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNotFound, common, ok, problem, withBody } from './route-kit.js';
-import { circuitNameParam, fieldErrors, readJson } from './request.js';
+import { circuitNameParam, fieldErrors, prefersMinimal, readJson } from './request.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
 import { callerField } from './caller-param.js';
@@ -160,9 +160,18 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
     path: '/outcomes',
     tags: ['circuits'],
     summary: `Record 1-${MAX_BATCH_OUTCOMES} outcomes in order, in one transaction (creating circuits with the defaults)`,
-    request: { body: { required: true, content: { 'application/json': { schema: BatchBody } } } },
+    request: {
+      headers: z.object({
+        prefer: z.string().optional().openapi({
+          description: 'return=minimal (RFC 7240): answer 204 with no body (Preference-Applied: return=minimal)',
+          example: 'return=minimal',
+        }),
+      }),
+      body: { required: true, content: { 'application/json': { schema: BatchBody } } },
+    },
     responses: {
       200: ok("Each item's circuit and its state after it, in order", BatchAnswer),
+      204: { description: 'Recorded, with Prefer: return=minimal (Preference-Applied: return=minimal)' },
       ...withBody,
       413: problem('Body over 1 MiB (or api_body_limit_bytes, the larger)'),
       422: problem('An invalid item (errors name it as outcomes.<index>.<field>); nothing was recorded'),
@@ -182,6 +191,7 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
         ...(o.caller === undefined ? {} : { caller: o.caller }),
       })),
     );
+    if (prefersMinimal(c)) return c.body(null, 204, { 'preference-applied': 'return=minimal' });
     return json(c, { results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);
   });
 }

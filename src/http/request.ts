@@ -150,3 +150,23 @@ async function readBody(c: Context, incoming: IncomingMessage | undefined, limit
     incoming.on('close', onClose);
   });
 }
+
+/**
+ * Whether the request's `Prefer` header (RFC 7240) asks for `return=minimal`: the caller wants
+ * no representation back. Preference names are case-insensitive; a value may be quoted; any
+ * other preference in the list is ignored.
+ */
+export function prefersMinimal(c: Context): boolean {
+  const header = c.req.header('prefer');
+  if (header === undefined) return false;
+  return header.split(',').some((preference) => {
+    const [name, value = ''] = (preference.split(';')[0] ?? '').split('=');
+    return (
+      name?.trim().toLowerCase() === 'return' &&
+      value
+        .trim()
+        .replace(/^"(.*)"$/, '$1')
+        .toLowerCase() === 'minimal'
+    );
+  });
+}

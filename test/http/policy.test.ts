@@ -331,6 +331,30 @@ describe('POST /outcomes (batch)', () => {
     expect((await t.request('GET', '/circuits/a')).status).toBe(404);
   });
 
+  it('answers 204 with no body for Prefer: return=minimal (RFC 7240), having recorded every item', async () => {
+    const t = buildApp();
+    const outcomes = Array.from({ length: 5 }, () => ({ circuit: 'a', success: false }));
+    for (const prefer of ['return=minimal', 'respond-async, RETURN="minimal"; x=1']) {
+      const res = await t.request('POST', '/outcomes', { outcomes }, { prefer });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('preference-applied')).toBe('return=minimal');
+      expect(await res.text()).toBe('');
+    }
+    expect(await get(t, 'a')).toMatchObject({ state: 'open', failure_count: 10 });
+    const full = await t.request('POST', '/outcomes', { outcomes }, { prefer: 'return=representation' });
+    expect(full.status).toBe(200);
+    expect(full.headers.get('preference-applied')).toBeNull();
+    expect((await json(full)).results).toHaveLength(5);
+    const bad = await t.request(
+      'POST',
+      '/outcomes',
+      { outcomes: [{ circuit: 'b', success: 1 }] },
+      { prefer: 'return=minimal' },
+    );
+    expect(bad.status).toBe(422); // a bad batch is still a problem document, and records nothing
+    expect((await t.request('GET', '/circuits/b')).status).toBe(404);
+  });
+
   it('needs the bearer token when one is configured', async () => {
     const t = buildApp({ token: 'policy-token-0123456789' });
     const body = { outcomes: [{ circuit: 'a', success: false }] };

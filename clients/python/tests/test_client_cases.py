@@ -60,6 +60,10 @@ class CountingProxy(BaseHTTPRequestHandler):
         for k, v in res.getheaders():
             if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
                 self.send_header(k, v)
+        if res.status in (204, 304):  # no body, so no chunked framing either (RFC 9112 section 6.3)
+            self.end_headers()
+            conn.close()
+            return
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         try:
