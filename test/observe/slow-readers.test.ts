@@ -10,7 +10,7 @@ const BATCHES = 80; // x 500 items: 40,000 transitions of about 330 bytes, ~13 M
 const ITEMS = 500;
 const BUFFER_BYTES = 64 * 1024;
 // 96 MiB over the same work without streams. Measured on a 2-core machine: bounded at 64 KiB,
-// 13 to 35 MiB over the stream-less run (two processes' heap growth of ~100 MiB each differ by
+// -7 to 35 MiB over the stream-less run in six runs (two processes' heap growth of ~100 MiB each differ by
 // that much); with the bound raised to 1 GiB (effectively none), 257 MiB over it.
 const EXTRA_RSS_BOUND = 96 * 1024 * 1024;
 
