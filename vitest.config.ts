@@ -24,6 +24,7 @@ export default defineConfig({
     // spawned server that crashes fails the test it crashed in (test/no-crash-setup.ts).
     dangerouslyIgnoreUnhandledErrors: false,
     setupFiles: ['test/no-crash-setup.ts'],
+    reporters: ['default', './test/slowest-files-reporter.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [

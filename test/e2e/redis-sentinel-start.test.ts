@@ -1,5 +1,5 @@
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedPort } from '../refused-port.js';
 import { refusedStart } from '../refused-start.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startSentinel, type Sentinel } from '../redis/sentinel.js';
@@ -8,16 +8,6 @@ const stoppers: (RedisServer | Sentinel)[] = [];
 afterEach(async () => {
   await Promise.all(stoppers.splice(0).map((s) => (s as RedisServer).stop('SIGKILL')));
 });
-
-/** A loopback port nobody listens on (it was free a moment ago). */
-function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const refusal = (store: string) => refusedStart({ CIRCUITLOG_STORE: store });
 
@@ -46,7 +36,7 @@ describe('redis+sentinel:// that cannot work stops the start with exit 2 within 
   });
 
   it('no sentinel reachable', async () => {
-    const [a, b] = [await closedPort(), await closedPort()];
+    const [a, b] = [await refusedPort(), await refusedPort()];
     const { code, stderr } = await refusal(`redis+sentinel://:s3cret@127.0.0.1:${a},127.0.0.1:${b}/m`);
     expect(code).toBe(2);
     expect(stderr).toMatch(

@@ -42,6 +42,9 @@ async function sentinelSet(): Promise<{ primary: RedisServer; sentinels: Sentine
     startRedis({ replicaOf: primary.port }),
   ]);
   redises.push(...replicas);
+  // The replica Sentinel promotes serves the other one's sync: at once too, not after the default 5 s
+  // (with replicas_ack 1 every write waits on that sync).
+  await Promise.all(replicas.map((r) => cli(r.port, 'CONFIG', 'SET', 'repl-diskless-sync-delay', '0')));
   // Both replicas hold the data: a replica still in its first sync, if promoted, has nothing.
   const synced = await eventually(async () => {
     const links = await Promise.all(replicas.map((r) => cli(r.port, 'INFO', 'replication')));
@@ -125,6 +128,13 @@ async function failover(storeRedis: string): Promise<Failover> {
   expect(newHost).toBe('127.0.0.1');
   expect(Number(newPort)).not.toBe(primary.port);
   const stored = JSON.parse(await cli(Number(newPort), 'HGET', keys.circuit('load'), 'c')).failureCount as number;
+  // The set is whole again before the checks that follow: Sentinel has pointed the other replica
+  // at the new primary and its sync is done (else a write with replicas_ack 1 waits on it).
+  const replicaOnline = await eventually(
+    async () => /^slave\d+:.*state=online/m.test(await cli(Number(newPort), 'INFO', 'replication')),
+    15_000,
+  );
+  expect(replicaOnline).toBe(true);
   return {
     hosts,
     blackoutMs: resumed!.endedMs - killedAtMs,

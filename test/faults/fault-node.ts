@@ -1,5 +1,6 @@
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { refusedPort } from '../refused-port.js';
 
 /**
  * How a fault node misbehaves once it has read a request head:
@@ -76,17 +77,16 @@ export class FaultNode {
   }
 
   async start(): Promise<this> {
+    if (this.kind === 'refuse') {
+      this.port = await refusedPort();
+      return this;
+    }
     const server = net.createServer((socket) => this.accept(socket));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
     this.port = (server.address() as AddressInfo).port;
-    if (this.kind === 'refuse') {
-      // Keep the port number, free the port: connections to it are refused.
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      return this;
-    }
     this.server = server;
     return this;
   }
