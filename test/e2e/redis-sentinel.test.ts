@@ -88,7 +88,7 @@ interface Failover {
 /**
  * Two hosts on `redis+sentinel://` with `store.redis` as given, a bounded load of failure
  * outcomes through both; `kill -9` of the primary 2 s in; the load goes on until a second
- * after the first outcome acknowledged by the new primary (at most 15 s in all).
+ * after each host has had an outcome acknowledged by the new primary (at most 15 s in all).
  */
 async function failover(storeRedis: string): Promise<Failover> {
   const { primary, sentinels: watching } = await sentinelSet();
@@ -104,13 +104,17 @@ async function failover(storeRedis: string): Promise<Failover> {
   const answers: { startedMs: number; endedMs: number; ok: boolean }[] = [];
   let killedAtMs = Infinity;
   let stopAtMs = Date.now() + LOAD_LIMIT_MS;
+  const resumedHosts = new Set<number>();
   const worker = async (w: number) => {
     for (let i = 0; Date.now() < stopAtMs; i++) {
       const startedMs = Date.now();
-      const answer = await request(`${hosts[(w + i) % 2]!.url}/circuits/load/failure`, 'POST', 5_000).catch(() => null);
+      const host = (w + i) % 2;
+      const answer = await request(`${hosts[host]!.url}/circuits/load/failure`, 'POST', 5_000).catch(() => null);
       const ok = answer?.status === 200;
       answers.push({ startedMs, endedMs: Date.now(), ok });
-      if (ok && startedMs > killedAtMs) stopAtMs = Math.min(stopAtMs, Date.now() + 1_000); // a second of load on the new primary, then stop
+      if (ok && startedMs > killedAtMs) resumedHosts.add(host);
+      // Once each host has written to the new primary, a second more of load, then stop.
+      if (resumedHosts.size === hosts.length) stopAtMs = Math.min(stopAtMs, Date.now() + 1_000);
       if (!ok) await new Promise((r) => setTimeout(r, 20));
     }
   };
