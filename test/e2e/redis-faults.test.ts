@@ -1,6 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedPort } from '../refused-port.js';
 import { refusedStart } from '../refused-start.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -78,10 +79,7 @@ describe('CIRCUITLOG_STORE at start', () => {
   });
 
   it('stops within 10 s with exit code 2 when nothing listens at the Redis address', async () => {
-    const free = net.createServer();
-    await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
-    const { port } = free.address() as net.AddressInfo;
-    await new Promise((r) => free.close(r));
+    const port = await refusedPort();
     const { code, stderr } = await refusal({ CIRCUITLOG_STORE: `redis://127.0.0.1:${port}` });
     expect(code).toBe(2);
     expect(stderr).toMatch(/CIRCUITLOG_STORE: cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+/);

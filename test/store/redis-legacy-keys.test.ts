@@ -15,8 +15,13 @@ afterAll(async () => {
   await Promise.all(opened.map((o) => o.close()));
   await redis.stop('SIGKILL');
 });
+/**
+ * Each command may take 10 s, not the default 1 s: on a busy machine Redis can stall past a
+ * second under this file's 20,000-circuit writes, and what is tested is the start deadline.
+ */
+const COMMAND_TIMEOUT_MS = 10_000;
 const open = async (prefix: string) => {
-  const o = await openRedisStore({ url: redis.url(), logger: silentLogger, prefix });
+  const o = await openRedisStore({ url: redis.url(), logger: silentLogger, prefix, timeoutMs: COMMAND_TIMEOUT_MS });
   opened.push(o);
   return o;
 };
@@ -81,7 +86,7 @@ describe('a store of the layout before shards', () => {
     const raw = scratch.store.redis;
     const count = 20_000;
     for (let from = 0; from < count; from += 250) {
-      // 250 circuits at a time: each command has the store's 1 s timeout, on a busy machine too
+      // 250 circuits at a time, so no command waits long behind the others
       await Promise.all(
         Array.from({ length: Math.min(250, count - from) }, (_, j) => {
           const i = from + j;
@@ -96,7 +101,13 @@ describe('a store of the layout before shards', () => {
       );
     }
     // Far less than moving 20,000 circuits one at a time takes (some 160,000 round trips): before, the move ran inside it and the start failed.
-    const host = await openRedisStore({ url: redis.url(), logger: silentLogger, prefix, startTimeoutMs: 3_000 });
+    const host = await openRedisStore({
+      url: redis.url(),
+      logger: silentLogger,
+      prefix,
+      startTimeoutMs: 3_000,
+      timeoutMs: COMMAND_TIMEOUT_MS,
+    });
     opened.push(host);
     expect(await host.store.count()).toBe(count);
     expect(await raw.command(['EXISTS', `${prefix}index`])).toBe(0);
@@ -106,5 +117,5 @@ describe('a store of the layout before shards', () => {
       ['old-1', 2],
       ['old-2', 3],
     ]);
-  });
+  }, 120_000); // 20,000 circuits written and moved: CPU-bound, and slow on a busy machine
 });
