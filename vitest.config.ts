@@ -25,6 +25,10 @@ export default defineConfig({
     dangerouslyIgnoreUnhandledErrors: false,
     setupFiles: ['test/no-crash-setup.ts'],
     reporters: ['default', './test/slowest-files-reporter.ts'],
+    // Two files at a time, on 2 cores too (vitest's default there is one): most files wait on
+    // servers, Redis and child processes rather than compute, and every test waits on events,
+    // not on an idle machine.
+    maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
