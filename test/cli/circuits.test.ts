@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
@@ -163,5 +164,11 @@ describe('circuitlog exit codes', () => {
     expect(help.code).toBe(0);
     for (const command of ['serve', 'ls', 'get', 'force', 'clear', 'reset', 'backup', 'restore', 'migrate --check'])
       expect(help.stdout).toContain(`  ${command}`);
+  });
+
+  it('npx circuitlog runs the package bin from the repository (no install)', () => {
+    const npx = spawnSync('npx', ['--no', '--', 'circuitlog', '--help'], { encoding: 'utf8' });
+    expect(npx.status, npx.stderr).toBe(0);
+    expect(npx.stdout).toMatch(/^usage: circuitlog <command>/);
   });
 });
