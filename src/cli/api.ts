@@ -65,9 +65,12 @@ export async function send(
   throw await answerError(response, method, path);
 }
 
-/** The answer's JSON body; a body that is not JSON is the server's fault, said so. */
+const MAX_JSON_BYTES = 16 * 1024 * 1024; // 16 MiB: a page of 500 circuits is well under 1 MiB
+
+/** The answer's JSON body; a body that is not JSON (or over 16 MiB) is the server's fault, said so. */
 export async function jsonOf<T>(answer: Answer): Promise<T> {
-  const text = await answer.response.text();
+  const text = await cappedText(answer.response, MAX_JSON_BYTES);
+  if (text === null) throw new CliError(EXIT.FAILED, `the server's answer is over ${MAX_JSON_BYTES} bytes`);
   try {
     return JSON.parse(text) as T;
   } catch {
@@ -90,7 +93,7 @@ const MAX_PROBLEM_BYTES = 64 * 1024; // 64 KiB: a problem body is a few hundred 
 
 /** One line from an error answer: `404 circuit-not-found: Circuit 'x' ...`, plus a hint for 401/403. */
 async function answerError(response: Response, method: string, path: string): Promise<CliError> {
-  const text = (await response.text()).slice(0, MAX_PROBLEM_BYTES);
+  const text = (await cappedText(response, MAX_PROBLEM_BYTES)) ?? '';
   let problem: { type?: unknown; detail?: unknown; title?: unknown } = {};
   try {
     problem = JSON.parse(text) as typeof problem;
@@ -103,4 +106,20 @@ async function answerError(response: Response, method: string, path: string): Pr
   const hint = response.status === 401 ? ' (pass --token or set CIRCUITLOG_TOKEN)' : '';
   const said = detail ? `: ${detail}` : '';
   return new CliError(EXIT.FAILED, `${method} ${path} answered ${response.status}${kind}${said}${hint}`);
+}
+
+/** The body as text, or null once it passes `maxBytes` (the rest is not read). */
+export async function cappedText(response: Response, maxBytes: number): Promise<string | null> {
+  if (response.body === null) return '';
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for await (const chunk of response.body) {
+    bytes += chunk.byteLength;
+    if (bytes > maxBytes) {
+      await response.body.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Answer, ApiTarget } from './api.js';
-import { send } from './api.js';
+import { cappedText, send } from './api.js';
 import {
   checkTarget,
   heldByServer,
@@ -18,6 +18,7 @@ import { ProgressLine } from './progress.js';
 const SQLITE_MAGIC = 'SQLite format 3\0'; // https://www.sqlite.org/fileformat.html#the_database_header
 const BUSY_STATUSES = [409, 429, 503];
 const DEFAULT_RETRY_SECONDS = 5; // when a busy answer carries no Retry-After
+const MAX_PROBLEM_BYTES = 64 * 1024; // 64 KiB
 
 export interface BackupRequest {
   readonly file: string;
@@ -52,7 +53,7 @@ async function backupAnswer(target: ApiTarget, waitSeconds: number, io: Output):
   for (;;) {
     const answer = await send(target, 'GET', '/admin/backup', { pass: BUSY_STATUSES });
     if (answer.status === 200) return answer;
-    const problem = (await answer.response.json().catch(() => ({}))) as { code?: unknown; detail?: unknown };
+    const problem = parseProblem(await cappedText(answer.response, MAX_PROBLEM_BYTES));
     const busy = answer.status !== 503 || problem.code === 'STORAGE_BUSY';
     const detail = typeof problem.detail === 'string' ? `: ${problem.detail}` : '';
     if (!busy) throw new CliError(EXIT.FAILED, `GET /admin/backup answered ${answer.status}${detail}`);
@@ -64,6 +65,14 @@ async function backupAnswer(target: ApiTarget, waitSeconds: number, io: Output):
       );
     io.err(`backup: another backup is running; retrying in ${retryMs / 1000} s\n`);
     await sleep(retryMs);
+  }
+}
+
+function parseProblem(text: string | null): { code?: unknown; detail?: unknown } {
+  try {
+    return (JSON.parse(text ?? '') as { code?: unknown; detail?: unknown } | null) ?? {};
+  } catch {
+    return {};
   }
 }
 

@@ -1,4 +1,6 @@
 import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
@@ -170,5 +172,30 @@ describe('circuitlog exit codes', () => {
     const npx = spawnSync('npx', ['--no', '--', 'circuitlog', '--help'], { encoding: 'utf8' });
     expect(npx.status, npx.stderr).toBe(0);
     expect(npx.stdout).toMatch(/^usage: circuitlog <command>/);
+  });
+
+  it('reads at most 16 MiB of an answer: a larger one exits 1 (a wrong --url cannot fill memory)', async () => {
+    const chunk = Buffer.alloc(1024 * 1024, 0x20); // 1 MiB of spaces, valid JSON padding
+    const huge = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      let sent = 0;
+      const more = () => {
+        while (sent < 24 && res.write(chunk)) sent++;
+        if (sent < 24) res.once('drain', more);
+        else res.end('{}');
+      };
+      res.on('close', () => res.removeAllListeners('drain'));
+      more();
+    });
+    await new Promise<void>((resolve) => huge.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(huge.address() as AddressInfo).port}`;
+      const got = await runCli(['get', 'big', '--url', url]);
+      expect(got.code).toBe(1);
+      expect(got.stderr).toContain(`answer is over ${16 * 1024 * 1024} bytes`);
+    } finally {
+      huge.closeAllConnections();
+      await new Promise((resolve) => huge.close(resolve));
+    }
   });
 });
