@@ -22,7 +22,7 @@ async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
   const [first = '', second = ''] = args;
   switch (invocation.command) {
     case 'help':
-    case 'serve':
+    case 'serve': // never here: main() loads main.ts for `serve` before parsing anything
       io.out(helpText());
       return EXIT.OK;
     case 'ls':
