@@ -40,6 +40,8 @@ export interface StartOptions {
   readonly timeoutMs?: number;
   /** Own process group, so `killGroup()` can SIGKILL primary and workers at once. */
   readonly detached?: boolean;
+  /** What node runs; `['dist/main.js']` unless given (`['dist/cli.js', 'serve']`). */
+  readonly args?: readonly string[];
 }
 
 /** A fresh temp folder for a test's database and config files. */
@@ -53,7 +55,7 @@ export function tempDir(prefix = 'circuitlog-test-'): string {
  */
 export function startServer(env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const timeoutMs = options.timeoutMs ?? 15_000;
-  const child = spawn(process.execPath, ['dist/main.js'], {
+  const child = spawn(process.execPath, [...(options.args ?? ['dist/main.js'])], {
     detached: options.detached ?? false,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,32 @@
+/** `circuitlog --help`, and `circuitlog <command> --help`. */
+const GENERAL = `usage: circuitlog <command> [options]
+
+Commands:
+  serve                       start the service (as npm start; env vars configure it, --workers N)
+  ls [--state S]              circuits: name, state, force, failures, window, open until
+  get <name>                  one circuit, field by field
+  force <name> open|closed|none   force a circuit's state (none removes the force)
+  clear <name>                remove a circuit's force (404 if the circuit is unknown)
+  reset <name>                close a circuit again (POST /circuits/<name>/reset)
+  backup <file>               online backup through the server (GET /admin/backup, token needed)
+    --offline | --db <path>     ... or straight from the SQLite file while the server is down
+    --overwrite                 replace an existing <file>
+    --wait <s>                  keep retrying this long while another backup runs (default 60)
+  restore <file> [--db <path>]    put a backup in the database's place; refused while a server holds it
+  migrate --check [--db <path>]   the database's schema version against this build's
+
+Options:
+  --url <url>      the server (env CIRCUITLOG_URL; default http://127.0.0.1:8080)
+  --token <token>  bearer token (env CIRCUITLOG_TOKEN)
+  --json           machine-readable output on stdout
+  --timeout <ms>   per request, until the answer starts (default 10000)
+  --db <path>      the SQLite file (default: CIRCUITLOG_STORE=sqlite:<path>, CIRCUITLOG_DB, ./data/circuitlog.db)
+
+Exit codes: 0 ok; 1 the server answered an error (404 included) or a file step failed;
+2 bad command line; 3 no server answered; migrate --check: 4 migrations pending, 5 database newer.
+Names with '/' are fine: they are percent-encoded in the URL. Docs: docs/operations.md#command-line
+`;
+
+export function helpText(): string {
+  return GENERAL;
+}
