@@ -121,7 +121,7 @@ export function createApp(deps: AppDeps): App {
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';
   registerBackup(app, deps.backup, tokenSet);
-  registerDocument(app, { token: tokenSet, proxy: deps.proxy !== undefined });
+  registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);
   if (proxy === undefined) return { app, breaker, ready: Promise.resolve() };

@@ -6,6 +6,7 @@ const problem = (description: string) => ({
 });
 const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
 const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
+const notAllowed = { 405: problem('Another method than GET or HEAD; Allow lists them') };
 
 /**
  * Describe /metrics, /events/stream and the dashboard in the OpenAPI document. They are
@@ -21,6 +22,7 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       responses: {
         200: text('text/plain', 'The exposition'),
         ...unauthorized,
+        ...notAllowed,
         503: problem('Metrics could not be gathered; Retry-After'),
       },
     });
@@ -52,6 +54,7 @@ function documentEventStream(app: OpenAPIHono): void {
       ),
       400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not an event id'),
       ...unauthorized,
+      ...notAllowed,
       503: problem('events.max_streams streams already open; Retry-After'),
     },
   });
@@ -64,7 +67,7 @@ function documentDashboard(app: OpenAPIHono): void {
     path: '/dashboard',
     tags: ['observability'],
     summary: 'The dashboard page (holds no data; never needs the token)',
-    responses: { 200: text('text/html', 'The page') },
+    responses: { 200: text('text/html', 'The page'), ...notAllowed },
   });
   app.openAPIRegistry.registerPath({
     method: 'get',
@@ -74,14 +77,8 @@ function documentDashboard(app: OpenAPIHono): void {
       "The dashboard's data, a page of circuits at a time: circuits with their last transition, `next_after` (null on the last page), recent transitions, upstreams",
     request: {
       query: z.object({
-        limit: z.coerce
-          .number()
-          .int()
-          .min(1)
-          .max(1000)
-          .optional()
-          .openapi({ description: 'Circuits per page (default 500)' }),
-        after: z.coerce
+        limit: z.number().int().min(1).max(1000).optional().openapi({ description: 'Circuits per page (default 500)' }),
+        after: z
           .number()
           .int()
           .min(0)
@@ -99,7 +96,9 @@ function documentDashboard(app: OpenAPIHono): void {
     },
     responses: {
       200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } },
+      400: problem('invalid-query: a bad value or an unknown parameter (each named in errors)'),
       ...unauthorized,
+      ...notAllowed,
     },
   });
 }

@@ -14,7 +14,35 @@ describe('OpenAPI document with observability', () => {
     const doc = await documentOf();
     for (const path of ['/metrics', '/events/stream', '/dashboard', '/dashboard/api/state'])
       expect(doc.paths[path]?.get, path).toBeDefined();
-    expect(Object.keys(doc.paths['/events/stream']!.get!.responses).sort()).toEqual(['200', '400', '503']);
+    expect(Object.keys(doc.paths['/events/stream']!.get!.responses).sort()).toEqual(['200', '400', '405', '503']);
+  });
+
+  it('documents the 405 its paths answer to another method, and the 400 of a bad dashboard query', async () => {
+    const app = buildObservedApp();
+    const doc = (await (await app.request('GET', '/openapi.json')).json()) as {
+      paths: Record<string, { get: { responses: Record<string, unknown> } }>;
+    };
+    for (const path of ['/metrics', '/events/stream', '/dashboard', '/dashboard/api/state']) {
+      const res = await app.request('POST', path);
+      expect(res.status, path).toBe(405);
+      expect(doc.paths[path]!.get.responses['405'], path).toBeDefined();
+    }
+    const bad = await app.request('GET', '/dashboard/api/state?after=x');
+    expect(bad.status).toBe(400);
+    expect(doc.paths['/dashboard/api/state']!.get.responses['400']).toBeDefined();
+  });
+
+  it("types the dashboard's after and limit as integers, and refuses what is not one", async () => {
+    const app = buildObservedApp();
+    const doc = (await (await app.request('GET', '/openapi.json')).json()) as {
+      paths: Record<string, { get: { parameters: { name: string; schema: Record<string, unknown> }[] } }>;
+    };
+    const params = doc.paths['/dashboard/api/state']!.get.parameters;
+    expect(params.find((p) => p.name === 'after')!.schema).toMatchObject({ type: 'integer', minimum: 0 });
+    expect(params.find((p) => p.name === 'limit')!.schema).toMatchObject({ type: 'integer', minimum: 1 });
+    for (const query of ['after=', 'after=1e2', 'limit=%205', 'limit='])
+      expect((await app.request('GET', `/dashboard/api/state?${query}`)).status, query).toBe(400);
+    expect((await app.request('GET', '/dashboard/api/state?after=0&limit=7')).status).toBe(200);
   });
 
   it('requires the bearer scheme on the data routes only when a token is set', async () => {
