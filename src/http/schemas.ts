@@ -173,7 +173,7 @@ export const ListQuery = z.object({
     .regex(/^\d+$/, 'must be the next_cursor of a previous page')
     .transform(Number)
     .optional()
-    .openapi({ type: 'string', description: 'next_cursor from the previous page.' }),
+    .openapi({ type: 'string', pattern: '^\\d+$', description: 'next_cursor from the previous page.' }),
 });
 
 /** `GET /allowed`: `circuit` is null for a circuit never recorded (a union, so the document says `null` too). */

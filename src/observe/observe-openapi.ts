@@ -1,4 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
+import { CIRCUIT_NAME_MAX_LENGTH } from '../domain/circuit-name.js';
 
 const problem = (description: string) => ({
   description,
@@ -12,7 +13,7 @@ const notAllowed = { 405: problem('Another method than GET or HEAD; Allow lists 
  * Describe /metrics, /events/stream and the dashboard in the OpenAPI document. They are
  * served by plain handlers (text, an event stream, HTML); see docs/observability.md.
  */
-export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void {
+export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean, cursorEventIds: boolean): void {
   if (metrics) {
     app.openAPIRegistry.registerPath({
       method: 'get',
@@ -27,24 +28,35 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       },
     });
   }
-  documentEventStream(app);
+  documentEventStream(app, cursorEventIds);
   documentDashboard(app);
 }
 
 /** /events/stream: the event stream and its Last-Event-ID resumption. */
-function documentEventStream(app: OpenAPIHono): void {
+/** One name or prefix (the circuit name's length: a longer one could match nothing). */
+const filter = (description: string) =>
+  z.string().min(1).max(CIRCUIT_NAME_MAX_LENGTH).optional().openapi({ description });
+
+function documentEventStream(app: OpenAPIHono, cursorEventIds: boolean): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/events/stream',
     tags: ['observability'],
     summary: 'Server-Sent Events: one `transition` event per state change; Last-Event-ID replays',
     request: {
-      query: z.object({ circuit: z.string().optional(), prefix: z.string().optional() }),
+      query: z.object({
+        circuit: filter('Only this circuit; not with prefix'),
+        prefix: filter('Only circuits whose name starts with this; not with circuit'),
+      }),
       headers: z.object({
         'last-event-id': z
           .string()
-          .regex(/^\d+(\.\d+)*$/)
-          .optional(),
+          .optional()
+          .openapi({
+            // SQLite: a transition number; Redis: a number, or a cursor of whole numbers joined by dots.
+            pattern: cursorEventIds ? '^\\d{1,15}(\\.\\d{1,15})*$' : '^\\d{1,15}$',
+            description: 'The id of the last event seen (sent back by EventSource on a reconnect)',
+          }),
       }),
     },
     responses: {
