@@ -1,5 +1,6 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
 import { CIRCUIT_NAME_MAX_LENGTH } from '../domain/circuit-name.js';
+import { SHARDS } from '../store/redis/shards.js';
 
 const problem = (description: string) => ({
   description,
@@ -53,8 +54,8 @@ function documentEventStream(app: OpenAPIHono, cursorEventIds: boolean): void {
           .string()
           .optional()
           .openapi({
-            // SQLite: a transition number; Redis: a number, or a cursor of whole numbers joined by dots.
-            pattern: cursorEventIds ? '^\\d{1,15}(\\.\\d{1,15})*$' : '^\\d{1,15}$',
+            // SQLite: a transition number; Redis: a number too, or a cursor (a number per shard, joined by dots).
+            pattern: cursorEventIds ? `^\\d{1,15}$|^\\d{1,15}(\\.\\d{1,15}){${SHARDS - 1}}$` : '^\\d{1,15}$',
             description: 'The id of the last event seen (sent back by EventSource on a reconnect)',
           }),
       }),

@@ -1,4 +1,8 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
+import { documentObserveRoutes } from '../../src/observe/observe-openapi.js';
+import { formatCursor, zeroCursor } from '../../src/store/redis/event-cursor.js';
 import { buildObservedApp } from './observe-app.js';
 
 const TOKEN = 'openapi-token-0123456789';
@@ -57,5 +61,20 @@ describe('OpenAPI document with observability', () => {
 
   it('leaves /metrics out with metrics.enabled false', async () => {
     expect((await documentOf({ metricsEnabled: false })).paths['/metrics']).toBeUndefined();
+  });
+
+  it('gives Last-Event-ID the ids the store resumes from: a number, and on Redis a cursor of every shard', () => {
+    const pattern = (cursorEventIds: boolean) => {
+      const app = new OpenAPIHono();
+      documentObserveRoutes(app, false, cursorEventIds);
+      const doc = app.getOpenAPI31Document({ openapi: '3.1.0', info: { title: 't', version: '1' } });
+      const params = doc.paths!['/events/stream']!.get!.parameters as { name: string; schema: object }[];
+      return new Ajv2020().compile(params.find((p) => p.name === 'last-event-id')!.schema);
+    };
+    const sqlite = pattern(false);
+    expect([sqlite('42'), sqlite('1.2'), sqlite('1'.repeat(16))]).toEqual([true, false, false]);
+    const redis = pattern(true);
+    const cursor = formatCursor(zeroCursor());
+    expect([redis('42'), redis(cursor), redis('1.2.3'), redis(`${cursor}.0`)]).toEqual([true, true, false, false]);
   });
 });
