@@ -22,6 +22,7 @@ import { registerServiceRoutes, type Readiness } from './http/service-routes.js'
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
+import { isCursorReader } from './observe/stream-resume.js';
 import {
   registerProxyRoutes,
   registerUnconfiguredProxy,
@@ -109,7 +110,7 @@ export function createApp(deps: AppDeps): App {
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
-    documentObserveRoutes(app, deps.observe.metrics !== undefined);
+    documentObserveRoutes(app, deps.observe.metrics !== undefined, isCursorReader(deps.observe.transitions));
     registerDashboardRoutes(app, {
       breaker,
       transitions: deps.observe.transitions,
@@ -121,7 +122,7 @@ export function createApp(deps: AppDeps): App {
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';
   registerBackup(app, deps.backup, tokenSet);
-  registerDocument(app, { token: tokenSet, proxy: deps.proxy !== undefined });
+  registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);
   if (proxy === undefined) return { app, breaker, ready: Promise.resolve() };

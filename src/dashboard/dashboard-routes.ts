@@ -88,10 +88,12 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
   );
 }
 
+// Digits only: Number('') is 0 and Number(' 1e2 ') is 100, neither a circuit id.
+const wholeNumber = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const StateQuery = z
   .object({
-    limit: z.coerce.number().int().min(1).max(MAX_PAGE).default(PAGE),
-    after: z.coerce.number().int().min(0).default(0),
+    limit: wholeNumber.pipe(z.number().int().min(1).max(MAX_PAGE)).default(PAGE),
+    after: wholeNumber.pipe(z.number().int().min(0)).default(0),
     state: z.enum(['closed', 'open', 'half_open']).optional(),
     /** Only circuits whose name contains this, ignoring case. */
     q: z.string().min(1).max(200).optional(),

@@ -6,8 +6,12 @@
 /** Longest caller id, in characters. */
 export const CALLER_MAX_LENGTH = 128;
 
-// Letters, digits, _ . : ~ - and '/' (a client's default is `<hostname>/<pid>`).
-const CALLER = /^[A-Za-z0-9_.:~\-/]{1,128}$/;
+/**
+ * Letters, digits, _ . : ~ - and '/' (a client's default is `<hostname>/<pid>`), 1-128 of them.
+ * An ECMA-262 pattern, as JSON Schema's `pattern` (the OpenAPI document gives it verbatim).
+ */
+export const CALLER_PATTERN = `^[A-Za-z0-9_.:~\\-/]{1,${CALLER_MAX_LENGTH}}$`;
+const CALLER = new RegExp(CALLER_PATTERN);
 
 /** `null` when valid, else why not (one regex test on the hot path). */
 export function callerProblem(caller: string): string | null {

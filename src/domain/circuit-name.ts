@@ -22,8 +22,12 @@ export function isDotSegment(segment: string): boolean {
   return segment === '.' || segment === '..';
 }
 
-// Segments joined by single '/', none of them '.' or '..'.
-const CIRCUIT_NAME = new RegExp(`^(?!\\.\\.?(?:/|$))(?!.*/\\.\\.?(?:/|$))${SEGMENT_CHARS}+(?:/${SEGMENT_CHARS}+)*$`);
+/**
+ * A whole name (length apart): segments joined by single '/', none of them '.' or '..'. An
+ * ECMA-262 pattern, as JSON Schema's `pattern` (the OpenAPI document gives it verbatim).
+ */
+export const CIRCUIT_NAME_PATTERN = `^(?!\\.\\.?(?:/|$))(?!.*/\\.\\.?(?:/|$))${SEGMENT_CHARS}+(?:/${SEGMENT_CHARS}+)*$`;
+const CIRCUIT_NAME = new RegExp(CIRCUIT_NAME_PATTERN);
 
 /** `null` when valid, else why not (one regex test on the hot path). */
 export function circuitNameProblem(name: string): string | null {

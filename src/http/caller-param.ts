@@ -4,11 +4,14 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import { callerProblem } from '../domain/caller.js';
+import { CALLER_MAX_LENGTH, CALLER_PATTERN, callerProblem } from '../domain/caller.js';
 import { AppError } from '../domain/errors.js';
 
 const DESCRIPTION =
   "Who made the call: 1-128 letters, digits, _ . : ~ - and '/' (the client library sends <hostname>/<pid>). With a quorum policy it counts toward the quorum and toward the caller's own isolation; absent: anonymous (counted by the rules, never toward a quorum).";
+
+/** The caller rule in JSON Schema terms, for the document. */
+const CALLER_RULE = { minLength: 1, maxLength: CALLER_MAX_LENGTH, pattern: CALLER_PATTERN } as const;
 
 /** The `caller` body member. */
 export const callerField = z
@@ -18,14 +21,19 @@ export const callerField = z
     if (problem !== null) ctx.addIssue({ code: 'custom', message: `caller ${problem}` });
   })
   .optional()
-  .openapi({ description: DESCRIPTION, example: 'web-7/4242' });
+  .openapi({ ...CALLER_RULE, description: DESCRIPTION, example: 'web-7/4242' });
 
 /** The `caller` query parameter, for the OpenAPI document (the handlers read it with `callerQuery`). */
 export const CallerQuery = z.object({
   caller: z
     .string()
     .optional()
-    .openapi({ param: { name: 'caller', in: 'query' }, description: DESCRIPTION, example: 'web-7/4242' }),
+    .openapi({
+      ...CALLER_RULE,
+      param: { name: 'caller', in: 'query' },
+      description: DESCRIPTION,
+      example: 'web-7/4242',
+    }),
 });
 
 /** `?caller=`, checked; undefined when absent. A bad one is a 400 naming the parameter. */

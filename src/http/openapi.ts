@@ -7,8 +7,8 @@ import { ProblemSchema } from './schemas.js';
 export interface DocumentOptions {
   /** CIRCUITLOG_TOKEN is set: /circuits operations need the bearer scheme. */
   readonly token: boolean;
-  /** /proxy/{upstream}/... is served. */
-  readonly proxy: boolean;
+  /** The configured upstreams, served under /proxy/{upstream}/...; null: no proxy. */
+  readonly upstreams: readonly string[] | null;
 }
 
 const problem = (description: string) => ({
@@ -30,10 +30,10 @@ const ProblemTypeSchema = z
 const kinds = Object.values(PROBLEMS).map((p) => p.type.slice('/problems/'.length));
 
 /** The routes app.ts serves by hand (health, problem types, proxy), for the document only. */
-function registerPlainRoutes(app: OpenAPIHono, proxy: boolean): void {
+function registerPlainRoutes(app: OpenAPIHono, upstreams: readonly string[] | null): void {
   registerHealthRoute(app);
   registerProblemRoute(app);
-  if (proxy) registerProxyRoutes(app);
+  if (upstreams !== null && upstreams.length > 0) registerProxyRoutes(app, upstreams as [string, ...string[]]);
 }
 
 /** `GET /health`, for the document only. */
@@ -66,7 +66,11 @@ function registerProblemRoute(app: OpenAPIHono): void {
     tags: ['service'],
     summary: 'What a problem type means (the `type` of every error answer)',
     request: {
-      params: z.object({ kind: z.string().openapi({ param: { name: 'kind', in: 'path' }, example: kinds[0] }) }),
+      params: z.object({
+        kind: z
+          .enum(kinds as [string, ...string[]])
+          .openapi({ param: { name: 'kind', in: 'path' }, example: kinds[0] }),
+      }),
     },
     responses: {
       200: { description: 'The problem type', content: { 'application/json': { schema: ProblemTypeSchema } } },
@@ -76,8 +80,19 @@ function registerProblemRoute(app: OpenAPIHono): void {
   });
 }
 
-/** `/proxy/{upstream}/{path}` under every method, for the document only. */
-function registerProxyRoutes(app: OpenAPIHono): void {
+/** No '.' or '..' segment before the query: a URL path would resolve it away (RFC 3986 section 5.2.4). */
+const NO_DOT_SEGMENT = '^(?!(?:[^?]*/)?\\.\\.?(?:[/?]|$))';
+
+/** Whatever a node answered passes through: any status, any media type. */
+const NODE_ANSWER = { '*/*': { schema: {} } };
+/** A status the proxy answers itself with a problem, and a node may answer too. */
+const proxyProblem = (description: string) => ({
+  description: `${description}; or the node's own answer with this status, passed through`,
+  content: { 'application/problem+json': { schema: ProblemSchema }, ...NODE_ANSWER },
+});
+
+/** `/proxy/{upstream}/{path}` under every method, for the document only; `upstream` lists the configured names. */
+function registerProxyRoutes(app: OpenAPIHono, upstreams: [string, ...string[]]): void {
   for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const) {
     app.openAPIRegistry.registerPath({
       method,
@@ -86,21 +101,24 @@ function registerProxyRoutes(app: OpenAPIHono): void {
       summary: 'Forward to a healthy node of the upstream (local data centre first); `path` may span segments',
       request: {
         params: z.object({
-          upstream: z.string().openapi({ param: { name: 'upstream', in: 'path' }, example: 'users' }),
+          upstream: z
+            .enum(upstreams)
+            .openapi({ param: { name: 'upstream', in: 'path' }, description: 'A configured upstream' }),
           path: z.string().openapi({
             param: { name: 'path', in: 'path' },
-            description: "The node's path and query, '.'/'..' segments refused",
+            description: "The node's path and query; its '/' sent as is; a '.' or '..' segment is refused (400)",
+            pattern: NO_DOT_SEGMENT,
           }),
         }),
       },
       responses: {
-        default: { description: "The node's answer, as the node sent it" },
-        400: problem('invalid-path: a dot segment, or bad percent-encoding'),
-        404: problem('upstream-not-found: the configured names in `upstreams`'),
-        408: problem('request-body-timeout: the request body fell silent for client_body_timeout_ms'),
-        502: problem('upstream-unreachable'),
-        503: problem('no-node-available or bulkhead-full; see Retry-After'),
-        504: problem('upstream-timeout'),
+        default: { description: "The node's answer, as the node sent it (any status)", content: NODE_ANSWER },
+        400: proxyProblem('invalid-path: a dot segment, or bad percent-encoding'),
+        404: proxyProblem('upstream-not-found: the configured names in `upstreams`'),
+        408: proxyProblem('request-body-timeout: the request body fell silent for client_body_timeout_ms'),
+        502: proxyProblem('upstream-unreachable'),
+        503: proxyProblem('no-node-available or bulkhead-full; see Retry-After'),
+        504: proxyProblem('upstream-timeout'),
       },
     });
   }
@@ -111,7 +129,7 @@ function registerProxyRoutes(app: OpenAPIHono): void {
  * hand-served ones, and a bearer scheme that /circuits operations require when a token is set.
  */
 export function registerDocument(app: OpenAPIHono, options: DocumentOptions): void {
-  registerPlainRoutes(app, options.proxy);
+  registerPlainRoutes(app, options.upstreams);
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',
     scheme: 'bearer',

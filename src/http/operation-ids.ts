@@ -35,17 +35,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Where the API is served, for generators and Swagger UI: circuitlog's default listen
- * address, each part a variable (OpenAPI 3.1 section 4.8.5) since every install picks its own.
+ * Where the API is served: relative, so the document's own origin (OpenAPI 3.1 section 4.8.5.1:
+ * a relative url is relative to where the document is served). Swagger UI's "Try it out" then
+ * reaches the server it was loaded from, whatever its host and port.
  */
-export const SERVERS = [
-  {
-    url: '{scheme}://{host}:{port}',
-    description: 'A circuitlog server (its HOST and PORT settings; https behind a TLS proxy)',
-    variables: {
-      scheme: { default: 'http', enum: ['http', 'https'] },
-      host: { default: '127.0.0.1' },
-      port: { default: '8080' },
-    },
-  },
-];
+export const SERVERS = [{ url: '/', description: 'This server (the origin serving this document)' }];

@@ -7,25 +7,27 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNotFound, common, ok, problem, withBody } from './route-kit.js';
 import { circuitNameParam, fieldErrors, prefersMinimal, readJson } from './request.js';
 import { json } from './json.js';
-import { CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
+import { CIRCUIT_NAME_RULE, CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
 import { callerField } from './caller-param.js';
+import { policyPatchSchema } from './policy-patch-doc.js';
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
 const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
 
-const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
-  description:
-    'JSON merge patch (RFC 7396) of failure_threshold, timeout_seconds, half_open_max_calls, success_threshold, window, backoff, forced_state, throttle.',
-  example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
-});
+// Any object here: the merged policy is checked whole, each field and unknown key named (422).
+const PatchBody = z.record(z.string(), z.unknown());
+const PATCH_DOC = { $ref: '#/components/schemas/PolicyPatch' };
 
 const BatchItem = z
   .object({
-    circuit: z.string().superRefine((name, ctx) => {
-      const reason = circuitNameProblem(name);
-      if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
-    }),
+    circuit: z
+      .string()
+      .superRefine((name, ctx) => {
+        const reason = circuitNameProblem(name);
+        if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
+      })
+      .openapi(CIRCUIT_NAME_RULE),
     success: z.boolean(),
     duration_ms: z.number().min(0).max(86_400_000).optional(),
     at: outcomeAt,
@@ -87,7 +89,7 @@ function registerPatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
       params: NameParam,
       body: {
         required: true,
-        content: { 'application/merge-patch+json': { schema: PatchBody }, 'application/json': { schema: PatchBody } },
+        content: { 'application/merge-patch+json': { schema: PATCH_DOC }, 'application/json': { schema: PATCH_DOC } },
       },
     },
     responses: {
@@ -97,9 +99,12 @@ function registerPatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
       415: problem(
         'A body in another format than a JSON merge patch (application/json-patch+json included); Accept-Patch lists the formats',
       ),
-      422: problem('Invalid policy fields (each named in errors); nothing changed'),
+      422: problem(
+        'Invalid policy fields (each named in errors), or a patched policy that breaks a rule across fields; nothing changed',
+      ),
     },
   });
+  app.openAPIRegistry.registerComponent('schemas', 'PolicyPatch', policyPatchSchema());
   app.openAPIRegistry.registerPath(patchRoute);
   app.patch('/circuits/:name', async (c) => {
     const name = circuitNameParam(c);

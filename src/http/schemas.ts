@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
+import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 
 export { allowedText, circuitJson, circuitText, detectOnlyText, wouldRefuseJson } from './circuit-json.js';
 export { OUTCOME_AT_MAX_SKEW_MS, OutcomeBody, outcomeAt, outcomeTime } from './outcome-body.js';
@@ -104,8 +105,16 @@ export const OpenProblemSchema = ProblemSchema.extend({
   caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
 }).openapi('CircuitOpenProblem');
 
+/** The circuit name rule (domain/circuit-name.ts) in JSON Schema terms, for the document. */
+export const CIRCUIT_NAME_RULE = {
+  minLength: 1,
+  maxLength: CIRCUIT_NAME_MAX_LENGTH,
+  pattern: CIRCUIT_NAME_PATTERN,
+} as const;
+
 export const NameParam = z.object({
   name: z.string().openapi({
+    ...CIRCUIT_NAME_RULE,
     param: { name: 'name', in: 'path' },
     description:
       "Circuit name: letters, digits and _ . : ~ - in '/'-separated segments; 1-200 characters. In the URL each '/' is sent as %2F (Try it out encodes it).",
@@ -164,7 +173,7 @@ export const ListQuery = z.object({
     .regex(/^\d+$/, 'must be the next_cursor of a previous page')
     .transform(Number)
     .optional()
-    .openapi({ type: 'string', description: 'next_cursor from the previous page.' }),
+    .openapi({ type: 'string', pattern: '^\\d+$', description: 'next_cursor from the previous page.' }),
 });
 
 /** `GET /allowed`: `circuit` is null for a circuit never recorded (a union, so the document says `null` too). */

@@ -1,4 +1,6 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
+import { CIRCUIT_NAME_MAX_LENGTH } from '../domain/circuit-name.js';
+import { SHARDS } from '../store/redis/shards.js';
 
 const problem = (description: string) => ({
   description,
@@ -6,12 +8,13 @@ const problem = (description: string) => ({
 });
 const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
 const unauthorized = { 401: problem('Missing or wrong bearer token (when CIRCUITLOG_TOKEN is set)') };
+const notAllowed = { 405: problem('Another method than GET or HEAD; Allow lists them') };
 
 /**
  * Describe /metrics, /events/stream and the dashboard in the OpenAPI document. They are
  * served by plain handlers (text, an event stream, HTML); see docs/observability.md.
  */
-export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void {
+export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean, cursorEventIds: boolean): void {
   if (metrics) {
     app.openAPIRegistry.registerPath({
       method: 'get',
@@ -21,28 +24,40 @@ export function documentObserveRoutes(app: OpenAPIHono, metrics: boolean): void 
       responses: {
         200: text('text/plain', 'The exposition'),
         ...unauthorized,
+        ...notAllowed,
         503: problem('Metrics could not be gathered; Retry-After'),
       },
     });
   }
-  documentEventStream(app);
+  documentEventStream(app, cursorEventIds);
   documentDashboard(app);
 }
 
 /** /events/stream: the event stream and its Last-Event-ID resumption. */
-function documentEventStream(app: OpenAPIHono): void {
+/** One name or prefix (the circuit name's length: a longer one could match nothing). */
+const filter = (description: string) =>
+  z.string().min(1).max(CIRCUIT_NAME_MAX_LENGTH).optional().openapi({ description });
+
+function documentEventStream(app: OpenAPIHono, cursorEventIds: boolean): void {
   app.openAPIRegistry.registerPath({
     method: 'get',
     path: '/events/stream',
     tags: ['observability'],
     summary: 'Server-Sent Events: one `transition` event per state change; Last-Event-ID replays',
     request: {
-      query: z.object({ circuit: z.string().optional(), prefix: z.string().optional() }),
+      query: z.object({
+        circuit: filter('Only this circuit; not with prefix'),
+        prefix: filter('Only circuits whose name starts with this; not with circuit'),
+      }),
       headers: z.object({
         'last-event-id': z
           .string()
-          .regex(/^\d+(\.\d+)*$/)
-          .optional(),
+          .optional()
+          .openapi({
+            // SQLite: a transition number; Redis: a number too, or a cursor (a number per shard, joined by dots).
+            pattern: cursorEventIds ? `^\\d{1,15}$|^\\d{1,15}(\\.\\d{1,15}){${SHARDS - 1}}$` : '^\\d{1,15}$',
+            description: 'The id of the last event seen (sent back by EventSource on a reconnect)',
+          }),
       }),
     },
     responses: {
@@ -52,6 +67,7 @@ function documentEventStream(app: OpenAPIHono): void {
       ),
       400: problem('Both filters, an unknown parameter, or a Last-Event-ID that is not an event id'),
       ...unauthorized,
+      ...notAllowed,
       503: problem('events.max_streams streams already open; Retry-After'),
     },
   });
@@ -64,7 +80,7 @@ function documentDashboard(app: OpenAPIHono): void {
     path: '/dashboard',
     tags: ['observability'],
     summary: 'The dashboard page (holds no data; never needs the token)',
-    responses: { 200: text('text/html', 'The page') },
+    responses: { 200: text('text/html', 'The page'), ...notAllowed },
   });
   app.openAPIRegistry.registerPath({
     method: 'get',
@@ -74,14 +90,8 @@ function documentDashboard(app: OpenAPIHono): void {
       "The dashboard's data, a page of circuits at a time: circuits with their last transition, `next_after` (null on the last page), recent transitions, upstreams",
     request: {
       query: z.object({
-        limit: z.coerce
-          .number()
-          .int()
-          .min(1)
-          .max(1000)
-          .optional()
-          .openapi({ description: 'Circuits per page (default 500)' }),
-        after: z.coerce
+        limit: z.number().int().min(1).max(1000).optional().openapi({ description: 'Circuits per page (default 500)' }),
+        after: z
           .number()
           .int()
           .min(0)
@@ -99,7 +109,9 @@ function documentDashboard(app: OpenAPIHono): void {
     },
     responses: {
       200: { description: 'The state', content: { 'application/json': { schema: z.object({}).passthrough() } } },
+      400: problem('invalid-query: a bad value or an unknown parameter (each named in errors)'),
       ...unauthorized,
+      ...notAllowed,
     },
   });
 }

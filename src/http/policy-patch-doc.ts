@@ -1,0 +1,40 @@
+/**
+ * `PolicyPatch` in the OpenAPI document, derived from the policy's own zod fields
+ * (policy-schema.ts) so the document and the server cannot drift: a closed object of the
+ * policy fields, each nullable, objects with every member optional (RFC 7396 merges them).
+ */
+import { z } from 'zod';
+import { policyFields } from '../policy-schema.js';
+
+type JsonSchema = Record<string, unknown>;
+
+const isNullable = (s: JsonSchema): boolean =>
+  s.type === 'null' || (Array.isArray(s.anyOf) && (s.anyOf as JsonSchema[]).some(isNullable));
+
+/** Every object's members optional, at any depth: a merge patch may send any of them. */
+function membersOptional(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(membersOptional);
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(schema)) if (key !== 'required') out[key] = membersOptional(value);
+  return out;
+}
+
+/** One top-level field: its wire schema, null allowed (none, or back to the default). */
+function patchField(field: z.ZodType): JsonSchema {
+  const { $schema: _dialect, ...schema } = z.toJSONSchema(field, { io: 'input', unrepresentable: 'any' });
+  const patch = membersOptional(schema) as JsonSchema;
+  return isNullable(patch) ? patch : { anyOf: [patch, { type: 'null' }] };
+}
+
+/** The JSON Schema of a policy merge patch. */
+export function policyPatchSchema(): JsonSchema {
+  return {
+    type: 'object',
+    description:
+      "JSON merge patch (RFC 7396) of the policy. A field sent as null means none for window, backoff, forced_state, throttle and quorum, and the default for the others; inside an object a null member returns to its default. The patched policy must hold as a whole (a new window needs type and size; minimum_calls at most a count window's size; a time window's size at most 3600; max_callers at least min_callers; backoff's max_timeout_seconds at least timeout_seconds), else 422.",
+    properties: Object.fromEntries(Object.entries(policyFields).map(([name, field]) => [name, patchField(field)])),
+    additionalProperties: false,
+    example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
+  };
+}
