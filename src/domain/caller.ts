@@ -6,7 +6,7 @@
 /** Longest caller id, in characters. */
 export const CALLER_MAX_LENGTH = 128;
 
-// Letters, digits, _ . : ~ - and '/' (a client's default is `<hostname>/<pid>`).
+// Letters, digits, _ . : ~ - and '/' (a client's default is the host name).
 const CALLER = /^[A-Za-z0-9_.:~\-/]{1,128}$/;
 
 /** `null` when valid, else why not (one regex test on the hot path). */

@@ -209,7 +209,7 @@ class AsyncClient:
 
     @property
     def caller(self) -> str:
-        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
         return self._core.caller
 
     @property

@@ -19,7 +19,7 @@ from typing import Callable, Literal
 from . import _domain as d
 from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
 from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
-from ._names import check_name, checked_caller, default_caller
+from ._names import check_name, checked_caller
 from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
 
 log = logging.getLogger("circuitlog")
@@ -57,7 +57,7 @@ class Options:
     local_defaults: d.Policy = field(default_factory=lambda: d.Policy(5, 30, 1))
     max_sse_line_bytes: int = 64 * 1024
     max_sse_event_bytes: int = 256 * 1024
-    #: Who this client is to circuitlog, named on every outcome and admission; None: ``<hostname>/<pid>``.
+    #: Who this client is to circuitlog, named on every outcome and admission; None: the host name.
     caller: str | None = None
 
 
@@ -405,8 +405,3 @@ class Core:
         self.generation += 1
         self.stream_up = False
         self.trusted_generation = -2
-        if self.options.caller is None:
-            # The default names the process: a child is a caller of its own, so it sheds the parent's isolations.
-            self.caller = default_caller()
-            for entry in self.entries.values():
-                entry.isolate(None)
