@@ -4,6 +4,7 @@ import {
   CircuitOpenError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
+  ClientClosedError,
   createClient,
   type ClientOptions,
 } from '../../src/client/index.js';
@@ -316,6 +317,22 @@ describe('outcomes', () => {
     await closed;
     expect(transport.outcomes).toHaveLength(1);
     expect(transport.closed).toBe(true);
+  });
+
+  it('throws ClientClosedError (code CLIENT_CLOSED) from call(), allowed() and record() after close()', async () => {
+    const { client } = await connected();
+    await client.close();
+    const fallback = vi.fn(async () => 'fallback');
+    for (const attempt of [
+      () => client.call('svc', async () => 1, { fallback }),
+      () => client.allowed('svc'),
+      () => client.record('svc', { success: true }),
+    ]) {
+      const error = await attempt().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ClientClosedError);
+      expect(error).toMatchObject({ code: 'CLIENT_CLOSED', name: 'ClientClosedError' });
+    }
+    expect(fallback).not.toHaveBeenCalled();
   });
 
   it('close() rejects, naming what was not delivered, when circuitlog stays unreachable', async () => {
