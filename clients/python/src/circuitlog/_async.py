@@ -248,7 +248,7 @@ class AsyncClient:
 
     def _make_transport(self) -> AsyncTransport:
         o = self._core.options
-        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- internals --------------------------------------------------------------------------
 

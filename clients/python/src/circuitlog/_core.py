@@ -50,7 +50,10 @@ class Options:
     flush_at: int = 250
     max_batch: int = 1_000  # circuitlog's limit per POST /outcomes
     max_queued_outcomes: int = 10_000
-    request_timeout: float = 2.0  # s
+    #: s: the deadline of one request, from sending it to the last byte of its answer (not per read).
+    request_timeout: float = 2.0
+    #: The largest answer read (a circuit's JSON is about 1 KiB); a longer one is dropped unread: no answer.
+    max_response_bytes: int = 1024 * 1024  # 1 MiB, as the Node client
     reconnect_max_delay: float = 5.0  # s
     stream_idle_timeout: float = 45.0  # s: three missed heartbeats
     close_timeout: float = 10.0  # s

@@ -289,7 +289,7 @@ class Client:
 
     def _make_transport(self) -> SyncTransport:
         o = self._core.options
-        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- calls ------------------------------------------------------------------------------
 
