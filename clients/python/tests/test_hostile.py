@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -165,3 +167,60 @@ def test_a_huge_retry_after_or_open_until_is_clamped_to_a_day_and_the_fallback_r
         assert isinstance(refusal, CircuitOpenError)
         assert before < refusal.retry_at
         assert (refusal.retry_at - datetime.now(timezone.utc)).total_seconds() <= DAY_S
+
+
+class Counting:
+    """Answers every `/allowed` with `answer`, holding the first until `client` runs `calls` calls; counts them."""
+
+    def __init__(self, answer: dict[str, Any], calls: int):
+        self.body = json.dumps(answer).encode()
+        self.calls = calls
+        self.allowed = 0
+        self.client: Client | AsyncClient | None = None
+
+    def __call__(self, h: BaseHTTPRequestHandler) -> None:
+        self.allowed += 1
+        if self.allowed == 1:  # every call has begun (and, but for sharing, sent its own request) before it is answered
+            wait_for(lambda: self.client is not None and self.client._core.calls_running >= self.calls)
+        h.send_response(200)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(self.body)))
+        h.end_headers()
+        h.wfile.write(self.body)
+
+
+def run_concurrently(counting: Counting, url: str, flavour: str) -> list[Any]:
+    n = counting.calls
+    if flavour == "sync":
+        with Client(url, close_timeout=0.5) as client:
+            assert client.ready(5)
+            counting.client = client
+            with ThreadPoolExecutor(n) as pool:
+                return list(pool.map(lambda i: client.call("new-circuit", lambda: i), range(n)))
+
+    async def run() -> list[Any]:
+        async with AsyncClient(url, close_timeout=0.5) as client:
+            assert await client.ready(5)
+            counting.client = client
+
+            async def one(i: int) -> int:
+                return i
+
+            calls = (client.call("new-circuit", functools.partial(one, i)) for i in range(n))
+            return list(await asyncio.gather(*calls))
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_200_concurrent_first_calls_on_a_circuit_send_one_get_allowed(hostile: Any, flavour: str) -> None:
+    counting = Counting({"allowed": True, "state": "closed", "circuit": None}, 200)
+    assert run_concurrently(counting, hostile(counting), flavour) == list(range(200))
+    assert counting.allowed == 1
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_half_open_lookups_are_never_shared_each_call_asks_for_its_own_probe(hostile: Any, flavour: str) -> None:
+    counting = Counting({"allowed": True, "state": "half_open", "circuit": None}, 5)
+    assert run_concurrently(counting, hostile(counting), flavour) == list(range(5))
+    assert counting.allowed == 5

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 import httpx
 
-from ._core import Connection, Core, TransitionCallback, backoff_delay, log
+from ._core import Connection, Core, SharedLookup, TransitionCallback, backoff_delay, log
 from ._errors import CallTimeoutError, CircuitlogRequestError, CircuitlogUnavailableError, CircuitOpenError
 from ._errors import ClientClosedError as _Closed
 from ._names import check_name
@@ -59,6 +59,7 @@ class AsyncClient:
         self._retry_at = 0.0
         self._flush_now = False
         self._policy_wanted: set[str] = set()
+        self._lookups: dict[str, SharedLookup[asyncio.Event]] = {}  # the GET /allowed in flight per circuit
         self._closing: asyncio.Future[None] | None = None
         if on_transition is not None:
             self._core.listeners.append(on_transition)
@@ -298,11 +299,28 @@ class AsyncClient:
 
     async def _admit_remotely(self, name: str) -> None:
         core = self._core
-        with core.lock:
-            generation, seq = core.before_ask(name)
-            if not core.reachable:
-                core.admit_offline(name)
+        while True:
+            with core.lock:
+                generation, seq = core.before_ask(name)
+                if not core.reachable:
+                    core.admit_offline(name)
+                    return
+            shared = self._lookups.get(name)
+            if shared is None:
+                break
+            # Concurrent lookups of one circuit share one request (see SharedLookup).
+            await shared.done.wait()  # bounded by that request's deadline
+            if shared.admits_all:
                 return
+        mine = self._lookups[name] = SharedLookup(asyncio.Event())
+        try:
+            await self._ask(name, generation, seq, mine)
+        finally:
+            self._lookups.pop(name, None)
+            mine.done.set()
+
+    async def _ask(self, name: str, generation: int, seq: int, mine: SharedLookup[asyncio.Event]) -> None:
+        core = self._core
         try:
             answer = await self._transport.allowed(name, core.caller)
         except TransportError as error:
@@ -315,6 +333,7 @@ class AsyncClient:
             return
         self._link(core.stream_up, True)
         with core.lock:
+            mine.answer = answer
             core.answered(name, answer, generation, seq)
 
     async def _run(
@@ -500,6 +519,7 @@ class AsyncClient:
         self._core.after_fork()
         self._loop = None
         self._tasks = []
+        self._lookups = {}
         self._transport = self._make_transport()
 
 

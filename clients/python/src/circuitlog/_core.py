@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Generic, Literal, TypeVar
 
 from . import _domain as d
 from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
@@ -62,6 +62,29 @@ class Options:
     max_sse_event_bytes: int = 256 * 1024
     #: Who this client is to circuitlog, named on every outcome and admission; None: the host name.
     caller: str | None = None
+
+
+E = TypeVar("E")
+
+
+class SharedLookup(Generic[E]):
+    """A ``GET /allowed`` in flight, shared by every concurrent lookup of its circuit.
+
+    A closed answer admits every call that waited for it; anything else is asked again: a
+    refusal is then kept (and raised from the view), while a probe lease or a throttle verdict
+    belongs to one call only. ``done``: a ``threading.Event`` (``Client``) or an
+    ``asyncio.Event`` (``AsyncClient``), set once the answer is in the view (or none came).
+    """
+
+    __slots__ = ("answer", "done")
+
+    def __init__(self, done: E):
+        self.answer: Answer | None = None
+        self.done = done
+
+    @property
+    def admits_all(self) -> bool:
+        return isinstance(self.answer, Admitted) and self.answer.state == "closed"
 
 
 class Entry:
