@@ -94,7 +94,10 @@ export class Admission {
     const inFlight = this.lookups.get(name);
     if (inFlight !== undefined) {
       const shared = await inFlight;
-      if (shared?.allowed === true && shared.state === 'closed') return;
+      if (shared?.allowed === true && shared.state === 'closed') {
+        this.counts.serverChecks++; // decided by circuitlog's answer, shared
+        return;
+      }
       return this.admitRemotely(name);
     }
     const generation = link.streamUp ? link.generation : -1;

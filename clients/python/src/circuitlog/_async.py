@@ -311,6 +311,8 @@ class AsyncClient:
             # Concurrent lookups of one circuit share one request (see SharedLookup).
             await shared.done.wait()  # bounded by that request's deadline
             if shared.admits_all:
+                with core.lock:
+                    core.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
                 return
         mine = self._lookups[name] = SharedLookup(asyncio.Event())
         try:

@@ -305,7 +305,8 @@ class Client:
                     return
                 entry = core.entries[name]
                 if entry.local_ok and entry.generation == core.trusted_generation:
-                    return  # a lookup that ended since this call began left a trusted closed snapshot
+                    core.counts["local_decisions"] += 1  # a lookup that ended since this call began left a snapshot
+                    return
                 shared = self._lookups.get(name)
                 if shared is None:
                     mine = self._lookups[name] = SharedLookup(threading.Event())
@@ -314,6 +315,8 @@ class Client:
             # Concurrent lookups of one circuit share one request (see SharedLookup).
             shared.done.wait()  # bounded by that request's deadline
             if shared.admits_all:
+                with core.lock:
+                    core.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
                 return
         try:
             self._ask(name, generation, seq, mine)
