@@ -21,7 +21,7 @@ from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._sync import IsFailure, classify, options_from
 from ._transport import AsyncTransport
-from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event, refused_circuits
 
 if TYPE_CHECKING:
     import sys
@@ -465,6 +465,12 @@ class AsyncClient:
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
                 await self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
+            refused = refused_circuits(error)
+            if refused is not None:
+                with core.lock:
+                    core.warn_refused(core.batch_refused(batch, refused), error)
+                self._space.set()
+                return attempt  # circuitlog is up and took nothing: the rest goes again at once
             if error.kind == "rejected":
                 with core.lock:
                     core.batch_done(batch, "rejected")

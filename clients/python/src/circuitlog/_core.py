@@ -31,6 +31,7 @@ TransitionCallback = Callable[[TransitionEvent], None]
 # while circuitlog does not know the circuit yet (it is created by its first outcome).
 POLICY_REFRESH_MS = 60_000  # 60 s
 UNKNOWN_POLICY_REFRESH_MS = 1_000  # 1 s
+REFUSED_WARNING_INTERVAL_S = 60.0  # s: at most one warning this often about outcomes a full table refused
 THROTTLE_MAX_CIRCUITS = 10_000  # circuits with soft-throttle counts (each at most window_seconds buckets, 600 at most)
 _FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_closed": "closed", "force_cleared": None}
 
@@ -180,6 +181,8 @@ class Core:
             "outcomes_rejected": 0,
             "events_discarded": 0,
         }
+        self.refused_warned_at = -REFUSED_WARNING_INTERVAL_S  # monotonic s of the last such warning
+        self.refused_unreported = 0  # outcomes a full table refused since that warning
         self.listeners: list[TransitionCallback] = []
         self.connection_listeners: list[Callable[[Connection], None]] = []
 
@@ -398,6 +401,36 @@ class Core:
         self.in_flight = len(batch)
         self.lock.notify_all()  # room for calls waiting on a full queue
         return batch
+
+    def batch_refused(self, batch: list[Outcome], refused: set[str]) -> int:
+        """Under lock: a full circuit table (507) refused the items for ``refused``: drop and count them,
+        and put the rest back at the front, to be sent at once (nothing of the batch was written).
+
+        A 507 naming none of the batch's circuits cannot succeed either: the whole batch is dropped.
+        So every 507 drops at least one item. Returns how many were dropped.
+        """
+        rest = [item for item in batch if item[0] not in refused]
+        if len(rest) == len(batch):
+            rest = []
+        dropped = len(batch) - len(rest)
+        self.in_flight = 0
+        self.counts["outcomes_rejected"] += dropped
+        self.items.extendleft(reversed(rest))
+        self.lock.notify_all()
+        return dropped
+
+    def warn_refused(self, dropped: int, error: Exception) -> None:
+        """One warning per REFUSED_WARNING_INTERVAL_S at most, with the items dropped since the last."""
+        self.refused_unreported += dropped
+        now = time.monotonic()
+        if now - self.refused_warned_at < REFUSED_WARNING_INTERVAL_S:
+            return
+        log.warning(
+            "circuitlog: %d outcome(s) dropped: circuitlog's circuit table is full (limits.max_circuits): %s",
+            self.refused_unreported,
+            error,
+        )
+        self.refused_warned_at, self.refused_unreported = now, 0
 
     def batch_done(self, batch: list[Outcome], result: Literal["delivered", "rejected", "failed"]) -> None:
         self.in_flight = 0

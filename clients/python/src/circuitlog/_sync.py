@@ -22,7 +22,7 @@ from ._errors import ClientClosedError as _Closed
 from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._transport import SyncTransport, shutdown_socket
-from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event, refused_circuits
 
 if TYPE_CHECKING:
     import sys
@@ -536,6 +536,11 @@ class Client:
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
                 self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
+            refused = refused_circuits(error)
+            if refused is not None:
+                with core.lock:
+                    core.warn_refused(core.batch_refused(batch, refused), error)
+                return attempt  # circuitlog is up and took nothing: the rest goes again at once
             with core.lock:
                 if error.kind == "rejected":
                     core.batch_done(batch, "rejected")

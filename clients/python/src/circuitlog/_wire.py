@@ -188,6 +188,14 @@ def outcomes_body(batch: list[Outcome], with_at: bool = True, caller: str | None
     return json.dumps({"outcomes": items}, separators=(",", ":")).encode()
 
 
+def refused_circuits(error: TransportError) -> set[str] | None:
+    """A 507 too-many-circuits: the circuits it refused (``refused_circuits``; empty if it names none); else None."""
+    if error.status != 507:
+        return None
+    names = error.problem.get("refused_circuits") if isinstance(error.problem, dict) else None
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
 def only_at_refused(error: TransportError) -> bool:
     """A 422 whose every error is an item's ``at`` (this host's clock too far ahead of circuitlog's)."""
     p = error.problem
