@@ -46,6 +46,9 @@ export interface AdmissionDeps {
 export class Admission {
   readonly counts = { localDecisions: 0, serverChecks: 0, offlineDecisions: 0, throttledLocally: 0 };
 
+  /** The `GET /allowed` in flight per circuit, resolved with its answer once learnt (null: none came). */
+  private readonly lookups = new Map<string, Promise<AllowedAnswer | null>>();
+
   constructor(private readonly deps: AdmissionDeps) {}
 
   /** Decided here without asking (counted), refreshing the policy in the background when due if `refresh`. */
@@ -85,20 +88,41 @@ export class Admission {
     if (before.isolated && before.isolatedUntil > this.deps.clock() && before.forced === null) {
       throw new CircuitOpenError(name, before.state, before.isolatedUntil, { caller: this.deps.caller });
     }
+    // Concurrent lookups of one circuit share one request. A closed answer admits every call
+    // that waited for it; anything else is asked again: a refusal is then kept (and thrown above),
+    // while a probe lease or a throttle verdict belongs to one call only.
+    const inFlight = this.lookups.get(name);
+    if (inFlight !== undefined) {
+      const shared = await inFlight;
+      if (shared?.allowed === true && shared.state === 'closed') {
+        this.counts.serverChecks++; // decided by circuitlog's answer, shared
+        return;
+      }
+      return this.admitRemotely(name);
+    }
     const generation = link.streamUp ? link.generation : -1;
     const seq = before.eventSeq;
+    let share: (answer: AllowedAnswer | null) => void = () => undefined;
+    this.lookups.set(name, new Promise((resolve) => (share = resolve)));
     let answer: AllowedAnswer;
     try {
       answer = await transport.allowed(name, this.deps.caller);
     } catch (error) {
+      this.lookups.delete(name);
+      share(null);
       if (!(error instanceof TransportError)) throw error;
       if (error.kind === 'rejected') throw new CircuitlogRequestError(error.status ?? 0, error.problem);
       link.setReachable(false, error);
       return this.admitOffline(name);
     }
+    this.lookups.delete(name);
     this.counts.serverChecks++;
     link.setReachable(true);
-    this.learn(view.getOrCreate(name), answer, seq, generation);
+    try {
+      this.learn(view.getOrCreate(name), answer, seq, generation);
+    } finally {
+      share(answer);
+    }
     if (answer.allowed) return;
     if (answer.throttled !== undefined)
       throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);

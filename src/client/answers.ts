@@ -8,6 +8,13 @@ import type { AllowedAnswer, StreamReset, TransitionEvent } from './transport.js
 
 const STATES: readonly string[] = ['closed', 'open', 'half_open'];
 
+/**
+ * The longest a refusal is believed: `Retry-After` and `open_until` past it are cut to it (1 day),
+ * so a hostile or broken answer cannot make a retry time no `Date` can hold (a RangeError in the
+ * fallback path), and the circuit is asked again within a day at the latest.
+ */
+export const MAX_RETRY_MS = 24 * 60 * 60 * 1000; // 1 day
+
 export function isProblem(body: unknown): boolean {
   return typeof (body as { code?: unknown } | null)?.code === 'string';
 }
@@ -33,10 +40,17 @@ export function refusal(
 ): AllowedAnswer {
   const forced = body.code === 'CIRCUIT_FORCED_OPEN';
   const state = stateOf(body.state, 'open');
-  const openUntil = typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN;
+  const now = Date.now();
+  const openUntil = Math.min(
+    typeof body.open_until === 'string' ? Date.parse(body.open_until) : NaN,
+    now + MAX_RETRY_MS,
+  );
   const retryAfterSeconds = Number(headers['retry-after']);
-  const retryAfterMs = (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000;
-  const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : Date.now() + retryAfterMs;
+  const retryAfterMs = Math.min(
+    (Number.isFinite(retryAfterSeconds) && retryAfterSeconds >= 0 ? retryAfterSeconds : 1) * 1000,
+    MAX_RETRY_MS,
+  );
+  const retryAt = !forced && state === 'open' && Number.isFinite(openUntil) ? openUntil : now + retryAfterMs;
   if (body.code === 'CIRCUIT_THROTTLED') {
     const p = body.throttle_probability;
     return {

@@ -9,6 +9,7 @@ import type { CircuitState } from '../domain/circuit.js';
 import { Admission, checkName, isRefusal } from './admission.js';
 import { queueHooks, shutdown, streamHooks } from './client-wiring.js';
 import { Emitter } from './emitter.js';
+import { ClientClosedError } from './errors.js';
 import { Link } from './link.js';
 import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
@@ -190,7 +191,7 @@ export class CircuitlogClient {
   }
 
   private assertOpen(): void {
-    if (this.closing !== null) throw new Error('circuitlog client is closed');
+    if (this.closing !== null) throw new ClientClosedError();
   }
 
   private async run<T, F>(

@@ -103,3 +103,16 @@ export class CircuitlogRequestError extends Error {
     this.problem = problem;
   }
 }
+
+/**
+ * The client was closed (`close()` was called): it takes no new calls. Like the Python
+ * client's `ClientClosedError`; a programming error, so no fallback sees it.
+ */
+export class ClientClosedError extends Error {
+  readonly code = 'CLIENT_CLOSED';
+
+  constructor() {
+    super('circuitlog client is closed');
+    this.name = 'ClientClosedError';
+  }
+}

@@ -20,6 +20,7 @@ export {
   CircuitThrottledError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
+  ClientClosedError,
 } from './errors.js';
 export type { StreamReset, TransitionEvent } from './transport.js';
 export type { CircuitState } from '../domain/circuit.js';

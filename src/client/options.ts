@@ -45,7 +45,7 @@ export interface ClientOptions {
   /**
    * Who this client is to circuitlog: sent as `caller` on every outcome and admission, so a
    * circuit with a quorum opens for everyone only on evidence from several callers, and
-   * isolates this one alone when only its calls fail (default `<hostname>/<pid>`).
+   * isolates this one alone when only its calls fail (default: the host name).
    */
   readonly caller?: string;
   /** Connections to circuitlog, besides the stream's (default 8). */

@@ -28,8 +28,23 @@ export interface OutcomeQueueHooks {
   onDelivered(): void;
   /** A batch could not be delivered; it stays queued and is retried. */
   onUnreachable(error: TransportError): void;
-  /** circuitlog refused a batch with a 4xx: retrying cannot help, so it is dropped (counted). */
+  /**
+   * circuitlog refused outcomes that retrying cannot help: a batch answered with a 4xx, or the
+   * items for circuits a full table refused (507); they are dropped (counted).
+   */
   onRejected(count: number, error: TransportError): void;
+}
+
+/** A batch out: `failed` once it has come back undelivered (`refused`: only its refused items were dropped, resend the rest at once). */
+interface Sending {
+  batch: OutcomeItem[];
+  failed: false | 'unreachable' | 'refused';
+}
+
+/** The circuits a `507` too-many-circuits names (`refused_circuits`); empty when it names none. */
+function refusedCircuits(error: TransportError): Set<string> {
+  const names = (error.problem as { refused_circuits?: unknown } | null)?.refused_circuits;
+  return new Set(Array.isArray(names) ? names.filter((n): n is string => typeof n === 'string') : []);
 }
 
 export interface QueueCounts {
@@ -41,7 +56,7 @@ export interface QueueCounts {
 export class OutcomeQueue {
   private items: OutcomeItem[] = [];
   /** Batches sent and not answered yet, oldest first. */
-  private sending: { readonly batch: OutcomeItem[]; failed: boolean }[] = [];
+  private sending: Sending[] = [];
   private inFlight = 0; // outcomes in `sending`
   private retryTimer: NodeJS.Timeout | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
@@ -99,13 +114,13 @@ export class OutcomeQueue {
       this.retryTimer = null;
     }
     // After a failure nothing new is sent until every batch in flight has come back.
-    if (this.sending.some((s) => s.failed)) return;
+    if (this.sending.some((s) => s.failed !== false)) return;
     while (
       this.sending.length < this.options.maxInFlight &&
       this.items.length > 0 &&
       (this.sending.length === 0 || this.items.length >= this.options.maxBatch)
     ) {
-      const entry = { batch: this.items.splice(0, this.options.maxBatch), failed: false };
+      const entry: Sending = { batch: this.items.splice(0, this.options.maxBatch), failed: false };
       this.sending.push(entry);
       this.inFlight += entry.batch.length;
       this.hooks.send(entry.batch).then(
@@ -143,11 +158,15 @@ export class OutcomeQueue {
     this.afterBatch();
   }
 
-  private failed(entry: { readonly batch: OutcomeItem[]; failed: boolean }, error: unknown): void {
+  private failed(entry: Sending, error: unknown): void {
     const err =
       error instanceof TransportError
         ? error
         : new TransportError('unreachable', String(error), undefined, undefined, { cause: error });
+    if (err.status === 507) {
+      this.refused(entry, err);
+      return;
+    }
     if (err.kind === 'rejected') {
       this.settle(entry);
       this.counts.rejected += entry.batch.length;
@@ -157,14 +176,40 @@ export class OutcomeQueue {
     }
     // Not delivered: once every batch in flight is back, the failed ones return to the
     // front in the order they were sent, and are tried again later.
-    entry.failed = true;
+    entry.failed = 'unreachable';
     this.hooks.onUnreachable(err);
+    this.requeueFailed();
+  }
+
+  /**
+   * A full circuit table (507) refused the items for the circuits it names: drop and count
+   * them, and send the rest again at once (nothing of the batch was written). A 507 that names
+   * none of the batch's circuits cannot succeed either: the whole batch is dropped. So every
+   * 507 drops at least one item, and a batch ends recorded or dropped within its length of tries.
+   */
+  private refused(entry: Sending, err: TransportError): void {
+    const refused = refusedCircuits(err);
+    const rest = entry.batch.filter((item) => !refused.has(item.circuit));
+    const namesNone = rest.length === entry.batch.length;
+    const dropped = namesNone ? entry.batch.length : entry.batch.length - rest.length;
+    this.counts.rejected += dropped;
+    this.hooks.onRejected(dropped, err);
+    if (dropped === entry.batch.length) {
+      this.settle(entry);
+      this.afterBatch();
+      return;
+    }
+    this.inFlight -= dropped;
+    entry.batch = rest;
+    entry.failed = 'refused';
     this.requeueFailed();
   }
 
   /** When every batch still out has failed: back to the front, in the order sent; retry later. */
   private requeueFailed(): boolean {
-    if (this.sending.length === 0 || this.sending.some((s) => !s.failed)) return false;
+    if (this.sending.length === 0 || this.sending.some((s) => s.failed === false)) return false;
+    // Only refused items dropped (circuitlog is up and took nothing): the rest goes again at once.
+    const now = this.sending.every((s) => s.failed === 'refused');
     this.items.unshift(...this.sending.flatMap((s) => s.batch));
     this.sending = [];
     this.inFlight = 0;
@@ -173,7 +218,7 @@ export class OutcomeQueue {
         this.retryTimer = null;
         this.flush();
       },
-      this.options.retryDelayMs(this.retryAttempt++),
+      now ? 0 : this.options.retryDelayMs(this.retryAttempt++),
     );
     return true;
   }

@@ -58,7 +58,7 @@ export function clientSettings(options: ClientOptions): ClientSettings {
     transport,
     clock: options.clock ?? Date.now,
     random: options.random ?? Math.random,
-    caller: checkedCaller(options.caller), // default <hostname>/<pid>
+    caller: checkedCaller(options.caller), // default: the host name
     failOpen: options.failOpen ?? true,
     closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s
     reconnectMaxDelayMs,

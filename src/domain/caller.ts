@@ -7,7 +7,7 @@
 export const CALLER_MAX_LENGTH = 128;
 
 /**
- * Letters, digits, _ . : ~ - and '/' (a client's default is `<hostname>/<pid>`), 1-128 of them.
+ * Letters, digits, _ . : ~ - and '/' (a client's default is the host name), 1-128 of them.
  * An ECMA-262 pattern, as JSON Schema's `pattern` (the OpenAPI document gives it verbatim).
  */
 export const CALLER_PATTERN = `^[A-Za-z0-9_.:~\\-/]{1,${CALLER_MAX_LENGTH}}$`;

@@ -8,7 +8,7 @@ import { CALLER_MAX_LENGTH, CALLER_PATTERN, callerProblem } from '../domain/call
 import { AppError } from '../domain/errors.js';
 
 const DESCRIPTION =
-  "Who made the call: 1-128 letters, digits, _ . : ~ - and '/' (the client library sends <hostname>/<pid>). With a quorum policy it counts toward the quorum and toward the caller's own isolation; absent: anonymous (counted by the rules, never toward a quorum).";
+  "Who made the call: 1-128 letters, digits, _ . : ~ - and '/' (the client libraries send the host name by default). With a quorum policy it counts toward the quorum and toward the caller's own isolation; absent: anonymous (counted by the rules, never toward a quorum).";
 
 /** The caller rule in JSON Schema terms, for the document. */
 const CALLER_RULE = { minLength: 1, maxLength: CALLER_MAX_LENGTH, pattern: CALLER_PATTERN } as const;

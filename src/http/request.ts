@@ -154,19 +154,22 @@ async function readBody(c: Context, incoming: IncomingMessage | undefined, limit
 /**
  * Whether the request's `Prefer` header (RFC 7240) asks for `return=minimal`: the caller wants
  * no representation back. Preference names are case-insensitive; a value may be quoted; any
- * other preference in the list is ignored.
+ * other preference in the list is ignored. Only the first `return` preference counts: "if any
+ * preference is specified more than once, only the first instance is to be considered"
+ * (RFC 7240 section 2), so `return=representation, return=minimal` asks for a body.
  */
 export function prefersMinimal(c: Context): boolean {
   const header = c.req.header('prefer');
   if (header === undefined) return false;
-  return header.split(',').some((preference) => {
+  for (const preference of header.split(',')) {
     const [name, value = ''] = (preference.split(';')[0] ?? '').split('=');
+    if (name?.trim().toLowerCase() !== 'return') continue;
     return (
-      name?.trim().toLowerCase() === 'return' &&
       value
         .trim()
         .replace(/^"(.*)"$/, '$1')
         .toLowerCase() === 'minimal'
     );
-  });
+  }
+  return false;
 }

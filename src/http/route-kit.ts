@@ -1,7 +1,7 @@
 import { z, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
-import { OpenProblemSchema, ProblemSchema } from './schemas.js';
+import { OpenProblemSchema, ProblemSchema, TooManyCircuitsSchema } from './schemas.js';
 
 // What the /circuits and /outcomes routes share: OpenAPI response pieces, the way a route is
 // served, and the not-found error.
@@ -40,7 +40,10 @@ const anyBody = {
   415: problem('A body that is not application/json'),
 };
 const tooManyCircuits = {
-  507: problem('A new circuit name past limits.max_circuits (too-many-circuits); nothing was written'),
+  507: problem(
+    'A new circuit name past limits.max_circuits (too-many-circuits); nothing was written. refused_circuits names the new circuits that do not fit: the request without their items may be sent again at once',
+    TooManyCircuitsSchema,
+  ),
 };
 export const withBody = { ...anyBody, 422: problem('Body fields failed validation'), ...tooManyCircuits };
 export const open503 = problem(

@@ -86,6 +86,14 @@ export const ProblemSchema = z
   .passthrough()
   .openapi('Problem');
 
+export const TooManyCircuitsSchema = ProblemSchema.extend({
+  max_circuits: z.number().int().openapi({ description: 'limits.max_circuits' }),
+  refused_circuits: z.array(z.string()).openapi({
+    description:
+      'The new circuit names that do not fit, in order of first appearance; nothing was written, and the same request without their items may be sent again',
+  }),
+}).openapi('TooManyCircuitsProblem');
+
 export const OpenProblemSchema = ProblemSchema.extend({
   circuit: z
     .union([z.string(), CircuitSchema])

@@ -18,7 +18,11 @@ export class CircuitRoom {
     private readonly max: number | undefined,
   ) {}
 
-  /** Run `write` if the named circuits fit; else TOO_MANY_CIRCUITS and nothing is written. */
+  /**
+   * Run `write` if the named circuits fit; else TOO_MANY_CIRCUITS and nothing is written. The
+   * problem names the circuits refused (`refused_circuits`): the new names past the room left, in
+   * order of first appearance, so a client can drop their items and resend the rest at once.
+   */
   async withRoom<T>(names: readonly string[], write: () => Promise<T>): Promise<T> {
     const max = this.max;
     if (max === undefined || this.store.count === undefined) return write();
@@ -29,12 +33,13 @@ export class CircuitRoom {
     if (missing === 0) return write();
     const stored = await this.store.count();
     if (stored + this.creating + missing > max) {
-      const name = unique[circuits.indexOf(null)]!;
+      const room = Math.max(0, max - stored - this.creating);
+      const refused = unique.filter((_, i) => circuits[i] === null).slice(room);
       throw new AppError(
         'TOO_MANY_CIRCUITS',
-        `No circuit named '${name}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`,
+        `No circuit named '${refused[0]}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`,
         {
-          extensions: { max_circuits: max },
+          extensions: { max_circuits: max, refused_circuits: refused },
         },
       );
     }

@@ -4,6 +4,7 @@ import {
   CircuitOpenError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
+  ClientClosedError,
   createClient,
   type ClientOptions,
 } from '../../src/client/index.js';
@@ -305,6 +306,45 @@ describe('outcomes', () => {
     expect(client.stats().outcomesRejected).toBe(1);
   });
 
+  it('on a 507 too-many-circuits drops and counts the refused circuits’ items and sends the rest at once, staying connected', async () => {
+    const { transport, client } = await connected({ flushDelayMs: 20 });
+    const rejected = vi.fn();
+    client.on('rejected', rejected);
+    const tries: string[][] = [];
+    const post = transport.postOutcomes.bind(transport);
+    transport.postOutcomes = async (batch) => {
+      tries.push(batch.map((o) => o.circuit));
+      const refused = [...new Set(batch.map((o) => o.circuit).filter((c) => c.startsWith('new-')))];
+      if (refused.length > 0) throw new TransportError('unreachable', 'full', 507, { refused_circuits: refused });
+      return post(batch);
+    };
+    for (const circuit of ['old', 'new-1', 'old', 'new-2', 'new-1', 'old'])
+      await client.record(circuit, { success: false });
+    await client.close();
+    expect(tries).toEqual([
+      ['old', 'new-1', 'old', 'new-2', 'new-1', 'old'],
+      ['old', 'old', 'old'],
+    ]);
+    expect(transport.outcomes.map((o) => o.circuit)).toEqual(['old', 'old', 'old']);
+    expect(client.stats()).toMatchObject({ outcomesRejected: 3, outcomesAcknowledged: 3, outcomesPending: 0 });
+    expect(rejected).toHaveBeenCalledWith(expect.objectContaining({ count: 3 }));
+    expect(client.connection).toBe('connected');
+  });
+
+  it('drops a batch whose 507 names none of its circuits: an answer that cannot succeed is not retried', async () => {
+    const { transport, client } = await connected();
+    let tries = 0;
+    transport.postOutcomes = async () => {
+      tries++;
+      throw new TransportError('unreachable', 'full', 507, { code: 'TOO_MANY_CIRCUITS' });
+    };
+    await client.record('svc', { success: true });
+    await client.record('svc', { success: false });
+    await client.close();
+    expect(tries).toBe(1);
+    expect(client.stats()).toMatchObject({ outcomesRejected: 2, outcomesPending: 0 });
+  });
+
   it('close() waits for running calls and resolves once every outcome is acknowledged', async () => {
     const { transport, client } = await connected({ flushDelayMs: 50 });
     let finish!: () => void;
@@ -316,6 +356,22 @@ describe('outcomes', () => {
     await closed;
     expect(transport.outcomes).toHaveLength(1);
     expect(transport.closed).toBe(true);
+  });
+
+  it('throws ClientClosedError (code CLIENT_CLOSED) from call(), allowed() and record() after close()', async () => {
+    const { client } = await connected();
+    await client.close();
+    const fallback = vi.fn(async () => 'fallback');
+    for (const attempt of [
+      () => client.call('svc', async () => 1, { fallback }),
+      () => client.allowed('svc'),
+      () => client.record('svc', { success: true }),
+    ]) {
+      const error = await attempt().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ClientClosedError);
+      expect(error).toMatchObject({ code: 'CLIENT_CLOSED', name: 'ClientClosedError' });
+    }
+    expect(fallback).not.toHaveBeenCalled();
   });
 
   it('close() rejects, naming what was not delivered, when circuitlog stays unreachable', async () => {

@@ -251,3 +251,23 @@ describe('client against the real server', () => {
     expect((await circuit(server, 'counted')).failure_count).toBe(2_000);
   });
 });
+
+describe('client against a full circuit table (limits.max_circuits)', () => {
+  it('records 50 failures for an existing circuit mixed with new names: the circuit opens, the new names are dropped and counted', async () => {
+    const dir = tempDir();
+    const config = path.join(dir, 'circuitlog.yaml');
+    fs.writeFileSync(config, 'circuit_defaults:\n  failure_threshold: 5\nlimits:\n  max_circuits: 1\n');
+    const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config });
+    servers.push(server);
+    expect((await post(`${server.url}/circuits/dep/outcomes`, { success: true })).status).toBe(200); // the table is full
+    const client = await connect(server.url, { closeTimeoutMs: 5_000 });
+    for (let i = 0; i < 50; i++) {
+      await client.record('dep', { success: false });
+      await client.record(`new-${i}`, { success: false });
+    }
+    await client.close(); // every batch ends recorded or dropped: close() resolves
+    expect(await circuit(server, 'dep')).toMatchObject({ state: 'open' });
+    expect(client.stats()).toMatchObject({ outcomesAcknowledged: 50, outcomesRejected: 50, outcomesPending: 0 });
+    expect((await fetch(`${server.url}/circuits/new-0`)).status).toBe(404);
+  });
+});

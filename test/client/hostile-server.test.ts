@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createClient, type CircuitlogClient, type ClientOptions } from '../../src/client/index.js';
+import { CircuitOpenError, createClient, type CircuitlogClient, type ClientOptions } from '../../src/client/index.js';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -84,6 +84,74 @@ describe('deadlines', () => {
     expect(c.connection).toBe('offline'); // no whole answer: decided by the local breaker
     await vi.waitFor(() => expect(gone.before).toBe(true));
   });
+});
+
+describe('first lookups', () => {
+  /** A server answering every /allowed with `answer` once `release` is called; counts the /allowed requests. */
+  async function counting(answer: object) {
+    const held: (() => void)[] = [];
+    let released = false;
+    const seen = { allowed: 0 };
+    const url = await hostile({
+      allowed: (_req, res) => {
+        seen.allowed++;
+        const send = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+        if (released) send();
+        else held.push(send);
+      },
+    });
+    const release = () => {
+      released = true;
+      for (const send of held.splice(0)) send();
+    };
+    return { url, seen, release, held };
+  }
+
+  it('sends one GET /allowed for 200 concurrent first calls on a circuit, and runs them all', async () => {
+    const server = await counting({ allowed: true, state: 'closed', circuit: null });
+    const c = client(server.url);
+    await c.ready();
+    const calls = Array.from({ length: 200 }, (_, i) => c.call('new-circuit', async () => i));
+    await vi.waitFor(() => expect(server.held.length).toBe(1));
+    server.release();
+    expect(await Promise.all(calls)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(server.seen.allowed).toBe(1);
+  });
+
+  it('still asks once per call in half-open: a probe lease is never shared', async () => {
+    const server = await counting({ allowed: true, state: 'half_open', circuit: null });
+    server.release();
+    const c = client(server.url);
+    await c.ready();
+    await Promise.all(Array.from({ length: 5 }, () => c.call('probing', async () => 'ran')));
+    expect(server.seen.allowed).toBe(5);
+  });
+});
+
+describe('retry times', () => {
+  it.each([
+    ['CIRCUIT_FORCED_OPEN', 'open', '1e20', '+275760-09-13T00:00:00.000Z'],
+    ['CIRCUIT_OPEN', 'open', '99999999999999999999', '275760-09-13T00:00:00.000Z'],
+    ['CIRCUIT_OPEN', 'half_open', String(Number.MAX_SAFE_INTEGER), null],
+  ])(
+    'clamps a huge Retry-After and open_until (%s, %s) to one day: the fallback runs',
+    async (code, state, retryAfter, openUntil) => {
+      const url = await hostile({
+        allowed: (_req, res) => {
+          const body = JSON.stringify({ code, state, open_until: openUntil, circuit: 'svc' });
+          res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': retryAfter }).end(body);
+        },
+      });
+      const c = client(url, { requestTimeoutMs: 2_000 });
+      await c.ready();
+      const before = Date.now();
+      const refusal = await c.call('svc', async () => 'ran', { fallback: (error) => error });
+      expect(refusal).toBeInstanceOf(CircuitOpenError);
+      const retryAt = (refusal as CircuitOpenError).retryAt.getTime();
+      expect(retryAt).toBeGreaterThan(before);
+      expect(retryAt).toBeLessThanOrEqual(Date.now() + 24 * 60 * 60 * 1000);
+    },
+  );
 });
 
 describe('size bounds', () => {

@@ -25,6 +25,7 @@ describe('limits.max_circuits', () => {
       code: 'TOO_MANY_CIRCUITS',
       status: 507,
       max_circuits: 2,
+      refused_circuits: ['c'],
     });
     expect((await t.request('GET', '/circuits/c')).status).toBe(404);
     expect(await names(t)).toEqual(['a', 'b']);
@@ -49,6 +50,27 @@ describe('limits.max_circuits', () => {
     expect(await names(t)).toEqual(['a', 'b']);
     const a = (await (await t.request('GET', '/circuits/a')).json()) as { failure_count: number };
     expect(a.failure_count).toBe(0); // the batch's item for the existing circuit was not applied either
+  });
+
+  it('names the refused circuits in a batch: the rest, sent again, is recorded', async () => {
+    const t = buildApp({ limits: { maxCircuits: 3 } });
+    expect((await t.request('POST', '/circuits/a/failure')).status).toBe(200);
+    const outcomes = ['x', 'a', 'y', 'x', 'z'].map((circuit) => ({ circuit, success: false }));
+    const res = await t.request('POST', '/outcomes', { outcomes });
+    expect(res.status).toBe(507);
+    // Room for two new circuits of three: x and y fit, z is refused; nothing was written.
+    expect(await res.json()).toMatchObject({ code: 'TOO_MANY_CIRCUITS', refused_circuits: ['z'] });
+    expect(await names(t)).toEqual(['a']);
+    const rest = await t.request('POST', '/outcomes', { outcomes: outcomes.filter((o) => o.circuit !== 'z') });
+    expect(rest.status).toBe(200);
+    expect((await names(t)).sort()).toEqual(['a', 'x', 'y']);
+    const full = await t.request('POST', '/outcomes', {
+      outcomes: [
+        { circuit: 'p', success: true },
+        { circuit: 'q', success: true },
+      ],
+    });
+    expect(await full.json()).toMatchObject({ refused_circuits: ['p', 'q'] });
   });
 
   it('keeps existing circuits working at the limit', async () => {

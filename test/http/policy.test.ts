@@ -355,6 +355,24 @@ describe('POST /outcomes (batch)', () => {
     expect((await t.request('GET', '/circuits/b')).status).toBe(404);
   });
 
+  it('takes the first instance of the return preference (RFC 7240 section 2)', async () => {
+    const t = buildApp();
+    const outcomes = [{ circuit: 'a', success: false }];
+    const minimal = [
+      'return=minimal, return=representation',
+      'handling=lenient, return=minimal; x=1, return=representation',
+    ];
+    for (const prefer of minimal) {
+      expect((await t.request('POST', '/outcomes', { outcomes }, { prefer })).status).toBe(204);
+    }
+    for (const prefer of ['return=representation, return=minimal', 'RETURN=representation,return=minimal']) {
+      const res = await t.request('POST', '/outcomes', { outcomes }, { prefer });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('preference-applied')).toBeNull();
+    }
+    expect((await get(t, 'a')).failure_count).toBe(4);
+  });
+
   it('needs the bearer token when one is configured', async () => {
     const t = buildApp({ token: 'policy-token-0123456789' });
     const body = { outcomes: [{ circuit: 'a', success: false }] };

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 import httpx
 
-from ._core import Connection, Core, TransitionCallback, backoff_delay, log
+from ._core import Connection, Core, SharedLookup, TransitionCallback, backoff_delay, log
 from ._errors import CallTimeoutError, CircuitlogRequestError, CircuitlogUnavailableError, CircuitOpenError
 from ._errors import ClientClosedError as _Closed
 from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._sync import IsFailure, classify, options_from
 from ._transport import AsyncTransport
-from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event, refused_circuits
 
 if TYPE_CHECKING:
     import sys
@@ -59,6 +59,7 @@ class AsyncClient:
         self._retry_at = 0.0
         self._flush_now = False
         self._policy_wanted: set[str] = set()
+        self._lookups: dict[str, SharedLookup[asyncio.Event]] = {}  # the GET /allowed in flight per circuit
         self._closing: asyncio.Future[None] | None = None
         if on_transition is not None:
             self._core.listeners.append(on_transition)
@@ -209,7 +210,7 @@ class AsyncClient:
 
     @property
     def caller(self) -> str:
-        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
         return self._core.caller
 
     @property
@@ -248,7 +249,7 @@ class AsyncClient:
 
     def _make_transport(self) -> AsyncTransport:
         o = self._core.options
-        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -298,11 +299,30 @@ class AsyncClient:
 
     async def _admit_remotely(self, name: str) -> None:
         core = self._core
-        with core.lock:
-            generation, seq = core.before_ask(name)
-            if not core.reachable:
-                core.admit_offline(name)
+        while True:
+            with core.lock:
+                generation, seq = core.before_ask(name)
+                if not core.reachable:
+                    core.admit_offline(name)
+                    return
+            shared = self._lookups.get(name)
+            if shared is None:
+                break
+            # Concurrent lookups of one circuit share one request (see SharedLookup).
+            await shared.done.wait()  # bounded by that request's deadline
+            if shared.admits_all:
+                with core.lock:
+                    core.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
                 return
+        mine = self._lookups[name] = SharedLookup(asyncio.Event())
+        try:
+            await self._ask(name, generation, seq, mine)
+        finally:
+            self._lookups.pop(name, None)
+            mine.done.set()
+
+    async def _ask(self, name: str, generation: int, seq: int, mine: SharedLookup[asyncio.Event]) -> None:
+        core = self._core
         try:
             answer = await self._transport.allowed(name, core.caller)
         except TransportError as error:
@@ -315,6 +335,7 @@ class AsyncClient:
             return
         self._link(core.stream_up, True)
         with core.lock:
+            mine.answer = answer
             core.answered(name, answer, generation, seq)
 
     async def _run(
@@ -444,6 +465,12 @@ class AsyncClient:
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
                 await self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
+            refused = refused_circuits(error)
+            if refused is not None:
+                with core.lock:
+                    core.warn_refused(core.batch_refused(batch, refused), error)
+                self._space.set()
+                return attempt  # circuitlog is up and took nothing: the rest goes again at once
             if error.kind == "rejected":
                 with core.lock:
                     core.batch_done(batch, "rejected")
@@ -500,6 +527,7 @@ class AsyncClient:
         self._core.after_fork()
         self._loop = None
         self._tasks = []
+        self._lookups = {}
         self._transport = self._make_transport()
 
 

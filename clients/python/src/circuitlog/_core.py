@@ -14,12 +14,12 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Generic, Literal, TypeVar
 
 from . import _domain as d
 from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
 from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
-from ._names import check_name, checked_caller, default_caller
+from ._names import check_name, checked_caller
 from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
 
 log = logging.getLogger("circuitlog")
@@ -31,6 +31,7 @@ TransitionCallback = Callable[[TransitionEvent], None]
 # while circuitlog does not know the circuit yet (it is created by its first outcome).
 POLICY_REFRESH_MS = 60_000  # 60 s
 UNKNOWN_POLICY_REFRESH_MS = 1_000  # 1 s
+REFUSED_WARNING_INTERVAL_S = 60.0  # s: at most one warning this often about outcomes a full table refused
 THROTTLE_MAX_CIRCUITS = 10_000  # circuits with soft-throttle counts (each at most window_seconds buckets, 600 at most)
 _FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_closed": "closed", "force_cleared": None}
 
@@ -50,15 +51,41 @@ class Options:
     flush_at: int = 250
     max_batch: int = 1_000  # circuitlog's limit per POST /outcomes
     max_queued_outcomes: int = 10_000
-    request_timeout: float = 2.0  # s
+    #: s: the deadline of one request, from sending it to the last byte of its answer (not per read).
+    request_timeout: float = 2.0
+    #: The largest answer read (a circuit's JSON is about 1 KiB); a longer one is dropped unread: no answer.
+    max_response_bytes: int = 1024 * 1024  # 1 MiB, as the Node client
     reconnect_max_delay: float = 5.0  # s
     stream_idle_timeout: float = 45.0  # s: three missed heartbeats
     close_timeout: float = 10.0  # s
     local_defaults: d.Policy = field(default_factory=lambda: d.Policy(5, 30, 1))
     max_sse_line_bytes: int = 64 * 1024
     max_sse_event_bytes: int = 256 * 1024
-    #: Who this client is to circuitlog, named on every outcome and admission; None: ``<hostname>/<pid>``.
+    #: Who this client is to circuitlog, named on every outcome and admission; None: the host name.
     caller: str | None = None
+
+
+E = TypeVar("E")
+
+
+class SharedLookup(Generic[E]):
+    """A ``GET /allowed`` in flight, shared by every concurrent lookup of its circuit.
+
+    A closed answer admits every call that waited for it; anything else is asked again: a
+    refusal is then kept (and raised from the view), while a probe lease or a throttle verdict
+    belongs to one call only. ``done``: a ``threading.Event`` (``Client``) or an
+    ``asyncio.Event`` (``AsyncClient``), set once the answer is in the view (or none came).
+    """
+
+    __slots__ = ("answer", "done")
+
+    def __init__(self, done: E):
+        self.answer: Answer | None = None
+        self.done = done
+
+    @property
+    def admits_all(self) -> bool:
+        return isinstance(self.answer, Admitted) and self.answer.state == "closed"
 
 
 class Entry:
@@ -154,6 +181,8 @@ class Core:
             "outcomes_rejected": 0,
             "events_discarded": 0,
         }
+        self.refused_warned_at = -REFUSED_WARNING_INTERVAL_S  # monotonic s of the last such warning
+        self.refused_unreported = 0  # outcomes a full table refused since that warning
         self.listeners: list[TransitionCallback] = []
         self.connection_listeners: list[Callable[[Connection], None]] = []
 
@@ -373,6 +402,36 @@ class Core:
         self.lock.notify_all()  # room for calls waiting on a full queue
         return batch
 
+    def batch_refused(self, batch: list[Outcome], refused: set[str]) -> int:
+        """Under lock: a full circuit table (507) refused the items for ``refused``: drop and count them,
+        and put the rest back at the front, to be sent at once (nothing of the batch was written).
+
+        A 507 naming none of the batch's circuits cannot succeed either: the whole batch is dropped.
+        So every 507 drops at least one item. Returns how many were dropped.
+        """
+        rest = [item for item in batch if item[0] not in refused]
+        if len(rest) == len(batch):
+            rest = []
+        dropped = len(batch) - len(rest)
+        self.in_flight = 0
+        self.counts["outcomes_rejected"] += dropped
+        self.items.extendleft(reversed(rest))
+        self.lock.notify_all()
+        return dropped
+
+    def warn_refused(self, dropped: int, error: Exception) -> None:
+        """One warning per REFUSED_WARNING_INTERVAL_S at most, with the items dropped since the last."""
+        self.refused_unreported += dropped
+        now = time.monotonic()
+        if now - self.refused_warned_at < REFUSED_WARNING_INTERVAL_S:
+            return
+        log.warning(
+            "circuitlog: %d outcome(s) dropped: circuitlog's circuit table is full (limits.max_circuits): %s",
+            self.refused_unreported,
+            error,
+        )
+        self.refused_warned_at, self.refused_unreported = now, 0
+
     def batch_done(self, batch: list[Outcome], result: Literal["delivered", "rejected", "failed"]) -> None:
         self.in_flight = 0
         if result == "delivered":
@@ -405,8 +464,3 @@ class Core:
         self.generation += 1
         self.stream_up = False
         self.trusted_generation = -2
-        if self.options.caller is None:
-            # The default names the process: a child is a caller of its own, so it sheds the parent's isolations.
-            self.caller = default_caller()
-            for entry in self.entries.values():
-                entry.isolate(None)

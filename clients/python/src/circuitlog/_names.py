@@ -6,7 +6,6 @@ batch. The ``caller`` option is checked once, when the client is made.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 
@@ -38,7 +37,7 @@ def check_name(name: object) -> None:
 
 
 CALLER_MAX_LENGTH = 128  # characters
-# Letters, digits, _ . : ~ - and '/' (src/domain/caller.ts; the default is <hostname>/<pid>).
+# Letters, digits, _ . : ~ - and '/' (src/domain/caller.ts; the default is the host name).
 _CALLER = re.compile(r"[A-Za-z0-9_.:~\-/]{1,128}\Z")
 _NOT_CALLER = re.compile(r"[^A-Za-z0-9_.:~-]")
 CALLER_RULE = "1 to 128 characters: letters, digits, _ . : ~ - and '/'"
@@ -57,11 +56,13 @@ def caller_problem(caller: object) -> str | None:
     return "may hold only letters, digits, _ . : ~ - and '/'"
 
 
-def default_caller(hostname: str | None = None, pid: int | None = None) -> str:
-    """``<hostname>/<pid>``, each character a caller id may not hold replaced by '-', cut to the longest id."""
-    tail = f"/{os.getpid() if pid is None else pid}"
+def default_caller(hostname: str | None = None) -> str:
+    """The host name, each character a caller id may not hold replaced by '-', cut to the longest id.
+
+    Every process on one host is one caller, so a quorum of three needs three hosts.
+    """
     host = _NOT_CALLER.sub("-", socket.gethostname() if hostname is None else hostname) or "host"
-    return host[: CALLER_MAX_LENGTH - len(tail)] + tail
+    return host[:CALLER_MAX_LENGTH]
 
 
 def checked_caller(caller: object) -> str:

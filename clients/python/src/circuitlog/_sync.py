@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union, overload
 import httpx
 
 from . import _domain as d
-from ._core import Connection, Core, Options, TransitionCallback, backoff_delay, log
+from ._core import Connection, Core, Options, SharedLookup, TransitionCallback, backoff_delay, log
 from ._errors import CallTimeoutError, CircuitlogRequestError, CircuitlogUnavailableError, CircuitOpenError
 from ._errors import ClientClosedError as _Closed
 from ._names import check_name
 from ._sse import SseMessage, SseParser
 from ._transport import SyncTransport, shutdown_socket
-from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event
+from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event, refused_circuits
 
 if TYPE_CHECKING:
     import sys
@@ -78,6 +78,7 @@ class Client:
         self._threads: list[threading.Thread] = []
         self._pid = -1
         self._policy_wanted: set[str] = set()
+        self._lookups: dict[str, SharedLookup[threading.Event]] = {}  # the GET /allowed in flight per circuit
         self._close_error: Exception | None = None
         self._closed = threading.Event()
         if on_transition is not None:
@@ -222,7 +223,7 @@ class Client:
 
     @property
     def caller(self) -> str:
-        """This client's caller id (option ``caller``, default ``<hostname>/<pid>``): on each outcome and admission."""
+        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
         return self._core.caller
 
     @property
@@ -289,18 +290,43 @@ class Client:
 
     def _make_transport(self) -> SyncTransport:
         o = self._core.options
-        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout)
+        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- calls ------------------------------------------------------------------------------
 
     def _admit_remotely(self, name: str) -> None:
         core = self._core
         self._ensure_running()
-        with core.lock:
-            generation, seq = core.before_ask(name)
-            if not core.reachable:
-                core.admit_offline(name)
+        while True:
+            with core.lock:
+                generation, seq = core.before_ask(name)
+                if not core.reachable:
+                    core.admit_offline(name)
+                    return
+                entry = core.entries[name]
+                if entry.local_ok and entry.generation == core.trusted_generation:
+                    core.counts["local_decisions"] += 1  # a lookup that ended since this call began left a snapshot
+                    return
+                shared = self._lookups.get(name)
+                if shared is None:
+                    mine = self._lookups[name] = SharedLookup(threading.Event())
+            if shared is None:
+                break
+            # Concurrent lookups of one circuit share one request (see SharedLookup).
+            shared.done.wait()  # bounded by that request's deadline
+            if shared.admits_all:
+                with core.lock:
+                    core.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
                 return
+        try:
+            self._ask(name, generation, seq, mine)
+        finally:
+            with core.lock:
+                self._lookups.pop(name, None)
+            mine.done.set()
+
+    def _ask(self, name: str, generation: int, seq: int, mine: SharedLookup[threading.Event]) -> None:
+        core = self._core
         try:
             answer = self._transport.allowed(name, core.caller)
         except TransportError as error:
@@ -317,6 +343,7 @@ class Client:
             changed = core.set_link(core.stream_up, True)
         core.emit_connection(changed)
         with core.lock:
+            mine.answer = answer
             core.answered(name, answer, generation, seq)
 
     def _run(
@@ -399,6 +426,7 @@ class Client:
     def _after_fork(self) -> None:
         """In a forked child: nothing of the parent's threads or sockets is used; a new stream starts on next use."""
         self._core.after_fork()
+        self._lookups = {}
         self._wake_stream = threading.Event()
         self._closed = threading.Event()
         self._response = None
@@ -508,6 +536,11 @@ class Client:
                 log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
                 self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
         except TransportError as error:
+            refused = refused_circuits(error)
+            if refused is not None:
+                with core.lock:
+                    core.warn_refused(core.batch_refused(batch, refused), error)
+                return attempt  # circuitlog is up and took nothing: the rest goes again at once
             with core.lock:
                 if error.kind == "rejected":
                     core.batch_done(batch, "rejected")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -22,7 +25,44 @@ def _base(url: str) -> str:
     return url.rstrip("/")
 
 
-def _circuit(res: httpx.Response) -> Json | None:
+class _Answer(NamedTuple):
+    """An answer read whole, within the request's deadline and the size bound."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+
+def _too_long(res: httpx.Response, max_bytes: int) -> TransportError | None:
+    length = res.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_bytes:
+        return TransportError("unreachable", f"circuitlog's answer is over max_response_bytes ({length} bytes)")
+    return None
+
+
+def _take(body: bytearray, chunk: bytes, max_bytes: int, deadline: float) -> None:
+    body += chunk
+    if len(body) > max_bytes:
+        raise TransportError("unreachable", f"circuitlog's answer is over max_response_bytes ({max_bytes} bytes)")
+    if time.monotonic() > deadline:
+        raise TransportError("unreachable", "circuitlog's answer did not end within request_timeout")
+
+
+def _read_sync(chunks: Iterator[bytes], max_bytes: int, deadline: float) -> bytes:
+    body = bytearray()
+    for chunk in chunks:  # each chunk as it arrives: a trickle is checked against the deadline byte by byte
+        _take(body, chunk, max_bytes, deadline)
+    return bytes(body)
+
+
+async def _read_async(chunks: AsyncIterator[bytes], max_bytes: int, deadline: float) -> bytes:
+    body = bytearray()
+    async for chunk in chunks:
+        _take(body, chunk, max_bytes, deadline)
+    return bytes(body)
+
+
+def _circuit(res: _Answer) -> Json | None:
     body = parse_json(res.content)
     if res.status_code == 200 and isinstance(body, dict):
         return body
@@ -35,7 +75,7 @@ def _circuit(res: httpx.Response) -> Json | None:
 _OUTCOMES_HEADERS = {"content-type": "application/json", "prefer": "return=minimal"}
 
 
-def _check_outcomes(res: httpx.Response) -> None:
+def _check_outcomes(res: _Answer) -> None:
     if res.status_code not in (204, 200):  # 200: a server that ignores the preference
         raise failure(res.status_code, parse_json(res.content))
 
@@ -65,40 +105,54 @@ def shutdown_socket(response: httpx.Response) -> None:
 
 
 class SyncTransport:
-    def __init__(self, url: str, token: str | None, timeout: float, stream_idle_timeout: float):
+    def __init__(
+        self, url: str, token: str | None, timeout: float, stream_idle_timeout: float, max_response_bytes: int
+    ):
         base, headers = _base(url), _headers(token)
         self.token = token
         self.base = base
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         t = httpx.Timeout(timeout)
         self.requests = httpx.Client(base_url=base, headers=headers, timeout=t)
         # Batches go on a connection of their own, in the order recorded.
         self.outcomes = httpx.Client(base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1))
         self.streams = httpx.Client(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
-    def allowed(self, name: str, caller: str | None = None) -> Answer:
-        path = allowed_path(name, caller)
+    def _send(self, client: httpx.Client, request: httpx.Request, deadline: float) -> _Answer:
+        res = client.send(request, stream=True)
+        try:
+            too_long = _too_long(res, self.max_response_bytes)
+            if too_long is not None:
+                raise too_long
+            content = _read_sync(res.iter_bytes(), self.max_response_bytes, deadline)
+            return _Answer(res.status_code, res.headers, content)
+        finally:
+            res.close()
+
+    def _request(self, client: httpx.Client, method: str, path: str, *, repeat: bool = False, **kw: Any) -> _Answer:
+        """One request, ended by its deadline (``request_timeout`` from now, not per read) and the size bound."""
+        deadline = time.monotonic() + self.timeout
         try:
             try:
-                res = self.requests.get(path)
+                return self._send(client, client.build_request(method, path, **kw), deadline)
             except (httpx.RemoteProtocolError, httpx.ReadError):
-                res = self.requests.get(path)  # a GET is safe to repeat, once, on a dropped kept-alive socket
+                if not repeat:
+                    raise
+                # A GET is safe to repeat, once, on a dropped kept-alive socket.
+                return self._send(client, client.build_request(method, path, **kw), deadline)
         except _UNREACHABLE as e:
             raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
+
+    def allowed(self, name: str, caller: str | None = None) -> Answer:
+        res = self._request(self.requests, "GET", allowed_path(name, caller), repeat=True)
         return allowed_answer(res.status_code, res.headers, parse_json(res.content))
 
     def circuit(self, name: str) -> Json | None:
-        try:
-            res = self.requests.get(circuit_path(name))
-        except _UNREACHABLE as e:
-            raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
-        return _circuit(res)
+        return _circuit(self._request(self.requests, "GET", circuit_path(name)))
 
     def post_outcomes(self, body: bytes) -> None:
-        try:
-            res = self.outcomes.post("/outcomes", content=body, headers=_OUTCOMES_HEADERS)
-        except _UNREACHABLE as e:
-            raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
-        _check_outcomes(res)
+        _check_outcomes(self._request(self.outcomes, "POST", "/outcomes", content=body, headers=_OUTCOMES_HEADERS))
 
     def open_stream(self, last_event_id: str | None) -> httpx.Response:
         """``GET /events/stream``: the open response (status 200), to be read and closed by the caller."""
@@ -122,9 +176,13 @@ class SyncTransport:
 
 
 class AsyncTransport:
-    def __init__(self, url: str, token: str | None, timeout: float, stream_idle_timeout: float):
+    def __init__(
+        self, url: str, token: str | None, timeout: float, stream_idle_timeout: float, max_response_bytes: int
+    ):
         base, headers = _base(url), _headers(token)
         self.token = token
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         t = httpx.Timeout(timeout)
         self.requests = httpx.AsyncClient(base_url=base, headers=headers, timeout=t)
         self.outcomes = httpx.AsyncClient(
@@ -132,29 +190,46 @@ class AsyncTransport:
         )
         self.streams = httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
-    async def allowed(self, name: str, caller: str | None = None) -> Answer:
-        path = allowed_path(name, caller)
+    async def _send(self, client: httpx.AsyncClient, request: httpx.Request, deadline: float) -> _Answer:
+        res = await client.send(request, stream=True)
         try:
-            try:
-                res = await self.requests.get(path)
-            except (httpx.RemoteProtocolError, httpx.ReadError):
-                res = await self.requests.get(path)
+            too_long = _too_long(res, self.max_response_bytes)
+            if too_long is not None:
+                raise too_long
+            content = await _read_async(res.aiter_bytes(), self.max_response_bytes, deadline)
+            return _Answer(res.status_code, res.headers, content)
+        finally:
+            await res.aclose()
+
+    async def _attempts(self, client: httpx.AsyncClient, method: str, path: str, repeat: bool, **kw: Any) -> _Answer:
+        deadline = time.monotonic() + self.timeout
+        try:
+            return await self._send(client, client.build_request(method, path, **kw), deadline)
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            if not repeat:
+                raise
+            return await self._send(client, client.build_request(method, path, **kw), deadline)
+
+    async def _request(
+        self, client: httpx.AsyncClient, method: str, path: str, *, repeat: bool = False, **kw: Any
+    ) -> _Answer:
+        """One request, ended by its deadline (``request_timeout`` from now, head and body) and the size bound."""
+        try:
+            return await asyncio.wait_for(self._attempts(client, method, path, repeat, **kw), self.timeout)
+        except asyncio.TimeoutError:
+            raise TransportError("unreachable", "circuitlog's answer did not end within request_timeout") from None
         except _UNREACHABLE as e:
             raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
+
+    async def allowed(self, name: str, caller: str | None = None) -> Answer:
+        res = await self._request(self.requests, "GET", allowed_path(name, caller), repeat=True)
         return allowed_answer(res.status_code, res.headers, parse_json(res.content))
 
     async def circuit(self, name: str) -> Json | None:
-        try:
-            res = await self.requests.get(circuit_path(name))
-        except _UNREACHABLE as e:
-            raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
-        return _circuit(res)
+        return _circuit(await self._request(self.requests, "GET", circuit_path(name)))
 
     async def post_outcomes(self, body: bytes) -> None:
-        try:
-            res = await self.outcomes.post("/outcomes", content=body, headers=_OUTCOMES_HEADERS)
-        except _UNREACHABLE as e:
-            raise TransportError("unreachable", f"circuitlog unreachable ({type(e).__name__})") from e
+        res = await self._request(self.outcomes, "POST", "/outcomes", content=body, headers=_OUTCOMES_HEADERS)
         _check_outcomes(res)
 
     async def open_stream(self, last_event_id: str | None) -> httpx.Response:

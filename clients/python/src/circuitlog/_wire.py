@@ -12,6 +12,10 @@ from urllib.parse import quote
 from ._local import Json, parse_time_ms
 
 STATES = ("closed", "open", "half_open")
+#: The longest a refusal is believed: a ``Retry-After`` or ``open_until`` past it is cut to it, so a
+#: hostile or broken answer cannot make a retry time no ``datetime`` can hold (an OverflowError in
+#: the fallback path), and the circuit is asked again within a day at the latest.
+MAX_RETRY_MS = 24 * 60 * 60 * 1000  # 1 day
 
 
 @dataclass(frozen=True)
@@ -115,12 +119,15 @@ def allowed_answer(status: int, headers: Any, body: object) -> Answer:
             after = float(headers.get("retry-after", "1"))
         except ValueError:
             after = 1.0
-        after_ms = (after if after >= 0 else 1.0) * 1000
+        now = time.time() * 1000
+        after_ms = min((after if after >= 0 else 1.0) * 1000, MAX_RETRY_MS)  # NaN is not >= 0: 1 s
         until = parse_time_ms(b.get("open_until"))
+        if until is not None:
+            until = min(until, now + MAX_RETRY_MS)
         if b.get("scope") == "caller" and until is not None:
             # A caller's isolation has its own open_until, whatever the circuit's state.
             return Refused(state, until, after_ms, forced, scope="caller")
-        retry_at = until if not forced and state == "open" and until is not None else time.time() * 1000 + after_ms
+        retry_at = until if not forced and state == "open" and until is not None else now + after_ms
         return Refused(state, retry_at, after_ms, forced)
     raise failure(status, body)
 
@@ -179,6 +186,14 @@ def outcomes_body(batch: list[Outcome], with_at: bool = True, caller: str | None
             item["duration_ms"] = round(duration_ms, 3)
         items.append(item)
     return json.dumps({"outcomes": items}, separators=(",", ":")).encode()
+
+
+def refused_circuits(error: TransportError) -> set[str] | None:
+    """A 507 too-many-circuits: the circuits it refused (``refused_circuits``; empty if it names none); else None."""
+    if error.status != 507:
+        return None
+    names = error.problem.get("refused_circuits") if isinstance(error.problem, dict) else None
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 def only_at_refused(error: TransportError) -> bool:
