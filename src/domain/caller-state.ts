@@ -8,7 +8,7 @@
  * nothing, and its successes write nothing.
  */
 import { nextOpenTimeoutSeconds } from './policy.js';
-import { quorumWindowStartMs, type QuorumPolicy } from './quorum.js';
+import { callerTableBound, quorumWindowStartMs, type QuorumPolicy } from './quorum.js';
 import type { Circuit, EpochMs, LateOutcomeRule, Transition } from './types.js';
 
 /**
@@ -153,7 +153,8 @@ function tidy(
   const from = quorumWindowStartMs(quorum, now);
   const kept = entries.filter((e) => e[0] !== next[0] && !isIdle(e, from));
   if (!isIdle(next, from)) kept.push(next);
-  return kept.length > quorum.maxCallers ? kept.slice(kept.length - quorum.maxCallers) : kept;
+  const bound = callerTableBound(quorum);
+  return kept.length > bound ? kept.slice(kept.length - bound) : kept;
 }
 
 function isIdle(e: CallerEntry, windowStart: EpochMs): boolean {
@@ -166,5 +167,6 @@ export function callersUnder(
   quorum: QuorumPolicy | null | undefined,
 ): readonly CallerEntry[] {
   if (quorum == null) return NO_ENTRIES;
-  return entries.length > quorum.maxCallers ? entries.slice(entries.length - quorum.maxCallers) : entries;
+  const bound = callerTableBound(quorum);
+  return entries.length > bound ? entries.slice(entries.length - bound) : entries;
 }

@@ -13,6 +13,12 @@ import { callerField } from './caller-param.js';
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
 const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
+/**
+ * Distinct callers one batch may name: a client batches its own outcomes under its one
+ * caller id, so a batch naming more is a relay or an attack, and each new caller is an entry in
+ * a circuit's caller table (docs/api.md "Callers, quorum and isolation").
+ */
+export const MAX_BATCH_CALLERS = 100;
 
 const PatchBody = z.record(z.string(), z.unknown()).openapi('PolicyPatch', {
   description:
@@ -35,6 +41,21 @@ const BatchItem = z
 const BatchBody = z
   .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
   .strict()
+  .superRefine(({ outcomes }, ctx) => {
+    const callers = new Set<string>();
+    for (const [i, o] of outcomes.entries()) {
+      if (o.caller === undefined || callers.has(o.caller)) continue;
+      if (callers.size === MAX_BATCH_CALLERS) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['outcomes', i, 'caller'],
+          message: `is a caller past the ${MAX_BATCH_CALLERS} distinct callers one batch may name`,
+        });
+        return;
+      }
+      callers.add(o.caller);
+    }
+  })
   .openapi('OutcomeBatch');
 const BatchAnswer = z.object({
   results: z.array(z.object({ circuit: z.string(), state: z.enum(['closed', 'open', 'half_open']) })),
