@@ -32,9 +32,12 @@ export function callerEntries(c: Pick<Circuit, 'callers'>): readonly CallerEntry
   return c.callers ?? NO_ENTRIES;
 }
 
-/** The entry of `caller`, or undefined. */
+/**
+ * The entry of `caller`, or undefined. Searched from the most recently seen end: a caller
+ * reporting now was most likely seen last (a batch of one client's outcomes finds it at once).
+ */
 export function findCaller(entries: readonly CallerEntry[], caller: string): CallerEntry | undefined {
-  for (const e of entries) if (e[0] === caller) return e;
+  for (let i = entries.length - 1; i >= 0; i--) if (entries[i]![0] === caller) return entries[i];
   return undefined;
 }
 
