@@ -195,7 +195,9 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
       204: { description: 'Recorded, with Prefer: return=minimal (Preference-Applied: return=minimal)' },
       ...withBody,
       413: problem('Body over 1 MiB (or api_body_limit_bytes, the larger)'),
-      422: problem('An invalid item (errors name it as outcomes.<index>.<field>); nothing was recorded'),
+      422: problem(
+        `An invalid item (errors name it as outcomes.<index>.<field>), or more than ${MAX_BATCH_CALLERS} distinct callers; nothing was recorded`,
+      ),
     },
   });
   app.openAPIRegistry.registerPath(batchRoute);

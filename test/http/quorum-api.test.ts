@@ -128,6 +128,11 @@ describe('caller ids', () => {
     expect((await json(await t.request('GET', '/circuits/svc'))).failure_count).toBe(200);
   });
 
+  it('says so in the OpenAPI document of POST /outcomes', async () => {
+    const doc = await json(await buildApp().request('GET', '/openapi.json'));
+    expect(doc.paths['/outcomes'].post.responses['422'].description).toMatch(/more than 100 distinct callers/);
+  });
+
   it('counts a named outcome of a batch toward the quorum', async () => {
     const t = buildApp();
     await patch(t, 'svc', { failure_threshold: 2, quorum: { min_callers: 2 } });
