@@ -3,14 +3,16 @@
 //   - call() on a closed circuit with an async no-op vs sequential GET /allowed round trips from
 //     one client (goal: >= 20x), and the time call() adds to the no-op per call (p50, goal <= 5 us);
 //   - 4 clients, 1,000 calls/s each, half failing: the server's counts equal the calls made;
-//   - the stream's lag: from client A's call that trips a circuit to client B's transition event.
+//   - the stream's lag: from client A's call that trips a circuit to client B's transition event;
+//   - the change stream in a tight loop: 10,000 changes (BENCH_STREAM_CHANGES) made back to back
+//     over HTTP, each one's lag from its request to its event on a raw GET /events/stream (issue 27).
 // Results land in the same table and JSON as the other sections (see bench/README.md).
 
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Pool } from 'undici';
-import { fmt, percentileSorted } from './lib.mjs';
+import { envInt, fmt, percentileSorted } from './lib.mjs';
 
 const GOAL_RATIO = 20;
 const GOAL_ADDED_P50_US = 5;
@@ -19,6 +21,7 @@ const FLEET_RATE = 1_000; // calls per second per client
 // 2 s: 8,000 calls, which a count window of 10,000 (the fallback when /metrics is off) holds whole.
 const FLEET_MS = 2_000;
 const LAG_SAMPLES = 30;
+const STREAM_CHANGES = envInt('BENCH_STREAM_CHANGES', 10_000);
 const ROUNDS = 3;
 
 const noop = async () => undefined;
@@ -173,6 +176,57 @@ async function streamLag(createClient, url) {
   return sorted(lags);
 }
 
+/**
+ * The change stream in a tight loop: `changes` transitions of `bench/stream` (threshold 1), a
+ * failure outcome that opens it then a reset that closes it, each request sent as soon as the
+ * previous event arrived; each lag from its request's start to its event on one raw
+ * `GET /events/stream` reader (the client's own parser), in ms, sorted.
+ */
+export async function changeStreamLag(repoRoot, url, changes) {
+  const { SseParser } = await import(pathToFileURL(path.join(repoRoot, 'dist', 'client', 'sse.js')).href);
+  const pool = new Pool(url, { connections: 1 });
+  const stream = new AbortController();
+  const res = await fetch(`${url}/events/stream`, { signal: stream.signal, headers: { accept: 'text/event-stream' } });
+  let waiter = null;
+  const parser = new SseParser((m) => {
+    if (m.event !== 'transition' || waiter === null) return;
+    const t = JSON.parse(m.data);
+    if (t.circuit === 'bench/stream' && t.to === waiter.to) waiter.resolve(performance.now());
+  });
+  const reading = (async () => {
+    try {
+      for await (const chunk of res.body) parser.push(chunk);
+    } catch (error) {
+      if (error.name !== 'AbortError') throw error;
+    }
+  })();
+  const next = (to) => new Promise((resolve) => (waiter = { to, resolve }));
+  const request = async (method, tail, body) => {
+    const answer = await pool.request({
+      method,
+      path: `/circuits/bench%2Fstream${tail}`,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    await answer.body.dump();
+    if (answer.statusCode >= 300) throw new Error(`change stream: ${method} ${tail} answered ${answer.statusCode}`);
+  };
+  await request('POST', '/reset').catch(() => undefined); // creates it
+  await request('POST', '/outcomes', { success: true });
+  const lags = [];
+  for (let i = 0; i < changes; i++) {
+    const to = i % 2 === 0 ? 'open' : 'closed';
+    const arrived = next(to);
+    const t0 = performance.now();
+    await (to === 'open' ? request('POST', '/outcomes', { success: false }) : request('POST', '/reset'));
+    lags.push((await arrived) - t0);
+  }
+  stream.abort();
+  await reading;
+  await pool.close();
+  return sorted(lags);
+}
+
 function target(label, rps, p50, p99, extra = {}) {
   return {
     label,
@@ -239,6 +293,8 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
     const lagServer = await startCircuitlog({ name: 'circuitlog-lag', db: path.join(tmp, 'lag.db'), config });
     procs.push(lagServer);
     const lags = await streamLag(createClient, lagServer.url);
+    log(`client: change stream lag over ${STREAM_CHANGES} changes in a tight loop`);
+    const changeLags = await changeStreamLag(repoRoot, lagServer.url, STREAM_CHANGES);
 
     const baseline = target(
       'sequential GET /allowed round trips (one connection)',
@@ -277,6 +333,7 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
         `call() adds ${fmt(added.addedP50, 2)} µs p50 per call to an async no-op (${fmt(added.clientP50, 2)} µs via call() vs ${fmt(added.directP50, 2)} µs direct; 100,000 interleaved samples): goal ≤ ${GOAL_ADDED_P50_US} µs ${added.addedP50 <= GOAL_ADDED_P50_US ? 'met' : 'NOT met'}.`,
         `${FLEET} clients × ${FLEET_RATE} calls/s for ${fleet.seconds} s, every other call failing: ${made} calls made (${fleet.made.success} ok, ${fleet.made.failure} failed); server counts ${counts === null ? 'unavailable' : `${counts.success} ok, ${counts.failure} failed (${counts.source})`}; dropped ${fleet.stats.reduce((n, s) => n + s.outcomesDropped, 0)}.`,
         `Stream lag, A's call that trips a circuit → B's transition event (${LAG_SAMPLES} samples, includes the ${5} ms batch delay): p50 ${fmt(percentileSorted(lags, 50))} ms, p99 ${fmt(percentileSorted(lags, 99))} ms, max ${fmt(lags.at(-1))} ms.`,
+        `Change stream in a tight loop, ${changeLags.length} changes (open by a failure outcome, close by a reset, back to back) → a raw GET /events/stream reader: p50 ${fmt(percentileSorted(changeLags, 50))} ms, p99 ${fmt(percentileSorted(changeLags, 99))} ms, max ${fmt(changeLags.at(-1))} ms.`,
       ],
       checks: [
         {
@@ -292,6 +349,12 @@ export async function clientSection({ startCircuitlog, tempDir, removeTemp, stop
         ratio,
         fleet: { made: fleet.made, counts },
         streamLagMs: { p50: percentileSorted(lags, 50), p99: percentileSorted(lags, 99), max: lags.at(-1) },
+        changeStreamLagMs: {
+          changes: changeLags.length,
+          p50: percentileSorted(changeLags, 50),
+          p99: percentileSorted(changeLags, 99),
+          max: changeLags.at(-1),
+        },
       },
     };
   } finally {

@@ -13,7 +13,7 @@ export interface QuorumPolicy {
   readonly minCallers: number;
   /** How far back a caller's last failure (or slow call) counts, in seconds. */
   readonly windowSeconds: number;
-  /** Callers remembered per circuit; past it the least recently seen is forgotten. */
+  /** Callers remembered per circuit (at most QUORUM_LIMITS' 1,000); past it the least recently seen is forgotten. */
   readonly maxCallers: number;
 }
 
@@ -21,7 +21,9 @@ export interface QuorumPolicy {
 export const QUORUM_LIMITS = Object.freeze({
   minCallers: [2, 1_000],
   windowSeconds: [1, 86_400], // 1 s to 24 h
-  maxCallers: [2, 100_000],
+  // Every write to the circuit stores its table (about 190 bytes a caller at 128 characters, so
+  // at most about 190 KB), and a batch's steps each walk it: see docs/api.md "Storage cost".
+  maxCallers: [2, 1_000],
 } as const);
 
 /** Which evidence a trip rule needs: failures, or slow calls (the slow-call-rate rule). */
@@ -56,4 +58,9 @@ export function quorumCallers(
     if (t !== null && t >= from) callers.push(e[0]);
   }
   return callers.sort();
+}
+
+/** The bound a caller table is held to: `maxCallers`, and never past the ceiling (a policy stored before it was lowered). */
+export function callerTableBound(quorum: QuorumPolicy): number {
+  return Math.min(quorum.maxCallers, QUORUM_LIMITS.maxCallers[1]);
 }

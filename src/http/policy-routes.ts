@@ -14,6 +14,12 @@ import { policyPatchSchema } from './policy-patch-doc.js';
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
 const BATCH_BODY_LIMIT_BYTES = 1024 * 1024; // 1 MiB
+/**
+ * Distinct callers one batch may name: a client batches its own outcomes under its one
+ * caller id, so a batch naming more is a relay or an attack, and each new caller is an entry in
+ * a circuit's caller table (docs/api.md "Callers, quorum and isolation").
+ */
+export const MAX_BATCH_CALLERS = 100;
 
 // Any object here: the merged policy is checked whole, each field and unknown key named (422).
 const PatchBody = z.record(z.string(), z.unknown());
@@ -37,6 +43,21 @@ const BatchItem = z
 const BatchBody = z
   .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
   .strict()
+  .superRefine(({ outcomes }, ctx) => {
+    const callers = new Set<string>();
+    for (const [i, o] of outcomes.entries()) {
+      if (o.caller === undefined || callers.has(o.caller)) continue;
+      if (callers.size === MAX_BATCH_CALLERS) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['outcomes', i, 'caller'],
+          message: `is a caller past the ${MAX_BATCH_CALLERS} distinct callers one batch may name`,
+        });
+        return;
+      }
+      callers.add(o.caller);
+    }
+  })
   .openapi('OutcomeBatch');
 const BatchAnswer = z.object({
   results: z.array(z.object({ circuit: z.string(), state: z.enum(['closed', 'open', 'half_open']) })),
@@ -179,7 +200,9 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
       204: { description: 'Recorded, with Prefer: return=minimal (Preference-Applied: return=minimal)' },
       ...withBody,
       413: problem('Body over 1 MiB (or api_body_limit_bytes, the larger)'),
-      422: problem('An invalid item (errors name it as outcomes.<index>.<field>); nothing was recorded'),
+      422: problem(
+        `An invalid item (errors name it as outcomes.<index>.<field>), or more than ${MAX_BATCH_CALLERS} distinct callers; nothing was recorded`,
+      ),
     },
   });
   app.openAPIRegistry.registerPath(batchRoute);

@@ -208,6 +208,14 @@ describe('caller table bound', () => {
     expect(callerEntries(c).map((e) => e[0])).toEqual(['c', 'a', 'd']);
   });
 
+  it('holds a table stored under a larger max_callers (before the ceiling was lowered) to 1,000 callers', () => {
+    const c0 = circuit({ failureThreshold: 100_000, quorum: { ...quorum, maxCallers: 100_000 } });
+    const outcomes = Array.from({ length: 1_200 }, (_, i) => fail(`caller-${i}`));
+    const c = feed(c0, outcomes).circuit;
+    expect(callerEntries(c).length).toBe(1_000);
+    expect(callerEntries(c)[0]![0]).toBe('caller-200');
+  });
+
   it('writes nothing for a success of a caller it holds nothing for', () => {
     const c = circuit();
     expect(recordOutcome(c, pass('fresh'), T0).circuit).toBe(c);

@@ -45,6 +45,8 @@ describe('policy field quorum', () => {
       [{ min_callers: 1 }, 'quorum.min_callers'],
       [{ min_callers: 1_001 }, 'quorum.min_callers'],
       [{ min_callers: 5, max_callers: 4 }, 'quorum.max_callers'],
+      [{ min_callers: 2, max_callers: 1_001 }, 'quorum.max_callers'],
+      [{ min_callers: 2, max_callers: 100_000 }, 'quorum.max_callers'],
       [{ min_callers: 2, window_seconds: 0 }, 'quorum.window_seconds'],
       [{ min_callers: 2, extra: 1 }, 'quorum.extra'],
     ] as const) {
@@ -106,6 +108,29 @@ describe('caller ids', () => {
     expect(batch.status).toBe(422);
     expect((await json(batch)).errors.map((e: { field: string }) => e.field)).toEqual(['outcomes.1.caller']);
     expect((await t.request('GET', '/circuits/svc')).status).toBe(404);
+  });
+
+  it('refuses a batch naming more than 100 distinct callers with 422 naming the first past it, recording nothing', async () => {
+    const t = buildApp();
+    await patch(t, 'svc', { failure_threshold: 1_000, quorum: { min_callers: 2 } });
+    const caller = (i: number) => String(i).padStart(128, 'c');
+    // 100 distinct callers, each named twice, then a 101st: only that item is past the bound.
+    const outcomes = [];
+    for (let i = 0; i < 200; i++) outcomes.push({ circuit: 'svc', success: false, caller: caller(i % 100) });
+    outcomes.push({ circuit: 'svc', success: false, caller: caller(100) });
+    const res = await t.request('POST', '/outcomes', { outcomes });
+    expect(res.status).toBe(422);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect((await json(res)).errors.map((e: { field: string }) => e.field)).toEqual(['outcomes.200.caller']);
+    const after = await json(await t.request('GET', '/circuits/svc'));
+    expect(after.failure_count).toBe(0);
+    expect((await t.request('POST', '/outcomes', { outcomes: outcomes.slice(0, 200) })).status).toBe(200);
+    expect((await json(await t.request('GET', '/circuits/svc'))).failure_count).toBe(200);
+  });
+
+  it('says so in the OpenAPI document of POST /outcomes', async () => {
+    const doc = await json(await buildApp().request('GET', '/openapi.json'));
+    expect(doc.paths['/outcomes'].post.responses['422'].description).toMatch(/more than 100 distinct callers/);
   });
 
   it('counts a named outcome of a batch toward the quorum', async () => {

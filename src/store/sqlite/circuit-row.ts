@@ -166,8 +166,11 @@ export function fromValues(v: CircuitValues): Circuit {
 
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
-/** A circuit as its SQLite row (the statements' named parameters). */
-export function toParams(c: Circuit) {
+/**
+ * A circuit as its SQLite row (the statements' named parameters). `withCallers` false: the
+ * caller table is left out (null), for `updateCircuitKeepCallers`.
+ */
+export function toParams(c: Circuit, withCallers = true) {
   return {
     id: c.id,
     name: c.name,
@@ -194,7 +197,7 @@ export function toParams(c: Circuit) {
     throttle_policy: json(c.throttle ?? null),
     throttle_state: json(c.throttleState ?? null),
     quorum_policy: c.quorum == null ? null : JSON.stringify(c.quorum),
-    callers: c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
+    callers: !withCallers || c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
   };
 }
 

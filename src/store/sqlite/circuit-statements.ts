@@ -15,6 +15,8 @@ export interface CircuitStatements {
   readonly selectByName: Database.Statement<[string], CircuitRow>;
   readonly insertCircuit: Database.Statement;
   readonly updateCircuit: Database.Statement;
+  /** `updateCircuit` without the caller table: a write that left it as it was does not rewrite it (up to 170 KB). */
+  readonly updateCircuitKeepCallers: Database.Statement;
   readonly insertTransition: Database.Statement;
   readonly listOpenAt: Database.Statement<[number, number, number], CircuitValues>;
   readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitValues>;
@@ -28,6 +30,15 @@ export interface CircuitStatements {
   readonly listByState: Database.Statement<[string, number, number], CircuitValues>;
 }
 
+const UPDATE_SET = `UPDATE circuits SET state = @state, failure_count = @failure_count,
+      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
+      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
+      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
+      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
+      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
+      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
+      throttle_policy = @throttle_policy, throttle_state = @throttle_state, quorum_policy = @quorum_policy`;
+
 export function prepareCircuitStatements(db: Database.Database): CircuitStatements {
   return {
     selectByName: db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`),
@@ -36,15 +47,8 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
         .split(',')
         .map((col) => `@${col.trim()}`)
         .join(', ')})`),
-    updateCircuit: db.prepare(`UPDATE circuits SET state = @state, failure_count = @failure_count,
-      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
-      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
-      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
-      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
-      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
-      throttle_policy = @throttle_policy, throttle_state = @throttle_state, quorum_policy = @quorum_policy, callers = @callers
-      WHERE id = @id`),
+    updateCircuit: db.prepare(`${UPDATE_SET}, callers = @callers WHERE id = @id`),
+    updateCircuitKeepCallers: db.prepare(`${UPDATE_SET} WHERE id = @id`),
     insertTransition: db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),

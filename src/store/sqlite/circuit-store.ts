@@ -49,7 +49,7 @@ export class SqliteCircuitStore implements CircuitStore {
     if (current === null) {
       id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
     } else {
-      this.sql.updateCircuit.run(toParams(result.circuit));
+      this.update(result.circuit, current);
     }
     for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
     return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
@@ -80,10 +80,21 @@ export class SqliteCircuitStore implements CircuitStore {
       return result;
     });
     for (const [name, circuit] of latest) {
-      if (circuit !== null && circuit !== stored.get(name)) this.sql.updateCircuit.run(toParams(circuit));
+      const row = stored.get(name) ?? null;
+      if (circuit !== null && circuit !== row && row !== null) this.update(circuit, row);
     }
     for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
     return { results, latest };
+  }
+
+  /**
+   * Write `next` over the row that holds `stored`. The steps keep the caller table's array when
+   * they leave it as it was (`domain/caller-steps.ts`), so then it is not serialised and written
+   * again: only a write that changes the table pays for it.
+   */
+  private update(next: Circuit, stored: Circuit): void {
+    if (next.callers === stored.callers) this.sql.updateCircuitKeepCallers.run(toParams(next, false));
+    else this.sql.updateCircuit.run(toParams(next));
   }
 
   private read(name: string): Circuit | null {
