@@ -31,7 +31,8 @@ import { redactUrl } from './store/store-choice.js';
  * primary checked and migrated it) and runs the singleton jobs only while it holds the lease.
  */
 async function startServer(config: Config, logger: Logger, shared: boolean): Promise<void> {
-  const server = createNodeServer(config.server, logger);
+  const readiness = { draining: false };
+  const server = createNodeServer(config.server, logger, readiness);
   if (!shared) {
     await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
     if (config.store.kind === 'sqlite') migrateDatabase(config, logger);
@@ -39,7 +40,6 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const opened = await openStore(config, logger, shared);
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
-  const readiness = { draining: false };
   const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness }));
   await declareCircuits(config, built, opened, logger);
   await built.ready;
@@ -58,7 +58,6 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   serveApp(
     server,
     { fetch: built.app.fetch, proxyListener: built.proxyListener, upgradeListener: built.upgradeListener },
-    readiness,
     logger,
   );
   // Listen only now, with every listener attached: a connection accepted is a connection answered.

@@ -34,6 +34,7 @@ export type ErrorCode =
   | 'MISDIRECTED_REQUEST'
   | 'NOT_READY'
   | 'ADMIN_DISABLED'
+  | 'BACKUP_RUNNING'
   | 'INTERNAL';
 
 export interface FieldError {

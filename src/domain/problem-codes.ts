@@ -55,6 +55,7 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   CROSS_SITE_REQUEST: { status: 403, type: '/problems/cross-site-request', title: 'Cross-site request refused' },
   MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
   ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
+  BACKUP_RUNNING: { status: 409, type: '/problems/backup-running', title: 'A backup is already running' },
   NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };

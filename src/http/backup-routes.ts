@@ -4,44 +4,41 @@ import { Readable } from 'node:stream';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { AppError } from '../domain/errors.js';
+import { releaseBackupDir, takeBackupDir } from '../store/sqlite/backup-dir.js';
+import { problem, retryAfter } from './route-kit.js';
 import { ProblemSchema } from './schemas.js';
 
 /** Where an online backup comes from: the SQLite store's own connection. */
 export interface BackupSource {
   /** Copy the live database, as one consistent state, to a new file at `destination`. */
   backup(destination: string): Promise<unknown>;
-  /** A folder on the database's filesystem for the copy while it is sent. */
-  readonly folder: string;
+  /**
+   * The folder (on the database's filesystem) the copy lives in while it is taken and sent;
+   * while it exists a backup runs (store/sqlite/backup-dir.ts), in any process on the file.
+   */
+  readonly workDir: string;
 }
 
 export const BACKUP_PATH = '/admin/backup';
 const SQLITE_MEDIA_TYPE = 'application/vnd.sqlite3';
-
-const problem = (description: string) => ({
-  description,
-  content: { 'application/problem+json': { schema: ProblemSchema } },
-});
+const BUSY_RETRY_AFTER_SECONDS = 5;
 
 /**
  * `GET /admin/backup`: an online backup of the SQLite file, taken through the running
  * service's connection (a single server holds the file exclusively, so no other process can
  * read it) and sent as the answer. It needs the token; with no `CIRCUITLOG_TOKEN` it is off
  * (403), since a copy of everything is not a thing to hand to any local process or page.
- * One at a time; on Redis there is none (Redis has its own persistence).
+ * One at a time, from taking the copy until its download ends, across every process on the
+ * file: another request meanwhile gets 409 backup-running, never a second copy on the disk.
+ * On Redis there is none (Redis has its own persistence).
  */
 export function registerBackup(app: OpenAPIHono, source: BackupSource | undefined, tokenSet: boolean): void {
-  const lock = { running: false };
-  app.get(BACKUP_PATH, (c) => sendBackup(c, source, tokenSet, lock));
+  app.get(BACKUP_PATH, (c) => sendBackup(c, source, tokenSet));
   if (source) documentBackup(app); // documented only where there is one
 }
 
-/** The backup answer: the checks, then a fresh copy streamed from a temporary folder. */
-async function sendBackup(
-  c: Context,
-  source: BackupSource | undefined,
-  tokenSet: boolean,
-  lock: { running: boolean },
-): Promise<Response> {
+/** The backup answer: the checks, then a fresh copy streamed from the backup folder, which goes when the stream ends. */
+async function sendBackup(c: Context, source: BackupSource | undefined, tokenSet: boolean): Promise<Response> {
   if (!source)
     throw new AppError(
       'NOT_FOUND',
@@ -54,15 +51,12 @@ async function sendBackup(
     );
   if (c.req.method === 'HEAD')
     return c.body(null, 200, { 'content-type': SQLITE_MEDIA_TYPE, 'cache-control': 'no-store' }); // no copy for nobody
-  if (lock.running)
-    throw new AppError('STORAGE_BUSY', 'A backup is already being taken; try again shortly.', {
-      retryAfterSeconds: 5,
+  const dir = source.workDir;
+  if (!(await takeBackupDir(dir)))
+    throw new AppError('BACKUP_RUNNING', 'A backup is already being taken or downloaded; try again shortly.', {
+      retryAfterSeconds: BUSY_RETRY_AFTER_SECONDS,
     });
-  lock.running = true;
-  const dir = await fs.mkdtemp(path.join(source.folder, '.circuitlog-backup-')).catch((error: unknown) => {
-    lock.running = false;
-    throw error;
-  });
+  let sending = false;
   try {
     const file = path.join(dir, 'backup.db');
     await source.backup(file).catch((error: unknown) => {
@@ -74,19 +68,43 @@ async function sendBackup(
       throw error;
     });
     const handle = await fs.open(file);
-    const { size } = await handle.stat();
-    const stream = handle.createReadStream(); // the open file outlives its name, removed below
+    const { size } = await handle.stat().catch(async (error: unknown) => {
+      await handle.close();
+      throw error;
+    });
+    const stream = handle.createReadStream(); // closes the handle when it ends or is destroyed
+    const body = Readable.toWeb(stream) as ReadableStream;
+    sending = true;
+    releaseWhenRead(stream, size, dir);
     const at = new Date().toISOString().replace(/[:.]/g, '-');
-    return c.body(Readable.toWeb(stream) as ReadableStream, 200, {
+    return c.body(body, 200, {
       'content-type': SQLITE_MEDIA_TYPE,
       'content-length': String(size),
       'content-disposition': `attachment; filename="circuitlog-${at}.db"`,
       'cache-control': 'no-store',
     });
   } finally {
-    lock.running = false;
-    await fs.rm(dir, { recursive: true, force: true });
+    if (!sending) releaseBackupDir(dir);
   }
+}
+
+/**
+ * The backup folder goes as the copy's last byte is read, before it can reach the client (so
+ * a backup asked for right after one arrived never meets the lock: the stream's `end` would
+ * wait for one more read), or when the stream closes early (the connection closed).
+ */
+function releaseWhenRead(stream: Readable, size: number, dir: string): void {
+  let read = 0;
+  const release = () => {
+    stream.off('data', count).off('close', release);
+    releaseBackupDir(dir);
+  };
+  const count = (chunk: Buffer) => {
+    read += chunk.length;
+    if (read >= size) release();
+  };
+  if (size === 0) release();
+  else stream.on('data', count).once('close', release); // after toWeb's listener: it sets the pace
 }
 
 /** `GET /admin/backup` in the OpenAPI document. */
@@ -102,7 +120,12 @@ function documentBackup(app: OpenAPIHono): void {
       401: problem('unauthorized: no or a wrong bearer token'),
       403: problem('admin-disabled: CIRCUITLOG_TOKEN is unset'),
       405: problem('Another method than GET or HEAD'),
-      503: problem('storage-busy: a backup is already running; storage-full: no space for the copy'),
+      409: problem(
+        'backup-running: another backup is being taken or downloaded (no second copy is made); Retry-After: 5',
+        ProblemSchema,
+        retryAfter,
+      ),
+      503: problem('storage-full: no space for the copy', ProblemSchema, retryAfter),
     },
   });
 }

@@ -6,7 +6,7 @@ import { OpenProblemSchema, ProblemSchema, TooManyCircuitsSchema } from './schem
 // What the /circuits and /outcomes routes share: OpenAPI response pieces, the way a route is
 // served, and the not-found error.
 
-const retryAfter = {
+export const retryAfter = {
   'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } },
 };
 export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema, headers?: typeof retryAfter) => ({

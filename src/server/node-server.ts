@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
@@ -15,9 +16,26 @@ export interface Served {
   readonly upgradeListener?: UpgradeListener;
 }
 
+/**
+ * Answers whose headers are written while draining say `Connection: close` (RFC 9112
+ * section 9.6), the ones in flight at SIGTERM included, and their connection ends after them:
+ * a keep-alive client learns from the answer that the connection is done, so no request of
+ * its is ever sent on a connection the server is closing. A check per answer, no listener.
+ */
+function drainAwareResponse(readiness: Readiness): typeof http.ServerResponse {
+  return class DrainAwareResponse<
+    Request extends http.IncomingMessage = http.IncomingMessage,
+  > extends http.ServerResponse<Request> {
+    override writeHead(statusCode: number, ...rest: unknown[]): this {
+      if (readiness.draining) this.shouldKeepAlive = false;
+      return Reflect.apply(super.writeHead, this, [statusCode, ...rest]) as this;
+    }
+  };
+}
+
 /** The node:http server with the configured timeouts; CONNECT is answered 405 (see connect.ts). */
-export function createNodeServer(config: ServerConfig, logger: Logger): http.Server {
-  const server = http.createServer(serverTimeoutOptions(config));
+export function createNodeServer(config: ServerConfig, logger: Logger, readiness: Readiness): http.Server {
+  const server = http.createServer({ ...serverTimeoutOptions(config), ServerResponse: drainAwareResponse(readiness) });
   server.on('connect', rejectConnect(logger, Date.now));
   return server;
 }
@@ -25,13 +43,12 @@ export function createNodeServer(config: ServerConfig, logger: Logger): http.Ser
 /**
  * Attach the app: `/proxy/` to the raw proxy listener (when there is one), everything else
  * through @hono/node-server; WebSocket upgrades to the upgrade listener. While draining every
- * answer says `Connection: close`, moving keep-alive callers off as Envoy drains.
+ * answer says `Connection: close` (createNodeServer), moving keep-alive callers off as Envoy drains.
  */
-export function serveApp(server: http.Server, served: Served, readiness: Readiness, logger: Logger): void {
+export function serveApp(server: http.Server, served: Served, logger: Logger): void {
   const honoListener = getRequestListener(served.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
   const { proxyListener, upgradeListener } = served;
   server.on('request', (incoming, outgoing) => {
-    if (readiness.draining) outgoing.shouldKeepAlive = false;
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
     else void honoListener(incoming, outgoing);
   });
@@ -49,7 +66,13 @@ export interface DrainOptions {
   readonly onStopped: () => void;
 }
 
-/** After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to the grace), then stop. */
+/**
+ * After SIGTERM and the delay: stop taking connections, let in-flight requests finish (up to
+ * the grace), then stop. An idle keep-alive connection is not closed here: its client may be
+ * sending a request on it this very moment, which a close would meet with a reset. Its next
+ * request is answered with `Connection: close`, and one left unused closes after
+ * `server.keep_alive_timeout_ms` (announced in `Keep-Alive: timeout=`), or at the grace.
+ */
 export function drain(server: http.Server, signal: string, options: DrainOptions): void {
   const { logger } = options;
   logger.info({ event: 'shutdown', signal }, 'draining in-flight requests');
@@ -59,11 +82,11 @@ export function drain(server: http.Server, signal: string, options: DrainOptions
     server.closeAllConnections();
   }, options.graceMs);
   timer.unref();
-  server.close(() => {
+  // Not http.Server#close(): since Node 19 it also destroys the idle keep-alive connections.
+  net.Server.prototype.close.call(server, () => {
     void options.closeResources().finally(() => {
       logger.info({ event: 'stopped' }, 'stopped');
       options.onStopped();
     });
   });
-  server.closeIdleConnections();
 }

@@ -1,9 +1,9 @@
-import path from 'node:path';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../config.js';
 import type { BackupSource } from '../http/backup-routes.js';
 import type { CircuitStore, HealthReport } from '../store/circuit-store.js';
 import type { SnapshotReader } from '../store/snapshot-reader.js';
+import { backupDirOf, removeBackupLeftovers } from '../store/sqlite/backup-dir.js';
 import { SqliteCircuitStore } from '../store/sqlite/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../store/sqlite/database.js';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
@@ -54,8 +54,16 @@ function withDatabase<T>(config: Config, fn: () => T): T {
   }
 }
 
-/** Apply the pending migrations to the SQLite file (one process does this before any serves). */
+/**
+ * Apply the pending migrations to the SQLite file (one process does this before any serves),
+ * after removing what a backup killed part-way left next to it (no backup runs yet).
+ */
 export function migrateDatabase(config: Config, logger: Logger): void {
+  for (const leftover of removeBackupLeftovers(config.dbPath))
+    logger.info(
+      { event: 'backup_leftover_removed', path: leftover },
+      `removed ${leftover}, left by an interrupted backup`,
+    );
   const applied = withDatabase(config, () => {
     const db = openDatabase(config.dbPath, { synchronous: config.synchronous });
     try {
@@ -125,7 +133,7 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
   const progress = ({ totalPages }: { totalPages: number }) => (shared ? totalPages : 4096);
   const backup = {
     backup: (destination: string) => db.backup(destination, { progress }),
-    folder: path.dirname(path.resolve(config.dbPath)),
+    workDir: backupDirOf(config.dbPath),
   };
   const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
   return {

@@ -132,7 +132,7 @@ export class Housekeeping {
       }
     }
     if (idleCircuitDays !== null)
-      idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays));
+      idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays), now);
     const report = { trimmedByAge, trimmedPerCircuit, idleDeleted };
     if (trimmedByAge + trimmedPerCircuit + idleDeleted > 0) {
       this.logger.info(
@@ -148,12 +148,12 @@ export class Housekeeping {
     return report;
   }
 
-  private async deleteIdle(before: number): Promise<number> {
+  private async deleteIdle(before: number, now: number): Promise<number> {
     let deleted = 0;
     const size = this.sizer();
     for (let cursor = 0, done = false; !done && this.live(); await this.yieldBetween()) {
       const batch = size.next();
-      const step = await size.time(() => this.store.deleteIdle(before, this.options.isDeclared, cursor, batch));
+      const step = await size.time(() => this.store.deleteIdle(before, now, this.options.isDeclared, cursor, batch));
       for (const name of step.deleted) {
         this.logger.info(
           { event: 'circuit_deleted', circuit: name, reason: 'idle', idle_since: new Date(before).toISOString() },

@@ -28,12 +28,14 @@ export interface HousekeepingStore {
   /** Keep each circuit's newest `max` transitions (and none older than `before`), one batch after `cursor`. */
   trimPerCircuit(max: number, before: number, cursor: number, batch: number): MaybePromise<TrimProgress>;
   /**
-   * Delete up to `batch` circuits after `cursor` (one window of ids) that are closed, not
-   * forced, not `keep`-listed and unchanged since before `before` (epoch ms); each is checked
-   * and deleted atomically.
+   * Delete up to `batch` circuits after `cursor` (one window of ids) that are not `keep`-listed
+   * and idle by `isIdleCircuit(c, before, now)` (domain/idle.ts: closed, not forced, unchanged
+   * since before `before`, no isolated caller, probe lease or throttle); each is checked and
+   * deleted atomically.
    */
   deleteIdle(
     before: number,
+    now: number,
     keep: (name: string) => boolean,
     cursor: number,
     batch: number,

@@ -122,4 +122,123 @@ describe('GET /admin/backup', () => {
     expect(off.headers['content-type']).toBe('application/problem+json');
     expect(JSON.parse(off.body.toString())).toMatchObject({ code: 'ADMIN_DISABLED', type: '/problems/admin-disabled' });
   });
+
+  for (const workers of [1, 2]) {
+    it(`runs one backup at a time, until its download ends: others get 409 backup-running with Retry-After, no second copy (${workers} worker(s))`, async () => {
+      const dir = tempDir();
+      const env = { ...paddedDatabase(dir), CIRCUITLOG_TOKEN: TOKEN, CIRCUITLOG_WORKERS: String(workers) };
+      const server = await startServer(env, { detached: true });
+      running.push(server);
+      const held = await holdDownload(`${server.url}/admin/backup`);
+      expect(held.status).toBe(200);
+      expect(backupFolders(dir)).toHaveLength(1); // the one copy, still being sent
+
+      // Fresh connections: with 2 workers node:cluster spreads them over both.
+      const others = await Promise.all(
+        Array.from({ length: 4 }, () => send(`${server.url}/admin/backup`, 'GET', auth)),
+      );
+      for (const other of others) {
+        expect([other.status, other.headers['content-type'], other.headers['retry-after']]).toEqual([
+          409,
+          'application/problem+json',
+          '5',
+        ]);
+        expect(JSON.parse(other.body.toString())).toMatchObject({
+          code: 'BACKUP_RUNNING',
+          type: '/problems/backup-running',
+        });
+      }
+      expect(backupFolders(dir)).toHaveLength(1);
+
+      expect(await held.finish()).toBe(Number(held.headers['content-length'])); // the whole file
+      expect(backupFolders(dir)).toEqual([]); // gone before the download's last bytes arrived
+      const next = await send(`${server.url}/admin/backup`, 'GET', auth);
+      expect(next.status).toBe(200);
+    }, 90_000);
+  }
+
+  it('removes at start the partial copies interrupted backups left next to the database (this and older versions), and nothing else', async () => {
+    const dir = tempDir();
+    const env = { CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_TOKEN: TOKEN };
+    const leftovers = ['.circuitlog-backup-db.sqlite', '.circuitlog-backup-Ab12Cd']; // this version's, fs.mkdtemp's before
+    for (const name of leftovers) {
+      fs.mkdirSync(path.join(dir, name));
+      fs.writeFileSync(path.join(dir, name, 'backup.db'), 'SQLite format 3\0 cut short');
+    }
+    fs.writeFileSync(path.join(dir, leftovers[0]!, 'owner'), '999999999');
+    fs.mkdirSync(path.join(dir, '.circuitlog-backup-other.sqlite')); // another database's: not ours to remove
+
+    const server = await startServer(env, { detached: true });
+    running.push(server);
+
+    expect(backupFolders(dir)).toEqual(['.circuitlog-backup-other.sqlite']);
+    const removed = server.logs.filter((l) => l.event === 'backup_leftover_removed');
+    expect(removed.map((l) => path.basename(String(l.path))).sort()).toEqual([...leftovers].sort());
+    expect((await send(`${server.url}/admin/backup`, 'GET', auth)).status).toBe(200);
+  }, 90_000);
+
+  it('leaves only its backup folder when killed (kill -9) during a download, and the next start removes it', async () => {
+    const dir = tempDir();
+    const env = { ...paddedDatabase(dir), CIRCUITLOG_TOKEN: TOKEN };
+    const first = await startServer(env, { detached: true });
+    running.push(first);
+    const held = await holdDownload(`${first.url}/admin/backup`);
+    expect(held.status).toBe(200);
+    await first.killGroup();
+    held.abort();
+    expect(backupFolders(dir)).toEqual(['.circuitlog-backup-db.sqlite']);
+
+    const second = await startServer(env, { detached: true });
+    running.push(second);
+
+    expect(backupFolders(dir)).toEqual([]);
+    expect((await send(`${second.url}/admin/backup`, 'GET', auth)).status).toBe(200);
+  }, 90_000);
 });
+
+/**
+ * A database of some 24 MiB (a pad table beside the service's own), so that a download that is
+ * not read stays open: far more than the socket buffers between server and client hold.
+ */
+function paddedDatabase(dir: string): { CIRCUITLOG_DB: string } {
+  const file = path.join(dir, 'db.sqlite');
+  const db = new Database(file);
+  db.exec('CREATE TABLE pad (x BLOB)');
+  const insert = db.prepare('INSERT INTO pad VALUES (randomblob(1048576))');
+  db.transaction(() => {
+    for (let i = 0; i < 24; i++) insert.run();
+  })();
+  db.close();
+  return { CIRCUITLOG_DB: file };
+}
+
+/** The backup folders next to the database. */
+function backupFolders(dir: string): string[] {
+  return fs.readdirSync(dir).filter((f) => f.startsWith('.circuitlog-backup-'));
+}
+
+/** A backup whose download is held (not read) until `finish()`, which reads the rest and answers the bytes. */
+function holdDownload(url: string): Promise<{
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  finish(): Promise<number>;
+  abort(): void;
+}> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { agent: false, headers: auth }, (res) => {
+      res.pause();
+      res.on('error', () => undefined); // a killed server's reset: finish() reports it
+      let bytes = 0;
+      const finish = () =>
+        new Promise<number>((done, failed) => {
+          res.on('data', (chunk: Buffer) => (bytes += chunk.length));
+          res.on('end', () => done(bytes));
+          res.on('error', failed);
+          res.resume();
+        });
+      resolve({ status: res.statusCode ?? 0, headers: res.headers, finish, abort: () => req.destroy() });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -29,6 +29,8 @@ interface Case {
   readonly busy?: boolean;
   /** The process drains after SIGTERM during this request. */
   readonly draining?: boolean;
+  /** A backup (of this process) is running during this request. */
+  readonly backupRunning?: boolean;
 }
 
 const json = (value: unknown) => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } });
@@ -161,6 +163,7 @@ const CASES: Record<string, Case[]> = {
     { send: 'GET /admin/backup', status: 200 },
     { send: 'GET /admin/backup', status: 401, ...noAuth },
     { send: 'POST /admin/backup', status: 405 },
+    { send: 'GET /admin/backup', status: 409, backupRunning: true },
   ],
   'get /health/ready': [
     { send: 'GET /health/ready', status: 200, ...noAuth },
@@ -206,6 +209,7 @@ const client = createUndiciClient();
 let app: Awaited<ReturnType<typeof serveApp>>;
 let busy: ReturnType<typeof switchableBusyStore>;
 let doc: Doc;
+let backupDir: string;
 const readiness = { draining: false };
 // ajv-formats is CommonJS: its default export is the module object under TypeScript's view.
 const addFormats = ajvFormats as unknown as typeof ajvFormats.default;
@@ -215,10 +219,8 @@ beforeAll(async () => {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
   busy = switchableBusyStore();
-  const backup = {
-    backup: (file: string) => busy.db.backup(file),
-    folder: fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')),
-  };
+  backupDir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-conformance-')), '.circuitlog-backup-db');
+  const backup = { backup: (file: string) => busy.db.backup(file), workDir: backupDir };
   app = await serveApp({
     token: TOKEN,
     readiness,
@@ -251,11 +253,16 @@ async function send(c: Case) {
   if (headers.authorization === '') delete headers.authorization;
   busy.state.busy = c.busy ?? false;
   readiness.draining = c.draining ?? false;
+  if (c.backupRunning) {
+    fs.mkdirSync(backupDir, { recursive: true }); // the 200 case's folder may not be gone yet
+    fs.writeFileSync(`${backupDir}/owner`, String(process.pid)); // this process holds it
+  }
   try {
     return await rawRequest(app.url, method, path, headers, c.body);
   } finally {
     busy.state.busy = false;
     readiness.draining = false;
+    if (c.backupRunning) fs.rmSync(backupDir, { recursive: true, force: true });
   }
 }
 

@@ -11,7 +11,9 @@ type Operation = { security?: unknown; responses: Record<string, unknown> };
 /** The app with everything that has a documented path: observability, the dashboard, backups. */
 function fullApp(token?: string) {
   const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-token-paths-'));
-  return buildObservedApp({ deps: { token, backup: { backup: async () => undefined, folder } } });
+  return buildObservedApp({
+    deps: { token, backup: { backup: async () => undefined, workDir: path.join(folder, '.circuitlog-backup-db') } },
+  });
 }
 
 async function documentedOperations(t: ReturnType<typeof fullApp>) {

@@ -187,6 +187,27 @@ describe.each(stores)('housekeeping on %s', (_name, open) => {
     for (const kept of ['tripped', 'forced', 'declared', 'in-use']) expect(await store.find(kept), kept).not.toBeNull();
   });
 
+  it('keeps an idle circuit with an isolated caller, and the isolation with it', async () => {
+    const { store, housekeeping } = await open();
+    const clock = new FakeClock();
+    const breaker = service(store, clock, 7);
+    const quorum = { minCallers: 2, windowSeconds: 60, maxCallers: 100 };
+    for (const name of ['isolating', 'healthy']) await breaker.configure(name, () => ({ ...breaker.defaults, quorum }));
+    await breaker.record('isolating', false, { caller: 'bad' }); // failure_threshold 1: 'bad' alone is isolated
+    await breaker.record('healthy', true, { caller: 'good' });
+    clock.advance(10 * DAY_MS);
+    const { housekeeping: run } = job(housekeeping, clock, { idleCircuitDays: 7 });
+
+    expect((await run.sweep()).idleDeleted).toBe(1);
+
+    await vi.waitFor(async () => expect(await store.find('healthy')).toBeNull());
+    const kept = await store.find('isolating');
+    expect(kept?.callers?.map((e) => [e[0], e[4] !== null])).toEqual([['bad', true]]);
+    // Still isolated: one probe for 'bad', then refused for it alone while the probe runs.
+    expect((await breaker.allowed('isolating', 'bad'))?.verdict.allowed).toBe(true);
+    expect((await breaker.allowed('isolating', 'bad'))?.verdict).toMatchObject({ allowed: false, scope: 'caller' });
+  });
+
   it('keeps a circuit whose last outcome is younger than limits.idle_circuit_days', async () => {
     const { store, housekeeping } = await open();
     const clock = new FakeClock();

@@ -1,7 +1,9 @@
+import { isIdleCircuit } from '../../domain/idle.js';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
 import { indexPage } from './index-page.js';
 import type { RedisCircuitStore } from './redis-store.js';
 import { byShard } from './shards.js';
+import { parseCircuit } from './stored-circuit.js';
 
 /**
  * Trim circuits' event lists (`e:{name}`, newest first): to `ARGV[1]` entries (0: no bound),
@@ -35,27 +37,34 @@ end
 return removed
 `;
 
+/** Each named circuit's `id` and `c` fields, in order (KEYS: the `c:<name>` keys, one shard's). */
+const READ_CIRCUITS_SCRIPT = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local pair = redis.call('HMGET', key, 'id', 'c')
+  out[2 * i - 1], out[2 * i] = pair[1] or '', pair[2] or ''
+end
+return out
+`;
+
 /**
- * Delete the named circuits that are closed, not forced and unchanged since `ARGV[3]`, as
- * DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one shard's):
- * index, version, then per name `c:<name>` and `e:<name>`. ARGV: the publish command and channel, before, the names.
- * Answers the names deleted.
+ * Delete the named circuits whose `c` is still the one judged idle (a compare-and-delete: any
+ * write since changed it), as DELETE_SCRIPT does (same publish, so every host's cache forgets
+ * them). KEYS (one shard's): index, version, then per name `c:<name>` and `e:<name>`. ARGV: the
+ * publish command and channel, then per name its name and the `c` judged. Answers the names deleted.
  */
 const DELETE_IDLE_SCRIPT = `
 local out = {}
-for i = 4, #ARGV do
-  local key, events = KEYS[3 + 2 * (i - 4)], KEYS[4 + 2 * (i - 4)]
-  local json = redis.call('HGET', key, 'c')
-  local ok, c = false, nil
-  if json then ok, c = pcall(cjson.decode, json) end
-  if ok and type(c) == 'table' and c.state == 'closed' and (c.forcedState == nil or c.forcedState == cjson.null)
-      and tonumber(c.updatedAt) and tonumber(c.updatedAt) < tonumber(ARGV[3]) then
+for j = 1, (#ARGV - 2) / 2 do
+  local name, judged = ARGV[1 + 2 * j], ARGV[2 + 2 * j]
+  local key, events = KEYS[1 + 2 * j], KEYS[2 + 2 * j]
+  if redis.call('HGET', key, 'c') == judged then
     local id = redis.call('HGET', key, 'id')
     redis.call('DEL', key, events)
-    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[1], name)
     local v = redis.call('INCR', KEYS[2])
-    redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. ARGV[i] .. '\\n')
-    out[#out + 1] = ARGV[i]
+    redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n')
+    out[#out + 1] = name
   end
 end
 return out
@@ -101,26 +110,37 @@ export class RedisHousekeeping implements HousekeepingStore {
     return { deleted, cursor: done ? 0 : next, done }; // every sweep passes over every circuit's list
   }
 
+  /**
+   * Each shard's candidates are read, judged by the domain's rule (domain/idle.ts; a malformed
+   * circuit is kept) and deleted by a script that deletes only what is unchanged since.
+   */
   async deleteIdle(
     before: number,
+    now: number,
     keep: (name: string) => boolean,
     cursor: number,
     batch: number,
   ): Promise<IdleProgress> {
     const { names, next } = await this.page(cursor, batch);
     const candidates = names.filter((n) => !keep(n));
-    const { keys } = this.store;
+    const { keys, redis } = this.store;
     const deleted: string[] = [];
     for (const [shard, group] of byShard(candidates, (n) => n)) {
       const k = keys.shards[shard]!;
-      const scriptKeys = [k.index, k.version, ...group.flatMap((n) => [k.circuit(n), k.events(n)])];
-      deleted.push(
-        ...(await this.store.redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, [
-          ...this.store.publish(shard),
-          String(before),
-          ...group,
-        ])),
+      const read = await redis.eval<string[]>(
+        READ_CIRCUITS_SCRIPT,
+        group.map((n) => k.circuit(n)),
+        [],
       );
+      const idle = group.flatMap((name, i) => {
+        const [id, json] = [read[2 * i], read[2 * i + 1]];
+        const parsed = parseCircuit(name, id, json);
+        return 'circuit' in parsed && isIdleCircuit(parsed.circuit, before, now) ? [[name, json!] as const] : [];
+      });
+      if (idle.length === 0) continue;
+      const scriptKeys = [k.index, k.version, ...idle.flatMap(([n]) => [k.circuit(n), k.events(n)])];
+      const args = [...this.store.publish(shard), ...idle.flat()];
+      deleted.push(...(await redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, args)));
     }
     return { deleted, cursor: next, done: names.length < batch };
   }

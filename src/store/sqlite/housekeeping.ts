@@ -1,4 +1,6 @@
 import type Database from 'better-sqlite3';
+import { isIdleCircuit } from '../../domain/idle.js';
+import { COLUMNS, fromRow, type CircuitRow } from './circuit-row.js';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
 
 /** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
@@ -30,6 +32,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
   private readonly cutoffId;
   private readonly deleteBelow;
   private readonly idleWindow;
+  private readonly circuitById;
   private readonly deleteIfIdle;
 
   constructor(
@@ -56,6 +59,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
     this.idleWindow = db.prepare<[number, number], IdleRow>(
       'SELECT id, name, state, forced_state, updated_at FROM circuits WHERE id > ? ORDER BY id LIMIT ?',
     );
+    this.circuitById = db.prepare<[number], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE id = ?`);
     this.deleteIfIdle = db.prepare<[number, number]>(
       "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
     );
@@ -92,13 +96,22 @@ export class SqliteHousekeeping implements HousekeepingStore {
   /**
    * Looks at up to IDLE_SCAN circuits after `cursor` and deletes at most `batch` of them (each
    * deletion also deletes the circuit's transitions: ON DELETE CASCADE, up to max_per_circuit rows).
+   * A candidate by its columns is read whole and judged by the domain's rule (domain/idle.ts).
    */
-  deleteIdle(before: number, keep: (name: string) => boolean, cursor: number, batch: number): IdleProgress {
+  deleteIdle(
+    before: number,
+    now: number,
+    keep: (name: string) => boolean,
+    cursor: number,
+    batch: number,
+  ): IdleProgress {
     const rows = this.idleWindow.all(cursor, IDLE_SCAN);
     const deleted: string[] = [];
     for (const row of rows) {
       if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
-      // Re-checked by the DELETE itself: an outcome since the SELECT keeps the circuit.
+      const whole = this.circuitById.get(row.id);
+      if (whole === undefined || !isIdleCircuit(fromRow(whole), before, now)) continue;
+      // Re-checked by the DELETE itself: any write since the SELECT sets updated_at to now and keeps the circuit.
       if (this.deleteIfIdle.run(row.id, before).changes === 1) {
         this.forget(row.name);
         deleted.push(row.name);
