@@ -11,6 +11,7 @@ import type { LeaseStore } from '../store/lease-store.js';
 import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
 import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
+import { systemErrorProblem } from '../store/sqlite/db-file.js';
 import { StorageHealth } from '../store/sqlite/storage-health.js';
 import { redactUrl } from '../store/store-choice.js';
 import type { TransitionReader } from '../store/transition-reader.js';
@@ -50,6 +51,9 @@ function withDatabase<T>(config: Config, fn: () => T): T {
         `CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`,
       );
     }
+    // The operating system's refusal (the path changed since it was checked): named, not a stack trace.
+    const refused = systemErrorProblem(error);
+    if (refused !== null) throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' ${refused}`);
     throw error;
   }
 }
