@@ -39,7 +39,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const opened = await openStore(config, logger, shared);
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
-  const readiness = { draining: false };
+  const readiness = { draining: false, schemaVersion: opened.schemaVersion };
   const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness }));
   await declareCircuits(config, built, opened, logger);
   await built.ready;
