@@ -23,7 +23,7 @@ import { createNodeServer, drain, serveApp } from './server/node-server.js';
 import { migrateDatabase, openStore, type OpenedStore } from './server/open-store.js';
 import { activityStampMs } from './service/housekeeping.js';
 import { databaseFileProblem } from './store/sqlite/db-file.js';
-import { redactUrl } from './store/store-choice.js';
+import { redactUrl } from './domain/redact-url.js';
 
 /**
  * One server process. Alone (`shared` false) it holds the database file exclusively and

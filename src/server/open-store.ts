@@ -20,7 +20,7 @@ import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
 import { systemErrorProblem } from '../store/sqlite/db-file.js';
 import { StorageHealth } from '../store/sqlite/storage-health.js';
-import { redactUrl } from '../store/store-choice.js';
+import { redactUrl } from '../domain/redact-url.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 
 /** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */

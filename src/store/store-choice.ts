@@ -1,5 +1,6 @@
 import { isClusterUrl, parseClusterUrl } from './redis/cluster-url.js';
-import { isSentinelUrl, parseSentinelUrl, redactSentinelUrl } from './redis/sentinel-url.js';
+import { redactUrl } from '../domain/redact-url.js';
+import { isSentinelUrl, parseSentinelUrl } from './redis/sentinel-url.js';
 import { parseTlsOptions, TLS_OPTION_NAMES } from './redis/tls-url.js';
 
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
@@ -36,8 +37,7 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
     : isClusterUrl(raw)
       ? clusterProblem(raw)
       : redisUrlProblem(raw);
-  const shown = redactSentinelUrl(raw).replace(/:[^:@/]*@/, ':***@'); // never print a password
-  if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
+  if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${redactUrl(raw)}' ${problem}`);
   return { kind: 'redis', url: raw, timeoutMs };
 }
 
@@ -76,11 +76,3 @@ const clusterProblem = (raw: string): string | null => {
   const parsed = parseClusterUrl(raw);
   return 'problem' in parsed ? parsed.problem : null;
 };
-
-/** The URL with its password replaced, for logs. */
-export function redactUrl(raw: string): string {
-  if (isSentinelUrl(raw) || isClusterUrl(raw)) return redactSentinelUrl(raw);
-  const url = new URL(raw);
-  if (url.password !== '') url.password = '***';
-  return url.toString();
-}
