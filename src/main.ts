@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
+import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
 import { hostRule } from './http/browser-guard.js';
 import type { Readiness } from './http/service-routes.js';
 import { createObservability, type Observability } from './observe/observability.js';
@@ -195,6 +196,26 @@ function onSignals(handler: (signal: NodeJS.Signals) => void): void {
   process.on('SIGINT', once);
 }
 
+/**
+ * One warning per `CIRCUITLOG_*` variable the server does not read (by the primary only), never
+ * with its value. A misspelt token with no token set says so: that start is unprotected.
+ */
+function warnUnknownSettings(config: Config, logger: Logger): void {
+  for (const unknown of unknownSettings(process.env)) {
+    const unprotected = config.token === undefined && tokenLike(unknown);
+    logger.warn(
+      { event: 'unknown_setting', setting: unknown.name, suggestion: unknown.suggestion ?? null },
+      unprotected
+        ? `${describeUnknownSetting(unknown)} CIRCUITLOG_TOKEN is not set, so this start is NOT protected: every route answers without a token`
+        : describeUnknownSetting(unknown),
+    );
+  }
+}
+
+/** A name that was probably meant to set the token (`CIRCUITLOG_TOKN`, `CIRCUITLOG_API_TOKEN`, `CIRCUITLOG_AUTH`). */
+const tokenLike = ({ name, suggestion }: UnknownSetting) =>
+  suggestion === 'CIRCUITLOG_TOKEN' || /TOK|AUTH|SECRET|PASS|KEY|BEARER/i.test(name.slice('CIRCUITLOG_'.length));
+
 /** Which variable named the SQLite file, for messages. */
 const dbVariable = () => (process.env.CIRCUITLOG_STORE ? 'CIRCUITLOG_STORE' : 'CIRCUITLOG_DB');
 
@@ -202,6 +223,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
   if (cluster.isWorker) return startServer(config, logger, true);
+  warnUnknownSettings(config, logger);
   logger.info({ event: 'starting', ...describeConfig(config) }, 'starting circuitlog');
   const dbProblem = config.store.kind === 'sqlite' ? databaseFileProblem(config.dbPath) : null;
   if (dbProblem) throw new ConfigError(`${dbVariable()}: '${config.dbPath}' ${dbProblem}`);

@@ -9,6 +9,10 @@ export type StoreChoice =
   | { readonly kind: 'redis'; readonly url: string; readonly timeoutMs: number };
 
 export const DEFAULT_DB_PATH = './data/circuitlog.db';
+
+/** The environment variables that choose the store: part of the one list of settings (`config/settings.ts`). */
+export const STORE_SETTINGS = ['CIRCUITLOG_STORE', 'CIRCUITLOG_DB', 'CIRCUITLOG_STORE_TIMEOUT_MS'] as const;
+type StoreEnv = Readonly<Partial<Record<(typeof STORE_SETTINGS)[number], string>>>;
 const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answers 503 within this
 
 /**
@@ -16,7 +20,7 @@ const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answer
  * `rediss://`); unset means SQLite at `CIRCUITLOG_DB`. When both are set, STORE wins.
  * Returns the choice, or throws a message naming the variable (via `fail`).
  */
-export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string) => Error): StoreChoice {
+export function parseStoreChoice(env: StoreEnv, fail: (message: string) => Error): StoreChoice {
   // Checked whichever store is chosen: a bad value stops the start even where it is not used yet.
   const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
   const timeoutMs = Number(timeoutRaw);
