@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { REDIS_SCHEMA_VERSION } from '../../src/store/redis/schema-key.js';
 import { request } from '../redis/http.js';
+import { until } from '../redis/until.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { refusedStart } from '../refused-start.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
@@ -114,5 +115,20 @@ describe('GET /health and /health/ready report the schema version', () => {
       'circuitlog:schema',
     ]);
     expect(stdout.trim()).toBe(String(REDIS_SCHEMA_VERSION));
+  });
+
+  it('Redis: a store emptied under a running host (FLUSHALL) gets its schema key again', async () => {
+    const redis = await startRedis();
+    redises.push(redis);
+    const server = await startServer({ CIRCUITLOG_STORE: redis.url() }, { detached: true });
+    running.push(server);
+    const cli = async (...args: string[]) =>
+      (await exec('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.port), ...args])).stdout.trim();
+    await cli('FLUSHALL');
+    await until(
+      async () => (await cli('GET', 'circuitlog:schema')) === String(REDIS_SCHEMA_VERSION),
+      'the schema key again',
+    );
+    await until(async () => server.logs.some((l) => l.event === 'redis_store_reset'), 'the reset in the log');
   });
 });

@@ -220,6 +220,15 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     store.onRebuild(() => feed.hintAll());
     store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served
     store.epoch.watch();
+    // An emptied store lost its schema key too: mark it again, so an older build is still refused.
+    store.epoch.onReset(() => {
+      claimSchema(store.redis, store.keys.prefix).catch((error: unknown) =>
+        logger.error(
+          { event: 'schema_claim_failed', err: (error as Error).message },
+          'marking the emptied store with its schema version failed',
+        ),
+      );
+    });
     let mirror: CircuitMirror | undefined;
     return {
       store,
