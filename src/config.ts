@@ -10,7 +10,7 @@ import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem, nodeCircuitName } from './
 import { ConfigError } from './config/config-error.js';
 import { readEnv, type EnvConfig } from './config/env.js';
 import { parseConfigText, type FileConfig } from './config/file-schema.js';
-import { redactUrl } from './store/store-choice.js';
+import { redactUrl } from './domain/redact-url.js';
 
 export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem };
 export { ConfigError } from './config/config-error.js';

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
+import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
 import { hostRule } from './http/browser-guard.js';
 import type { Readiness } from './http/service-routes.js';
 import { createObservability, type Observability } from './observe/observability.js';
@@ -23,7 +24,7 @@ import { createNodeServer, drain, serveApp } from './server/node-server.js';
 import { migrateDatabase, openStore, type OpenedStore } from './server/open-store.js';
 import { activityStampMs } from './service/housekeeping.js';
 import { databaseFileProblem } from './store/sqlite/db-file.js';
-import { redactUrl } from './store/store-choice.js';
+import { redactUrl } from './domain/redact-url.js';
 
 /**
  * One server process. Alone (`shared` false) it holds the database file exclusively and
@@ -31,7 +32,7 @@ import { redactUrl } from './store/store-choice.js';
  * primary checked and migrated it) and runs the singleton jobs only while it holds the lease.
  */
 async function startServer(config: Config, logger: Logger, shared: boolean): Promise<void> {
-  const readiness = { draining: false };
+  const readiness: { draining: boolean; schemaVersion?: number } = { draining: false };
   const server = createNodeServer(config.server, logger, readiness);
   if (!shared) {
     await probeListen(config.port, config.host); // HOST/PORT checked before the migrations
@@ -40,6 +41,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const opened = await openStore(config, logger, shared);
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
+  readiness.schemaVersion = opened.schemaVersion;
   const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness }));
   await declareCircuits(config, built, opened, logger);
   await built.ready;
@@ -194,6 +196,26 @@ function onSignals(handler: (signal: NodeJS.Signals) => void): void {
   process.on('SIGINT', once);
 }
 
+/**
+ * One warning per `CIRCUITLOG_*` variable the server does not read (by the primary only), never
+ * with its value. A misspelt token with no token set says so: that start is unprotected.
+ */
+function warnUnknownSettings(config: Config, logger: Logger): void {
+  for (const unknown of unknownSettings(process.env)) {
+    const unprotected = config.token === undefined && tokenLike(unknown);
+    logger.warn(
+      { event: 'unknown_setting', setting: unknown.name, suggestion: unknown.suggestion ?? null },
+      unprotected
+        ? `${describeUnknownSetting(unknown)} CIRCUITLOG_TOKEN is not set, so this start is NOT protected: every route answers without a token`
+        : describeUnknownSetting(unknown),
+    );
+  }
+}
+
+/** A name that was probably meant to set the token (`CIRCUITLOG_TOKN`, `CIRCUITLOG_API_TOKEN`, `CIRCUITLOG_AUTH`). */
+const tokenLike = ({ name, suggestion }: UnknownSetting) =>
+  suggestion === 'CIRCUITLOG_TOKEN' || /TOK|AUTH|SECRET|PASS|KEY|BEARER/i.test(name.slice('CIRCUITLOG_'.length));
+
 /** Which variable named the SQLite file, for messages. */
 const dbVariable = () => (process.env.CIRCUITLOG_STORE ? 'CIRCUITLOG_STORE' : 'CIRCUITLOG_DB');
 
@@ -201,6 +223,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = pino({ level: config.logLevel, base: { pid: process.pid } });
   if (cluster.isWorker) return startServer(config, logger, true);
+  warnUnknownSettings(config, logger);
   logger.info({ event: 'starting', ...describeConfig(config) }, 'starting circuitlog');
   const dbProblem = config.store.kind === 'sqlite' ? databaseFileProblem(config.dbPath) : null;
   if (dbProblem) throw new ConfigError(`${dbVariable()}: '${config.dbPath}' ${dbProblem}`);

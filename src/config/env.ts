@@ -4,6 +4,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { DEFAULT_DB_PATH, parseStoreChoice, type StoreChoice } from '../store/store-choice.js';
 import { ConfigError } from './config-error.js';
+import type { Setting, SettingsEnv } from './settings.js';
 
 export interface EnvConfig {
   readonly port: number;
@@ -23,7 +24,7 @@ export interface EnvConfig {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+function intFromEnv(env: SettingsEnv, name: Setting, fallback: number, min: number, max: number): number {
   const value = env[name];
   if (value === undefined || value === '') return fallback;
   if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
@@ -63,8 +64,8 @@ function parseFlags(argv: readonly string[]): { workers?: string } {
 
 /** One of `choices` (after `normalise`), or a ConfigError naming the variable and what it got. */
 function choiceFromEnv<T extends string>(
-  env: NodeJS.ProcessEnv,
-  name: string,
+  env: SettingsEnv,
+  name: Setting,
   fallback: T,
   choices: readonly T[],
   normalise: (s: string) => string,
@@ -76,7 +77,7 @@ function choiceFromEnv<T extends string>(
 }
 
 /** `CIRCUITLOG_TOKEN`: unset or empty for none; else at least 16 characters, no surrounding whitespace. */
-function tokenFromEnv(env: NodeJS.ProcessEnv): string | undefined {
+function tokenFromEnv(env: SettingsEnv): string | undefined {
   const token = env.CIRCUITLOG_TOKEN;
   if (token !== undefined && token.trim() !== token) {
     // HTTP strips the spaces around a header value, so such a token could never match.
@@ -88,7 +89,7 @@ function tokenFromEnv(env: NodeJS.ProcessEnv): string | undefined {
   return token || undefined;
 }
 
-function logLevelFromEnv(env: NodeJS.ProcessEnv): string {
+function logLevelFromEnv(env: SettingsEnv): string {
   const logLevel = (env.CIRCUITLOG_LOG_LEVEL || 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`CIRCUITLOG_LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got '${logLevel}'`);
@@ -97,7 +98,7 @@ function logLevelFromEnv(env: NodeJS.ProcessEnv): string {
 }
 
 /** Read the environment and the command line (`--workers`); every default of theirs lives here. */
-export function readEnv(env: NodeJS.ProcessEnv, argv: readonly string[]): EnvConfig {
+export function readEnv(env: SettingsEnv, argv: readonly string[]): EnvConfig {
   const flags = parseFlags(argv);
   const port = intFromEnv(env, 'PORT', 8080, 0, 65_535);
   const host = env.HOST || '127.0.0.1';

@@ -3,6 +3,7 @@ import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { z } from 'zod';
 import type { CircuitPolicy } from '../domain/policy.js';
 import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { redactUrl } from '../domain/redact-url.js';
 import { policyFromWire } from '../domain/policy-wire.js';
 import { checkPolicy, policyFields } from '../policy-schema.js';
 import { policyOverrides } from './circuits-schema.js';
@@ -23,7 +24,8 @@ const nodeSchema = z
 /** `null` for an http(s) URL with a valid host and port and no query or fragment, else why not. */
 function nodeUrlProblem(text: string): string | null {
   // URL.canParse first: `new URL` throws on 'not a url' or port 99999, which must be a message, not a crash.
-  if (!URL.canParse(text)) return `must be an http:// or https:// URL with a valid host and port, got '${text}'`;
+  if (!URL.canParse(text))
+    return `must be an http:// or https:// URL with a valid host and port, got '${redactUrl(text)}'`;
   const url = new URL(text);
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http:// or https:// URL';
   if (url.search !== '' || url.hash !== '') return 'must not have a query or fragment';

@@ -21,6 +21,11 @@ const HealthSchema = z
   .object({
     status: z.string().openapi({ description: "'ok'; else 'degraded', 'failed' or 'unavailable'" }),
     storage: z.string().optional().openapi({ description: "what is wrong: 'full', 'deleted' or 'replaced'" }),
+    schema_version: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "the store's schema version (SQLite: its highest migration; Redis: its schema key)" }),
   })
   .passthrough()
   .openapi('Health');

@@ -9,11 +9,22 @@ import { ProblemSchema } from './schemas.js';
 /** Where the process is in its life, for `GET /health/ready`; the server flips it on SIGTERM. */
 export interface Readiness {
   readonly draining: boolean;
+  /** The store's schema version, read at start (readiness reads no store). */
+  readonly schemaVersion?: number;
 }
 
 export const READY_PATH = '/health/ready';
 
-const ReadySchema = z.object({ status: z.literal('ready') }).openapi('Ready');
+const ReadySchema = z
+  .object({
+    status: z.literal('ready'),
+    schema_version: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "the store's schema version (SQLite: its highest migration; Redis: its schema key)" }),
+  })
+  .openapi('Ready');
 
 /**
  * `GET /health/ready`, readiness apart from liveness (`/health`), as Kubernetes' readiness
@@ -29,7 +40,7 @@ function registerReadiness(app: OpenAPIHono, readiness: Readiness | undefined): 
         'NOT_READY',
         'circuitlog is draining after SIGTERM and takes no new work; send requests to another instance.',
       );
-    return json(c, { status: 'ready' as const }, 200);
+    return json(c, { status: 'ready' as const, schema_version: readiness?.schemaVersion }, 200);
   });
   app.openAPIRegistry.registerPath({
     method: 'get',

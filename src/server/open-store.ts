@@ -3,16 +3,24 @@ import { ConfigError, type Config } from '../config.js';
 import type { BackupSource } from '../http/backup-routes.js';
 import type { CircuitStore, HealthReport } from '../store/circuit-store.js';
 import type { SnapshotReader } from '../store/snapshot-reader.js';
+import { SchemaTooNewError } from '../store/schema-version.js';
 import { backupDirOf, removeBackupLeftovers } from '../store/sqlite/backup-dir.js';
 import { SqliteCircuitStore } from '../store/sqlite/circuit-store.js';
-import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../store/sqlite/database.js';
+import {
+  defaultMigrationsDir,
+  migrate,
+  openDatabase,
+  readMigrations,
+  schemaVersion,
+} from '../store/sqlite/database.js';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
 import type { LeaseStore } from '../store/lease-store.js';
 import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
 import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
+import { systemErrorProblem } from '../store/sqlite/db-file.js';
 import { StorageHealth } from '../store/sqlite/storage-health.js';
-import { redactUrl } from '../store/store-choice.js';
+import { redactUrl } from '../domain/redact-url.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 
 /** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */
@@ -31,6 +39,8 @@ export interface OpenedStore {
   readonly backup?: BackupSource;
   /** Redis: the store was emptied under us (FLUSHALL, a restart without data); listeners re-declare. */
   readonly onReset?: (listener: () => void) => void;
+  /** The store's schema version (SQLite: the highest migration applied; Redis: its schema key). */
+  readonly schemaVersion: number;
 }
 
 /** Run `fn` on the database; an SQLite error becomes a ConfigError naming CIRCUITLOG_DB. */
@@ -38,6 +48,7 @@ function withDatabase<T>(config: Config, fn: () => T): T {
   try {
     return fn();
   } catch (error) {
+    if (error instanceof SchemaTooNewError) throw new ConfigError(error.message);
     const code = (error as { code?: unknown }).code;
     if (code === 'SQLITE_BUSY') {
       // A single-worker server holds its file exclusively; a second one on it lands here.
@@ -50,6 +61,9 @@ function withDatabase<T>(config: Config, fn: () => T): T {
         `CIRCUITLOG_DB: '${config.dbPath}' cannot be used by SQLite: ${(error as Error).message} (${code})`,
       );
     }
+    // The operating system's refusal (the path changed since it was checked): named, not a stack trace.
+    const refused = systemErrorProblem(error);
+    if (refused !== null) throw new ConfigError(`CIRCUITLOG_DB: '${config.dbPath}' ${refused}`);
     throw error;
   }
 }
@@ -94,13 +108,20 @@ async function openRedis(
   const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
   const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch(
     (error: unknown) => {
+      if (error instanceof SchemaTooNewError) throw new ConfigError(error.message);
       throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);
     },
   );
+  const { schemaVersion } = redis;
   const health = () =>
     redis.store
       .ping()
-      .then((ok): HealthReport => (ok ? { status: 'ok' } : { status: 'unavailable', detail: 'Redis does not answer' }));
+      .then(
+        (ok): HealthReport =>
+          ok
+            ? { status: 'ok', schema_version: schemaVersion }
+            : { status: 'unavailable', detail: 'Redis does not answer', schema_version: schemaVersion },
+      );
   // The state gauges count every circuit of every host: a mirror of them, loading in the background.
   const mirror = config.metrics.enabled ? await redis.mirror(config.metrics.max_circuits) : null;
   const readers = { transitions: redis.feed, snapshot: () => mirror! };
@@ -116,6 +137,7 @@ async function openRedis(
     housekeeping,
     close: () => void redis.close(),
     onReset,
+    schemaVersion,
   };
 }
 
@@ -136,10 +158,12 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
     workDir: backupDirOf(config.dbPath),
   };
   const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
+  const version = schemaVersion(db);
   return {
     store,
     readers,
-    health: async () => store.health(),
+    health: async () => ({ ...store.health(), schema_version: version }),
+    schemaVersion: version,
     leases: new SqliteLeaseStore(db),
     housekeeping,
     close: () => db.close(),

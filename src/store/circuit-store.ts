@@ -58,4 +58,6 @@ export interface HealthReport {
   readonly status: 'ok' | 'degraded' | 'failed' | 'unavailable';
   readonly storage?: 'full' | 'deleted' | 'replaced';
   readonly detail?: string;
+  /** The store's schema version (docs/operations.md#schema-version); the server sets it. */
+  readonly schema_version?: number;
 }

@@ -1,5 +1,6 @@
 import { isClusterUrl, parseClusterUrl } from './redis/cluster-url.js';
-import { isSentinelUrl, parseSentinelUrl, redactSentinelUrl } from './redis/sentinel-url.js';
+import { redactUrl } from '../domain/redact-url.js';
+import { isSentinelUrl, parseSentinelUrl } from './redis/sentinel-url.js';
 import { parseTlsOptions, TLS_OPTION_NAMES } from './redis/tls-url.js';
 
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
@@ -8,6 +9,10 @@ export type StoreChoice =
   | { readonly kind: 'redis'; readonly url: string; readonly timeoutMs: number };
 
 export const DEFAULT_DB_PATH = './data/circuitlog.db';
+
+/** The environment variables that choose the store: part of the one list of settings (`config/settings.ts`). */
+export const STORE_SETTINGS = ['CIRCUITLOG_STORE', 'CIRCUITLOG_DB', 'CIRCUITLOG_STORE_TIMEOUT_MS'] as const;
+type StoreEnv = Readonly<Partial<Record<(typeof STORE_SETTINGS)[number], string>>>;
 const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answers 503 within this
 
 /**
@@ -15,7 +20,7 @@ const DEFAULT_TIMEOUT_MS = 1_000; // 1 s: a write to an unreachable Redis answer
  * `rediss://`); unset means SQLite at `CIRCUITLOG_DB`. When both are set, STORE wins.
  * Returns the choice, or throws a message naming the variable (via `fail`).
  */
-export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string) => Error): StoreChoice {
+export function parseStoreChoice(env: StoreEnv, fail: (message: string) => Error): StoreChoice {
   // Checked whichever store is chosen: a bad value stops the start even where it is not used yet.
   const timeoutRaw = env.CIRCUITLOG_STORE_TIMEOUT_MS || String(DEFAULT_TIMEOUT_MS);
   const timeoutMs = Number(timeoutRaw);
@@ -36,8 +41,7 @@ export function parseStoreChoice(env: NodeJS.ProcessEnv, fail: (message: string)
     : isClusterUrl(raw)
       ? clusterProblem(raw)
       : redisUrlProblem(raw);
-  const shown = redactSentinelUrl(raw).replace(/:[^:@/]*@/, ':***@'); // never print a password
-  if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${shown}' ${problem}`);
+  if (problem !== null) throw fail(`CIRCUITLOG_STORE: '${redactUrl(raw)}' ${problem}`);
   return { kind: 'redis', url: raw, timeoutMs };
 }
 
@@ -76,11 +80,3 @@ const clusterProblem = (raw: string): string | null => {
   const parsed = parseClusterUrl(raw);
   return 'problem' in parsed ? parsed.problem : null;
 };
-
-/** The URL with its password replaced, for logs. */
-export function redactUrl(raw: string): string {
-  if (isSentinelUrl(raw) || isClusterUrl(raw)) return redactSentinelUrl(raw);
-  const url = new URL(raw);
-  if (url.password !== '') url.password = '***';
-  return url.toString();
-}

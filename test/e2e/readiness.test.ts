@@ -65,7 +65,7 @@ describe('GET /health/ready', () => {
       expect([ready.status, ready.headers['content-type'], JSON.parse(ready.body)]).toEqual([
         200,
         'application/json',
-        { status: 'ready' },
+        { status: 'ready', schema_version: expect.any(Number) },
       ]);
       expect(await readyStatuses(server.url)).toEqual([200, 200, 200, 200]);
 

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSentinelUrl, redactSentinelUrl } from '../../src/store/redis/sentinel-url.js';
+import { redactUrl } from '../../src/domain/redact-url.js';
+import { parseSentinelUrl } from '../../src/store/redis/sentinel-url.js';
 import { request } from '../redis/http.js';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startSentinel, type Sentinel } from '../redis/sentinel.js';
@@ -37,7 +38,7 @@ describe("sentinel credentials apart from the data nodes' (sentinel_username / s
     expect(parseSentinelUrl('redis+sentinel://h1/m?sentinel_pass=x')).toEqual({
       problem: "has the unknown option 'sentinel_pass'; the options are sentinel_username and sentinel_password",
     });
-    expect(redactSentinelUrl('redis+sentinel://:p@h1/m?sentinel_username=su&sentinel_password=secret')).toBe(
+    expect(redactUrl('redis+sentinel://:p@h1/m?sentinel_username=su&sentinel_password=secret')).toBe(
       'redis+sentinel://:***@h1/m?sentinel_username=su&sentinel_password=***',
     );
   });

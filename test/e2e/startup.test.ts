@@ -142,6 +142,37 @@ describe('start-up with a bad CIRCUITLOG_DB', () => {
   });
 });
 
+describe('start-up with a database path the operating system refuses', () => {
+  it('exits 2 with one line naming the path and the reason, no stack trace (ENOTDIR, ENAMETOOLONG, read-only folder, a folder)', async () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'plain-file');
+    fs.writeFileSync(file, 'not a folder');
+    const roFolder = path.join(dir, 'ro');
+    fs.mkdirSync(roFolder, 0o555);
+    const longName = path.join(dir, `${'n'.repeat(300)}.db`);
+    const longPath = path.join(dir, `${'deep/'.repeat(900)}db.sqlite`);
+    const cases: [string, string][] = [
+      [path.join(file, 'db.sqlite'), `cannot be created: '${file}' is not a folder`],
+      [path.join(file, 'sub', 'db.sqlite'), `cannot be created: '${file}' is not a folder`],
+      [longName, 'is too long (ENAMETOOLONG: at most 255 bytes a name and 4095 the whole path)'],
+      [longPath, 'is too long (ENAMETOOLONG'],
+      [path.join(roFolder, 'db.sqlite'), `its folder '${roFolder}' is read-only (mode 0555)`],
+      [dir, 'is a directory, not a database file'],
+    ];
+    try {
+      for (const [db, problem] of cases) {
+        const result = await refusal({ CIRCUITLOG_DB: db });
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain(`circuitlog: cannot start: CIRCUITLOG_DB: '${db}' ${problem}`);
+        expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
+      }
+      expect(fs.readdirSync(dir).sort()).toEqual(['plain-file', 'ro']); // nothing created
+    } finally {
+      fs.chmodSync(roFolder, 0o755);
+    }
+  });
+});
+
 describe('start-up with a bad config file or token', () => {
   it('refuses each with a message naming the key or variable, exit 2', async () => {
     const dir = tempDir();

@@ -5,6 +5,7 @@ import { connectCluster } from './cluster-connect.js';
 import { isClusterUrl, parseClusterUrl } from './cluster-url.js';
 import { connectRedis, RedisStartError } from './connect.js';
 import { migrateLegacyKeys } from './legacy-keys.js';
+import { claimSchema } from './schema-key.js';
 import { connectionLink, type CommandLink } from './redis-commands.js';
 import { shardOf } from './shards.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
@@ -36,6 +37,8 @@ export interface OpenedRedis {
   readonly leases: RedisLeaseStore;
   /** Every host's transitions as they happen, for `/events/stream` (started). */
   readonly feed: TransitionFeed;
+  /** The store's schema version (`schema-key.ts`), checked and recorded at start. */
+  readonly schemaVersion: number;
   /**
    * The mirror of the circuits for the state gauges (the first `headLimit` whole), made on the
    * first call; it loads in the background and start-up does not wait for it.
@@ -203,6 +206,7 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
       replicasAckTimeoutMs,
     });
     await store.ready();
+    const schemaVersion = await claimSchema(store.redis, store.keys.prefix); // before any write
     await store.epoch.sync(); // adopt every shard's epoch, or write one into an empty shard
     const feed = new TransitionFeed(store.redis, store.keys, { logger });
     await feed.start();
@@ -216,11 +220,21 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     store.onRebuild(() => feed.hintAll());
     store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served
     store.epoch.watch();
+    // An emptied store lost its schema key too: mark it again, so an older build is still refused.
+    store.epoch.onReset(() => {
+      claimSchema(store.redis, store.keys.prefix).catch((error: unknown) =>
+        logger.error(
+          { event: 'schema_claim_failed', err: (error as Error).message },
+          'marking the emptied store with its schema version failed',
+        ),
+      );
+    });
     let mirror: CircuitMirror | undefined;
     return {
       store,
       leases: new RedisLeaseStore(store, prefix),
       feed,
+      schemaVersion,
       mirror: async (headLimit?: number) => {
         if (mirror === undefined) {
           mirror = new CircuitMirror(store, logger, headLimit);

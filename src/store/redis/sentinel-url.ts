@@ -77,7 +77,3 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
     tlsPaths,
   };
 }
-
-/** The URL with its passwords replaced (the data nodes' and `sentinel_password`), for logs and errors. */
-export const redactSentinelUrl = (raw: string): string =>
-  raw.replace(/^([^:]+:\/\/[^:@/]*:)[^@/]*@/, '$1***@').replace(/([?&]sentinel_password=)[^&#]*/g, '$1***');

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { SchemaTooNewError } from '../schema-version.js';
 import { createFolder } from './db-file.js';
 
 export type SynchronousMode = 'NORMAL' | 'FULL';
@@ -59,6 +60,7 @@ export function readMigrations(dir: string): Migration[] {
  * Returns the names applied now.
  */
 export function migrate(db: Database.Database, migrations: readonly Migration[]): string[] {
+  refuseNewerSchema(db, migrations);
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT    NOT NULL,
@@ -77,6 +79,28 @@ export function migrate(db: Database.Database, migrations: readonly Migration[])
     apply.immediate();
   }
   return applied;
+}
+
+/**
+ * Throws SchemaTooNewError when the database records a migration this build does not have
+ * (a newer build ran it); reads only, so such a database is left as it was.
+ */
+export function refuseNewerSchema(db: Database.Database, migrations: readonly Migration[]): void {
+  const known = new Set(migrations.map((m) => m.version));
+  const unknown = appliedVersions(db).filter((version) => !known.has(version));
+  if (unknown.length === 0) return;
+  throw new SchemaTooNewError(Math.max(...unknown), Math.max(0, ...known));
+}
+
+/** The database's schema version: the highest migration it records (0 before any). */
+export function schemaVersion(db: Database.Database): number {
+  return Math.max(0, ...appliedVersions(db));
+}
+
+function appliedVersions(db: Database.Database): number[] {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  if (table === undefined) return [];
+  return db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[];
 }
 
 /** The repository's own migrations folder, next to `src/` and `dist/`. */

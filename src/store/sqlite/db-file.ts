@@ -3,6 +3,9 @@ import path from 'node:path';
 
 // https://www.sqlite.org/fileformat.html#the_database_header
 const HEADER_BYTES = 100;
+// Linux's limits (limits.h): NAME_MAX for one name, PATH_MAX for a whole path with its NUL.
+const NAME_MAX_BYTES = 255;
+const PATH_MAX_BYTES = 4096;
 const MAGIC = 'SQLite format 3\0';
 // statfs f_type of filesystems whose files are not storage (linux/magic.h).
 const VIRTUAL_FILESYSTEMS: Record<number, string> = { 40864: '/proc', 1650812274: '/sys', 7377: 'devpts' };
@@ -19,6 +22,43 @@ export function databaseFileProblem(file: string): string | null {
   if (file === ':memory:' || file.startsWith('file:')) {
     return 'must be a file path: an in-memory or URI database would lose every circuit at exit';
   }
+  try {
+    return fileProblem(file);
+  } catch (error) {
+    const problem = systemErrorProblem(error);
+    if (problem === null) throw error;
+    return problem;
+  }
+}
+
+/**
+ * What a refusal of the operating system says about the path, in words, or null when `error`
+ * is no such refusal (a bug: rethrown). Found from outside: a path through a file, or a name
+ * too long, used to end the start with a stack trace.
+ */
+export function systemErrorProblem(error: unknown): string | null {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (typeof code !== 'string' || !/^E[A-Z]+$/.test(code)) return null;
+  switch (code) {
+    case 'ENAMETOOLONG':
+      return `is too long (ENAMETOOLONG: at most ${NAME_MAX_BYTES} bytes a name and ${PATH_MAX_BYTES - 1} the whole path)`;
+    case 'ENOTDIR':
+      return 'goes through a file as if it were a folder (ENOTDIR)';
+    case 'EACCES':
+    case 'EPERM':
+      return `cannot be reached: permission denied (${code})`;
+    case 'ELOOP':
+      return 'has a loop of symbolic links (ELOOP)';
+    case 'EISDIR':
+      return 'is a directory, not a database file';
+    case 'EROFS':
+      return 'is on a read-only filesystem (EROFS)';
+    default:
+      return `cannot be used: ${(error as Error).message}`;
+  }
+}
+
+function fileProblem(file: string): string | null {
   const absolute = path.resolve(file);
   const stat = statOrNull(absolute);
   if (stat === null) return folderProblem(path.dirname(absolute));
@@ -90,8 +130,14 @@ function headerProblem(file: string, size: number): string | null {
   return null;
 }
 
+/** The path's stat, or null when nothing is there; a path through a file (ENOTDIR) is missing too. */
 function statOrNull(target: string): fs.Stats | null {
-  return fs.statSync(target, { throwIfNoEntry: false }) ?? null;
+  try {
+    return fs.statSync(target, { throwIfNoEntry: false }) ?? null;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+    throw error;
+  }
 }
 
 function virtualFilesystem(target: string): string | undefined {
