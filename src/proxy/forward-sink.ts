@@ -6,6 +6,7 @@ import type { Flight } from './coalesce.js';
 import { recordNode, type FailoverDeps } from './failover.js';
 import type { ProxyCall } from './proxy-call.js';
 import { NOBODY_READS } from './proxy-errors.js';
+import { SendWatch } from './send-timeout.js';
 import type { StaleCapture } from './stale-cache.js';
 import type { ProxyNode } from './upstreams.js';
 
@@ -27,6 +28,12 @@ export class ForwardSink implements BodySink {
   web: Readable | null = null;
   private resumeFn: (() => void) | null = null;
   private over = false;
+  /** `send_timeout_ms` on the caller's Node response (the web path has no socket to cut). */
+  private watch: SendWatch | null = null;
+  private readonly drained = (): void => {
+    this.watch?.settled();
+    this.resume();
+  };
 
   constructor(
     private readonly deps: FailoverDeps & { readonly logger: Logger },
@@ -39,6 +46,12 @@ export class ForwardSink implements BodySink {
     private readonly startedAt: number,
   ) {}
 
+  /** The body goes to the caller's Node response, which `send_timeout_ms` watches. */
+  sendTo(outgoing: ServerResponse): void {
+    this.outgoing = outgoing;
+    this.watch = new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+  }
+
   write(chunk: Buffer, resume: () => void): boolean {
     this.keep?.chunk(chunk);
     this.flight?.chunk(chunk);
@@ -50,7 +63,10 @@ export class ForwardSink implements BodySink {
     const ok = this.outgoing !== null ? this.outgoing.write(chunk) : this.web === null || this.web.push(chunk);
     if (!ok) {
       this.resumeFn = resume;
-      this.outgoing?.once('drain', resume);
+      if (this.outgoing !== null) {
+        this.outgoing.once('drain', this.drained);
+        this.watch!.stalled();
+      }
     }
     return ok;
   }
@@ -65,9 +81,27 @@ export class ForwardSink implements BodySink {
     this.keep?.end();
     this.flight?.end();
     if (this.call.detached) this.outgoing?.destroy();
-    else if (this.outgoing !== null) this.outgoing.end();
+    else if (this.outgoing !== null) this.endOutgoing(this.outgoing);
     else this.web?.push(null);
     this.close(true);
+  }
+
+  /** The node's body is over: the slot goes back now, and the watch stays on until the caller has taken the rest. */
+  private endOutgoing(outgoing: ServerResponse): void {
+    outgoing.end();
+    if (outgoing.writableLength === 0) this.watch!.settled();
+    else this.watch!.stalled();
+  }
+
+  /**
+   * The caller took nothing for `send_timeout_ms`: its connection is cut ('close' cancels the
+   * node's body and frees the slot, as a hang-up does: nothing is counted against the node).
+   * A leader that followers still wait on reads on for them.
+   */
+  private sendTimedOut(): void {
+    this.call.parts.upstream.sendTimedOut();
+    this.outgoing?.destroy();
+    if (this.call.detached) this.resume();
   }
 
   fail(error: Error & { code?: string }): void {
@@ -85,6 +119,7 @@ export class ForwardSink implements BodySink {
       );
     }
     this.flight?.release(); // a cut body is no answer to share: the followers call themselves
+    this.watch?.settled();
     if (this.outgoing !== null) this.outgoing.destroy();
     else this.web?.destroy(error);
     this.close(!nodeFault);

@@ -1,0 +1,83 @@
+/**
+ * nginx's `send_timeout` on the caller's side of the proxy (issue 27, item 7): a caller that
+ * stops reading its answer is cut off after `send_timeout_ms` without taking any of the bytes
+ * waiting for it, so it cannot hold a concurrency slot or a node's connection forever.
+ * https://nginx.org/en/docs/http/ngx_http_core_module.html#send_timeout
+ */
+import type { ServerResponse } from 'node:http';
+import type { Upstream } from './upstreams.js';
+
+/** What the watch reads of the caller's stream: a Node `ServerResponse` or a socket. */
+export interface WatchedStream {
+  /** Bytes written but not yet handed to the kernel (a `ServerResponse` counts its socket's too). */
+  readonly writableLength: number;
+  readonly destroyed: boolean;
+}
+
+function check(watch: SendWatch): void {
+  watch.expired();
+}
+
+/**
+ * Times a caller while bytes wait for it. `stalled()` starts the clock (a write was not
+ * taken at once, or the end waits to be flushed); `settled()` stops it ('drain'), and so does
+ * a window's end that finds nothing waiting or the stream gone.
+ * When `timeoutMs` passes, the bytes still waiting are compared with those waiting when the
+ * window began: fewer means the caller took some (Node hands a chunk, up to 64 KiB, to the
+ * kernel at a time) and a new window starts; as many means it took nothing and `onTimeout`
+ * runs, once. One timer per watch, refreshed rather than re-created.
+ */
+export class SendWatch {
+  private timer: NodeJS.Timeout | null = null;
+  private waiting = 0;
+  private fired = false;
+
+  constructor(
+    private readonly stream: WatchedStream,
+    private readonly timeoutMs: number,
+    private readonly onTimeout: () => void,
+  ) {}
+
+  /** Bytes wait for the caller: the clock runs (if it does not already). */
+  stalled(): void {
+    if (this.fired || this.timer !== null) return;
+    this.waiting = this.stream.writableLength;
+    this.timer = setTimeout(check, this.timeoutMs, this);
+  }
+
+  /** The caller took everything waiting ('drain', 'finish'), or the stream is gone: the clock stops. */
+  settled(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  /** The end of a window (the timer's callback). */
+  expired(): void {
+    const waiting = this.stream.writableLength;
+    if (waiting === 0 || this.stream.destroyed) {
+      this.settled(); // all taken, or the caller left
+      return;
+    }
+    if (waiting < this.waiting) {
+      this.waiting = waiting;
+      this.timer?.refresh();
+      return;
+    }
+    this.timer = null;
+    this.fired = true;
+    this.onTimeout();
+  }
+}
+
+/**
+ * After a complete answer was written (`end(body)`: a fallback, a coalesced copy): a caller
+ * that does not take the rest within `send_timeout_ms` is cut off and counted. Such an
+ * answer holds no slot and no node connection, only its bytes and the caller's socket.
+ */
+export function watchTheRest(outgoing: ServerResponse, upstream: Upstream): void {
+  if (outgoing.writableLength === 0) return;
+  new SendWatch(outgoing, upstream.config.send_timeout_ms, () => {
+    upstream.sendTimedOut();
+    outgoing.destroy();
+  }).stalled();
+}

@@ -1,0 +1,139 @@
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { parseMetrics } from '../observe/observe-app.js';
+import { startServer, tempDir, type ServerProcess } from '../server-process.js';
+import { proxyYaml } from './fake-node.js';
+
+/**
+ * nginx's send_timeout on the proxy (issue 27, item 7), in the real process: callers that
+ * never read their answer are cut off after `send_timeout_ms`, and their slots and the
+ * nodes' connections come back. The nodes send far more than the kernel buffers hold.
+ */
+const CHUNK = Buffer.alloc(64 * 1024, 0x61); // 64 KiB
+const BIG_BYTES = 256 * 1024 * 1024; // 256 MiB: more than any socket buffer on the way
+const CALLERS = 64;
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+/** A loopback node: `/big` streams BIG_BYTES with backpressure, `/small` 1 KiB; counts answers cut before their end. */
+async function startBigNode() {
+  const stats = { cut: 0 };
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/big') return void res.writeHead(200, { 'content-length': '1024' }).end(Buffer.alloc(1024));
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(BIG_BYTES) });
+    let sent = 0;
+    const pump = () => {
+      while (sent < BIG_BYTES && !res.destroyed) {
+        sent += CHUNK.length;
+        if (!res.write(CHUNK)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    res.on('close', () => {
+      if (sent < BIG_BYTES) stats.cut++;
+    });
+    pump();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  cleanup.push(() => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(resolve));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stats };
+}
+
+async function launch(nodeUrl: string, extra: string): Promise<ServerProcess> {
+  const dir = tempDir();
+  const configPath = path.join(dir, 'proxy.yaml');
+  fs.writeFileSync(configPath, proxyYaml({ 'dc1-1': { id: 'dc1-1', url: nodeUrl } }, extra));
+  const server = await startServer({ CIRCUITLOG_CONFIG: configPath, CIRCUITLOG_DB: path.join(dir, 'db.sqlite') });
+  cleanup.push(() => server.stop('SIGKILL'));
+  return server;
+}
+
+async function metric(server: ServerProcess, series: string): Promise<number | undefined> {
+  const res = await fetch(`${server.url}/metrics`);
+  return parseMetrics(await res.text()).get(series);
+}
+
+/** Poll the server's metrics until `series` reads `value` (the test's timeout is the bound). */
+async function untilMetric(server: ServerProcess, series: string, value: number): Promise<void> {
+  while ((await metric(server, series)) !== value) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+/** A caller on a raw socket that sends `request` and never reads a byte of the answer. */
+function deafCaller(port: number, request: string): net.Socket {
+  const socket = net.connect(port, '127.0.0.1');
+  socket.on('error', () => {}); // the server resets it: that is the point
+  socket.write(request);
+  cleanup.push(() => socket.destroy());
+  return socket; // no 'data' listener and never resumed: nothing is read
+}
+
+const TIMEOUTS = 'circuitlog_proxy_send_timeouts_total{upstream="users"}';
+const IN_FLIGHT = 'circuitlog_proxy_in_flight{upstream="users"}';
+
+describe('send_timeout_ms in the real process', () => {
+  it('cuts off 64 callers that never read a big answer: their slots and node connections come back, and a reading caller is served', async () => {
+    const node = await startBigNode();
+    const server = await launch(
+      node.url,
+      `max_concurrent: ${CALLERS}\nsend_timeout_ms: 200\nhealth_check: { enabled: false }`,
+    );
+    for (let i = 0; i < CALLERS; i++)
+      deafCaller(server.port, 'GET /proxy/users/big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    await untilMetric(server, TIMEOUTS, CALLERS);
+    await untilMetric(server, IN_FLIGHT, 0);
+    while (node.stats.cut < CALLERS) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(node.stats.cut).toBe(CALLERS); // every node connection was given up, none left streaming
+    const res = await fetch(`${server.url}/proxy/users/small`);
+    expect(res.status).toBe(200);
+    expect((await res.arrayBuffer()).byteLength).toBe(1024);
+    expect(await metric(server, TIMEOUTS)).toBe(CALLERS); // callers that read are never counted
+  }, 120_000); // each deaf caller fills ~9 MB of socket buffers before it stalls: ~600 MB through loopback on a busy machine
+
+  it('cuts off a WebSocket caller that stops reading while the node sends, and frees the tunnel slot', async () => {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await once(wss, 'listening');
+    let nodeClosed = 0;
+    wss.on('connection', (ws) => {
+      const frame = Buffer.alloc(64 * 1024, 0x62);
+      const pump = () => {
+        // ws buffers without bound: send only while its socket keeps up (bufferedAmount under 1 MiB)
+        while (ws.readyState === ws.OPEN && ws.bufferedAmount < 1024 * 1024) ws.send(frame);
+        if (ws.readyState === ws.OPEN) setTimeout(pump, 5);
+      };
+      pump();
+      ws.on('close', () => nodeClosed++);
+    });
+    cleanup.push(() => {
+      for (const c of wss.clients) c.terminate();
+      return new Promise((resolve) => wss.close(resolve));
+    });
+    const server = await launch(
+      `http://127.0.0.1:${(wss.address() as AddressInfo).port}`,
+      'max_concurrent: 1\nsend_timeout_ms: 200\nhealth_check: { enabled: false }',
+    );
+    deafCaller(
+      server.port,
+      'GET /proxy/users/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    await untilMetric(server, TIMEOUTS, 1);
+    await untilMetric(server, IN_FLIGHT, 0);
+    while (nodeClosed < 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    const reader = new WebSocket(`${server.url.replace('http', 'ws')}/proxy/users/chat`); // the one slot is free again
+    await once(reader, 'open');
+    reader.close();
+    await once(reader, 'close');
+  });
+});
