@@ -6,7 +6,7 @@ import type { Flight } from './coalesce.js';
 import { recordNode, type FailoverDeps } from './failover.js';
 import type { ProxyCall } from './proxy-call.js';
 import { NOBODY_READS } from './proxy-errors.js';
-import { SendWatch } from './send-timeout.js';
+import { cutOff, SendWatch } from './send-timeout.js';
 import type { StaleCapture } from './stale-cache.js';
 import type { ProxyNode } from './upstreams.js';
 
@@ -100,7 +100,7 @@ export class ForwardSink implements BodySink {
    */
   private sendTimedOut(): void {
     this.call.parts.upstream.sendTimedOut();
-    this.outgoing?.destroy();
+    if (this.outgoing !== null) cutOff(this.outgoing);
     if (this.call.detached) this.resume();
   }
 

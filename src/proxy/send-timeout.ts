@@ -5,6 +5,8 @@
  * https://nginx.org/en/docs/http/ngx_http_core_module.html#send_timeout
  */
 import type { ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Upstream } from './upstreams.js';
 
 /** What the watch reads of the caller's stream: a Node `ServerResponse` or a socket. */
@@ -78,6 +80,17 @@ export function watchTheRest(outgoing: ServerResponse, upstream: Upstream): void
   if (outgoing.writableLength === 0) return;
   new SendWatch(outgoing, upstream.config.send_timeout_ms, () => {
     upstream.sendTimedOut();
-    outgoing.destroy();
+    cutOff(outgoing);
   }).stalled();
+}
+
+/**
+ * End a timed-out caller's connection with a reset, as nginx's `reset_timedout_connection`
+ * does: a plain close would leave the unread bytes in the kernel, still offered to a peer
+ * that does not read, for minutes. 'close' follows on the response and the socket.
+ */
+export function cutOff(stream: ServerResponse | Duplex): void {
+  const socket = 'socket' in stream ? stream.socket : stream;
+  if (socket instanceof Socket && !socket.destroyed && !socket.connecting) socket.resetAndDestroy();
+  stream.destroy();
 }

@@ -4,7 +4,7 @@ import type { Slot } from './admission.js';
 import { nodeMarkerLines, NOT_RELAYED_ON_SWITCH } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';
 import type { HandshakeAnswer } from './ws-handshake.js';
-import { SendWatch } from './send-timeout.js';
+import { cutOff, SendWatch } from './send-timeout.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** A non-101 answer, passed back as sent; the connection closes after it (it was an upgrade request). */
@@ -78,7 +78,7 @@ export function tunnel(
 function watchCaller(upstream: Upstream, from: Readable, client: Duplex, cutNode: () => void): void {
   const watch = new SendWatch(client, upstream.config.send_timeout_ms, () => {
     upstream.sendTimedOut();
-    client.destroy();
+    cutOff(client);
     cutNode();
   });
   const check = () => {

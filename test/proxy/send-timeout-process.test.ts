@@ -71,19 +71,38 @@ async function untilMetric(server: ServerProcess, series: string, value: number)
 }
 
 /** A caller on a raw socket that sends `request` and never reads a byte of the answer. */
-function deafCaller(port: number, request: string): net.Socket {
+function deafCaller(port: number, request: string): void {
   const socket = net.connect(port, '127.0.0.1');
-  socket.on('error', () => {}); // the server resets it: that is the point
+  socket.on('error', () => {});
   socket.write(request);
-  cleanup.push(() => socket.destroy());
-  return socket; // no 'data' listener and never resumed: nothing is read
+  cleanup.push(() => socket.destroy()); // no 'data' listener and never resumed: nothing is read
+}
+
+/**
+ * Connections of the server's `port` whose kernel still holds bytes to send (Linux
+ * /proc/net/tcp, `tx_queue`): a timed-out caller closed without a reset stays there, in
+ * FIN-WAIT-1, offered its unread megabytes for minutes.
+ */
+function unsentOnPort(port: number): number {
+  const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return fs
+    .readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, address, , state, queues]) => address?.endsWith(local) && state !== '0A' && queues !== undefined)
+    .filter(([, , , , queues]) => Number.parseInt(queues!.split(':')[0]!, 16) > 0).length;
+}
+
+async function untilNoUnsent(port: number): Promise<void> {
+  while (unsentOnPort(port) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 const TIMEOUTS = 'circuitlog_proxy_send_timeouts_total{upstream="users"}';
 const IN_FLIGHT = 'circuitlog_proxy_in_flight{upstream="users"}';
 
 describe('send_timeout_ms in the real process', () => {
-  it('cuts off 64 callers that never read a big answer: their slots and node connections come back, and a reading caller is served', async () => {
+  it('cuts off 64 callers that never read a big answer, with a reset: their slots and node connections come back, and a reading caller is served', async () => {
     const node = await startBigNode();
     const server = await launch(
       node.url,
@@ -99,9 +118,10 @@ describe('send_timeout_ms in the real process', () => {
     expect(res.status).toBe(200);
     expect((await res.arrayBuffer()).byteLength).toBe(1024);
     expect(await metric(server, TIMEOUTS)).toBe(CALLERS); // callers that read are never counted
+    await untilNoUnsent(server.port); // each was reset (nginx's reset_timedout_connection): no unread megabytes left in the kernel
   }, 120_000); // each deaf caller fills ~9 MB of socket buffers before it stalls: ~600 MB through loopback on a busy machine
 
-  it('cuts off a WebSocket caller that stops reading while the node sends, and frees the tunnel slot', async () => {
+  it('cuts off a WebSocket caller that stops reading while the node sends, with a reset, and frees the tunnel slot and the node connection', async () => {
     const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     await once(wss, 'listening');
     let nodeClosed = 0;
@@ -131,6 +151,7 @@ describe('send_timeout_ms in the real process', () => {
     await untilMetric(server, TIMEOUTS, 1);
     await untilMetric(server, IN_FLIGHT, 0);
     while (nodeClosed < 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    await untilNoUnsent(server.port);
     const reader = new WebSocket(`${server.url.replace('http', 'ws')}/proxy/users/chat`); // the one slot is free again
     await once(reader, 'open');
     reader.close();
