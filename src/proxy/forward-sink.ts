@@ -30,10 +30,6 @@ export class ForwardSink implements BodySink {
   private over = false;
   /** `send_timeout_ms` on the caller's Node response (the web path has no socket to cut). */
   private watch: SendWatch | null = null;
-  private readonly drained = (): void => {
-    this.watch?.settled();
-    this.resume();
-  };
 
   constructor(
     private readonly deps: FailoverDeps & { readonly logger: Logger },
@@ -49,7 +45,12 @@ export class ForwardSink implements BodySink {
   /** The body goes to the caller's Node response, which `send_timeout_ms` watches. */
   sendTo(outgoing: ServerResponse): void {
     this.outgoing = outgoing;
-    this.watch = new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+  }
+
+  /** Bytes wait for the caller: `send_timeout_ms` runs (the watch is made on the first stall only: most answers never stall). */
+  private stalled(outgoing: ServerResponse): void {
+    this.watch ??= new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+    this.watch.stalled();
   }
 
   write(chunk: Buffer, resume: () => void): boolean {
@@ -64,11 +65,17 @@ export class ForwardSink implements BodySink {
     if (!ok) {
       this.resumeFn = resume;
       if (this.outgoing !== null) {
-        this.outgoing.once('drain', this.drained);
-        this.watch!.stalled();
+        this.outgoing.once('drain', () => this.drained());
+        this.stalled(this.outgoing);
       }
     }
     return ok;
+  }
+
+  /** The caller took everything waiting: the clock stops and the node is read again. */
+  private drained(): void {
+    this.watch?.settled();
+    this.resume();
   }
 
   resume(): void {
@@ -89,8 +96,8 @@ export class ForwardSink implements BodySink {
   /** The node's body is over: the slot goes back now, and the watch stays on until the caller has taken the rest. */
   private endOutgoing(outgoing: ServerResponse): void {
     outgoing.end();
-    if (outgoing.writableLength === 0) this.watch!.settled();
-    else this.watch!.stalled();
+    if (outgoing.writableLength === 0) this.watch?.settled();
+    else this.stalled(outgoing);
   }
 
   /**
