@@ -16,6 +16,7 @@ import { proxyYaml } from './fake-node.js';
  */
 const CHUNK = Buffer.alloc(64 * 1024, 0x61); // 64 KiB
 const BIG_BYTES = 256 * 1024 * 1024; // 256 MiB: more than any socket buffer on the way
+const STALE_BYTES = 32 * 1024 * 1024; // 32 MiB, kept for the stale fallback
 const CALLERS = 64;
 
 const cleanup: (() => unknown)[] = [];
@@ -23,32 +24,37 @@ afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
 
-/** A loopback node: `/big` streams BIG_BYTES with backpressure, `/small` 1 KiB; counts answers cut before their end. */
+/** Body sizes by path; any other path gets 1 KiB. */
+const SIZES: Record<string, number> = { '/big': BIG_BYTES, '/stale': STALE_BYTES };
+
+/** A loopback node streaming `SIZES[path]` bytes with backpressure; counts answers cut before their end. */
 async function startBigNode() {
   const stats = { cut: 0 };
   const server = http.createServer((req, res) => {
-    if (req.url !== '/big') return void res.writeHead(200, { 'content-length': '1024' }).end(Buffer.alloc(1024));
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(BIG_BYTES) });
+    const size = SIZES[req.url ?? ''] ?? 1024;
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
     let sent = 0;
     const pump = () => {
-      while (sent < BIG_BYTES && !res.destroyed) {
-        sent += CHUNK.length;
-        if (!res.write(CHUNK)) return void res.once('drain', pump);
+      while (sent < size && !res.destroyed) {
+        const chunk = CHUNK.subarray(0, Math.min(CHUNK.length, size - sent));
+        sent += chunk.length;
+        if (!res.write(chunk)) return void res.once('drain', pump);
       }
       res.end();
     };
     res.on('close', () => {
-      if (sent < BIG_BYTES) stats.cut++;
+      if (sent < size) stats.cut++;
     });
     pump();
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  cleanup.push(() => {
+  const stop = () => {
     server.closeAllConnections();
     return new Promise((resolve) => server.close(resolve));
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stats };
+  };
+  cleanup.push(() => server.listening && stop());
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stats, stop };
 }
 
 async function launch(nodeUrl: string, extra: string): Promise<ServerProcess> {
@@ -156,5 +162,22 @@ describe('send_timeout_ms in the real process', () => {
     await once(reader, 'open');
     reader.close();
     await once(reader, 'close');
+  });
+
+  it('cuts off a caller that does not read a large stale fallback answer, with a reset', async () => {
+    const node = await startBigNode();
+    const server = await launch(
+      node.url,
+      'send_timeout_ms: 200\nhealth_check: { enabled: false }\n' +
+        `fallback: { stale_seconds: 600, stale_max_body_bytes: ${STALE_BYTES}, stale_max_total_bytes: ${2 * STALE_BYTES} }`,
+    );
+    const fresh = await fetch(`${server.url}/proxy/users/stale`); // read whole: kept for the fallback
+    expect((await fresh.arrayBuffer()).byteLength).toBe(STALE_BYTES);
+    await node.stop(); // now every attempt is refused: the stale copy is the answer
+    // The same Host as fetch sent: the stale copy is kept per Host, path and query.
+    deafCaller(server.port, `GET /proxy/users/stale HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+    await untilMetric(server, 'circuitlog_proxy_fallbacks_total{upstream="users",kind="stale"}', 1);
+    await untilMetric(server, TIMEOUTS, 1);
+    await untilNoUnsent(server.port);
   });
 });
