@@ -11,7 +11,7 @@ import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-report.js';
 import { sendResponse } from './send-response.js';
-import { watchTheRest } from './send-timeout.js';
+import { sendWhole } from './send-timeout.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
 import type { NodeUse } from './node-picker.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
@@ -89,14 +89,10 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
   parts.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
   report(parts.report, null, fallback.status);
   const outgoing = call.detached ? undefined : parts.input.outgoing;
-  const sent = sendResponse(
-    outgoing,
-    fallback.status,
-    fallback.headers,
-    parts.method === 'HEAD' ? null : fallback.body,
-  );
-  if (outgoing !== undefined) watchTheRest(outgoing, parts.upstream);
-  return sent;
+  const body = parts.method === 'HEAD' ? null : fallback.body;
+  if (outgoing === undefined) return sendResponse(undefined, fallback.status, fallback.headers, body);
+  sendWhole(outgoing.writeHead(fallback.status, fallback.headers), body, parts.upstream);
+  return RESPONSE_ALREADY_SENT;
 }
 
 /** A follower's copy of the leader's answer, marked `X-Coalesced: true`. */
@@ -118,8 +114,7 @@ export function sendCoalesced(
       headers: toWebHeaders(flatToRecord(headers)),
     });
   if (outgoing.destroyed) return RESPONSE_ALREADY_SENT; // a follower that left is simply not answered
-  outgoing.writeHead(status, headers).end(body ?? undefined);
-  watchTheRest(outgoing, upstream);
+  sendWhole(outgoing.writeHead(status, headers), body, upstream);
   return RESPONSE_ALREADY_SENT;
 }
 

@@ -71,17 +71,40 @@ export class SendWatch {
   }
 }
 
+const SLICE_BYTES = 64 * 1024; // 64 KiB: the caller's progress is seen a slice at a time
+
 /**
- * After a complete answer was written (`end(body)`: a fallback, a coalesced copy): a caller
- * that does not take the rest within `send_timeout_ms` is cut off and counted. Such an
+ * Send a complete body (a fallback, a coalesced copy) after its head, in 64 KiB slices with
+ * backpressure, under `send_timeout_ms`: one `end(body)` would hand Node the whole body as
+ * one write, and a caller slowly reading a large one would show no progress until its last
+ * byte. A caller that takes nothing for `send_timeout_ms` is cut off and counted. Such an
  * answer holds no slot and no node connection, only its bytes and the caller's socket.
  */
-export function watchTheRest(outgoing: ServerResponse, upstream: Upstream): void {
-  if (outgoing.writableLength === 0) return;
-  new SendWatch(outgoing, upstream.config.send_timeout_ms, () => {
+export function sendWhole(outgoing: ServerResponse, body: Buffer | null, upstream: Upstream): void {
+  const watch = new SendWatch(outgoing, upstream.config.send_timeout_ms, () => {
     upstream.sendTimedOut();
     cutOff(outgoing);
-  }).stalled();
+  });
+  const whole = body ?? Buffer.alloc(0);
+  let offset = 0;
+  const pump = (): void => {
+    watch.settled();
+    while (!outgoing.destroyed) {
+      const slice = whole.subarray(offset, offset + SLICE_BYTES);
+      offset += slice.length;
+      if (offset >= whole.length) {
+        outgoing.end(slice.length > 0 ? slice : undefined);
+        if (outgoing.writableLength > 0) watch.stalled(); // the last bytes still wait for the caller
+        return;
+      }
+      if (!outgoing.write(slice)) {
+        outgoing.once('drain', pump);
+        watch.stalled();
+        return;
+      }
+    }
+  };
+  pump();
 }
 
 /**

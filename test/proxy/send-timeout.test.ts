@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError, parseConfigText } from '../../src/config.js';
-import { SendWatch, watchTheRest } from '../../src/proxy/send-timeout.js';
+import { SendWatch, sendWhole } from '../../src/proxy/send-timeout.js';
 import type { Upstream } from '../../src/proxy/upstreams.js';
 
 /**
@@ -76,29 +76,87 @@ describe('SendWatch', () => {
   });
 });
 
-describe('watchTheRest (a complete answer: fallback, coalesced copy)', () => {
-  function fakeResponse(waiting: number) {
-    return { writableLength: waiting, destroyed: false, destroy: vi.fn() };
+describe('sendWhole (a complete answer: fallback, coalesced copy)', () => {
+  /** A caller's response whose socket takes nothing until `take()`; every write over 0 bytes fills it. */
+  function fakeResponse() {
+    const res = {
+      writableLength: 0,
+      destroyed: false,
+      written: [] as number[],
+      ended: false,
+      drain: null as (() => void) | null,
+      write(chunk: Buffer) {
+        res.written.push(chunk.length);
+        res.writableLength += chunk.length;
+        return false;
+      },
+      end(chunk?: Buffer) {
+        if (chunk !== undefined) res.write(chunk);
+        res.ended = true;
+        return res;
+      },
+      once(_event: 'drain', fn: () => void) {
+        res.drain = fn;
+        return res;
+      },
+      destroy: vi.fn(() => {
+        res.destroyed = true;
+      }),
+      /** The caller reads everything waiting: 'drain'. */
+      take() {
+        res.writableLength = 0;
+        const drain = res.drain;
+        res.drain = null;
+        drain?.();
+      },
+    };
+    return res;
   }
   const upstream = (sendTimedOut: () => void) =>
     ({ config: { send_timeout_ms: 200 }, sendTimedOut }) as unknown as Upstream;
+  const send = (res: ReturnType<typeof fakeResponse>, body: Buffer | null, counted: () => void) =>
+    sendWhole(res as unknown as ServerResponse, body, upstream(counted));
 
-  it('cuts and counts a caller that does not take the rest of a written answer', () => {
-    const res = fakeResponse(5_000_000);
+  it('writes a large body in 64 KiB slices, each after the caller took the last, and never cuts a caller that keeps taking them', () => {
+    const res = fakeResponse();
     const counted = vi.fn();
-    watchTheRest(res as unknown as ServerResponse, upstream(counted));
+    send(res, Buffer.alloc(200 * 1024), counted);
+    for (let i = 0; i < 3; i++) {
+      vi.advanceTimersByTime(150); // under send_timeout_ms each time, 450 ms in all
+      res.take();
+    }
+    expect(res.written).toEqual([65_536, 65_536, 65_536, 8_192]);
+    expect(res.ended).toBe(true);
+    res.take();
+    vi.advanceTimersByTime(1_000);
+    expect(counted).not.toHaveBeenCalled();
+    expect(res.destroy).not.toHaveBeenCalled();
+  });
+
+  it('cuts and counts a caller that stops taking the slices', () => {
+    const res = fakeResponse();
+    const counted = vi.fn();
+    send(res, Buffer.alloc(200 * 1024), counted);
+    res.take();
     vi.advanceTimersByTime(200);
     expect(res.destroy).toHaveBeenCalledTimes(1);
     expect(counted).toHaveBeenCalledTimes(1);
+    expect(res.written).toEqual([65_536, 65_536]);
   });
 
-  it('leaves alone an answer the kernel took whole', () => {
-    const res = fakeResponse(0);
+  it('cuts a caller that does not take the last bytes of a small answer, and leaves alone one the kernel took whole', () => {
+    const deaf = fakeResponse();
     const counted = vi.fn();
-    watchTheRest(res as unknown as ServerResponse, upstream(counted));
+    send(deaf, Buffer.alloc(1_000), counted);
+    expect(deaf.ended).toBe(true);
+    vi.advanceTimersByTime(200);
+    expect(counted).toHaveBeenCalledTimes(1);
+    const empty = fakeResponse();
+    send(empty, null, counted);
     vi.advanceTimersByTime(1_000);
-    expect(res.destroy).not.toHaveBeenCalled();
-    expect(counted).not.toHaveBeenCalled();
+    expect(empty.ended).toBe(true);
+    expect(empty.destroy).not.toHaveBeenCalled();
+    expect(counted).toHaveBeenCalledTimes(1);
   });
 });
 
