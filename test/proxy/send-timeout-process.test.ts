@@ -180,4 +180,17 @@ describe('send_timeout_ms in the real process', () => {
     await untilMetric(server, TIMEOUTS, 1);
     await untilNoUnsent(server.port);
   });
+
+  it('cuts off a caller that does not read a large non-101 answer to its upgrade request, and frees the node connection', async () => {
+    const node = await startBigNode(); // a plain HTTP server: it answers the upgrade request with 200 and 256 MiB
+    const server = await launch(node.url, 'max_concurrent: 1\nsend_timeout_ms: 200\nhealth_check: { enabled: false }');
+    deafCaller(
+      server.port,
+      'GET /proxy/users/big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    await untilMetric(server, TIMEOUTS, 1);
+    while (node.stats.cut < 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    await untilNoUnsent(server.port);
+  });
 });
