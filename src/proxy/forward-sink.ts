@@ -49,8 +49,21 @@ export class ForwardSink implements BodySink {
 
   /** Bytes wait for the caller: `send_timeout_ms` runs (the watch is made on the first stall only: most answers never stall). */
   private stalled(outgoing: ServerResponse): void {
-    this.watch ??= new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+    if (this.watch === null) {
+      this.watch = new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+      outgoing.once('close', () => this.callerClosed()); // after ProxyCall's own 'close' listener
+    }
     this.watch.stalled();
+  }
+
+  /**
+   * A stalled caller's connection closed (it left, or was cut off). A leader that followers
+   * still wait on is detached by now and reads on for them: the node's body, paused for the
+   * leader, is resumed (no 'drain' comes from a closed response).
+   */
+  private callerClosed(): void {
+    this.watch?.settled();
+    if (this.call.detached) this.resume();
   }
 
   write(chunk: Buffer, resume: () => void): boolean {
@@ -102,13 +115,12 @@ export class ForwardSink implements BodySink {
 
   /**
    * The caller took nothing for `send_timeout_ms`: its connection is cut ('close' cancels the
-   * node's body and frees the slot, as a hang-up does: nothing is counted against the node).
-   * A leader that followers still wait on reads on for them.
+   * node's body and frees the slot, as a hang-up does: nothing is counted against the node;
+   * a leader with followers waiting reads on for them, `callerClosed`).
    */
   private sendTimedOut(): void {
     this.call.parts.upstream.sendTimedOut();
     if (this.outgoing !== null) cutOff(this.outgoing);
-    if (this.call.detached) this.resume();
   }
 
   fail(error: Error & { code?: string }): void {

@@ -193,4 +193,32 @@ describe('send_timeout_ms in the real process', () => {
     while (node.stats.cut < 1) await new Promise((resolve) => setTimeout(resolve, 20));
     await untilNoUnsent(server.port);
   });
+
+  it('reads on for the followers when a coalescing leader that stopped reading is cut off', async () => {
+    const node = await startBigNode();
+    const server = await launch(
+      node.url,
+      'send_timeout_ms: 3000\nhealth_check: { enabled: false }\n' +
+        `coalesce: { enabled: true, max_body_bytes: ${STALE_BYTES} }`,
+    );
+    // Leader and follower send the same Host, Accept and (no) Accept-Encoding: one coalescing key.
+    deafCaller(server.port, `GET /proxy/users/stale HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\nAccept: */*\r\n\r\n`);
+    await untilMetric(
+      server,
+      'circuitlog_proxy_requests_total{upstream="users",node="dc1-1",dc="dc1",status="200"}',
+      1,
+    );
+    // The follower joins the leader's call, long before the leader's 3 s are up.
+    const follower = await new Promise<http.IncomingMessage>((resolve, reject) =>
+      http
+        .get(`${server.url}/proxy/users/stale`, { agent: false, headers: { accept: '*/*' } }, resolve)
+        .on('error', reject),
+    );
+    expect(follower.headers['x-coalesced']).toBe('true');
+    let bytes = 0;
+    for await (const chunk of follower) bytes += (chunk as Buffer).length;
+    expect(bytes).toBe(STALE_BYTES);
+    expect(await metric(server, TIMEOUTS)).toBe(1);
+    await untilMetric(server, IN_FLIGHT, 0);
+  });
 });
