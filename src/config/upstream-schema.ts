@@ -98,6 +98,8 @@ export const upstreamSchema = z
     request_timeout_ms: positiveInt(600_000).default(3_000), // 3 s
     /** Longest silence between two chunks of a caller's request body; then 408, no node outcome (nginx's client_body_timeout). */
     client_body_timeout_ms: positiveInt(600_000).default(10_000), // 10 s
+    /** Longest wait for a caller to take any of the answer bytes waiting for it; then the connection is cut (nginx's send_timeout). */
+    send_timeout_ms: positiveInt(600_000).default(60_000), // 60 s
     /** Request fields besides Authorization and Cookie that carry credentials: never coalesced, never kept for the stale fallback. */
     credential_headers: z
       .array(

@@ -74,6 +74,12 @@ export function proxyInstruments(registers: Registry[]) {
     labelNames: ['upstream'],
     registers,
   });
+  const sendTimeouts = new Counter({
+    name: 'circuitlog_proxy_send_timeouts_total',
+    help: 'Callers cut off after send_timeout_ms without taking any of the answer bytes waiting for them',
+    labelNames: ['upstream'],
+    registers,
+  });
   const healthChecks = new Counter({
     name: 'circuitlog_health_checks_total',
     help: 'Active health checks of proxy nodes',
@@ -88,5 +94,5 @@ export function proxyInstruments(registers: Registry[]) {
     aggregator: 'max',
     registers,
   });
-  return { proxyRequests, proxyDuration, fallbacks, degraded, overload, coalesced, healthChecks, panic };
+  return { proxyRequests, proxyDuration, fallbacks, degraded, overload, coalesced, sendTimeouts, healthChecks, panic };
 }

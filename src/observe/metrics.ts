@@ -40,6 +40,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly healthChecks;
   private readonly degraded;
   private readonly coalesced;
+  private readonly sendTimeouts;
   private readonly overload;
   private readonly panic;
   private readonly gauges: GaugeRenderer;
@@ -69,6 +70,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.degraded = proxy.degraded;
     this.overload = proxy.overload;
     this.coalesced = proxy.coalesced;
+    this.sendTimeouts = proxy.sendTimeouts;
     this.healthChecks = proxy.healthChecks;
     this.panic = proxy.panic;
   }
@@ -141,6 +143,10 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   proxyRetry(upstream: string, result: 'sent' | 'budget_exhausted'): void {
     this.overload.retry(upstream, result);
+  }
+
+  proxySendTimeout(upstream: string): void {
+    this.sendTimeouts.inc({ upstream });
   }
 
   proxyConcurrency(read: () => readonly UpstreamConcurrency[]): void {

@@ -11,9 +11,10 @@ import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-report.js';
 import { sendResponse } from './send-response.js';
+import { sendWhole } from './send-timeout.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
 import type { NodeUse } from './node-picker.js';
-import type { ProxyNode } from './upstreams.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Writing HTTP answers to the caller: a node's streamed answer, a coalesced copy, a fallback. */
 
@@ -58,7 +59,7 @@ export function streamAnswer(
     noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target);
   if (outgoing !== undefined) {
     if (!call.detached) outgoing.writeHead(status, headers);
-    sink.outgoing = outgoing;
+    sink.sendTo(outgoing);
     feed(sink);
     return RESPONSE_ALREADY_SENT;
   }
@@ -88,12 +89,16 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
   parts.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
   report(parts.report, null, fallback.status);
   const outgoing = call.detached ? undefined : parts.input.outgoing;
-  return sendResponse(outgoing, fallback.status, fallback.headers, parts.method === 'HEAD' ? null : fallback.body);
+  const body = parts.method === 'HEAD' ? null : fallback.body;
+  if (outgoing === undefined) return sendResponse(undefined, fallback.status, fallback.headers, body);
+  sendWhole(outgoing.writeHead(fallback.status, fallback.headers), body, parts.upstream);
+  return RESPONSE_ALREADY_SENT;
 }
 
 /** A follower's copy of the leader's answer, marked `X-Coalesced: true`. */
 export function sendCoalesced(
   input: ProxyInput,
+  upstream: Upstream,
   r: Report | null,
   status: number,
   leaderHeaders: FlatHeaders,
@@ -108,7 +113,8 @@ export function sendCoalesced(
       status,
       headers: toWebHeaders(flatToRecord(headers)),
     });
-  if (!outgoing.destroyed) outgoing.writeHead(status, headers).end(body ?? undefined); // a follower that left is simply not answered
+  if (outgoing.destroyed) return RESPONSE_ALREADY_SENT; // a follower that left is simply not answered
+  sendWhole(outgoing.writeHead(status, headers), body, upstream);
   return RESPONSE_ALREADY_SENT;
 }
 

@@ -175,7 +175,7 @@ class HttpProxy {
     if (result.kind === 'alone') return this.handle(input, false, r);
     if (result.kind === 'problem') throw result.error;
     this.deps.onCoalesced?.(upstream.name);
-    return sendCoalesced(input, r, result.status, result.headers, result.body);
+    return sendCoalesced(input, upstream, r, result.status, result.headers, result.body);
   }
 
   /** The fields and body sent to the node: end-to-end fields plus X-Forwarded-*, the body replayable for a retry. */

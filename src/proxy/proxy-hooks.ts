@@ -24,6 +24,8 @@ export interface ProxyHooks {
   proxyShed?(upstream: string, reason: ShedReason): void;
   /** A retry on another node, sent or refused by the budget (`circuitlog_proxy_retries_total{upstream, result}`). */
   proxyRetry?(upstream: string, result: 'sent' | 'budget_exhausted'): void;
+  /** A caller that stopped reading was cut off after `send_timeout_ms` (`circuitlog_proxy_send_timeouts_total{upstream}`). */
+  proxySendTimeout?(upstream: string): void;
   /** Called once with a reader of every limited upstream's limit and requests in flight (for the gauges). */
   proxyConcurrency?(read: () => readonly UpstreamConcurrency[]): void;
 }

@@ -85,7 +85,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   return { handler, upgrade, ready, concurrency: () => concurrencyOf(upstreams) };
 }
 
-/** Overload control reports to the hooks: refusals and retries counted, limits and in-flight read at scrape time. */
+/** Overload control reports to the hooks: refusals, retries and send timeouts counted, limits and in-flight read at scrape time. */
 function watchOverload(upstreams: ReadonlyMap<string, Upstream>, hooks: ProxyHooks | undefined): void {
   if (hooks === undefined) return;
   for (const u of upstreams.values()) {
@@ -93,6 +93,7 @@ function watchOverload(upstreams: ReadonlyMap<string, Upstream>, hooks: ProxyHoo
       shed: (name, reason) => hooks.proxyShed?.(name, reason),
       retry: (name, result) => hooks.proxyRetry?.(name, result),
     };
+    u.sendTimedOut = () => hooks.proxySendTimeout?.(u.name);
   }
   hooks.proxyConcurrency?.(() => concurrencyOf(upstreams));
 }

@@ -97,10 +97,10 @@ async function switchProtocols(
     if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
-      return relayAnswer(answer.res, node, use, client); // a failure status goes back as sent, too
+      return relayAnswer(upstream, answer.res, node, use, client); // a failure status goes back as sent, too
     }
     switched = true;
-    tunnel(node, use, answer, client, clientHead, slot);
+    tunnel(upstream, node, use, answer, client, clientHead, slot);
     report(r, node, 101);
   } finally {
     if (!switched) slot.release();

@@ -41,6 +41,8 @@ export interface Upstream {
   inFlight: number;
   /** Its concurrency limit (fixed or adaptive) and retry budget. */
   readonly overload: UpstreamOverload;
+  /** A caller was cut off by `send_timeout_ms` (counted: circuitlog_proxy_send_timeouts_total). */
+  sendTimedOut: () => void;
 }
 
 /** Build the run-time upstreams from the parsed config; `caller` (config `instance_id`) names this proxy on its node outcomes. */
@@ -100,6 +102,7 @@ export function buildUpstreams(
         retryBudgetSettings(config.retry_budget),
         clock,
       ),
+      sendTimedOut: () => {},
     });
   }
   return out;

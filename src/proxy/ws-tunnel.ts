@@ -1,13 +1,20 @@
 import type http from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Slot } from './admission.js';
 import { nodeMarkerLines, NOT_RELAYED_ON_SWITCH } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';
 import type { HandshakeAnswer } from './ws-handshake.js';
-import type { ProxyNode } from './upstreams.js';
+import { cutOff, SendWatch } from './send-timeout.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** A non-101 answer, passed back as sent; the connection closes after it (it was an upgrade request). */
-export function relayAnswer(res: http.IncomingMessage, node: ProxyNode, use: NodeUse, client: Duplex): void {
+export function relayAnswer(
+  upstream: Upstream,
+  res: http.IncomingMessage,
+  node: ProxyNode,
+  use: NodeUse,
+  client: Duplex,
+): void {
   let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? ''}\r\n`;
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
     const name = res.rawHeaders[i]!.toLowerCase();
@@ -17,14 +24,17 @@ export function relayAnswer(res: http.IncomingMessage, node: ProxyNode, use: Nod
   client.write(`${head}${nodeMarkerLines(node, use)}connection: close\r\n\r\n`);
   res.pipe(client); // ends the caller's connection with the body (close-delimited when chunked)
   res.on('error', () => client.destroy());
+  watchCaller(upstream, res, client, () => res.destroy());
 }
 
 /**
  * The switched connection: the node's 101 head, then bytes both ways (with backpressure)
  * until either side closes. It holds the bulkhead slot while open, and releases it once
- * both sides have closed.
+ * both sides have closed. A caller that takes none of the node's bytes for `send_timeout_ms`
+ * is cut off, and the node's connection with it.
  */
 export function tunnel(
+  upstream: Upstream,
   node: ProxyNode,
   use: NodeUse,
   answer: HandshakeAnswer,
@@ -57,4 +67,25 @@ export function tunnel(
       closed();
     });
   }
+  watchCaller(upstream, nodeSocket, client, () => nodeSocket.destroy());
+}
+
+/**
+ * `send_timeout_ms` on the caller's socket while `from` (the node) sends to it through a
+ * pipe: the clock runs while the pipe waits for 'drain'; on the timeout the caller is cut
+ * and counted, and `cutNode` frees the node's side (its 'close' gives the slot back).
+ */
+function watchCaller(upstream: Upstream, from: Readable, client: Duplex, cutNode: () => void): void {
+  const watch = new SendWatch(client, upstream.config.send_timeout_ms, () => {
+    upstream.sendTimedOut();
+    cutOff(client);
+    cutNode();
+  });
+  const check = () => {
+    if (client.writableNeedDrain) watch.stalled();
+  };
+  check(); // the head (and the node's first bytes) may already wait
+  from.on('data', check); // after pipe's own listener: the chunk has been written
+  client.on('drain', () => watch.settled());
+  client.once('close', () => watch.settled());
 }
