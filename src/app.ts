@@ -17,7 +17,8 @@ import {
 } from './http/raw-listeners.js';
 import type { HostRule } from './http/browser-guard.js';
 import { rawRequestPath } from './http/raw-path.js';
-import { guardFetch } from './http/request-guard.js';
+import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
+import { guardFetch, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -78,6 +79,11 @@ export interface App {
    * cost). The server routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: RequestListener;
+  /**
+   * `GET /circuits/{name}/allowed` answered from memory on Node's request and response, after
+   * the same guards (http/raw-allowed.ts); it returns false for anything it leaves to `app.fetch`.
+   */
+  readonly allowedListener: FastListener;
   /** Resolves once start-up writes (proxy node circuits) are stored; at once on SQLite. */
   readonly ready: Promise<void>;
   /** With a proxy configured: node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
@@ -124,12 +130,15 @@ export function createApp(deps: AppDeps): App {
   registerDocument(app, { token: tokenSet, proxy: deps.proxy !== undefined });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);
-  guardFetch(app, { hosts, token: deps.token, answer: problemAnswer(deps.logger, deps.clock) });
-  if (proxy === undefined) return { app, breaker, ready: Promise.resolve() };
+  const guard = requestGuard(hosts, deps.token);
+  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock));
+  const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
+  if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };
   const raw = { proxy, hosts, logger: deps.logger, clock: deps.clock };
   return {
     app,
     breaker,
+    allowedListener,
     proxyListener: rawProxyListener(raw),
     upgradeListener: rawUpgradeListener(raw),
     ready: proxy.ready,

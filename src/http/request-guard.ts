@@ -14,28 +14,30 @@ import { rawRequestPath } from './raw-path.js';
  * Node's raw headers. A passing request goes to the router as it came; a refused one is
  * answered here, logged and rendered as the app's error handler does (`answer`).
  */
-export interface GuardOptions {
-  readonly hosts: HostRule | null;
-  /** When set (non-empty), TOKEN_PATHS need `Authorization: Bearer <token>`. */
-  readonly token: string | undefined;
-  /** The app's problem answer for a refusal (http/fallbacks.ts `problemAnswer`). */
-  readonly answer: (method: string, path: string, error: AppError) => Response;
+
+/** The app's problem answer for a refusal (http/fallbacks.ts `problemAnswer`). */
+export type ProblemAnswer = (method: string, path: string, error: AppError) => Response;
+
+/** The guards' verdict on a request: the first refusal, or null when every guard lets it through. */
+export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | null;
+
+/** The Host check, the cross-site refusal (not under /proxy) and the token, in that order. */
+export function requestGuard(hosts: HostRule | null, token: string | undefined): RequestGuard {
+  const needToken = token ? tokenProblem(token) : null;
+  return (method, path, header) =>
+    misdirected(hosts, header('host')) ??
+    (isProxyPath(path) ? null : crossSiteProblem(method, header)) ??
+    needToken?.(path, header('authorization')) ??
+    null;
 }
 
 /** Put the guards in front of `app.fetch` (which `app.request()` and the server both call). */
-export function guardFetch(app: OpenAPIHono, options: GuardOptions): void {
-  const { hosts, answer } = options;
-  const token = options.token ? tokenProblem(options.token) : null;
+export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: ProblemAnswer): void {
   const dispatch = app.fetch;
   app.fetch = (request, env, executionCtx) => {
     const path = rawRequestPath(request, { env });
-    const header = headerReader(request, env);
     const method = request.method;
-    const error =
-      misdirected(hosts, header('host')) ??
-      (isProxyPath(path) ? null : crossSiteProblem(method, header)) ??
-      token?.(path, header('authorization')) ??
-      null;
+    const error = guard(method, path, headerReader(request, env));
     if (error === null) return dispatch(request, env, executionCtx);
     const response = answer(method, path, error);
     return method === 'HEAD' ? new Response(null, response) : response;
@@ -55,6 +57,11 @@ function isProxyPath(path: string): boolean {
 export function headerReader(request: Request, env: unknown): HeaderReader {
   const incoming = (env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (incoming === undefined) return (name) => request.headers.get(name) ?? undefined;
+  return rawHeaderReader(incoming);
+}
+
+/** `headerReader` on Node's request itself. */
+export function rawHeaderReader(incoming: IncomingMessage): HeaderReader {
   const raw = incoming.rawHeaders;
   return (name) => {
     let value: string | undefined;
