@@ -1,7 +1,7 @@
-// A small service that protects a flaky dependency with circuitlog/client.
+// A small service that protects a flaky dependency with @circuitlog/client.
 //
 //   npm start                                   # circuitlog on http://127.0.0.1:8080
-//   npm run build && node examples/flaky-service.mjs
+//   npm run build && node --import ./examples/use-repo-client.mjs examples/flaky-service.mjs
 //   curl -s localhost:3000/users/42             # {"user":{...},"source":"users-api"} or "cache"
 //
 // GET /users/:id asks a "users-api" that fails or hangs now and then (here: in the same
@@ -14,7 +14,7 @@
 //      FAILURE_RATE (0.3: share of users-api calls that fail), SLOW_RATE (0.1: share that hang 1 s).
 
 import http from 'node:http';
-import { CircuitOpenError, createClient } from 'circuitlog/client';
+import { CircuitOpenError, createClient } from '@circuitlog/client';
 
 const failureRate = Number(process.env.FAILURE_RATE ?? 0.3);
 const slowRate = Number(process.env.SLOW_RATE ?? 0.1);

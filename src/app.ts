@@ -3,12 +3,10 @@ import type { Logger } from 'pino';
 import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { nodeCircuitName } from './domain/circuit-name.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
-import { guardTokenPaths } from './http/auth.js';
 import { registerBackup, type BackupSource } from './http/backup-routes.js';
-import { checkHost, refuseCrossSite, type HostRule } from './http/browser-guard.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
-import { registerFallbacks } from './http/fallbacks.js';
+import { problemAnswer, registerFallbacks } from './http/fallbacks.js';
 import { registerDocument } from './http/openapi.js';
 import { registerPolicyRoutes } from './http/policy-routes.js';
 import {
@@ -17,7 +15,10 @@ import {
   type RequestListener,
   type UpgradeListener,
 } from './http/raw-listeners.js';
+import type { HostRule } from './http/browser-guard.js';
 import { rawRequestPath } from './http/raw-path.js';
+import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
+import { guardFetch, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -79,6 +80,11 @@ export interface App {
    * cost). The server routes `/proxy/` to it; the same handler also sits behind Hono's route.
    */
   readonly proxyListener?: RequestListener;
+  /**
+   * `GET /circuits/{name}/allowed` answered from memory on Node's request and response, after
+   * the same guards (http/raw-allowed.ts); it returns false for anything it leaves to `app.fetch`.
+   */
+  readonly allowedListener: FastListener;
   /** Resolves once start-up writes (proxy node circuits) are stored; at once on SQLite. */
   readonly ready: Promise<void>;
   /** With a proxy configured: node:http's 'upgrade' listener (WebSocket pass-through under /proxy). */
@@ -87,7 +93,8 @@ export interface App {
 
 /**
  * Build the HTTP app from its dependencies; src/main.ts serves it, tests call `app.request()`.
- * Order matters: guards first, then the routes, then the fallbacks (notFound, onError).
+ * Order matters: the routes, then the fallbacks (notFound, onError); the guards (Host, cross-site,
+ * token) wrap `app.fetch` in front of the router (http/request-guard.ts).
  */
 export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService(
@@ -103,7 +110,6 @@ export function createApp(deps: AppDeps): App {
   );
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see raw-path.ts
   const hosts = deps.hosts ?? null;
-  registerGuards(app, hosts, deps.token);
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
   registerCircuitRoutes(app, breaker, bodyLimitBytes);
   registerPolicyRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });
@@ -125,26 +131,19 @@ export function createApp(deps: AppDeps): App {
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);
-  if (proxy === undefined) return { app, breaker, ready: Promise.resolve() };
+  const guard = requestGuard(hosts, deps.token);
+  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock));
+  const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
+  if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };
   const raw = { proxy, hosts, logger: deps.logger, clock: deps.clock };
   return {
     app,
     breaker,
+    allowedListener,
     proxyListener: rawProxyListener(raw),
     upgradeListener: rawUpgradeListener(raw),
     ready: proxy.ready,
   };
-}
-
-/** Host check (421), cross-site refusal (403; not under /proxy) and the bearer token. */
-function registerGuards(app: OpenAPIHono, hosts: HostRule | null, token: string | undefined): void {
-  app.use('*', checkHost(hosts));
-  // Proxied requests are the upstream's business: its own CSRF rules apply, not these.
-  const crossSite = refuseCrossSite();
-  app.use('*', (c, next) =>
-    c.req.path === '/proxy' || c.req.path.startsWith('/proxy/') ? next() : crossSite(c, next),
-  );
-  guardTokenPaths(app, token);
 }
 
 /** `/proxy/:upstream/*` when upstreams are configured; else the same paths answer "unknown upstream". */

@@ -59,7 +59,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   });
   serveApp(
     server,
-    { fetch: built.app.fetch, proxyListener: built.proxyListener, upgradeListener: built.upgradeListener },
+    {
+      fetch: built.app.fetch,
+      proxyListener: built.proxyListener,
+      allowedListener: built.allowedListener,
+      upgradeListener: built.upgradeListener,
+    },
     logger,
   );
   // Listen only now, with every listener attached: a connection accepted is a connection answered.

@@ -288,6 +288,20 @@ function countdownText(untilIso) {
   return `probes in ${Math.ceil(ms / 1000)}s`;
 }
 
+/**
+ * The probes column: an open circuit counts down to its first probe (its `data-until`, ticked
+ * each second); a half-open one shows its probes in flight against its limit; a forced one
+ * never probes (the force decides every call, whatever the state underneath).
+ */
+function probesCell(c) {
+  if (c.forced_state) return el('td', { class: 'countdown', 'data-until': '', textContent: 'no probes (forced)' });
+  if (c.state === 'half_open') {
+    const text = `${c.probes_in_flight ?? 0} of ${c.half_open_max_calls} probes in flight`;
+    return el('td', { class: 'countdown', 'data-until': '', textContent: text });
+  }
+  return el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' });
+}
+
 function failures(c) {
   const stats = c.window_stats;
   if (stats && stats.failure_rate !== null && stats.failure_rate !== undefined)
@@ -348,7 +362,7 @@ function row(c) {
       }),
     ),
     el('td', { class: 'failures', textContent: failures(c) }),
-    el('td', { class: 'countdown', 'data-until': c.state === 'open' && c.open_until ? c.open_until : '' }),
+    probesCell(c),
     el(
       'td',
       { class: 'forced' },
@@ -373,21 +387,16 @@ function row(c) {
   );
 }
 
+/** The columns of every table; their widths (dashboard.css, `col.<name>`) line up tables of the same width. */
+const COLUMNS = ['calls', 'circuit', 'state', 'failures', 'probes', 'forced', 'last transition', ''];
+const COLUMN_CLASSES = ['calls', 'circuit', 'state', 'failures', 'probes', 'forced', 'last', 'actions'];
+
 function table(circuits) {
   return el(
     'table',
     {},
-    el(
-      'thead',
-      {},
-      el(
-        'tr',
-        {},
-        ...['calls', 'circuit', 'state', 'failures', 'open until', 'forced', 'last transition', ''].map((h) =>
-          el('th', { textContent: h }),
-        ),
-      ),
-    ),
+    el('colgroup', {}, ...COLUMN_CLASSES.map((name) => el('col', { class: `col-${name}` }))),
+    el('thead', {}, el('tr', {}, ...COLUMNS.map((h) => el('th', { textContent: h })))),
     el('tbody', {}, ...circuits.map(row)),
   );
 }
@@ -493,7 +502,7 @@ function pager() {
 function tick() {
   for (const cell of document.querySelectorAll('td.countdown')) {
     const until = cell.getAttribute('data-until');
-    cell.textContent = until ? countdownText(until) : '';
+    if (until) cell.textContent = countdownText(until);
   }
   for (const cell of document.querySelectorAll('td.last')) {
     const at = cell.getAttribute('data-at');

@@ -1,5 +1,4 @@
 import net from 'node:net';
-import type { MiddlewareHandler } from 'hono';
 import { AppError } from '../domain/errors.js';
 
 /**
@@ -54,14 +53,8 @@ export function misdirected(rule: HostRule, host: string | undefined): AppError 
   );
 }
 
-/** Every route: refuse a Host the rule does not allow (421, RFC 9110 section 15.5.20). */
-export function checkHost(rule: HostRule): MiddlewareHandler {
-  return async (c, next) => {
-    const error = misdirected(rule, c.req.header('host'));
-    if (error) throw error;
-    await next();
-  };
-}
+/** A request header by its lower-case name, `undefined` when absent. */
+export type HeaderReader = (name: string) => string | undefined;
 
 /**
  * State-changing requests (every method but GET, HEAD, OPTIONS): refuse one a browser
@@ -69,32 +62,30 @@ export function checkHost(rule: HostRule): MiddlewareHandler {
  * than `same-origin` or `none` (typed URL, bookmark), else an `Origin` whose host is not
  * the `Host` (`null` included): 403. Then a `Content-Type`, when sent, must be JSON (415,
  * even with an empty body): a form or `text/plain` is what a cross-site page can send
- * without a preflight. No header at all (curl, the clients) passes.
+ * without a preflight. No header at all (curl, the clients) passes. Null when it passes.
  */
-export function refuseCrossSite(): MiddlewareHandler {
-  return async (c, next) => {
-    if (SAFE_METHODS.has(c.req.method)) return next();
-    const site = c.req.header('sec-fetch-site');
-    const origin = c.req.header('origin');
-    if (
-      site !== undefined
-        ? site !== 'same-origin' && site !== 'none'
-        : origin !== undefined && !sameOrigin(origin, c.req.header('host'))
-    ) {
-      throw new AppError(
-        'CROSS_SITE_REQUEST',
-        `A ${c.req.method} from another site (${site !== undefined ? `Sec-Fetch-Site: ${site}` : `Origin: ${origin!.slice(0, 100)}`}) is refused: it could be a forged request.`,
-      );
-    }
-    const type = c.req.header('content-type');
-    if (type !== undefined && !JSON_TYPE.test(type)) {
-      throw new AppError(
-        'UNSUPPORTED_MEDIA_TYPE',
-        `Content-Type '${type.slice(0, 100)}' is refused on ${c.req.method}: send JSON (application/json), or no body and no Content-Type.`,
-      );
-    }
-    await next();
-  };
+export function crossSiteProblem(method: string, header: HeaderReader): AppError | null {
+  if (SAFE_METHODS.has(method)) return null;
+  const site = header('sec-fetch-site');
+  const origin = header('origin');
+  if (
+    site !== undefined
+      ? site !== 'same-origin' && site !== 'none'
+      : origin !== undefined && !sameOrigin(origin, header('host'))
+  ) {
+    return new AppError(
+      'CROSS_SITE_REQUEST',
+      `A ${method} from another site (${site !== undefined ? `Sec-Fetch-Site: ${site}` : `Origin: ${origin!.slice(0, 100)}`}) is refused: it could be a forged request.`,
+    );
+  }
+  const type = header('content-type');
+  if (type !== undefined && !JSON_TYPE.test(type)) {
+    return new AppError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `Content-Type '${type.slice(0, 100)}' is refused on ${method}: send JSON (application/json), or no body and no Content-Type.`,
+    );
+  }
+  return null;
 }
 
 /** Does the Origin name this server as the Host does (host name, and port when Host has one)? */

@@ -2,7 +2,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
-import { problemResponse } from './problem.js';
+import { problemParts } from './problem.js';
 import { dotSegmentProblem } from './raw-path.js';
 import { ClientClosedError } from './request.js';
 import { logFailure, toAppError } from './request-failure.js';
@@ -13,10 +13,8 @@ import { logFailure, toAppError } from './request-failure.js';
  * a problem+json answer and its `request_failed` log line. Register after every route.
  */
 export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () => number): void {
-  const render = (c: Context, error: AppError): Response => {
-    logFailure(logger, c.req.method, c.req.path, error);
-    return problemResponse(c, error, clock());
-  };
+  const answer = problemAnswer(logger, clock);
+  const render = (c: Context, error: AppError): Response => answer(c.req.method, c.req.path, error);
   const allowedMethods = methodIndex(app);
   app.notFound((c) => {
     const dots = dotSegmentProblem(c.req.path);
@@ -43,6 +41,18 @@ export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () =>
     }
     return render(c, toAppError(error));
   });
+}
+
+/** An error's answer: its `request_failed` log line and the problem+json Response (`instance`: the path). */
+export function problemAnswer(
+  logger: Logger,
+  clock: () => number,
+): (method: string, path: string, error: AppError) => Response {
+  return (method, path, error) => {
+    logFailure(logger, method, path, error);
+    const { status, headers, body } = problemParts(error, path, clock());
+    return new Response(body, { status, headers });
+  };
 }
 
 /** Under /circuits, the likely cause of a 404: a name whose '/' was sent as is. */

@@ -1,6 +1,5 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { Context } from 'hono';
 import type { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
 
@@ -58,12 +57,6 @@ export function problemParts(error: AppError, instance: string | undefined, now:
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
   }
   return { status: entry.status, headers: responseHeaders, body: `${JSON.stringify(body)}\n` }; // JSON answers end with a newline
-}
-
-/** Render an AppError as an `application/problem+json` Response, with `Retry-After` when it says when. */
-export function problemResponse(c: Context, error: AppError, now: number): Response {
-  const { status, headers, body } = problemParts(error, c.req.path, now);
-  return new Response(body, { status, headers });
 }
 
 /** The same problem as a bare `Response` where no Hono context exists (`instance` left out). */

@@ -3,6 +3,7 @@ import net from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config.js';
+import type { FastListener } from '../http/raw-allowed.js';
 import type { RequestListener, UpgradeListener } from '../http/raw-listeners.js';
 import type { Readiness } from '../http/service-routes.js';
 import { rejectConnect } from './connect.js';
@@ -13,6 +14,8 @@ import { serverTimeoutOptions } from './timeouts.js';
 export interface Served {
   readonly fetch: (request: Request) => Response | Promise<Response>;
   readonly proxyListener?: RequestListener;
+  /** Answers what it can (the closed-circuit `GET /allowed`) before @hono/node-server; false: not taken. */
+  readonly allowedListener?: FastListener;
   readonly upgradeListener?: UpgradeListener;
 }
 
@@ -41,16 +44,18 @@ export function createNodeServer(config: ServerConfig, logger: Logger, readiness
 }
 
 /**
- * Attach the app: `/proxy/` to the raw proxy listener (when there is one), everything else
- * through @hono/node-server; WebSocket upgrades to the upgrade listener. While draining every
- * answer says `Connection: close` (createNodeServer), moving keep-alive callers off as Envoy drains.
+ * Attach the app: `/proxy/` to the raw proxy listener (when there is one), a closed circuit's
+ * `GET /allowed` to the raw allowed listener, everything else through @hono/node-server;
+ * WebSocket upgrades to the upgrade listener. While draining every answer says
+ * `Connection: close` (createNodeServer), moving keep-alive callers off as Envoy drains.
  */
 export function serveApp(server: http.Server, served: Served, logger: Logger): void {
   const honoListener = getRequestListener(served.fetch, { errorHandler: adapterErrorHandler(logger, Date.now) });
-  const { proxyListener, upgradeListener } = served;
+  const { proxyListener, allowedListener, upgradeListener } = served;
   server.on('request', (incoming, outgoing) => {
     if (proxyListener !== undefined && incoming.url?.startsWith('/proxy/')) proxyListener(incoming, outgoing);
-    else void honoListener(incoming, outgoing);
+    else if (allowedListener === undefined || !allowedListener(incoming, outgoing))
+      void honoListener(incoming, outgoing);
   });
   if (upgradeListener !== undefined) server.on('upgrade', upgradeListener);
 }

@@ -11,7 +11,7 @@ afterEach(async () => {
 
 /** Start examples/flaky-service.mjs and resolve with its port once it listens. */
 function startExample(env: Record<string, string>): Promise<{ port: number; stop: () => Promise<number | null> }> {
-  const child = spawn(process.execPath, ['examples/flaky-service.mjs'], {
+  const child = spawn(process.execPath, ['--import', './examples/use-repo-client.mjs', 'examples/flaky-service.mjs'], {
     env: { ...process.env, PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

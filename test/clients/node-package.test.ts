@@ -23,6 +23,7 @@ const PACKAGE_DIR = path.join(REPO, 'clients/node');
 let server: ServerProcess;
 let tarball: string;
 let packedFiles: string[];
+let tarballBytes: number;
 const projects: Record<'esm' | 'cjs', string> = { esm: '', cjs: '' };
 const installSeconds: Record<string, number> = {};
 
@@ -50,8 +51,13 @@ beforeAll(async () => {
     cwd: PACKAGE_DIR,
     timeout: 120_000,
   });
-  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as {
+    filename: string;
+    size: number;
+    files: { path: string }[];
+  }[];
   tarball = path.join(packDir, packed!.filename);
+  tarballBytes = packed!.size;
   packedFiles = packed!.files.map((f) => f.path);
   projects.esm = await freshProject('module');
   projects.cjs = await freshProject('commonjs');
@@ -119,6 +125,14 @@ console.log(JSON.stringify({ first, refused, isOpenError: typeof CircuitOpenErro
 `;
 
 describe('@circuitlog/client (clients/node) packed and installed as a user would', () => {
+  it('packs a tarball of the size docs/client.md states (within 15%)', () => {
+    const docs = fs.readFileSync(path.join(REPO, 'docs/client.md'), 'utf8');
+    const stated = /circuitlog-client-[\d.]+\.tgz \(about (\d+) kB\)/.exec(docs);
+    expect(stated, 'docs/client.md names the tarball and its size').not.toBeNull();
+    const kB = tarballBytes / 1000;
+    expect(Math.abs(kB - Number(stated![1])) / kB, `packed ${kB.toFixed(1)} kB`).toBeLessThanOrEqual(0.15);
+  });
+
   it('packs only the built JavaScript, its types, README and package.json', () => {
     expect(packedFiles).toContain('dist/esm/client/index.js');
     expect(packedFiles).toContain('dist/cjs/client/index.d.ts');

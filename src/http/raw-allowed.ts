@@ -1,0 +1,85 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { circuitNameProblem } from '../domain/circuit-name.js';
+import type { BreakerService } from '../service/breaker-service.js';
+import { problemParts } from './problem.js';
+import { rawHeaderReader, type RequestGuard } from './request-guard.js';
+import { logFailure } from './request-failure.js';
+import { allowedText, detectOnlyText } from './schemas.js';
+
+/** A listener that answers a request itself (true) or leaves it untouched for the next one (false). */
+export type FastListener = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;
+
+export interface RawAllowedDeps {
+  readonly breaker: BreakerService;
+  readonly guard: RequestGuard;
+  readonly logger: Logger;
+  readonly clock: () => number;
+}
+
+const PREFIX = '/circuits/';
+const SUFFIX = '/allowed';
+const UNKNOWN_CIRCUIT = '{"allowed":true,"state":"closed","circuit":null}\n';
+
+/**
+ * `GET /circuits/{name}/allowed` answered from memory straight on Node's request and response,
+ * skipping @hono/node-server's Request, Hono's Context and the Response object (as the /proxy
+ * listener does): what circuit-routes.ts `registerAllowed` answers, byte for byte, when the
+ * store can answer without a write. It takes only the plain case, after the same guards
+ * (Host, token): a target of exactly that shape, no query, a name with no percent-encoding
+ * that passes the name rules. Anything else (a guard's refusal, a bad name, `?caller=`, a
+ * circuit whose answer needs a write: a probe slot, a throttle draw) it leaves to Hono's route.
+ */
+export function rawAllowedListener(deps: RawAllowedDeps): FastListener {
+  const answer = answerAllowed(deps);
+  return (incoming, outgoing) => {
+    try {
+      return answer(incoming, outgoing);
+    } catch {
+      // Nothing was written (a store that cannot answer throws in `peek`): the route answers
+      // it again and renders the error as always.
+      if (!outgoing.headersSent) return false;
+      outgoing.destroy();
+      return true;
+    }
+  };
+}
+
+function answerAllowed(deps: RawAllowedDeps): FastListener {
+  const { breaker, guard } = deps;
+  return (incoming, outgoing) => {
+    const target = incoming.url;
+    if (incoming.method !== 'GET' || target === undefined || !target.startsWith(PREFIX) || !target.endsWith(SUFFIX))
+      return false;
+    const name = target.slice(PREFIX.length, -SUFFIX.length);
+    if (name === '' || /[/?#%]/.test(name) || circuitNameProblem(name) !== null) return false;
+    if (guard('GET', target, rawHeaderReader(incoming)) !== null) return false;
+    const decision = breaker.peekAllowed(name);
+    if (decision === undefined) return false; // a write is needed: the route's `allowed`
+    if (decision === null) return send(outgoing, UNKNOWN_CIRCUIT);
+    const { circuit, verdict } = decision;
+    if (!verdict.allowed) {
+      // peekAllowed has reported the refusal to the observer: answer it here, as onError would.
+      const error = breaker.refusal(circuit, verdict, undefined);
+      logFailure(deps.logger, 'GET', target, error);
+      const { status, headers, body } = problemParts(error, target, deps.clock());
+      return send(outgoing, body, status, headers);
+    }
+    const now = breaker.now();
+    return send(
+      outgoing,
+      circuit.forcedState === 'closed' ? detectOnlyText(circuit, verdict, now) : allowedText(circuit, now),
+    );
+  };
+}
+
+/** An answer with the headers @hono/node-server writes for the route's Response (JSON by default). */
+function send(
+  outgoing: ServerResponse,
+  text: string,
+  status = 200,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+): true {
+  outgoing.writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(text) }).end(text);
+  return true;
+}
