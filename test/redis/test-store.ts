@@ -11,6 +11,14 @@ import { RedisCircuitStore } from '../../src/store/redis/redis-store.js';
 const open: RedisConnection[] = [];
 
 /**
+ * Each command of a test store may take 10 s, not the service's 1 s: on a busy machine a
+ * Cluster's first slot discovery, or a command behind another file's load, can pass a second,
+ * and the suites run here test the service over a store, not the store's timeout
+ * (test/e2e/redis-faults.test.ts does that on a real server).
+ */
+const TEST_STORE_TIMEOUT_MS = 10_000;
+
+/**
  * A Redis store made synchronously for `buildApp`, on the test's own redis-server
  * (`CIRCUITLOG_TEST_REDIS_URL`, set by `setup-redis.ts`): its connections queue commands
  * until connected, and a key prefix of its own keeps each app's circuits apart.
@@ -27,6 +35,7 @@ export function redisTestStore(url: string): RedisCircuitStore {
   return new RedisCircuitStore(connectionLink(connect()), connect() as unknown as Subscriber, {
     prefix: `t-${randomUUID()}:`,
     logger: pino({ level: 'silent' }),
+    timeoutMs: TEST_STORE_TIMEOUT_MS,
   });
 }
 
@@ -39,7 +48,11 @@ function clusterTestStore(url: string): RedisCircuitStore {
   const logger = pino({ level: 'silent' });
   const links = clusterLinks(parsed, logger, false);
   closers.push(() => links.close());
-  return new RedisCircuitStore(links.link, links.subscriber, { prefix: `t-${randomUUID()}:`, logger });
+  return new RedisCircuitStore(links.link, links.subscriber, {
+    prefix: `t-${randomUUID()}:`,
+    logger,
+    timeoutMs: TEST_STORE_TIMEOUT_MS,
+  });
 }
 
 export function closeTestStores(): void {
