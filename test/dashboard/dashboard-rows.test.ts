@@ -1,8 +1,7 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
@@ -14,6 +13,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'];
 const SHOTS = process.env.DASHBOARD_ROWS_SHOTS;
 
+let browser: Browser;
 let context: BrowserContext;
 let nodes: Record<string, FakeNode> = {};
 const servers: ServerProcess[] = [];
@@ -21,21 +21,20 @@ const servers: ServerProcess[] = [];
 beforeAll(async () => {
   if (!fs.existsSync(CHROMIUM))
     throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1366, height: 900 },
-  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
   nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1', 'dc1-22', 'dc3-333');
 }, 60_000);
 afterAll(async () => {
-  await context?.close();
+  await browser?.close();
   await Promise.all(Object.values(nodes).map((n) => n.stop()));
 });
+// A fresh context per test: no cache, cookies or storage from another test, and closing it
+// closes its connections, so a server's graceful stop does not wait out an idle keep-alive.
+beforeEach(async () => {
+  context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+});
 afterEach(async () => {
-  for (const page of context.pages()) await page.close();
+  await context.close();
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
 

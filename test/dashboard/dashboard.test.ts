@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
@@ -20,6 +20,7 @@ const ARGS = [
 ];
 const TOKEN = 'dashboard-token-0123456789';
 
+let browser: Browser;
 let context: BrowserContext;
 const servers: ServerProcess[] = [];
 let nodes: Record<string, FakeNode> = {};
@@ -27,22 +28,20 @@ let nodes: Record<string, FakeNode> = {};
 beforeAll(async () => {
   if (!fs.existsSync(CHROMIUM))
     throw new Error(`${CHROMIUM} is missing: run \`node scripts/provision.mjs\` as root (npm test does it first)`);
-  // A fresh profile per run: no cache, cookies or storage from an earlier run.
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1400, height: 900 },
-  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
   nodes = await startNodes('dc1-1', 'dc1-2', 'dc2-1');
 }, 60_000);
 afterAll(async () => {
-  await context?.close();
+  await browser?.close();
   await Promise.all(Object.values(nodes).map((n) => n.stop()));
 });
+// A fresh context per test: no cache, cookies or storage from another test, and closing it
+// closes its connections, so a server's graceful stop does not wait out an idle keep-alive.
+beforeEach(async () => {
+  context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+});
 afterEach(async () => {
-  for (const page of context.pages()) await page.close();
+  await context.close();
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
 
