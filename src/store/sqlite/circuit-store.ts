@@ -4,6 +4,7 @@ import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import { fromRow, fromValues, toParams, type CircuitValues } from './circuit-row.js';
 import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
+import { CallerRows } from './caller-rows.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -16,6 +17,7 @@ function isBusy(error: unknown): boolean {
 /** SQLite implementation; statements are prepared once. */
 export class SqliteCircuitStore implements CircuitStore {
   private readonly sql: CircuitStatements;
+  private readonly callerRows: CallerRows;
   private readonly writeBatch;
   private readonly writeStep;
   /** Circuits as last read or written by this connection; see `cached`. */
@@ -31,6 +33,7 @@ export class SqliteCircuitStore implements CircuitStore {
     private readonly exclusive = false,
   ) {
     this.sql = prepareCircuitStatements(db);
+    this.callerRows = new CallerRows(db);
     // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
     // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
     this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) =>
@@ -47,7 +50,7 @@ export class SqliteCircuitStore implements CircuitStore {
     this.cache.delete(name); // until the commit succeeds
     let id = result.circuit.id;
     if (current === null) {
-      id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+      id = this.insert(result.circuit);
     } else {
       this.update(result.circuit, current);
     }
@@ -71,7 +74,7 @@ export class SqliteCircuitStore implements CircuitStore {
       if (result === null || result.circuit === current) return result;
       if (current === null) {
         // Insert at once: the id is needed for its events and by the following steps.
-        const id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+        const id = this.insert(result.circuit);
         result = { ...result, circuit: { ...result.circuit, id } };
         stored.set(name, result.circuit);
       }
@@ -87,19 +90,26 @@ export class SqliteCircuitStore implements CircuitStore {
     return { results, latest };
   }
 
+  /** Insert a new circuit's row and its caller entries; its id. */
+  private insert(c: Circuit): number {
+    const id = Number(this.sql.insertCircuit.run(toParams(c)).lastInsertRowid);
+    this.callerRows.write(id, undefined, c.callers);
+    return id;
+  }
+
   /**
-   * Write `next` over the row that holds `stored`. The steps keep the caller table's array when
-   * they leave it as it was (`domain/caller-steps.ts`), so then it is not serialised and written
-   * again: only a write that changes the table pays for it.
+   * Write `next` over the row that holds `stored`, and of its caller table only the entries that
+   * changed: the steps keep the array when they leave it as it was and the entries they do not
+   * touch (`domain/caller-state.ts`), so a step that changes one caller writes one entry row.
    */
   private update(next: Circuit, stored: Circuit): void {
-    if (next.callers === stored.callers) this.sql.updateCircuitKeepCallers.run(toParams(next, false));
-    else this.sql.updateCircuit.run(toParams(next));
+    this.sql.updateCircuit.run(toParams(next));
+    this.callerRows.write(stored.id, stored.callers, next.callers);
   }
 
   private read(name: string): Circuit | null {
     const row = this.sql.selectByName.get(name);
-    return row === undefined ? null : fromRow(row);
+    return row === undefined ? null : this.callerRows.attach(fromRow(row));
   }
 
   /**
@@ -173,7 +183,7 @@ export class SqliteCircuitStore implements CircuitStore {
       else if (now !== undefined && query.state === 'half_open')
         rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
       else rows = this.sql.listByState.all(query.state, after, query.limit);
-      return rows.map(fromValues);
+      return rows.map((v) => this.callerRows.attach(fromValues(v)));
     });
   }
 
