@@ -2,13 +2,13 @@
 // (migration 0008) and writes only the rows a step changed, added or dropped. Triggers on
 // caller_entries count the rows each write touched (https://www.sqlite.org/lang_createtrigger.html).
 import type Database from 'better-sqlite3';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { newCircuit, recordOutcome, type Circuit } from '../../src/domain/circuit.js';
 import { callerEntries, type CallerEntry } from '../../src/domain/caller-state.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
 import { CircuitSnapshot } from '../../src/store/sqlite/circuit-snapshot.js';
-import { planCallerWrites } from '../../src/store/sqlite/caller-rows.js';
+import { CallerRows, planCallerWrites } from '../../src/store/sqlite/caller-rows.js';
 
 const T0 = Date.parse('2026-12-01T00:00:00.000Z');
 const quorum = { minCallers: 2, windowSeconds: 3_600, maxCallers: 1_000 };
@@ -84,6 +84,34 @@ describe('SQLite caller table writes', () => {
     for (const who of ['a', 'a', 'b', 'c', 'c']) store.apply('wide', step(who));
     const [gauge] = new CircuitSnapshot(db).first(10, T0);
     expect(gauge!.isolatedCallers).toBe(2);
+  });
+});
+
+describe('SQLite writes on a connection that holds the file alone', () => {
+  it('read no caller rows under the lock (the cache is the truth), and a rolled-back batch reads them again', () => {
+    const { db, store } = storeWithCounter();
+    store.applyBatch(Array.from({ length: 100 }, (_, i) => ({ name: 'wide', step: outcome(false, caller(i)) })));
+    const attach = vi.spyOn(CallerRows.prototype, 'attach');
+    try {
+      store.apply('wide', outcome(false, caller(3)));
+      store.applyBatch([{ name: 'wide', step: outcome(false, caller(4)) }]);
+      expect(attach).not.toHaveBeenCalled();
+      expect(reread(db)).toEqual(callerEntries(store.find('wide')!));
+      const failing = () => {
+        throw new Error('step failed');
+      };
+      expect(() =>
+        store.applyBatch([
+          { name: 'wide', step: outcome(false, caller(5)) },
+          { name: 'wide', step: failing },
+        ]),
+      ).toThrow('step failed');
+      attach.mockClear();
+      expect(callerEntries(store.find('wide')!).at(-1)![0]).toBe(caller(4)); // nothing of the batch
+      expect(attach).toHaveBeenCalledTimes(1); // read again, not the batch's copy
+    } finally {
+      attach.mockRestore();
+    }
   });
 });
 

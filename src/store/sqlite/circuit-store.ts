@@ -44,7 +44,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   /** The body of `apply`'s write transaction: read under the lock, step, write. */
   private writeOne<S extends Step>(name: string, step: (c: Circuit | null) => S | null): S | null {
-    const current = this.read(name);
+    const current = this.readLocked(name);
     const result = step(current);
     if (result === null || result.circuit === current) return result;
     this.cache.delete(name); // until the commit succeeds
@@ -65,7 +65,7 @@ export class SqliteCircuitStore implements CircuitStore {
     const events: [number, Transition][] = [];
     const results = items.map(({ name, step }) => {
       if (!latest.has(name)) {
-        const row = this.read(name);
+        const row = this.readLocked(name);
         latest.set(name, row);
         stored.set(name, row);
       }
@@ -105,6 +105,16 @@ export class SqliteCircuitStore implements CircuitStore {
   private update(next: Circuit, stored: Circuit): void {
     this.sql.updateCircuit.run(toParams(next));
     this.callerRows.write(stored.id, stored.callers, next.callers);
+  }
+
+  /**
+   * The circuit as the write lock holds it. A connection that holds the file alone answers from
+   * its cache: nobody else can have committed, and its own writes update the cache only after
+   * their commit (a rolled-back one drops the entry). That saves re-reading the caller table
+   * (up to 1,000 rows) under the lock on every write. Shared connections read the row.
+   */
+  private readLocked(name: string): Circuit | null {
+    return this.exclusive ? this.cached(name) : this.read(name);
   }
 
   private read(name: string): Circuit | null {
@@ -158,10 +168,14 @@ export class SqliteCircuitStore implements CircuitStore {
   applyBatch(items: readonly BatchItem[]): (Step | null)[] {
     if (items.length === 0) return [];
     return this.guard(() => {
-      for (const item of items) this.cache.delete(item.name); // until the commit succeeds
-      const { results, latest } = this.writeBatch.immediate(items);
-      for (const [name, circuit] of latest) this.cache.set(name, circuit);
-      return results;
+      try {
+        const { results, latest } = this.writeBatch.immediate(items);
+        for (const [name, circuit] of latest) this.cache.set(name, circuit);
+        return results;
+      } catch (error) {
+        for (const item of items) this.cache.delete(item.name); // rolled back: read them again
+        throw error;
+      }
     });
   }
 
