@@ -3,9 +3,11 @@ import type { BackoffPolicy, ForcedState, WindowPolicy } from '../../domain/poli
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
 import type { QuorumPolicy } from '../../domain/quorum.js';
-import type { CallerEntry } from '../../domain/caller-state.js';
 
-/** A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0006, 0007). */
+/**
+ * A row of the circuits table (snake_case columns, JSON text; migrations 0001-0004, 0006-0008). The
+ * caller table is not in it: its entries are rows of `caller_entries` (caller-rows.ts).
+ */
 export interface CircuitRow {
   id: number;
   name: string;
@@ -32,12 +34,11 @@ export interface CircuitRow {
   throttle_policy: string | null;
   throttle_state: string | null;
   quorum_policy: string | null;
-  callers: string | null;
 }
 
 const NO_LEASES: readonly number[] = Object.freeze([]);
 
-/** The circuit a row holds. */
+/** The circuit a row holds, without its caller table (see `CallerRows.attach`). */
 export function fromRow(row: CircuitRow): Circuit {
   return {
     id: row.id,
@@ -66,7 +67,6 @@ export function fromRow(row: CircuitRow): Circuit {
     throttleState: row.throttle_state === null ? null : (JSON.parse(row.throttle_state) as ThrottleState),
     // Issue 17, only when set: circuits without a quorum keep the shape they always had.
     ...(row.quorum_policy === null ? {} : { quorum: JSON.parse(row.quorum_policy) as QuorumPolicy }),
-    ...(row.callers === null ? {} : { callers: JSON.parse(row.callers) as CallerEntry[] }),
   };
 }
 
@@ -94,7 +94,6 @@ export type CircuitValues = [
   number,
   string | null,
   number | null,
-  string | null,
   string | null,
   string | null,
   string | null,
@@ -131,7 +130,6 @@ export function fromValues(v: CircuitValues): Circuit {
     throttle,
     throttleState,
     quorum,
-    callers,
   ] = v;
   return {
     id,
@@ -160,17 +158,13 @@ export function fromValues(v: CircuitValues): Circuit {
     throttleState: throttleState === null ? null : (JSON.parse(throttleState) as ThrottleState),
     // As fromRow: circuits without a quorum keep the shape they always had.
     ...(quorum === null ? {} : { quorum: JSON.parse(quorum) as QuorumPolicy }),
-    ...(callers === null ? {} : { callers: JSON.parse(callers) as CallerEntry[] }),
   };
 }
 
 const json = (value: unknown) => (value === null ? null : JSON.stringify(value));
 
-/**
- * A circuit as its SQLite row (the statements' named parameters). `withCallers` false: the
- * caller table is left out (null), for `updateCircuitKeepCallers`.
- */
-export function toParams(c: Circuit, withCallers = true) {
+/** A circuit as its SQLite row (the statements' named parameters), without its caller table. */
+export function toParams(c: Circuit) {
   return {
     id: c.id,
     name: c.name,
@@ -197,11 +191,10 @@ export function toParams(c: Circuit, withCallers = true) {
     throttle_policy: json(c.throttle ?? null),
     throttle_state: json(c.throttleState ?? null),
     quorum_policy: c.quorum == null ? null : JSON.stringify(c.quorum),
-    callers: !withCallers || c.callers === undefined || c.callers.length === 0 ? null : JSON.stringify(c.callers),
   };
 }
 
 export const COLUMNS = `id, name, state, failure_count, failure_threshold, timeout_seconds, half_open_max_calls,
   probe_leases, open_until, half_open_at, last_failure_at, created_at, updated_at, success_threshold, window_policy,
   backoff_policy, forced_state, probe_successes, open_timeout_seconds, reopen_count, window_state, state_changed_at,
-  throttle_policy, throttle_state, quorum_policy, callers`;
+  throttle_policy, throttle_state, quorum_policy`;

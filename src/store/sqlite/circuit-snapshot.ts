@@ -3,7 +3,6 @@ import type { CircuitState } from '../../domain/circuit.js';
 import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
-import { isolatedCallerCount, type CallerEntry } from '../../domain/caller-state.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
 
 const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
@@ -12,7 +11,7 @@ const HAS_WINDOW = 16;
 const PACK = 32; // id * PACK + code: exact for ids below 2^48
 
 /** The columns of a circuit with a window, a throttle or a quorum, read only for those circuits. */
-type ExtraRow = [number, string | null, string | null, string | null, string | null, string | null, string | null];
+type ExtraRow = [number, string | null, string | null, string | null, string | null, string | null];
 type Extras = Pick<GaugeCircuit, 'window' | 'windowState' | 'throttle' | 'throttleState' | 'isolatedCallers'>;
 
 /**
@@ -25,6 +24,7 @@ export class CircuitSnapshot implements SnapshotReader {
   private readonly firstCodes;
   private readonly namesFrom;
   private readonly windowsTo;
+  private readonly isolatedTo;
   private readonly nthId;
   private readonly maxId;
   /** Circuit names by id (a circuit's name never changes; a new circuit has a new id). */
@@ -55,8 +55,16 @@ export class CircuitSnapshot implements SnapshotReader {
       .raw();
     this.windowsTo = db
       .prepare<[number], ExtraRow>(
-        `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, callers FROM circuits
+        `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy FROM circuits
        WHERE id <= ? AND (window_policy IS NOT NULL OR throttle_policy IS NOT NULL OR quorum_policy IS NOT NULL)`,
+      )
+      .raw();
+    // Isolated callers per circuit (`isolated_until` set: the domain's isolatedCallerCount), counted
+    // in SQL over the caller_entries rows (migration 0008): no caller table is read into memory.
+    this.isolatedTo = db
+      .prepare<[number], [number, number]>(
+        `SELECT circuit_id, count(*) FROM caller_entries WHERE circuit_id <= ? AND isolated_until IS NOT NULL
+       GROUP BY circuit_id`,
       )
       .raw();
     // The rowid b-tree in order: stops after OFFSET + 1 entries, whatever the table's size.
@@ -111,15 +119,9 @@ export class CircuitSnapshot implements SnapshotReader {
   /** The window, throttle and quorum figures of each circuit up to `lastId` that has one of them. */
   private windows(lastId: number): Map<number, Extras> {
     const out = new Map<number, Extras>();
-    for (const [
-      id,
-      windowPolicy,
-      windowJson,
-      throttlePolicy,
-      throttleJson,
-      quorumPolicy,
-      callers,
-    ] of this.windowsTo.all(lastId)) {
+    const rows = this.windowsTo.all(lastId);
+    const isolated = rows.some((r) => r[5] !== null) ? new Map(this.isolatedTo.all(lastId)) : null;
+    for (const [id, windowPolicy, windowJson, throttlePolicy, throttleJson, quorumPolicy] of rows) {
       const window = windowPolicy === null ? null : (JSON.parse(windowPolicy) as WindowPolicy);
       const throttle = throttlePolicy === null ? null : (JSON.parse(throttlePolicy) as ThrottlePolicy);
       out.set(id, {
@@ -127,12 +129,7 @@ export class CircuitSnapshot implements SnapshotReader {
         windowState: window === null || windowJson === null ? null : (JSON.parse(windowJson) as WindowState),
         throttle,
         throttleState: throttle === null || throttleJson === null ? null : (JSON.parse(throttleJson) as ThrottleState),
-        isolatedCallers:
-          quorumPolicy === null
-            ? null
-            : callers === null
-              ? 0
-              : isolatedCallerCount(JSON.parse(callers) as CallerEntry[]),
+        isolatedCallers: quorumPolicy === null ? null : (isolated?.get(id) ?? 0),
       });
     }
     return out;

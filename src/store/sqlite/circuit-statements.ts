@@ -15,8 +15,6 @@ export interface CircuitStatements {
   readonly selectByName: Database.Statement<[string], CircuitRow>;
   readonly insertCircuit: Database.Statement;
   readonly updateCircuit: Database.Statement;
-  /** `updateCircuit` without the caller table: a write that left it as it was does not rewrite it (up to 170 KB). */
-  readonly updateCircuitKeepCallers: Database.Statement;
   readonly insertTransition: Database.Statement;
   readonly listOpenAt: Database.Statement<[number, number, number], CircuitValues>;
   readonly listHalfOpenAt: Database.Statement<[number, number, number], CircuitValues>;
@@ -47,8 +45,7 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
         .split(',')
         .map((col) => `@${col.trim()}`)
         .join(', ')})`),
-    updateCircuit: db.prepare(`${UPDATE_SET}, callers = @callers WHERE id = @id`),
-    updateCircuitKeepCallers: db.prepare(`${UPDATE_SET} WHERE id = @id`),
+    updateCircuit: db.prepare(`${UPDATE_SET} WHERE id = @id`),
     insertTransition: db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),

@@ -4,6 +4,7 @@ import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import { fromRow, fromValues, toParams, type CircuitValues } from './circuit-row.js';
 import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
+import { CallerRows } from './caller-rows.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -16,6 +17,7 @@ function isBusy(error: unknown): boolean {
 /** SQLite implementation; statements are prepared once. */
 export class SqliteCircuitStore implements CircuitStore {
   private readonly sql: CircuitStatements;
+  private readonly callerRows: CallerRows;
   private readonly writeBatch;
   private readonly writeStep;
   /** Circuits as last read or written by this connection; see `cached`. */
@@ -31,6 +33,7 @@ export class SqliteCircuitStore implements CircuitStore {
     private readonly exclusive = false,
   ) {
     this.sql = prepareCircuitStatements(db);
+    this.callerRows = new CallerRows(db);
     // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
     // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
     this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) =>
@@ -41,13 +44,13 @@ export class SqliteCircuitStore implements CircuitStore {
 
   /** The body of `apply`'s write transaction: read under the lock, step, write. */
   private writeOne<S extends Step>(name: string, step: (c: Circuit | null) => S | null): S | null {
-    const current = this.read(name);
+    const current = this.readLocked(name);
     const result = step(current);
     if (result === null || result.circuit === current) return result;
     this.cache.delete(name); // until the commit succeeds
     let id = result.circuit.id;
     if (current === null) {
-      id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+      id = this.insert(result.circuit);
     } else {
       this.update(result.circuit, current);
     }
@@ -62,7 +65,7 @@ export class SqliteCircuitStore implements CircuitStore {
     const events: [number, Transition][] = [];
     const results = items.map(({ name, step }) => {
       if (!latest.has(name)) {
-        const row = this.read(name);
+        const row = this.readLocked(name);
         latest.set(name, row);
         stored.set(name, row);
       }
@@ -71,7 +74,7 @@ export class SqliteCircuitStore implements CircuitStore {
       if (result === null || result.circuit === current) return result;
       if (current === null) {
         // Insert at once: the id is needed for its events and by the following steps.
-        const id = Number(this.sql.insertCircuit.run(toParams(result.circuit)).lastInsertRowid);
+        const id = this.insert(result.circuit);
         result = { ...result, circuit: { ...result.circuit, id } };
         stored.set(name, result.circuit);
       }
@@ -87,19 +90,36 @@ export class SqliteCircuitStore implements CircuitStore {
     return { results, latest };
   }
 
+  /** Insert a new circuit's row and its caller entries; its id. */
+  private insert(c: Circuit): number {
+    const id = Number(this.sql.insertCircuit.run(toParams(c)).lastInsertRowid);
+    this.callerRows.write(id, undefined, c.callers);
+    return id;
+  }
+
   /**
-   * Write `next` over the row that holds `stored`. The steps keep the caller table's array when
-   * they leave it as it was (`domain/caller-steps.ts`), so then it is not serialised and written
-   * again: only a write that changes the table pays for it.
+   * Write `next` over the row that holds `stored`, and of its caller table only the entries that
+   * changed: the steps keep the array when they leave it as it was and the entries they do not
+   * touch (`domain/caller-state.ts`), so a step that changes one caller writes one entry row.
    */
   private update(next: Circuit, stored: Circuit): void {
-    if (next.callers === stored.callers) this.sql.updateCircuitKeepCallers.run(toParams(next, false));
-    else this.sql.updateCircuit.run(toParams(next));
+    this.sql.updateCircuit.run(toParams(next));
+    this.callerRows.write(stored.id, stored.callers, next.callers);
+  }
+
+  /**
+   * The circuit as the write lock holds it. A connection that holds the file alone answers from
+   * its cache: nobody else can have committed, and its own writes update the cache only after
+   * their commit (a rolled-back one drops the entry). That saves re-reading the caller table
+   * (up to 1,000 rows) under the lock on every write. Shared connections read the row.
+   */
+  private readLocked(name: string): Circuit | null {
+    return this.exclusive ? this.cached(name) : this.read(name);
   }
 
   private read(name: string): Circuit | null {
     const row = this.sql.selectByName.get(name);
-    return row === undefined ? null : fromRow(row);
+    return row === undefined ? null : this.callerRows.attach(fromRow(row));
   }
 
   /**
@@ -148,10 +168,14 @@ export class SqliteCircuitStore implements CircuitStore {
   applyBatch(items: readonly BatchItem[]): (Step | null)[] {
     if (items.length === 0) return [];
     return this.guard(() => {
-      for (const item of items) this.cache.delete(item.name); // until the commit succeeds
-      const { results, latest } = this.writeBatch.immediate(items);
-      for (const [name, circuit] of latest) this.cache.set(name, circuit);
-      return results;
+      try {
+        const { results, latest } = this.writeBatch.immediate(items);
+        for (const [name, circuit] of latest) this.cache.set(name, circuit);
+        return results;
+      } catch (error) {
+        for (const item of items) this.cache.delete(item.name); // rolled back: read them again
+        throw error;
+      }
     });
   }
 
@@ -173,7 +197,7 @@ export class SqliteCircuitStore implements CircuitStore {
       else if (now !== undefined && query.state === 'half_open')
         rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
       else rows = this.sql.listByState.all(query.state, after, query.limit);
-      return rows.map(fromValues);
+      return rows.map((v) => this.callerRows.attach(fromValues(v)));
     });
   }
 
