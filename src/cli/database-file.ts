@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { schemaVersion as storeSchemaVersion } from '../store/sqlite/database.js';
 import { parseStoreChoice } from '../store/store-choice.js';
 import { CliError, EXIT, usageError } from './exit-codes.js';
 
@@ -59,15 +60,12 @@ export function sqliteError(file: string, error: unknown): CliError {
   );
 }
 
-/** The highest migration recorded in a circuitlog database, or a CliError when it is none. */
+/** The highest migration recorded in a circuitlog database (the store's own reading), or a CliError when it is none. */
 export function schemaVersion(db: Database.Database, file: string): number {
-  let version: unknown;
+  let version: number;
   try {
-    const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
-    if (!table) throw new CliError(EXIT.FAILED, `'${file}' is not a circuitlog database (no schema_migrations table)`);
-    version = db.prepare('SELECT max(version) FROM schema_migrations').pluck().get();
+    version = storeSchemaVersion(db);
   } catch (error) {
-    if (error instanceof CliError) throw error;
     if ((error as { code?: unknown }).code === 'SQLITE_BUSY')
       throw new CliError(
         EXIT.FAILED,
@@ -75,7 +73,8 @@ export function schemaVersion(db: Database.Database, file: string): number {
       );
     throw sqliteError(file, error);
   }
-  return typeof version === 'number' ? version : 0;
+  if (version === 0) throw new CliError(EXIT.FAILED, `'${file}' is not a circuitlog database (no migration recorded)`);
+  return version;
 }
 
 /** A temporary name next to `file` (same filesystem, so the final rename is atomic). */
