@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { isIdleCircuit } from '../../domain/idle.js';
+import { CallerRows } from './caller-rows.js';
 import { COLUMNS, fromRow, type CircuitRow } from './circuit-row.js';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
 
@@ -34,6 +35,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
   private readonly idleWindow;
   private readonly circuitById;
   private readonly deleteIfIdle;
+  private readonly callerRows;
 
   constructor(
     db: Database.Database,
@@ -60,6 +62,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
       'SELECT id, name, state, forced_state, updated_at FROM circuits WHERE id > ? ORDER BY id LIMIT ?',
     );
     this.circuitById = db.prepare<[number], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE id = ?`);
+    this.callerRows = new CallerRows(db);
     this.deleteIfIdle = db.prepare<[number, number]>(
       "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
     );
@@ -96,7 +99,8 @@ export class SqliteHousekeeping implements HousekeepingStore {
   /**
    * Looks at up to IDLE_SCAN circuits after `cursor` and deletes at most `batch` of them (each
    * deletion also deletes the circuit's transitions: ON DELETE CASCADE, up to max_per_circuit rows).
-   * A candidate by its columns is read whole and judged by the domain's rule (domain/idle.ts).
+   * A candidate by its columns is read whole, its caller table too, and judged by the domain's
+   * rule (domain/idle.ts).
    */
   deleteIdle(
     before: number,
@@ -110,7 +114,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
     for (const row of rows) {
       if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
       const whole = this.circuitById.get(row.id);
-      if (whole === undefined || !isIdleCircuit(fromRow(whole), before, now)) continue;
+      if (whole === undefined || !isIdleCircuit(this.callerRows.attach(fromRow(whole)), before, now)) continue;
       // Re-checked by the DELETE itself: any write since the SELECT sets updated_at to now and keeps the circuit.
       if (this.deleteIfIdle.run(row.id, before).changes === 1) {
         this.forget(row.name);
