@@ -1,14 +1,12 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedStart } from '../refused-start.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
-const run = promisify(execFile);
 const running: ServerProcess[] = [];
 const blockers: net.Server[] = [];
 afterEach(async () => {
@@ -16,20 +14,8 @@ afterEach(async () => {
   await Promise.all(blockers.splice(0).map((b) => new Promise((r) => b.close(r))));
 });
 
-/** Run the server expecting it to refuse to start; bounded, so a hang fails the test. */
-async function refusal(env: Record<string, string>): Promise<{ code: number; stderr: string; stdout: string }> {
-  const result = await run(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'info', ...env },
-    timeout: 15_000,
-    killSignal: 'SIGKILL',
-  }).then(
-    () => null,
-    (e: { code: number; signal: string | null; stderr: string; stdout: string }) => e,
-  );
-  if (result === null) throw new Error('the server started');
-  if (result.signal) throw new Error(`the server hung and was killed; stderr: ${result.stderr}`);
-  return result;
-}
+/** Run the server expecting it to refuse to start, with its log at info (test/refused-start.ts). */
+const refusal = (env: Record<string, string>) => refusedStart({ CIRCUITLOG_LOG_LEVEL: 'info', ...env });
 
 /** A loopback port some other process already listens on. */
 async function busyPort(): Promise<number> {

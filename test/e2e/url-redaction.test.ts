@@ -1,12 +1,10 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
+import { refusedStart } from '../refused-start.js';
 import { tempDir } from '../server-process.js';
 
-const run = promisify(execFile);
 const redises: RedisServer[] = [];
 afterEach(async () => {
   await Promise.all(redises.splice(0).map((r) => r.stop('SIGKILL')));
@@ -14,17 +12,8 @@ afterEach(async () => {
 
 /** Start the server expecting a refusal; everything it printed, stdout (the log) and stderr. */
 async function refused(env: Record<string, string>): Promise<{ code: number; printed: string; stderr: string }> {
-  const result = await run(process.execPath, ['dist/main.js'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_LOG_LEVEL: 'info', ...env },
-    timeout: 15_000,
-    killSignal: 'SIGKILL',
-  }).then(
-    () => null,
-    (e: { code: number; signal: string | null; stdout: string; stderr: string }) => e,
-  );
-  if (result === null) throw new Error('the server started');
-  if (result.signal) throw new Error(`the server hung and was killed; stderr: ${result.stderr}`);
-  return { code: result.code, printed: result.stdout + result.stderr, stderr: result.stderr };
+  const { code, stdout, stderr } = await refusedStart({ CIRCUITLOG_LOG_LEVEL: 'info', ...env });
+  return { code, printed: stdout + stderr, stderr };
 }
 
 describe('no password in any printed URL', () => {
