@@ -630,7 +630,10 @@ class Core:
         """A call ended (``started``: its ``time.perf_counter()``): queue its outcome, then return its
         result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or is_failure's)."""
         duration_ms = (time.perf_counter() - started) * 1000
-        failed, classifier_error = classify(error, result, is_failure)
+        if error is None and is_failure is None:
+            failed, classifier_error = False, None  # the common case, without a call to classify
+        else:
+            failed, classifier_error = classify(error, result, is_failure)
         with self.lock:
             self.push(name, not failed, duration_ms)
         if classifier_error is not None:
@@ -824,8 +827,8 @@ class ClientBase:
         self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
         if on_transition is not None:
             self._core.listeners.append(on_transition)
-        on_fork(self)
         self._start()
+        on_fork(self)
 
     def _start(self) -> None:
         """The client's own part of ``__init__``: its transport, its wake-ups, its threads or tasks."""

@@ -80,7 +80,8 @@ class Client(ClientBase):
         """
         core = self._core
         with core.lock:
-            self._wait_for_room()
+            if core.closing or (core.reachable and len(core.items) >= core.options.max_queued_outcomes):
+                self._wait_for_room()  # the hot path stays inline: a call decided here costs a few µs in all
             local, refusal = core.begin_call(name)
         try:
             if not local:
