@@ -34,7 +34,7 @@ export interface BackoffPolicy {
 /** A circuit's throttle settings (`throttle: {k, window_seconds}` on the wire; null: off); the rule is `throttle.ts`. */
 export interface ThrottlePolicy {
   /**
-   * The book's K: requests may reach k times the accepts before any call is refused.
+   * The SRE book's K (`throttle.ts`): requests may reach k times the accepts before any call is refused.
    * At least 1, so that a dependency that accepts every call is never throttled; lower
    * is more aggressive.
    */
