@@ -4,17 +4,8 @@ import { json } from './json.js';
 import { registerCall, registerOutcome, registerReset, registerSuccessFailure } from './outcome-routes.js';
 import { circuitNameParam, parseQuery } from './request.js';
 import { circuitNotFound, common, jsonText, ok, open503, problem, serveRoute } from './route-kit.js';
-import {
-  AllowedSchema,
-  CircuitSchema,
-  EventSchema,
-  EventsQuery,
-  ListQuery,
-  NameParam,
-  allowedText,
-  circuitJson,
-  detectOnlyText,
-} from './schemas.js';
+import { AllowedSchema, CircuitSchema, EventSchema, EventsQuery, ListQuery, NameParam } from './schemas.js';
+import { allowedText, circuitJson, detectOnlyText } from './circuit-json.js';
 import { detailWire } from '../domain/transition-detail.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 

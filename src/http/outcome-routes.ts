@@ -3,18 +3,8 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNameParam, readJson } from './request.js';
 import { json } from './json.js';
 import { circuitNotFound, jsonBody, jsonText, ok, open503, problem, serveRoute, withBody } from './route-kit.js';
-import {
-  CallBody,
-  CircuitSchema,
-  EmptyBody,
-  FailureBody,
-  NameParam,
-  OutcomeBody,
-  circuitJson,
-  circuitText,
-  outcomeTime,
-  wouldRefuseJson,
-} from './schemas.js';
+import { CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam, OutcomeBody, outcomeTime } from './schemas.js';
+import { circuitJson, circuitText, wouldRefuseJson } from './circuit-json.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 
 /** `POST /circuits/{name}/call`, circuitlog's: refuse with 503 when open, else record the outcome. */

@@ -7,7 +7,8 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { circuitNotFound, common, ok, problem, withBody } from './route-kit.js';
 import { circuitNameParam, fieldErrors, prefersMinimal, readJson } from './request.js';
 import { json } from './json.js';
-import { CIRCUIT_NAME_RULE, CircuitSchema, NameParam, circuitJson, outcomeAt, outcomeTime } from './schemas.js';
+import { CIRCUIT_NAME_RULE, CircuitSchema, NameParam, outcomeAt, outcomeTime } from './schemas.js';
+import { circuitJson } from './circuit-json.js';
 import { callerField } from './caller-param.js';
 import { policyPatchSchema } from './policy-patch-doc.js';
 

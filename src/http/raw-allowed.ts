@@ -5,7 +5,7 @@ import type { BreakerService } from '../service/breaker-service.js';
 import { problemParts } from './problem.js';
 import { rawHeaderReader, type RequestGuard } from './request-guard.js';
 import { logFailure } from './request-failure.js';
-import { allowedText, detectOnlyText } from './schemas.js';
+import { allowedText, detectOnlyText } from './circuit-json.js';
 
 /** A listener that answers a request itself (true) or leaves it untouched for the next one (false). */
 export type FastListener = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;

@@ -1,5 +1,5 @@
 import { SchemaTooNewError } from '../schema-version.js';
-import { RedisStartError } from './connect.js';
+import { RedisStartError } from './start-errors.js';
 import type { RedisCommands } from './redis-commands.js';
 
 /**
