@@ -74,12 +74,16 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
 }
 
 /** An answer with the headers @hono/node-server writes for the route's Response (JSON by default). */
-function send(
-  outgoing: ServerResponse,
-  text: string,
-  status = 200,
-  headers: Record<string, string> = { 'content-type': 'application/json' },
-): true {
-  outgoing.writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(text) }).end(text);
+function send(outgoing: ServerResponse, text: string, status = 200, headers?: Record<string, string>): true {
+  // A flat [name, value, ...] list: node:http writes it as given, without building its header map.
+  const length = String(Buffer.byteLength(text));
+  if (headers === undefined) {
+    outgoing.writeHead(status, ['content-type', 'application/json', 'Content-Length', length]).end(text);
+    return true;
+  }
+  const list: string[] = [];
+  for (const name in headers) list.push(name, headers[name]!);
+  list.push('Content-Length', length);
+  outgoing.writeHead(status, list).end(text);
   return true;
 }
