@@ -3,7 +3,6 @@ import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../po
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 
 export { allowedText, circuitJson, circuitText, detectOnlyText, wouldRefuseJson } from './circuit-json.js';
-export { OUTCOME_AT_MAX_SKEW_MS, OutcomeBody, outcomeAt, outcomeTime } from './outcome-body.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 

@@ -1,6 +1,5 @@
 import type { Circuit, Step } from '../domain/circuit.js';
-import type { BreakerService } from '../service/breaker-service.js';
-import type { OutcomeGuard } from '../service/guarded-outcome.js';
+import type { BreakerService, OutcomeGuard } from '../service/breaker-service.js';
 import { capEjection, ejectionLimit, isEjected } from './guard-rails.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
@@ -44,17 +43,12 @@ export function recordRequestOutcome(
   success: boolean,
   durationMs: number | undefined,
 ): void {
+  const outcome = { success, durationMs, caller: upstream.recordOptions.caller };
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
-    breaker.recordDetached(node.circuit, success, upstream.recordOptions, durationMs);
+    void breaker.record(node.circuit, outcome, upstream.recordOptions);
     return;
   }
-  breaker.recordAmong(
-    node.circuit,
-    success,
-    upstream.recordOptions,
-    durationMs,
-    cap.peers.get(node.circuit) ?? [],
-    cap.guard,
-  );
+  const among = { peers: cap.peers.get(node.circuit) ?? [], guard: cap.guard };
+  void breaker.record(node.circuit, outcome, { create: upstream.recordOptions.create, among });
 }
