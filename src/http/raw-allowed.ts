@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { refusalError } from '../service/open-error.js';
 import { problemParts } from './problem.js';
 import { rawHeaderReader, type RequestGuard } from './request-guard.js';
 import { logFailure } from './request-failure.js';
@@ -60,7 +61,7 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
     const { circuit, verdict } = decision;
     if (!verdict.allowed) {
       // peekAllowed has reported the refusal to the observer: answer it here, as onError would.
-      const error = breaker.refusal(circuit, verdict, undefined);
+      const error = refusalError(circuit, verdict, undefined);
       logFailure(deps.logger, 'GET', target, error);
       const { status, headers, body } = problemParts(error, target, deps.clock());
       return send(outgoing, body, status, headers);

@@ -2,8 +2,6 @@ import { z } from '@hono/zod-openapi';
 import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 
-export { OUTCOME_AT_MAX_SKEW_MS, OutcomeBody, outcomeAt, outcomeTime } from './outcome-body.js';
-
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
 export const CircuitSchema = z

@@ -1,14 +1,10 @@
 import type { Circuit, Step } from '../domain/circuit.js';
-import type { BreakerService } from '../service/breaker-service.js';
-import type { OutcomeGuard } from '../service/guarded-outcome.js';
+import type { BreakerService, RecordRules } from '../service/breaker-service.js';
 import { capEjection, ejectionLimit, isEjected } from './guard-rails.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
-/** One upstream's ejection cap, made once: how many nodes may be out, and each node's peers. */
-interface EjectionCap {
-  readonly peers: ReadonlyMap<string, readonly string[]>;
-  readonly guard: OutcomeGuard;
-}
+/** One upstream's ejection cap, made once: each node's rules for `record` (its peers, the guard over them). */
+type EjectionCap = ReadonlyMap<string, RecordRules>;
 
 const caps = new WeakMap<Upstream, EjectionCap | null>();
 
@@ -19,12 +15,15 @@ function ejectionCapOf(upstream: Upstream): EjectionCap | null {
   const limit = ejectionLimit(upstream.nodes.length, upstream.config.max_ejection_percent);
   cap = null;
   if (limit < upstream.nodes.length) {
-    const peers = new Map(
-      upstream.nodes.map((n) => [n.circuit, upstream.nodes.filter((p) => p !== n).map((p) => p.circuit)]),
-    );
     const guard = (step: Step, before: Circuit | null, others: readonly (Circuit | null)[]) =>
       capEjection(step, before, others.filter(isEjected).length, limit);
-    cap = { peers, guard };
+    const { create } = upstream.recordOptions;
+    cap = new Map(
+      upstream.nodes.map((n) => {
+        const peers = upstream.nodes.filter((p) => p !== n).map((p) => p.circuit);
+        return [n.circuit, { create, among: { peers, guard } }];
+      }),
+    );
   }
   caps.set(upstream, cap);
   return cap;
@@ -44,17 +43,11 @@ export function recordRequestOutcome(
   success: boolean,
   durationMs: number | undefined,
 ): void {
+  const outcome = { success, durationMs, caller: upstream.recordOptions.caller };
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
-    breaker.recordDetached(node.circuit, success, upstream.recordOptions, durationMs);
+    void breaker.record(node.circuit, outcome, upstream.recordOptions);
     return;
   }
-  breaker.recordAmong(
-    node.circuit,
-    success,
-    upstream.recordOptions,
-    durationMs,
-    cap.peers.get(node.circuit) ?? [],
-    cap.guard,
-  );
+  void breaker.record(node.circuit, outcome, cap.get(node.circuit));
 }
