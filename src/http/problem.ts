@@ -77,27 +77,18 @@ export function problemFetchResponse(error: AppError, requestId: string, now: nu
   return new Response(body, { status, headers });
 }
 
+/** What a problem is rendered from: `problemParts`' arguments. */
+type ProblemArgs = Parameters<typeof problemParts>;
+
 /** Answer a raw `ServerResponse` with the problem (its caller checks that no head was sent). */
-export function writeProblem(
-  outgoing: ServerResponse,
-  error: AppError,
-  instance: string,
-  requestId: string,
-  now: number,
-): void {
-  const { status, headers, body } = problemParts(error, instance, requestId, now);
+export function writeProblem(outgoing: ServerResponse, ...problem: ProblemArgs): void {
+  const { status, headers, body } = problemParts(...problem);
   outgoing.writeHead(status, headers).end(body);
 }
 
 /** Answer on a raw socket (an upgrade, CONNECT, start-up) with the problem, then close it. */
-export function endSocketWithProblem(
-  socket: Duplex,
-  error: AppError,
-  instance: string,
-  requestId: string,
-  now: number,
-): void {
-  const { status, headers, body } = problemParts(error, instance, requestId, now);
+export function endSocketWithProblem(socket: Duplex, ...problem: ProblemArgs): void {
+  const { status, headers, body } = problemParts(...problem);
   const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' });
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`,
