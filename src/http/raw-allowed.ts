@@ -79,8 +79,8 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
 
 /**
  * An answer with the headers @hono/node-server writes for the route's Response (JSON by
- * default), in its order: `X-Request-Id` after them, where the stamped response adds it
- * (request-id.ts), unless the head has it already (a problem's).
+ * default), in its order: `X-Request-Id` first, as `guardFetch` sets it on Node's response
+ * before the route runs (request-id.ts `bindRequestId`).
  */
 function send(
   outgoing: ServerResponse,
@@ -90,7 +90,7 @@ function send(
   headers: Record<string, string> = JSON_HEADERS,
 ): true {
   outgoing
-    .writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(text), [REQUEST_ID_HEADER]: requestId })
+    .writeHead(status, { [REQUEST_ID_HEADER]: requestId, ...headers, 'Content-Length': Buffer.byteLength(text) })
     .end(text);
   return true;
 }

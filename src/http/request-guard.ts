@@ -43,7 +43,7 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
     const method = request.method;
     const header = headerReader(request, env);
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
-    const bound = bindRequestId(env, requestId);
+    const bound = bindRequestId(env, requestId, isProxyPath(path));
     const error = guard(method, path, header);
     if (error === null) {
       const response = dispatch(request, bound, executionCtx);
