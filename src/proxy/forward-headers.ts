@@ -1,5 +1,6 @@
 /** Header handling at the proxy boundary; the hop-by-hop list is in proxy-errors.ts. */
 import { util } from 'undici';
+import { REQUEST_ID_HEADER } from '../request-id.js';
 import { HOP_BY_HOP } from './proxy-errors.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
@@ -47,6 +48,8 @@ function endToEnd(source: HeaderRecord, alsoDrop: ReadonlySet<string> | null): R
 }
 
 export interface ForwardedFrom {
+  /** The request's id (http/request-id.ts): the node gets it in X-Request-Id, the caller's own replaced. */
+  readonly requestId: string;
   /** The peer's address, when known. */
   readonly clientIp: string | undefined;
   readonly proto: string;
@@ -64,6 +67,7 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   const host = incoming.host;
   if (typeof host === 'string') out['x-forwarded-host'] = host;
   out['x-forwarded-dc'] = from.localDc;
+  out[REQUEST_ID_HEADER] = from.requestId;
   return out;
 }
 
@@ -102,6 +106,12 @@ export function downstreamFlatHeaders(raw: readonly Buffer[]): FlatHeaders {
   const named = namedInConnection(connection ?? undefined);
   if (named === null || (named.size === 1 && (named.has('keep-alive') || named.has('close')))) return out;
   return out.filter((_, i) => !named.has(out[i - (i % 2)]!));
+}
+
+/** The caller's request id on an answer's flat list, in place of any the node sent (it echoes ours, or has its own). */
+export function setRequestId(headers: FlatHeaders, requestId: string): FlatHeaders {
+  removeFlat(headers, REQUEST_ID_HEADER).push(REQUEST_ID_HEADER, requestId);
+  return headers;
 }
 
 /** Drop every field called `name` from a flat list. */

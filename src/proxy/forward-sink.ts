@@ -133,6 +133,7 @@ export class ForwardSink implements BodySink {
           node: this.node.id,
           kind: 'body',
           err: error.message,
+          request_id: this.call.parts.input.requestId,
         },
         `${this.node.circuit}: body failed`,
       );

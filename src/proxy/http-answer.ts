@@ -5,7 +5,15 @@ import { DiscardSink, type Attempt } from './attempt.js';
 import { primaryKey } from './cache-rules.js';
 import type { FailoverDeps } from './failover.js';
 import type { FallbackAnswer } from './fallback.js';
-import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, type FlatHeaders } from './forward-headers.js';
+import { REQUEST_ID_HEADER } from '../request-id.js';
+import {
+  downstreamFlatHeaders,
+  flatToRecord,
+  removeFlat,
+  setRequestId,
+  toWebHeaders,
+  type FlatHeaders,
+} from './forward-headers.js';
 import { ForwardSink } from './forward-sink.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
@@ -52,6 +60,7 @@ export function streamAnswer(
   const flight =
     parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
   const sink = new ForwardSink(deps, call, node, judge, keep, flight, attempt.startedAt);
+  setRequestId(headers, parts.input.requestId); // after the copies for the stale cache and followers: each answer its own
   const outgoing = parts.input.outgoing;
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
@@ -90,8 +99,9 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
   report(parts.report, null, fallback.status);
   const outgoing = call.detached ? undefined : parts.input.outgoing;
   const body = parts.method === 'HEAD' ? null : fallback.body;
-  if (outgoing === undefined) return sendResponse(undefined, fallback.status, fallback.headers, body);
-  sendWhole(outgoing.writeHead(fallback.status, fallback.headers), body, parts.upstream);
+  const headers = { ...fallback.headers, [REQUEST_ID_HEADER]: parts.input.requestId };
+  if (outgoing === undefined) return sendResponse(undefined, fallback.status, headers, body);
+  sendWhole(outgoing.writeHead(fallback.status, headers), body, parts.upstream);
   return RESPONSE_ALREADY_SENT;
 }
 
@@ -105,7 +115,7 @@ export function sendCoalesced(
   leaderBody: Buffer,
 ): Response {
   report(r, nodeOfHeaders(leaderHeaders), status);
-  const headers = [...leaderHeaders, 'x-coalesced', 'true'];
+  const headers = setRequestId([...leaderHeaders, 'x-coalesced', 'true'], input.requestId);
   const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(status) ? null : leaderBody;
   const outgoing = input.outgoing;
   if (outgoing === undefined)

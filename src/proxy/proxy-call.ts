@@ -14,6 +14,8 @@ export interface ProxyInput {
   readonly method: string;
   /** The full request URL (only read when `incoming` is absent). */
   readonly url: string;
+  /** Its id (http/request-id.ts): on every answer and log line, and sent to the node. */
+  readonly requestId: string;
   readonly raw?: Request;
   readonly incoming?: IncomingMessage;
   readonly outgoing?: ServerResponse;

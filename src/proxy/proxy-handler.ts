@@ -160,7 +160,10 @@ class HttpProxy {
     }
     const kind = fallback.headers['x-fallback'] as 'stale' | 'static';
     this.deps.hooks?.proxyFallback(upstream.name, kind);
-    this.deps.logger.info({ event: 'fallback', upstream: upstream.name, kind, code: error.code }, error.message);
+    this.deps.logger.info(
+      { event: 'fallback', upstream: upstream.name, kind, code: error.code, request_id: call.parts.input.requestId },
+      error.message,
+    );
     return sendFallback(call, fallback);
   }
 
@@ -186,6 +189,7 @@ class HttpProxy {
   ): Pick<CallParts, 'headers' | 'body'> {
     const { incoming } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
+      requestId: input.requestId,
       clientIp: incoming?.socket.remoteAddress,
       proto: incoming
         ? (incoming.socket as TLSSocket).encrypted

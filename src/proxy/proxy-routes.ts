@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { contextRequestId } from '../request-id.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import { nodeBindings } from './send-response.js';
 import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
@@ -71,7 +72,15 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
-  app.all('/proxy/*', (c) => handler({ method: c.req.method, url: c.req.url, raw: c.req.raw, ...nodeBindings(c) }));
+  app.all('/proxy/*', (c) =>
+    handler({
+      method: c.req.method,
+      url: c.req.url,
+      requestId: contextRequestId(c),
+      raw: c.req.raw,
+      ...nodeBindings(c),
+    }),
+  );
   const upgrade = createUpgradeHandler({
     upstreams,
     breaker: deps.breaker,

@@ -8,7 +8,7 @@ import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import { report, reported, type Report } from './proxy-report.js';
-import { handshakeTransport } from './ws-handshake.js';
+import { handshakeTransport, type UpgradeRequest } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
 import type { PanicWatches } from './panic.js';
 import type { Upstream } from './upstreams.js';
@@ -27,8 +27,13 @@ export interface UpgradeDeps {
   readonly panics?: PanicWatches;
 }
 
-/** Handles node:http's 'upgrade' event; throws an AppError for the caller to render. */
-export type UpgradeHandler = (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => Promise<void>;
+/** Handles node:http's 'upgrade' event (with the request's id, request-id.ts); throws an AppError for the caller to render. */
+export type UpgradeHandler = (
+  incoming: http.IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  requestId: string,
+) => Promise<void>;
 
 /**
  * WebSocket pass-through under `/proxy/<upstream>/…` (issue 12): the node is chosen and
@@ -48,12 +53,13 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   };
 
   const hooks = deps.hooks;
-  return async (incoming, client, head) => {
+  return async (incoming, client, head, requestId) => {
     if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return; // counted as the plain request it becomes
-    if (hooks === undefined) return switchProtocols(deps, core, incoming, client, head, null);
+    const request = { incoming, client, head, requestId };
+    if (hooks === undefined) return switchProtocols(deps, core, request, null);
     await reported(
       hooks,
-      (r) => switchProtocols(deps, core, incoming, client, head, r),
+      (r) => switchProtocols(deps, core, request, r),
       () => 0,
     );
   };
@@ -63,11 +69,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
 async function switchProtocols(
   deps: UpgradeDeps,
   core: FailoverDeps,
-  incoming: http.IncomingMessage,
-  client: Duplex,
-  clientHead: Buffer,
+  request: UpgradeRequest,
   r: Report | null,
 ): Promise<void> {
+  const { incoming, client, requestId } = request;
   const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
   const raw = incoming.url ?? '/';
   if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
@@ -80,7 +85,7 @@ async function switchProtocols(
   try {
     const ending = await failover(
       core,
-      handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }),
+      handshakeTransport({ upstream, target, incoming, client, requestId, localDc: deps.localDc, logger: deps.logger }),
     );
     slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
     switch (ending.kind) {
@@ -97,10 +102,10 @@ async function switchProtocols(
     if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
-      return relayAnswer(upstream, answer.res, node, use, client); // a failure status goes back as sent, too
+      return relayAnswer(upstream, answer.res, node, use, client, requestId); // a failure status goes back as sent, too
     }
     switched = true;
-    tunnel(upstream, node, use, answer, client, clientHead, slot);
+    tunnel(upstream, node, use, answer, request, slot);
     report(r, node, 101);
   } finally {
     if (!switched) slot.release();

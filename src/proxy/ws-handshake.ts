@@ -16,12 +16,22 @@ export interface HandshakeAnswer {
   readonly switched: { readonly socket: Socket; readonly head: Buffer } | null;
 }
 
+/** One 'upgrade' event: the request, the caller's socket, the bytes after its head, and its id (request-id.ts). */
+export interface UpgradeRequest {
+  readonly incoming: http.IncomingMessage;
+  readonly client: Duplex;
+  readonly head: Buffer;
+  readonly requestId: string;
+}
+
 export interface HandshakeRequest {
   readonly upstream: Upstream;
   readonly target: ProxyTarget;
   readonly incoming: http.IncomingMessage;
   /** The caller's connection: its closing ends the handshake in progress. */
   readonly client: Duplex;
+  /** Sent to the node in X-Request-Id and written on the failure's log line. */
+  readonly requestId: string;
   readonly localDc: string;
   readonly logger: Logger;
 }
@@ -41,6 +51,7 @@ function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): P
   const { upstream, incoming, client, logger } = req;
   const url = new URL(node.origin);
   const headers = upstreamRequestHeaders(incoming.headers, {
+    requestId: req.requestId,
     clientIp: incoming.socket.remoteAddress,
     proto: 'http',
     localDc: req.localDc,
@@ -87,7 +98,14 @@ function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): P
     request.once('error', (error) => {
       if (!settled)
         logger.warn(
-          { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: 'upgrade', err: error.message },
+          {
+            event: 'upstream_failed',
+            upstream: upstream.name,
+            node: node.id,
+            kind: 'upgrade',
+            err: error.message,
+            request_id: req.requestId,
+          },
           `${node.circuit}: upgrade failed`,
         );
       settle({ kind: isNothingSent(error) ? 'refused' : 'unreachable', startedAt });
