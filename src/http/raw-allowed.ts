@@ -99,7 +99,7 @@ function send(
     return true;
   }
   const list: string[] = [REQUEST_ID_HEADER, requestId];
-  for (const name in headers) list.push(name, headers[name]!);
+  for (const name in headers) if (name !== REQUEST_ID_HEADER) list.push(name, headers[name]!); // a problem's headers name the id too
   list.push('Content-Length', length);
   outgoing.writeHead(status, list).end(text);
   return true;
