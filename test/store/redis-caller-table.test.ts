@@ -177,4 +177,30 @@ describe('the Redis caller table', () => {
     expect(await raw.exists(store.keys.circuit('idle'))).toBe(0);
     expect(await raw.hLen(callersKey(store, 'isolating'))).toBe(1);
   });
+
+  it("keeps another host's state-gauge mirror counting the isolated callers of changes whose deltas it cannot apply", async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const writer = (await open(prefix)).store;
+    const watcher = await open(prefix);
+    const mirror = await watcher.mirror(10);
+    const isolatedUntil = T0 + 60_000;
+    const isolate = (i: number): CallerEntry => [callerId(i), 3, T0, null, isolatedUntil, 60, null];
+    const gauge = () => mirror.first(10, T0).find((c) => c.name === 'gauged')?.isolatedCallers;
+    await writer.apply(
+      'gauged',
+      setCallers('gauged', () => [entry(0), entry(1)]),
+    );
+    await until(async () => gauge() === 0, 'the mirror to hold the circuit');
+    // The watcher never read the circuit: its cache holds no state a delta was made from.
+    for (let i = 0; i < 3; i++) {
+      await writer.apply(
+        'gauged',
+        setCallers('gauged', (t) => [...t.filter((e) => e[0] !== callerId(i)), isolate(i)]),
+      );
+      await until(async () => gauge() === i + 1, `${i + 1} isolated callers on the mirror`);
+    }
+    expect(mirror.first(10, T0).find((c) => c.name === 'gauged')?.circuit.callers).toEqual(
+      (await writer.find('gauged'))?.callers,
+    );
+  });
 });
