@@ -149,6 +149,19 @@ describe('the Redis caller table', () => {
     expect(await raw.hLen(callersKey(store, 'legacy'))).toBe(3);
     const other = await open(prefix);
     expect((await other.store.find('legacy'))?.callers).toEqual([entry(0), entry(1, 4), entry(2)]);
+    // A host of an older build writes the table into c again: c's table is the truth, not the stale hash.
+    await raw.hSet(keys.circuit('legacy'), {
+      v: String(await raw.incr(keys.version)),
+      c: JSON.stringify({ ...legacy, callers: [entry(5)] }),
+    });
+    const late = await open(prefix);
+    expect((await late.store.find('legacy'))?.callers).toEqual([entry(5)]);
+    await late.store.apply(
+      'legacy',
+      setCallers('legacy', (t) => [...t, entry(6)], T0 + 2),
+    );
+    expect(await raw.hGet(keys.circuit('legacy'), 'c')).not.toContain('callers');
+    expect((await (await open(prefix)).store.find('legacy'))?.callers).toEqual([entry(5), entry(6)]);
   });
 
   it('removes the caller table with its circuit: DELETE and idle deletion', async () => {

@@ -136,8 +136,9 @@ export function applyCallerDelta(before: readonly CallerEntry[], delta: string):
 
 /**
  * A versioned read of a circuit (`HMGET v id c` of `c:<name>`) with its caller table (`HGETALL` of
- * `k:<name>`). A `c` that still holds `callers` (stored before the hash) is read as it is, and
- * marked so the next write moves the table into the hash and out of `c`.
+ * `k:<name>`). A `c` that still holds `callers` was last written before the hash (or by a host of
+ * a build before it, which never writes the hash): its table is the truth, read as it is and
+ * marked so the next write moves it into the hash (replacing what the hash held) and out of `c`.
  */
 export function versionedWithCallers(
   malformed: Malformed,
@@ -148,10 +149,12 @@ export function versionedWithCallers(
 ): Versioned {
   const value = malformed.versioned(keys.circuit, name, fields);
   if (value.circuit === null) return value;
+  if (value.circuit.callers !== undefined)
+    return { version: value.version, circuit: value.circuit, rewriteCallers: true };
   const { entries, problem } = parseCallerHash(Array.isArray(flat) ? flat : []);
-  if (problem !== null) malformed.report(keys.callers, problem);
-  const legacy = value.circuit.callers !== undefined;
-  const circuit = entries.length === 0 ? value.circuit : { ...value.circuit, callers: entries };
-  if (problem === null && !legacy) return circuit === value.circuit ? value : { version: value.version, circuit };
+  if (entries.length === 0 && problem === null) return value;
+  const circuit = withCallers(value.circuit, entries);
+  if (problem === null) return { version: value.version, circuit };
+  malformed.report(keys.callers, problem);
   return { version: value.version, circuit, rewriteCallers: true };
 }

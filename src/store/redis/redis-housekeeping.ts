@@ -143,7 +143,8 @@ export class RedisHousekeeping implements HousekeepingStore {
         const parsed = parseCircuit(name, id, json);
         if (!('circuit' in parsed) || !isWhole(v)) return [];
         const { entries } = parseCallerHash(Array.isArray(callers) ? callers : []);
-        const circuit = entries.length === 0 ? parsed.circuit : withCallers(parsed.circuit, entries); // a legacy c keeps its own
+        const legacy = parsed.circuit.callers !== undefined; // a legacy c keeps its own (caller-hash.ts)
+        const circuit = legacy || entries.length === 0 ? parsed.circuit : withCallers(parsed.circuit, entries);
         return isIdleCircuit(circuit, before, now) ? [[name, v] as const] : [];
       });
       if (idle.length === 0) continue;

@@ -110,9 +110,9 @@ function parseRow(
   return parsed.circuit;
 }
 
-/** The circuit with the table its `k:<name>` hash holds (a legacy `c` keeps its own when the hash is empty). */
+/** The circuit with the table its `k:<name>` hash holds (a legacy `c` that holds one keeps its own: `caller-hash.ts`). */
 function attachCallers(circuit: Circuit, key: string, flat: unknown, malformed: Malformed): Circuit {
-  if (!Array.isArray(flat) || flat.length === 0) return circuit;
+  if (circuit.callers !== undefined || !Array.isArray(flat) || flat.length === 0) return circuit;
   const { entries, problem } = parseCallerHash(flat);
   if (problem !== null) malformed.report(key, problem);
   return withCallers(circuit, entries);
