@@ -7,14 +7,16 @@ import { SHARDS } from './shards.js';
  *
  * Keys, under a prefix (default `circuitlog:`), per shard (`shards.ts`: 16 shards, each the
  * hash tag `{<tag>}` right after the prefix, so a shard's keys share one Cluster slot):
- * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON); `{<tag>}:e:<name>`
- * its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
+ * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON without its caller
+ * table, `o` the caller table's order counter); `{<tag>}:k:<name>` its caller table (a hash:
+ * caller -> `<order>:<entry>`, `caller-hash.ts`), written by the compare-and-set from a delta (only
+ * the callers gone, changed and appended); `{<tag>}:e:<name>` its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
  * sorted set name -> id (listing in id order, merged across shards); `transitions` a stream of
  * the shard's transitions with ids `<seq>-0`, trimmed. A circuit's id is `n * 16 + shard`
  * (`n` from its shard's `ids`, see ID_EPOCH_SECONDS), so ids are unique across shards and name their shard. Versions
  * come from the shard's counter, so a circuit's version is never reused, not even after a
- * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>` (json
- * empty: deleted) from inside the script, so a host sees a change only once it is committed,
+ * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>\n<version
+ * read>\n<caller delta>` (json empty and no last two: deleted; see CAS_SCRIPT) from inside the script, so a host sees a change only once it is committed,
  * with the command and channel it is given (`publish-target.ts`): `PUBLISH changes:<db>` on
  * one Redis or Sentinel (channels are not per database), `SPUBLISH {<tag>}:changes:0` on a
  * Cluster (the shard's own channel, in the shard's slot: only the shard's primary handles it).
