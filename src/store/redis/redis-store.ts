@@ -127,20 +127,26 @@ export class RedisCircuitStore implements CircuitStore {
     return this.readNow(name).then((v) => v.circuit);
   }
 
-  /** One read of the circuit and its caller table (READ_SCRIPT: atomically), offered to the cache. */
+  /**
+   * One read of the circuit, offered to the cache: `HMGET` as always, and for a circuit with a
+   * quorum (only it has a caller table) READ_SCRIPT, which reads it again with its table atomically.
+   */
   private readNow(name: string): Promise<Versioned> {
     const epoch = this.cache.currentEpoch;
     this.cache.startRead(name);
     const keys = { circuit: this.keys.circuit(name), callers: this.keys.callers(name) };
     return this.redis
-      .eval<[string | null, string | null, string | null, unknown[]]>(
-        READ_SCRIPT,
-        [keys.circuit, keys.callers],
-        [],
-        'read',
-      )
-      .then(([v, id, json, callers]) => {
-        const value = versionedWithCallers(this.malformed, keys, name, [v, id, json], callers);
+      .command<(string | null)[]>(['HMGET', keys.circuit, 'v', 'id', 'c'], 'read')
+      .then(async (fields) => {
+        let table: unknown[] = [];
+        if (fields[2]?.includes('"quorum":{')) {
+          const [v, id, json, callers] = await this.redis.eval<
+            [string | null, string | null, string | null, unknown[]]
+          >(READ_SCRIPT, [keys.circuit, keys.callers], [], 'read');
+          fields = [v, id, json];
+          table = callers;
+        }
+        const value = versionedWithCallers(this.malformed, keys, name, fields, table);
         return value.corruptVersion === undefined ? this.cache.offer(name, value, epoch) : value; // a corrupt hash is never cached
       })
       .finally(() => this.cache.endRead(name));
