@@ -161,9 +161,9 @@ export class ChangeSubscription {
     if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2)
       for (const listener of this.jumpListeners) listener();
     // A caller table this host cannot follow (it does not hold the state the delta was made from):
-    // the cached circuit is dropped, so the next read goes to Redis.
+    // the cached circuit is dropped, so the next read goes to Redis (unless it holds a newer one already).
     if (callersKnown) this.cache.onMessage(name, { version: Number(v), circuit });
-    else this.cache.forget(name, Number(v));
+    else if (held === undefined || held.version < Number(v)) this.cache.forget(name, Number(v));
     for (const listener of this.changeListeners) {
       try {
         listener(name, circuit, callersKnown);
