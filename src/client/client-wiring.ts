@@ -5,14 +5,13 @@
 
 import { CircuitlogUnavailableError } from './errors.js';
 import type { Emitter } from './emitter.js';
-import type { Link } from './link.js';
 import type { LocalThrottles } from './local-throttle.js';
 import type { ClientEvents } from './options.js';
 import type { OutcomeQueue, OutcomeQueueHooks } from './outcome-queue.js';
 import type { InFlight } from './run-call.js';
 import type { StreamHooks, StreamKeeper } from './stream-keeper.js';
 import type { Transport } from './transport.js';
-import type { CircuitView } from './view.js';
+import type { CircuitView, Link } from './view.js';
 
 /** The outcome queue's hooks: batches go to the transport, delivery tells the link. */
 export function queueHooks(transport: Transport, link: Link, events: Emitter<ClientEvents>): OutcomeQueueHooks {

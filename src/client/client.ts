@@ -10,7 +10,6 @@ import { Admission, checkName, isRefusal } from './admission.js';
 import { queueHooks, shutdown, streamHooks } from './client-wiring.js';
 import { Emitter } from './emitter.js';
 import { ClientClosedError } from './errors.js';
-import { Link } from './link.js';
 import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
 import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
@@ -19,7 +18,7 @@ import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
 import { clientSettings } from './settings.js';
 import { StreamKeeper } from './stream-keeper.js';
 import type { Transport } from './transport.js';
-import { CircuitView, effectiveState } from './view.js';
+import { CircuitView, Link, effectiveState } from './view.js';
 
 const NEVER_ABORTED = new AbortController().signal;
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
