@@ -15,7 +15,7 @@ import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionS
 import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
 import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
 import { clientSettings } from './settings.js';
-import { StreamKeeper, type StreamHooks } from './stream-keeper.js';
+import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
 import { CircuitView, Link, effectiveState } from './view.js';
 

@@ -5,8 +5,7 @@ import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
 import { createHttpTransport } from './http-transport.js';
 import type { ClientOptions } from './options.js';
 import type { OutcomeQueueOptions } from './outcome-queue.js';
-import { SSE_LIMITS } from './sse.js';
-import { backoffDelay } from './stream-keeper.js';
+import { SSE_LIMITS, backoffDelay } from './sse.js';
 import type { Transport } from './transport.js';
 import { checkedCaller } from './caller-id.js';
 
