@@ -11,10 +11,16 @@ import { Admission, checkName, isRefusal } from './admission.js';
 import { CircuitlogUnavailableError, ClientClosedError } from './errors.js';
 import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
-import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
+import {
+  clientSettings,
+  type CallOptions,
+  type ClientEvents,
+  type ClientOptions,
+  type ClientStats,
+  type ConnectionState,
+} from './options.js';
 import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
 import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
-import { clientSettings } from './settings.js';
 import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
 import { CircuitView, Link, effectiveState } from './view.js';
