@@ -17,13 +17,12 @@ import {
   type ClientEvents,
   type ClientOptions,
   type ClientStats,
-  type ConnectionState,
 } from './options.js';
 import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
 import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
 import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
-import { CircuitView, Link, effectiveState } from './view.js';
+import { CircuitView, Link, effectiveState, type ConnectionState } from './view.js';
 
 const NEVER_ABORTED = new AbortController().signal;
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;

@@ -13,6 +13,7 @@ import { createHttpTransport } from './http-transport.js';
 import type { OutcomeQueueOptions } from './outcome-queue.js';
 import { SSE_LIMITS, backoffDelay } from './sse.js';
 import type { StreamReset, Transport, TransitionEvent } from './transport.js';
+import type { ConnectionState } from './view.js';
 
 export interface ClientOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -80,9 +81,6 @@ export interface CallOptions<T, F> {
   /** A slower call is recorded as a failure, its signal aborted, and `CallTimeoutError` thrown. */
   readonly timeoutMs?: number;
 }
-
-/** `connected`: stream open, closed circuits decided locally; `syncing`: every call asks circuitlog; `offline`: local breakers. */
-export type ConnectionState = 'connected' | 'syncing' | 'offline';
 
 export interface ClientEvents {
   transition: TransitionEvent;

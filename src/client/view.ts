@@ -6,7 +6,6 @@
  */
 
 import type { CircuitState } from '../domain/circuit.js';
-import type { ConnectionState } from './options.js';
 import type { CircuitJson, TransitionEvent } from './transport.js';
 
 export type ForcedState = 'open' | 'closed' | null;
@@ -140,6 +139,9 @@ export function forcedFrom(json: CircuitJson | null): ForcedState {
   const forced = json?.forced_state;
   return forced === 'open' || forced === 'closed' ? forced : null;
 }
+
+/** `connected`: stream open, closed circuits decided locally; `syncing`: every call asks circuitlog; `offline`: local breakers. */
+export type ConnectionState = 'connected' | 'syncing' | 'offline';
 
 /** Whether the event stream is open and circuitlog answers, and the connection state the two make. */
 export class Link {
