@@ -1,4 +1,5 @@
 import type { Circuit, Step } from '../../domain/circuit.js';
+import { circuitToJson } from '../../domain/circuit-record.js';
 import { AppError } from '../../domain/errors.js';
 import type { CircuitCache, Versioned } from './redis-cache.js';
 import type { RedisCommands } from './redis-commands.js';
@@ -116,7 +117,7 @@ export class CompareAndSet {
       scriptKeys.push(keys.circuit(name), keys.events(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
-      args.push(name, version, JSON.stringify(final), JSON.stringify(transitions), dueAt);
+      args.push(name, version, circuitToJson(final), JSON.stringify(transitions), dueAt);
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }

@@ -1,0 +1,207 @@
+/**
+ * A circuit as both stores persist it, once: each persisted member with its SQLite column and
+ * what a stored value must be. SQLite writes the members as the columns of `circuits`
+ * (objects and arrays as JSON text; the caller table is not part of it: `caller_entries`);
+ * Redis writes the circuit as one JSON object with the members' own names, and checks what it
+ * reads back here (another host's write or a hand edit is outside input). A new persisted
+ * field is one line of `RECORD_FIELDS` (and, for SQLite, a migration adding its column).
+ */
+import type { Circuit } from './types.js';
+
+type Raw = Record<string, unknown>;
+
+/** What a stored value must be: a test, and the words a problem report uses for it. */
+interface ValueRule {
+  readonly test: (v: unknown) => boolean;
+  readonly expected: string;
+  /** A value that passed, as the circuit keeps it (only members the domain reads). */
+  readonly tidy?: (v: Raw) => Raw;
+}
+
+/** One persisted member of a circuit. */
+interface RecordField {
+  /** The circuit's member, and its key in the stored JSON. */
+  readonly key: string;
+  /** Its column of SQLite's `circuits` table. */
+  readonly column: string;
+  readonly rule: ValueRule;
+  /** Held as JSON text in its column (an object or an array). */
+  readonly json?: true;
+  /** Written when the row is inserted and never again (an update leaves its column alone). */
+  readonly once?: true;
+  /**
+   * A member added after circuits were first stored: how a stored circuit without it reads.
+   * `null`: as null; `absent`: left out (as it was), and a null column is left out too.
+   */
+  readonly since?: 'null' | 'absent';
+}
+
+const isObject = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const isSeconds = (v: unknown): boolean => isTime(v) && v >= 0;
+const isCount = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+const isPositive = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
+const isAtLeastTwo = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 2;
+
+const rule = (test: (v: unknown) => boolean, expected: string): ValueRule => ({ test, expected });
+const orNull = (r: ValueRule): ValueRule => ({
+  ...r,
+  test: (v) => v === null || r.test(v),
+  expected: `${r.expected} or null`,
+});
+
+const ANY = rule(() => true, 'anything');
+const TIME = rule(isTime, 'epoch ms');
+const SECONDS = rule(isSeconds, 'seconds >= 0');
+const COUNT = rule(isCount, 'a whole number >= 0');
+const POSITIVE = rule(isPositive, 'a whole number > 0');
+const STATE = rule((v) => v === 'closed' || v === 'open' || v === 'half_open', 'closed, open or half_open');
+
+// Nested objects: their key members only; the rest of them is the domain's (it wrote them).
+const WINDOW = rule(
+  (v) => isObject(v) && (v.type === 'count' || v.type === 'time') && isPositive(v.size),
+  '{type: count or time, size > 0}',
+);
+const BACKOFF = rule(
+  (v) => isObject(v) && isTime(v.multiplier) && isSeconds(v.maxTimeoutSeconds),
+  '{multiplier, maxTimeoutSeconds >= 0}',
+);
+const WINDOW_STATE = rule(
+  (v) =>
+    isObject(v) &&
+    ((v.type === 'count' && typeof v.outcomes === 'string' && isCount(v.failures) && isCount(v.slowCalls)) ||
+      (v.type === 'time' && Array.isArray(v.buckets))),
+  '{type: count, outcomes, failures, slowCalls} or {type: time, buckets}',
+);
+const THROTTLE = rule(
+  (v) => isObject(v) && isTime(v.k) && v.k >= 1 && isPositive(v.windowSeconds),
+  '{k >= 1, windowSeconds > 0}',
+);
+const THROTTLE_STATE = rule(
+  (v) => isObject(v) && v.type === 'time' && Array.isArray(v.buckets),
+  '{type: time, buckets}',
+);
+const QUORUM: ValueRule = {
+  test: (v) => isObject(v) && isAtLeastTwo(v.minCallers) && isPositive(v.windowSeconds) && isAtLeastTwo(v.maxCallers),
+  expected: '{minCallers >= 2, windowSeconds > 0, maxCallers >= 2}',
+  // Exactly its three members: the domain compares quorums member by member.
+  tidy: (q) =>
+    Object.keys(q).length === 3
+      ? q
+      : { minCallers: q.minCallers, windowSeconds: q.windowSeconds, maxCallers: q.maxCallers },
+};
+
+/** Every persisted member, in the order of the SQLite columns. */
+export const RECORD_FIELDS: readonly RecordField[] = [
+  // Redis keeps the id in its hash's own `id` field: the JSON's copy is never read.
+  { key: 'id', column: 'id', rule: ANY, once: true },
+  { key: 'name', column: 'name', rule: rule((v) => typeof v === 'string' && v.length > 0, 'a name'), once: true },
+  { key: 'state', column: 'state', rule: STATE },
+  { key: 'failureCount', column: 'failure_count', rule: COUNT },
+  { key: 'failureThreshold', column: 'failure_threshold', rule: POSITIVE },
+  { key: 'timeoutSeconds', column: 'timeout_seconds', rule: SECONDS },
+  { key: 'halfOpenMaxCalls', column: 'half_open_max_calls', rule: POSITIVE },
+  {
+    key: 'probeLeases',
+    column: 'probe_leases',
+    rule: rule((v) => Array.isArray(v) && v.every(isTime), '[epoch ms]'),
+    json: true,
+  },
+  { key: 'openUntil', column: 'open_until', rule: orNull(TIME) },
+  { key: 'halfOpenAt', column: 'half_open_at', rule: orNull(TIME) },
+  { key: 'lastFailureAt', column: 'last_failure_at', rule: orNull(TIME) },
+  { key: 'createdAt', column: 'created_at', rule: TIME, once: true },
+  { key: 'updatedAt', column: 'updated_at', rule: TIME },
+  { key: 'successThreshold', column: 'success_threshold', rule: POSITIVE },
+  { key: 'window', column: 'window_policy', rule: orNull(WINDOW), json: true },
+  { key: 'backoff', column: 'backoff_policy', rule: orNull(BACKOFF), json: true },
+  {
+    key: 'forcedState',
+    column: 'forced_state',
+    rule: rule((v) => v === null || v === 'open' || v === 'closed', 'open, closed or null'),
+  },
+  { key: 'probeSuccesses', column: 'probe_successes', rule: COUNT },
+  { key: 'openTimeoutSeconds', column: 'open_timeout_seconds', rule: orNull(SECONDS) },
+  { key: 'reopenCount', column: 'reopen_count', rule: COUNT },
+  { key: 'windowState', column: 'window_state', rule: orNull(WINDOW_STATE), json: true },
+  { key: 'stateChangedAt', column: 'state_changed_at', rule: orNull(TIME), since: 'absent' }, // issue 15
+  { key: 'throttle', column: 'throttle_policy', rule: orNull(THROTTLE), json: true, since: 'null' }, // issue 21
+  { key: 'throttleState', column: 'throttle_state', rule: orNull(THROTTLE_STATE), json: true, since: 'null' },
+  { key: 'quorum', column: 'quorum_policy', rule: orNull(QUORUM), json: true, since: 'absent' }, // issue 17
+];
+
+/** The columns of `circuits` that hold a circuit, in `RECORD_FIELDS` order. */
+export const RECORD_COLUMNS: readonly string[] = RECORD_FIELDS.map((f) => f.column);
+
+/** The columns an update writes (all but those written once). */
+export const UPDATED_COLUMNS: readonly string[] = RECORD_FIELDS.filter((f) => !f.once).map((f) => f.column);
+
+/** A column's value: a number, text (JSON for objects and arrays) or null. */
+export type ColumnValue = string | number | null;
+
+const NO_LEASES: readonly number[] = Object.freeze([]);
+
+/**
+ * The circuit a row holds, its values in `RECORD_COLUMNS` order (a `.raw()` statement: no
+ * object per row to build), without its caller table.
+ */
+export function circuitFromColumns(values: readonly ColumnValue[]): Circuit {
+  const c: Raw = {};
+  for (let i = 0; i < RECORD_FIELDS.length; i++) {
+    const f = RECORD_FIELDS[i]!;
+    const v = values[i]!;
+    if (f.json === undefined) c[f.key] = v;
+    else if (v === '[]')
+      c[f.key] = NO_LEASES; // an empty lease list: shared, never parsed
+    else if (v !== null) c[f.key] = JSON.parse(v as string);
+    else if (f.since !== 'absent') c[f.key] = null;
+  }
+  return c as unknown as Circuit;
+}
+
+/** A circuit as its row, keyed by column (the statements' named parameters), without its caller table. */
+export function circuitToColumns(circuit: Circuit): Record<string, ColumnValue> {
+  const c = circuit as unknown as Raw;
+  const row: Record<string, ColumnValue> = {};
+  for (const f of RECORD_FIELDS) {
+    const v = c[f.key] ?? null;
+    row[f.column] = f.json === undefined || v === null ? (v as ColumnValue) : JSON.stringify(v);
+  }
+  return row;
+}
+
+/** A circuit as Redis stores it: one JSON object, its members by their own names. */
+export function circuitToJson(circuit: Circuit): string {
+  return JSON.stringify(circuit);
+}
+
+/** Why a stored circuit cannot be used: the member and what it should have been. */
+export class BadRecord {
+  constructor(
+    readonly field: string,
+    readonly expected: string,
+  ) {}
+
+  get message(): string {
+    return `${this.field}: expected ${this.expected}`;
+  }
+}
+
+/**
+ * A stored circuit read back as JSON (Redis), checked member by member: the circuit (`raw`
+ * itself, completed in place with the members added since it was stored), or why not.
+ * Members other than the record's are left as they are.
+ */
+export function checkStoredCircuit(raw: unknown): Circuit | BadRecord {
+  if (!isObject(raw)) return new BadRecord('circuit', 'an object');
+  for (const f of RECORD_FIELDS) {
+    const v = raw[f.key];
+    if (v === undefined && f.since !== undefined) {
+      if (f.since === 'null') raw[f.key] = null;
+      continue;
+    }
+    if (!f.rule.test(v)) return new BadRecord(f.key, f.rule.expected);
+    if (f.rule.tidy !== undefined && v !== null) raw[f.key] = f.rule.tidy(v as Raw);
+  }
+  return raw as unknown as Circuit;
+}
