@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
+  BadRecord,
+  checkStoredCircuit,
   circuitFromColumns,
   circuitToColumns,
   circuitToJson,
   RECORD_COLUMNS,
+  RECORD_FIELDS,
   UPDATED_COLUMNS,
 } from '../../src/domain/circuit-record.js';
 import { admit, newCircuit, recordOutcome, type Circuit, type CircuitSettings } from '../../src/domain/circuit.js';
@@ -85,5 +88,23 @@ describe('the circuit record', () => {
   it('stores a circuit in Redis as its own members in JSON', () => {
     const c = domainCircuits()[12]!;
     expect(JSON.parse(circuitToJson(c))).toEqual(JSON.parse(JSON.stringify(c)));
+  });
+
+  it('checks every member of the record read back as JSON: a bad value, null and absence as the field says', () => {
+    const good = domainCircuits()[44]!; // every member set, a quorum too
+    const copy = (): Record<string, unknown> => JSON.parse(JSON.stringify(good));
+    const candidates: unknown[] = ['', 0.5, -1, {}, [], true, 'open'];
+    for (const f of RECORD_FIELDS.filter((field) => field.key !== 'id')) {
+      const wrong = candidates.find((v) => !f.rule.test(v));
+      const raw = copy();
+      raw[f.key] = wrong;
+      expect(checkStoredCircuit(raw), f.key).toEqual(new BadRecord(f.key, expect.any(String)));
+      const nulled = copy();
+      nulled[f.key] = null;
+      expect(checkStoredCircuit(nulled) instanceof BadRecord, f.key).toBe(f.nullable !== true);
+      const absent = copy();
+      delete absent[f.key];
+      expect(checkStoredCircuit(absent) instanceof BadRecord, f.key).toBe(f.since === undefined);
+    }
   });
 });
