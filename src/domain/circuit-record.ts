@@ -4,7 +4,9 @@
  * (objects and arrays as JSON text; the caller table is not part of it: `caller_entries`);
  * Redis writes the circuit as one JSON object with the members' own names, and checks what it
  * reads back here (another host's write or a hand edit is outside input). A new persisted
- * field is one line of `RECORD_FIELDS` (and, for SQLite, a migration adding its column).
+ * field is three lines of this file (`RECORD_FIELDS`, the check `misfit`, the row reading
+ * `circuitFromColumns`; a test fails for one left out) and, for SQLite, a migration adding its
+ * column.
  */
 import type { Circuit } from './types.js';
 
