@@ -51,9 +51,9 @@ export const FOLDER_RULES: FolderRule[] = [
   {
     folder: 'store',
     mayImportFolders: ['domain'],
-    // The drivers, Node built-ins, and pino's Logger type (the logger is injected). zod is allowed
-    // for one edge only: what a shared Redis hands back is outside input (another host's write, a
-    // hand edit), validated on read (src/store/redis/stored-circuit.ts). HTTP (hono) is not.
+    // The drivers, Node built-ins, and pino's Logger type (the logger is injected). zod is still
+    // allowed but no longer used: what a shared Redis hands back (another host's write, a hand
+    // edit) is checked by the domain's record (src/domain/circuit-record.ts). HTTP (hono) is not.
     mayImportPackages: ['node:*', 'better-sqlite3', '@redis/client', 'pino', 'zod'],
     why: 'src/store imports only src/domain and its drivers (node:*, better-sqlite3, @redis/client, pino; zod to validate Redis answers)',
   },

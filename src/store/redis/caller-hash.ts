@@ -41,13 +41,6 @@ function encodeEntry(e: CallerEntry): [string, string] {
   return [e[0], JSON.stringify([e[1], e[2], e[3], e[4], e[5], e[6]])];
 }
 
-/** The circuit's JSON as `c` holds it: everything but the caller table. */
-export function circuitJson(c: Circuit): string {
-  if (c.callers === undefined) return JSON.stringify(c);
-  const { callers: _callers, ...rest } = c;
-  return JSON.stringify(rest);
-}
-
 /** The circuit with `entries` as its table (none: no `callers` member, as a read of an empty hash gives). */
 export function withCallers(c: Circuit, entries: readonly CallerEntry[] | undefined): Circuit {
   if (entries === undefined || entries.length === 0) {

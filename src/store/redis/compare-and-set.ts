@@ -1,4 +1,5 @@
 import type { Circuit, Step } from '../../domain/circuit.js';
+import { circuitToJson } from '../../domain/circuit-record.js';
 import { AppError } from '../../domain/errors.js';
 import type { CircuitCache, Versioned } from './redis-cache.js';
 import type { RedisCommands } from './redis-commands.js';
@@ -10,7 +11,7 @@ import type { Malformed } from './stored-circuit.js';
 import type { ReplicaAck } from './replica-ack.js';
 import type { PublishTarget } from './publish-target.js';
 import { detailText } from '../../domain/transition-detail.js';
-import { callerDelta, circuitJson, versionedWithCallers } from './caller-hash.js';
+import { callerDelta, versionedWithCallers } from './caller-hash.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -120,7 +121,7 @@ export class CompareAndSet {
       // Only what changed of the caller table; whole when nothing usable was read (new, corrupt, legacy).
       const whole = read.circuit === null || read.rewriteCallers === true;
       const delta = callerDelta(read.circuit?.callers, final.callers, whole);
-      args.push(name, version, circuitJson(final), JSON.stringify(transitions), dueAt, delta);
+      args.push(name, version, circuitToJson(final), JSON.stringify(transitions), dueAt, delta);
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }

@@ -1,74 +1,30 @@
 import type { Logger } from 'pino';
-import { z } from 'zod';
+import { checkStoredCircuit, BadRecord } from '../../domain/circuit-record.js';
 import type { Circuit, CircuitState } from '../../domain/circuit.js';
 import type { Versioned } from './redis-cache.js';
-import { quickCircuit } from './circuit-check.js';
-
-const state = z.enum(['closed', 'open', 'half_open']);
-const count = z.number().int().nonnegative();
-const time = z.number().finite();
-const seconds = z.number().nonnegative().finite();
-
-/**
- * What a `c:{name}` hash's `c` must hold to be used: every field the state machine reads,
- * with its type. Nested policy objects are checked for their shape's key fields; anything
- * else in them is the domain's (it wrote them).
- */
-export const storedCircuit = z.looseObject({
-  name: z.string().min(1),
-  state,
-  failureCount: count,
-  probeLeases: z.array(time),
-  probeSuccesses: count,
-  openUntil: time.nullable(),
-  openTimeoutSeconds: seconds.nullable(),
-  reopenCount: count,
-  windowState: z
-    .union([
-      z.looseObject({ type: z.literal('count'), outcomes: z.string(), failures: count, slowCalls: count }),
-      z.looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) }),
-    ])
-    .nullable(),
-  halfOpenAt: time.nullable(),
-  lastFailureAt: time.nullable(),
-  stateChangedAt: time.nullable().optional(), // absent on circuits stored before issue 15
-  createdAt: time,
-  updatedAt: time,
-  failureThreshold: z.number().int().positive(),
-  timeoutSeconds: seconds,
-  halfOpenMaxCalls: z.number().int().positive(),
-  successThreshold: z.number().int().positive(),
-  window: z.looseObject({ type: z.enum(['count', 'time']), size: z.number().int().positive() }).nullable(),
-  backoff: z.looseObject({ multiplier: z.number().finite(), maxTimeoutSeconds: seconds }).nullable(),
-  forcedState: z.enum(['open', 'closed']).nullable(),
-  // Absent on circuits stored before issue 21: no throttle.
-  throttle: z
-    .looseObject({ k: z.number().min(1).finite(), windowSeconds: z.number().int().positive() })
-    .nullable()
-    .default(null),
-  throttleState: z
-    .looseObject({ type: z.literal('time'), buckets: z.array(z.unknown()) })
-    .nullable()
-    .default(null),
-  // Issue 17; absent on circuits without a quorum.
-  quorum: z
-    .object({
-      minCallers: z.number().int().min(2),
-      windowSeconds: z.number().int().positive(),
-      maxCallers: z.number().int().min(2),
-    })
-    .nullable()
-    .optional(),
-  callers: z
-    .array(
-      z.tuple([z.string().min(1), count, time.nullable(), time.nullable(), time.nullable(), seconds, time.nullable()]),
-    )
-    .optional(),
-});
 
 const wholeNumber = /^[1-9]\d{0,15}$/;
 
-/** Why a stored circuit cannot be used, or null with the circuit. */
+const isTimeOrNull = (v: unknown): boolean => v === null || (typeof v === 'number' && Number.isFinite(v));
+const isCount = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/**
+ * The caller table the JSON may carry (`[caller, failures, failedAt, slowAt, isolatedUntil,
+ * isolatedSeconds, probeUntil]` each, `domain/caller-state.ts`): not part of the circuit's record.
+ */
+function isCallers(v: unknown): boolean {
+  if (v === undefined) return true;
+  if (!Array.isArray(v)) return false;
+  for (const e of v) {
+    if (!Array.isArray(e) || e.length !== 7) return false;
+    if (typeof e[0] !== 'string' || e[0].length === 0 || !isCount(e[1])) return false;
+    if (typeof e[5] !== 'number' || !Number.isFinite(e[5]) || e[5] < 0) return false;
+    if (!isTimeOrNull(e[2]) || !isTimeOrNull(e[3]) || !isTimeOrNull(e[4]) || !isTimeOrNull(e[6])) return false;
+  }
+  return true;
+}
+
+/** Why a stored circuit cannot be used, or the circuit (checked by the domain's record, `circuit-record.ts`). */
 export function parseCircuit(
   name: string,
   id: string | null | undefined,
@@ -83,19 +39,14 @@ export function parseCircuit(
   } catch {
     return { problem: 'the circuit (field c) is not JSON' };
   }
-  // The common case (a circuit as the domain writes it) is checked without the schema's copies;
-  // anything else goes to the schema, which decides (circuit-check.ts).
-  let data = quickCircuit(raw) as { name: string } | null;
-  if (data === null) {
-    const parsed = storedCircuit.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      return { problem: `the circuit (field c) has a bad ${issue.path.join('.') || 'value'}: ${issue.message}` };
-    }
-    data = parsed.data;
-  }
-  if (data.name !== name) return { problem: `the circuit (field c) is named ${JSON.stringify(data.name)}` };
-  const circuit = data as unknown as Circuit;
+  const circuit = checkStoredCircuit(raw);
+  if (circuit instanceof BadRecord) return { problem: `the circuit (field c) has a bad ${circuit.message}` };
+  if (!isCallers(circuit.callers))
+    return {
+      problem:
+        'the circuit (field c) has a bad callers: expected [[caller, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil]]',
+    };
+  if (circuit.name !== name) return { problem: `the circuit (field c) is named ${JSON.stringify(circuit.name)}` };
   return { circuit: circuit.id === Number(id) ? circuit : { ...circuit, id: Number(id) } };
 }
 

@@ -1,6 +1,12 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState, Transition } from '../../domain/circuit.js';
-import { COLUMNS, type CircuitRow, type CircuitValues } from './circuit-row.js';
+import { RECORD_COLUMNS, UPDATED_COLUMNS, type ColumnValue } from '../../domain/circuit-record.js';
+
+/** A circuit's row as values in `RECORD_COLUMNS` order (`.raw()` statements). */
+export type CircuitValues = ColumnValue[];
+
+/** Every column of a circuit, for SELECT. */
+export const COLUMNS = RECORD_COLUMNS.join(', ');
 
 type EventRow = {
   from_state: CircuitState;
@@ -12,7 +18,7 @@ type EventRow = {
 
 /** The circuits and transitions statements of one connection, prepared once. */
 export interface CircuitStatements {
-  readonly selectByName: Database.Statement<[string], CircuitRow>;
+  readonly selectByName: Database.Statement<[string], CircuitValues>;
   readonly insertCircuit: Database.Statement;
   readonly updateCircuit: Database.Statement;
   readonly insertTransition: Database.Statement;
@@ -28,24 +34,15 @@ export interface CircuitStatements {
   readonly listByState: Database.Statement<[string, number, number], CircuitValues>;
 }
 
-const UPDATE_SET = `UPDATE circuits SET state = @state, failure_count = @failure_count,
-      failure_threshold = @failure_threshold, timeout_seconds = @timeout_seconds,
-      half_open_max_calls = @half_open_max_calls, probe_leases = @probe_leases, open_until = @open_until,
-      half_open_at = @half_open_at, last_failure_at = @last_failure_at, updated_at = @updated_at,
-      success_threshold = @success_threshold, window_policy = @window_policy, backoff_policy = @backoff_policy,
-      forced_state = @forced_state, probe_successes = @probe_successes, open_timeout_seconds = @open_timeout_seconds,
-      reopen_count = @reopen_count, window_state = @window_state, state_changed_at = @state_changed_at,
-      throttle_policy = @throttle_policy, throttle_state = @throttle_state, quorum_policy = @quorum_policy`;
+const INSERTED = RECORD_COLUMNS.filter((c) => c !== 'id');
+const INSERT = `INSERT INTO circuits (${INSERTED.join(', ')}) VALUES (${INSERTED.map((c) => `@${c}`).join(', ')})`;
+const UPDATE = `UPDATE circuits SET ${UPDATED_COLUMNS.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`;
 
 export function prepareCircuitStatements(db: Database.Database): CircuitStatements {
   return {
-    selectByName: db.prepare<[string], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`),
-    insertCircuit: db.prepare(`INSERT INTO circuits (${COLUMNS.replace('id, ', '')})
-      VALUES (${COLUMNS.replace('id, ', '')
-        .split(',')
-        .map((col) => `@${col.trim()}`)
-        .join(', ')})`),
-    updateCircuit: db.prepare(`${UPDATE_SET} WHERE id = @id`),
+    selectByName: db.prepare<[string], CircuitValues>(`SELECT ${COLUMNS} FROM circuits WHERE name = ?`).raw(),
+    insertCircuit: db.prepare(INSERT),
+    updateCircuit: db.prepare(UPDATE),
     insertTransition: db.prepare(
       'INSERT INTO transitions (circuit_id, from_state, to_state, reason, at, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),

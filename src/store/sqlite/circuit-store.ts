@@ -2,8 +2,8 @@ import type Database from 'better-sqlite3';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
-import { fromRow, fromValues, toParams, type CircuitValues } from './circuit-row.js';
-import { prepareCircuitStatements, type CircuitStatements } from './circuit-statements.js';
+import { circuitFromColumns, circuitToColumns } from '../../domain/circuit-record.js';
+import { prepareCircuitStatements, type CircuitStatements, type CircuitValues } from './circuit-statements.js';
 import { CallerRows } from './caller-rows.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
@@ -92,7 +92,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   /** Insert a new circuit's row and its caller entries; its id. */
   private insert(c: Circuit): number {
-    const id = Number(this.sql.insertCircuit.run(toParams(c)).lastInsertRowid);
+    const id = Number(this.sql.insertCircuit.run(circuitToColumns(c)).lastInsertRowid);
     this.callerRows.write(id, undefined, c.callers);
     return id;
   }
@@ -103,7 +103,7 @@ export class SqliteCircuitStore implements CircuitStore {
    * touch (`domain/caller-state.ts`), so a step that changes one caller writes one entry row.
    */
   private update(next: Circuit, stored: Circuit): void {
-    this.sql.updateCircuit.run(toParams(next));
+    this.sql.updateCircuit.run(circuitToColumns(next));
     this.callerRows.write(stored.id, stored.callers, next.callers);
   }
 
@@ -119,7 +119,7 @@ export class SqliteCircuitStore implements CircuitStore {
 
   private read(name: string): Circuit | null {
     const row = this.sql.selectByName.get(name);
-    return row === undefined ? null : this.callerRows.attach(fromRow(row));
+    return row === undefined ? null : this.callerRows.attach(circuitFromColumns(row));
   }
 
   /**
@@ -197,7 +197,7 @@ export class SqliteCircuitStore implements CircuitStore {
       else if (now !== undefined && query.state === 'half_open')
         rows = this.sql.listHalfOpenAt.all(now, after, query.limit);
       else rows = this.sql.listByState.all(query.state, after, query.limit);
-      return rows.map((v) => this.callerRows.attach(fromValues(v)));
+      return rows.map((v) => this.callerRows.attach(circuitFromColumns(v)));
     });
   }
 

@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3';
 import { isIdleCircuit } from '../../domain/idle.js';
 import { CallerRows } from './caller-rows.js';
-import { COLUMNS, fromRow, type CircuitRow } from './circuit-row.js';
+import { circuitFromColumns } from '../../domain/circuit-record.js';
+import { COLUMNS, type CircuitValues } from './circuit-statements.js';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
 
 /** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
@@ -61,7 +62,7 @@ export class SqliteHousekeeping implements HousekeepingStore {
     this.idleWindow = db.prepare<[number, number], IdleRow>(
       'SELECT id, name, state, forced_state, updated_at FROM circuits WHERE id > ? ORDER BY id LIMIT ?',
     );
-    this.circuitById = db.prepare<[number], CircuitRow>(`SELECT ${COLUMNS} FROM circuits WHERE id = ?`);
+    this.circuitById = db.prepare<[number], CircuitValues>(`SELECT ${COLUMNS} FROM circuits WHERE id = ?`).raw();
     this.callerRows = new CallerRows(db);
     this.deleteIfIdle = db.prepare<[number, number]>(
       "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
@@ -114,7 +115,8 @@ export class SqliteHousekeeping implements HousekeepingStore {
     for (const row of rows) {
       if (row.state !== 'closed' || row.forced_state !== null || row.updated_at >= before || keep(row.name)) continue;
       const whole = this.circuitById.get(row.id);
-      if (whole === undefined || !isIdleCircuit(this.callerRows.attach(fromRow(whole)), before, now)) continue;
+      if (whole === undefined || !isIdleCircuit(this.callerRows.attach(circuitFromColumns(whole)), before, now))
+        continue;
       // Re-checked by the DELETE itself: any write since the SELECT sets updated_at to now and keeps the circuit.
       if (this.deleteIfIdle.run(row.id, before).changes === 1) {
         this.forget(row.name);
