@@ -1,8 +1,28 @@
-/** Header handling at the proxy boundary; the hop-by-hop list is in proxy-errors.ts. */
+/** Header handling at the proxy boundary, with the hop-by-hop list. */
 import { util } from 'undici';
-import { HOP_BY_HOP } from './proxy-errors.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
+
+/**
+ * Hop-by-hop fields describe one connection and are never forwarded (RFC 9110 section 7.6.1,
+ * https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1; the same idea as hono's src/helper/proxy).
+ */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+]);
+
+/** Hop-by-hop fields of a node's 101 answer other than the two the switch needs (and the request-only one). */
+export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set(
+  [...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'),
+);
 
 /** Fields we set ourselves or that undici refuses (it sends `Host` from the node origin). */
 const REQUEST_DROPPED = new Set([

@@ -1,7 +1,8 @@
 import type http from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type { Slot } from './admission.js';
-import { nodeMarkerLines, NOT_RELAYED_ON_SWITCH } from './proxy-errors.js';
+import { NOT_RELAYED_ON_SWITCH } from './forward-headers.js';
+import { nodeMarkerLines } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';
 import type { HandshakeAnswer } from './ws-handshake.js';
 import { cutOff, SendWatch } from './send-timeout.js';
