@@ -3,7 +3,6 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BodySink } from './attempt.js';
 import type { Flight } from './coalesce.js';
-import { recordNode, type FailoverDeps } from './failover.js';
 import type { ProxyCall } from './proxy-call.js';
 import { NOBODY_READS } from './proxy-errors.js';
 import { cutOff, SendWatch } from './send-timeout.js';
@@ -32,7 +31,7 @@ export class ForwardSink implements BodySink {
   private watch: SendWatch | null = null;
 
   constructor(
-    private readonly deps: FailoverDeps & { readonly logger: Logger },
+    private readonly logger: Logger,
     private readonly call: ProxyCall,
     private readonly node: ProxyNode,
     private readonly judge: boolean,
@@ -126,7 +125,7 @@ export class ForwardSink implements BodySink {
   fail(error: Error & { code?: string }): void {
     const nodeFault = !this.call.done && isNodeBodyError(error);
     if (nodeFault) {
-      this.deps.logger.warn(
+      this.logger.warn(
         {
           event: 'upstream_failed',
           upstream: this.call.parts.upstream.name,
@@ -148,6 +147,6 @@ export class ForwardSink implements BodySink {
     if (this.over) return;
     this.over = true;
     this.call.end();
-    if (this.judge) recordNode(this.deps, this.call.parts.upstream, this.node, success, this.startedAt);
+    if (this.judge) this.call.record(this.node, success, this.startedAt);
   }
 }

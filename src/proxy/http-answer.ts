@@ -9,7 +9,7 @@ import { downstreamFlatHeaders, flatToRecord, removeFlat, toWebHeaders, type Fla
 import { ForwardSink } from './forward-sink.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
-import { report, type Report, type ReportedNode } from './proxy-report.js';
+import { report, type Report, type ReportedNode } from './proxy-hooks.js';
 import { sendResponse } from './send-response.js';
 import { sendWhole } from './send-timeout.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
@@ -51,7 +51,7 @@ export function streamAnswer(
   call.handOff();
   const flight =
     parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
-  const sink = new ForwardSink(deps, call, node, judge, keep, flight, attempt.startedAt);
+  const sink = new ForwardSink(deps.logger, call, node, judge, keep, flight, attempt.startedAt);
   const outgoing = parts.input.outgoing;
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.

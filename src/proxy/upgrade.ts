@@ -2,12 +2,12 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { admitTarget, takeSlot, waitForSlot } from './admission.js';
-import { failover, recordNode, type FailoverDeps } from './failover.js';
+import { failover, type FailoverDeps } from './failover.js';
+import { upstreamRequestHeaders } from './forward-headers.js';
 import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
-import type { ProxyHooks } from './proxy-hooks.js';
-import { report, reported, type Report } from './proxy-report.js';
+import { admitTarget, ProxyCall, takeSlot, waitForSlot } from './proxy-call.js';
+import { report, reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { handshakeTransport } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
 import type { PanicWatches } from './panic.js';
@@ -76,13 +76,32 @@ async function switchProtocols(
   if (r !== null) r.upstream = upstream.name;
   const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
   if (slot === null) return report(r, null, 499);
-  let switched = false; // the slot passes to the tunnel once it opens
+  const headers = upstreamRequestHeaders(incoming.headers, {
+    clientIp: incoming.socket.remoteAddress,
+    proto: 'http',
+    localDc: deps.localDc,
+  });
+  headers.connection = 'Upgrade';
+  headers.upgrade = 'websocket';
+  const input = { method: 'GET', url: raw, incoming };
+  const call = new ProxyCall(
+    {
+      input,
+      upstream,
+      target,
+      method: 'GET',
+      requestHeaders: incoming.headers,
+      headers,
+      body: null,
+      flight: null,
+      report: r,
+    },
+    slot,
+    core,
+  );
   try {
-    const ending = await failover(
-      core,
-      handshakeTransport({ upstream, target, incoming, client, localDc: deps.localDc, logger: deps.logger }),
-    );
-    slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
+    const ending = await failover(core, handshakeTransport(call, client, deps.logger));
+    call.observe(ending.kind === 'answer' || ending.kind === 'timeout' ? ending.kind : 'other');
     switch (ending.kind) {
       case 'caller_gone':
         return report(r, null, 499); // as on the HTTP path: nothing was sent
@@ -94,15 +113,15 @@ async function switchProtocols(
         throw upstreamUnreachable(upstream);
     }
     const { node, answer, use } = ending;
-    if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
+    if (!ending.failed && use.judged) call.record(node, true, ending.startedAt); // a failing answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
       return relayAnswer(upstream, answer.res, node, use, client); // a failure status goes back as sent, too
     }
-    switched = true;
-    tunnel(upstream, node, use, answer, client, clientHead, slot);
+    call.handOff(); // the slot is the tunnel's until both sides close
+    tunnel(call, node, use, answer, client, clientHead);
     report(r, node, 101);
   } finally {
-    if (!switched) slot.release();
+    call.settle();
   }
 }
