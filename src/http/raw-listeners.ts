@@ -31,9 +31,7 @@ export function rawProxyListener(deps: RawListenerDeps): RequestListener {
     const method = incoming.method ?? 'GET';
     const target = incoming.url ?? '/';
     const wrongHost = misdirected(deps.hosts, incoming.headers.host);
-    const handled = wrongHost
-      ? Promise.reject(wrongHost)
-      : deps.proxy.handler({ method, url: target, incoming, outgoing });
+    const handled = wrongHost ? Promise.reject(wrongHost) : deps.proxy.handler({ method, incoming, outgoing });
     handled.catch((thrown: unknown) => {
       const error = toAppError(thrown);
       const path = pathOf(target);

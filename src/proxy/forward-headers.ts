@@ -145,3 +145,9 @@ export function flatToRecord(headers: FlatHeaders): Record<string, string | stri
   }
   return out;
 }
+
+/** True when the request carries a body (a GET with a body asks something its URL does not say). */
+export function hasRequestBody(headers: HeaderRecord): boolean {
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
+}

@@ -19,13 +19,11 @@ import type { ProxyNode, Upstream } from './upstreams.js';
  * its duration, under the upstream's ejection cap) and the one place its slot goes back.
  */
 
-/** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
+/** One request to proxy, on Node's request and response (the raw listener, or Hono's route under @hono/node-server). */
 export interface ProxyInput {
   readonly method: string;
-  /** The full request URL (only read when `incoming` is absent). */
-  readonly url: string;
-  readonly raw?: Request;
-  readonly incoming?: IncomingMessage;
+  readonly incoming: IncomingMessage;
+  /** Absent for a WebSocket upgrade: the caller's socket is the handshake's. */
   readonly outgoing?: ServerResponse;
 }
 

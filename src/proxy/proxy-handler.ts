@@ -1,13 +1,12 @@
 import type { TLSSocket } from 'node:tls';
-import { Readable } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { hasRequestBody } from './cache-rules.js';
 import type { FlightResult } from './coalesce.js';
 import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
 import { fallbackResponse } from './fallback.js';
-import { upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { hasRequestBody, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
 import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
 import { httpTransport, type Attempt } from './attempt.js';
 import {
@@ -82,15 +81,15 @@ class HttpProxy {
   async handle(input: ProxyInput, coalesce: boolean, r: Report | null): Promise<Response> {
     if (!FORWARDED_METHODS.includes(input.method)) throw methodNotForwarded(input.method);
     // The raw target, before URL normalisation resolves dot segments we must refuse.
-    const { target, upstream } = admitTarget(this.deps.upstreams, input.incoming?.url ?? rawTarget(input.url));
+    const { target, upstream } = admitTarget(this.deps.upstreams, input.incoming.url ?? '/');
     if (r !== null) r.upstream = upstream.name;
-    const requestHeaders: HeaderRecord = input.incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
+    const requestHeaders: HeaderRecord = input.incoming.headers;
     const key = coalesce ? coalescingKey(upstream, input.method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     const waiting = inFlight?.join(requestHeaders) ?? null;
     if (waiting !== null) return this.follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
-    const source = this.requestBody(input, requestHeaders);
-    const headers = this.forwardedHeaders(input, requestHeaders, source !== null);
+    const source = hasRequestBody(requestHeaders) ? input.incoming : null;
+    const headers = this.forwardedHeaders(input.incoming, requestHeaders, source !== null);
     const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, input.outgoing));
     if (slot === null) return new Response(null, { status: 499 }); // the caller left while waiting for a slot
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
@@ -180,32 +179,16 @@ class HttpProxy {
 
   /** The fields sent to the node: end-to-end fields plus X-Forwarded-*; no Content-Length without a body. */
   private forwardedHeaders(
-    input: ProxyInput,
+    incoming: IncomingMessage,
     requestHeaders: HeaderRecord,
     hasBody: boolean,
   ): Record<string, string | string[]> {
-    const { incoming } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
-      clientIp: incoming?.socket.remoteAddress,
-      proto: incoming
-        ? (incoming.socket as TLSSocket).encrypted
-          ? 'https'
-          : 'http'
-        : new URL(input.url).protocol.slice(0, -1),
+      clientIp: incoming.socket.remoteAddress,
+      proto: (incoming.socket as TLSSocket).encrypted ? 'https' : 'http',
       localDc: this.deps.localDc,
     });
     if (!hasBody) delete headers['content-length'];
     return headers;
   }
-
-  /** Where the request body comes from, or null without one (it is made replayable for a retry once admitted). */
-  private requestBody(input: ProxyInput, requestHeaders: HeaderRecord): Readable | null {
-    if (input.incoming !== undefined) return hasRequestBody(requestHeaders) ? input.incoming : null;
-    return input.raw?.body ? Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream) : null;
-  }
-}
-
-function rawTarget(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2);
-  return start === -1 ? '/' : url.slice(start);
 }
