@@ -204,8 +204,51 @@ class HttpTransport implements Transport<Attempt> {
     readonly call: ProxyCall,
   ) {}
 
+  /** Send the call to one node; resolves with its head or why there is none. */
   attempt(node: ProxyNode, startedAt: number): Promise<Tried<Attempt>> {
-    return attemptNode(this.deps, this.call, node, startedAt);
+    const deps = this.deps;
+    const call = this.call;
+    const { upstream, target, body } = call.parts;
+    const cfg = upstream.config;
+    return new Promise((resolve) => {
+      const settle = (a: Attempt) => {
+        if (a.failure === null) {
+          resolve({
+            kind: 'answer',
+            answer: a,
+            failed: upstream.failureStatuses.has(a.status),
+            startedAt: a.startedAt,
+          });
+          return;
+        }
+        call.attemptOver();
+        if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
+        deps.logger.warn(
+          { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: a.failure, err: a.error?.message },
+          `${node.circuit}: ${a.failure}`,
+        );
+        resolve({ kind: a.failure, startedAt: a.startedAt });
+      };
+      const a = new Attempt(
+        cfg.request_timeout_ms,
+        settle,
+        () => call.done || body?.sourceError != null,
+        startedAt,
+        deps.clock,
+      );
+      call.attempting(a);
+      deps.client.dispatch(
+        {
+          origin: node.origin,
+          path: node.basePath + target.path,
+          method: call.parts.method,
+          headers: call.parts.headers,
+          body: body?.attempt() ?? null,
+          bodyTimeoutMs: cfg.request_timeout_ms,
+        },
+        a,
+      );
+    });
   }
 
   replayable(): boolean {
@@ -216,49 +259,4 @@ class HttpTransport implements Transport<Attempt> {
   discard(attempt: Attempt): void {
     attempt.attach(new DiscardSink(attempt));
   }
-}
-
-/** Send the call to one node; resolves with its head or why there is none. */
-function attemptNode(
-  deps: HttpForwardDeps,
-  call: ProxyCall,
-  node: ProxyNode,
-  startedAt: number,
-): Promise<Tried<Attempt>> {
-  const { upstream, target, body } = call.parts;
-  const cfg = upstream.config;
-  return new Promise((resolve) => {
-    const settle = (a: Attempt) => {
-      if (a.failure === null) {
-        resolve({ kind: 'answer', answer: a, failed: upstream.failureStatuses.has(a.status), startedAt: a.startedAt });
-        return;
-      }
-      call.attemptOver();
-      if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
-      deps.logger.warn(
-        { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: a.failure, err: a.error?.message },
-        `${node.circuit}: ${a.failure}`,
-      );
-      resolve({ kind: a.failure, startedAt: a.startedAt });
-    };
-    const a = new Attempt(
-      cfg.request_timeout_ms,
-      settle,
-      () => call.done || body?.sourceError != null,
-      startedAt,
-      deps.clock,
-    );
-    call.attempting(a);
-    deps.client.dispatch(
-      {
-        origin: node.origin,
-        path: node.basePath + target.path,
-        method: call.parts.method,
-        headers: call.parts.headers,
-        body: body?.attempt() ?? null,
-        bodyTimeoutMs: cfg.request_timeout_ms,
-      },
-      a,
-    );
-  });
 }

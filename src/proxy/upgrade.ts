@@ -74,8 +74,6 @@ async function switchProtocols(
     throw upgradeNotSupported(upgrade);
   const { target, upstream } = admitTarget(deps.upstreams, raw);
   if (r !== null) r.upstream = upstream.name;
-  const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
-  if (slot === null) return report(r, null, 499);
   const headers = upstreamRequestHeaders(incoming.headers, {
     clientIp: incoming.socket.remoteAddress,
     proto: 'http',
@@ -83,10 +81,11 @@ async function switchProtocols(
   });
   headers.connection = 'Upgrade';
   headers.upgrade = 'websocket';
-  const input = { method: 'GET', url: raw, incoming };
+  const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
+  if (slot === null) return report(r, null, 499);
   const call = new ProxyCall(
     {
-      input,
+      input: { method: 'GET', incoming },
       upstream,
       target,
       method: 'GET',
