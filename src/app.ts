@@ -8,6 +8,7 @@ import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { problemAnswer, registerFallbacks } from './http/fallbacks.js';
 import { registerDocument } from './http/openapi.js';
+import { registerOutcomeRoutes } from './http/outcome-routes.js';
 import { registerPolicyRoutes } from './http/policy-routes.js';
 import {
   rawProxyListener,
@@ -97,22 +98,13 @@ export interface App {
  * token) wrap `app.fetch` in front of the router (http/request-guard.ts).
  */
 export function createApp(deps: AppDeps): App {
-  const breaker = new BreakerService(
-    deps.store,
-    deps.clock,
-    deps.logger,
-    deps.circuitDefaults,
-    deps.policy,
-    deps.groupCommit,
-    deps.observe?.observer,
-    deps.limits,
-    deps.random,
-  );
+  const breaker = new BreakerService({ ...deps, observer: deps.observe?.observer });
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see raw-path.ts
   const hosts = deps.hosts ?? null;
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
-  registerCircuitRoutes(app, breaker, bodyLimitBytes);
-  registerPolicyRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });
+  registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });
+  registerOutcomeRoutes(app, breaker, bodyLimitBytes);
+  registerPolicyRoutes(app, breaker, bodyLimitBytes);
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { schemaVersion as storeSchemaVersion } from '../store/sqlite/database.js';
-import { parseStoreChoice } from '../store/store-choice.js';
+import { parseStoreChoice } from '../config/store-choice.js';
 import { CliError, EXIT, usageError } from './exit-codes.js';
 
 /**

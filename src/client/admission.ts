@@ -12,7 +12,6 @@ import {
   CircuitlogRequestError,
   CircuitlogUnavailableError,
 } from './errors.js';
-import type { Link } from './link.js';
 import type { KnownCircuit, LocalBreakers } from './local-breaker.js';
 import type { LocalThrottles } from './local-throttle.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
@@ -23,6 +22,7 @@ import {
   isolate,
   isolationIn,
   type CircuitView,
+  type Link,
   type ViewEntry,
 } from './view.js';
 

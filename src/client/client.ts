@@ -1,25 +1,28 @@
 /**
  * The circuitlog client: one line to protect a call, decided in-process on circuits the
- * local view shows closed, asked of circuitlog otherwise, with outcomes sent in batches.
- * See README "Using circuitlog from your service".
+ * local view shows closed, asked of circuitlog otherwise, with outcomes sent in batches;
+ * and how its parts are wired to each other (the outcome queue's and the event stream's
+ * hooks, the shutdown that `close()` runs). See README "Using circuitlog from your service".
  */
 
 import { performance } from 'node:perf_hooks';
 import type { CircuitState } from '../domain/circuit.js';
 import { Admission, checkName, isRefusal } from './admission.js';
-import { queueHooks, shutdown, streamHooks } from './client-wiring.js';
-import { Emitter } from './emitter.js';
-import { ClientClosedError } from './errors.js';
-import { Link } from './link.js';
+import { CircuitlogUnavailableError, ClientClosedError } from './errors.js';
 import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
-import type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
-import { OutcomeQueue } from './outcome-queue.js';
+import {
+  clientSettings,
+  type CallOptions,
+  type ClientEvents,
+  type ClientOptions,
+  type ClientStats,
+} from './options.js';
+import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
 import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
-import { clientSettings } from './settings.js';
-import { StreamKeeper } from './stream-keeper.js';
+import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
-import { CircuitView, effectiveState } from './view.js';
+import { CircuitView, Link, effectiveState, type ConnectionState } from './view.js';
 
 const NEVER_ABORTED = new AbortController().signal;
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -69,9 +72,8 @@ export class CircuitlogClient {
       failOpen: settings.failOpen,
       caller: this.caller,
     });
-    this.queue = new OutcomeQueue(settings.queue, queueHooks(this.transport, this.link, this.events));
-    const hooks = streamHooks({ link, queue: this.queue, view, throttles, events: this.events });
-    this.stream = new StreamKeeper(transport, hooks, settings.reconnectMaxDelayMs);
+    this.queue = new OutcomeQueue(settings.queue, this.queueHooks());
+    this.stream = new StreamKeeper(transport, this.streamHooks(), settings.reconnectMaxDelayMs);
     this.stream.start();
   }
 
@@ -185,8 +187,7 @@ export class CircuitlogClient {
    * every outcome; rejects with `CircuitlogUnavailableError` if that takes over `closeTimeoutMs`.
    */
   close(): Promise<void> {
-    const { inFlight, queue, stream, transport, closeTimeoutMs } = this;
-    this.closing ??= shutdown({ inFlight, queue, stream, transport, closeTimeoutMs });
+    this.closing ??= this.shutdown();
     return this.closing;
   }
 
@@ -236,6 +237,65 @@ export class CircuitlogClient {
     );
   }
 
+  /** The outcome queue's hooks: batches go to the transport, delivery tells the link. */
+  private queueHooks(): OutcomeQueueHooks {
+    const { transport, link, events } = this;
+    return {
+      send: (batch) => transport.postOutcomes(batch),
+      onDelivered: () => link.setReachable(true),
+      onUnreachable: (error) => link.setReachable(false, error),
+      onRejected: (count, error) => events.emit('rejected', { count, error }),
+    };
+  }
+
+  /** The event stream's hooks: transitions update the view, the stream's state the link. */
+  private streamHooks(): StreamHooks {
+    const { link, view, throttles, events } = this;
+    return {
+      onOpen: () => {
+        link.generation++; // every snapshot taken before this is re-taken on its next use
+        link.set(true, true);
+        this.queue.flush();
+      },
+      onEvent: (event) => {
+        view.apply(event);
+        if (event.from !== event.to) throttles.forget(event.circuit); // counts start empty at a state change, as the server's
+        events.emit('transition', event);
+      },
+      onReset: (reset) => {
+        // Transitions may have been missed: every snapshot is re-taken on its next use.
+        link.generation++;
+        events.emit('reset', reset);
+      },
+      onDown: (error) =>
+        link.set(false, error === null || error.kind === 'rejected' ? link.reachable : false, error ?? undefined),
+    };
+  }
+
+  /** Wait for calls under way and the queue's delivery (at most `closeTimeoutMs`), then stop everything. */
+  private async shutdown(): Promise<void> {
+    const { inFlight, queue, stream, transport, closeTimeoutMs } = this;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), closeTimeoutMs)));
+    const done = (async () => {
+      if (inFlight.busy) await inFlight.idle();
+      queue.flush();
+      await queue.drained();
+      return true;
+    })();
+    const delivered = await Promise.race([done, expired]);
+    clearTimeout(timer);
+    const pending = queue.pending;
+    queue.stop();
+    stream.stop();
+    await transport.close();
+    if (!delivered) {
+      throw new CircuitlogUnavailableError(
+        `close(): ${pending} outcome(s) not acknowledged by circuitlog within ${closeTimeoutMs} ms`,
+      );
+    }
+  }
+
   /** React to a change of the connection state, and report it. */
   private linkChanged(before: ConnectionState, after: ConnectionState, error?: Error): void {
     if (before === 'offline') this.local.clear(); // back in touch: the server's state wins
@@ -245,5 +305,29 @@ export class CircuitlogClient {
     }
     if (after === 'connected') for (const resolve of this.readyWaiters.splice(0)) resolve();
     this.events.emit('connection', error === undefined ? { state: after } : { state: after, error });
+  }
+}
+
+/** A tiny typed event emitter; a listener that throws is reported as a process warning, never into the client. */
+class Emitter<Events> {
+  private readonly listeners = new Map<keyof Events, Set<(payload: never) => void>>();
+
+  on<K extends keyof Events>(event: K, listener: (payload: Events[K]) => void): () => void {
+    let set = this.listeners.get(event);
+    if (set === undefined) this.listeners.set(event, (set = new Set()));
+    set.add(listener as (payload: never) => void);
+    return () => set.delete(listener as (payload: never) => void);
+  }
+
+  emit<K extends keyof Events>(event: K, payload: Events[K]): void {
+    const set = this.listeners.get(event);
+    if (set === undefined) return;
+    for (const listener of set) {
+      try {
+        (listener as (payload: Events[K]) => void)(payload);
+      } catch (error) {
+        process.emitWarning(error instanceof Error ? error : String(error), { code: 'CIRCUITLOG_LISTENER_THREW' });
+      }
+    }
   }
 }

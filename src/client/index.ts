@@ -13,7 +13,8 @@ import { CircuitlogClient } from './client.js';
 import type { ClientOptions } from './options.js';
 
 export { CircuitlogClient } from './client.js';
-export type { CallOptions, ClientEvents, ClientOptions, ClientStats, ConnectionState } from './options.js';
+export type { CallOptions, ClientEvents, ClientOptions, ClientStats } from './options.js';
+export type { ConnectionState } from './view.js';
 export {
   CallTimeoutError,
   CircuitOpenError,

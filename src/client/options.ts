@@ -1,7 +1,19 @@
-/** The client's options, call options, events and counters. */
+/**
+ * The client's options (each with its default, filled in here once, with units), call
+ * options, events and counters; and the caller id the client names on every outcome and
+ * admission (issue 17): option `caller`, default the host name (so a quorum counts hosts,
+ * however many processes each runs), checked by the server's own rule (domain/caller.ts).
+ */
 
+import { hostname as osHostname } from 'node:os';
+import { CALLER_MAX_LENGTH, callerProblem } from '../domain/caller.js';
 import type { CircuitSettings } from '../domain/circuit.js';
+import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { createHttpTransport } from './http-transport.js';
+import type { OutcomeQueueOptions } from './outcome-queue.js';
+import { SSE_LIMITS, backoffDelay } from './sse.js';
 import type { StreamReset, Transport, TransitionEvent } from './transport.js';
+import type { ConnectionState } from './view.js';
 
 export interface ClientOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -70,9 +82,6 @@ export interface CallOptions<T, F> {
   readonly timeoutMs?: number;
 }
 
-/** `connected`: stream open, closed circuits decided locally; `syncing`: every call asks circuitlog; `offline`: local breakers. */
-export type ConnectionState = 'connected' | 'syncing' | 'offline';
-
 export interface ClientEvents {
   transition: TransitionEvent;
   connection: { readonly state: ConnectionState; readonly error?: Error };
@@ -99,4 +108,87 @@ export interface ClientStats {
   /** Refused by circuitlog with a 4xx. */
   readonly outcomesRejected: number;
   readonly lastEventId: string | undefined;
+}
+
+/** The options with every default filled in, once, with units: what the client is built from. */
+export interface ClientSettings {
+  readonly transport: Transport;
+  readonly clock: () => number;
+  /** Soft throttling's draws, uniform in [0, 1). */
+  readonly random: () => number;
+  readonly failOpen: boolean;
+  readonly closeTimeoutMs: number;
+  readonly reconnectMaxDelayMs: number;
+  readonly maxCircuits: number;
+  /** The local breakers' policy for a circuit never seen while connected. */
+  readonly localDefaults: CircuitSettings;
+  /** How long a locally admitted half-open probe holds its slot. */
+  readonly probeLeaseMs: number;
+  readonly queue: OutcomeQueueOptions;
+  /** This client's caller id, sent on every outcome and admission (option `caller`). */
+  readonly caller: string;
+}
+
+function transportFor(options: ClientOptions): Transport {
+  return (
+    options.transport ??
+    createHttpTransport({
+      url: options.url,
+      token: options.token,
+      requestTimeoutMs: options.requestTimeoutMs ?? 2_000, // 2 s, a deadline
+      maxResponseBytes: options.maxResponseBytes,
+      streamLimits: {
+        maxLineChars: options.maxStreamLineChars ?? SSE_LIMITS.maxLineChars,
+        maxEventChars: options.maxStreamEventChars ?? SSE_LIMITS.maxEventChars,
+      },
+      streamIdleTimeoutMs: options.streamIdleTimeoutMs ?? 45_000, // 45 s: three missed heartbeats
+      connections: options.connections ?? 8,
+    })
+  );
+}
+
+/** Every option resolved; throws a TypeError for an unusable `maxCircuits`. */
+export function clientSettings(options: ClientOptions): ClientSettings {
+  const reconnectMaxDelayMs = options.reconnectMaxDelayMs ?? 5_000; // 5 s
+  const maxCircuits = options.maxCircuits ?? 10_000;
+  const transport = transportFor(options);
+  if (!Number.isInteger(maxCircuits) || maxCircuits < 1)
+    throw new TypeError(`maxCircuits must be an integer >= 1, got ${String(maxCircuits)}`);
+  const { failureThreshold, timeoutSeconds, halfOpenMaxCalls } = POLICY_DEFAULTS.circuit;
+  return {
+    transport,
+    clock: options.clock ?? Date.now,
+    random: options.random ?? Math.random,
+    caller: checkedCaller(options.caller), // default: the host name
+    failOpen: options.failOpen ?? true,
+    closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s
+    reconnectMaxDelayMs,
+    maxCircuits,
+    localDefaults: { failureThreshold, timeoutSeconds, halfOpenMaxCalls, ...options.localDefaults },
+    probeLeaseMs: POLICY_DEFAULTS.probeLeaseSeconds * 1000, // as the server's default
+    queue: {
+      flushAt: Math.min(options.flushAt ?? 250, options.maxBatch ?? 1_000),
+      maxBatch: options.maxBatch ?? 1_000,
+      maxInFlight: 2,
+      flushDelayMs: options.flushDelayMs ?? 5, // 5 ms
+      capacity: options.maxQueuedOutcomes ?? 10_000,
+      retryDelayMs: (attempt) => backoffDelay(attempt, reconnectMaxDelayMs),
+    },
+  };
+}
+
+/**
+ * The host name, with any character a caller id may not hold replaced by '-' and cut to the
+ * longest id: every process on one host is one caller, so a quorum of 3 needs 3 hosts.
+ */
+export function defaultCaller(hostname = osHostname()): string {
+  return (hostname.replace(/[^A-Za-z0-9_.:~-]/g, '-') || 'host').slice(0, CALLER_MAX_LENGTH);
+}
+
+/** The option checked: a TypeError naming the rule when it is no valid caller id. */
+export function checkedCaller(caller: unknown): string {
+  if (caller === undefined) return defaultCaller();
+  const problem = typeof caller === 'string' ? callerProblem(caller) : 'must be a string';
+  if (problem !== null) throw new TypeError(`Invalid caller '${String(caller)}': ${problem}`);
+  return caller as string;
 }

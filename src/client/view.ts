@@ -1,7 +1,8 @@
 /**
  * The client's local view of the circuits it uses: a snapshot per circuit (from its first
- * `GET /allowed`), kept current by `/events/stream`. An entry is trusted for local decisions
- * only while the stream that was open when it was taken is still open (same `generation`).
+ * `GET /allowed`), kept current by `/events/stream`, and the link (is the stream open, does
+ * circuitlog answer) that says whether the view may be trusted. An entry is trusted for local
+ * decisions only while the stream that was open when it was taken is still open (same `generation`).
  */
 
 import type { CircuitState } from '../domain/circuit.js';
@@ -137,4 +138,40 @@ export function effectiveState(entry: ViewEntry): CircuitState {
 export function forcedFrom(json: CircuitJson | null): ForcedState {
   const forced = json?.forced_state;
   return forced === 'open' || forced === 'closed' ? forced : null;
+}
+
+/** `connected`: stream open, closed circuits decided locally; `syncing`: every call asks circuitlog; `offline`: local breakers. */
+export type ConnectionState = 'connected' | 'syncing' | 'offline';
+
+/** Whether the event stream is open and circuitlog answers, and the connection state the two make. */
+export class Link {
+  streamUp = false;
+  reachable = true; // until a request fails, assume circuitlog answers
+  /** Bumped at every stream open and reset: each snapshot taken before is re-taken on its next use. */
+  generation = 0;
+
+  constructor(private readonly onChange: (before: ConnectionState, after: ConnectionState, error?: Error) => void) {}
+
+  get connection(): ConnectionState {
+    return !this.reachable ? 'offline' : this.streamUp ? 'connected' : 'syncing';
+  }
+
+  /** May this entry decide a call locally? Only under the open stream it was taken under. */
+  trusts(entry: ViewEntry): boolean {
+    return this.streamUp && this.reachable && entry.generation === this.generation;
+  }
+
+  /** Record both; report a change of the connection state. */
+  set(streamUp: boolean, reachable: boolean, error?: Error): void {
+    const before = this.connection;
+    this.streamUp = streamUp;
+    this.reachable = reachable;
+    const after = this.connection;
+    if (after !== before) this.onChange(before, after, error);
+  }
+
+  /** circuitlog answered (or failed to): the stream's state is unchanged. */
+  setReachable(reachable: boolean, error?: Error): void {
+    this.set(this.streamUp, reachable, error);
+  }
 }

@@ -2,7 +2,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { DEFAULT_DB_PATH, parseStoreChoice, type StoreChoice } from '../store/store-choice.js';
+import { DEFAULT_DB_PATH, parseStoreChoice, type StoreChoice } from './store-choice.js';
 import { ConfigError } from './config-error.js';
 import type { Setting, SettingsEnv } from './settings.js';
 

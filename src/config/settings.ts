@@ -3,7 +3,7 @@
  * through `SettingsEnv`, typed by this list, so it cannot read a name that is not on it; and a
  * `CIRCUITLOG_*` variable that is not on it is a misspelling, warned about at start.
  */
-import { STORE_SETTINGS } from '../store/store-choice.js';
+import { STORE_SETTINGS } from './store-choice.js';
 
 export const SETTINGS = [
   'PORT',

@@ -7,7 +7,7 @@ import type { UpstreamConfig } from '../config.js';
 import type { Circuit } from '../domain/circuit.js';
 import { nodeCircuitName } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
-import { circuitJson } from '../http/schemas.js';
+import { circuitJson } from '../http/circuit-json.js';
 import { json } from '../http/json.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-reader.js';

@@ -7,23 +7,11 @@
  * failure in the quorum window, not isolated) has no entry at all: a healthy caller costs
  * nothing, and its successes write nothing.
  */
-import { nextOpenTimeoutSeconds } from './policy.js';
-import { callerTableBound, quorumWindowStartMs, type QuorumPolicy } from './quorum.js';
-import type { Circuit, EpochMs, LateOutcomeRule, Transition } from './types.js';
+import { nextOpenTimeoutSeconds, type QuorumPolicy } from './policy.js';
+import { callerTableBound, quorumWindowStartMs } from './quorum.js';
+import type { CallerEntry, Circuit, EpochMs, LateOutcomeRule, Transition } from './types.js';
 
-/**
- * One caller, as stored: a tuple to keep the row small (about 60 bytes plus the id in
- * JSON). Times are epoch ms, null for none; `isolatedUntil` null: not isolated.
- */
-export type CallerEntry = readonly [
-  caller: string,
-  failures: number,
-  failedAt: EpochMs | null,
-  slowAt: EpochMs | null,
-  isolatedUntil: EpochMs | null,
-  isolatedSeconds: number,
-  probeUntil: EpochMs | null,
-];
+export type { CallerEntry } from './types.js';
 
 const NO_ENTRIES: readonly CallerEntry[] = Object.freeze([]);
 

@@ -3,8 +3,7 @@
  * (`circuit_defaults`, `upstreams.*`), the HTTP API (merge patches, the wire mapping) and
  * the client's local breakers all read them here. See docs/api.md "Policy fields".
  */
-import type { CircuitPolicy } from './policy.js';
-
+// No type import here: `policy.ts` imports this file, and checks there that `circuit` is a whole `CircuitPolicy`.
 export const POLICY_DEFAULTS = Object.freeze({
   /** A circuit's policy when nothing sets a field (the config's `circuit_defaults`). */
   circuit: Object.freeze({
@@ -16,7 +15,7 @@ export const POLICY_DEFAULTS = Object.freeze({
     backoff: null,
     forcedState: null,
     throttle: null, // soft throttling off
-  } satisfies CircuitPolicy),
+  }),
   /** A proxy node's circuit (`upstreams.<name>.failure_threshold`); its other fields as `circuit`. */
   upstreamFailureThreshold: 3, // consecutive failures
   /** How long an admitted half-open probe holds its slot without reporting. */

@@ -1,13 +1,11 @@
 /**
  * A circuit's policy: the settings that decide when it opens, for how long, and how it
  * closes again. Pure data (it serialises to JSON and fits a database row); its snake_case
- * wire form is `policy-wire.ts`, its defaults `policy-defaults.ts`.
+ * wire form is `policy-wire.ts`, its defaults `policy-defaults.ts`. The shape of every field
+ * lives here, at the bottom of the domain; the rules each field drives live in their own file
+ * (`window.ts`, `throttle.ts`, `quorum.ts`), which import this one and never the other way.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import { sameThrottle, type ThrottlePolicy } from './throttle.js';
-import { sameQuorum, type QuorumPolicy } from './quorum.js';
-
-export type { QuorumPolicy } from './quorum.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
 export interface WindowPolicy {
@@ -31,6 +29,28 @@ export interface BackoffPolicy {
   readonly multiplier: number;
   /** Cap on the open time, in seconds. */
   readonly maxTimeoutSeconds: number;
+}
+
+/** A circuit's throttle settings (`throttle: {k, window_seconds}` on the wire; null: off); the rule is `throttle.ts`. */
+export interface ThrottlePolicy {
+  /**
+   * The SRE book's K (`throttle.ts`): requests may reach k times the accepts before any call is refused.
+   * At least 1, so that a dependency that accepts every call is never throttled; lower
+   * is more aggressive.
+   */
+  readonly k: number;
+  /** Seconds of history the counts cover (the current second and the ones before it). */
+  readonly windowSeconds: number;
+}
+
+/** Policy field `quorum` (the rule is `quorum.ts`); null (or absent) on a circuit: today's rules, no per-caller state. */
+export interface QuorumPolicy {
+  /** Distinct named callers (2-1,000) that must have failed in the window for a trip to open the circuit. */
+  readonly minCallers: number;
+  /** How far back a caller's last failure (or slow call) counts, in seconds. */
+  readonly windowSeconds: number;
+  /** Callers remembered per circuit (at most QUORUM_LIMITS' 1,000); past it the least recently seen is forgotten. */
+  readonly maxCallers: number;
 }
 
 /** An operator override: `open` refuses every call, `closed` admits every call. */
@@ -59,13 +79,16 @@ export interface CircuitPolicy {
 export type CircuitSettings = Pick<CircuitPolicy, 'failureThreshold' | 'timeoutSeconds' | 'halfOpenMaxCalls'> &
   Partial<CircuitPolicy>;
 
+/** The built-in policy, checked to be a whole `CircuitPolicy` here (`policy-defaults.ts` sits below this file). */
+const DEFAULT_POLICY: CircuitPolicy = POLICY_DEFAULTS.circuit;
+
 /** Settings completed with the defaults. */
 export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
   return {
     failureThreshold: settings.failureThreshold,
     timeoutSeconds: settings.timeoutSeconds,
     halfOpenMaxCalls: settings.halfOpenMaxCalls,
-    successThreshold: settings.successThreshold ?? POLICY_DEFAULTS.circuit.successThreshold,
+    successThreshold: settings.successThreshold ?? DEFAULT_POLICY.successThreshold,
     window: settings.window ?? null,
     backoff: settings.backoff ?? null,
     forcedState: settings.forcedState ?? null,
@@ -96,6 +119,18 @@ export function sameWindow(a: WindowPolicy | null, b: WindowPolicy | null): bool
 function sameBackoff(a: BackoffPolicy | null, b: BackoffPolicy | null): boolean {
   if (a === null || b === null) return a === b;
   return a.multiplier === b.multiplier && a.maxTimeoutSeconds === b.maxTimeoutSeconds;
+}
+
+/** Field-by-field equality (null equals null). */
+export function sameThrottle(a: ThrottlePolicy | null, b: ThrottlePolicy | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.k === b.k && a.windowSeconds === b.windowSeconds;
+}
+
+/** Field-by-field equality (null and undefined are no quorum). */
+export function sameQuorum(a: QuorumPolicy | null | undefined, b: QuorumPolicy | null | undefined): boolean {
+  if (a == null || b == null) return (a ?? null) === (b ?? null);
+  return a.minCallers === b.minCallers && a.windowSeconds === b.windowSeconds && a.maxCallers === b.maxCallers;
 }
 
 /** Whether two policies are equal in every field. */

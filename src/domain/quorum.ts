@@ -4,18 +4,10 @@
  * (one host with a broken network path must not open the circuit for the fleet).
  * Pure data and functions; the caller table it reads is `caller-state.ts`.
  */
-import type { CallerEntry } from './caller-state.js';
-import type { EpochMs } from './types.js';
+import type { QuorumPolicy } from './policy.js';
+import type { CallerEntry, EpochMs } from './types.js';
 
-/** Policy field `quorum`; null (or absent) on a circuit: today's rules, no per-caller state. */
-export interface QuorumPolicy {
-  /** Distinct named callers (2-1,000) that must have failed in the window for a trip to open the circuit. */
-  readonly minCallers: number;
-  /** How far back a caller's last failure (or slow call) counts, in seconds. */
-  readonly windowSeconds: number;
-  /** Callers remembered per circuit (at most QUORUM_LIMITS' 1,000); past it the least recently seen is forgotten. */
-  readonly maxCallers: number;
-}
+export type { QuorumPolicy } from './policy.js';
 
 /** Bounds of each member (the wire schema and the docs use these). */
 export const QUORUM_LIMITS = Object.freeze({
@@ -28,12 +20,6 @@ export const QUORUM_LIMITS = Object.freeze({
 
 /** Which evidence a trip rule needs: failures, or slow calls (the slow-call-rate rule). */
 export type QuorumEvidence = 'failure' | 'slow';
-
-/** Field-by-field equality (null and undefined are no quorum). */
-export function sameQuorum(a: QuorumPolicy | null | undefined, b: QuorumPolicy | null | undefined): boolean {
-  if (a == null || b == null) return (a ?? null) === (b ?? null);
-  return a.minCallers === b.minCallers && a.windowSeconds === b.windowSeconds && a.maxCallers === b.maxCallers;
-}
 
 /** The oldest moment, in epoch ms, a failure still counts toward the quorum at `now`. */
 export function quorumWindowStartMs(quorum: QuorumPolicy, now: EpochMs): EpochMs {

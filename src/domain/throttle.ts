@@ -21,20 +21,10 @@
  * "failure", so accepts = calls - failures).
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import type { WindowPolicy } from './policy.js';
+import type { ThrottlePolicy, WindowPolicy } from './policy.js';
 import { addOutcome, type WindowState } from './window.js';
 
-/** A circuit's throttle settings (`throttle: {k, window_seconds}` on the wire; null: off). */
-export interface ThrottlePolicy {
-  /**
-   * The book's K: requests may reach k times the accepts before any call is refused.
-   * At least 1, so that a dependency that accepts every call is never throttled; lower
-   * is more aggressive.
-   */
-  readonly k: number;
-  /** Seconds of history the counts cover (the current second and the ones before it). */
-  readonly windowSeconds: number;
-}
+export type { ThrottlePolicy } from './policy.js';
 
 /**
  * k = 2 is the book's (and gRPC's) default. 60 s of history: the book keeps two minutes,
@@ -106,12 +96,6 @@ export function resolveThrottle(settings: Partial<ThrottlePolicy>): ThrottlePoli
     k: settings.k ?? THROTTLE_DEFAULTS.k,
     windowSeconds: settings.windowSeconds ?? THROTTLE_DEFAULTS.windowSeconds,
   };
-}
-
-/** Field-by-field equality (null equals null). */
-export function sameThrottle(a: ThrottlePolicy | null, b: ThrottlePolicy | null): boolean {
-  if (a === null || b === null) return a === b;
-  return a.k === b.k && a.windowSeconds === b.windowSeconds;
 }
 
 /** Whether counts kept under `a` still mean the same under `b`: both on, over the same seconds. */

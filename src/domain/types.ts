@@ -3,7 +3,6 @@
  * can happen to it, and what a step answers. Plain serialisable data, documented once here;
  * `circuit.ts` holds the pure functions over it.
  */
-import type { CallerEntry } from './caller-state.js';
 import type { CircuitPolicy } from './policy.js';
 import type { ThrottleState } from './throttle.js';
 import type { WindowState } from './window.js';
@@ -48,6 +47,21 @@ export interface Circuit extends CircuitPolicy {
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
 }
+
+/**
+ * One caller of a circuit with a quorum, as stored (`callers`; its rules are `caller-state.ts`):
+ * a tuple to keep the row small (about 60 bytes plus the id in JSON). Times are epoch ms, null
+ * for none; `isolatedUntil` null: not isolated.
+ */
+export type CallerEntry = readonly [
+  caller: string,
+  failures: number,
+  failedAt: EpochMs | null,
+  slowAt: EpochMs | null,
+  isolatedUntil: EpochMs | null,
+  isolatedSeconds: number,
+  probeUntil: EpochMs | null,
+];
 
 export type TransitionReason =
   | 'failure_threshold_reached'

@@ -44,9 +44,32 @@ export function hostnameOf(host: string): string {
   return host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d*$/, '');
 }
 
+/**
+ * The Host values a rule last judged, per rule: callers send the same few Host headers again and
+ * again, and the judgement (a port stripped, case folded, an IP literal parsed) runs per request.
+ * Bounded: at most HOST_MEMO_ENTRIES values of at most HOST_MEMO_MAX_LENGTH characters each
+ * (under 70 KB per rule), emptied when full.
+ */
+const hostMemos = new WeakMap<(hostname: string) => boolean, Map<string, boolean>>();
+const HOST_MEMO_ENTRIES = 256;
+const HOST_MEMO_MAX_LENGTH = 260; // a DNS name (253) with a port
+
+function hostAllowed(rule: (hostname: string) => boolean, host: string): boolean {
+  if (host.length > HOST_MEMO_MAX_LENGTH) return rule(hostnameOf(host));
+  let memo = hostMemos.get(rule);
+  if (memo === undefined) hostMemos.set(rule, (memo = new Map()));
+  let allowed = memo.get(host);
+  if (allowed === undefined) {
+    allowed = rule(hostnameOf(host));
+    if (memo.size >= HOST_MEMO_ENTRIES) memo.clear();
+    memo.set(host, allowed);
+  }
+  return allowed;
+}
+
 /** The 421 for a Host the rule refuses, or null. A request without Host (HTTP/1.0) passes. */
 export function misdirected(rule: HostRule, host: string | undefined): AppError | null {
-  if (rule === null || host === undefined || host === '' || rule(hostnameOf(host))) return null;
+  if (rule === null || host === undefined || host === '' || hostAllowed(rule, host)) return null;
   return new AppError(
     'MISDIRECTED_REQUEST',
     `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to server.allowed_hosts if it is yours.`,

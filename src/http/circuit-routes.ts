@@ -1,36 +1,43 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { AppError } from '../domain/errors.js';
 import type { BreakerService, Decision } from '../service/breaker-service.js';
+import { refusalError } from '../service/open-error.js';
 import { json } from './json.js';
-import { registerCall, registerOutcome, registerReset, registerSuccessFailure } from './outcome-routes.js';
-import { circuitNameParam, parseQuery } from './request.js';
-import { circuitNotFound, common, jsonText, ok, open503, problem, serveRoute } from './route-kit.js';
+import { circuitNameParam, parseQuery, readJson } from './request.js';
 import {
-  AllowedSchema,
-  CircuitSchema,
-  EventSchema,
-  EventsQuery,
-  ListQuery,
-  NameParam,
-  allowedText,
-  circuitJson,
-  detectOnlyText,
-} from './schemas.js';
+  circuitNotFound,
+  common,
+  jsonBody,
+  jsonText,
+  ok,
+  open503,
+  problem,
+  serveRoute,
+  withBody,
+} from './route-kit.js';
+import { AllowedSchema, CircuitSchema, EmptyBody, EventSchema, EventsQuery, ListQuery, NameParam } from './schemas.js';
+import { allowedText, circuitJson, detectOnlyText } from './circuit-json.js';
 import { detailWire } from '../domain/transition-detail.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 
+export interface CircuitRouteOptions {
+  readonly bodyLimitBytes: number;
+  /** Circuits defined by the config (proxy nodes): they cannot be deleted. */
+  readonly isConfigCircuit: (name: string) => boolean;
+}
+
 /**
- * The /circuits routes: circuitlog-compatible ones first, then the new ones (this order is
- * the OpenAPI document's). Writes are in outcome-routes.ts; PATCH and DELETE in policy-routes.ts.
+ * The circuit as a resource: read, check, list, its events, reset and delete (in the OpenAPI
+ * document in this order). Outcomes are in outcome-routes.ts, the policy's PATCH in
+ * policy-routes.ts.
  */
-export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
+export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService, options: CircuitRouteOptions): void {
   registerGet(app, breaker);
-  registerCall(app, breaker, bodyLimitBytes);
-  registerSuccessFailure(app, breaker, bodyLimitBytes);
-  registerReset(app, breaker, bodyLimitBytes);
+  registerReset(app, breaker, options.bodyLimitBytes);
   registerAllowed(app, breaker);
-  registerOutcome(app, breaker, bodyLimitBytes);
   registerList(app, breaker);
   registerEvents(app, breaker);
+  registerDelete(app, breaker, options.isConfigCircuit);
 }
 
 /** `GET /circuits/{name}`. */
@@ -71,7 +78,7 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
     const answer = (decision: Decision) => {
       if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
       const { circuit, verdict } = decision;
-      if (!verdict.allowed) throw breaker.refusal(circuit, verdict, caller);
+      if (!verdict.allowed) throw refusalError(circuit, verdict, caller);
       if (circuit.forcedState === 'closed') return jsonText(c, detectOnlyText(circuit, verdict, breaker.now()));
       return jsonText(c, allowedText(circuit, breaker.now()));
     };
@@ -137,5 +144,53 @@ function registerEvents(app: OpenAPIHono, breaker: BreakerService): void {
       },
       200,
     );
+  });
+}
+
+/** `POST /circuits/{name}/reset`: close a circuit. */
+function registerReset(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
+  const route = createRoute({
+    method: 'post',
+    path: '/circuits/{name}/reset',
+    tags: ['circuits'],
+    summary: 'Close a circuit',
+    request: { params: NameParam, body: jsonBody(EmptyBody, false) },
+    responses: { 200: ok('The closed circuit', CircuitSchema), ...withBody, 404: problem('Unknown circuit') },
+  });
+  serveRoute(app, route, async (c) => {
+    const name = circuitNameParam(c);
+    await readJson(c, EmptyBody, bodyLimitBytes);
+    const circuit = await breaker.reset(name);
+    if (circuit === null) throw circuitNotFound(name);
+    return json(c, circuitJson(circuit, breaker.now()), 200);
+  });
+}
+
+/** `DELETE /circuits/{name}`: the circuit and its events; a proxy node's circuit is the config's (409). */
+function registerDelete(app: OpenAPIHono, breaker: BreakerService, isConfigCircuit: (name: string) => boolean): void {
+  const deleteRoute = createRoute({
+    method: 'delete',
+    path: '/circuits/{name}',
+    tags: ['circuits'],
+    summary: 'Delete a circuit and its events',
+    request: { params: NameParam },
+    responses: {
+      204: { description: 'Deleted' },
+      ...common,
+      404: problem('Unknown circuit'),
+      409: problem("A proxy node's circuit: defined by the config"),
+    },
+  });
+  app.openAPIRegistry.registerPath(deleteRoute);
+  app.delete('/circuits/:name', async (c) => {
+    const name = circuitNameParam(c);
+    if (isConfigCircuit(name)) {
+      throw new AppError(
+        'CIRCUIT_DEFINED_BY_CONFIG',
+        `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`,
+      );
+    }
+    if (!(await breaker.delete(name))) throw circuitNotFound(name);
+    return c.body(null, 204);
   });
 }

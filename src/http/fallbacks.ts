@@ -6,6 +6,8 @@ import { problemParts } from './problem.js';
 import { dotSegmentProblem } from './raw-path.js';
 import { ClientClosedError } from './request.js';
 import { logFailure, toAppError } from './request-failure.js';
+import type { ProblemAnswer } from './request-guard.js';
+import { contextRequestId } from '../request-id.js';
 
 /**
  * The app's one `notFound` and one `onError`: a path no route answers is a 400 (dot
@@ -14,7 +16,8 @@ import { logFailure, toAppError } from './request-failure.js';
  */
 export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () => number): void {
   const answer = problemAnswer(logger, clock);
-  const render = (c: Context, error: AppError): Response => answer(c.req.method, c.req.path, error);
+  const render = (c: Context, error: AppError): Response =>
+    answer(c.req.method, c.req.path, error, contextRequestId(c));
   const allowedMethods = methodIndex(app);
   app.notFound((c) => {
     const dots = dotSegmentProblem(c.req.path);
@@ -34,7 +37,13 @@ export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () =>
     if (error instanceof ClientClosedError) {
       // nginx's 499: the caller went away; nobody reads this answer and nothing failed here.
       logger.debug(
-        { event: 'client_closed', method: c.req.method, path: c.req.path, status: 499 },
+        {
+          event: 'client_closed',
+          method: c.req.method,
+          path: c.req.path,
+          status: 499,
+          request_id: contextRequestId(c),
+        },
         'caller closed the connection',
       );
       return new Response(null, { status: 499 });
@@ -44,13 +53,10 @@ export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () =>
 }
 
 /** An error's answer: its `request_failed` log line and the problem+json Response (`instance`: the path). */
-export function problemAnswer(
-  logger: Logger,
-  clock: () => number,
-): (method: string, path: string, error: AppError) => Response {
-  return (method, path, error) => {
-    logFailure(logger, method, path, error);
-    const { status, headers, body } = problemParts(error, path, clock());
+export function problemAnswer(logger: Logger, clock: () => number): ProblemAnswer {
+  return (method, path, error, requestId) => {
+    logFailure(logger, method, path, error, requestId);
+    const { status, headers, body } = problemParts(error, path, requestId, clock());
     return new Response(body, { status, headers });
   };
 }

@@ -2,6 +2,7 @@ import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
+import { REQUEST_ID_FIELD, REQUEST_ID_HEADER } from '../request-id.js';
 
 /**
  * The one place problems are rendered (RFC 9457), for the three ways circuitlog answers:
@@ -35,8 +36,14 @@ function percentEncode(ch: string): string {
 /**
  * The status, headers and body of the problem document for an AppError. An `instance` of
  * `undefined` leaves the member out (where the request is not known, rather than guess it).
+ * The request id goes in the `request_id` member and the `X-Request-Id` header (request-id.ts).
  */
-export function problemParts(error: AppError, instance: string | undefined, now: number): ProblemParts {
+export function problemParts(
+  error: AppError,
+  instance: string | undefined,
+  requestId: string,
+  now: number,
+): ProblemParts {
   const entry = PROBLEMS[error.code];
   const { fields, retryAt, retryAfterSeconds, extensions, headers } = error.options;
   const body: Record<string, unknown> = {
@@ -46,10 +53,15 @@ export function problemParts(error: AppError, instance: string | undefined, now:
     detail: error.message,
   };
   if (instance !== undefined) body.instance = uriReference(instance);
+  body[REQUEST_ID_FIELD] = requestId;
   body.code = error.code;
   Object.assign(body, extensions);
   if (fields) body.errors = fields;
-  const responseHeaders: Record<string, string> = { 'content-type': PROBLEM_CONTENT_TYPE, ...headers };
+  const responseHeaders: Record<string, string> = {
+    [REQUEST_ID_HEADER]: requestId,
+    'content-type': PROBLEM_CONTENT_TYPE,
+    ...headers,
+  };
   if (retryAt !== undefined) {
     // RFC 9110 section 10.2.3: delay-seconds, a whole number; never 0 so callers back off.
     responseHeaders['retry-after'] = String(Math.max(1, Math.ceil((retryAt - now) / 1000)));
@@ -60,21 +72,24 @@ export function problemParts(error: AppError, instance: string | undefined, now:
 }
 
 /** The same problem as a bare `Response` where no Hono context exists (`instance` left out). */
-export function problemFetchResponse(error: AppError, now: number): Response {
-  const { status, headers, body } = problemParts(error, undefined, now);
+export function problemFetchResponse(error: AppError, requestId: string, now: number): Response {
+  const { status, headers, body } = problemParts(error, undefined, requestId, now);
   return new Response(body, { status, headers });
 }
 
+/** What a problem is rendered from: `problemParts`' arguments. */
+type ProblemArgs = Parameters<typeof problemParts>;
+
 /** Answer a raw `ServerResponse` with the problem (its caller checks that no head was sent). */
-export function writeProblem(outgoing: ServerResponse, error: AppError, instance: string, now: number): void {
-  const { status, headers, body } = problemParts(error, instance, now);
+export function writeProblem(outgoing: ServerResponse, ...problem: ProblemArgs): void {
+  const { status, headers, body } = problemParts(...problem);
   // Framed by its length, as the Hono routes send it (a head written first would be chunked).
   outgoing.writeHead(status, { ...headers, 'content-length': String(Buffer.byteLength(body)) }).end(body);
 }
 
 /** Answer on a raw socket (an upgrade, CONNECT, start-up) with the problem, then close it. */
-export function endSocketWithProblem(socket: Duplex, error: AppError, instance: string, now: number): void {
-  const { status, headers, body } = problemParts(error, instance, now);
+export function endSocketWithProblem(socket: Duplex, ...problem: ProblemArgs): void {
+  const { status, headers, body } = problemParts(...problem);
   const lines = Object.entries({ ...headers, 'content-length': String(Buffer.byteLength(body)), connection: 'close' });
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`,

@@ -2,10 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import type { BreakerService } from '../service/breaker-service.js';
+import { refusalError } from '../service/open-error.js';
 import { problemParts } from './problem.js';
 import { rawHeaderReader, type RequestGuard } from './request-guard.js';
 import { logFailure } from './request-failure.js';
-import { allowedText, detectOnlyText } from './schemas.js';
+import { REQUEST_ID_HEADER, requestIdFrom } from '../request-id.js';
+import { allowedText, detectOnlyText } from './circuit-json.js';
 
 /** A listener that answers a request itself (true) or leaves it untouched for the next one (false). */
 export type FastListener = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;
@@ -53,33 +55,52 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
       return false;
     const name = target.slice(PREFIX.length, -SUFFIX.length);
     if (name === '' || /[/?#%]/.test(name) || circuitNameProblem(name) !== null) return false;
-    if (guard('GET', target, rawHeaderReader(incoming)) !== null) return false;
+    const header = rawHeaderReader(incoming);
+    if (guard('GET', target, header) !== null) return false;
     const decision = breaker.peekAllowed(name);
     if (decision === undefined) return false; // a write is needed: the route's `allowed`
-    if (decision === null) return send(outgoing, UNKNOWN_CIRCUIT);
+    const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
+    if (decision === null) return send(outgoing, requestId, UNKNOWN_CIRCUIT);
     const { circuit, verdict } = decision;
     if (!verdict.allowed) {
       // peekAllowed has reported the refusal to the observer: answer it here, as onError would.
-      const error = breaker.refusal(circuit, verdict, undefined);
-      logFailure(deps.logger, 'GET', target, error);
-      const { status, headers, body } = problemParts(error, target, deps.clock());
-      return send(outgoing, body, status, headers);
+      const error = refusalError(circuit, verdict, undefined);
+      logFailure(deps.logger, 'GET', target, error, requestId);
+      const { status, headers, body } = problemParts(error, target, requestId, deps.clock());
+      return send(outgoing, requestId, body, status, headers);
     }
     const now = breaker.now();
     return send(
       outgoing,
+      requestId,
       circuit.forcedState === 'closed' ? detectOnlyText(circuit, verdict, now) : allowedText(circuit, now),
     );
   };
 }
 
-/** An answer with the headers @hono/node-server writes for the route's Response (JSON by default). */
+/**
+ * An answer with the headers @hono/node-server writes for the route's Response (JSON by
+ * default), in its order: `X-Request-Id` first, as `guardFetch` sets it on Node's response
+ * before the route runs (request-id.ts `bindRequestId`). Written as a flat [name, value, ...]
+ * list: node:http writes it as given, without building its header map.
+ */
 function send(
   outgoing: ServerResponse,
+  requestId: string,
   text: string,
   status = 200,
-  headers: Record<string, string> = { 'content-type': 'application/json' },
+  headers?: Record<string, string>,
 ): true {
-  outgoing.writeHead(status, { ...headers, 'Content-Length': Buffer.byteLength(text) }).end(text);
+  const length = String(Buffer.byteLength(text));
+  if (headers === undefined) {
+    outgoing
+      .writeHead(status, [REQUEST_ID_HEADER, requestId, 'content-type', 'application/json', 'Content-Length', length])
+      .end(text);
+    return true;
+  }
+  const list: string[] = [REQUEST_ID_HEADER, requestId];
+  for (const name in headers) if (name !== REQUEST_ID_HEADER) list.push(name, headers[name]!); // a problem's headers name the id too
+  list.push('Content-Length', length);
+  outgoing.writeHead(status, list).end(text);
   return true;
 }

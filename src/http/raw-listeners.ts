@@ -5,6 +5,7 @@ import type { ProxyRoutes } from '../proxy/proxy-routes.js';
 import { misdirected, type HostRule } from './browser-guard.js';
 import { endSocketWithProblem, writeProblem } from './problem.js';
 import { logFailure, toAppError } from './request-failure.js';
+import { incomingRequestId } from '../request-id.js';
 
 /** node:http's 'request' listener for `/proxy/*`, bypassing Hono. */
 export type RequestListener = (incoming: IncomingMessage, outgoing: ServerResponse) => void;
@@ -30,17 +31,20 @@ export function rawProxyListener(deps: RawListenerDeps): RequestListener {
   return (incoming, outgoing) => {
     const method = incoming.method ?? 'GET';
     const target = incoming.url ?? '/';
+    const requestId = incomingRequestId(incoming);
     const wrongHost = misdirected(deps.hosts, incoming.headers.host);
-    const handled = wrongHost ? Promise.reject(wrongHost) : deps.proxy.handler({ method, incoming, outgoing });
+    const handled = wrongHost
+      ? Promise.reject(wrongHost)
+      : deps.proxy.handler({ method, requestId, incoming, outgoing });
     handled.catch((thrown: unknown) => {
       const error = toAppError(thrown);
       const path = pathOf(target);
-      logFailure(deps.logger, method, path, error);
+      logFailure(deps.logger, method, path, error, requestId);
       if (outgoing.headersSent) {
         outgoing.destroy();
         return;
       }
-      writeProblem(outgoing, error, path, deps.clock());
+      writeProblem(outgoing, error, path, requestId, deps.clock());
     });
   };
 }
@@ -49,12 +53,14 @@ export function rawProxyListener(deps: RawListenerDeps): RequestListener {
 export function rawUpgradeListener(deps: RawListenerDeps): UpgradeListener {
   return (incoming, socket, head) => {
     socket.on('error', () => {}); // a caller resetting its tunnel is no error of ours
+    const requestId = incomingRequestId(incoming);
     const wrongHost = misdirected(deps.hosts, incoming.headers.host);
-    (wrongHost ? Promise.reject(wrongHost) : deps.proxy.upgrade(incoming, socket, head)).catch((thrown: unknown) => {
+    const handled = wrongHost ? Promise.reject(wrongHost) : deps.proxy.upgrade(incoming, socket, head, requestId);
+    handled.catch((thrown: unknown) => {
       const error = toAppError(thrown);
       const path = pathOf(incoming.url);
-      logFailure(deps.logger, incoming.method ?? 'GET', path, error);
-      endSocketWithProblem(socket, error, path, deps.clock());
+      logFailure(deps.logger, incoming.method ?? 'GET', path, error, requestId);
+      endSocketWithProblem(socket, error, path, requestId, deps.clock());
     });
   };
 }

@@ -12,10 +12,11 @@ export function toAppError(error: unknown): AppError {
  * The `request_failed` log line of an error answer, at the level its code deserves: a 500 is
  * an error with its cause; a refusal by an open circuit is the breaker working (debug: its
  * transitions are logged, not each refused call); a storage problem a warning; the rest info.
+ * Its `request_id` is the one in the answer's `X-Request-Id` and problem document.
  */
-export function logFailure(logger: Logger, method: string, path: string, error: AppError): void {
+export function logFailure(logger: Logger, method: string, path: string, error: AppError, requestId: string): void {
   const status = PROBLEMS[error.code].status;
-  const fields = { event: 'request_failed', method, path, status, code: error.code };
+  const fields = { event: 'request_failed', method, path, status, code: error.code, request_id: requestId };
   if (error.code === 'INTERNAL') logger.error({ ...fields, err: error.options.cause ?? error }, error.message);
   else if (error.code === 'CIRCUIT_OPEN') logger.debug(fields, error.message);
   else if (error.code.startsWith('STORAGE_')) logger.warn(fields, error.message);

@@ -4,6 +4,7 @@ import type { AppError } from '../domain/errors.js';
 import { tokenProblem } from './auth.js';
 import { crossSiteProblem, misdirected, type HeaderReader, type HostRule } from './browser-guard.js';
 import { rawRequestPath } from './raw-path.js';
+import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } from '../request-id.js';
 
 /**
  * The app-wide guards, in order: the Host check (421), the cross-site refusal (403/415; not
@@ -16,7 +17,7 @@ import { rawRequestPath } from './raw-path.js';
  */
 
 /** The app's problem answer for a refusal (http/fallbacks.ts `problemAnswer`). */
-export type ProblemAnswer = (method: string, path: string, error: AppError) => Response;
+export type ProblemAnswer = (method: string, path: string, error: AppError, requestId: string) => Response;
 
 /** The guards' verdict on a request: the first refusal, or null when every guard lets it through. */
 export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | null;
@@ -31,15 +32,24 @@ export function requestGuard(hosts: HostRule | null, token: string | undefined):
     null;
 }
 
-/** Put the guards in front of `app.fetch` (which `app.request()` and the server both call). */
+/**
+ * Put the guards in front of `app.fetch` (which `app.request()` and the server both call),
+ * after the request id (http/request-id.ts) is bound: a refusal carries it too.
+ */
 export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: ProblemAnswer): void {
   const dispatch = app.fetch;
   app.fetch = (request, env, executionCtx) => {
     const path = rawRequestPath(request, { env });
     const method = request.method;
-    const error = guard(method, path, headerReader(request, env));
-    if (error === null) return dispatch(request, env, executionCtx);
-    const response = answer(method, path, error);
+    const header = headerReader(request, env);
+    const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
+    const bound = bindRequestId(env, requestId, isProxyPath(path));
+    const error = guard(method, path, header);
+    if (error === null) {
+      const response = dispatch(request, bound, executionCtx);
+      return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
+    }
+    const response = answer(method, path, error, requestId);
     return method === 'HEAD' ? new Response(null, response) : response;
   };
 }

@@ -1,9 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
-
-export { allowedText, circuitJson, circuitText, detectOnlyText, wouldRefuseJson } from './circuit-json.js';
-export { OUTCOME_AT_MAX_SKEW_MS, OutcomeBody, outcomeAt, outcomeTime } from './outcome-body.js';
+import { WELL_FORMED_REQUEST_ID } from '../request-id.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -80,6 +78,10 @@ export const ProblemSchema = z
     status: z.number().int(),
     detail: z.string(),
     instance: z.string(),
+    request_id: z.string().regex(WELL_FORMED_REQUEST_ID).openapi({
+      description:
+        "The request's id, as in the answer's X-Request-Id: the caller's own when well-formed (1 to 255 of A-Z a-z 0-9 _ - =), else a UUID made for it; every log line about the request carries it.",
+    }),
     code: z.string(),
     errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
   })

@@ -224,7 +224,14 @@ class HttpTransport implements Transport<Attempt> {
         call.attemptOver();
         if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
         deps.logger.warn(
-          { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: a.failure, err: a.error?.message },
+          {
+            event: 'upstream_failed',
+            upstream: upstream.name,
+            node: node.id,
+            kind: a.failure,
+            err: a.error?.message,
+            request_id: call.parts.input.requestId,
+          },
           `${node.circuit}: ${a.failure}`,
         );
         resolve({ kind: a.failure, startedAt: a.startedAt });

@@ -1,5 +1,6 @@
 /** Header handling at the proxy boundary, with the hop-by-hop list. */
 import { util } from 'undici';
+import { REQUEST_ID_HEADER } from '../request-id.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
 
@@ -67,6 +68,8 @@ function endToEnd(source: HeaderRecord, alsoDrop: ReadonlySet<string> | null): R
 }
 
 export interface ForwardedFrom {
+  /** The request's id (request-id.ts): the node gets it in X-Request-Id, the caller's own replaced. */
+  readonly requestId: string;
   /** The peer's address, when known. */
   readonly clientIp: string | undefined;
   readonly proto: string;
@@ -84,18 +87,8 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   const host = incoming.host;
   if (typeof host === 'string') out['x-forwarded-host'] = host;
   out['x-forwarded-dc'] = from.localDc;
+  out[REQUEST_ID_HEADER] = from.requestId;
   return out;
-}
-
-/** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
-export function toWebHeaders(record: Record<string, string | string[]>): Headers {
-  const headers = new Headers();
-  for (const name in record) {
-    const value = record[name]!;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  return headers;
 }
 
 /** A flat `[name, value, name, value, …]` list, as `writeHead` takes it (names lower-case). */
@@ -122,6 +115,12 @@ export function downstreamFlatHeaders(raw: readonly Buffer[]): FlatHeaders {
   const named = namedInConnection(connection ?? undefined);
   if (named === null || (named.size === 1 && (named.has('keep-alive') || named.has('close')))) return out;
   return out.filter((_, i) => !named.has(out[i - (i % 2)]!));
+}
+
+/** The caller's request id on an answer's flat list, in place of any the node sent (it echoes ours, or has its own). */
+export function setRequestId(headers: FlatHeaders, requestId: string): FlatHeaders {
+  removeFlat(headers, REQUEST_ID_HEADER).push(REQUEST_ID_HEADER, requestId);
+  return headers;
 }
 
 /** Drop every field called `name` from a flat list. */

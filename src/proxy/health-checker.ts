@@ -70,15 +70,15 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
       if (circuit?.state === 'open') return; // inside its open time: leave it alone
       const healthy = await probe(deps, upstream, node);
       deps.hooks?.healthCheck(upstream.name, node.id, healthy ? 'success' : 'failure');
-      const create = upstream.recordOptions;
+      const rules = upstream.recordOptions;
       if (!healthy) {
         deps.logger.info(
           { event: 'health_check_failed', upstream: upstream.name, node: node.id },
           `${node.circuit}: health check failed`,
         );
-        deps.breaker.record(node.circuit, false, create);
+        deps.breaker.record(node.circuit, { success: false, caller: rules.caller }, rules);
       } else if (circuit !== null && circuit.state === 'half_open') {
-        deps.breaker.record(node.circuit, true, create);
+        deps.breaker.record(node.circuit, { success: true, caller: rules.caller }, rules);
       }
     } catch (error) {
       deps.logger.error(

@@ -5,8 +5,9 @@ import { DiscardSink, type Attempt, type BodySink } from './attempt.js';
 import { primaryKey } from './cache-rules.js';
 import type { FailoverDeps } from './failover.js';
 import type { FallbackAnswer } from './fallback.js';
+import { REQUEST_ID_HEADER } from '../request-id.js';
 import type { Flight } from './coalesce.js';
-import { downstreamFlatHeaders, flatToRecord, removeFlat, type FlatHeaders } from './forward-headers.js';
+import { downstreamFlatHeaders, flatToRecord, removeFlat, setRequestId, type FlatHeaders } from './forward-headers.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { NOBODY_READS, pushNodeMarkers } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-hooks.js';
@@ -52,6 +53,7 @@ export function streamAnswer(
     parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
   const outgoing = parts.input.outgoing!;
   const sink = new ForwardSink(deps.logger, call, node, judge, keep, flight, attempt.startedAt, outgoing);
+  setRequestId(headers, parts.input.requestId); // after the copies for the stale cache and followers: each answer its own
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
   const feed = (target: ForwardSink) =>
@@ -76,8 +78,10 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
   parts.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
   report(parts.report, null, fallback.status);
   const body = parts.method === 'HEAD' ? null : fallback.body;
-  if (!call.detached)
-    sendWhole(parts.input.outgoing!.writeHead(fallback.status, fallback.headers), body, parts.upstream);
+  if (!call.detached) {
+    const headers = { ...fallback.headers, [REQUEST_ID_HEADER]: parts.input.requestId };
+    sendWhole(parts.input.outgoing!.writeHead(fallback.status, headers), body, parts.upstream);
+  }
   return RESPONSE_ALREADY_SENT;
 }
 
@@ -91,7 +95,7 @@ export function sendCoalesced(
   leaderBody: Buffer,
 ): Response {
   report(r, nodeOfHeaders(leaderHeaders), status);
-  const headers = [...leaderHeaders, 'x-coalesced', 'true'];
+  const headers = setRequestId([...leaderHeaders, 'x-coalesced', 'true'], input.requestId);
   const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(status) ? null : leaderBody;
   const outgoing = input.outgoing!;
   if (outgoing.destroyed) return RESPONSE_ALREADY_SENT; // a follower that left is simply not answered
@@ -245,6 +249,7 @@ class ForwardSink implements BodySink {
           node: this.node.id,
           kind: 'body',
           err: error.message,
+          request_id: this.call.parts.input.requestId,
         },
         `${this.node.circuit}: body failed`,
       );

@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppError } from '../domain/errors.js';
 import type { Circuit, Step } from '../domain/circuit.js';
-import type { BreakerService, Clock } from '../service/breaker-service.js';
-import type { OutcomeGuard } from '../service/guarded-outcome.js';
+import type { BreakerService, Clock, RecordRules } from '../service/breaker-service.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './forward-headers.js';
 import { capEjection, ejectionLimit, isEjected } from './guard-rails.js';
@@ -23,6 +22,8 @@ import type { ProxyNode, Upstream } from './upstreams.js';
 export interface ProxyInput {
   readonly method: string;
   readonly incoming: IncomingMessage;
+  /** Its id (request-id.ts): on every answer and log line, and sent to the node. */
+  readonly requestId: string;
   /** Absent for a WebSocket upgrade: the caller's socket is the handshake's. */
   readonly outgoing?: ServerResponse;
 }
@@ -234,11 +235,8 @@ export class ProxyCall {
   }
 }
 
-/** One upstream's ejection cap, made once: how many nodes may be out, and each node's peers. */
-interface EjectionCap {
-  readonly peers: ReadonlyMap<string, readonly string[]>;
-  readonly guard: OutcomeGuard;
-}
+/** One upstream's ejection cap, made once: each node's rules for `record` (its peers, the guard over them). */
+type EjectionCap = ReadonlyMap<string, RecordRules>;
 
 const caps = new WeakMap<Upstream, EjectionCap | null>();
 
@@ -249,12 +247,15 @@ function ejectionCapOf(upstream: Upstream): EjectionCap | null {
   const limit = ejectionLimit(upstream.nodes.length, upstream.config.max_ejection_percent);
   cap = null;
   if (limit < upstream.nodes.length) {
-    const peers = new Map(
-      upstream.nodes.map((n) => [n.circuit, upstream.nodes.filter((p) => p !== n).map((p) => p.circuit)]),
-    );
     const guard = (step: Step, before: Circuit | null, others: readonly (Circuit | null)[]) =>
       capEjection(step, before, others.filter(isEjected).length, limit);
-    cap = { peers, guard };
+    const { create } = upstream.recordOptions;
+    cap = new Map(
+      upstream.nodes.map((n) => {
+        const peers = upstream.nodes.filter((p) => p !== n).map((p) => p.circuit);
+        return [n.circuit, { create, among: { peers, guard } }];
+      }),
+    );
   }
   caps.set(upstream, cap);
   return cap;
@@ -272,17 +273,11 @@ function recordRequestOutcome(
   success: boolean,
   durationMs: number,
 ): void {
+  const outcome = { success, durationMs, caller: upstream.recordOptions.caller };
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
-    breaker.recordDetached(node.circuit, success, upstream.recordOptions, durationMs);
+    void breaker.record(node.circuit, outcome, upstream.recordOptions);
     return;
   }
-  breaker.recordAmong(
-    node.circuit,
-    success,
-    upstream.recordOptions,
-    durationMs,
-    cap.peers.get(node.circuit) ?? [],
-    cap.guard,
-  );
+  void breaker.record(node.circuit, outcome, cap.get(node.circuit));
 }

@@ -1,5 +1,4 @@
 import type { TLSSocket } from 'node:tls';
-import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
@@ -89,7 +88,7 @@ class HttpProxy {
     const waiting = inFlight?.join(requestHeaders) ?? null;
     if (waiting !== null) return this.follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
     const source = hasRequestBody(requestHeaders) ? input.incoming : null;
-    const headers = this.forwardedHeaders(input.incoming, requestHeaders, source !== null);
+    const headers = this.forwardedHeaders(input, requestHeaders, source !== null);
     const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, input.outgoing));
     if (slot === null) return new Response(null, { status: 499 }); // the caller left while waiting for a slot
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
@@ -159,7 +158,10 @@ class HttpProxy {
     }
     const kind = fallback.headers['x-fallback'] as 'stale' | 'static';
     this.deps.hooks?.proxyFallback(upstream.name, kind);
-    this.deps.logger.info({ event: 'fallback', upstream: upstream.name, kind, code: error.code }, error.message);
+    this.deps.logger.info(
+      { event: 'fallback', upstream: upstream.name, kind, code: error.code, request_id: call.parts.input.requestId },
+      error.message,
+    );
     return sendFallback(call, fallback);
   }
 
@@ -177,13 +179,15 @@ class HttpProxy {
     return sendCoalesced(input, upstream, r, result.status, result.headers, result.body);
   }
 
-  /** The fields sent to the node: end-to-end fields plus X-Forwarded-*; no Content-Length without a body. */
+  /** The fields sent to the node: end-to-end fields plus X-Forwarded-* and X-Request-Id; no Content-Length without a body. */
   private forwardedHeaders(
-    incoming: IncomingMessage,
+    input: ProxyInput,
     requestHeaders: HeaderRecord,
     hasBody: boolean,
   ): Record<string, string | string[]> {
+    const { incoming, requestId } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
+      requestId,
       clientIp: incoming.socket.remoteAddress,
       proto: (incoming.socket as TLSSocket).encrypted ? 'https' : 'http',
       localDc: this.deps.localDc,

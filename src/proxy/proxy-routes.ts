@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { contextRequestId } from '../request-id.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
 import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
@@ -77,7 +78,7 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
     const { incoming, outgoing } = nodeBindings(c);
     if (incoming === undefined || outgoing === undefined)
       throw new Error('the proxy answers on a node:http server only');
-    return handler({ method: c.req.method, incoming, outgoing });
+    return handler({ method: c.req.method, requestId: contextRequestId(c), incoming, outgoing });
   });
   const upgrade = createUpgradeHandler({
     upstreams,

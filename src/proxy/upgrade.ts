@@ -13,6 +13,14 @@ import { relayAnswer, tunnel } from './ws-tunnel.js';
 import type { PanicWatches } from './panic.js';
 import type { Upstream } from './upstreams.js';
 
+/** One 'upgrade' event: the request, the caller's socket, the bytes after its head, and its id (request-id.ts). */
+interface UpgradeRequest {
+  readonly incoming: http.IncomingMessage;
+  readonly client: Duplex;
+  readonly head: Buffer;
+  readonly requestId: string;
+}
+
 export interface UpgradeDeps {
   readonly upstreams: ReadonlyMap<string, Upstream>;
   readonly breaker: BreakerService;
@@ -27,8 +35,13 @@ export interface UpgradeDeps {
   readonly panics?: PanicWatches;
 }
 
-/** Handles node:http's 'upgrade' event; throws an AppError for the caller to render. */
-export type UpgradeHandler = (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => Promise<void>;
+/** Handles node:http's 'upgrade' event (with the request's id, request-id.ts); throws an AppError for the caller to render. */
+export type UpgradeHandler = (
+  incoming: http.IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  requestId: string,
+) => Promise<void>;
 
 /**
  * WebSocket pass-through under `/proxy/<upstream>/…` (issue 12): the node is chosen and
@@ -48,12 +61,13 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   };
 
   const hooks = deps.hooks;
-  return async (incoming, client, head) => {
+  return async (incoming, client, head, requestId) => {
     if (!offersWebSocket(incoming) && serveWithoutUpgrade(incoming, client, head)) return; // counted as the plain request it becomes
-    if (hooks === undefined) return switchProtocols(deps, core, incoming, client, head, null);
+    const request = { incoming, client, head, requestId };
+    if (hooks === undefined) return switchProtocols(deps, core, request, null);
     await reported(
       hooks,
-      (r) => switchProtocols(deps, core, incoming, client, head, r),
+      (r) => switchProtocols(deps, core, request, r),
       () => 0,
     );
   };
@@ -63,11 +77,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
 async function switchProtocols(
   deps: UpgradeDeps,
   core: FailoverDeps,
-  incoming: http.IncomingMessage,
-  client: Duplex,
-  clientHead: Buffer,
+  request: UpgradeRequest,
   r: Report | null,
 ): Promise<void> {
+  const { incoming, client, head: clientHead, requestId } = request;
   const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
   const raw = incoming.url ?? '/';
   if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
@@ -75,6 +88,7 @@ async function switchProtocols(
   const { target, upstream } = admitTarget(deps.upstreams, raw);
   if (r !== null) r.upstream = upstream.name;
   const headers = upstreamRequestHeaders(incoming.headers, {
+    requestId,
     clientIp: incoming.socket.remoteAddress,
     proto: 'http',
     localDc: deps.localDc,
@@ -85,7 +99,7 @@ async function switchProtocols(
   if (slot === null) return report(r, null, 499);
   const call = new ProxyCall(
     {
-      input: { method: 'GET', incoming },
+      input: { method: 'GET', requestId, incoming },
       upstream,
       target,
       method: 'GET',
@@ -115,7 +129,7 @@ async function switchProtocols(
     if (!ending.failed && use.judged) call.record(node, true, ending.startedAt); // a failing answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
-      return relayAnswer(upstream, answer.res, node, use, client); // a failure status goes back as sent, too
+      return relayAnswer(upstream, answer.res, node, use, client, requestId); // a failure status goes back as sent, too
     }
     call.handOff(); // the slot is the tunnel's until both sides close
     tunnel(call, node, use, answer, client, clientHead);

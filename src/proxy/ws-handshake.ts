@@ -78,7 +78,14 @@ function handshake(
     request.once('error', (error) => {
       if (!settled)
         logger.warn(
-          { event: 'upstream_failed', upstream: upstream.name, node: node.id, kind: 'upgrade', err: error.message },
+          {
+            event: 'upstream_failed',
+            upstream: upstream.name,
+            node: node.id,
+            kind: 'upgrade',
+            err: error.message,
+            request_id: call.parts.input.requestId,
+          },
           `${node.circuit}: upgrade failed`,
         );
       settle({ kind: isNothingSent(error) ? 'refused' : 'unreachable', startedAt });

@@ -4,9 +4,13 @@ import { NOT_RELAYED_ON_SWITCH } from './forward-headers.js';
 import type { ProxyCall } from './proxy-call.js';
 import { nodeMarkerLines } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';
+import { REQUEST_ID_HEADER } from '../request-id.js';
 import type { HandshakeAnswer } from './ws-handshake.js';
 import { cutOff, SendWatch } from './send-timeout.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
+
+/** The caller's request id on the answer's head, in place of any the node sent (request-id.ts). */
+const idLine = (requestId: string): string => `${REQUEST_ID_HEADER}: ${requestId}\r\n`;
 
 /** A non-101 answer, passed back as sent; the connection closes after it (it was an upgrade request). */
 export function relayAnswer(
@@ -15,14 +19,16 @@ export function relayAnswer(
   node: ProxyNode,
   use: NodeUse,
   client: Duplex,
+  requestId: string,
 ): void {
   let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage ?? ''}\r\n`;
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
     const name = res.rawHeaders[i]!.toLowerCase();
-    if (name === 'connection' || name === 'upgrade' || NOT_RELAYED_ON_SWITCH.has(name)) continue;
+    if (name === 'connection' || name === 'upgrade' || name === REQUEST_ID_HEADER || NOT_RELAYED_ON_SWITCH.has(name))
+      continue;
     head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
   }
-  client.write(`${head}${nodeMarkerLines(node, use)}connection: close\r\n\r\n`);
+  client.write(`${head}${idLine(requestId)}${nodeMarkerLines(node, use)}connection: close\r\n\r\n`);
   res.pipe(client); // ends the caller's connection with the body (close-delimited when chunked)
   res.on('error', () => client.destroy());
   watchCaller(upstream, res, client, () => res.destroy());
@@ -42,15 +48,17 @@ export function tunnel(
   client: Duplex,
   clientHead: Buffer,
 ): void {
-  const { upstream } = call.parts;
+  const { upstream, input } = call.parts;
+  const { requestId } = input;
   const { res } = answer;
   const { socket: nodeSocket, head: nodeHead } = answer.switched!;
   let head = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
-    if (!NOT_RELAYED_ON_SWITCH.has(res.rawHeaders[i]!.toLowerCase()))
+    const name = res.rawHeaders[i]!.toLowerCase();
+    if (name !== REQUEST_ID_HEADER && !NOT_RELAYED_ON_SWITCH.has(name))
       head += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
   }
-  client.write(`${head}${nodeMarkerLines(node, use)}\r\n`);
+  client.write(`${head}${idLine(requestId)}${nodeMarkerLines(node, use)}\r\n`);
   if (nodeHead.length > 0) client.write(nodeHead);
   if (clientHead.length > 0) nodeSocket.write(clientHead);
   let open = 2;

@@ -2,8 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
-import { PROBLEMS } from '../domain/problem-codes.js';
 import { endSocketWithProblem } from '../http/problem.js';
+import { logFailure } from '../http/request-failure.js';
+import { incomingRequestId } from '../request-id.js';
 
 /**
  * Handler for node:http's `connect` event. CONNECT never reaches the request handler:
@@ -21,17 +22,9 @@ export function rejectConnect(logger: Logger, clock: () => number) {
         headers: { allow: '' },
       },
     );
-    logger.info(
-      {
-        event: 'request_failed',
-        method: 'CONNECT',
-        path: target,
-        status: PROBLEMS[error.code].status,
-        code: error.code,
-      },
-      error.message,
-    );
+    const requestId = incomingRequestId(request);
+    logFailure(logger, 'CONNECT', target, error, requestId);
     socket.on('error', () => socket.destroy()); // the client may already be gone; nothing to tell it
-    endSocketWithProblem(socket, error, target, clock());
+    endSocketWithProblem(socket, error, target, requestId, clock());
   };
 }

@@ -29,9 +29,10 @@ function drainAwareResponse(readiness: Readiness): typeof http.ServerResponse {
   return class DrainAwareResponse<
     Request extends http.IncomingMessage = http.IncomingMessage,
   > extends http.ServerResponse<Request> {
-    override writeHead(statusCode: number, ...rest: unknown[]): this {
+    override writeHead(statusCode: number, a?: unknown, b?: unknown): this {
       if (readiness.draining) this.shouldKeepAlive = false;
-      return Reflect.apply(super.writeHead, this, [statusCode, ...rest]) as this;
+      // Passed on as given (no rest array, no Reflect.apply: this runs once per answer).
+      return (super.writeHead as (s: number, a?: unknown, b?: unknown) => this)(statusCode, a, b);
     }
   };
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import { problemFetchResponse } from '../http/problem.js';
+import { requestIdFrom } from '../request-id.js';
 
 /**
  * `errorHandler` for @hono/node-server's request listener. The adapter refuses some requests
@@ -14,9 +15,11 @@ export function adapterErrorHandler(logger: Logger, clock: () => number) {
     const appError = refused
       ? new AppError('BAD_REQUEST', `The request cannot be routed: ${(error as Error).message}.`)
       : new AppError('INTERNAL', 'An internal error occurred.', { cause: error });
-    if (refused) logger.info({ event: 'request_failed', status: 400, code: appError.code }, appError.message);
-    else logger.error({ event: 'request_failed', status: 500, code: appError.code, err: error }, appError.message);
-    // The adapter hands over only the error, not the request: `instance` is left out rather than guessed.
-    return problemFetchResponse(appError, clock());
+    // The adapter hands over only the error, not the request: `instance` is left out rather
+    // than guessed, and the caller's X-Request-Id cannot be read, so the id is a made one.
+    const fields = { event: 'request_failed', code: appError.code, request_id: requestIdFrom(undefined) };
+    if (refused) logger.info({ ...fields, status: 400 }, appError.message);
+    else logger.error({ ...fields, status: 500, err: error }, appError.message);
+    return problemFetchResponse(appError, fields.request_id, clock());
   };
 }

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { AppError } from '../domain/errors.js';
 import { endSocketWithProblem } from '../http/problem.js';
+import { requestIdFrom } from '../request-id.js';
 
 const ANSWER_WITHIN_MS = 1_000; // a client that sends nothing still gets the answer after this
 
@@ -20,7 +21,8 @@ export function answerStarting(socket: Socket, clock: () => number = Date.now): 
     clearTimeout(timer);
     const target = /^[A-Z]+ (\S+)/.exec(head)?.[1] ?? '/';
     const error = new AppError('NOT_READY', 'circuitlog is starting; try again in a moment.', { retryAfterSeconds: 1 });
-    endSocketWithProblem(socket, error, target.split('?')[0] ?? '/', clock());
+    const requestId = requestIdFrom(/\r\nx-request-id:[\t ]*([^\r\n]*?)[\t ]*\r\n/i.exec(head)?.[1]);
+    endSocketWithProblem(socket, error, target.split('?')[0] ?? '/', requestId, clock());
     setTimeout(() => socket.destroy(), ANSWER_WITHIN_MS).unref(); // never linger past the answer
   };
   const timer = setTimeout(answer, ANSWER_WITHIN_MS);

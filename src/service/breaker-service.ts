@@ -1,33 +1,82 @@
-import { admit, type Admission, type Circuit, type Outcome, type Verdict } from '../domain/circuit.js';
-import type { AppError } from '../domain/errors.js';
-import type { CircuitSettings } from '../domain/policy.js';
-import { drawOnce } from '../domain/throttle.js';
-import { isPromise, chain } from '../store/maybe-promise.js';
-import type { ServiceItem } from './breaker-core.js';
-import { BreakerAdmin } from './breaker-admin.js';
-import { guardedItems, type OutcomeGuard } from './guarded-outcome.js';
-import { openError, type OpenErrorOptions } from './open-error.js';
-import { callerOpenError } from './caller-refusal.js';
+import type { Logger } from 'pino';
+import {
+  admit,
+  configure,
+  newCircuit,
+  refresh,
+  reset,
+  type Admission,
+  type BreakerPolicy,
+  type Circuit,
+  type CircuitState,
+  type Outcome,
+  type Step,
+  type Transition,
+} from '../domain/circuit.js';
+import { AppError } from '../domain/errors.js';
+import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import { drawOnce, type RandomSource } from '../domain/throttle.js';
+import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
+import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
+import type { BreakerObserver } from './breaker-observer.js';
+import { GroupCommit } from './group-commit.js';
+import { callStep, guardedItems, outcomeStep, type OutcomeGuard, type StepContext } from './steps.js';
 
-export type { Clock, ServiceLimits } from './breaker-core.js';
+export type { OutcomeGuard } from './steps.js';
 
-export interface OutcomeOptions {
-  /** Settings used only if this call creates the circuit. */
+/** Epoch milliseconds now; tests pass a fake. */
+export type Clock = () => number;
+
+/** Bounds on what callers make the service hold (config `limits`). */
+export interface ServiceLimits {
+  /** A new name past this many circuits gets 507 TOO_MANY_CIRCUITS (needs `store.count`). */
+  readonly maxCircuits?: number;
+  /**
+   * With idle deletion on: an outcome that changes nothing still writes `updatedAt` when
+   * it is older than this, so `updatedAt` tells when a circuit was last used (housekeeping.ts).
+   */
+  readonly activityStampMs?: number;
+}
+
+/** What the service is built from (`createApp` passes its own deps; tests pass fakes). */
+export interface BreakerDeps {
+  readonly store: CircuitStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** The policy a circuit is created with when a write names a missing one. */
+  readonly circuitDefaults: CircuitSettings;
+  readonly policy: BreakerPolicy;
+  /** Group-commit the `grouped` writes (default on); off, each is its own transaction (docs/performance.md). */
+  readonly groupCommit?: boolean;
+  /** Told of every stored transition, outcome and refusal (metrics, the event stream). */
+  readonly observer?: BreakerObserver;
+  readonly limits?: ServiceLimits;
+  /** Soft throttling's draws (`domain/throttle.ts`; default `Math.random`); tests pass a fake. */
+  readonly random?: RandomSource;
+}
+
+/** How an outcome is written: the rules of the route it came by. */
+export interface RecordRules {
+  /** Settings used only if this write creates the circuit. */
   readonly create?: Partial<CircuitSettings>;
-  readonly timeoutSeconds?: number;
-  /** How long the call took; judged against a window's slow-call duration. */
-  readonly durationMs?: number;
-  /** Who made the call (domain/caller.ts): counted toward a quorum and the caller's own isolation. */
-  readonly caller?: string;
+  /**
+   * The HTTP routes: a new circuit must fit under `limits.maxCircuits`, and the write joins the
+   * group commit; the answer waits for its commit. Without it (the proxy, health checks, whose
+   * outcomes are in nobody's answer) the write is applied at once: one that fails later is
+   * logged, never an unhandled rejection; one that fails at once (SQLite busy) throws.
+   */
+  readonly grouped?: boolean;
+  /**
+   * circuitlog's `call`: admit first, and record only an admitted call, in one atomic step (a
+   * refusal is answered in the verdict, not thrown).
+   */
+  readonly admit?: boolean;
+  /** The proxy's ejection cap (a write at once, not `grouped`): written with a read of `peers`, `guard` deciding the step. */
+  readonly among?: { readonly peers: readonly string[]; readonly guard: OutcomeGuard };
 }
 
-/** The outcome of `options`, naming its caller only when it has one (the proxy's hot path allocates nothing more). */
-function outcomeOf(success: boolean, options: OutcomeOptions, durationMs?: number): Outcome {
-  const { timeoutSeconds, caller } = options;
-  return caller === undefined
-    ? { success, timeoutSeconds, durationMs }
-    : { success, timeoutSeconds, durationMs, caller };
-}
+/** Rules that admit first: the answer carries the verdict. */
+export type AdmitRules = RecordRules & { readonly admit: true };
 
 /** One outcome of a batch. */
 export interface BatchOutcome extends Outcome {
@@ -40,18 +89,53 @@ export interface BatchOutcome extends Outcome {
  */
 export type Decision = Admission | null;
 
+/** A write of the service: a step, and the outcome it records (for `settle`). */
+interface ServiceItem extends BatchItem {
+  readonly outcome?: Outcome;
+}
+
+/** How `grouped` writes are committed, chosen once (`BreakerDeps.groupCommit`). */
+interface Committer {
+  /** One write, answered once it is durable; `mayChangeNothing`: it may leave the circuit as stored. */
+  one(item: ServiceItem, mayChangeNothing: boolean): Promise<Step>;
+  /** Writes in order, in one transaction. */
+  all(items: readonly ServiceItem[]): Promise<(Step | null)[]>;
+}
+
 /**
- * The breaker use cases: each one is a pure step from `domain/` run through the store's
- * atomic read-modify-write. Every stored result, single or group-committed, passes
- * through `settle` (one log line per transition; the one hook for observers). The
- * value-or-promise of the store (`maybe-promise.ts`) stops here: callers get a promise,
- * except `peekAllowed`, the synchronous fast path of `GET /allowed` and the proxy's pick
- * (a closed circuit answers from memory, no microtask). The direct methods (`get`,
- * `allowed`, `record`) serve the proxy; the HTTP routes record through the
- * group-committed `*Grouped` methods.
+ * The breaker's use cases: each one is a pure step from `domain/` run through the store's
+ * atomic read-modify-write. Every stored result, single or group-committed, passes through
+ * `settle` (one log line per transition; the one hook for observers). The value-or-promise
+ * of the store (`maybe-promise.ts`) stops here: callers get a promise, except `peekAllowed`,
+ * the synchronous fast path of `GET /allowed` and the proxy's pick (a closed circuit answers
+ * from memory, no microtask). Every outcome is written by `record` (or `recordBatch`, many at
+ * once), its `RecordRules` saying how.
  */
-export class BreakerService extends BreakerAdmin {
+export class BreakerService {
+  readonly defaults: CircuitPolicy;
+  private readonly store: CircuitStore;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly policy: BreakerPolicy;
+  private readonly observer: BreakerObserver | undefined;
+  private readonly limits: ServiceLimits;
+  private readonly random: RandomSource;
+  private readonly committer: Committer;
+  /** New circuits this process is writing right now, counted before they are stored (`withRoom`). */
+  private creating = 0;
   private lastRecordWarning = -Infinity;
+
+  constructor(deps: BreakerDeps) {
+    this.store = deps.store;
+    this.clock = deps.clock;
+    this.logger = deps.logger;
+    this.policy = deps.policy;
+    this.observer = deps.observer;
+    this.limits = deps.limits ?? {};
+    this.random = deps.random ?? Math.random;
+    this.defaults = resolvePolicy(deps.circuitDefaults);
+    this.committer = deps.groupCommit === false ? this.ownTransactions() : this.groupCommitted();
+  }
 
   now(): number {
     return this.clock();
@@ -79,6 +163,15 @@ export class BreakerService extends BreakerAdmin {
   }
 
   /**
+   * The circuit as the store holds it in memory right now, without a write or a round trip
+   * (null: not stored; undefined: not in memory, ask `get`). Not refreshed: an open circuit
+   * past its open time is still `open` here (the proxy's panic reading judges that itself).
+   */
+  peekCircuit(name: string): Circuit | null | undefined {
+    return this.store.peek(name);
+  }
+
+  /**
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
    */
@@ -89,59 +182,248 @@ export class BreakerService extends BreakerAdmin {
   }
 
   /**
-   * Record an outcome (circuitlog's rules), creating the circuit with defaults (or `options.create`) if missing.
-   * The proxy fires and forgets: a write that fails later (storage down) is logged here, never an
-   * unhandled rejection; one that fails at once (SQLite busy) throws, as the store did.
+   * Record an outcome, creating the circuit with the defaults (or `rules.create`) if missing:
+   * every route and the proxy write outcomes here, `rules` saying how (see `RecordRules`).
+   * With `admit` the answer is the admission; a refused call recorded nothing.
    */
-  record(
-    name: string,
-    success: boolean,
-    options: OutcomeOptions = {},
-    durationMs = options.durationMs,
-  ): Promise<Circuit> {
-    // `durationMs` apart from `options`: the proxy passes a shared options object and a per-call number (no allocation).
-    const outcome = outcomeOf(success, options, durationMs);
-    const result = chain(
-      this.run(name, this.outcomeStep(name, outcome, options.create), outcome),
-      (step) => step!.circuit,
+  record(name: string, outcome: Outcome, rules: AdmitRules): Promise<Admission>;
+  record(name: string, outcome: Outcome, rules?: RecordRules): Promise<Step>;
+  record(name: string, outcome: Outcome, rules: RecordRules = {}): Promise<Step> {
+    if (rules.grouped) {
+      // A failure always changes the circuit (its count at least), unless a call is refused.
+      const mayChangeNothing = outcome.success || rules.admit === true;
+      return this.withRoom([name], () =>
+        this.committer.one({ name, step: this.stepOf(name, outcome, rules), outcome }, mayChangeNothing),
+      );
+    }
+    const step = this.stepOf(name, outcome, rules);
+    const written =
+      rules.among === undefined
+        ? chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome)!)
+        : this.writeAmong(name, step, outcome, rules.among);
+    if (!isPromise(written)) return Promise.resolve(written);
+    written.catch((error: unknown) => this.warnNotRecorded(name, outcome.success, error));
+    return written;
+  }
+
+  /** Outcomes in order, in one transaction (group-committed, within `limits.maxCircuits`); the circuits after each. */
+  recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
+    return this.withRoom(
+      outcomes.map((o) => o.name),
+      async () => {
+        const items = outcomes.map(
+          (o): ServiceItem => ({ name: o.name, step: outcomeStep(this.stepContext(o.name), o), outcome: o }),
+        );
+        return (await this.committer.all(items)).map((r) => r!.circuit);
+      },
     );
-    if (!isPromise(result)) return Promise.resolve(result);
-    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
-    return result;
+  }
+
+  /** The circuit after the lazy open -> half-open transition, or null if unknown. */
+  async get(name: string): Promise<Circuit | null> {
+    const now = this.clock();
+    return (await this.run(name, (c) => (c === null ? null : refresh(c, now))))?.circuit ?? null;
+  }
+
+  /** Close the circuit; null if unknown. */
+  async reset(name: string): Promise<Circuit | null> {
+    const now = this.clock();
+    return (await this.run(name, (c) => (c === null ? null : reset(c, now))))?.circuit ?? null;
   }
 
   /**
-   * `record` for a caller that does not wait for the circuit (the proxy's success path): the
-   * same write, log lines and observer calls, without the promise of its result. A write that
-   * fails later is logged as `record` logs it; one that fails at once throws.
+   * Set a circuit's policy, creating it with that policy when missing. `policyFor` sees
+   * the stored circuit (inside the write transaction) and may throw to change nothing.
    */
-  recordDetached(name: string, success: boolean, options: OutcomeOptions, durationMs: number | undefined): void {
-    const outcome = outcomeOf(success, options, durationMs);
-    const result = this.run(name, this.outcomeStep(name, outcome, options.create), outcome);
-    if (isPromise(result)) result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+  async configure(
+    name: string,
+    policyFor: (current: Circuit | null) => CircuitPolicy,
+  ): Promise<{ circuit: Circuit; created: boolean }> {
+    const now = this.clock();
+    let created = false;
+    const step = await this.run(name, (current) => {
+      const policy = policyFor(current);
+      created = current === null;
+      // A new circuit starts unforced, so that a force it is created with is an event too.
+      if (current === null) return configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now);
+      const refreshed = refresh(current, now);
+      const next = configure(refreshed.circuit, policy, now);
+      return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
+    });
+    return { circuit: step!.circuit, created };
   }
 
   /**
-   * `record`, with `guard` free to change the step after seeing the `peers` circuits as
-   * the same atomic write reads them (the proxy's ejection cap: proxy/guard-rails.ts). See
-   * `guardedItems` for how the peers' reads are made part of the write.
+   * Write the open -> half-open transitions that are due (up to `limit`), each stamped at
+   * its `openUntil`, so stream listeners and the timeline see them without traffic. Run by
+   * one process (see `DueTransitions`); answers how many circuits it changed.
    */
-  recordAmong(
-    name: string,
-    success: boolean,
-    options: OutcomeOptions,
-    durationMs: number | undefined,
-    peers: readonly string[],
-    guard: OutcomeGuard,
-  ): Promise<Circuit> {
-    const outcome = outcomeOf(success, options, durationMs);
-    const { items, index } = guardedItems(name, this.outcomeStep(name, outcome, options.create), peers, guard);
-    const result = chain(
-      this.store.applyBatch(items),
-      (results) => this.settle(name, results[index] ?? null, outcome)!.circuit,
+  async publishDue(limit = 500): Promise<number> {
+    const names = await this.store.dueOpen(this.clock(), limit);
+    let changed = 0;
+    for (const name of names) {
+      const now = this.clock();
+      const step = await this.run(name, (c) => (c === null ? null : refresh(c, now)));
+      if (step !== null && step.transitions.length > 0) changed++;
+    }
+    return changed;
+  }
+
+  /** Remove the circuit and its events; false if unknown. */
+  async delete(name: string): Promise<boolean> {
+    return this.store.delete(name);
+  }
+
+  /**
+   * A page of circuits as a read of each would show them. Only the first `pageSize` (the
+   * page; a row past it only tells whether more exist) get their lazy transition written;
+   * the state filter judges open circuits by `now`.
+   */
+  async list(
+    query: { state?: CircuitState; afterId?: number; limit: number },
+    pageSize = query.limit,
+  ): Promise<Circuit[]> {
+    const now = this.clock();
+    const rows = await this.store.list({ ...query, now });
+    return Promise.all(
+      rows.map((c, i) =>
+        i >= pageSize || refresh(c, now).circuit === c ? c : this.get(c.name).then((got) => got ?? c),
+      ),
     );
-    if (!isPromise(result)) return Promise.resolve(result);
-    result.catch((error: unknown) => this.warnNotRecorded(name, success, error));
+  }
+
+  async events(name: string, limit: number): Promise<Transition[] | null> {
+    const circuit = await this.store.find(name);
+    return circuit === null ? null : this.store.events(circuit.id, limit);
+  }
+
+  /**
+   * `limits.maxCircuits`: run `write`, which may create the named circuits, only if they fit;
+   * else TOO_MANY_CIRCUITS and nothing is written. Existing circuits always pass. Circuits
+   * this process is creating meanwhile count as stored, so concurrent requests cannot
+   * overshoot the limit together (across processes they can, by at most the creations in
+   * flight at once). The problem names the circuits refused (`refused_circuits`): the new
+   * names past the room left, in order of first appearance, so a client can drop their items
+   * and resend the rest at once.
+   */
+  async withRoom<T>(names: readonly string[], write: () => Promise<T>): Promise<T> {
+    const max = this.limits.maxCircuits;
+    if (max === undefined || this.store.count === undefined) return write();
+    const unique = [...new Set(names)];
+    const found = unique.map((name) => this.store.find(name));
+    const circuits = found.some(isPromise) ? await Promise.all(found) : (found as (Circuit | null)[]);
+    const missing = circuits.filter((c) => c === null).length;
+    if (missing === 0) return write();
+    const stored = await this.store.count();
+    if (stored + this.creating + missing > max) {
+      const room = Math.max(0, max - stored - this.creating);
+      const refused = unique.filter((_, i) => circuits[i] === null).slice(room);
+      throw new AppError(
+        'TOO_MANY_CIRCUITS',
+        `No circuit named '${refused[0]}' exists and the store already holds limits.max_circuits (${max}) circuits; nothing was written. Delete unused circuits or raise the limit.`,
+        { extensions: { max_circuits: max, refused_circuits: refused } },
+      );
+    }
+    this.creating += missing;
+    try {
+      return await write();
+    } finally {
+      this.creating -= missing;
+    }
+  }
+
+  /** The step that records `outcome` (`steps.ts`), admitting the call first with `rules.admit`. */
+  private stepOf(name: string, outcome: Outcome, rules: RecordRules): (current: Circuit | null) => Step {
+    const context = this.stepContext(name, rules.create);
+    if (!rules.admit) return outcomeStep(context, outcome);
+    return callStep(context, outcome, this.policy, drawOnce(this.random)); // one call, one draw
+  }
+
+  private stepContext(name: string, create?: Partial<CircuitSettings>): StepContext {
+    const settings = create === undefined ? this.defaults : { ...this.defaults, ...create };
+    return { name, settings, now: this.clock(), activityStampMs: this.limits.activityStampMs };
+  }
+
+  /**
+   * Group commit (`group-commit.ts`). A step that would change nothing on the circuit as
+   * stored (a success on a healthy circuit, a refused call), with nothing queued for that
+   * circuit before it, is answered at once: there is nothing to make durable.
+   */
+  private groupCommitted(): Committer {
+    const group = new GroupCommit<ServiceItem>(
+      (items) => this.store.applyBatch(items),
+      (items, results) => this.settleAll(items, results),
+    );
+    const one = async (item: ServiceItem, mayChangeNothing: boolean): Promise<Step> => {
+      if (mayChangeNothing && !group.isPending(item.name)) {
+        const found = this.store.find(item.name);
+        const current = isPromise(found) ? await found : found;
+        // Re-checked: while the read was on its way, a step for this circuit may have been queued.
+        if (current !== null && !group.isPending(item.name)) {
+          const result = item.step(current);
+          if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
+        }
+      }
+      const [result] = await group.submit([item]);
+      return result!;
+    };
+    return { one, all: (items) => group.submit(items) };
+  }
+
+  /** Group commit off: each write its own transaction (for comparison; docs/performance.md). */
+  private ownTransactions(): Committer {
+    return {
+      one: async (item) => (await this.run(item.name, item.step, item.outcome))!,
+      all: async (items) => this.settleAll(items, await this.store.applyBatch(items)),
+    };
+  }
+
+  /** An outcome under a guard over its peers, in one atomic write (`guardedItems` in steps.ts). */
+  private writeAmong(
+    name: string,
+    step: (current: Circuit | null) => Step,
+    outcome: Outcome,
+    among: NonNullable<RecordRules['among']>,
+  ): MaybePromise<Step> {
+    const { items, index } = guardedItems(name, step, among.peers, among.guard);
+    return chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!);
+  }
+
+  private run<S extends Step>(
+    name: string,
+    step: (current: Circuit | null) => S | null,
+    outcome?: Outcome,
+  ): MaybePromise<S | null> {
+    return chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome));
+  }
+
+  private settleAll(items: readonly ServiceItem[], results: readonly (Step | null)[]): (Step | null)[] {
+    for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
+    return results as (Step | null)[];
+  }
+
+  /**
+   * Every stored result passes here once, after its commit: the one place transitions are
+   * logged, and where an observer counts outcomes (`outcome` set), refusals and transitions.
+   */
+  private settle<S extends Step>(name: string, result: S | null, outcome?: Outcome): S | null {
+    if (result === null) return null;
+    for (const t of result.transitions) {
+      const openUntil = result.circuit.openUntil === null ? null : new Date(result.circuit.openUntil).toISOString();
+      const fields = {
+        event: 'transition',
+        circuit: name,
+        from: t.from,
+        to: t.to,
+        reason: t.reason,
+        failure_count: result.circuit.failureCount,
+        open_until: openUntil,
+      };
+      this.logger.info(fields, `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`);
+      this.observer?.transition(result.circuit, t);
+    }
+    if ((result as Partial<Admission>).verdict?.allowed === false) this.observer?.rejected(result.circuit);
+    else if (outcome !== undefined) this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs);
     return result;
   }
 
@@ -152,85 +434,5 @@ export class BreakerService extends BreakerAdmin {
       { event: 'outcome_not_recorded', circuit: name, success, err: error },
       `outcome for ${name} not recorded`,
     );
-  }
-
-  /** `record`, group-committed: resolves once the transaction holding it committed. */
-  async recordGrouped(name: string, outcome: Outcome, create?: Partial<CircuitSettings>): Promise<Circuit> {
-    // A failure always changes the circuit (its count at least): no point trying it as a no-op.
-    return this.withRoom(
-      [name],
-      async () =>
-        (await this.submitOne({ name, step: this.outcomeStep(name, outcome, create), outcome }, outcome.success))
-          .circuit,
-    );
-  }
-
-  /** Outcomes in order, in one transaction (group-committed); the circuits after each. */
-  recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
-    return this.withRoom(
-      outcomes.map((o) => o.name),
-      () => this.recordBatchNow(outcomes),
-    );
-  }
-
-  private async recordBatchNow(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
-    const items = outcomes.map((o): ServiceItem => ({ name: o.name, step: this.outcomeStep(o.name, o), outcome: o }));
-    const results = this.groupCommit ? await this.group.submit(items) : await this.store.applyBatch(items);
-    if (!this.groupCommit)
-      for (const [i, item] of items.entries()) this.settle(item.name, results[i] ?? null, item.outcome);
-    return results.map((r) => r!.circuit);
-  }
-
-  /**
-   * The circuitlog `call`: refuse with CIRCUIT_OPEN (or CIRCUIT_FORCED_OPEN) when not
-   * allowed, else record the outcome; the check and the record are one atomic step.
-   */
-  async call(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Circuit> {
-    const outcome = outcomeOf(success, options);
-    const step = (await this.run(name, this.callStep(name, outcome, options.create), outcome))!;
-    if (!step.verdict.allowed) throw this.refusal(step.circuit, step.verdict, outcome.caller);
-    return step.circuit;
-  }
-
-  /** `call`, group-committed; answers the admission instead of throwing. */
-  async callGrouped(name: string, success: boolean, options: OutcomeOptions = {}): Promise<Admission> {
-    const outcome = outcomeOf(success, options);
-    return this.withRoom(
-      [name],
-      async () =>
-        (await this.submitOne(
-          { name, step: this.callStep(name, outcome, options.create), outcome },
-          true,
-        )) as Admission,
-    );
-  }
-
-  /** Run `write`, which may create the named circuits, only if they fit under `limits.maxCircuits` (`circuit-room.ts`). */
-  withRoom<T>(names: readonly string[], write: () => Promise<T>): Promise<T> {
-    return this.room.withRoom(names, write);
-  }
-
-  /**
-   * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when
-   * its own isolation refused it (`caller-refusal.ts`). `circuit` as in `openError`.
-   */
-  refusal(
-    circuit: Circuit,
-    verdict: Verdict & { allowed: false },
-    caller: string | undefined,
-    options: { circuit?: unknown } = {},
-  ): AppError {
-    if (verdict.scope === 'caller' && caller !== undefined)
-      return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
-    return this.openError(circuit, verdict.retryAt, {
-      forced: verdict.forced,
-      throttled: verdict.throttled,
-      circuit: options.circuit,
-    });
-  }
-
-  /** The error for a refused call (`open-error.ts`). */
-  openError(circuit: Circuit, retryAt: number, options: OpenErrorOptions = {}): AppError {
-    return openError(circuit, retryAt, options);
   }
 }

@@ -1,4 +1,4 @@
-import type { Circuit, ThrottledVerdict } from '../domain/circuit.js';
+import type { Circuit, ThrottledVerdict, Verdict } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
 
@@ -8,6 +8,25 @@ export interface OpenErrorOptions {
   readonly throttled?: ThrottledVerdict;
   /** Replaces the `circuit` member (circuitlog's `/call` sends the whole object). */
   readonly circuit?: unknown;
+}
+
+/**
+ * The error for a refused verdict: `openError`, or CIRCUIT_OPEN scoped to the caller when its
+ * own isolation refused it (`callerOpenError`). `options.circuit` as in `openError`.
+ */
+export function refusalError(
+  circuit: Circuit,
+  verdict: Verdict & { allowed: false },
+  caller: string | undefined,
+  options: { circuit?: unknown } = {},
+): AppError {
+  if (verdict.scope === 'caller' && caller !== undefined)
+    return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
+  return openError(circuit, verdict.retryAt, {
+    forced: verdict.forced,
+    throttled: verdict.throttled,
+    circuit: options.circuit,
+  });
 }
 
 /**
@@ -42,5 +61,25 @@ function throttledError(circuit: Circuit, throttled: ThrottledVerdict, extension
   return new AppError('CIRCUIT_THROTTLED', detail, {
     retryAfterSeconds: THROTTLE_RETRY_AFTER_MS / 1000,
     extensions: { ...extensions, throttle_probability: throttled.probability },
+  });
+}
+
+/**
+ * CIRCUIT_OPEN scoped to one caller (issue 17): the caller's own failures isolated it; the
+ * circuit itself is still serving every other caller. `open_until` is the caller's own.
+ * `circuit` replaces the `circuit` member (circuitlog's `/call` sends the whole object).
+ */
+export function callerOpenError(circuit: Circuit, caller: string, retryAt: number, circuitMember?: unknown): AppError {
+  const until = new Date(retryAt).toISOString();
+  const detail = `Caller '${caller}' is isolated from circuit '${circuit.name}' after failures of its own; its calls are refused until ${until} (then one probe). Other callers are allowed.`;
+  return new AppError('CIRCUIT_OPEN', detail, {
+    retryAt,
+    extensions: {
+      circuit: circuitMember ?? circuit.name,
+      state: circuit.state,
+      open_until: until,
+      scope: 'caller',
+      caller,
+    },
   });
 }

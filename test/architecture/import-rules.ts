@@ -3,7 +3,7 @@
  *
  * Nodes: every top-level folder of src/ (`domain`, `store`, `http`, ...) is one node, and every
  * file directly in src/ (`main.ts`, `app.ts`, `config.ts`, ...) is a node of its own, named by its
- * file name. Imports between nodes must form no cycle.
+ * file name. Imports between nodes must form no cycle, and neither may imports between files.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -66,6 +66,33 @@ export const FOLDER_RULES: FolderRule[] = [
   },
 ];
 
+/** A folder of src/ whose files directly in it may not import the folders listed (its sub-folders, or a sibling). */
+interface SubfolderRule {
+  /** Repo-relative folder: the rule applies to files directly in it, not in its sub-folders. */
+  folder: string;
+  mayNotImport: string[];
+  why: string;
+}
+
+/** The stores sit below their port: `src/store/` names neither store, and the two stores never import each other. */
+export const SUBFOLDER_RULES: SubfolderRule[] = [
+  {
+    folder: 'src/store',
+    mayNotImport: ['src/store/redis', 'src/store/sqlite'],
+    why: 'src/store (the port and what every store shares) imports neither src/store/redis nor src/store/sqlite',
+  },
+  {
+    folder: 'src/store/redis',
+    mayNotImport: ['src/store/sqlite'],
+    why: 'src/store/redis does not import src/store/sqlite',
+  },
+  {
+    folder: 'src/store/sqlite',
+    mayNotImport: ['src/store/redis'],
+    why: 'src/store/sqlite does not import src/store/redis',
+  },
+];
+
 /** The node a src/ file belongs to: its top-level folder, or its own file name for a root file. */
 export function nodeOf(file: string): string {
   const parts = file.split('/');
@@ -121,6 +148,39 @@ export function folderViolations(edges: ImportEdge[], rules = FOLDER_RULES): Vio
     if (!allowed) out.push({ file: edge.file, line: edge.line, specifier: edge.specifier, rule: rule.why });
   }
   return out;
+}
+
+/** Imports that break a sub-folder rule. */
+export function subfolderViolations(edges: ImportEdge[], rules = SUBFOLDER_RULES): Violation[] {
+  const out: Violation[] = [];
+  for (const edge of edges) {
+    const rule = rules.find((r) => path.posix.dirname(edge.file) === r.folder);
+    if (rule === undefined || edge.target === null) continue;
+    const target = edge.target;
+    if (rule.mayNotImport.some((folder) => target.startsWith(`${folder}/`)))
+      out.push({ file: edge.file, line: edge.line, specifier: edge.specifier, rule: rule.why });
+  }
+  return out;
+}
+
+/**
+ * Cycles between files (type-only imports and re-exports included): each strongly connected set
+ * of two or more files, sorted, with the imports that form it.
+ */
+export function fileCycles(edges: ImportEdge[]): { files: string[]; imports: ImportEdge[] }[] {
+  const within = edges.filter((e) => e.target?.startsWith('src/') === true && e.target !== e.file);
+  const graph = new Map<string, Set<string>>();
+  for (const e of within) {
+    if (!graph.has(e.file)) graph.set(e.file, new Set());
+    graph.get(e.file)?.add(e.target as string);
+  }
+  return stronglyConnected(graph)
+    .filter((set) => set.length > 1)
+    .map((set) => ({
+      files: set.sort(),
+      imports: within.filter((e) => set.includes(e.file) && set.includes(e.target as string)),
+    }))
+    .sort((a, b) => (a.files[0] as string).localeCompare(b.files[0] as string));
 }
 
 /** Cycles between nodes: each strongly connected set of two or more nodes, with the imports that form it. */

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { defaultCaller } from '../../src/client/caller-id.js';
+import { defaultCaller } from '../../src/client/options.js';
 import { CircuitOpenError, createClient, type CircuitlogClient, type ClientOptions } from '../../src/client/index.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { StreamKeeper, backoffDelay } from '../../src/client/stream-keeper.js';
+import { StreamKeeper, backoffDelay } from '../../src/client/sse.js';
 import { FakeTransport } from './fake-transport.js';
 
 afterEach(() => {

@@ -5,12 +5,12 @@ import {
   currentThrottleProbability,
   decideThrottle,
   resolveThrottle,
-  sameThrottle,
   throttleCounts,
   throttleProbability,
   type ThrottlePolicy,
   type ThrottleState,
 } from '../../src/domain/throttle.js';
+import { sameThrottle } from '../../src/domain/policy.js';
 
 const T0 = Date.parse('2026-11-30T00:00:00.000Z');
 const policy: ThrottlePolicy = { k: 2, windowSeconds: 60 };

@@ -2,6 +2,7 @@
 // distinct callers of 128 characters in batches of 1,000, each naming a new caller) against the
 // real server, while /health is polled: before, /health stalled 2.3 s and RSS reached 621 MiB
 // (a table of 20,000 re-serialised per write, a copy of it per step of a batch).
+import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -146,6 +147,14 @@ describe.each<Setup>([{ store: 'sqlite' }, { store: 'redis' }])(
         expect((await send(agent, `${server.url}/outcomes`, 'POST', batch(from, 100))).status).toBe(200);
       }
       const { timesMs, statuses, peakRss } = await poll.stop();
+      if (redis !== undefined && store === 'redis') {
+        // What the attack sent to and got from redis-server (scripts' arguments, answers, messages).
+        const stats = execFileSync('redis-cli', ['-p', String(redis.port), 'INFO', 'stats'], { encoding: 'utf8' });
+        const mib = (field: string) => (Number(stats.match(new RegExp(`${field}:(\\d+)`))?.[1]) / 2 ** 20).toFixed(1);
+        console.log(
+          `redis: net input ${mib('total_net_input_bytes')} MiB, output ${mib('total_net_output_bytes')} MiB`,
+        );
+      }
       agent.destroy();
       const circuit = JSON.parse((await send(new http.Agent(), `${server.url}/circuits/wide`, 'GET')).text);
       expect(circuit.failure_count).toBe(CALLERS);

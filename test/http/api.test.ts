@@ -29,6 +29,7 @@ describe('GET /circuits/:name/allowed', () => {
       status: 503,
       detail: expect.stringContaining("'svc' is open"),
       instance: '/circuits/svc/allowed',
+      request_id: res.headers.get('x-request-id'),
       code: 'CIRCUIT_OPEN',
       circuit: 'svc',
       state: 'open',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hostRule } from '../../src/http/browser-guard.js';
+import { hostRule, misdirected } from '../../src/http/browser-guard.js';
 import { buildObservedApp } from '../observe/observe-app.js';
 import { buildApp } from '../helper.js';
 
@@ -173,6 +173,21 @@ describe('dashboard security headers', () => {
       expect(csp, path).not.toContain('unsafe-inline');
       expect(res.headers.get('x-frame-options'), path).toBe('DENY');
       expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+    }
+  });
+});
+
+describe('misdirected remembers its judgements without changing them', () => {
+  it('answers every Host as the rule does, again and again, past the memo bound', () => {
+    const rule = hostRule('127.0.0.1', ['api.example.com']);
+    const hosts = ['api.example.com:8080', 'evil.example:80', 'localhost', '127.0.0.1:1'];
+    for (let i = 0; i < 300; i++) hosts.push(`h${i}.example:${i}`, `[::${i.toString(16)}]:1`);
+    for (let round = 0; round < 3; round++) {
+      for (const host of hosts) {
+        const refused = misdirected(rule, host) !== null;
+        const expected = !/^(api\.example\.com|localhost|127\.0\.0\.1|\[::[0-9a-f]+\])(:\d+)?$/.test(host);
+        expect(refused, `${host} in round ${round}`).toBe(expected);
+      }
     }
   });
 });

@@ -36,7 +36,8 @@ afterAll(async () => {
   }
 });
 
-const auth = { host: 'circuitlog.internal:8080', authorization: `Bearer ${TOKEN}` };
+// A kept request id (src/request-id.ts), so the two answers can be equal byte for byte.
+const auth = { host: 'circuitlog.internal:8080', authorization: `Bearer ${TOKEN}`, 'x-request-id': 'raw-allowed-1' };
 const send = async (method: string, path: string, body?: unknown) =>
   expect((await t.request(method, path, body, auth)).status, `${method} ${path}`).toBeLessThan(300);
 
@@ -83,5 +84,33 @@ describe('GET /allowed on the raw listener', () => {
     taken.length = 0;
     expect((await answer(raw, 'HEAD', '/circuits/closed/allowed', auth)).status).toBe(200);
     expect(taken).toEqual([{ path: '/circuits/closed/allowed', taken: false }]);
+  });
+
+  it('makes an id for a request without a well-formed one, in the header and the problem document, as the route does', async () => {
+    const [raw, hono] = [await listen(true), await listen(false)];
+    await send('PATCH', '/circuits/id-tripped', { failure_threshold: 1, timeout_seconds: 60 });
+    await send('POST', '/circuits/id-tripped/failure');
+    const { 'x-request-id': _kept, ...noId } = auth;
+    for (const headers of [noId, { ...noId, 'x-request-id': 'has spaces' }]) {
+      for (const path of ['/circuits/closed/allowed', '/circuits/id-tripped/allowed']) {
+        taken.length = 0;
+        const viaRaw = await answer(raw, 'GET', path, headers);
+        expect(taken, path).toEqual([{ path, taken: true }]);
+        const viaHono = await answer(hono, 'GET', path, headers);
+        const rawId = String(viaRaw.headers['x-request-id']);
+        const honoId = String(viaHono.headers['x-request-id']);
+        expect(rawId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        expect(honoId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        expect(rawId).not.toBe(honoId);
+        if (viaRaw.status === 503) expect(JSON.parse(viaRaw.body).request_id).toBe(rawId);
+        // Apart from the id, the same bytes: put the one id in both.
+        const same = (a: typeof viaRaw, id: string) => ({
+          ...a,
+          headers: { ...a.headers, 'x-request-id': 'ID' },
+          body: a.body.replace(id, 'ID'),
+        });
+        expect(same(viaRaw, rawId), path).toEqual(same(viaHono, honoId));
+      }
+    }
   });
 });

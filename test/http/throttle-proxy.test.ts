@@ -46,7 +46,7 @@ describe('soft throttling in the proxy admission', () => {
 
   it('skips a throttled node like an open one: the call goes to the next node, the throttled one is not contacted', async () => {
     const t = await throttledProxy(() => 0); // refused whenever p > 0
-    for (let i = 0; i < 10; i++) await t.breaker.record('users/dc1-1', false); // p = 10/11 on the local node
+    for (let i = 0; i < 10; i++) await t.breaker.record('users/dc1-1', { success: false }); // p = 10/11 on the local node
     const { res } = await t.get('/proxy/users/api/items');
     expect(res.status).toBe(200);
     expect(res.headers.get('x-dc')).toBe('dc2');
@@ -59,7 +59,8 @@ describe('soft throttling in the proxy admission', () => {
 
   it('answers 503 no-node-available, contacting no node, when every node is throttled', async () => {
     const t = await throttledProxy(() => 0);
-    for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 10; i++) await t.breaker.record(`users/${id}`, false);
+    for (const id of ['dc1-1', 'dc2-1'])
+      for (let i = 0; i < 10; i++) await t.breaker.record(`users/${id}`, { success: false });
     const { res, text } = await t.get('/proxy/users/api/items');
     expect(res.status).toBe(503);
     expect(JSON.parse(text).code).toBe('NO_NODE_AVAILABLE');

@@ -258,7 +258,7 @@ describe('GET /metrics', () => {
   it('passes promtool check metrics (the exposition linter)', async () => {
     const app = buildObservedApp();
     for (let i = 0; i < 5; i++) await app.request('POST', '/circuits/svc/failure');
-    app.breaker.record('svc', true, { durationMs: 20 });
+    app.breaker.record('svc', { success: true, durationMs: 20 });
     const text = await (await app.request('GET', '/metrics')).text();
     const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     expect(result.error).toBeUndefined();

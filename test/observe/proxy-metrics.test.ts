@@ -55,7 +55,7 @@ describe('proxy metrics', () => {
 
   it('counts answers from another DC as degraded', async () => {
     const { app, get } = await startObservedProxy('');
-    for (let i = 0; i < 3; i++) app.breaker.record('users/dc1-1', false);
+    for (let i = 0; i < 3; i++) app.breaker.record('users/dc1-1', { success: false });
     expect((await get('/proxy/users/a')).headers.get('x-degraded')).toBe('true');
     expect((await get('/proxy/users/b')).status).toBe(200);
     const m = await app.scrape();
@@ -65,7 +65,8 @@ describe('proxy metrics', () => {
 
   it('counts a request no node answered under node and dc "none", and a fallback by kind', async () => {
     const { app, get } = await startObservedProxy('fallback: { static: { status: 503, body: "later" } }');
-    for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+    for (const id of ['dc1-1', 'dc2-1'])
+      for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
     expect((await get('/proxy/users/a')).status).toBe(503);
     const m = await app.scrape();
     expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="none",dc="none",status="503"}')).toBe(1);
@@ -76,7 +77,8 @@ describe('proxy metrics', () => {
 
   it('counts a problem answer with its status when there is no fallback', async () => {
     const { app, get } = await startObservedProxy('');
-    for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+    for (const id of ['dc1-1', 'dc2-1'])
+      for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
     const res = await get('/proxy/users/a');
     expect(res.status).toBe(503);
     expect(
@@ -159,7 +161,8 @@ describe('proxy metrics', () => {
     });
     expect(await upgradeStatus(url, '/proxy/users/chat')).toBe(101);
     expect(await upgradeStatus(url, '/proxy/users/refuse')).toBe(403); // not a failure status: relayed as sent
-    for (const id of ['dc1-1', 'dc2-1']) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+    for (const id of ['dc1-1', 'dc2-1'])
+      for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
     expect(await upgradeStatus(url, '/proxy/users/chat')).toBe(503); // every circuit open: a problem, no node
     expect(await upgradeStatus(url, '/proxy/nope/chat')).toBe(404); // no such upstream: not labelled
     const m = await app.scrape();

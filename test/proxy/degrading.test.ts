@@ -8,7 +8,8 @@ function setup(extra: string) {
 }
 
 function openAll(app: ProxyApp) {
-  for (const id of Object.keys(fixture.nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+  for (const id of Object.keys(fixture.nodes))
+    for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
 }
 
 describe('bulkhead', () => {

@@ -54,7 +54,7 @@ describe('node selection and failover', () => {
 
   it('sends only the probe to a half-open node and closes it on success', async () => {
     const app = await setup();
-    for (let i = 0; i < 3; i++) app.breaker.record('users/dc1-1', false);
+    for (let i = 0; i < 3; i++) app.breaker.record('users/dc1-1', { success: false });
     app.clock.advance(5_000);
     const before = fixture.nodes['dc1-1']!.hits;
     const answers = await getMany(app, 6);
@@ -65,7 +65,8 @@ describe('node selection and failover', () => {
 
   it('answers 503 with Retry-After at once, contacting no node, when every circuit is open', async () => {
     const app = await setup();
-    for (const id of Object.keys(fixture.nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+    for (const id of Object.keys(fixture.nodes))
+      for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
     app.clock.advance(2_000);
     const { res, text } = await app.get('/proxy/users/x');
     expect(res.status).toBe(503);

@@ -44,7 +44,7 @@ async function echoes(ws: WebSocket): Promise<string> {
 describe('guard rails on the WebSocket path (the same failover core)', () => {
   it('tunnels to a node against its breaker in panic, the 101 head saying X-Degraded: panic', async () => {
     const app = await proxyOver(['dc1-1', 'dc1-2'], 'failure_threshold: 1\npanic_threshold_percent: 50');
-    for (const id of ['dc1-1', 'dc1-2']) await app.breaker.record(`users/${id}`, false);
+    for (const id of ['dc1-1', 'dc1-2']) await app.breaker.record(`users/${id}`, { success: false });
     const { ws, res } = await connect(app);
     expect(res.headers['x-degraded']).toBe('panic');
     expect(await echoes(ws)).toBe('ping');
@@ -53,7 +53,7 @@ describe('guard rails on the WebSocket path (the same failover core)', () => {
 
   it('marks the 101 head X-Circuit-Would-Refuse: true for a forced-closed node its rules have open', async () => {
     const app = await proxyOver(['dc1-1'], 'failure_threshold: 1\nforced_state: closed');
-    await app.breaker.record('users/dc1-1', false);
+    await app.breaker.record('users/dc1-1', { success: false });
     const { ws, res } = await connect(app);
     expect(res.headers['x-circuit-would-refuse']).toBe('true');
     expect(res.headers['x-degraded']).toBe('false');

@@ -33,7 +33,7 @@ describe('active health checks', () => {
 
   it('does not probe an open node inside its open time', async () => {
     const app = await setup();
-    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
+    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', { success: false });
     const before = fixture.nodes['dc2-1']!.healthChecks;
     await app.health.checkOnce();
     expect(fixture.nodes['dc2-1']!.healthChecks).toBe(before);
@@ -41,7 +41,7 @@ describe('active health checks', () => {
 
   it('closes an open node whose open time has passed once it answers healthy', async () => {
     const app = await setup();
-    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
+    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', { success: false });
     app.clock.advance(10_000);
     await app.health.checkOnce();
     expect((await app.breaker.get('users/dc2-1'))?.state).toBe('closed');
@@ -49,7 +49,7 @@ describe('active health checks', () => {
 
   it('re-opens a half-open node whose health check fails', async () => {
     const app = await setup();
-    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', false);
+    for (let i = 0; i < 2; i++) app.breaker.record('users/dc2-1', { success: false });
     app.clock.advance(10_000);
     fixture.nodes['dc2-1']!.mode = 'fail';
     await app.health.checkOnce();
@@ -58,7 +58,7 @@ describe('active health checks', () => {
 
   it('leaves the failure count of a closed node to real traffic', async () => {
     const app = await setup();
-    app.breaker.record('users/dc1-1', false);
+    app.breaker.record('users/dc1-1', { success: false });
     await app.health.checkOnce();
     expect((await app.breaker.get('users/dc1-1'))?.failureCount).toBe(1);
   });

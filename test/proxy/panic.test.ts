@@ -8,14 +8,14 @@ import { FakeClock, memoryStore, silentLogger } from '../helper.js';
 function fixture(threshold = 50) {
   const clock = new FakeClock();
   const { store } = memoryStore();
-  const breaker = new BreakerService(
+  const breaker = new BreakerService({
     store,
-    clock.now,
-    silentLogger,
-    { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
-    { probeLeaseMs: 10_000 },
-    false,
-  );
+    clock: clock.now,
+    logger: silentLogger,
+    circuitDefaults: { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
+    policy: { probeLeaseMs: 10_000 },
+    groupCommit: false,
+  });
   const yaml = `local_dc: dc1
 upstreams:
   users:
@@ -35,7 +35,14 @@ upstreams:
     changes.push([panic, available]),
   );
   const open = (...ids: string[]) =>
-    ids.forEach((id) => void breaker.record(`users/${id}`, false, upstream.recordOptions)); // SQLite: written at once
+    ids.forEach(
+      (id) =>
+        void breaker.record(
+          `users/${id}`,
+          { success: false, caller: upstream.recordOptions.caller },
+          upstream.recordOptions,
+        ),
+    ); // SQLite: written at once
   return { clock, breaker, upstream, watch, changes, open };
 }
 

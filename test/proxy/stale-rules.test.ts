@@ -20,7 +20,8 @@ async function setup(
 }
 
 function openAll(app: ProxyApp) {
-  for (const id of Object.keys(fixture.nodes)) for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, false);
+  for (const id of Object.keys(fixture.nodes))
+    for (let i = 0; i < 3; i++) app.breaker.record(`users/${id}`, { success: false });
 }
 
 const get = (app: ProxyApp, headers: http.OutgoingHttpHeaders = {}) =>

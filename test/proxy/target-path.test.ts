@@ -49,7 +49,7 @@ describe('upstreamRequestHeaders', () => {
         'x-keep': '2',
         host: 'h',
       },
-      { clientIp: '10.0.0.1', proto: 'https', localDc: 'dc1' },
+      { requestId: 'req-1', clientIp: '10.0.0.1', proto: 'https', localDc: 'dc1' },
     );
     expect(out).toEqual({
       'x-keep': '2',
@@ -57,6 +57,7 @@ describe('upstreamRequestHeaders', () => {
       'x-forwarded-proto': 'https',
       'x-forwarded-host': 'h',
       'x-forwarded-dc': 'dc1',
+      'x-request-id': 'req-1',
     });
   });
 });

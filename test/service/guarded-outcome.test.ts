@@ -73,16 +73,23 @@ const backends: [string, () => Promise<[CircuitStore, CircuitStore]>][] = [
 ];
 
 const service = (store: CircuitStore, clock: FakeClock) =>
-  new BreakerService(store, clock.now, silentLogger, settings, { probeLeaseMs: 10_000 }, false);
+  new BreakerService({
+    store,
+    clock: clock.now,
+    logger: silentLogger,
+    circuitDefaults: settings,
+    policy: { probeLeaseMs: 10_000 },
+    groupCommit: false,
+  });
 
 async function seed(breaker: BreakerService, clock: FakeClock): Promise<void> {
   for (const name of NODES) await breaker.configure(name, () => newCircuit(name, settings, clock.now()));
 }
 
 const fail = (breaker: BreakerService, name: string) =>
-  breaker.recordAmong(name, false, {}, undefined, peersOf(name), capOne);
+  breaker.record(name, { success: false }, { among: { peers: peersOf(name), guard: capOne } }).then((s) => s.circuit);
 
-describe.each(backends)('recordAmong on %s', (_name, open) => {
+describe.each(backends)('record among peers on %s', (_name, open) => {
   it('opens a node while its peers leave room under the guard', async () => {
     const clock = new FakeClock();
     const [store] = await open();

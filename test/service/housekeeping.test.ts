@@ -77,22 +77,21 @@ function group(rows: [string, number][]): Map<string, number[]> {
 
 function service(store: CircuitStore, clock: FakeClock, idleDays: number | null = null) {
   const limits = idleDays === null ? {} : { activityStampMs: activityStampMs(idleDays) };
-  return new BreakerService(
+  return new BreakerService({
     store,
-    clock.now,
-    pino({ level: 'silent' }),
-    { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
-    { probeLeaseMs: 10_000 },
-    false,
-    undefined,
+    clock: clock.now,
+    logger: pino({ level: 'silent' }),
+    circuitDefaults: { failureThreshold: 1, timeoutSeconds: 30, halfOpenMaxCalls: 1 },
+    policy: { probeLeaseMs: 10_000 },
+    groupCommit: false,
     limits,
-  );
+  });
 }
 
 /** Open and reset `name` `times` times: two transitions each, at the clock's time. */
 async function cycle(breaker: BreakerService, name: string, times: number): Promise<void> {
   for (let i = 0; i < times; i++) {
-    await breaker.record(name, false);
+    await breaker.record(name, { success: false });
     await breaker.reset(name);
   }
 }
@@ -163,14 +162,14 @@ describe.each(stores)('housekeeping on %s', (_name, open) => {
     const { store, housekeeping } = await open();
     const clock = new FakeClock();
     const breaker = service(store, clock, 7);
-    await breaker.record('idle', true);
-    await breaker.record('tripped', false); // open: kept
+    await breaker.record('idle', { success: true });
+    await breaker.record('tripped', { success: false }); // open: kept
     await breaker.configure('forced', () => ({ ...breaker.defaults, forcedState: 'closed' }));
-    await breaker.record('declared', true);
-    await breaker.record('in-use', true);
+    await breaker.record('declared', { success: true });
+    await breaker.record('in-use', { success: true });
     for (let day = 0; day < 10; day++) {
       clock.advance(DAY_MS);
-      await breaker.record('in-use', true); // successes on a healthy circuit: nothing else changes
+      await breaker.record('in-use', { success: true }); // successes on a healthy circuit: nothing else changes
     }
     const { housekeeping: run, lines } = job(housekeeping, clock, {
       idleCircuitDays: 7,
@@ -193,8 +192,8 @@ describe.each(stores)('housekeeping on %s', (_name, open) => {
     const breaker = service(store, clock, 7);
     const quorum = { minCallers: 2, windowSeconds: 60, maxCallers: 100 };
     for (const name of ['isolating', 'healthy']) await breaker.configure(name, () => ({ ...breaker.defaults, quorum }));
-    await breaker.record('isolating', false, { caller: 'bad' }); // failure_threshold 1: 'bad' alone is isolated
-    await breaker.record('healthy', true, { caller: 'good' });
+    await breaker.record('isolating', { success: false, caller: 'bad' }); // failure_threshold 1: 'bad' alone is isolated
+    await breaker.record('healthy', { success: true, caller: 'good' });
     clock.advance(10 * DAY_MS);
     const { housekeeping: run } = job(housekeeping, clock, { idleCircuitDays: 7 });
 
@@ -212,7 +211,7 @@ describe.each(stores)('housekeeping on %s', (_name, open) => {
     const { store, housekeeping } = await open();
     const clock = new FakeClock();
     const breaker = service(store, clock, 7);
-    await breaker.record('recent', true);
+    await breaker.record('recent', { success: true });
     clock.advance(6 * DAY_MS);
     const { housekeeping: run } = job(housekeeping, clock, { idleCircuitDays: 7 });
 

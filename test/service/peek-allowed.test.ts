@@ -16,21 +16,21 @@ describe.each(stores)('BreakerService.peekAllowed and allowed (%s)', (_kind, mak
       outcome: () => {},
       rejected: (c) => void refused.push(c.name),
     };
-    const breaker = new BreakerService(
-      await makeStore(),
-      clock.now,
-      silentLogger,
-      settings,
-      { probeLeaseMs: 10_000 },
-      true,
+    const breaker = new BreakerService({
+      store: await makeStore(),
+      clock: clock.now,
+      logger: silentLogger,
+      circuitDefaults: settings,
+      policy: { probeLeaseMs: 10_000 },
+      groupCommit: true,
       observer,
-    );
+    });
     return { breaker, clock, refused };
   }
 
   it('answers a closed circuit at once, without a promise', async () => {
     const { breaker } = await service();
-    await breaker.record('svc', true);
+    await breaker.record('svc', { success: true });
     const peeked = breaker.peekAllowed('svc');
     expect(peeked?.verdict.allowed).toBe(true);
     expect(peeked?.circuit.name).toBe('svc');
@@ -38,7 +38,7 @@ describe.each(stores)('BreakerService.peekAllowed and allowed (%s)', (_kind, mak
 
   it('refuses an open circuit at once and tells the observer, as `allowed` does', async () => {
     const { breaker, refused } = await service();
-    for (let i = 0; i < 2; i++) await breaker.record('svc', false);
+    for (let i = 0; i < 2; i++) await breaker.record('svc', { success: false });
     expect(breaker.peekAllowed('svc')?.verdict.allowed).toBe(false);
     expect((await breaker.allowed('svc'))?.verdict.allowed).toBe(false);
     expect(refused).toEqual(['svc', 'svc']);
@@ -46,7 +46,7 @@ describe.each(stores)('BreakerService.peekAllowed and allowed (%s)', (_kind, mak
 
   it('leaves a probe slot to `allowed`: one probe is admitted, the next refused', async () => {
     const { breaker, clock } = await service();
-    for (let i = 0; i < 2; i++) await breaker.record('svc', false);
+    for (let i = 0; i < 2; i++) await breaker.record('svc', { success: false });
     clock.advance(30_000);
     expect(breaker.peekAllowed('svc')).toBeUndefined(); // half-opening and taking the slot is a write
     expect((await breaker.allowed('svc'))?.verdict.allowed).toBe(true);
@@ -65,7 +65,13 @@ describe.each(stores)('BreakerService.peekAllowed and allowed (%s)', (_kind, mak
 describe('BreakerService.peekAllowed on SQLite', () => {
   it('answers null at once for a circuit never recorded', async () => {
     const store = await stores[0]![1]();
-    const breaker = new BreakerService(store, () => 0, silentLogger, settings, { probeLeaseMs: 10_000 });
+    const breaker = new BreakerService({
+      store,
+      clock: () => 0,
+      logger: silentLogger,
+      circuitDefaults: settings,
+      policy: { probeLeaseMs: 10_000 },
+    });
     expect(breaker.peekAllowed('ghost')).toBeNull();
   });
 });

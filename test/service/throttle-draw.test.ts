@@ -18,7 +18,7 @@ async function throttledWithFailures(random: () => number) {
   await t.request('PATCH', '/circuits/dep', JSON.stringify({ failure_threshold: 1000, throttle: {} }), {
     'content-type': 'application/merge-patch+json',
   });
-  for (let i = 0; i < 10; i++) await t.breaker.record('dep', false);
+  for (let i = 0; i < 10; i++) await t.breaker.record('dep', { success: false });
   return t;
 }
 
@@ -47,7 +47,7 @@ describe('soft throttling: one draw per call', () => {
     await t.request('PATCH', '/circuits/ok', JSON.stringify({ throttle: {} }), {
       'content-type': 'application/merge-patch+json',
     });
-    await t.breaker.record('ok', true);
+    await t.breaker.record('ok', { success: true });
     expect(t.breaker.peekAllowed('ok')?.verdict).toEqual({ allowed: true });
     expect(random.draws).toBe(0);
   });

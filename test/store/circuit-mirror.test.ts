@@ -15,12 +15,13 @@ const opened = (id: number, openUntil: number) => circuit(id, { state: 'open', o
 
 /** The store as the mirror sees it: a listing over `circuits` that waits for `release()` when gated. */
 function gatedStore(circuits: Circuit[], gated = true) {
-  let onChange: (name: string, c: Circuit | null) => void = () => {};
+  let onChange: (name: string, c: Circuit | null, callersKnown: boolean) => void = () => {};
   const waiting: (() => void)[] = [];
   let lists = 0;
   const store = {
     onChange: (listener: typeof onChange) => void (onChange = listener),
     onRebuild: () => {},
+    fetch: async (name: string) => circuits.find((c) => c.name === name) ?? null,
     list: async ({ afterId, limit }: { afterId?: number; limit: number }) => {
       lists++;
       if (gated) await new Promise<void>((r) => waiting.push(r));
@@ -49,7 +50,7 @@ function gatedStore(circuits: Circuit[], gated = true) {
       const at = circuits.findIndex((x) => x.name === name);
       if (at >= 0) circuits.splice(at, 1);
       if (c !== null) circuits.push(c);
-      onChange(name, c);
+      onChange(name, c, true);
     },
   };
 }

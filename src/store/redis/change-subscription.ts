@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { Circuit } from '../../domain/circuit.js';
-import type { CircuitCache } from './redis-cache.js';
+import type { CallerEntry } from '../../domain/caller-state.js';
+import { applyCallerDelta, withCallers } from './caller-hash.js';
+import type { CircuitCache, Versioned } from './redis-cache.js';
 import { RESET_VERSION_MARGIN } from './scripts.js';
 import { ShardWatch, type ShardChannels } from './shard-watch.js';
 import { isWhole, parseCircuit, type Malformed } from './stored-circuit.js';
@@ -30,7 +32,7 @@ export interface ShardedChanges {
  */
 export class ChangeSubscription {
   private subscribed: Promise<void> | null = null;
-  private readonly changeListeners: ((name: string, circuit: Circuit | null) => void)[] = [];
+  private readonly changeListeners: ChangeListener[] = [];
   private readonly resubscribeListeners: (() => void)[] = [];
   private readonly jumpListeners: (() => void)[] = [];
   private shards: ShardWatch | null = null;
@@ -73,7 +75,7 @@ export class ChangeSubscription {
   }
 
   /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
-  onChange(listener: (name: string, circuit: Circuit | null) => void): void {
+  onChange(listener: ChangeListener): void {
     this.changeListeners.push(listener);
   }
 
@@ -118,12 +120,14 @@ export class ChangeSubscription {
   }
 
   /**
-   * `<version>\n<id>\n<name>\n<json>`, json empty when the circuit was deleted. Anything else
-   * on the channel (a stray PUBLISH) is skipped and logged once: it came from no write, so the
-   * cache stays trusted. Nothing here may throw into the client's message dispatch.
+   * `<version>\n<id>\n<name>\n<json>\n<version read>\n<caller delta>` (`scripts.ts`), json empty
+   * when the circuit was deleted; a writer before the caller table's own hash sent no last two
+   * (its json holds the table). Anything else on the channel (a stray PUBLISH) is skipped and
+   * logged once: it came from no write, so the cache stays trusted. Nothing here may throw into
+   * the client's message dispatch.
    */
   private onMessage(message: string, channel = this.channel): void {
-    const [v, id, name, json] = messageFields(message);
+    const [v, id, name, rest] = messageFields(message);
     if (!isWhole(v) || id === undefined || name === undefined || name === '') {
       this.malformed.report(
         channel,
@@ -132,25 +136,37 @@ export class ChangeSubscription {
       return;
     }
     let circuit: Circuit | null = null;
+    let callersKnown = true;
     const held = this.cache.get(name);
     if (held !== undefined && held.version === Number(v)) {
       circuit = held.circuit; // this host's own write (or a read of it): that version is held, parsed already
-    } else if (json !== '') {
+    } else if (rest !== '') {
+      const { json, readVersion, delta } = deltaFields(rest);
       const parsed = parseCircuit(name, id, json);
       if ('problem' in parsed) {
         this.malformed.report(channel, `a message for '${name.slice(0, 100)}' is malformed: ${parsed.problem}`);
         return;
       }
       circuit = parsed.circuit;
+      if (delta !== undefined) {
+        const table = callersAfter(parsed.circuit, held, readVersion!, delta);
+        if (table === 'malformed')
+          this.malformed.report(channel, `a message for '${name.slice(0, 100)}' has a malformed caller delta`);
+        if (typeof table === 'string') callersKnown = false;
+        else circuit = withCallers(circuit, table);
+      }
     }
     // A version far above any seen: another host found the store emptied and raised the counter.
     const highest = this.cache.highestVersion;
     if (highest > 0 && Number(v) > highest + RESET_VERSION_MARGIN / 2)
       for (const listener of this.jumpListeners) listener();
-    this.cache.onMessage(name, { version: Number(v), circuit });
+    // A caller table this host cannot follow (it does not hold the state the delta was made from):
+    // the cached circuit is dropped, so the next read goes to Redis (unless it holds a newer one already).
+    if (callersKnown) this.cache.onMessage(name, { version: Number(v), circuit });
+    else if (held === undefined || held.version < Number(v)) this.cache.forget(name, Number(v));
     for (const listener of this.changeListeners) {
       try {
-        listener(name, circuit);
+        listener(name, circuit, callersKnown);
       } catch (error) {
         this.logger.error(
           { event: 'redis_change_listener_failed', err: (error as Error).message },
@@ -159,6 +175,37 @@ export class ChangeSubscription {
       }
     }
   }
+}
+
+/**
+ * A committed change: the circuit (null: deleted) and whether its caller table is whole; when not
+ * (a delta this host could not apply) the circuit carries no table and a listener that needs it reads it.
+ */
+export type ChangeListener = (name: string, circuit: Circuit | null, callersKnown: boolean) => void;
+
+/** The circuit's table after a delta, or why it is not known: the state it was made from is not held, or it is malformed. */
+function callersAfter(
+  circuit: Circuit,
+  held: Versioned | undefined,
+  readVersion: string,
+  delta: string,
+): readonly CallerEntry[] | undefined | 'unknown' | 'malformed' {
+  let from: readonly CallerEntry[] | undefined;
+  if (delta.startsWith('[1,')) from = [];
+  else if (held !== undefined && String(held.version) === readVersion) from = held.circuit?.callers ?? [];
+  else if (delta === '' && circuit.quorum == null)
+    return undefined; // no quorum: no caller table
+  else return 'unknown';
+  return applyCallerDelta(from, delta) ?? 'malformed';
+}
+
+/** The json of a message's rest, and the version read and caller delta after it (absent from a writer before them). */
+export function deltaFields(rest: string): { json: string; readVersion?: string; delta?: string } {
+  const a = rest.indexOf('\n');
+  if (a === -1) return { json: rest };
+  const b = rest.indexOf('\n', a + 1);
+  if (b === -1) return { json: rest };
+  return { json: rest.slice(0, a), readVersion: rest.slice(a + 1, b), delta: rest.slice(b + 1) };
 }
 
 /**

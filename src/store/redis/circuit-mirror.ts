@@ -13,7 +13,9 @@ export interface MirroredCircuit extends GaugeCircuit {
 /** What the mirror needs of the Redis store: its listing and its change feed. */
 export interface MirrorSource {
   list(query: ListQuery): Promise<Circuit[]>;
-  onChange(listener: (name: string, circuit: Circuit | null) => void): void;
+  /** One circuit with its caller table as Redis holds it now (after a change whose table could not be followed). */
+  fetch(name: string): Promise<Circuit | null>;
+  onChange(listener: (name: string, circuit: Circuit | null, callersKnown: boolean) => void): void;
   onRebuild(listener: () => void): void;
 }
 
@@ -56,6 +58,11 @@ export class CircuitMirror implements SnapshotReader {
   /** The cap's cutoff as last computed; kept current as circuits are added (see `change`). */
   private cut: (CapCutoff & { readonly limit: number; readonly count: number }) | null = null;
   private firstLoad: Promise<void> | null = null;
+  /**
+   * Circuits read again because a change came without their caller table (`refresh`): `wait` for
+   * the read, `again` (another such change came meanwhile: read once more), `drop` (a whole change came).
+   */
+  private readonly refreshing = new Map<string, 'wait' | 'again' | 'drop'>();
 
   constructor(
     private readonly store: MirrorSource,
@@ -63,7 +70,14 @@ export class CircuitMirror implements SnapshotReader {
     private readonly headLimit = DEFAULT_HEAD,
   ) {
     this.state = new MirrorState(headLimit);
-    store.onChange((name, circuit) => this.change(name, circuit));
+    store.onChange((name, circuit, callersKnown) => {
+      this.change(name, circuit);
+      if (callersKnown) {
+        if (this.refreshing.has(name)) this.refreshing.set(name, 'drop'); // newer than the read under way, and whole
+      } else if (circuit?.quorum != null && (this.state.inHead(name) || this.loading !== null)) {
+        this.refresh(name);
+      }
+    });
     store.onRebuild(() => this.reload());
   }
 
@@ -134,6 +148,34 @@ export class CircuitMirror implements SnapshotReader {
       this.retry = setTimeout(() => this.reload(), RETRY_MS);
       this.retry.unref();
     });
+  }
+
+  /**
+   * A circuit of the head (whose isolated callers a gauge shows) changed by a caller delta this
+   * host could not apply: read it whole, once more if another such change came meanwhile (that
+   * read may predate it), not at all if a whole change came (it is newer than the read).
+   */
+  private refresh(name: string): void {
+    if (this.refreshing.has(name)) {
+      this.refreshing.set(name, 'again');
+      return;
+    }
+    this.refreshing.set(name, 'wait');
+    this.store.fetch(name).then(
+      (circuit) => {
+        const now = this.refreshing.get(name);
+        this.refreshing.delete(name);
+        if (now === 'again') this.refresh(name);
+        else if (now === 'wait') this.change(name, circuit);
+      },
+      (error: unknown) => {
+        this.refreshing.delete(name);
+        this.logger?.warn(
+          { event: 'redis_mirror_refresh_failed', err: (error as Error).message },
+          'reading a circuit for the state gauges failed',
+        );
+      },
+    );
   }
 
   /** Stop retrying (the store is closing). */

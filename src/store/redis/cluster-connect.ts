@@ -2,9 +2,8 @@ import { createCluster } from '@redis/client';
 import type { Logger } from 'pino';
 import { ClusterSubscriber } from './cluster-subscriber.js';
 import type { ClusterUrl } from './cluster-url.js';
-import { RedisStartError } from './connect.js';
 import type { CommandLink } from './redis-commands.js';
-import { permanentStartFailure } from './start-errors.js';
+import { permanentStartFailure, RedisStartError } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
 
 const CONNECT_TIMEOUT_MS = 2_000; // 2 s per attempt

@@ -10,6 +10,7 @@ import type { Malformed } from './stored-circuit.js';
 import type { ReplicaAck } from './replica-ack.js';
 import type { PublishTarget } from './publish-target.js';
 import { detailText } from '../../domain/transition-detail.js';
+import { callerDelta, circuitJson, versionedWithCallers } from './caller-hash.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -113,10 +114,13 @@ export class CompareAndSet {
       const transitions = steps.flatMap((s) =>
         s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))),
       );
-      scriptKeys.push(keys.circuit(name), keys.events(name));
+      scriptKeys.push(keys.circuit(name), keys.events(name), keys.callers(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
-      args.push(name, version, JSON.stringify(final), JSON.stringify(transitions), dueAt);
+      // Only what changed of the caller table; whole when nothing usable was read (new, corrupt, legacy).
+      const whole = read.circuit === null || read.rewriteCallers === true;
+      const delta = callerDelta(read.circuit?.callers, final.callers, whole);
+      args.push(name, version, circuitJson(final), JSON.stringify(transitions), dueAt, delta);
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }
@@ -141,20 +145,22 @@ export class CompareAndSet {
   /** After a conflict: the states the script answered, for the next attempt (and the cache). */
   private conflictStates(
     writes: { name: string }[],
-    reply: (string | number)[],
+    reply: (string | number | unknown[])[],
     previous: Map<string, Versioned>,
   ): Map<string, Versioned> {
     const states = new Map(previous);
     writes.forEach(({ name }, i) => {
-      const [v, id, json] = [reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]].map(String) as [
+      const [v, id, json] = [reply[1 + 4 * i], reply[2 + 4 * i], reply[3 + 4 * i]].map(String) as [
         string,
         string,
         string,
       ];
+      const callers = reply[4 + 4 * i] as unknown as unknown[];
       const absent = v === '0' && id === '0' && json === '';
+      const keys = { circuit: this.keys.circuit(name), callers: this.keys.callers(name) };
       const value: Versioned = absent
         ? { version: 0, circuit: null }
-        : this.malformed.versioned(this.keys.circuit(name), name, [v, id, json === '' ? null : json]);
+        : versionedWithCallers(this.malformed, keys, name, [v, id, json === '' ? null : json], callers);
       states.set(name, value);
       if (value.corruptVersion === undefined) this.cache.offer(name, value);
     });

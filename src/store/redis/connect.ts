@@ -1,7 +1,7 @@
 import tls from 'node:tls';
 import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from 'pino';
-import { permanentStartFailure, speaksPlainRedis } from './start-errors.js';
+import { permanentStartFailure, RedisStartError, speaksPlainRedis } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
 
 /** A Redis connection as the store uses it (RESP2: plain arrays, strings and integers). */
@@ -123,12 +123,4 @@ function onClientError(
     { event: 'redis_error', connection: options.name, err: error.message },
     'Redis connection failed; retrying',
   );
-}
-
-/** A start that can never succeed as configured: its message says why, for the operator. */
-export class RedisStartError extends Error {
-  constructor(message: string, cause: unknown) {
-    super(message, { cause });
-    this.name = 'RedisStartError';
-  }
 }

@@ -37,6 +37,11 @@ export class MirrorState {
     return this.codes.has(name);
   }
 
+  /** Whether the circuit is one of the head's (held whole). */
+  inHead(name: string): boolean {
+    return this.head.has(name);
+  }
+
   /** A circuit read or changed. Returns true when it entered the head as its new last circuit. */
   put(c: Circuit): boolean {
     const old = this.codes.get(c.name);

@@ -7,6 +7,11 @@ export interface Versioned {
   readonly circuit: Circuit | null;
   /** The stored `v` as read, when the hash is there but unusable (corrupt): a write replaces it. */
   readonly corruptVersion?: string;
+  /**
+   * The caller table must be written whole at the next write (`caller-hash.ts`): it was read from
+   * the circuit's JSON (stored before the table had a hash of its own), or the hash held a bad entry.
+   */
+  readonly rewriteCallers?: true;
 }
 
 const MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
@@ -25,6 +30,8 @@ export class CircuitCache {
   private readonly entries = new Map<string, Versioned>();
   /** Names being read from Redis: a message for them is kept even though no entry exists yet. */
   private readonly reading = new Map<string, number>();
+  /** Names forgotten while being read: the version a read must reach to be kept (`forget`). */
+  private readonly floors = new Map<string, number>();
   /** Shards whose subscription is not (yet, or no longer) confirmed; all of them until the first. */
   private readonly untrusted = new Set<number>(ALL_SHARDS);
   private epoch = 0;
@@ -82,6 +89,8 @@ export class CircuitCache {
   offer(name: string, value: Versioned, epoch = this.epoch): Versioned {
     if (value.version > this.highest) this.highest = value.version;
     if (epoch !== this.epoch || (this.untrusted.size > 0 && this.untrusted.has(shardOf(name)))) return value;
+    const floor = this.floors.get(name);
+    if (floor !== undefined && value.version < floor) return value;
     const held = this.entries.get(name);
     if (held !== undefined && held.version >= value.version) return held;
     if (held === undefined && this.entries.size >= MAX_ENTRIES) this.entries.clear();
@@ -95,13 +104,25 @@ export class CircuitCache {
     if (this.entries.has(name) || this.reading.has(name)) this.offer(name, value);
   }
 
+  /**
+   * A change at `version` this host cannot follow (a caller delta made from a state it does not
+   * hold): the entry goes, and a read under way keeps its answer only if it is that new.
+   */
+  forget(name: string, version: number): void {
+    if (version > this.highest) this.highest = version;
+    this.entries.delete(name);
+    if (this.reading.has(name)) this.floors.set(name, Math.max(version, this.floors.get(name) ?? 0));
+  }
+
   startRead(name: string): void {
     this.reading.set(name, (this.reading.get(name) ?? 0) + 1);
   }
 
   endRead(name: string): void {
     const left = this.reading.get(name)! - 1;
-    if (left === 0) this.reading.delete(name);
-    else this.reading.set(name, left);
+    if (left === 0) {
+      this.reading.delete(name);
+      this.floors.delete(name);
+    } else this.reading.set(name, left);
   }
 }

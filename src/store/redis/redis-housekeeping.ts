@@ -3,7 +3,8 @@ import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeep
 import { indexPage } from './index-page.js';
 import type { RedisCircuitStore } from './redis-store.js';
 import { byShard } from './shards.js';
-import { parseCircuit } from './stored-circuit.js';
+import { isWhole, parseCircuit } from './stored-circuit.js';
+import { parseCallerHash, withCallers } from './caller-hash.js';
 
 /**
  * Trim circuits' event lists (`e:{name}`, newest first): to `ARGV[1]` entries (0: no bound),
@@ -37,30 +38,35 @@ end
 return removed
 `;
 
-/** Each named circuit's `id` and `c` fields, in order (KEYS: the `c:<name>` keys, one shard's). */
+/**
+ * Each named circuit's `v`, `id` and `c` fields and its caller table (`HGETALL` of `k:<name>`), in
+ * order (KEYS: `c:<name>` and `k:<name>` per circuit, one shard's).
+ */
 const READ_CIRCUITS_SCRIPT = `
 local out = {}
-for i, key in ipairs(KEYS) do
-  local pair = redis.call('HMGET', key, 'id', 'c')
-  out[2 * i - 1], out[2 * i] = pair[1] or '', pair[2] or ''
+for i = 1, #KEYS / 2 do
+  local row = redis.call('HMGET', KEYS[2 * i - 1], 'v', 'id', 'c')
+  out[4 * i - 3], out[4 * i - 2], out[4 * i - 1] = row[1] or '', row[2] or '', row[3] or ''
+  out[4 * i] = redis.call('HGETALL', KEYS[2 * i])
 end
 return out
 `;
 
 /**
- * Delete the named circuits whose `c` is still the one judged idle (a compare-and-delete: any
- * write since changed it), as DELETE_SCRIPT does (same publish, so every host's cache forgets
- * them). KEYS (one shard's): index, version, then per name `c:<name>` and `e:<name>`. ARGV: the
- * publish command and channel, then per name its name and the `c` judged. Answers the names deleted.
+ * Delete the named circuits whose version `v` is still the one judged idle (a compare-and-delete:
+ * any write since, to the circuit or its caller table, raised it), with their events and caller
+ * table, as DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one
+ * shard's): index, version, then per name `c:<name>`, `e:<name>` and `k:<name>`. ARGV: the publish
+ * command and channel, then per name its name and the version judged. Answers the names deleted.
  */
 const DELETE_IDLE_SCRIPT = `
 local out = {}
 for j = 1, (#ARGV - 2) / 2 do
   local name, judged = ARGV[1 + 2 * j], ARGV[2 + 2 * j]
-  local key, events = KEYS[1 + 2 * j], KEYS[2 + 2 * j]
-  if redis.call('HGET', key, 'c') == judged then
+  local key, events, callers = KEYS[3 * j], KEYS[3 * j + 1], KEYS[3 * j + 2]
+  if redis.call('HGET', key, 'v') == judged then
     local id = redis.call('HGET', key, 'id')
-    redis.call('DEL', key, events)
+    redis.call('DEL', key, events, callers)
     redis.call('ZREM', KEYS[1], name)
     local v = redis.call('INCR', KEYS[2])
     redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n')
@@ -127,18 +133,22 @@ export class RedisHousekeeping implements HousekeepingStore {
     const deleted: string[] = [];
     for (const [shard, group] of byShard(candidates, (n) => n)) {
       const k = keys.shards[shard]!;
-      const read = await redis.eval<string[]>(
+      const read = await redis.eval<unknown[]>(
         READ_CIRCUITS_SCRIPT,
-        group.map((n) => k.circuit(n)),
+        group.flatMap((n) => [k.circuit(n), k.callers(n)]),
         [],
       );
       const idle = group.flatMap((name, i) => {
-        const [id, json] = [read[2 * i], read[2 * i + 1]];
+        const [v, id, json, callers] = read.slice(4 * i, 4 * i + 4) as [string, string, string, unknown[]];
         const parsed = parseCircuit(name, id, json);
-        return 'circuit' in parsed && isIdleCircuit(parsed.circuit, before, now) ? [[name, json!] as const] : [];
+        if (!('circuit' in parsed) || !isWhole(v)) return [];
+        const { entries } = parseCallerHash(Array.isArray(callers) ? callers : []);
+        const legacy = parsed.circuit.callers !== undefined; // a legacy c keeps its own (caller-hash.ts)
+        const circuit = legacy || entries.length === 0 ? parsed.circuit : withCallers(parsed.circuit, entries);
+        return isIdleCircuit(circuit, before, now) ? [[name, v] as const] : [];
       });
       if (idle.length === 0) continue;
-      const scriptKeys = [k.index, k.version, ...idle.flatMap(([n]) => [k.circuit(n), k.events(n)])];
+      const scriptKeys = [k.index, k.version, ...idle.flatMap(([n]) => [k.circuit(n), k.events(n), k.callers(n)])];
       const args = [...this.store.publish(shard), ...idle.flat()];
       deleted.push(...(await redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, args)));
     }

@@ -37,6 +37,11 @@ export class ShardKeys {
   events(name: string): string {
     return `${this.base}e:${name}`;
   }
+
+  /** The circuit's caller table (`caller-hash.ts`): caller -> `<order>:<entry>`. */
+  callers(name: string): string {
+    return `${this.base}k:${name}`;
+  }
 }
 
 /** The store's key names under its prefix (the layout is described in `scripts.ts` and `shards.ts`). */
@@ -60,5 +65,9 @@ export class RedisKeys {
 
   events(name: string): string {
     return this.of(name).events(name);
+  }
+
+  callers(name: string): string {
+    return this.of(name).callers(name);
   }
 }

@@ -3,6 +3,7 @@ import type { ListQuery } from '../circuit-store.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
 import { indexPage } from './index-page.js';
+import { parseCallerHash, withCallers } from './caller-hash.js';
 import { byShard, shardOfId } from './shards.js';
 import { isState, parseCircuit, type Malformed } from './stored-circuit.js';
 import { parseTransitionDetail } from '../../domain/transition-detail.js';
@@ -10,17 +11,21 @@ import { parseTransitionDetail } from '../../domain/transition-detail.js';
 const LIST_SCAN_PAGE = 200; // circuits read per round trip when a list filters by state
 
 /**
- * The `id` and `c` of each circuit hash named in KEYS (one shard's: one slot), as `ok, id, c`
- * per key; `ok` 0 when the key is not a hash (the listing skips it and logs it as malformed).
+ * The `id` and `c` of each circuit hash named in KEYS (one shard's: one slot; `c:<name>` then
+ * `k:<name>` per circuit) with its caller table, as `ok, id, c, callers` per circuit (`callers` the
+ * `HGETALL` of `k:<name>`, empty when it is not a hash); `ok` 0 when the circuit's key is not a hash
+ * (the listing skips it and logs it as malformed).
  */
 const READ_ROWS_SCRIPT = `
 local out = {}
-for i = 1, #KEYS do
-  local r = redis.pcall('HMGET', KEYS[i], 'id', 'c')
+for i = 1, #KEYS / 2 do
+  local r = redis.pcall('HMGET', KEYS[2 * i - 1], 'id', 'c')
+  local k = redis.pcall('HGETALL', KEYS[2 * i])
+  if k.err then k = {} end
   if r.err then
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = 0, false, false
+    out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = 0, false, false, {}
   else
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = 1, r[1], r[2]
+    out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = 1, r[1], r[2], k
   end
 end
 return out
@@ -71,10 +76,13 @@ async function readRows(
   await Promise.all(
     [...byShard(names, (n) => n).values()].map(async (group) => {
       const hashes = group.map((name) => keys.circuit(name));
-      const flat = await redis.eval<(number | string | null)[]>(READ_ROWS_SCRIPT, hashes, [], 'read');
+      const tables = group.map((name) => keys.callers(name));
+      const scriptKeys = group.flatMap((_, i) => [hashes[i]!, tables[i]!]);
+      const flat = await redis.eval<unknown[]>(READ_ROWS_SCRIPT, scriptKeys, [], 'read');
       group.forEach((name, i) => {
-        const [ok, id, json] = flat.slice(3 * i, 3 * i + 3) as [number, string | null, string | null];
-        found.set(name, parseRow(name, hashes[i]!, ok, id, json, malformed));
+        const [ok, id, json, callers] = flat.slice(4 * i, 4 * i + 4) as [number, string | null, string | null, unknown];
+        const circuit = parseRow(name, hashes[i]!, ok, id, json, malformed);
+        found.set(name, circuit === null ? null : attachCallers(circuit, tables[i]!, callers, malformed));
       });
     }),
   );
@@ -100,6 +108,14 @@ function parseRow(
     return null;
   }
   return parsed.circuit;
+}
+
+/** The circuit with the table its `k:<name>` hash holds (a legacy `c` that holds one keeps its own: `caller-hash.ts`). */
+function attachCallers(circuit: Circuit, key: string, flat: unknown, malformed: Malformed): Circuit {
+  if (circuit.callers !== undefined || !Array.isArray(flat) || flat.length === 0) return circuit;
+  const { entries, problem } = parseCallerHash(flat);
+  if (problem !== null) malformed.report(key, problem);
+  return withCallers(circuit, entries);
 }
 
 /** `GET /circuits/{name}/events`: the circuit's newest transitions, newest first (malformed entries skipped, logged once). */

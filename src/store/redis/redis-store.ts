@@ -1,7 +1,7 @@
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
-import { ChangeSubscription, type Subscriber } from './change-subscription.js';
+import { ChangeSubscription, type ChangeListener, type Subscriber } from './change-subscription.js';
 import { publishTargets, type PublishTarget } from './publish-target.js';
 import { CompareAndSet } from './compare-and-set.js';
 import { countCircuits, dueOpenNames, queuedRound, shardRound, type Queued } from './store-rounds.js';
@@ -9,7 +9,8 @@ import { CircuitCache, type Versioned } from './redis-cache.js';
 import { RedisCommands, type CommandLink } from './redis-commands.js';
 import { RedisKeys } from './redis-keys.js';
 import { circuitEvents, listCircuits } from './redis-listing.js';
-import { DELETE_SCRIPT } from './scripts.js';
+import { DELETE_SCRIPT, READ_SCRIPT } from './scripts.js';
+import { versionedWithCallers } from './caller-hash.js';
 import { StoreEpoch } from './store-epoch.js';
 import { Malformed } from './stored-circuit.js';
 import { ReplicaAck } from './replica-ack.js';
@@ -84,7 +85,7 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   /** Every committed change of any host (a mirror of all circuits keeps itself current with it). */
-  onChange(listener: (name: string, circuit: Circuit | null) => void): void {
+  onChange(listener: ChangeListener): void {
     this.changes.onChange(listener);
   }
 
@@ -113,21 +114,42 @@ export class RedisCircuitStore implements CircuitStore {
   private read(name: string): Promise<Versioned> {
     const running = this.reads.get(name);
     if (running) return running;
-    const epoch = this.cache.currentEpoch;
-    this.cache.startRead(name);
-    const key = this.keys.circuit(name);
-    const read = this.redis
-      .command<(string | null)[]>(['HMGET', key, 'v', 'id', 'c'], 'read')
-      .then((fields) => {
-        const value = this.malformed.versioned(key, name, fields);
-        return value.corruptVersion === undefined ? this.cache.offer(name, value, epoch) : value; // a corrupt hash is never cached
-      })
-      .finally(() => {
-        this.cache.endRead(name);
-        this.reads.delete(name);
-      });
+    const read = this.readNow(name).finally(() => this.reads.delete(name));
     this.reads.set(name, read);
     return read;
+  }
+
+  /**
+   * The circuit as Redis holds it now, never joined to a read already under way (the state-gauge
+   * mirror asks after a change whose caller table it could not follow: `circuit-mirror.ts`).
+   */
+  fetch(name: string): Promise<Circuit | null> {
+    return this.readNow(name).then((v) => v.circuit);
+  }
+
+  /**
+   * One read of the circuit, offered to the cache: `HMGET` as always, and for a circuit with a
+   * quorum (only it has a caller table) READ_SCRIPT, which reads it again with its table atomically.
+   */
+  private readNow(name: string): Promise<Versioned> {
+    const epoch = this.cache.currentEpoch;
+    this.cache.startRead(name);
+    const keys = { circuit: this.keys.circuit(name), callers: this.keys.callers(name) };
+    return this.redis
+      .command<(string | null)[]>(['HMGET', keys.circuit, 'v', 'id', 'c'], 'read')
+      .then(async (fields) => {
+        let table: unknown[] = [];
+        if (fields[2]?.includes('"quorum":{')) {
+          const [v, id, json, callers] = await this.redis.eval<
+            [string | null, string | null, string | null, unknown[]]
+          >(READ_SCRIPT, [keys.circuit, keys.callers], [], 'read');
+          fields = [v, id, json];
+          table = callers;
+        }
+        const value = versionedWithCallers(this.malformed, keys, name, fields, table);
+        return value.corruptVersion === undefined ? this.cache.offer(name, value, epoch) : value; // a corrupt hash is never cached
+      })
+      .finally(() => this.cache.endRead(name));
   }
 
   /**
@@ -203,7 +225,15 @@ export class RedisCircuitStore implements CircuitStore {
 
   async delete(name: string): Promise<boolean> {
     const shard = this.keys.of(name);
-    const keys = [shard.circuit(name), shard.events(name), shard.index, shard.version, shard.epoch, shard.due];
+    const keys = [
+      shard.circuit(name),
+      shard.events(name),
+      shard.index,
+      shard.version,
+      shard.epoch,
+      shard.due,
+      shard.callers(name),
+    ];
     const args = () => [...this.publish(shard.shard), name, this.epoch.of(shard.shard)];
     let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, args());
     if (version === -1) {

@@ -1,13 +1,14 @@
 import { SchemaTooNewError } from '../schema-version.js';
-import { RedisStartError } from './connect.js';
+import { RedisStartError } from './start-errors.js';
 import type { RedisCommands } from './redis-commands.js';
 
 /**
  * The Redis store's schema version, kept in the key `<prefix>schema`: 1 was the layout before
- * shards (moved at start, `legacy-keys.ts`), 2 is the sharded layout (docs/many-hosts.md). A
- * change of the layout (the number of shards, a key's meaning) raises it.
+ * shards (moved at start, `legacy-keys.ts`), 2 is the sharded layout (docs/many-hosts.md), 3 keeps
+ * a circuit's caller table in a hash of its own (`caller-hash.ts`; a build of 2 would read circuits
+ * without it). A change of the layout (the number of shards, a key's meaning) raises it.
  */
-export const REDIS_SCHEMA_VERSION = 2;
+export const REDIS_SCHEMA_VERSION = 3;
 
 /**
  * KEYS: the schema key. ARGV: this build's version. Writes it when the key is missing or holds

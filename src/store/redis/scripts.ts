@@ -7,14 +7,16 @@ import { SHARDS } from './shards.js';
  *
  * Keys, under a prefix (default `circuitlog:`), per shard (`shards.ts`: 16 shards, each the
  * hash tag `{<tag>}` right after the prefix, so a shard's keys share one Cluster slot):
- * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON); `{<tag>}:e:<name>`
- * its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
+ * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON without its caller
+ * table, `o` the caller table's order counter); `{<tag>}:k:<name>` its caller table (a hash:
+ * caller -> `<order>:<entry>`, `caller-hash.ts`), written by the compare-and-set from a delta (only
+ * the callers gone, changed and appended); `{<tag>}:e:<name>` its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
  * sorted set name -> id (listing in id order, merged across shards); `transitions` a stream of
  * the shard's transitions with ids `<seq>-0`, trimmed. A circuit's id is `n * 16 + shard`
  * (`n` from its shard's `ids`, see ID_EPOCH_SECONDS), so ids are unique across shards and name their shard. Versions
  * come from the shard's counter, so a circuit's version is never reused, not even after a
- * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>` (json
- * empty: deleted) from inside the script, so a host sees a change only once it is committed,
+ * DELETE and a re-create. Every write publishes `<version>\n<id>\n<name>\n<json>\n<version
+ * read>\n<caller delta>` (json empty and no last two: deleted; see CAS_SCRIPT) from inside the script, so a host sees a change only once it is committed,
  * with the command and channel it is given (`publish-target.ts`): `PUBLISH changes:<db>` on
  * one Redis or Sentinel (channels are not per database), `SPUBLISH {<tag>}:changes:0` on a
  * Cluster (the shard's own channel, in the shard's slot: only the shard's primary handles it).
@@ -45,32 +47,62 @@ export const RESET_SEQ_MARGIN = 1_000;
 export const RESET_VERSION_MARGIN = 1_000_000;
 
 /**
+ * Apply a caller-table delta (`caller-hash.ts`) to `k:<name>` (`callers`), with the order counter
+ * `o` in the circuit's hash (`key`): a changed entry keeps its order, an appended one takes the
+ * next. A Lua function, spliced into the scripts that write circuits.
+ */
+const APPLY_CALLERS = `
+local function applyCallers(key, callers, delta)
+  if delta == '' then return end
+  local d = cjson.decode(delta)
+  if d[1] == 1 then
+    redis.call('DEL', callers)
+    redis.call('HDEL', key, 'o')
+  end
+  for _, caller in ipairs(d[2]) do redis.call('HDEL', callers, caller) end
+  for _, e in ipairs(d[3]) do
+    local old = redis.call('HGET', callers, e[1])
+    local order = old and string.match(old, '^(%d+):')
+    if not order then order = redis.call('HINCRBY', key, 'o', 1) end
+    redis.call('HSET', callers, e[1], order .. ':' .. e[2])
+  end
+  for _, e in ipairs(d[4]) do
+    redis.call('HSET', callers, e[1], redis.call('HINCRBY', key, 'o', 1) .. ':' .. e[2])
+  end
+end
+`;
+
+/**
  * Write circuits of one shard if none changed since it was read. KEYS (the shard's): ids,
- * version, index, seq, transitions, epoch, due, then per circuit `c:<name>` and `e:<name>`.
- * ARGV: the publish command and channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON,
- * its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
- * fifth member when it has one: transition-detail.ts), and its `open_until` while
- * open (`''` otherwise: the circuit leaves `due`).
- * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, ...}`: the
- * stored state of every circuit named (`0`, `0`, `''` when absent), so a retry needs no read;
+ * version, index, seq, transitions, epoch, due, then per circuit `c:<name>`, `e:<name>` and `k:<name>`.
+ * ARGV: the publish command and channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON
+ * (without its caller table), its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
+ * fifth member when it has one: transition-detail.ts), its `open_until` while
+ * open (`''` otherwise: the circuit leaves `due`), and the change of its caller table (`caller-hash.ts`; `''`: none).
+ * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, callers1, ...}`: the
+ * stored state of every circuit named (`0`, `0`, `''` when absent; `callers` the `HGETALL` of its
+ * caller table), so a retry needs no read;
  * or `{-1}` when the store's epoch is not the writer's (emptied since: see SYNC_SCRIPT).
  * A stored `id` that is not a number (a corrupt hash) is replaced by a new one.
+ * The message published carries the version read and the caller delta after the JSON:
+ * `<version>\n<id>\n<name>\n<json>\n<version read>\n<delta>` (JSON has no raw newline).
  * Circuits leave `due` last, in one ZREM: a ZREM that empties the set deletes it, and in a
  * Cluster slot that is migrating a later ZADD to the deleted key would be refused mid-script
  * ("non local key"), after part of the script ran.
  */
-export const CAS_SCRIPT = `
+export const CAS_SCRIPT = `${APPLY_CALLERS}
 if redis.call('GET', KEYS[6]) ~= ARGV[3] then return {-1} end
-local n = (#ARGV - 4) / 5
+local n = (#ARGV - 4) / 6
 for i = 1, n do
-  local v = redis.call('HGET', KEYS[6 + 2 * i], 'v') or '0'
-  if v ~= ARGV[5 + 5 * (i - 1) + 1] then
+  local v = redis.call('HGET', KEYS[5 + 3 * i], 'v') or '0'
+  if v ~= ARGV[5 + 6 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
-      local cur = redis.call('HMGET', KEYS[6 + 2 * j], 'v', 'id', 'c')
+      local cur = redis.call('HMGET', KEYS[5 + 3 * j], 'v', 'id', 'c')
       out[#out + 1] = cur[1] or '0'
       out[#out + 1] = cur[2] or '0'
       out[#out + 1] = cur[3] or ''
+      out[#out + 1] = redis.call('HGETALL', KEYS[7 + 3 * j])
     end
     return out
   end
@@ -78,9 +110,9 @@ end
 local out = {1}
 local leaving = {}
 for i = 1, n do
-  local base = 5 + 5 * (i - 1)
+  local base = 5 + 6 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
-  local key, events = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
+  local key, events = KEYS[5 + 3 * i], KEYS[6 + 3 * i]
   local id = redis.call('HGET', key, 'id')
   if not tonumber(id) then
     local now = redis.call('TIME')
@@ -91,6 +123,7 @@ for i = 1, n do
   end
   local v = redis.call('INCR', KEYS[2])
   redis.call('HSET', key, 'v', v, 'id', id, 'c', json)
+  applyCallers(key, KEYS[7 + 3 * i], ARGV[base + 5])
   if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else leaving[#leaving + 1] = name end
   local transitions = cjson.decode(ARGV[base + 3])
   for _, t in ipairs(transitions) do
@@ -105,7 +138,7 @@ for i = 1, n do
     end
   end
   if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
-  redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json)
+  redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json .. '\\n' .. ARGV[base + 1] .. '\\n' .. ARGV[base + 5])
   out[#out + 1] = v
   out[#out + 1] = id
 end
@@ -114,7 +147,16 @@ return out
 `;
 
 /**
- * Remove a circuit and its events. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due.
+ * One circuit as a write reads it, atomically: `{v, id, c, callers}` (`callers` the `HGETALL` of
+ * its caller table). KEYS: `c:<name>`, `k:<name>`.
+ */
+export const READ_SCRIPT = `
+local cur = redis.call('HMGET', KEYS[1], 'v', 'id', 'c')
+return {cur[1] or false, cur[2] or false, cur[3] or false, redis.call('HGETALL', KEYS[2])}
+`;
+
+/**
+ * Remove a circuit, its events and its caller table. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due, `k:<name>`.
  * ARGV: the publish command and channel, name, the writer's epoch. Answers the version of the deletion, 0 if
  * unknown, -1 when the store's epoch is not the writer's.
  */
@@ -122,7 +164,7 @@ export const DELETE_SCRIPT = `
 if redis.call('GET', KEYS[5]) ~= ARGV[4] then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = redis.call('HGET', KEYS[1], 'id') or '0'
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[7])
 redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
 local v = redis.call('INCR', KEYS[4])

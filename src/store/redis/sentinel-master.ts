@@ -1,9 +1,9 @@
 import net from 'node:net';
 import { createClient } from '@redis/client';
 import type { Logger } from 'pino';
-import { RedisStartError, type RedisConnection } from './connect.js';
+import type { RedisConnection } from './connect.js';
 import type { SentinelUrl } from './sentinel-url.js';
-import { permanentStartFailure } from './start-errors.js';
+import { permanentStartFailure, RedisStartError } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
 
 interface Address {

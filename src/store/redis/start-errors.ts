@@ -1,5 +1,13 @@
 import net from 'node:net';
 
+/** A start that can never succeed as configured: its message says why, for the operator. */
+export class RedisStartError extends Error {
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'RedisStartError';
+  }
+}
+
 /**
  * Why a Redis connection at start will never succeed however long it is retried, as a
  * sentence for the operator; null when retrying may help (refused: Redis may be starting).

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import tls from 'node:tls';
-import { RedisStartError } from './connect.js';
+import { RedisStartError } from './start-errors.js';
 import type { TlsPaths } from './tls-url.js';
 
 /** What the Redis client's `socket` takes for TLS: the files read and checked. */

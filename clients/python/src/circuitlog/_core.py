@@ -1,5 +1,9 @@
 """What the sync and the async client share, without I/O: the local view, the link state,
-the local breakers, the outcome buffer and the counters.
+the local breakers, the outcome buffer, the counters, and every decision around their I/O
+(admitting a call, taking an answer, a batch's result, the stream's backoff).
+
+``Client`` (threads) and ``AsyncClient`` (asyncio) only do the I/O and the waiting; each sets
+the three wake-up hooks (``room``, ``wake``, ``wake_stream``) to its own primitives.
 
 Every mutation happens under ``lock`` (a ``threading.Condition``), never held across I/O or
 an ``await``. The hot path (a call on a circuit the view shows closed) reads without the lock:
@@ -9,23 +13,69 @@ attribute reads are atomic under the GIL and a stale read is no staler than the 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, Protocol, TypeVar, Union
 
 from . import _domain as d
-from ._errors import CircuitlogUnavailableError, CircuitOpenError, CircuitThrottledError
+from ._errors import (
+    CallTimeoutError,
+    CircuitlogRequestError,
+    CircuitlogUnavailableError,
+    CircuitOpenError,
+    CircuitThrottledError,
+    ClientClosedError,
+)
 from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
 from ._names import check_name, checked_caller
-from ._wire import Admitted, Answer, Outcome, Refused, ResetEvent, TransitionEvent
+from ._sse import SseMessage, SseParser
+from ._wire import (
+    Admitted,
+    Answer,
+    Outcome,
+    Refused,
+    ResetEvent,
+    TransitionEvent,
+    TransportError,
+    only_at_refused,
+    outcomes_body,
+    parse_event,
+    refused_circuits,
+)
+
+if TYPE_CHECKING:
+    import sys
+    from typing import TypedDict
+
+    if sys.version_info >= (3, 10):
+        from typing import ParamSpec
+    else:
+        from typing_extensions import ParamSpec
+    P = ParamSpec("P")  # a protected function's parameters (``protect``)
+
+    class CallOptions(TypedDict, total=False):
+        """``protect``'s options: those of ``call``."""
+
+        fallback: Callable[[Exception], Any]
+        timeout: float | None
+        is_failure: IsFailure | None
+
 
 log = logging.getLogger("circuitlog")
+T = TypeVar("T")  # what a protected call returns
+F = TypeVar("F")  # what its fallback returns
 
 Connection = Literal["connected", "syncing", "offline"]
 TransitionCallback = Callable[[TransitionEvent], None]
+#: ``is_failure(error, result)``: does this call count as a failure? (``error`` None: it returned ``result``)
+IsFailure = Callable[[Union[BaseException, None], Any], bool]
+#: What ``call`` hands its fallback (or raises) when no call may go ahead now.
+REFUSALS = (CircuitOpenError, CircuitlogUnavailableError)
 
 # How often a circuit's policy (which changes without a transition) is fetched again; sooner
 # while circuitlog does not know the circuit yet (it is created by its first outcome).
@@ -33,6 +83,7 @@ POLICY_REFRESH_MS = 60_000  # 60 s
 UNKNOWN_POLICY_REFRESH_MS = 1_000  # 1 s
 REFUSED_WARNING_INTERVAL_S = 60.0  # s: at most one warning this often about outcomes a full table refused
 THROTTLE_MAX_CIRCUITS = 10_000  # circuits with soft-throttle counts (each at most window_seconds buckets, 600 at most)
+MIN_HEALTHY_STREAM_S = 1.0  # s: a stream that lasted this long is reopened at once when it ends
 _FORCED_BY_REASON: dict[str, str | None] = {"forced_open": "open", "forced_closed": "closed", "force_cleared": None}
 
 
@@ -58,14 +109,63 @@ class Options:
     reconnect_max_delay: float = 5.0  # s
     stream_idle_timeout: float = 45.0  # s: three missed heartbeats
     close_timeout: float = 10.0  # s
-    local_defaults: d.Policy = field(default_factory=lambda: d.Policy(5, 30, 1))
+    local_defaults: d.Policy = field(default_factory=d.Policy)
     max_sse_line_bytes: int = 64 * 1024
     max_sse_event_bytes: int = 256 * 1024
     #: Who this client is to circuitlog, named on every outcome and admission; None: the host name.
     caller: str | None = None
+    #: ``Client``: at most this many calls with a ``timeout`` run at once, each on a worker thread.
+    timeout_workers: int = 32
 
 
-E = TypeVar("E")
+def options_from(url: str, kwargs: dict[str, Any]) -> Options:
+    """Both clients' keyword options; ``local_defaults`` may be a ``Policy`` or a dict of its fields."""
+    defaults = kwargs.pop("local_defaults", None)
+    o = Options(url=url, **kwargs)
+    if defaults is not None:
+        o.local_defaults = defaults if isinstance(defaults, d.Policy) else d.Policy(**defaults)
+    o.flush_at = min(o.flush_at, o.max_batch)
+    return o
+
+
+def classify(error: BaseException | None, result: Any, is_failure: IsFailure | None) -> tuple[bool, Exception | None]:
+    """(failed, error raised by is_failure). A timed-out call is a failure whatever ``is_failure`` says."""
+    if isinstance(error, CallTimeoutError):
+        return True, None
+    if is_failure is None:
+        return error is not None, None
+    try:
+        return bool(is_failure(error, None if error is not None else result)), None
+    except Exception as exc:
+        return True, exc
+
+
+class _Forkable(Protocol):
+    def _after_fork(self) -> None: ...
+
+
+_forkable: weakref.WeakSet[_Forkable] = weakref.WeakSet()
+
+
+def on_fork(client: _Forkable) -> None:
+    """In a forked child, ``client._after_fork()`` runs (nothing of the parent's threads, tasks or sockets is used)."""
+    _forkable.add(client)
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_forkable):
+        client._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Settable(Protocol):
+    def set(self) -> None: ...
+
+
+E = TypeVar("E", bound=_Settable)
 
 
 class SharedLookup(Generic[E]):
@@ -75,13 +175,15 @@ class SharedLookup(Generic[E]):
     refusal is then kept (and raised from the view), while a probe lease or a throttle verdict
     belongs to one call only. ``done``: a ``threading.Event`` (``Client``) or an
     ``asyncio.Event`` (``AsyncClient``), set once the answer is in the view (or none came).
+    ``generation`` and ``seq``: what the answer must not overwrite (``Core.before_ask``).
     """
 
-    __slots__ = ("answer", "done")
+    __slots__ = ("answer", "done", "generation", "seq")
 
-    def __init__(self, done: E):
+    def __init__(self, done: E, generation: int, seq: int):
         self.answer: Answer | None = None
         self.done = done
+        self.generation, self.seq = generation, seq
 
     @property
     def admits_all(self) -> bool:
@@ -185,6 +287,22 @@ class Core:
         self.refused_unreported = 0  # outcomes a full table refused since that warning
         self.listeners: list[TransitionCallback] = []
         self.connection_listeners: list[Callable[[Connection], None]] = []
+        self.lookups: dict[str, SharedLookup[Any]] = {}  # the GET /allowed in flight per circuit
+        self.policy_wanted: set[str] = set()  # circuits whose policy the flusher fetches next
+        self.retry_at = 0.0  # monotonic s of the next batch retry
+        self.flush_now = False  # close(): send what is queued without waiting for a fuller batch
+        self.stream_attempt = 0  # reconnections since the stream last lasted (its backoff)
+        self.send_attempt = 0  # failed sends since the last delivered batch (their backoff)
+        self.stream_opened_at = 0.0  # monotonic s
+        #: Wake-up hooks, each called under ``lock``: callers waiting for room in the queue may go on;
+        #: the flusher has work; the stream should stop waiting and reconnect now. ``Client`` waits on
+        #: ``lock`` itself (the default); ``AsyncClient`` sets events.
+        self.room: Callable[[], None] = self._notify
+        self.wake: Callable[[], None] = self._notify
+        self.wake_stream: Callable[[], None] = lambda: None
+
+    def _notify(self) -> None:
+        self.lock.notify_all()
 
     # -- link state -------------------------------------------------------------------------
 
@@ -202,8 +320,14 @@ class Core:
             return None
         if before == "offline":
             self.local.clear()  # back in touch: the server's state wins
-        self.lock.notify_all()  # calls waiting for room go on (offline: the queue is a bounded buffer)
+        self.room()  # calls waiting for room go on (offline: the queue is a bounded buffer)
         return after
+
+    def link(self, stream_up: bool, reachable: bool) -> None:
+        """Record the link (takes the lock) and tell the connection listeners when it changed."""
+        with self.lock:
+            changed = self.set_link(stream_up, reachable)
+        self.emit_connection(changed)
 
     def stream_opened(self) -> Connection | None:
         self.generation += 1  # every snapshot taken before this is re-taken on its next use
@@ -367,7 +491,7 @@ class Core:
         return counts
 
     def push(self, name: str, success: bool, duration_ms: float | None) -> bool:
-        """Under lock: queue an outcome; True when the flusher should be woken."""
+        """Under lock: queue an outcome; wakes the flusher (and returns True) when it has work."""
         entry = self.entries.get(name)
         if self.reachable and entry is not None and entry.forced is None and entry.state == "closed":
             t = throttle_from((entry.json or {}).get("throttle"))
@@ -385,7 +509,10 @@ class Core:
                 self.counts["outcomes_dropped"] += 1
         self.items.append((name, success, duration_ms, self.wall()))
         n = len(self.items)
-        return n == 1 or n == self.options.flush_at
+        if n == 1 or n == self.options.flush_at:
+            self.wake()
+            return True
+        return False
 
     @property
     def full(self) -> bool:
@@ -399,7 +526,7 @@ class Core:
         n = min(len(self.items), self.options.max_batch)
         batch = [self.items.popleft() for _ in range(n)]
         self.in_flight = len(batch)
-        self.lock.notify_all()  # room for calls waiting on a full queue
+        self.room()  # for calls waiting on a full queue
         return batch
 
     def batch_refused(self, batch: list[Outcome], refused: set[str]) -> int:
@@ -416,7 +543,7 @@ class Core:
         self.in_flight = 0
         self.counts["outcomes_rejected"] += dropped
         self.items.extendleft(reversed(rest))
-        self.lock.notify_all()
+        self.room()
         return dropped
 
     def warn_refused(self, dropped: int, error: Exception) -> None:
@@ -445,7 +572,223 @@ class Core:
                 while len(self.items) > self.options.max_queued_outcomes:
                     self.items.popleft()
                     self.counts["outcomes_dropped"] += 1
-        self.lock.notify_all()
+        self.room()
+
+    # -- around the clients' I/O -------------------------------------------------------------
+
+    def refuse_if_closing(self) -> None:
+        if self.closing:
+            raise ClientClosedError("circuitlog client is closed")
+
+    def begin_call(self, name: str) -> tuple[bool, Exception | None]:
+        """Under lock: a call starts. (Decided by the view?, the local throttle's refusal or None);
+        a view decision whose policy is due asks the flusher to fetch it again."""
+        self.calls_running += 1
+        e = self.entries.get(name)
+        if e is None or not (e.local_ok and e.generation == self.trusted_generation):
+            return False, None
+        self.counts["local_decisions"] += 1
+        if self.clock_ms() >= e.policy_due_at:
+            e.policy_due_at = self.clock_ms() + 1_000  # no second fetch while this one runs
+            self.policy_wanted.add(name)
+        return True, self.throttle_locally(name, e)
+
+    def decide_locally(self, name: str) -> bool | None:
+        """Under lock: ``allowed()`` as the view decides it (the local throttle included); None: ask circuitlog."""
+        e = self.entries.get(name)
+        if e is None or not (e.local_ok and e.generation == self.trusted_generation):
+            return None
+        self.counts["local_decisions"] += 1
+        return self.throttle_locally(name, e) is None
+
+    def take_wanted(self) -> set[str]:
+        """Under lock: the circuits whose policy to fetch now."""
+        wanted, self.policy_wanted = self.policy_wanted, set()
+        return wanted
+
+    def checked_outcome(self, name: str, success: object, duration_ms: object) -> float | None:
+        """``record()``'s arguments checked (a name not yet in the view, too); the duration as a float."""
+        if name not in self.entries:
+            check_name(name)
+        if not isinstance(success, bool):
+            raise TypeError("record(): success must be a bool")
+        if duration_ms is None:
+            return None
+        if not (isinstance(duration_ms, (int, float)) and 0 <= duration_ms < float("inf")):
+            raise TypeError("record(): duration_ms must be a finite number >= 0")
+        return float(duration_ms)
+
+    def settle(
+        self,
+        name: str,
+        started: float,
+        error: Exception | None,
+        result: Any,
+        is_failure: IsFailure | None,
+        fallback: Callable[[Exception], Any] | None,
+    ) -> Any:
+        """A call ended (``started``: its ``time.perf_counter()``): queue its outcome, then return its
+        result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or is_failure's)."""
+        duration_ms = (time.perf_counter() - started) * 1000
+        if error is None and is_failure is None:
+            failed, classifier_error = False, None  # the common case, without a call to classify
+        else:
+            failed, classifier_error = classify(error, result, is_failure)
+        with self.lock:
+            self.push(name, not failed, duration_ms)
+        if classifier_error is not None:
+            raise classifier_error
+        if error is None:
+            return result
+        if fallback is not None:
+            return fallback(error)
+        raise error
+
+    def lookup(self, name: str, new_done: Callable[[], E]) -> tuple[SharedLookup[E] | None, bool]:
+        """Under lock: a call the view could not decide. (None, _): decided here (offline: by the local
+        breaker; or by a snapshot a lookup left since); raises a refusal still standing. Else (the
+        lookup, mine): ``mine`` asks circuitlog (then ``take_answer``, ``end_lookup``); the rest wait on its ``done``.
+        """
+        generation, seq = self.before_ask(name)
+        if not self.reachable:
+            self.admit_offline(name)
+            return None, False
+        entry = self.entries[name]
+        if entry.local_ok and entry.generation == self.trusted_generation:
+            self.counts["local_decisions"] += 1  # a lookup that ended since this call began left a snapshot
+            return None, False
+        shared: SharedLookup[E] | None = self.lookups.get(name)
+        if shared is not None:
+            return shared, False
+        mine = self.lookups[name] = SharedLookup(new_done(), generation, seq)
+        return mine, True
+
+    def admitted_by(self, shared: SharedLookup[Any]) -> bool:
+        """After waiting on another call's lookup: True if its answer admits this call too, else ask again."""
+        if not shared.admits_all:
+            return False
+        with self.lock:
+            self.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
+        return True
+
+    def take_answer(self, name: str, mine: SharedLookup[Any], answer: Answer | TransportError) -> None:
+        """circuitlog's answer to ``mine`` (or the error instead) into the view and the link; raises a refusal."""
+        if isinstance(answer, TransportError):
+            if answer.kind == "rejected":
+                raise CircuitlogRequestError(answer.status or 0, answer.problem) from answer
+            self.link(self.stream_up, False)
+            with self.lock:
+                self.wake_stream()
+                self.admit_offline(name)
+            return
+        self.link(self.stream_up, True)
+        with self.lock:
+            mine.answer = answer
+            self.answered(name, answer, mine.generation, mine.seq)
+
+    def end_lookup(self, name: str, mine: SharedLookup[Any]) -> None:
+        with self.lock:
+            self.lookups.pop(name, None)
+        mine.done.set()
+
+    def stream_started(self) -> SseParser:
+        """The event stream opened: the link is up, a batch waiting to retry goes now; the parser for its bytes."""
+        self.stream_opened_at = time.monotonic()
+        with self.lock:
+            changed = self.stream_opened()
+            self.retry_at = 0.0
+            self.wake()
+            self.room()
+        self.emit_connection(changed)
+        o = self.options
+        return SseParser(self.on_message, o.max_sse_line_bytes, o.max_sse_event_bytes)
+
+    def stream_failed(self, error: TransportError) -> float:
+        """The stream did not open: the link as the error says; the wait (s) before trying again."""
+        self.link(False, self.reachable if error.kind == "rejected" else False)
+        return self._stream_backoff()
+
+    def stream_ended(self) -> float | None:
+        """The stream ended: None to reopen it at once (it had lasted), else the wait (s) before trying again."""
+        self.link(False, self.reachable)
+        if time.monotonic() - self.stream_opened_at >= MIN_HEALTHY_STREAM_S:
+            self.stream_attempt = 0
+            return None  # after a drop, try again at once, unless it keeps ending as soon as it opens
+        return self._stream_backoff()
+
+    def _stream_backoff(self) -> float:
+        delay = backoff_delay(self.stream_attempt, self.options.reconnect_max_delay)
+        self.stream_attempt += 1
+        return delay
+
+    def on_message(self, message: SseMessage) -> None:
+        """One event of the stream: into the view, then to the listeners (on the stream's thread or task)."""
+        if message.oversized:
+            with self.lock:
+                self.counts["events_discarded"] += 1
+                self.resync()  # an event was missed: every circuit is snapshotted again
+            log.warning("circuitlog: discarded an oversized stream event")
+            return
+        event = parse_event(message.event, message.data, message.id)
+        if event is None:
+            return
+        with self.lock:
+            self.apply(event)
+        if not isinstance(event, ResetEvent):
+            self.emit(event)
+
+    def outcomes_body(self, batch: list[Outcome], with_at: bool) -> bytes:
+        return outcomes_body(batch, with_at=with_at, caller=self.caller)
+
+    @staticmethod
+    def clock_ahead(error: TransportError) -> bool:
+        """Did circuitlog refuse a batch only for its items' ``at``? Then it goes again without them."""
+        if not only_at_refused(error):
+            return False
+        # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
+        log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
+        return True
+
+    def sent(self, batch: list[Outcome], error: TransportError | None) -> None:
+        """A batch's ``POST /outcomes`` ended: acknowledged, or refused in part (a full table), or in
+        whole (a 4xx), or not delivered: back in the queue, retried after a backoff (``retry_at``)."""
+        if error is None:
+            with self.lock:
+                self.batch_done(batch, "delivered")
+                self.send_attempt = 0
+            self.link(self.stream_up, True)
+            return
+        refused = refused_circuits(error)
+        if refused is not None:
+            with self.lock:
+                self.warn_refused(self.batch_refused(batch, refused), error)
+            return  # circuitlog is up and took nothing: the rest goes again at once
+        if error.kind == "rejected":
+            with self.lock:
+                self.batch_done(batch, "rejected")
+            log.error("circuitlog: a batch of %d outcomes was refused: %s", len(batch), error)
+            return
+        with self.lock:
+            changed = self.set_link(self.stream_up, False)
+            self.batch_done(batch, "failed")
+            self.wake_stream()
+            self.retry_at = time.monotonic() + backoff_delay(self.send_attempt, self.options.reconnect_max_delay)
+            self.send_attempt += 1
+        self.emit_connection(changed)
+
+    def loop_failed(self, what: str) -> None:
+        """A background loop raised (a bug): logged; nothing is trusted until resynced; it starts again."""
+        log.exception("circuitlog: background %s failed; restarting it", what)
+        self.link(False, self.reachable)
+        self.stream_attempt = self.send_attempt = 0
+
+    def close_error(self, pending: int) -> CircuitlogUnavailableError | None:
+        """``close()``'s error when ``pending`` outcomes were not acknowledged within ``close_timeout``."""
+        if pending == 0:
+            return None
+        return CircuitlogUnavailableError(
+            f"close(): {pending} outcome(s) not acknowledged by circuitlog within {self.options.close_timeout} s"
+        )
 
     def stats(self) -> dict[str, object]:
         return {
@@ -461,6 +804,64 @@ class Core:
         self.items.clear()
         self.in_flight = 0
         self.calls_running = 0
+        self.lookups = {}
         self.generation += 1
         self.stream_up = False
         self.trusted_generation = -2
+        self.stream_attempt = self.send_attempt = 0
+
+
+class ClientBase:
+    """What ``Client`` and ``AsyncClient`` have alike: their core, what the view believes, callbacks, stats."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        fail_open: bool = True,
+        caller: str | None = None,
+        on_transition: TransitionCallback | None = None,
+        **options: Any,
+    ) -> None:
+        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
+        if on_transition is not None:
+            self._core.listeners.append(on_transition)
+        self._start()
+        on_fork(self)
+
+    def _start(self) -> None:
+        """The client's own part of ``__init__``: its transport, its wake-ups, its threads or tasks."""
+        raise NotImplementedError
+
+    def _after_fork(self) -> None:
+        self._core.after_fork()
+
+    def state(self, name: str) -> str | None:
+        """The state this client believes now (a forced state shows as that state); None if unknown."""
+        with self._core.lock:
+            return self._core.state(name)
+
+    def on_transition(self, callback: TransitionCallback) -> Callable[[], None]:
+        """Call ``callback`` for every transition (``Client``: on the stream's thread; ``AsyncClient``: on the
+        loop); returns an unsubscribe function."""
+        self._core.listeners.append(callback)
+        return lambda: self._core.listeners.remove(callback) if callback in self._core.listeners else None
+
+    def on_connection(self, callback: Callable[[Connection], None]) -> Callable[[], None]:
+        self._core.connection_listeners.append(callback)
+        return lambda: self._core.connection_listeners.remove(callback)
+
+    @property
+    def caller(self) -> str:
+        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
+        return self._core.caller
+
+    @property
+    def connection(self) -> Connection:
+        """``connected`` (stream open), ``syncing`` (every call asks circuitlog), ``offline`` (local breakers)."""
+        return self._core.connection
+
+    def stats(self) -> dict[str, object]:
+        with self._core.lock:
+            return self._core.stats()

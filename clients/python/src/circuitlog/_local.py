@@ -13,6 +13,8 @@ from typing import Any, Callable
 from . import _domain as d
 
 Json = dict[str, Any]
+# The defaults of a policy's members are written once, in ``_domain``'s dataclasses.
+_BACKOFF, _THROTTLE = d.BackoffPolicy(), d.ThrottlePolicy()
 
 
 def _positive(value: object, fallback: float, integer: bool = True) -> Any:
@@ -30,9 +32,13 @@ def _window_from(w: object) -> d.WindowPolicy | None:
         type=w["type"],
         size=w["size"],
         minimum_calls=mc if isinstance(mc, int) and not isinstance(mc, bool) else None,
-        failure_rate_threshold=_positive(w.get("failure_rate_threshold"), 50, integer=False),
+        failure_rate_threshold=_positive(
+            w.get("failure_rate_threshold"), d.WindowPolicy.failure_rate_threshold, integer=False
+        ),
         slow_call_duration_ms=slow if isinstance(slow, (int, float)) and not isinstance(slow, bool) else None,
-        slow_call_rate_threshold=_positive(w.get("slow_call_rate_threshold"), 100, integer=False),
+        slow_call_rate_threshold=_positive(
+            w.get("slow_call_rate_threshold"), d.WindowPolicy.slow_call_rate_threshold, integer=False
+        ),
     )
 
 
@@ -40,8 +46,8 @@ def _backoff_from(b: object, timeout_seconds: int) -> d.BackoffPolicy | None:
     if not isinstance(b, dict):
         return None
     return d.BackoffPolicy(
-        multiplier=_positive(b.get("multiplier"), 2, integer=False),
-        max_timeout_seconds=_positive(b.get("max_timeout_seconds"), max(300, timeout_seconds)),
+        multiplier=_positive(b.get("multiplier"), _BACKOFF.multiplier, integer=False),
+        max_timeout_seconds=_positive(b.get("max_timeout_seconds"), max(_BACKOFF.max_timeout_seconds, timeout_seconds)),
     )
 
 
@@ -51,8 +57,10 @@ def throttle_from(t: object) -> d.ThrottlePolicy | None:
         return None
     k, w = t.get("k"), t.get("window_seconds")
     return d.ThrottlePolicy(
-        k=float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) and 1 <= k <= 100 else 2,
-        window_seconds=w if isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 600 else 60,
+        k=float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) and 1 <= k <= 100 else _THROTTLE.k,
+        window_seconds=w
+        if isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 600
+        else _THROTTLE.window_seconds,
     )
 
 

@@ -11,78 +11,39 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, overload
 
 import httpx
 
-from . import _domain as d
-from ._core import Connection, Core, Options, SharedLookup, TransitionCallback, backoff_delay, log
-from ._errors import CallTimeoutError, CircuitlogRequestError, CircuitlogUnavailableError, CircuitOpenError
-from ._errors import ClientClosedError as _Closed
-from ._names import check_name
-from ._sse import SseMessage, SseParser
+from ._core import REFUSALS, ClientBase, F, IsFailure, SharedLookup, T, log
+from ._errors import CallTimeoutError, CircuitlogUnavailableError
 from ._transport import SyncTransport, shutdown_socket
-from ._wire import ResetEvent, TransportError, only_at_refused, outcomes_body, parse_event, refused_circuits
+from ._wire import Answer, Outcome, TransportError
 
 if TYPE_CHECKING:
-    import sys
+    from typing_extensions import Unpack
 
-    if sys.version_info >= (3, 10):
-        from typing import ParamSpec
-    else:
-        from typing_extensions import ParamSpec
-    P = ParamSpec("P")
+    from ._core import CallOptions, P
 
-T = TypeVar("T")
-F = TypeVar("F")
-IsFailure = Callable[[Union[BaseException, None], Any], bool]
-_MIN_HEALTHY_STREAM_S = 1.0
-_REFUSALS = (CircuitOpenError, CircuitlogUnavailableError)
-_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+_clients: weakref.WeakSet[Client] = weakref.WeakSet()  # closed at interpreter exit
 
 
-def options_from(url: str, kwargs: dict[str, Any]) -> Options:
-    defaults = kwargs.pop("local_defaults", None)
-    o = Options(url=url, **kwargs)
-    if defaults is not None:
-        o.local_defaults = defaults if isinstance(defaults, d.Policy) else d.Policy(**defaults)
-    o.flush_at = min(o.flush_at, o.max_batch)
-    return o
-
-
-class Client:
+class Client(ClientBase):
     """A circuitlog client. Calls on circuits the local view shows closed are decided here;
     open and half-open ones are asked of circuitlog; outcomes go in batches to ``POST /outcomes``.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        token: str | None = None,
-        fail_open: bool = True,
-        caller: str | None = None,
-        on_transition: TransitionCallback | None = None,
-        timeout_workers: int = 32,
-        **options: Any,
-    ) -> None:
-        self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
+    def _start(self) -> None:
         self._transport = self._make_transport()
-        self._timeout_workers = timeout_workers
         self._executor: ThreadPoolExecutor | None = None
         self._stop = False
-        self._retry_at = 0.0  # monotonic time of the next batch retry
-        self._flush_now = False
         self._wake_stream = threading.Event()
+        self._core.wake_stream = self._wake_stream.set
         self._response: httpx.Response | None = None
         self._threads: list[threading.Thread] = []
         self._pid = -1
-        self._policy_wanted: set[str] = set()
-        self._lookups: dict[str, SharedLookup[threading.Event]] = {}  # the GET /allowed in flight per circuit
         self._close_error: Exception | None = None
         self._closed = threading.Event()
-        if on_transition is not None:
-            self._core.listeners.append(on_transition)
         _clients.add(self)
         self._ensure_running()
 
@@ -119,55 +80,38 @@ class Client:
         """
         core = self._core
         with core.lock:
-            if core.closing:
-                raise _Closed("circuitlog client is closed")
-            while core.reachable and len(core.items) >= core.options.max_queued_outcomes and not self._stop:
-                core.lock.wait(0.5)  # backpressure: wait for room
-            e = core.entries.get(name)
-            local = e is not None and e.local_ok and e.generation == core.trusted_generation
-            core.calls_running += 1
-            throttled = None
-            if local:
-                core.counts["local_decisions"] += 1
-                if e is not None and core.clock_ms() >= e.policy_due_at:
-                    self._want_policy(name)
-                throttled = None if e is None else core.throttle_locally(name, e)
+            if core.closing or (core.reachable and len(core.items) >= core.options.max_queued_outcomes):
+                self._wait_for_room()  # the hot path stays inline: a call decided here costs a few µs in all
+            local, refusal = core.begin_call(name)
         try:
-            if throttled is not None:
-                if fallback is not None:
-                    return fallback(throttled)
-                raise throttled
             if not local:
-                try:
-                    self._admit_remotely(name)
-                except _REFUSALS as refusal:
-                    if fallback is not None:
-                        return fallback(refusal)
-                    raise
-            return self._run(name, fn, fallback, timeout, is_failure)
+                refusal = self._refusal(name)
+            if refusal is not None:
+                if fallback is None:
+                    raise refusal
+                return fallback(refusal)
+            error: Exception | None = None
+            result: Any = None
+            started = time.perf_counter()
+            try:
+                result = fn() if timeout is None else self._with_timeout(name, fn, timeout)
+            except Exception as exc:
+                error = exc
+            return core.settle(name, started, error, result, is_failure, fallback)
         finally:
             with core.lock:
                 core.calls_running -= 1
                 if core.calls_running == 0 and core.closing:
                     core.lock.notify_all()
 
-    def protect(
-        self,
-        name: str,
-        *,
-        fallback: Callable[[Exception], Any] | None = None,
-        timeout: float | None = None,
-        is_failure: IsFailure | None = None,
-    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
-        """Decorator: every call of the function goes through ``call(name, ...)``."""
+    def protect(self, name: str, **options: Unpack[CallOptions]) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """Decorator: every call of the function goes through ``call(name, ...)`` with these options."""
 
         def decorate(fn: Callable[P, T]) -> Callable[P, T]:
             @functools.wraps(fn)
             def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-                run: Callable[[], T] = lambda: fn(*args, **kwargs)  # noqa: E731
-                if fallback is None:
-                    return self.call(name, run, timeout=timeout, is_failure=is_failure)
-                return self.call(name, run, fallback=fallback, timeout=timeout, is_failure=is_failure)
+                result: T = self.call(name, lambda: fn(*args, **kwargs), **options)
+                return result
 
             return wrapper
 
@@ -175,61 +119,18 @@ class Client:
 
     def allowed(self, name: str) -> bool:
         """May a call go ahead now? In half-open a True holds a probe slot: report it with ``record``."""
-        core = self._core
-        with core.lock:
-            if core.closing:
-                raise _Closed("circuitlog client is closed")
-            e = core.entries.get(name)
-            if e is not None and e.local_ok and e.generation == core.trusted_generation:
-                core.counts["local_decisions"] += 1
-                return core.throttle_locally(name, e) is None
-        try:
-            self._admit_remotely(name)
-            return True
-        except _REFUSALS:
-            return False
+        with self._core.lock:
+            self._core.refuse_if_closing()
+            decided = self._core.decide_locally(name)
+        return decided if decided is not None else self._refusal(name) is None
 
     def record(self, name: str, success: bool, duration_ms: float | None = None) -> None:
         """Record the outcome of a call made without ``call()``; waits while the queue is full."""
-        core = self._core
-        if name not in core.entries:
-            check_name(name)
-        if not isinstance(success, bool):
-            raise TypeError("record(): success must be a bool")
-        if duration_ms is not None and not (isinstance(duration_ms, (int, float)) and 0 <= duration_ms < float("inf")):
-            raise TypeError("record(): duration_ms must be a finite number >= 0")
+        duration = self._core.checked_outcome(name, success, duration_ms)
         self._ensure_running()
-        with core.lock:
-            if core.closing:
-                raise _Closed("circuitlog client is closed")
-            while core.reachable and core.full and not self._stop:
-                core.lock.wait(0.5)
-            if core.push(name, success, None if duration_ms is None else float(duration_ms)):
-                core.lock.notify_all()
-
-    def state(self, name: str) -> str | None:
-        """The state this client believes now (a forced state shows as that state); None if unknown."""
         with self._core.lock:
-            return self._core.state(name)
-
-    def on_transition(self, callback: TransitionCallback) -> Callable[[], None]:
-        """Call ``callback`` (on the stream's thread) for every transition; returns an unsubscribe function."""
-        self._core.listeners.append(callback)
-        return lambda: self._core.listeners.remove(callback) if callback in self._core.listeners else None
-
-    def on_connection(self, callback: Callable[[Connection], None]) -> Callable[[], None]:
-        self._core.connection_listeners.append(callback)
-        return lambda: self._core.connection_listeners.remove(callback)
-
-    @property
-    def caller(self) -> str:
-        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
-        return self._core.caller
-
-    @property
-    def connection(self) -> Connection:
-        """``connected`` (stream open), ``syncing`` (every call asks circuitlog), ``offline`` (local breakers)."""
-        return self._core.connection
+            self._wait_for_room()
+            self._core.push(name, success, duration)
 
     def ready(self, timeout: float = 10.0) -> bool:
         """Wait until the event stream is open; False if it was not within ``timeout`` seconds."""
@@ -242,10 +143,6 @@ class Client:
                     return False
                 self._core.lock.wait(left)
         return True
-
-    def stats(self) -> dict[str, object]:
-        with self._core.lock:
-            return self._core.stats()
 
     def close(self) -> None:
         """Refuse new calls, wait for running ones, return once circuitlog acknowledged every outcome.
@@ -265,8 +162,8 @@ class Client:
         with core.lock:
             while core.calls_running > 0 and time.monotonic() < deadline:
                 core.lock.wait(deadline - time.monotonic())
-            self._flush_now = True
-            self._retry_at = 0.0
+            core.flush_now = True
+            core.retry_at = 0.0
             core.lock.notify_all()
             while core.pending > 0 and time.monotonic() < deadline and self._pid == os.getpid():
                 core.lock.wait(max(0.0, deadline - time.monotonic()))
@@ -274,10 +171,7 @@ class Client:
             self._stop = True
             core.lock.notify_all()
         self._shutdown()
-        if pending > 0:
-            self._close_error = CircuitlogUnavailableError(
-                f"close(): {pending} outcome(s) not acknowledged by circuitlog within {core.options.close_timeout} s"
-            )
+        self._close_error = core.close_error(pending)
         self._closed.set()
         if self._close_error is not None:
             raise self._close_error
@@ -294,102 +188,59 @@ class Client:
 
     # -- calls ------------------------------------------------------------------------------
 
+    def _wait_for_room(self) -> None:
+        """Under lock: refuse a closing client's calls; wait while the queue is full (backpressure)."""
+        core = self._core
+        core.refuse_if_closing()
+        while core.reachable and core.full and not self._stop:
+            core.lock.wait(0.5)
+
+    def _refusal(self, name: str) -> Exception | None:
+        """Ask circuitlog (or, offline, the local breaker) whether a call may go ahead: its refusal, or None."""
+        try:
+            self._admit_remotely(name)
+        except REFUSALS as refusal:
+            return refusal
+        return None
+
     def _admit_remotely(self, name: str) -> None:
         core = self._core
         self._ensure_running()
         while True:
             with core.lock:
-                generation, seq = core.before_ask(name)
-                if not core.reachable:
-                    core.admit_offline(name)
-                    return
-                entry = core.entries[name]
-                if entry.local_ok and entry.generation == core.trusted_generation:
-                    core.counts["local_decisions"] += 1  # a lookup that ended since this call began left a snapshot
-                    return
-                shared = self._lookups.get(name)
-                if shared is None:
-                    mine = self._lookups[name] = SharedLookup(threading.Event())
-            if shared is None:
-                break
-            # Concurrent lookups of one circuit share one request (see SharedLookup).
-            shared.done.wait()  # bounded by that request's deadline
-            if shared.admits_all:
-                with core.lock:
-                    core.counts["server_checks"] += 1  # decided by circuitlog's answer, shared
+                lookup, mine = core.lookup(name, threading.Event)
+            if lookup is None:
                 return
+            if mine:
+                return self._ask(name, lookup)
+            # Concurrent lookups of one circuit share one request (see SharedLookup).
+            lookup.done.wait()  # bounded by that request's deadline
+            if core.admitted_by(lookup):
+                return
+
+    def _ask(self, name: str, mine: SharedLookup[threading.Event]) -> None:
+        answer: Answer | TransportError
         try:
-            self._ask(name, generation, seq, mine)
+            try:
+                answer = self._transport.allowed(name, self._core.caller)
+            except TransportError as error:
+                answer = error
+            self._core.take_answer(name, mine, answer)
         finally:
-            with core.lock:
-                self._lookups.pop(name, None)
-            mine.done.set()
-
-    def _ask(self, name: str, generation: int, seq: int, mine: SharedLookup[threading.Event]) -> None:
-        core = self._core
-        try:
-            answer = self._transport.allowed(name, core.caller)
-        except TransportError as error:
-            if error.kind == "rejected":
-                raise CircuitlogRequestError(error.status or 0, error.problem) from error
-            with core.lock:
-                changed = core.set_link(core.stream_up, False)
-                self._wake_stream.set()
-            core.emit_connection(changed)
-            with core.lock:
-                core.admit_offline(name)
-            return
-        with core.lock:
-            changed = core.set_link(core.stream_up, True)
-        core.emit_connection(changed)
-        with core.lock:
-            mine.answer = answer
-            core.answered(name, answer, generation, seq)
-
-    def _run(
-        self,
-        name: str,
-        fn: Callable[[], Any],
-        fallback: Callable[[Exception], Any] | None,
-        timeout: float | None,
-        is_failure: IsFailure | None,
-    ) -> Any:
-        error: Exception | None = None
-        result: Any = None
-        started = time.perf_counter()
-        try:
-            result = fn() if timeout is None else self._with_timeout(name, fn, timeout)
-        except Exception as exc:
-            error = exc
-        duration_ms = (time.perf_counter() - started) * 1000
-        failed, classifier_error = classify(error, result, is_failure)
-        core = self._core
-        with core.lock:
-            if core.push(name, not failed, duration_ms):
-                core.lock.notify_all()
-        if classifier_error is not None:
-            raise classifier_error
-        if error is None:
-            return result
-        if fallback is not None:
-            return fallback(error)
-        raise error
+            self._core.end_lookup(name, mine)
 
     def _with_timeout(self, name: str, fn: Callable[[], Any], timeout: float) -> Any:
         # Python cannot stop a thread: past the deadline the call fails and its late result is ignored.
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self._timeout_workers, thread_name_prefix="circuitlog-call")
+            self._executor = ThreadPoolExecutor(
+                self._core.options.timeout_workers, thread_name_prefix="circuitlog-call"
+            )
         future = self._executor.submit(fn)
         try:
             return future.result(timeout)
         except FutureTimeout:
             future.cancel()
             raise CallTimeoutError(name, timeout) from None
-
-    def _want_policy(self, name: str) -> None:
-        entry = self._core.entries[name]
-        entry.policy_due_at = self._core.clock_ms() + 1_000  # no second fetch while this one runs
-        self._policy_wanted.add(name)
 
     # -- background threads -----------------------------------------------------------------
 
@@ -417,17 +268,14 @@ class Client:
                 loop()
                 return
             except Exception:
-                log.exception("circuitlog: background thread failed; restarting it")
-                with self._core.lock:
-                    changed = self._core.set_link(False, self._core.reachable)  # trust nothing until resynced
-                self._core.emit_connection(changed)
+                self._core.loop_failed("thread")
                 time.sleep(1.0)
 
     def _after_fork(self) -> None:
         """In a forked child: nothing of the parent's threads or sockets is used; a new stream starts on next use."""
-        self._core.after_fork()
-        self._lookups = {}
+        super()._after_fork()
         self._wake_stream = threading.Event()
+        self._core.wake_stream = self._wake_stream.set
         self._closed = threading.Event()
         self._response = None
         self._executor = None
@@ -435,28 +283,16 @@ class Client:
         self._transport = self._make_transport()  # the parent's sockets stay the parent's
 
     def _stream_loop(self) -> None:
-        core, o = self._core, self._core.options
-        attempt = 0
+        core = self._core
         while not self._stop:
             try:
                 res = self._transport.open_stream(core.last_event_id)
             except TransportError as error:
-                if self._stop:
-                    break
-                with core.lock:
-                    changed = core.set_link(False, core.reachable if error.kind == "rejected" else False)
-                core.emit_connection(changed)
-                self._sleep(backoff_delay(attempt, o.reconnect_max_delay))
-                attempt += 1
+                if not self._stop:
+                    self._sleep(core.stream_failed(error))
                 continue
             self._response = res
-            opened = time.monotonic()
-            with core.lock:
-                changed = core.stream_opened()
-                self._retry_at = 0.0
-                core.lock.notify_all()
-            core.emit_connection(changed)
-            parser = SseParser(self._on_message, o.max_sse_line_bytes, o.max_sse_event_bytes)
+            parser = core.stream_started()
             try:
                 for chunk in res.iter_bytes():
                     parser.push(chunk)
@@ -467,44 +303,22 @@ class Client:
                 self._response = None
             if self._stop:
                 break
-            with core.lock:
-                changed = core.set_link(False, core.reachable)
-            core.emit_connection(changed)
-            if time.monotonic() - opened >= _MIN_HEALTHY_STREAM_S:
-                attempt = 0
-                continue  # after a drop, try again at once, unless it keeps ending as soon as it opens
-            self._sleep(backoff_delay(attempt, o.reconnect_max_delay))
-            attempt += 1
+            delay = core.stream_ended()
+            if delay is not None:
+                self._sleep(delay)
 
     def _sleep(self, seconds: float) -> None:
         self._wake_stream.wait(seconds)
         self._wake_stream.clear()
 
-    def _on_message(self, message: SseMessage) -> None:
-        core = self._core
-        if message.oversized:
-            with core.lock:
-                core.counts["events_discarded"] += 1
-                core.resync()  # an event was missed: every circuit is snapshotted again
-            log.warning("circuitlog: discarded an oversized stream event")
-            return
-        event = parse_event(message.event, message.data, message.id)
-        if event is None:
-            return
-        with core.lock:
-            core.apply(event)
-        if not isinstance(event, ResetEvent):
-            core.emit(event)
-
     def _flush_loop(self) -> None:
         core, o = self._core, self._core.options
-        attempt = 0
         while True:
             with core.lock:
                 while (
-                    not self._stop and not self._policy_wanted and (not core.items or time.monotonic() < self._retry_at)
+                    not self._stop and not core.policy_wanted and (not core.items or time.monotonic() < core.retry_at)
                 ):
-                    wait = self._retry_at - time.monotonic()
+                    wait = core.retry_at - time.monotonic()
                     core.lock.wait(wait if wait > 0 else None)
                 if self._stop:
                     return
@@ -512,59 +326,35 @@ class Client:
                 while (
                     core.items
                     and len(core.items) < o.flush_at
-                    and not self._flush_now
+                    and not core.flush_now
                     and not self._stop
                     and time.monotonic() < deadline
                 ):
                     core.lock.wait(deadline - time.monotonic())
                 batch = core.take_batch() if core.items else []
-                wanted, self._policy_wanted = self._policy_wanted, set()
+                wanted = core.take_wanted()
             for name in wanted:
-                self._fetch_policy(name)
-            if batch:
-                attempt = self._send(batch, attempt)
-
-    def _send(self, batch: list[Any], attempt: int) -> int:
-        core = self._core
-        try:
-            try:
-                self._transport.post_outcomes(outcomes_body(batch, caller=core.caller))
-            except TransportError as error:
-                if not only_at_refused(error):
-                    raise
-                # This host's clock runs ahead of circuitlog's: send the batch as of now instead.
-                log.warning("circuitlog: outcome times refused (clock ahead of circuitlog's?); sent without them")
-                self._transport.post_outcomes(outcomes_body(batch, with_at=False, caller=core.caller))
-        except TransportError as error:
-            refused = refused_circuits(error)
-            if refused is not None:
+                try:
+                    json = self._transport.circuit(name)
+                except TransportError:
+                    continue  # a failed refresh keeps the policy known so far; calls are not affected
                 with core.lock:
-                    core.warn_refused(core.batch_refused(batch, refused), error)
-                return attempt  # circuitlog is up and took nothing: the rest goes again at once
-            with core.lock:
-                if error.kind == "rejected":
-                    core.batch_done(batch, "rejected")
-                    log.error("circuitlog: a batch of %d outcomes was refused: %s", len(batch), error)
-                    return attempt
-                changed = core.set_link(core.stream_up, False)
-                core.batch_done(batch, "failed")
-                self._wake_stream.set()
-                self._retry_at = time.monotonic() + backoff_delay(attempt, core.options.reconnect_max_delay)
-            core.emit_connection(changed)
-            return attempt + 1
-        with core.lock:
-            core.batch_done(batch, "delivered")
-            changed = core.set_link(core.stream_up, True)
-        core.emit_connection(changed)
-        return 0
+                    core.policy_fetched(name, json)
+            if batch:
+                self._send(batch)
 
-    def _fetch_policy(self, name: str) -> None:
+    def _send(self, batch: list[Outcome]) -> None:
+        error = self._post(batch, with_at=True)
+        if error is not None and self._core.clock_ahead(error):
+            error = self._post(batch, with_at=False)
+        self._core.sent(batch, error)
+
+    def _post(self, batch: list[Outcome], with_at: bool) -> TransportError | None:
         try:
-            json = self._transport.circuit(name)
-        except TransportError:
-            return  # a failed refresh keeps the policy known so far; calls are not affected
-        with self._core.lock:
-            self._core.policy_fetched(name, json)
+            self._transport.post_outcomes(self._core.outcomes_body(batch, with_at))
+        except TransportError as error:
+            return error
+        return None
 
     def _shutdown(self) -> None:
         self._wake_stream.set()
@@ -579,18 +369,6 @@ class Client:
         self._transport.close()
 
 
-def classify(error: BaseException | None, result: Any, is_failure: IsFailure | None) -> tuple[bool, Exception | None]:
-    """(failed, error raised by is_failure). A timed-out call is a failure whatever ``is_failure`` says."""
-    if isinstance(error, CallTimeoutError):
-        return True, None
-    if is_failure is None:
-        return error is not None, None
-    try:
-        return bool(is_failure(error, None if error is not None else result)), None
-    except Exception as exc:
-        return True, exc
-
-
 def _close_at_exit() -> None:
     """At interpreter exit, deliver what clients that were never closed still hold (each within its close_timeout)."""
     for client in list(_clients):
@@ -602,15 +380,3 @@ def _close_at_exit() -> None:
 
 
 atexit.register(_close_at_exit)
-
-
-def _after_fork_in_child() -> None:
-    for client in list(_clients):
-        client._after_fork()
-    from . import _async
-
-    _async.after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

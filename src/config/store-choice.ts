@@ -1,7 +1,7 @@
-import { isClusterUrl, parseClusterUrl } from './redis/cluster-url.js';
+import { isClusterUrl, parseClusterUrl } from '../store/redis/cluster-url.js';
 import { redactUrl } from '../domain/redact-url.js';
-import { isSentinelUrl, parseSentinelUrl } from './redis/sentinel-url.js';
-import { parseTlsOptions, TLS_OPTION_NAMES } from './redis/tls-url.js';
+import { isSentinelUrl, parseSentinelUrl } from '../store/redis/sentinel-url.js';
+import { parseTlsOptions, TLS_OPTION_NAMES } from '../store/redis/tls-url.js';
 
 /** Where state lives: one SQLite file (one host), or a Redis shared by many hosts. */
 export type StoreChoice =
