@@ -78,9 +78,14 @@ export function openCircuit(c: Circuit, now: EpochMs, reason: TransitionReason, 
   return { circuit: opened, transitions: [{ from: c.state, to: 'open', reason, at: now }] };
 }
 
-/** The circuit closed, every count back to 0; a transition unless it was closed already. */
-export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
-  const closed: Circuit = {
+/**
+ * What a closed circuit resets, written at `now`: every count back to 0, no open time, no
+ * probes, an empty window and throttle. The one rule for closing (`closeCircuit`) and for a
+ * trip the proxy's ejection cap withholds (`withholdTrip` in proxy/guard-rails.ts), which
+ * keeps the state-change time: the state did not change.
+ */
+export function closedCircuit(c: Circuit, now: EpochMs): Circuit {
+  return {
     ...c,
     state: 'closed',
     failureCount: 0,
@@ -94,6 +99,11 @@ export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason)
     throttleState: null,
     updatedAt: now,
   };
+}
+
+/** The circuit closed, every count back to 0; a transition unless it was closed already. */
+export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason): Step {
+  const closed = closedCircuit(c, now);
   if (c.state === 'closed') return withoutTransition(closed);
   return {
     circuit: { ...closed, stateChangedAt: now },

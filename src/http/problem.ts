@@ -83,7 +83,8 @@ type ProblemArgs = Parameters<typeof problemParts>;
 /** Answer a raw `ServerResponse` with the problem (its caller checks that no head was sent). */
 export function writeProblem(outgoing: ServerResponse, ...problem: ProblemArgs): void {
   const { status, headers, body } = problemParts(...problem);
-  outgoing.writeHead(status, headers).end(body);
+  // Framed by its length, as the Hono routes send it (a head written first would be chunked).
+  outgoing.writeHead(status, { ...headers, 'content-length': String(Buffer.byteLength(body)) }).end(body);
 }
 
 /** Answer on a raw socket (an upgrade, CONNECT, start-up) with the problem, then close it. */

@@ -35,7 +35,7 @@ export function rawProxyListener(deps: RawListenerDeps): RequestListener {
     const wrongHost = misdirected(deps.hosts, incoming.headers.host);
     const handled = wrongHost
       ? Promise.reject(wrongHost)
-      : deps.proxy.handler({ method, url: target, requestId, incoming, outgoing });
+      : deps.proxy.handler({ method, requestId, incoming, outgoing });
     handled.catch((thrown: unknown) => {
       const error = toAppError(thrown);
       const path = pathOf(target);

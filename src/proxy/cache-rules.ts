@@ -4,7 +4,7 @@
  * share one call) and the stale fallback. Both use the same key (`primaryKey` plus the
  * fields the answer's `Vary` names) and the same rules of who may share what.
  */
-import type { FlatHeaders, HeaderRecord } from './forward-headers.js';
+import { hasRequestBody, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
 
 /** Request fields that carry a caller's identity; never configurable away (RFC 9111 section 3.5). */
 const ALWAYS_CREDENTIALS = ['authorization', 'cookie'];
@@ -61,12 +61,6 @@ export function requestWantsOwnAnswer(headers: HeaderRecord): boolean {
 export function hasCredentials(headers: HeaderRecord, credentials: readonly string[]): boolean {
   for (const name of credentials) if (headers[name] !== undefined) return true;
   return false;
-}
-
-/** True when the request carries a body (a GET with a body asks something its URL does not say). */
-export function hasRequestBody(headers: HeaderRecord): boolean {
-  const length = headers['content-length'];
-  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { recordRequestOutcome } from './node-outcomes.js';
 import { NodePick, type NodeUse, type Pick } from './node-picker.js';
 import { pickInPanic, type PanicWatches } from './panic.js';
+import type { ProxyCall } from './proxy-call.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
@@ -13,10 +13,10 @@ export type Tried<A> =
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly startedAt: number }
   | { readonly kind: 'caller_gone' };
 
-/** One transport's side of the failover: HTTP forwarding (proxy-handler.ts) or the WebSocket handshake (upgrade.ts). */
+/** One transport's side of the failover: HTTP forwarding (attempt.ts) or the WebSocket handshake (ws-handshake.ts). */
 export interface Transport<A> {
-  readonly upstream: Upstream;
-  readonly method: string;
+  /** The call it serves: its upstream and method, and where node outcomes are recorded. */
+  readonly call: ProxyCall;
   /** Try `node`; `startedAt` is the clock when it was dispatched. */
   attempt(node: ProxyNode, startedAt: number): Promise<Tried<A>>;
   /** Whether the request could be sent whole again (its body is kept, or it has none). */
@@ -26,8 +26,8 @@ export interface Transport<A> {
 }
 
 /**
- * How the failover ended. `answer` with `failed` false is the node's to judge (the transport
- * records its success) when `use.judged`; `use` also carries the marks for the answer's head.
+ * How the failover ended. `answer` with `failed` false is the node's to judge (its success
+ * is recorded on the call once the answer is over) when `use.judged`; `use` also carries the marks for the answer's head.
  */
 export type Ending<A> =
   | {
@@ -52,28 +52,6 @@ export interface FailoverDeps {
 }
 
 /**
- * Record one node outcome, with its duration (`startedAt` to now on the injected clock):
- * every proxy outcome, HTTP or WebSocket, success or failure, goes through here, so a slow
- * call counts in the node's slow-call window whatever carried it, and every one is held to
- * the upstream's ejection cap (node-outcomes.ts).
- */
-export function recordNode(
-  deps: FailoverDeps,
-  upstream: Upstream,
-  node: ProxyNode,
-  success: boolean,
-  startedAt: number,
-): void {
-  recordRequestOutcome(deps.breaker, upstream, node, success, elapsedMs(deps.clock, startedAt));
-}
-
-/** Milliseconds since `startedAt` on `clock`; never negative (a wall clock may step back). */
-export function elapsedMs(clock: () => number, startedAt: number): number {
-  const ms = clock() - startedAt;
-  return ms > 0 ? ms : 0;
-}
-
-/**
  * The one failover loop: pick a node (local DC first), try it; a failure (timeout,
  * unreachable, refused, a status in `failure_statuses`) is recorded against the node and,
  * for an idempotent method within `retries` and the upstream's retry budget (`retry_budget`,
@@ -82,7 +60,8 @@ export function elapsedMs(clock: () => number, startedAt: number): number {
  * left, the last failing answer goes back as sent, or the last failure is the ending.
  */
 export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<Ending<A>> {
-  const { upstream } = t;
+  const { call } = t;
+  const { upstream, method } = call.parts;
   const panic = { holds: deps.panics?.of(upstream)?.holds() ?? false };
   let tried: Set<ProxyNode> | null = null;
   let budget = upstream.config.retries;
@@ -101,7 +80,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
     if (tr.kind === 'caller_gone') return tr;
     if (tr.kind === 'answer' && !tr.failed)
       return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
-    if (use.judged) recordNode(deps, upstream, node, false, tr.startedAt);
+    if (use.judged) call.record(node, false, tr.startedAt);
     (tried ??= new Set()).add(node);
     last =
       tr.kind === 'answer'
@@ -109,7 +88,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
         : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
     const replayable = t.replayable();
     if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
-    if (!IDEMPOTENT.has(t.method) || budget === 0 || !replayable) return last;
+    if (!IDEMPOTENT.has(method) || budget === 0 || !replayable) return last;
     if (!upstream.overload.retryAllowed()) return last; // over the retry budget: the first attempt's result stands
     budget--;
   }

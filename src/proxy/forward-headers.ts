@@ -1,9 +1,29 @@
-/** Header handling at the proxy boundary; the hop-by-hop list is in proxy-errors.ts. */
+/** Header handling at the proxy boundary, with the hop-by-hop list. */
 import { util } from 'undici';
 import { REQUEST_ID_HEADER } from '../request-id.js';
-import { HOP_BY_HOP } from './proxy-errors.js';
 
 export type HeaderRecord = Record<string, string | string[] | undefined>;
+
+/**
+ * Hop-by-hop fields describe one connection and are never forwarded (RFC 9110 section 7.6.1,
+ * https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1; the same idea as hono's src/helper/proxy).
+ */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+]);
+
+/** Hop-by-hop fields of a node's 101 answer other than the two the switch needs (and the request-only one). */
+export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set(
+  [...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'),
+);
 
 /** Fields we set ourselves or that undici refuses (it sends `Host` from the node origin). */
 const REQUEST_DROPPED = new Set([
@@ -48,7 +68,7 @@ function endToEnd(source: HeaderRecord, alsoDrop: ReadonlySet<string> | null): R
 }
 
 export interface ForwardedFrom {
-  /** The request's id (http/request-id.ts): the node gets it in X-Request-Id, the caller's own replaced. */
+  /** The request's id (request-id.ts): the node gets it in X-Request-Id, the caller's own replaced. */
   readonly requestId: string;
   /** The peer's address, when known. */
   readonly clientIp: string | undefined;
@@ -69,17 +89,6 @@ export function upstreamRequestHeaders(incoming: HeaderRecord, from: ForwardedFr
   out['x-forwarded-dc'] = from.localDc;
   out[REQUEST_ID_HEADER] = from.requestId;
   return out;
-}
-
-/** A web `Headers` from a record, keeping repeated fields such as Set-Cookie. */
-export function toWebHeaders(record: Record<string, string | string[]>): Headers {
-  const headers = new Headers();
-  for (const name in record) {
-    const value = record[name]!;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  return headers;
 }
 
 /** A flat `[name, value, name, value, …]` list, as `writeHead` takes it (names lower-case). */
@@ -134,4 +143,10 @@ export function flatToRecord(headers: FlatHeaders): Record<string, string | stri
           : [prior, headers[i + 1]!];
   }
   return out;
+}
+
+/** True when the request carries a body (a GET with a body asks something its URL does not say). */
+export function hasRequestBody(headers: HeaderRecord): boolean {
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
 }

@@ -9,6 +9,7 @@
  * Nothing here reads a clock or a store: callers pass `now` and the circuits they read.
  */
 import { activeLeases, isCallAllowed, refresh, type Circuit, type Step, type Transition } from '../domain/circuit.js';
+import { closedCircuit } from '../domain/state-change.js';
 
 /**
  * How many of `nodes` request outcomes may hold open at once: `percent` of them rounded
@@ -40,26 +41,15 @@ export function trips(step: Step): boolean {
 }
 
 /**
- * The step with its trip withheld: the node stays closed, its failure count and window
- * start again (as Envoy resets its consecutive counters after an ejection attempt), and an
- * `ejection_capped` event (closed -> closed) stands where the opening would have been.
- * `stateChangedAt` stays: the node's state did not change.
+ * The step with its trip withheld: the node stays closed with what a closed circuit resets
+ * (`closedCircuit` in domain/state-change.ts: its failure count and window start again, as
+ * Envoy resets its consecutive counters after an ejection attempt), and an `ejection_capped`
+ * event (closed -> closed) stands where the opening would have been. `stateChangedAt` stays:
+ * the node's state did not change.
  */
 export function withholdTrip(step: Step, stateChangedAt: number | null | undefined): Step {
   const c = step.circuit;
-  const circuit: Circuit = {
-    ...c,
-    state: 'closed',
-    failureCount: 0,
-    openUntil: null,
-    openTimeoutSeconds: null,
-    reopenCount: 0,
-    halfOpenAt: null,
-    probeLeases: [],
-    probeSuccesses: 0,
-    windowState: null,
-    stateChangedAt: stateChangedAt ?? null,
-  };
+  const circuit: Circuit = { ...closedCircuit(c, c.updatedAt), stateChangedAt: stateChangedAt ?? null };
   const transitions = step.transitions.map(
     (t): Transition => (isTrip(t) ? { ...t, to: 'closed', reason: 'ejection_capped' } : t), // any detail the trip carried stays
   );

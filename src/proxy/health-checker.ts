@@ -1,7 +1,7 @@
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import { discardBody } from './send-response.js';
 import type { ProxyHooks } from './proxy-hooks.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, type ProxyNode, type Upstream } from './upstreams.js';
@@ -108,4 +108,12 @@ export function createHealthChecker(deps: HealthCheckerDeps): HealthChecker {
       await Promise.all(upstreams.map(checkUpstream));
     },
   };
+}
+
+/** Throw away a check's answer body, keeping the connection reusable. */
+function discardBody(body: Readable): void {
+  const dump = (body as { dump?: (opts?: { limit: number }) => Promise<void> }).dump;
+  if (typeof dump === 'function')
+    dump.call(body, { limit: 256 * 1024 }).catch(() => {}); // 256 KiB, then close the socket
+  else body.resume();
 }

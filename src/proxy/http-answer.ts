@@ -1,25 +1,17 @@
-import { Readable } from 'node:stream';
+import type { ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
-import { DiscardSink, type Attempt } from './attempt.js';
+import { DiscardSink, type Attempt, type BodySink } from './attempt.js';
 import { primaryKey } from './cache-rules.js';
 import type { FailoverDeps } from './failover.js';
 import type { FallbackAnswer } from './fallback.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
-import {
-  downstreamFlatHeaders,
-  flatToRecord,
-  removeFlat,
-  setRequestId,
-  toWebHeaders,
-  type FlatHeaders,
-} from './forward-headers.js';
-import { ForwardSink } from './forward-sink.js';
+import type { Flight } from './coalesce.js';
+import { downstreamFlatHeaders, flatToRecord, removeFlat, setRequestId, type FlatHeaders } from './forward-headers.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
-import { CALLER_GONE, pushNodeMarkers } from './proxy-errors.js';
-import { report, type Report, type ReportedNode } from './proxy-report.js';
-import { sendResponse } from './send-response.js';
-import { sendWhole } from './send-timeout.js';
+import { NOBODY_READS, pushNodeMarkers } from './proxy-errors.js';
+import { report, type Report, type ReportedNode } from './proxy-hooks.js';
+import { cutOff, SendWatch, sendWhole } from './send-timeout.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
 import type { NodeUse } from './node-picker.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
@@ -59,28 +51,16 @@ export function streamAnswer(
   call.handOff();
   const flight =
     parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
-  const sink = new ForwardSink(deps, call, node, judge, keep, flight, attempt.startedAt);
+  const outgoing = parts.input.outgoing!;
+  const sink = new ForwardSink(deps.logger, call, node, judge, keep, flight, attempt.startedAt, outgoing);
   setRequestId(headers, parts.input.requestId); // after the copies for the stale cache and followers: each answer its own
-  const outgoing = parts.input.outgoing;
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
   const feed = (target: ForwardSink) =>
     noBody ? (attempt.attach(new DiscardSink(attempt)), target.end()) : attempt.attach(target);
-  if (outgoing !== undefined) {
-    if (!call.detached) outgoing.writeHead(status, headers);
-    sink.sendTo(outgoing);
-    feed(sink);
-    return RESPONSE_ALREADY_SENT;
-  }
-  const web = noBody ? null : new Readable({ read: () => sink.resume() });
-  // A web reader that cancels (the caller left) stops the node's body as a hang-up would.
-  web?.once('close', () => call.done || attempt.cancel('caller_gone', CALLER_GONE));
-  sink.web = web;
+  if (!call.detached) outgoing.writeHead(status, headers);
   feed(sink);
-  return new Response(web === null ? null : (Readable.toWeb(web) as ReadableStream<Uint8Array>), {
-    status,
-    headers: toWebHeaders(flatToRecord(headers)),
-  });
+  return RESPONSE_ALREADY_SENT;
 }
 
 function staleCapture(deps: AnswerDeps, call: ProxyCall, stale: StaleCache, headers: FlatHeaders): StaleCapture | null {
@@ -97,11 +77,11 @@ export function sendFallback(call: ProxyCall, fallback: FallbackAnswer): Respons
   const { parts } = call;
   parts.flight?.answer(fallback.status, recordToFlat(fallback.headers), fallback.body);
   report(parts.report, null, fallback.status);
-  const outgoing = call.detached ? undefined : parts.input.outgoing;
   const body = parts.method === 'HEAD' ? null : fallback.body;
-  const headers = { ...fallback.headers, [REQUEST_ID_HEADER]: parts.input.requestId };
-  if (outgoing === undefined) return sendResponse(undefined, fallback.status, headers, body);
-  sendWhole(outgoing.writeHead(fallback.status, headers), body, parts.upstream);
+  if (!call.detached) {
+    const headers = { ...fallback.headers, [REQUEST_ID_HEADER]: parts.input.requestId };
+    sendWhole(parts.input.outgoing!.writeHead(fallback.status, headers), body, parts.upstream);
+  }
   return RESPONSE_ALREADY_SENT;
 }
 
@@ -117,12 +97,7 @@ export function sendCoalesced(
   report(r, nodeOfHeaders(leaderHeaders), status);
   const headers = setRequestId([...leaderHeaders, 'x-coalesced', 'true'], input.requestId);
   const body = input.method === 'HEAD' || NO_BODY_STATUSES.has(status) ? null : leaderBody;
-  const outgoing = input.outgoing;
-  if (outgoing === undefined)
-    return new Response(body === null ? null : new Uint8Array(body), {
-      status,
-      headers: toWebHeaders(flatToRecord(headers)),
-    });
+  const outgoing = input.outgoing!;
   if (outgoing.destroyed) return RESPONSE_ALREADY_SENT; // a follower that left is simply not answered
   sendWhole(outgoing.writeHead(status, headers), body, upstream);
   return RESPONSE_ALREADY_SENT;
@@ -157,4 +132,138 @@ function recordToFlat(record: Record<string, string | string[]>): FlatHeaders {
     else out.push(name, value);
   }
   return out;
+}
+
+/** Body errors raised by undici for the node's side: reset or closed socket, body timeout, short body, bad framing. */
+const NODE_BODY_ERRORS = new Set([
+  'UND_ERR_SOCKET',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+  'ECONNRESET',
+]);
+
+function isNodeBodyError(error: { code?: string }): boolean {
+  return error.code !== undefined && (NODE_BODY_ERRORS.has(error.code) || error.code.startsWith('HPE_')); // HPE_*: llhttp parse errors
+}
+
+/** Where a forwarded body goes: the caller's Node response (or a web stream), then the verdict. */
+class ForwardSink implements BodySink {
+  private resumeFn: (() => void) | null = null;
+  private over = false;
+  /** `send_timeout_ms` on the caller's Node response (the web path has no socket to cut). */
+  private watch: SendWatch | null = null;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly call: ProxyCall,
+    private readonly node: ProxyNode,
+    private readonly judge: boolean,
+    private readonly keep: StaleCapture | null,
+    private readonly flight: Flight | null,
+    /** When the attempt was dispatched: its outcome's duration runs to the end of the body. */
+    private readonly startedAt: number,
+    /** The caller's Node response, which `send_timeout_ms` watches. */
+    private readonly outgoing: ServerResponse,
+  ) {}
+
+  /** Bytes wait for the caller: `send_timeout_ms` runs (the watch is made on the first stall only: most answers never stall). */
+  private stalled(outgoing: ServerResponse): void {
+    if (this.watch === null) {
+      this.watch = new SendWatch(outgoing, this.call.parts.upstream.config.send_timeout_ms, () => this.sendTimedOut());
+      outgoing.once('close', () => this.callerClosed()); // after ProxyCall's own 'close' listener
+    }
+    this.watch.stalled();
+  }
+
+  /**
+   * A stalled caller's connection closed (it left, or was cut off). A leader that followers
+   * still wait on is detached by now and reads on for them: the node's body, paused for the
+   * leader, is resumed (no 'drain' comes from a closed response).
+   */
+  private callerClosed(): void {
+    this.watch?.settled();
+    if (this.call.detached) this.resume();
+  }
+
+  write(chunk: Buffer, resume: () => void): boolean {
+    this.keep?.chunk(chunk);
+    this.flight?.chunk(chunk);
+    if (this.call.detached) {
+      // Read on for the followers only; once they no longer wait on this body, stop it.
+      if (this.flight === null || this.flight.settled) this.call.cancel(NOBODY_READS);
+      return true;
+    }
+    const ok = this.outgoing.write(chunk);
+    if (!ok) {
+      this.resumeFn = resume;
+      this.outgoing.once('drain', () => this.drained());
+      this.stalled(this.outgoing);
+    }
+    return ok;
+  }
+
+  /** The caller took everything waiting: the clock stops and the node is read again. */
+  private drained(): void {
+    this.watch?.settled();
+    this.resume();
+  }
+
+  resume(): void {
+    const resume = this.resumeFn;
+    this.resumeFn = null;
+    resume?.();
+  }
+
+  end(): void {
+    this.keep?.end();
+    this.flight?.end();
+    if (this.call.detached) this.outgoing.destroy();
+    else this.endOutgoing(this.outgoing);
+    this.close(true);
+  }
+
+  /** The node's body is over: the slot goes back now, and the watch stays on until the caller has taken the rest. */
+  private endOutgoing(outgoing: ServerResponse): void {
+    outgoing.end();
+    if (outgoing.writableLength === 0) this.watch?.settled();
+    else this.stalled(outgoing);
+  }
+
+  /**
+   * The caller took nothing for `send_timeout_ms`: its connection is cut ('close' cancels the
+   * node's body and frees the slot, as a hang-up does: nothing is counted against the node;
+   * a leader with followers waiting reads on for them, `callerClosed`).
+   */
+  private sendTimedOut(): void {
+    this.call.parts.upstream.sendTimedOut();
+    cutOff(this.outgoing);
+  }
+
+  fail(error: Error & { code?: string }): void {
+    const nodeFault = !this.call.done && isNodeBodyError(error);
+    if (nodeFault) {
+      this.logger.warn(
+        {
+          event: 'upstream_failed',
+          upstream: this.call.parts.upstream.name,
+          node: this.node.id,
+          kind: 'body',
+          err: error.message,
+          request_id: this.call.parts.input.requestId,
+        },
+        `${this.node.circuit}: body failed`,
+      );
+    }
+    this.flight?.release(); // a cut body is no answer to share: the followers call themselves
+    this.watch?.settled();
+    this.outgoing.destroy();
+    this.close(!nodeFault);
+  }
+
+  private close(success: boolean): void {
+    if (this.over) return;
+    this.over = true;
+    this.call.end();
+    if (this.judge) this.call.record(this.node, success, this.startedAt);
+  }
 }

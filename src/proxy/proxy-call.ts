@@ -1,23 +1,30 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Slot } from './admission.js';
-import type { Attempt } from './attempt.js';
+import type { AppError } from '../domain/errors.js';
+import type { Circuit, Step } from '../domain/circuit.js';
+import type { BreakerService, Clock, RecordRules } from '../service/breaker-service.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './forward-headers.js';
-import { CALLER_GONE } from './proxy-errors.js';
-import type { Report } from './proxy-report.js';
-import type { ReplayableBody } from './replayable-body.js';
-import type { ProxyTarget } from './target-path.js';
-import type { Upstream } from './upstreams.js';
+import { capEjection, ejectionLimit, isEjected } from './guard-rails.js';
+import type { Ending, Permit, ShedReason } from './overload/concurrency-gate.js';
+import { bulkheadFull, CALLER_GONE, concurrencyLimited, unknownUpstream } from './proxy-errors.js';
+import type { Report } from './proxy-hooks.js';
+import type { ReplayableBody, UploadWatcher } from './replayable-body.js';
+import { parseProxyTarget, type ProxyTarget } from './target-path.js';
+import type { ProxyNode, Upstream } from './upstreams.js';
 
-/** One request to proxy: from @hono/node-server or the fast path, `incoming`/`outgoing` are set; from `app.request()`, `raw`. */
+/**
+ * One proxied call, HTTP or WebSocket, from admission to the end: which upstream the raw
+ * target names, a slot under its concurrency limit, the node outcomes it records (each with
+ * its duration, under the upstream's ejection cap) and the one place its slot goes back.
+ */
+
+/** One request to proxy, on Node's request and response (the raw listener, or Hono's route under @hono/node-server). */
 export interface ProxyInput {
   readonly method: string;
-  /** The full request URL (only read when `incoming` is absent). */
-  readonly url: string;
-  /** Its id (http/request-id.ts): on every answer and log line, and sent to the node. */
+  readonly incoming: IncomingMessage;
+  /** Its id (request-id.ts): on every answer and log line, and sent to the node. */
   readonly requestId: string;
-  readonly raw?: Request;
-  readonly incoming?: IncomingMessage;
+  /** Absent for a WebSocket upgrade: the caller's socket is the handshake's. */
   readonly outgoing?: ServerResponse;
 }
 
@@ -27,7 +34,7 @@ export interface CallParts {
   readonly upstream: Upstream;
   readonly target: ProxyTarget;
   readonly method: string;
-  /** The caller's fields; `headers` are the ones sent to the node. */
+  /** The caller's fields; `headers` are the ones sent to the node (a WebSocket handshake makes its own). */
   readonly requestHeaders: HeaderRecord;
   readonly headers: Record<string, string | string[]>;
   readonly body: ReplayableBody | null;
@@ -36,14 +43,110 @@ export interface CallParts {
   readonly report: Report | null;
 }
 
+/** What a call records node outcomes with: the breaker and the injected clock (durations). */
+export interface CallDeps {
+  readonly breaker: BreakerService;
+  readonly clock: Clock;
+}
+
+/** The attempt in progress, as the call sees it: the upload's timer watches it, a hang-up cancels it. */
+export interface CallAttempt extends UploadWatcher {
+  cancel(failure: 'caller_gone', reason: Error): void;
+}
+
+export interface Admitted {
+  readonly target: ProxyTarget;
+  readonly upstream: Upstream;
+}
+
+/** The upstream a raw request target (before URL normalisation) names; 404 UPSTREAM_NOT_FOUND else. */
+export function admitTarget(upstreams: ReadonlyMap<string, Upstream>, rawTarget: string): Admitted {
+  const target = parseProxyTarget(rawTarget);
+  const upstream = upstreams.get(target.upstream);
+  if (upstream === undefined) throw unknownUpstream(target.upstream, upstreams);
+  return { target, upstream };
+}
+
 /**
- * One proxied HTTP request from admission to the end of its answer. It owns its bulkhead
- * slot and gives it back in `end()` only: when `forward` is over without an answer being
- * streamed, or when the streamed body ends, fails or is cut.
+ * One of an upstream's concurrency places (`max_concurrent`, or `concurrency`: fixed or
+ * adaptive), held from admission until the call is over; released once. Its `permit` is the
+ * limit's (null when the upstream has no limit).
+ */
+export class Slot {
+  private held = true;
+
+  constructor(
+    private readonly upstream: Upstream,
+    private readonly permit: Permit | null,
+  ) {
+    upstream.inFlight++;
+  }
+
+  /** The call's answer head came, or it ended without one: a latency sample for an adaptive limit. */
+  observe(ending: Ending): void {
+    this.upstream.overload.observe(this.permit, ending);
+  }
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.upstream.inFlight--;
+    this.upstream.overload.release(this.permit);
+  }
+}
+
+/**
+ * A slot now; null when the limit is full and the request may wait for one (`queue_ms`,
+ * `waitForSlot`); else the 503 (BULKHEAD_FULL for `max_concurrent`, CONCURRENCY_LIMITED).
+ */
+export function takeSlot(upstream: Upstream): Slot | null {
+  const permit = upstream.overload.tryAdmit();
+  if (permit !== 'limit') return new Slot(upstream, permit);
+  if (upstream.overload.mayWait) return null;
+  throw refusal(upstream, 'limit');
+}
+
+/**
+ * Wait up to `queue_ms` for a slot, oldest first; the 503 when none came (or the queue is full).
+ * Null when the caller hung up meanwhile (it left the queue; nothing was sent).
+ */
+export async function waitForSlot(upstream: Upstream, outgoing: ServerResponse | undefined): Promise<Slot | null> {
+  const waiting = upstream.overload.gate!.wait();
+  const leave = () => waiting.cancel();
+  outgoing?.once('close', leave);
+  const result = await waiting.result;
+  outgoing?.removeListener('close', leave);
+  if (result === 'cancelled') return null;
+  if (typeof result === 'string') throw refusal(upstream, result);
+  const slot = new Slot(upstream, result);
+  if (outgoing?.destroyed) {
+    slot.release(); // granted as the caller left: no call holds it
+    return null;
+  }
+  return slot;
+}
+
+function refusal(upstream: Upstream, reason: ShedReason): AppError {
+  upstream.overload.refused(reason);
+  const max = upstream.config.max_concurrent;
+  return max !== undefined ? bulkheadFull(upstream, max) : concurrencyLimited(upstream, reason);
+}
+
+/** The coalescing key of a read that may share a call, or null (coalescing off, or the request must call alone). */
+export function coalescingKey(upstream: Upstream, method: string, path: string, headers: HeaderRecord): string | null {
+  return upstream.coalescer === null ? null : upstream.coalescer.keyOf(method, path, headers);
+}
+
+/**
+ * One proxied call from admission to its end, for both transports. It owns its bulkhead
+ * slot and gives it back in `end()` only: when the failover is over without an answer
+ * handed off, or when the handed-off answer is over (the streamed body ended, failed or was
+ * cut; the tunnel closed on both sides). Every node outcome of the call is recorded in
+ * `record()`, with its duration.
  */
 export class ProxyCall {
   /** The attempt in progress (its head pending, or its body streaming to the caller). */
-  private current: Attempt | null = null;
+  private current: CallAttempt | null = null;
   private handedOff = false;
   private over = false;
   private leaderGone = false;
@@ -51,6 +154,7 @@ export class ProxyCall {
   constructor(
     readonly parts: CallParts,
     private readonly slot: Slot,
+    private readonly deps: CallDeps,
   ) {
     // A caller that hangs up cancels the attempt in progress: before the head, the node's
     // work and the bulkhead slot are freed at once; either way it says nothing against the
@@ -69,7 +173,7 @@ export class ProxyCall {
   }
 
   /** An attempt starts: the upload's timer watches it. */
-  attempting(attempt: Attempt): void {
+  attempting(attempt: CallAttempt): void {
     this.current = attempt;
     if (this.parts.body !== null) this.parts.body.watcher = attempt; // the node's timer runs only while the upload waits on it
   }
@@ -85,17 +189,29 @@ export class ProxyCall {
     this.current?.cancel('caller_gone', reason);
   }
 
+  /**
+   * Record one node outcome, with its duration (`startedAt` to now on the injected clock):
+   * every outcome of the call, HTTP or WebSocket, success or failure, goes through here, so
+   * a slow call counts in the node's slow-call window whatever carried it, and every one is
+   * held to the upstream's ejection cap. Health checks never come here: a failing check
+   * takes a node out whatever the cap says.
+   */
+  record(node: ProxyNode, success: boolean, startedAt: number): void {
+    const ms = Math.max(0, this.deps.clock() - startedAt); // a wall clock may step back
+    recordRequestOutcome(this.deps.breaker, this.parts.upstream, node, success, ms);
+  }
+
   /** How the failover ended, for an adaptive concurrency limit: the node's head came, it timed out, or neither. */
   observe(ending: 'answer' | 'timeout' | 'other'): void {
     this.slot.observe(ending === 'answer' ? 'answered' : ending === 'timeout' ? 'dropped' : 'unjudged');
   }
 
-  /** The node's answer is being streamed: the slot is the response body's until `end()`. */
+  /** The node's answer is being streamed (or tunnelled): the slot is the answer's until `end()`. */
   handOff(): void {
     this.handedOff = true;
   }
 
-  /** After `forward`: a call whose answer was not handed off is over now. */
+  /** After the failover: a call whose answer was not handed off is over now. */
   settle(): void {
     if (!this.handedOff) this.end();
   }
@@ -117,4 +233,51 @@ export class ProxyCall {
     this.over = true;
     this.cancel(CALLER_GONE);
   }
+}
+
+/** One upstream's ejection cap, made once: each node's rules for `record` (its peers, the guard over them). */
+type EjectionCap = ReadonlyMap<string, RecordRules>;
+
+const caps = new WeakMap<Upstream, EjectionCap | null>();
+
+/** The upstream's cap, or null when `max_ejection_percent` lets every node be opened. */
+function ejectionCapOf(upstream: Upstream): EjectionCap | null {
+  let cap = caps.get(upstream);
+  if (cap !== undefined) return cap;
+  const limit = ejectionLimit(upstream.nodes.length, upstream.config.max_ejection_percent);
+  cap = null;
+  if (limit < upstream.nodes.length) {
+    const guard = (step: Step, before: Circuit | null, others: readonly (Circuit | null)[]) =>
+      capEjection(step, before, others.filter(isEjected).length, limit);
+    const { create } = upstream.recordOptions;
+    cap = new Map(
+      upstream.nodes.map((n) => {
+        const peers = upstream.nodes.filter((p) => p !== n).map((p) => p.circuit);
+        return [n.circuit, { create, among: { peers, guard } }];
+      }),
+    );
+  }
+  caps.set(upstream, cap);
+  return cap;
+}
+
+/**
+ * The outcome on its node, under the upstream's ejection cap: an outcome that could open the
+ * node (a failure, or a slow success where the window judges slow calls) is written together
+ * with a read of its peers, and a trip past `max_ejection_percent` is withheld (guard-rails.ts).
+ */
+function recordRequestOutcome(
+  breaker: BreakerService,
+  upstream: Upstream,
+  node: ProxyNode,
+  success: boolean,
+  durationMs: number,
+): void {
+  const outcome = { success, durationMs, caller: upstream.recordOptions.caller };
+  const cap = ejectionCapOf(upstream);
+  if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
+    void breaker.record(node.circuit, outcome, upstream.recordOptions);
+    return;
+  }
+  void breaker.record(node.circuit, outcome, cap.get(node.circuit));
 }

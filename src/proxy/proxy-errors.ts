@@ -1,7 +1,7 @@
 /**
  * The proxy's errors, each with its stable code (rendered as a problem document by the HTTP
- * layer: `src/http/problem.ts`), and the few texts both transports write: the node markers
- * and the hop-by-hop field list. Every error text of `/proxy` lives here once.
+ * layer: `src/http/problem.ts`), and the node markers both transports write. Every error
+ * text of `/proxy` lives here once.
  */
 import { AppError } from '../domain/errors.js';
 import type { ShedReason } from './overload/concurrency-gate.js';
@@ -10,27 +10,6 @@ import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'];
-
-/**
- * Hop-by-hop fields describe one connection and are never forwarded (RFC 9110 section 7.6.1,
- * https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1; the same idea as hono's src/helper/proxy).
- */
-export const HOP_BY_HOP: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-authorization',
-  'proxy-authenticate',
-]);
-
-/** Hop-by-hop fields of a node's 101 answer other than the two the switch needs (and the request-only one). */
-export const NOT_RELAYED_ON_SWITCH: ReadonlySet<string> = new Set(
-  [...HOP_BY_HOP].filter((n) => n !== 'connection' && n !== 'upgrade' && n !== 'proxy-authorization'),
-);
 
 /**
  * Add the marker fields of every node answer to a flat list: which node, which DC, whether

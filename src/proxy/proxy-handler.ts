@@ -1,17 +1,22 @@
 import type { TLSSocket } from 'node:tls';
-import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { admitTarget, coalescingKey, takeSlot, waitForSlot } from './admission.js';
-import { hasRequestBody } from './cache-rules.js';
 import type { FlightResult } from './coalesce.js';
 import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
 import { fallbackResponse } from './fallback.js';
-import { upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { hasRequestBody, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
 import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
-import { httpTransport } from './http-forward.js';
-import { ProxyCall, type CallParts, type ProxyInput } from './proxy-call.js';
+import { httpTransport, type Attempt } from './attempt.js';
+import {
+  admitTarget,
+  coalescingKey,
+  ProxyCall,
+  takeSlot,
+  waitForSlot,
+  type CallParts,
+  type ProxyInput,
+} from './proxy-call.js';
 import {
   FORWARDED_METHODS,
   methodNotForwarded,
@@ -20,12 +25,10 @@ import {
   upstreamTimeout,
   upstreamUnreachable,
 } from './proxy-errors.js';
-import type { ProxyHooks } from './proxy-hooks.js';
-import { reported, type Report } from './proxy-report.js';
+import { reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { ReplayableBody } from './replayable-body.js';
 import type { UpstreamClient } from './upstream-client.js';
 import type { Upstream } from './upstreams.js';
-import type { Attempt } from './attempt.js';
 import type { PanicWatches } from './panic.js';
 
 export { FORWARDED_METHODS } from './proxy-errors.js';
@@ -77,37 +80,32 @@ class HttpProxy {
   async handle(input: ProxyInput, coalesce: boolean, r: Report | null): Promise<Response> {
     if (!FORWARDED_METHODS.includes(input.method)) throw methodNotForwarded(input.method);
     // The raw target, before URL normalisation resolves dot segments we must refuse.
-    const { target, upstream } = admitTarget(this.deps.upstreams, input.incoming?.url ?? rawTarget(input.url));
+    const { target, upstream } = admitTarget(this.deps.upstreams, input.incoming.url ?? '/');
     if (r !== null) r.upstream = upstream.name;
-    const requestHeaders: HeaderRecord = input.incoming?.headers ?? Object.fromEntries(input.raw?.headers ?? []);
+    const requestHeaders: HeaderRecord = input.incoming.headers;
     const key = coalesce ? coalescingKey(upstream, input.method, target.path, requestHeaders) : null;
     const inFlight = key === null ? undefined : upstream.coalescer!.find(key);
     const waiting = inFlight?.join(requestHeaders) ?? null;
     if (waiting !== null) return this.follow(input, upstream, waiting, r); // a follower holds no bulkhead slot: it makes no call
+    const source = hasRequestBody(requestHeaders) ? input.incoming : null;
+    const headers = this.forwardedHeaders(input, requestHeaders, source !== null);
     const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, input.outgoing));
     if (slot === null) return new Response(null, { status: 499 }); // the caller left while waiting for a slot
-    let sent: Pick<CallParts, 'headers' | 'body'>;
-    try {
-      sent = this.outgoingRequest(input, upstream, requestHeaders);
-    } catch (error) {
-      slot.release();
-      throw error;
-    }
     const flight = key !== null && inFlight === undefined ? upstream.coalescer!.start(key, requestHeaders) : null;
-    const call = new ProxyCall(
-      {
-        input,
-        upstream,
-        target,
-        method: input.method,
-        requestHeaders,
-        headers: sent.headers,
-        body: sent.body,
-        flight,
-        report: r,
-      },
-      slot,
-    );
+    const limit = IDEMPOTENT.has(input.method) ? REPLAY_BUFFER_BYTES : 0;
+    const body = source === null ? null : new ReplayableBody(source, limit, upstream.config.client_body_timeout_ms);
+    const parts: CallParts = {
+      input,
+      upstream,
+      target,
+      method: input.method,
+      requestHeaders,
+      headers,
+      body,
+      flight,
+      report: r,
+    };
+    const call = new ProxyCall(parts, slot, this.core);
     try {
       return this.answer(call, await failover(this.core, httpTransport(this.deps, call)));
     } catch (error) {
@@ -181,36 +179,20 @@ class HttpProxy {
     return sendCoalesced(input, upstream, r, result.status, result.headers, result.body);
   }
 
-  /** The fields and body sent to the node: end-to-end fields plus X-Forwarded-*, the body replayable for a retry. */
-  private outgoingRequest(
+  /** The fields sent to the node: end-to-end fields plus X-Forwarded-* and X-Request-Id; no Content-Length without a body. */
+  private forwardedHeaders(
     input: ProxyInput,
-    upstream: Upstream,
     requestHeaders: HeaderRecord,
-  ): Pick<CallParts, 'headers' | 'body'> {
-    const { incoming } = input;
+    hasBody: boolean,
+  ): Record<string, string | string[]> {
+    const { incoming, requestId } = input;
     const headers = upstreamRequestHeaders(requestHeaders, {
-      requestId: input.requestId,
-      clientIp: incoming?.socket.remoteAddress,
-      proto: incoming
-        ? (incoming.socket as TLSSocket).encrypted
-          ? 'https'
-          : 'http'
-        : new URL(input.url).protocol.slice(0, -1),
+      requestId,
+      clientIp: incoming.socket.remoteAddress,
+      proto: (incoming.socket as TLSSocket).encrypted ? 'https' : 'http',
       localDc: this.deps.localDc,
     });
-    let source: Readable | null = null;
-    if (incoming !== undefined) source = hasRequestBody(requestHeaders) ? incoming : null;
-    else if (input.raw?.body) source = Readable.fromWeb(input.raw.body as import('node:stream/web').ReadableStream);
-    if (source === null) delete headers['content-length'];
-    const limit = IDEMPOTENT.has(input.method) ? REPLAY_BUFFER_BYTES : 0;
-    return {
-      headers,
-      body: source === null ? null : new ReplayableBody(source, limit, upstream.config.client_body_timeout_ms),
-    };
+    if (!hasBody) delete headers['content-length'];
+    return headers;
   }
-}
-
-function rawTarget(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2);
-  return start === -1 ? '/' : url.slice(start);
 }

@@ -1,11 +1,11 @@
-import type { Hono } from 'hono';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Context, Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { contextRequestId } from '../request-id.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
-import { nodeBindings } from './send-response.js';
 import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
@@ -72,15 +72,14 @@ export function registerProxyRoutes<E extends object>(app: Hono<E>, deps: ProxyR
   });
   // One wildcard: the handler reads the upstream from the raw target itself, so a target
   // that URL normalisation moved (`/proxy/users/..` -> `/proxy/`) still reaches the check.
-  app.all('/proxy/*', (c) =>
-    handler({
-      method: c.req.method,
-      url: c.req.url,
-      requestId: contextRequestId(c),
-      raw: c.req.raw,
-      ...nodeBindings(c),
-    }),
-  );
+  // The server sends `/proxy/…` to the raw listener; this route takes the rest (`/proxy`, an
+  // absolute-form target), on Node's request and response like it: the proxy has one output path.
+  app.all('/proxy/*', (c) => {
+    const { incoming, outgoing } = nodeBindings(c);
+    if (incoming === undefined || outgoing === undefined)
+      throw new Error('the proxy answers on a node:http server only');
+    return handler({ method: c.req.method, requestId: contextRequestId(c), incoming, outgoing });
+  });
   const upgrade = createUpgradeHandler({
     upstreams,
     breaker: deps.breaker,
@@ -125,4 +124,9 @@ export function registerUnconfiguredProxy<E extends object>(app: Hono<E>): void 
   app.all('/proxy/*', (c) => {
     throw unknownUpstream(parseProxyTarget(c.req.path).upstream, new Map());
   });
+}
+
+/** What @hono/node-server passes as `c.env`; absent under `app.request()`. */
+function nodeBindings(c: Context): { readonly incoming?: IncomingMessage; readonly outgoing?: ServerResponse } {
+  return c.env ?? {};
 }

@@ -2,16 +2,24 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { admitTarget, takeSlot, waitForSlot } from './admission.js';
-import { failover, recordNode, type FailoverDeps } from './failover.js';
+import { failover, type FailoverDeps } from './failover.js';
+import { upstreamRequestHeaders } from './forward-headers.js';
 import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
-import type { ProxyHooks } from './proxy-hooks.js';
-import { report, reported, type Report } from './proxy-report.js';
-import { handshakeTransport, type UpgradeRequest } from './ws-handshake.js';
+import { admitTarget, ProxyCall, takeSlot, waitForSlot } from './proxy-call.js';
+import { report, reported, type ProxyHooks, type Report } from './proxy-hooks.js';
+import { handshakeTransport } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
 import type { PanicWatches } from './panic.js';
 import type { Upstream } from './upstreams.js';
+
+/** One 'upgrade' event: the request, the caller's socket, the bytes after its head, and its id (request-id.ts). */
+interface UpgradeRequest {
+  readonly incoming: http.IncomingMessage;
+  readonly client: Duplex;
+  readonly head: Buffer;
+  readonly requestId: string;
+}
 
 export interface UpgradeDeps {
   readonly upstreams: ReadonlyMap<string, Upstream>;
@@ -72,22 +80,41 @@ async function switchProtocols(
   request: UpgradeRequest,
   r: Report | null,
 ): Promise<void> {
-  const { incoming, client, requestId } = request;
+  const { incoming, client, head: clientHead, requestId } = request;
   const upgrade = String(incoming.headers.upgrade ?? '').toLowerCase();
   const raw = incoming.url ?? '/';
   if (!raw.startsWith('/proxy/') || upgrade !== 'websocket' || incoming.method !== 'GET')
     throw upgradeNotSupported(upgrade);
   const { target, upstream } = admitTarget(deps.upstreams, raw);
   if (r !== null) r.upstream = upstream.name;
+  const headers = upstreamRequestHeaders(incoming.headers, {
+    requestId,
+    clientIp: incoming.socket.remoteAddress,
+    proto: 'http',
+    localDc: deps.localDc,
+  });
+  headers.connection = 'Upgrade';
+  headers.upgrade = 'websocket';
   const slot = takeSlot(upstream) ?? (await waitForSlot(upstream, undefined));
   if (slot === null) return report(r, null, 499);
-  let switched = false; // the slot passes to the tunnel once it opens
+  const call = new ProxyCall(
+    {
+      input: { method: 'GET', requestId, incoming },
+      upstream,
+      target,
+      method: 'GET',
+      requestHeaders: incoming.headers,
+      headers,
+      body: null,
+      flight: null,
+      report: r,
+    },
+    slot,
+    core,
+  );
   try {
-    const ending = await failover(
-      core,
-      handshakeTransport({ upstream, target, incoming, client, requestId, localDc: deps.localDc, logger: deps.logger }),
-    );
-    slot.observe(ending.kind === 'answer' ? 'answered' : ending.kind === 'timeout' ? 'dropped' : 'unjudged');
+    const ending = await failover(core, handshakeTransport(call, client, deps.logger));
+    call.observe(ending.kind === 'answer' || ending.kind === 'timeout' ? ending.kind : 'other');
     switch (ending.kind) {
       case 'caller_gone':
         return report(r, null, 499); // as on the HTTP path: nothing was sent
@@ -99,15 +126,15 @@ async function switchProtocols(
         throw upstreamUnreachable(upstream);
     }
     const { node, answer, use } = ending;
-    if (!ending.failed && use.judged) recordNode(core, upstream, node, true, ending.startedAt); // a failing answer was counted by the core
+    if (!ending.failed && use.judged) call.record(node, true, ending.startedAt); // a failing answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
       return relayAnswer(upstream, answer.res, node, use, client, requestId); // a failure status goes back as sent, too
     }
-    switched = true;
-    tunnel(upstream, node, use, answer, request, slot);
+    call.handOff(); // the slot is the tunnel's until both sides close
+    tunnel(call, node, use, answer, client, clientHead);
     report(r, node, 101);
   } finally {
-    if (!switched) slot.release();
+    call.settle();
   }
 }

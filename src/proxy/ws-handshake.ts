@@ -4,10 +4,9 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Transport, Tried } from './failover.js';
-import { upstreamRequestHeaders } from './forward-headers.js';
-import type { ProxyTarget } from './target-path.js';
+import type { ProxyCall } from './proxy-call.js';
 import { isNothingSent } from './upstream-client.js';
-import type { ProxyNode, Upstream } from './upstreams.js';
+import type { ProxyNode } from './upstreams.js';
 
 /** A node's answer to the handshake: its 101 with the switched socket, or any other answer. */
 export interface HandshakeAnswer {
@@ -16,52 +15,33 @@ export interface HandshakeAnswer {
   readonly switched: { readonly socket: Socket; readonly head: Buffer } | null;
 }
 
-/** One 'upgrade' event: the request, the caller's socket, the bytes after its head, and its id (request-id.ts). */
-export interface UpgradeRequest {
-  readonly incoming: http.IncomingMessage;
-  readonly client: Duplex;
-  readonly head: Buffer;
-  readonly requestId: string;
-}
-
-export interface HandshakeRequest {
-  readonly upstream: Upstream;
-  readonly target: ProxyTarget;
-  readonly incoming: http.IncomingMessage;
-  /** The caller's connection: its closing ends the handshake in progress. */
-  readonly client: Duplex;
-  /** Sent to the node in X-Request-Id and written on the failure's log line. */
-  readonly requestId: string;
-  readonly localDc: string;
-  readonly logger: Logger;
-}
-
-/** The WebSocket handshake as the failover core's transport: one `GET` with `Upgrade: websocket` per attempt, on its own connection. */
-export function handshakeTransport(req: HandshakeRequest): Transport<HandshakeAnswer> {
+/**
+ * The WebSocket handshake as the failover core's transport: one `GET` with `Upgrade: websocket`
+ * per attempt, on its own connection; `client` is the caller's connection, whose closing ends
+ * the handshake in progress.
+ */
+export function handshakeTransport(call: ProxyCall, client: Duplex, logger: Logger): Transport<HandshakeAnswer> {
   return {
-    upstream: req.upstream,
-    method: 'GET',
-    attempt: (node, startedAt) => handshake(req, node, startedAt),
+    call,
+    attempt: (node, startedAt) => handshake(call, client, logger, node, startedAt),
     replayable: () => true, // a handshake has no body
     discard: (answer) => (answer.switched === null ? answer.res.resume() : answer.switched.socket.destroy()),
   };
 }
 
-function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): Promise<Tried<HandshakeAnswer>> {
-  const { upstream, incoming, client, logger } = req;
+function handshake(
+  call: ProxyCall,
+  client: Duplex,
+  logger: Logger,
+  node: ProxyNode,
+  startedAt: number,
+): Promise<Tried<HandshakeAnswer>> {
+  const { upstream, target, headers } = call.parts;
   const url = new URL(node.origin);
-  const headers = upstreamRequestHeaders(incoming.headers, {
-    requestId: req.requestId,
-    clientIp: incoming.socket.remoteAddress,
-    proto: 'http',
-    localDc: req.localDc,
-  });
-  headers.connection = 'Upgrade';
-  headers.upgrade = 'websocket';
   const request = (url.protocol === 'https:' ? https : http).request({
     host: url.hostname.replace(/^\[|\]$/g, ''),
     port: url.port || (url.protocol === 'https:' ? 443 : 80),
-    path: node.basePath + req.target.path,
+    path: node.basePath + target.path,
     method: 'GET',
     headers,
     agent: false, // a tunnel owns its connection
@@ -104,7 +84,7 @@ function handshake(req: HandshakeRequest, node: ProxyNode, startedAt: number): P
             node: node.id,
             kind: 'upgrade',
             err: error.message,
-            request_id: req.requestId,
+            request_id: call.parts.input.requestId,
           },
           `${node.circuit}: upgrade failed`,
         );

@@ -1,10 +1,11 @@
 import type http from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import type { Slot } from './admission.js';
-import { nodeMarkerLines, NOT_RELAYED_ON_SWITCH } from './proxy-errors.js';
+import { NOT_RELAYED_ON_SWITCH } from './forward-headers.js';
+import type { ProxyCall } from './proxy-call.js';
+import { nodeMarkerLines } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
-import type { HandshakeAnswer, UpgradeRequest } from './ws-handshake.js';
+import type { HandshakeAnswer } from './ws-handshake.js';
 import { cutOff, SendWatch } from './send-timeout.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
@@ -35,19 +36,20 @@ export function relayAnswer(
 
 /**
  * The switched connection: the node's 101 head, then bytes both ways (with backpressure)
- * until either side closes. It holds the bulkhead slot while open, and releases it once
- * both sides have closed. A caller that takes none of the node's bytes for `send_timeout_ms`
+ * until either side closes. Its call holds the bulkhead slot while it is open, and ends
+ * once both sides have closed. A caller that takes none of the node's bytes for `send_timeout_ms`
  * is cut off, and the node's connection with it.
  */
 export function tunnel(
-  upstream: Upstream,
+  call: ProxyCall,
   node: ProxyNode,
   use: NodeUse,
   answer: HandshakeAnswer,
-  request: UpgradeRequest,
-  slot: Slot,
+  client: Duplex,
+  clientHead: Buffer,
 ): void {
-  const { client, head: clientHead, requestId } = request;
+  const { upstream, input } = call.parts;
+  const { requestId } = input;
   const { res } = answer;
   const { socket: nodeSocket, head: nodeHead } = answer.switched!;
   let head = `HTTP/1.1 101 ${res.statusMessage || 'Switching Protocols'}\r\n`;
@@ -61,7 +63,7 @@ export function tunnel(
   if (clientHead.length > 0) nodeSocket.write(clientHead);
   let open = 2;
   const closed = () => {
-    if (--open === 0) slot.release();
+    if (--open === 0) call.end();
   };
   for (const [from, to] of [
     [nodeSocket, client],

@@ -1,14 +1,33 @@
 import { once } from 'node:events';
 import type http from 'node:http';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import pino from 'pino';
 import { afterAll, afterEach } from 'vitest';
 import type { AppDeps } from '../../src/app.js';
 import { AppError } from '../../src/domain/errors.js';
+import { serveApp, type Served } from '../../src/server/node-server.js';
 import type { CircuitStore } from '../../src/store/circuit-store.js';
-import { buildApp, memoryStore } from '../helper.js';
+import { buildApp, memoryStore, silentLogger } from '../helper.js';
+
+/**
+ * A node:http server on 127.0.0.1, port 0, serving `built` as `src/main.ts` does
+ * (`serveApp`): `/proxy/` and WebSocket upgrades through the raw proxy listeners, the
+ * closed-circuit `GET /allowed` through its fast path, the rest through @hono/node-server.
+ */
+export async function listenAsMain(built: {
+  readonly app: { readonly fetch: Served['fetch'] };
+  readonly proxyListener?: Served['proxyListener'];
+  readonly allowedListener?: Served['allowedListener'];
+  readonly upgradeListener?: Served['upgradeListener'];
+}): Promise<http.Server> {
+  const server = createServer();
+  const { proxyListener, allowedListener, upgradeListener } = built;
+  serveApp(server, { fetch: built.app.fetch, proxyListener, allowedListener, upgradeListener }, silentLogger);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return server;
+}
 
 /** A logger that keeps every line (debug and up) as parsed JSON. */
 export function capturingLogger() {
@@ -21,8 +40,8 @@ export function capturingLogger() {
 }
 
 /**
- * The app served by a real @hono/node-server listener on 127.0.0.1, port 0, so requests
- * reach it with their raw request target (fetch and `app.request()` normalise paths).
+ * The app served as `src/main.ts` serves it (`listenAsMain`), so requests reach it with
+ * their raw request target (fetch and `app.request()` normalise paths).
  * Closed after each test, or after the file's tests with `'all'`.
  */
 export function useServedApp(closeAfter: 'each' | 'all' = 'each') {
@@ -35,9 +54,8 @@ export function useServedApp(closeAfter: 'each' | 'all' = 'each') {
   });
   return async (overrides: Partial<AppDeps> = {}) => {
     const built = buildApp(overrides);
-    const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
+    const server = await listenAsMain(built);
     servers.push(server);
-    await once(server, 'listening');
     return {
       ...built,
       server,

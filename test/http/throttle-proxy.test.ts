@@ -1,12 +1,10 @@
-import { once } from 'node:events';
-import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config.js';
 import { throttleCounts } from '../../src/domain/throttle.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
 import { buildApp } from '../helper.js';
+import { listenAsMain } from './served-app.js';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -25,8 +23,7 @@ async function throttledProxy(random: () => number) {
   const client = createUndiciClient();
   const built = buildApp({ proxy: { localDc: config.local_dc!, upstreams: config.upstreams, client }, random });
   await built.ready;
-  const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
-  await once(server, 'listening');
+  const server = await listenAsMain(built);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   cleanups.push(async () => {
     server.closeAllConnections();

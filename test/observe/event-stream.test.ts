@@ -14,7 +14,7 @@ afterEach(async () => {
 
 async function start(options: ObservedOptions = {}) {
   const app = buildObservedApp(options);
-  const server = await listen(app.app.fetch);
+  const server = await listen(app);
   cleanup.push(() => server.close());
   const open = async (query = '', headers: Record<string, string> = {}) => {
     const stream = await openStream(`${server.url}/events/stream${query}`, headers);

@@ -1,12 +1,9 @@
-import { once } from 'node:events';
-import type { Duplex } from 'node:stream';
-import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { createApp, type AppDeps } from '../../src/app.js';
 import { createObservability, type ObservabilityOptions } from '../../src/observe/observability.js';
 import { sqliteReaders } from '../../src/store/sqlite/readers.js';
 import { FakeClock, memoryStore, silentLogger } from '../helper.js';
+import { listenAsMain } from '../http/served-app.js';
 
 export interface ObservedOptions extends Partial<Omit<ObservabilityOptions, 'readers' | 'clock'>> {
   readonly deps?: Partial<AppDeps>;
@@ -46,14 +43,9 @@ export function buildObservedApp(options: ObservedOptions = {}) {
   return { ...built, clock, db, store, observe, request, scrape };
 }
 
-/** Serve an app on 127.0.0.1 with a real @hono/node-server listener. */
-export async function listen(
-  fetch: (req: Request) => Response | Promise<Response>,
-  upgrade?: (incoming: http.IncomingMessage, socket: Duplex, head: Buffer) => void,
-) {
-  const server = serve({ fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
-  await once(server, 'listening');
-  if (upgrade !== undefined) server.on('upgrade', upgrade);
+/** Serve an app on 127.0.0.1 as `src/main.ts` serves it (`listenAsMain`). */
+export async function listen(built: Parameters<typeof listenAsMain>[0]) {
+  const server = await listenAsMain(built);
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     async close() {

@@ -26,7 +26,7 @@ async function startObservedProxy(extraYaml: string, nodes: Record<string, FakeN
   cleanup.push(() => proxy.client.close());
   const app = buildObservedApp({ deps: { proxy } });
   metrics = app.observe.metrics;
-  const server = await listen(app.app.fetch, app.upgradeListener);
+  const server = await listen(app);
   cleanup.push(() => server.close());
   const get = async (path: string, init: RequestInit = {}) => {
     const res = await fetch(`${server.url}${path}`, init);

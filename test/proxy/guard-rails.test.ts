@@ -8,6 +8,7 @@ import {
   recordSuccess,
   type Circuit,
 } from '../../src/domain/circuit.js';
+import { closeCircuit } from '../../src/domain/state-change.js';
 import {
   capEjection,
   ejectionLimit,
@@ -95,6 +96,17 @@ describe('capEjection', () => {
     expect(capped.circuit.lastFailureAt).toBe(T0 + 5);
     expect(capped.transitions).toEqual([{ from: 'closed', to: 'closed', reason: 'ejection_capped', at: T0 + 5 }]);
     expect(trips(capped)).toBe(false);
+  });
+
+  it('resets what closing resets, throttle included, keeping the state-change time', () => {
+    const before = failTimes(closed(), 2);
+    const step = tripping();
+    const throttled = { ...step, circuit: { ...step.circuit, throttleState: { type: 'time' as const, buckets: [] } } };
+    const capped = capEjection(throttled, before, 2, 2).circuit;
+    const closing = closeCircuit(throttled.circuit, T0 + 5, 'manual_reset').circuit;
+    expect(capped).toEqual({ ...closing, stateChangedAt: before.stateChangedAt });
+    expect(capped.throttleState).toBeNull();
+    expect(capped.updatedAt).toBe(T0 + 5);
   });
 
   it('needs failure_threshold new failures to trip again after a withheld trip', () => {

@@ -24,7 +24,7 @@ async function startProxy(
   const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client: createUndiciClient() };
   cleanup.push(() => proxy.client.close());
   const app = buildObservedApp({ deps: { proxy, ...(realClock ? { clock: Date.now } : {}) } });
-  const server = await listen(app.app.fetch, app.upgradeListener);
+  const server = await listen(app);
   cleanup.push(() => server.close());
   const get = async (path: string) => {
     const res = await fetch(`${server.url}${path}`);

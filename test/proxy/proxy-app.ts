@@ -1,18 +1,17 @@
-import { once } from 'node:events';
 import { afterEach } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { parseConfigText } from '../../src/config.js';
 import { createHealthChecker } from '../../src/proxy/health-checker.js';
 import type { ProxyOptions } from '../../src/proxy/proxy-routes.js';
 import { createUndiciClient, type UpstreamClient } from '../../src/proxy/upstream-client.js';
 import { buildApp, silentLogger } from '../helper.js';
+import { listenAsMain } from '../http/served-app.js';
 import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
 
 /**
- * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served by a
- * real @hono/node-server listener on 127.0.0.1, port 0.
+ * The app with a proxy over `nodes`, on a fake clock and an in-memory store, served on
+ * 127.0.0.1, port 0, as `src/main.ts` serves it (the raw proxy listeners).
  */
 export async function startProxyApp(
   nodes: Record<string, { readonly id: string; readonly url: string }>,
@@ -23,9 +22,7 @@ export async function startProxyApp(
   const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
   const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client, ...hooks };
   const built = buildApp({ proxy });
-  const server = serve({ fetch: built.app.fetch, port: 0, hostname: '127.0.0.1' }) as http.Server;
-  await once(server, 'listening');
-  server.on('upgrade', built.upgradeListener!);
+  const server = await listenAsMain(built);
   let requests = 0;
   server.on('request', () => requests++);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -2,12 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
 import { buildApp } from '../helper.js';
+import { useServedApp } from '../http/served-app.js';
 
-/** An app over upstreams with these names (one node each; none is ever contacted here). */
-function appWith(names: string[]) {
+const serveApp = useServedApp();
+
+/** An app over upstreams with these names (one node each; none is ever contacted here), served on loopback. */
+async function appWith(names: string[]) {
   const yaml = `local_dc: dc1\nupstreams:\n${names.map((n) => `  ${n}:\n    nodes: [{ id: n1, dc: dc1, url: "http://127.0.0.1:9" }]\n    health_check: { enabled: false }`).join('\n')}\n`;
   const config = parseConfigText(yaml, 'test');
-  return buildApp({ proxy: { localDc: 'dc1', upstreams: config.upstreams, client: createUndiciClient() } });
+  const app = await serveApp({ proxy: { localDc: 'dc1', upstreams: config.upstreams, client: createUndiciClient() } });
+  return { request: (method: string, path: string) => fetch(`${app.url}${path}`, { method }) };
 }
 
 async function problemOf(res: Response) {
@@ -18,7 +22,7 @@ async function problemOf(res: Response) {
 
 describe('unknown upstream', () => {
   it('lists the configured upstreams in the 404 detail and its upstreams member', async () => {
-    const app = appWith(['users', 'orders']);
+    const app = await appWith(['users', 'orders']);
     const problem = await problemOf(await app.request('GET', '/proxy/user/42'));
     expect(problem.code).toBe('UPSTREAM_NOT_FOUND');
     expect(problem.detail).toBe("No upstream named 'user'. Configured: users, orders.");
@@ -27,7 +31,7 @@ describe('unknown upstream', () => {
 
   it('lists at most 20 names, and says how many more there are', async () => {
     const names = Array.from({ length: 30 }, (_, i) => `u${String(i).padStart(2, '0')}`);
-    const problem = await problemOf(await appWith(names).request('GET', '/proxy/nope/x'));
+    const problem = await problemOf(await (await appWith(names)).request('GET', '/proxy/nope/x'));
     expect(problem.upstreams).toEqual(names.slice(0, 20));
     expect(problem.detail).toContain('u19 and 10 more.');
   });

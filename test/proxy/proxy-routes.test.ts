@@ -1,11 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config.js';
 import { createUndiciClient } from '../../src/proxy/upstream-client.js';
-import { buildApp } from '../helper.js';
+import { useServedApp } from '../http/served-app.js';
 import { proxyYaml, startNodes, type FakeNode } from './fake-node.js';
 
 let nodes: Record<string, FakeNode> = {};
 const client = createUndiciClient();
+const serveApp = useServedApp();
 
 afterEach(async () => {
   await Promise.all(Object.values(nodes).map((n) => n.stop()));
@@ -14,10 +15,15 @@ afterEach(async () => {
 async function setup() {
   nodes = await startNodes('dc1-1', 'dc2-1');
   const cfg = parseConfigText(proxyYaml(nodes), 'test');
-  return buildApp({ token: 'a-very-long-secret-token', proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client } });
+  const app = await serveApp({
+    token: 'a-very-long-secret-token',
+    proxy: { localDc: 'dc1', upstreams: cfg.upstreams, client },
+  });
+  const request = (method: string, path: string, body?: string) => fetch(`${app.url}${path}`, { method, body });
+  return { ...app, request };
 }
 
-describe('proxy through app.request (web streams, no Node listener)', () => {
+describe('the proxy as createApp mounts it, served as the server serves it', () => {
   it('forwards a GET and marks the answer', async () => {
     const { request } = await setup();
     const res = await request('GET', '/proxy/users/a/b?c=1');
