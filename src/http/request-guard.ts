@@ -34,7 +34,7 @@ export function requestGuard(hosts: HostRule | null, token: string | undefined):
 
 /**
  * Put the guards in front of `app.fetch` (which `app.request()` and the server both call),
- * after the request id (http/request-id.ts) is bound: a refusal carries it too.
+ * after the request id (src/request-id.ts) is bound: a refusal carries it too.
  */
 export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: ProblemAnswer): void {
   const dispatch = app.fetch;
