@@ -1,4 +1,4 @@
-import { parseTlsOptions, TLS_OPTION_NAMES, type TlsPaths } from './tls-url.js';
+import { decodeCredentials, parseHostList, parseTlsOptions, TLS_OPTION_NAMES, type TlsPaths } from './tls-url.js';
 
 /**
  * `redis+cluster://[user:pass@]host1:7000,host2:7001,...[/]` (also `rediss+cluster://`: TLS to
@@ -36,20 +36,10 @@ export function parseClusterUrl(raw: string): ClusterUrl | { problem: string } {
       };
   const tlsPaths = parseTlsOptions(options, scheme === 'rediss');
   if ('problem' in tlsPaths) return tlsPaths;
-  const nodes: { host: string; port: number }[] = [];
-  for (const entry of hostList.split(',')) {
-    const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(entry);
-    const port = Number(hp?.[2]);
-    if (hp === null || port < 1 || port > 65535)
-      return { problem: `has node address '${entry}'; each must be host:port` };
-    nodes.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
-  }
-  let username: string;
-  let password: string;
-  try {
-    [username, password] = [decodeURIComponent(user), decodeURIComponent(pass)];
-  } catch {
-    return { problem: 'has credentials that are not valid percent-encoding' };
-  }
+  const nodes = parseHostList(hostList, undefined, (entry) => `has node address '${entry}'; each must be host:port`);
+  if ('problem' in nodes) return nodes;
+  const credentials = decodeCredentials(user, pass);
+  if ('problem' in credentials) return credentials;
+  const [username, password] = credentials;
   return { tls: scheme === 'rediss', nodes, username, password, tlsPaths };
 }

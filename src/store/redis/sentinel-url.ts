@@ -1,4 +1,4 @@
-import { parseTlsOptions, TLS_OPTION_NAMES, type TlsPaths } from './tls-url.js';
+import { decodeCredentials, parseHostList, parseTlsOptions, TLS_OPTION_NAMES, type TlsPaths } from './tls-url.js';
 
 /**
  * `redis+sentinel://[user:pass@]host1:26379,host2:26379/<master-name>[/db][?sentinel_username=u&sentinel_password=p]`
@@ -45,24 +45,18 @@ export function parseSentinelUrl(raw: string): SentinelUrl | { problem: string }
       };
   const tlsPaths = parseTlsOptions(options, scheme === 'rediss');
   if ('problem' in tlsPaths) return tlsPaths;
-  const sentinels: { host: string; port: number }[] = [];
-  for (const entry of hostList.split(',')) {
-    const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
-    const port = Number(hp?.[2] ?? DEFAULT_SENTINEL_PORT);
-    if (hp === null || port < 1 || port > 65535)
-      return { problem: `has sentinel address '${entry}'; each must be host[:port] (port 26379 by default)` };
-    sentinels.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
-  }
+  const sentinels = parseHostList(
+    hostList,
+    DEFAULT_SENTINEL_PORT,
+    (entry) => `has sentinel address '${entry}'; each must be host[:port] (port 26379 by default)`,
+  );
+  if ('problem' in sentinels) return sentinels;
   if (name === '') return { problem: 'has no master name (redis+sentinel://host:26379/<master-name>[/db])' };
   if (dbRaw !== '' && !/^\d{1,5}$/.test(dbRaw))
     return { problem: `has database '${dbRaw}'; it must be a number (…/<master-name>/0)` };
-  let username: string;
-  let password: string;
-  try {
-    [username, password] = [decodeURIComponent(user), decodeURIComponent(pass)];
-  } catch {
-    return { problem: 'has credentials that are not valid percent-encoding' };
-  }
+  const credentials = decodeCredentials(user, pass);
+  if ('problem' in credentials) return credentials;
+  const [username, password] = credentials;
   const sentinelUsername = options.get('sentinel_username') ?? '';
   const sentinelPassword = options.get('sentinel_password') ?? '';
   return {

@@ -32,3 +32,37 @@ export function parseTlsOptions(options: URLSearchParams, tls: boolean): TlsPath
     ...(options.has('tls_servername') ? { servername: options.get('tls_servername')! } : {}),
   };
 }
+
+/** A Redis address of a multi-host URL (Sentinel, Cluster). */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * The comma-separated `host[:port]` list of a multi-host URL (IPv6 in brackets), or why an
+ * entry is refused. Without `defaultPort` every entry must name its port.
+ */
+export function parseHostList(
+  list: string,
+  defaultPort: number | undefined,
+  refusal: (entry: string) => string,
+): HostPort[] | { problem: string } {
+  const hosts: HostPort[] = [];
+  for (const entry of list.split(',')) {
+    const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry);
+    const port = Number(hp?.[2] ?? defaultPort);
+    if (hp === null || !(port >= 1 && port <= 65535)) return { problem: refusal(entry) };
+    hosts.push({ host: hp[1]!.replace(/^\[|\]$/g, ''), port });
+  }
+  return hosts;
+}
+
+/** The URL's user and password, percent-decoded, or why they are refused. */
+export function decodeCredentials(user: string, pass: string): [string, string] | { problem: string } {
+  try {
+    return [decodeURIComponent(user), decodeURIComponent(pass)];
+  } catch {
+    return { problem: 'has credentials that are not valid percent-encoding' };
+  }
+}
