@@ -16,10 +16,8 @@ import {
   type RequestListener,
   type UpgradeListener,
 } from './http/raw-listeners.js';
-import type { HostRule } from './http/browser-guard.js';
-import { rawRequestPath } from './http/raw-path.js';
 import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
-import { guardFetch, requestGuard } from './http/request-guard.js';
+import { guardFetch, rawRequestPath, requestGuard, type HostRule } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -46,7 +44,7 @@ export interface AppDeps {
   readonly logger: Logger;
   readonly circuitDefaults: CircuitSettings;
   readonly policy: BreakerPolicy;
-  /** When set, the TOKEN_PATHS (http/auth.ts) need `Authorization: Bearer <token>`. */
+  /** When set, the TOKEN_PATHS (http/request-guard.ts) need `Authorization: Bearer <token>`. */
   readonly token?: string;
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
@@ -99,7 +97,7 @@ export interface App {
  */
 export function createApp(deps: AppDeps): App {
   const breaker = new BreakerService({ ...deps, observer: deps.observe?.observer });
-  const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see raw-path.ts
+  const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see http/request-guard.ts
   const hosts = deps.hosts ?? null;
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
   registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });

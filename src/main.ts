@@ -11,7 +11,7 @@ import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
-import { hostRule } from './http/browser-guard.js';
+import { hostRule } from './http/request-guard.js';
 import type { Readiness } from './http/service-routes.js';
 import { createObservability, type Observability } from './observe/observability.js';
 import { policyFromWire } from './policy-schema.js';

@@ -2,7 +2,7 @@
  * The state changes every step of the breaker is built from: open, close, the lazy
  * open -> half-open refresh, and the plumbing that chains steps. Pure, as `circuit.ts`.
  */
-import { markForced } from './caller-steps.js';
+import { markForced } from './caller-state.js';
 import type { Circuit, EpochMs, Step, Transition, TransitionReason } from './types.js';
 
 /** The empty transition list every unchanged step shares. */

@@ -3,15 +3,17 @@ import { AppError } from '../domain/errors.js';
 import type { BreakerService, Decision } from '../service/breaker-service.js';
 import { refusalError } from '../service/open-error.js';
 import { json } from './json.js';
-import { circuitNameParam, parseQuery, readJson } from './request.js';
 import {
+  circuitNameParam,
   circuitNotFound,
   common,
   jsonBody,
   jsonText,
   ok,
   open503,
+  parseQuery,
   problem,
+  readJson,
   serveRoute,
   withBody,
 } from './route-kit.js';

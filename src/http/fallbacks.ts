@@ -3,10 +3,9 @@ import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import { problemParts } from './problem.js';
-import { dotSegmentProblem } from './raw-path.js';
-import { ClientClosedError } from './request.js';
+import { ClientClosedError } from './route-kit.js';
 import { logFailure, toAppError } from './request-failure.js';
-import type { ProblemAnswer } from './request-guard.js';
+import { dotSegmentProblem, type ProblemAnswer } from './request-guard.js';
 import { contextRequestId } from '../request-id.js';
 
 /**

@@ -3,9 +3,19 @@ import { circuitNameProblem } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { refusalError } from '../service/open-error.js';
-import { circuitNameParam, prefersMinimal, readJson } from './request.js';
 import { json } from './json.js';
-import { jsonBody, jsonText, ok, open503, problem, serveRoute, withBody } from './route-kit.js';
+import {
+  circuitNameParam,
+  jsonBody,
+  jsonText,
+  ok,
+  open503,
+  prefersMinimal,
+  problem,
+  readJson,
+  serveRoute,
+  withBody,
+} from './route-kit.js';
 import { CIRCUIT_NAME_RULE, CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam } from './schemas.js';
 import { circuitJson, circuitText, wouldRefuseJson } from './circuit-json.js';
 import { CallerQuery, callerField, callerQuery } from './caller-param.js';

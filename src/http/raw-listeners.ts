@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyRoutes } from '../proxy/proxy-routes.js';
-import { misdirected, type HostRule } from './browser-guard.js';
+import { misdirected, type HostRule } from './request-guard.js';
 import { endSocketWithProblem, writeProblem } from './problem.js';
 import { logFailure, toAppError } from './request-failure.js';
 import { incomingRequestId } from '../request-id.js';

@@ -1,13 +1,13 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import type { AppError } from '../domain/errors.js';
-import { tokenProblem } from './auth.js';
-import { crossSiteProblem, misdirected, type HeaderReader, type HostRule } from './browser-guard.js';
-import { rawRequestPath } from './raw-path.js';
+import { AppError } from '../domain/errors.js';
 import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } from '../request-id.js';
 
 /**
- * The app-wide guards, in order: the Host check (421), the cross-site refusal (403/415; not
+ * What every request passes before routing: the raw path it is routed on, and the app-wide
+ * guards, in order: the Host check (421), the cross-site refusal (403/415; not
  * under /proxy) and the bearer token on TOKEN_PATHS (401). They run in front of Hono's router
  * as one synchronous check rather than as middlewares: a middleware makes Hono compose the
  * route (an async function and a promise per handler, so even the synchronous `/allowed`
@@ -88,4 +88,217 @@ export function rawHeaderReader(incoming: IncomingMessage): HeaderReader {
 /** HTTP's whitespace (tab, LF, CR, space) off both ends, as `Headers` normalises a value. */
 function trimWhitespace(value: string): string {
   return /^[\t\n\r ]|[\t\n\r ]$/.test(value) ? value.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, '') : value;
+}
+
+// The raw path: what the guards and the router read.
+
+/**
+ * The path the caller sent, still percent-encoded, without the query: the request target
+ * from Node (before WHATWG URL parsing resolves `.`/`..` segments, also encoded ones), or,
+ * under `app.request()`, the URL's path. Hono routes on this (its `getPath` option), so a
+ * gateway that checks path prefixes on the raw URI sees what the router sees.
+ */
+export function rawRequestPath(request: Request, options?: { env?: unknown }): string {
+  const incoming = (options?.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  return targetPath(incoming?.url ?? request.url);
+}
+
+/** The path of a request target: origin-form (`/a?b`) or absolute-form (`http://h/a?b`). */
+function targetPath(target: string): string {
+  let start = 0;
+  if (target[0] !== '/') {
+    const authority = target.indexOf('//');
+    start = authority === -1 ? -1 : target.indexOf('/', authority + 2);
+    if (start === -1) return '/';
+  }
+  let end = target.length;
+  for (let i = start; i < target.length; i++) {
+    const ch = target.charCodeAt(i);
+    if (ch === 63 /* ? */ || ch === 35 /* # */) {
+      end = i;
+      break;
+    }
+  }
+  return target.slice(start, end);
+}
+
+/** True if a raw segment is `.` or `..` once decoded (`%2e`, `%2E`, `.%2e`, ...). */
+function isDotSegment(segment: string): boolean {
+  if (segment === '.' || segment === '..') return true;
+  if (!segment.includes('%') || segment.length > 6) return false;
+  const decoded = segment.replace(/%2e/gi, '.');
+  return decoded === '.' || decoded === '..';
+}
+
+/**
+ * A `.`/`..` segment under /circuits, encoded or not: a 400 INVALID_NAME, as the README
+ * promises and the proxy does. The router never resolves them (it routes on the raw path):
+ * in a name's place the name check refuses them; anywhere else no route matches, and the
+ * not-found handler asks this before answering 404 or 405.
+ */
+export function dotSegmentProblem(path: string): AppError | null {
+  if (path !== '/circuits' && !path.startsWith('/circuits/')) return null;
+  if (!path.split('/').some(isDotSegment)) return null;
+  return new AppError('INVALID_NAME', "Circuit names have no '.' or '..' segments, and paths are not resolved.");
+}
+
+// The browser guards, against a browser being used as the attacker's client while no token is
+// set (the default): DNS rebinding (a hostile name resolved to this server's loopback address)
+// and cross-site requests that change state (CSRF). See docs/api.md, "Browsers".
+
+/** Which `Host` names the server answers; null: no check (bound to a public address, no list). */
+export type HostRule = ((hostname: string) => boolean) | null;
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (net.isIPv4(h)) return h.startsWith('127.');
+  return h === '::1';
+}
+
+/**
+ * The Host rule for a listen address and `server.allowed_hosts`. An IP literal and
+ * `localhost` (RFC 6761: never resolved elsewhere) are always allowed: rebinding needs a
+ * name the attacker controls. With a list, its names are allowed too (`.example.com`
+ * allows the domain and every subdomain), whatever the listen address; without one, a
+ * server on loopback allows nothing else and one on another address checks nothing.
+ */
+export function hostRule(listenHost: string, allowedHosts: readonly string[] | undefined): HostRule {
+  const listed = (allowedHosts ?? []).map((h) => h.toLowerCase());
+  if (listed.length === 0 && !isLoopback(listenHost)) return null;
+  const names = new Set([...listed.filter((h) => !h.startsWith('.')), listenHost.toLowerCase()]);
+  const domains = listed.filter((h) => h.startsWith('.'));
+  return (hostname) => {
+    const h = hostname.toLowerCase().replace(/\.$/, '');
+    if (net.isIP(h.replace(/^\[|\]$/g, '')) !== 0 || h === 'localhost' || h.endsWith('.localhost')) return true;
+    return names.has(h) || domains.some((d) => h === d.slice(1) || h.endsWith(d));
+  };
+}
+
+/** The host name of a `Host` header value (no port; IPv6 keeps its brackets). */
+export function hostnameOf(host: string): string {
+  return host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d*$/, '');
+}
+
+/**
+ * The Host values a rule last judged, per rule: callers send the same few Host headers again and
+ * again, and the judgement (a port stripped, case folded, an IP literal parsed) runs per request.
+ * Bounded: at most HOST_MEMO_ENTRIES values of at most HOST_MEMO_MAX_LENGTH characters each
+ * (under 70 KB per rule), emptied when full.
+ */
+const hostMemos = new WeakMap<(hostname: string) => boolean, Map<string, boolean>>();
+const HOST_MEMO_ENTRIES = 256;
+const HOST_MEMO_MAX_LENGTH = 260; // a DNS name (253) with a port
+
+function hostAllowed(rule: (hostname: string) => boolean, host: string): boolean {
+  if (host.length > HOST_MEMO_MAX_LENGTH) return rule(hostnameOf(host));
+  let memo = hostMemos.get(rule);
+  if (memo === undefined) hostMemos.set(rule, (memo = new Map()));
+  let allowed = memo.get(host);
+  if (allowed === undefined) {
+    allowed = rule(hostnameOf(host));
+    if (memo.size >= HOST_MEMO_ENTRIES) memo.clear();
+    memo.set(host, allowed);
+  }
+  return allowed;
+}
+
+/** The 421 for a Host the rule refuses, or null. A request without Host (HTTP/1.0) passes. */
+export function misdirected(rule: HostRule, host: string | undefined): AppError | null {
+  if (rule === null || host === undefined || host === '' || hostAllowed(rule, host)) return null;
+  return new AppError(
+    'MISDIRECTED_REQUEST',
+    `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to server.allowed_hosts if it is yours.`,
+  );
+}
+
+/** A request header by its lower-case name, `undefined` when absent. */
+export type HeaderReader = (name: string) => string | undefined;
+
+/**
+ * State-changing requests (every method but GET, HEAD, OPTIONS): refuse one a browser
+ * marks as cross-origin, as Go's `http.CrossOriginProtection` does: `Sec-Fetch-Site` other
+ * than `same-origin` or `none` (typed URL, bookmark), else an `Origin` whose host is not
+ * the `Host` (`null` included): 403. Then a `Content-Type`, when sent, must be JSON (415,
+ * even with an empty body): a form or `text/plain` is what a cross-site page can send
+ * without a preflight. No header at all (curl, the clients) passes. Null when it passes.
+ */
+export function crossSiteProblem(method: string, header: HeaderReader): AppError | null {
+  if (SAFE_METHODS.has(method)) return null;
+  const site = header('sec-fetch-site');
+  const origin = header('origin');
+  if (
+    site !== undefined
+      ? site !== 'same-origin' && site !== 'none'
+      : origin !== undefined && !sameOrigin(origin, header('host'))
+  ) {
+    return new AppError(
+      'CROSS_SITE_REQUEST',
+      `A ${method} from another site (${site !== undefined ? `Sec-Fetch-Site: ${site}` : `Origin: ${origin!.slice(0, 100)}`}) is refused: it could be a forged request.`,
+    );
+  }
+  const type = header('content-type');
+  if (type !== undefined && !JSON_TYPE.test(type)) {
+    return new AppError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `Content-Type '${type.slice(0, 100)}' is refused on ${method}: send JSON (application/json), or no body and no Content-Type.`,
+    );
+  }
+  return null;
+}
+
+/** Does the Origin name this server as the Host does (host name, and port when Host has one)? */
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  if (host === undefined || !URL.canParse(origin)) return false;
+  const url = new URL(origin);
+  const hostname = hostnameOf(host).toLowerCase();
+  const port = host.slice(hostnameOf(host).length + 1);
+  const originPort = url.port || (url.protocol === 'https:' ? '443' : '80');
+  return url.hostname === hostname && (port === '' || port === originPort);
+}
+
+// The bearer token.
+
+/**
+ * Every path that needs `Authorization: Bearer <CIRCUITLOG_TOKEN>` when a token is set, as Hono
+ * patterns (`/x/*` is `/x` and every path under `/x/`). The request guard (`tokenProblem`) and
+ * the OpenAPI document both ask `needsToken`; /health, /proxy and the docs stay open.
+ */
+export const TOKEN_PATHS = [
+  '/circuits',
+  '/circuits/*',
+  '/outcomes',
+  '/metrics',
+  '/events/*',
+  '/dashboard/api/*',
+  '/admin/*',
+];
+
+/** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS, as Hono matches them. */
+export function needsToken(path: string): boolean {
+  return TOKEN_PATHS.some((pattern) =>
+    pattern.endsWith('/*') ? path === pattern.slice(0, -2) || path.startsWith(pattern.slice(0, -1)) : path === pattern,
+  );
+}
+
+/**
+ * The bearer-token check for a path and its `Authorization` value: a 401 under TOKEN_PATHS
+ * without the token, else null. A constant-time compare (hashing first makes the lengths equal).
+ */
+export function tokenProblem(token: string): (path: string, authorization: string | undefined) => AppError | null {
+  const expected = createHash('sha256').update(token).digest();
+  return (path, authorization) => {
+    if (!needsToken(path)) return null;
+    const match = /^Bearer (.+)$/i.exec(authorization ?? '');
+    const given = createHash('sha256')
+      .update(match?.[1] ?? '')
+      .digest();
+    if (match && timingSafeEqual(given, expected)) return null;
+    return new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
+      headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
+    });
+  };
 }

@@ -1,10 +1,13 @@
+import type { IncomingMessage } from 'node:http';
 import { z, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import { AppError } from '../domain/errors.js';
+import { circuitNameProblem } from '../config.js';
+import { AppError, type FieldError } from '../domain/errors.js';
 import { OpenProblemSchema, ProblemSchema, TooManyCircuitsSchema } from './schemas.js';
 
 // What the /circuits and /outcomes routes share: OpenAPI response pieces, the way a route is
-// served, and the not-found error.
+// served and answers, the not-found error; then reading a request (its name parameter, query
+// and JSON body).
 
 export const retryAfter = {
   'Retry-After': { description: 'Whole seconds to wait, at least 1', schema: { type: 'integer' as const, minimum: 1 } },
@@ -71,4 +74,176 @@ export function serveRoute(app: OpenAPIHono, route: RouteConfig, handler: Handle
 
 export function circuitNotFound(name: string): AppError {
   return new AppError('CIRCUIT_NOT_FOUND', `No circuit named '${name}'.`);
+}
+
+// Reading a request.
+
+type Issue = {
+  readonly code?: string;
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly keys?: readonly string[];
+};
+
+/**
+ * Zod issues as `{field, message}` pairs; the root is named `(body)`. An unknown key is named
+ * itself (`sucess`, `outcomes.3.duraton_ms`), one error per key: zod reports them together.
+ */
+export function fieldErrors(issues: readonly Issue[], unknownKeyMessage = 'is not a known field'): FieldError[] {
+  return issues.flatMap((issue): FieldError[] => {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys' && issue.keys !== undefined) {
+      return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: unknownKeyMessage }));
+    }
+    return [{ field: at.join('.') || '(body)', message: issue.message }];
+  });
+}
+
+/** The decoded `:name` path parameter, or a 400 INVALID_NAME. */
+export function circuitNameParam(c: Context): string {
+  const raw = c.req.param('name') ?? '';
+  const reason = circuitNameProblem(raw);
+  if (reason !== null)
+    throw new AppError('INVALID_NAME', `Circuit name ${reason}.`, { extensions: { name: raw.slice(0, 300) } });
+  return raw;
+}
+
+/** The query string validated by `schema`, or a 400 INVALID_QUERY naming each field. */
+export function parseQuery<S extends z.ZodTypeAny>(c: Context, schema: S): z.output<S> {
+  const result = schema.safeParse(c.req.query());
+  if (!result.success) {
+    throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', {
+      fields: fieldErrors(result.error.issues),
+    });
+  }
+  return result.data;
+}
+
+const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+/**
+ * The JSON body validated by `schema`. No body counts as `{}`. A body must be
+ * `application/json` (415), at most `limitBytes` (413), valid JSON (400) and match the
+ * schema (422, naming each field).
+ */
+export async function readJson<S extends z.ZodTypeAny>(
+  c: Context,
+  schema: S,
+  limitBytes: number,
+): Promise<z.output<S>> {
+  const length = c.req.header('content-length');
+  const incoming = nodeRequest(c);
+  const hasBody =
+    incoming === undefined
+      ? c.req.raw.body !== null // app.request() in tests: a web Request
+      : (length !== undefined && length !== '0') || c.req.header('transfer-encoding') !== undefined;
+  let value: unknown = {};
+  if (hasBody) {
+    if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with Content-Type: application/json.');
+    }
+    if (length !== undefined && Number(length) > limitBytes) throw tooLarge(limitBytes);
+    const text = await readBody(c, incoming, limitBytes);
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new AppError('INVALID_JSON', 'The request body is not valid JSON.');
+    }
+  }
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new AppError('VALIDATION_FAILED', 'The request body has invalid fields.', {
+      fields: fieldErrors(result.error.issues),
+    });
+  }
+  return result.data;
+}
+
+/** The Node request under @hono/node-server; undefined under `app.request()`. */
+function nodeRequest(c: Context): IncomingMessage | undefined {
+  return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+}
+
+/** The caller closed the connection before its body arrived: nobody is left to answer. */
+export class ClientClosedError extends Error {
+  constructor(cause?: unknown) {
+    super('The caller closed the connection before sending the whole body.', { cause });
+    this.name = 'ClientClosedError';
+  }
+}
+
+function tooLarge(limitBytes: number): AppError {
+  return new AppError('PAYLOAD_TOO_LARGE', `Request bodies are limited to ${limitBytes} bytes.`);
+}
+
+/**
+ * Read the body as text, stopping past the limit. Under @hono/node-server this reads the
+ * Node request directly: building a web Request and stream per call costs more than the
+ * whole breaker step on the hot path.
+ */
+async function readBody(c: Context, incoming: IncomingMessage | undefined, limitBytes: number): Promise<string> {
+  if (incoming === undefined || incoming.readableEnded) {
+    const text = await c.req.text();
+    if (Buffer.byteLength(text) > limitBytes) throw tooLarge(limitBytes);
+    return text;
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limitBytes) {
+        cleanup();
+        reject(tooLarge(limitBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    };
+    // A reset mid-body surfaces as 'error' (ECONNRESET, "aborted") or as 'close' before 'end'.
+    const onError = (error: Error) => {
+      cleanup();
+      reject(new ClientClosedError(error));
+    };
+    const onClose = () => {
+      cleanup();
+      reject(new ClientClosedError());
+    };
+    const cleanup = () => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('close', onClose);
+    };
+    incoming.on('data', onData);
+    incoming.on('end', onEnd);
+    incoming.on('error', onError);
+    incoming.on('close', onClose);
+  });
+}
+
+/**
+ * Whether the request's `Prefer` header (RFC 7240) asks for `return=minimal`: the caller wants
+ * no representation back. Preference names are case-insensitive; a value may be quoted; any
+ * other preference in the list is ignored. Only the first `return` preference counts: "if any
+ * preference is specified more than once, only the first instance is to be considered"
+ * (RFC 7240 section 2), so `return=representation, return=minimal` asks for a body.
+ */
+export function prefersMinimal(c: Context): boolean {
+  const header = c.req.header('prefer');
+  if (header === undefined) return false;
+  for (const preference of header.split(',')) {
+    const [name, value = ''] = (preference.split(';')[0] ?? '').split('=');
+    if (name?.trim().toLowerCase() !== 'return') continue;
+    return (
+      value
+        .trim()
+        .replace(/^"(.*)"$/, '$1')
+        .toLowerCase() === 'minimal'
+    );
+  }
+  return false;
 }

@@ -1,4 +1,4 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
@@ -7,7 +7,7 @@ import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CapCutoff, SnapshotReader } from '../store/snapshot-reader.js';
 import { isSlow } from '../domain/window.js';
 import { GaugeRenderer } from './gauge-renderer.js';
-import { circuitInstruments, proxyInstruments } from './metric-instruments.js';
+import { OverloadMetrics } from './overload-metrics.js';
 import type { ShedReason } from '../proxy/overload/concurrency-gate.js';
 import type { UpstreamConcurrency } from '../proxy/proxy-hooks.js';
 
@@ -192,5 +192,269 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const cut = this.options.snapshot.capCutoff(this.options.maxCircuits);
     this.cutoff = { ...cut, readAt: now };
     return cut;
+  }
+}
+
+// The instruments.
+
+/** The counters and histogram of circuit outcomes, transitions and rejections. */
+export function circuitInstruments(registers: Registry[]) {
+  const transitions = new Counter({
+    name: 'circuitlog_transitions_total',
+    help: 'State transitions of circuits',
+    labelNames: ['circuit', 'from', 'to', 'reason'],
+    registers,
+  });
+  const detectOnly = new Counter({
+    name: 'circuitlog_detect_only_transitions_total',
+    help: 'Transitions, withheld trips and caller isolations the rules made while the circuit was forced closed (what the policy would have done); not in circuitlog_transitions_total',
+    labelNames: ['circuit', 'from', 'to', 'reason'],
+    registers,
+  });
+  const outcomes = new BatchedCounter({
+    name: 'circuitlog_outcomes_total',
+    help: 'Outcomes recorded, whatever the route',
+    labelNames: ['circuit', 'outcome'],
+    registers,
+  });
+  const slowCalls = new Counter({
+    name: 'circuitlog_slow_calls_total',
+    help: 'Outcomes at or over the circuit slow-call duration',
+    labelNames: ['circuit'],
+    registers,
+  });
+  const rejections = new Counter({
+    name: 'circuitlog_calls_rejected_total',
+    help: 'Calls refused by a circuit',
+    labelNames: ['circuit'],
+    registers,
+  });
+  const outcomeDuration = new BatchedHistogram({
+    name: 'circuitlog_outcome_duration_seconds',
+    help: 'duration_ms of recorded outcomes that carry one',
+    registers,
+  });
+  return { transitions, detectOnly, outcomes, slowCalls, rejections, outcomeDuration };
+}
+
+/** The proxy's counters, histogram, overload metrics and panic gauge. */
+export function proxyInstruments(registers: Registry[]) {
+  const proxyRequests = new BatchedCounter({
+    name: 'circuitlog_proxy_requests_total',
+    help: 'Proxied requests by the status sent to the caller and the node that answered',
+    labelNames: ['upstream', 'node', 'dc', 'status'],
+    registers,
+  });
+  const proxyDuration = new BatchedHistogram({
+    name: 'circuitlog_proxy_request_duration_seconds',
+    help: 'Time from a proxied request to the head of its answer',
+    registers,
+  });
+  const fallbacks = new Counter({
+    name: 'circuitlog_proxy_fallbacks_total',
+    help: 'Fallback answers served',
+    labelNames: ['upstream', 'kind'],
+    registers,
+  });
+  const degraded = new Counter({
+    name: 'circuitlog_proxy_degraded_total',
+    help: 'Answers sent with X-Degraded: true (a node of another DC, or a fallback)',
+    labelNames: ['upstream'],
+    registers,
+  });
+  const overload = new OverloadMetrics(registers);
+  const coalesced = new Counter({
+    name: 'circuitlog_proxy_coalesced_total',
+    help: "Proxied requests answered from another request's call (coalescing)",
+    labelNames: ['upstream'],
+    registers,
+  });
+  const sendTimeouts = new Counter({
+    name: 'circuitlog_proxy_send_timeouts_total',
+    help: 'Callers cut off after send_timeout_ms without taking any of the answer bytes waiting for them',
+    labelNames: ['upstream'],
+    registers,
+  });
+  const healthChecks = new Counter({
+    name: 'circuitlog_health_checks_total',
+    help: 'Active health checks of proxy nodes',
+    labelNames: ['upstream', 'node', 'result'],
+    registers,
+  });
+  // 'max' across workers: 1 while any worker serves the upstream in panic (each reads the nodes itself).
+  const panic = new Gauge({
+    name: 'circuitlog_proxy_panic',
+    help: 'Whether the upstream is in panic (panic_threshold_percent): 1 while node breakers are not honoured',
+    labelNames: ['upstream'],
+    aggregator: 'max',
+    registers,
+  });
+  return { proxyRequests, proxyDuration, fallbacks, degraded, overload, coalesced, sendTimeouts, healthChecks, panic };
+}
+
+// Hot-path counting: the batched counter and histogram the instruments above count through.
+
+/**
+ * Hot-path counting for the per-request metrics. prom-client's `inc`/`observe` validate the
+ * labels and hash them into a key on every call (about 3 µs per proxied request for four
+ * series); here the caller gives a cheap string key, the labels object is kept from the first
+ * call, and the amounts wait in plain slots until a scrape asks for them.
+ */
+type Labels = Record<string, string>;
+
+interface CounterSlot {
+  readonly labels: Labels;
+  pending: number;
+}
+
+/** A prom-client Counter fed at scrape time (its `collect` hook) from per-key pending counts. */
+export class BatchedCounter {
+  private readonly slots = new Map<string, CounterSlot>();
+  constructor(config: { name: string; help: string; labelNames: string[]; registers: Registry[] }) {
+    const slots = this.slots;
+    new Counter({
+      ...config,
+      collect(this: Counter) {
+        for (const slot of slots.values()) {
+          if (slot.pending === 0) continue;
+          this.inc(slot.labels, slot.pending);
+          slot.pending = 0;
+        }
+      },
+    });
+  }
+
+  /** Count one for `key` when its series exists; false (nothing counted) before its first `inc`. */
+  incKnown(key: string): boolean {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return false;
+    slot.pending += 1;
+    return true;
+  }
+
+  /** Count one for `labels`; `key` must be unique per label set (labels are read only the first time). */
+  inc(key: string, labels: Labels): void {
+    const slot = this.slots.get(key);
+    if (slot) slot.pending += 1;
+    else this.slots.set(key, { labels, pending: 1 });
+  }
+}
+
+interface HistogramSeries {
+  readonly labels: Labels;
+  readonly buckets: number[]; // not cumulative: buckets[i] counts values in (bound[i-1], bound[i]]
+  sum: number;
+  count: number;
+}
+
+/** prom-client's default buckets (Histogram in prom-client 15.1.3). */
+export const DEFAULT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * A histogram registered in a prom-client Registry as a custom metric object. prom-client 15.1.3
+ * has no public way to add bucket counts in bulk, so this produces the same `get()` and
+ * `getForPromString()` shapes as its Histogram (lib/histogram.js): per series the cumulative
+ * `_bucket` values with `le`, then `+Inf`, `_sum`, `_count`; aggregator `sum`, so the
+ * AggregatorRegistry sums it across workers like a Histogram.
+ */
+export class BatchedHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly name: string;
+  readonly help: string;
+  private readonly bounds: readonly number[];
+  private readonly series = new Map<string, HistogramSeries>();
+
+  constructor(config: { name: string; help: string; registers: Registry[]; buckets?: readonly number[] }) {
+    this.name = config.name;
+    this.help = config.help;
+    this.bounds = config.buckets ?? DEFAULT_BUCKETS;
+    for (const r of config.registers) r.registerMetric(this as never);
+  }
+
+  /** `observe` for a series that exists; false (nothing observed) before its first `observe`. */
+  observeKnown(key: string, value: number): boolean {
+    const s = this.series.get(key);
+    if (s === undefined) return false;
+    if (Number.isFinite(value)) this.add(s, value);
+    return true;
+  }
+
+  /** Observe `value` for `labels`; `key` must be unique per label set. Non-finite values are dropped. */
+  observe(key: string, labels: Labels, value: number): void {
+    if (!Number.isFinite(value)) return;
+    let s = this.series.get(key);
+    if (!s) {
+      s = { labels, buckets: new Array<number>(this.bounds.length).fill(0), sum: 0, count: 0 };
+      this.series.set(key, s);
+    }
+    this.add(s, value);
+  }
+
+  private add(s: HistogramSeries, value: number): void {
+    s.sum += value;
+    s.count += 1;
+    const b = this.bounds;
+    for (let i = 0; i < b.length; i++) {
+      if (value <= b[i]!) {
+        s.buckets[i]! += 1;
+        break;
+      }
+    }
+  }
+
+  reset(): void {
+    this.series.clear();
+  }
+
+  /** The shape Registry.getMetricsAsString reads (labels `le` plus the series as sharedLabels). */
+  async getForPromString() {
+    const values: {
+      labels: Record<string, string | number>;
+      sharedLabels: Labels;
+      value: number;
+      metricName: string;
+      exemplar: null | undefined;
+    }[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const s of this.series.values()) {
+      let acc = 0;
+      this.bounds.forEach((le, i) => {
+        acc += s.buckets[i]!;
+        values.push({ labels: { le }, sharedLabels: s.labels, value: acc, metricName: bucket, exemplar: null });
+      });
+      values.push({
+        labels: { le: '+Inf' },
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: bucket,
+        exemplar: null,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.sum,
+        metricName: `${this.name}_sum`,
+        exemplar: undefined,
+      });
+      values.push({
+        labels: {},
+        sharedLabels: s.labels,
+        value: s.count,
+        metricName: `${this.name}_count`,
+        exemplar: undefined,
+      });
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /** The shape getMetricsAsJSON (and so the cluster AggregatorRegistry) reads: labels splayed. */
+  async get() {
+    const data = await this.getForPromString();
+    const values = data.values.map(({ labels, sharedLabels, ...rest }) => ({
+      ...rest,
+      labels: { ...labels, ...sharedLabels },
+    }));
+    return { ...data, values };
   }
 }

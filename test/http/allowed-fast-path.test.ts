@@ -3,7 +3,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hostRule } from '../../src/http/browser-guard.js';
+import { hostRule } from '../../src/http/request-guard.js';
 import { buildApp } from '../helper.js';
 import { rawRequest } from './served-app.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hostRule, misdirected } from '../../src/http/browser-guard.js';
+import { hostRule, misdirected } from '../../src/http/request-guard.js';
 import { buildObservedApp } from '../observe/observe-app.js';
 import { buildApp } from '../helper.js';
 

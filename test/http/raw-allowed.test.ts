@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hostRule } from '../../src/http/browser-guard.js';
+import { hostRule } from '../../src/http/request-guard.js';
 import { serveApp } from '../../src/server/node-server.js';
 import { buildApp, silentLogger } from '../helper.js';
 import { rawRequest } from './served-app.js';

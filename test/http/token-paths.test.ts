@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { needsToken, TOKEN_PATHS } from '../../src/http/auth.js';
+import { needsToken, TOKEN_PATHS } from '../../src/http/request-guard.js';
 import { buildObservedApp } from '../observe/observe-app.js';
 
 const TOKEN = 'a-very-secret-token-123';
@@ -25,7 +25,7 @@ async function documentedOperations(t: ReturnType<typeof fullApp>) {
   );
 }
 
-describe('the token-protected paths (TOKEN_PATHS in src/http/auth.ts, listed once)', () => {
+describe('the token-protected paths (TOKEN_PATHS in src/http/request-guard.ts, listed once)', () => {
   it('are exactly the documented operations that answer 401 without the token, and the ones the document marks', async () => {
     const t = fullApp(TOKEN);
     const operations = await documentedOperations(t);

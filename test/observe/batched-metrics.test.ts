@@ -1,6 +1,6 @@
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { BatchedCounter, BatchedHistogram } from '../../src/observe/batched-metrics.js';
+import { BatchedCounter, BatchedHistogram } from '../../src/observe/metrics.js';
 
 // Values on, between and past the default bucket bounds, and two label sets.
 const OBSERVED: [string, string, number][] = [
