@@ -55,7 +55,7 @@ export interface FailoverDeps {
  * The one failover loop: pick a node (local DC first), try it; a failure (timeout,
  * unreachable, refused, a status in `failure_statuses`) is recorded against the node and,
  * for an idempotent method within `retries` and the upstream's retry budget (`retry_budget`,
- * overload/retry-budget.ts), the next node is tried. A refused
+ * overload/upstream-overload.ts), the next node is tried. A refused
  * connection sent nothing, so any method moves on, outside the budget. When no node is
  * left, the last failing answer goes back as sent, or the last failure is the ending.
  */

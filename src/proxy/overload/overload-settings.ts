@@ -1,6 +1,6 @@
 import { ADAPTIVE_DEFAULTS, type ConcurrencyConfig, type RetryBudgetConfig } from '../../config/overload-schema.js';
 import type { ConcurrencySettings } from './concurrency-gate.js';
-import type { RetryBudgetSettings } from './retry-budget.js';
+import type { RetryBudgetSettings } from './upstream-overload.js';
 
 /** The gate's settings from an upstream's `max_concurrent` or `concurrency` (null: no limit). */
 export function concurrencySettings(u: {

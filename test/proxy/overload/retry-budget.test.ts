@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RetryBudget } from '../../../src/proxy/overload/retry-budget.js';
+import { RetryBudget } from '../../../src/proxy/overload/upstream-overload.js';
 
 describe('RetryBudget', () => {
   it('allows the floor (min_per_second x 10 s) with no requests at all', () => {
