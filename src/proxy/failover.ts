@@ -1,6 +1,5 @@
 import type { BreakerService, Clock } from '../service/breaker-service.js';
-import { NodePick, type NodeUse, type Pick } from './node-picker.js';
-import { pickInPanic, type PanicWatches } from './panic.js';
+import { NodePick, type NodeUse, type PanicWatches, type Pick, pickInPanic } from './node-picker.js';
 import type { ProxyCall } from './proxy-call.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
@@ -97,7 +96,7 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
 /**
  * The node for the next attempt when the fast path has none: the breakers' walk finished
  * (`picking`, or its answer `quick`), or, while the upstream is in panic, a pick over every
- * node (panic.ts). A walk that finds no node has the nodes read again at once, so the request
+ * node (node-picker.ts). A walk that finds no node has the nodes read again at once, so the request
  * that finds every node out is the first one served in panic.
  */
 async function choose(

@@ -29,7 +29,7 @@ import { reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { ReplayableBody } from './replayable-body.js';
 import type { UpstreamClient } from './upstream-client.js';
 import type { Upstream } from './upstreams.js';
-import type { PanicWatches } from './panic.js';
+import type { PanicWatches } from './node-picker.js';
 
 export { FORWARDED_METHODS } from './proxy-errors.js';
 export type { ProxyInput } from './proxy-call.js';
@@ -48,7 +48,7 @@ export interface ProxyHandlerDeps {
   /** Called once per follower served from another request's call (for a metric). */
   readonly onCoalesced?: (upstream: string) => void;
   readonly hooks?: ProxyHooks;
-  /** The upstreams' panic state, shared with the WebSocket path (panic.ts); absent: never in panic. */
+  /** The upstreams' panic state, shared with the WebSocket path (node-picker.ts); absent: never in panic. */
   readonly panics?: PanicWatches;
 }
 

@@ -10,7 +10,7 @@ import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits, type Upstream } from './upstreams.js';
-import { PanicWatches, reportPanic } from './panic.js';
+import { PanicWatches, reportPanic } from './node-picker.js';
 import { parseProxyTarget } from './target-path.js';
 import { unknownUpstream } from './proxy-errors.js';
 

@@ -10,7 +10,7 @@ import { admitTarget, ProxyCall, takeSlot, waitForSlot } from './proxy-call.js';
 import { report, reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { handshakeTransport } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
-import type { PanicWatches } from './panic.js';
+import type { PanicWatches } from './node-picker.js';
 import type { Upstream } from './upstreams.js';
 
 /** One 'upgrade' event: the request, the caller's socket, the bytes after its head, and its id (request-id.ts). */
@@ -31,7 +31,7 @@ export interface UpgradeDeps {
   readonly failOpen?: boolean;
   /** Each upgrade attempt is counted as a proxied request (status 101, or what was sent instead). */
   readonly hooks?: ProxyHooks;
-  /** The upstreams' panic state, shared with the HTTP path (panic.ts); absent: never in panic. */
+  /** The upstreams' panic state, shared with the HTTP path (node-picker.ts); absent: never in panic. */
   readonly panics?: PanicWatches;
 }
 

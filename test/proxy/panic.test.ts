@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfigText } from '../../src/config.js';
 import { BreakerService } from '../../src/service/breaker-service.js';
-import { PANIC_RECHECK_MS, PanicWatch, pickInPanic } from '../../src/proxy/panic.js';
+import { PANIC_RECHECK_MS, PanicWatch, pickInPanic } from '../../src/proxy/node-picker.js';
 import { buildUpstreams, ensureNodeCircuits } from '../../src/proxy/upstreams.js';
 import { FakeClock, memoryStore, silentLogger } from '../helper.js';
 
