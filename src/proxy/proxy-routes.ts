@@ -11,7 +11,7 @@ import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits, type Upstream } from './upstreams.js';
 import { PanicWatches, reportPanic } from './node-picker.js';
-import { parseProxyTarget } from './target-path.js';
+import { parseProxyTarget } from './proxy-call.js';
 import { unknownUpstream } from './proxy-errors.js';
 
 /** What createApp needs to serve /proxy. */

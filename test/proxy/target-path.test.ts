@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { upstreamRequestHeaders } from '../../src/proxy/forward-headers.js';
-import { parseProxyTarget } from '../../src/proxy/target-path.js';
+import { parseProxyTarget } from '../../src/proxy/proxy-call.js';
 
 describe('parseProxyTarget', () => {
   it('splits upstream and path, keeping encoding and query as sent', () => {
