@@ -4,7 +4,7 @@
  * share one call) and the stale fallback. Both use the same key (`primaryKey` plus the
  * fields the answer's `Vary` names) and the same rules of who may share what.
  */
-import { hasRequestBody, type FlatHeaders, type HeaderRecord } from './forward-headers.js';
+import { hasRequestBody, type FlatHeaders, type HeaderRecord } from './upstream-client.js';
 
 /** Request fields that carry a caller's identity; never configurable away (RFC 9111 section 3.5). */
 const ALWAYS_CREDENTIALS = ['authorization', 'cookie'];

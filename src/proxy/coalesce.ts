@@ -8,7 +8,7 @@ import {
   varyNames,
   varyValues,
 } from './cache-rules.js';
-import type { FlatHeaders, HeaderRecord } from './forward-headers.js';
+import type { FlatHeaders, HeaderRecord } from './upstream-client.js';
 
 /** What the followers of a flight get: the leader's answer, its problem, or "call yourself". */
 export type FlightResult =

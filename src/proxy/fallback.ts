@@ -1,4 +1,4 @@
-import type { HeaderRecord } from './forward-headers.js';
+import type { HeaderRecord } from './upstream-client.js';
 import type { Upstream } from './upstreams.js';
 
 export interface FallbackAnswer {

@@ -7,7 +7,7 @@ import type { FailoverDeps } from './failover.js';
 import type { FallbackAnswer } from './fallback.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
 import type { Flight } from './coalesce.js';
-import { downstreamFlatHeaders, flatToRecord, removeFlat, setRequestId, type FlatHeaders } from './forward-headers.js';
+import { downstreamFlatHeaders, flatToRecord, removeFlat, setRequestId, type FlatHeaders } from './upstream-client.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
 import { NOBODY_READS, pushNodeMarkers } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-hooks.js';

@@ -3,7 +3,7 @@ import { AppError } from '../domain/errors.js';
 import type { Circuit, Step } from '../domain/circuit.js';
 import type { BreakerService, Clock, RecordRules } from '../service/breaker-service.js';
 import type { Flight } from './coalesce.js';
-import type { HeaderRecord } from './forward-headers.js';
+import type { HeaderRecord } from './upstream-client.js';
 import { capEjection, ejectionLimit, isEjected } from './guard-rails.js';
 import type { Ending, Permit, ShedReason } from './overload/concurrency-gate.js';
 import { bulkheadFull, CALLER_GONE, concurrencyLimited, unknownUpstream } from './proxy-errors.js';

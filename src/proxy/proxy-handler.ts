@@ -5,7 +5,7 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { FlightResult } from './coalesce.js';
 import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
 import { fallbackResponse } from './fallback.js';
-import { hasRequestBody, upstreamRequestHeaders, type HeaderRecord } from './forward-headers.js';
+import { hasRequestBody, upstreamRequestHeaders, type HeaderRecord, type UpstreamClient } from './upstream-client.js';
 import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
 import { httpTransport, type Attempt } from './attempt.js';
 import {
@@ -27,7 +27,6 @@ import {
 } from './proxy-errors.js';
 import { reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { ReplayableBody } from './replayable-body.js';
-import type { UpstreamClient } from './upstream-client.js';
 import type { Upstream } from './upstreams.js';
 import type { PanicWatches } from './node-picker.js';
 

@@ -7,7 +7,7 @@ import {
   varyNames,
   varyValues,
 } from './cache-rules.js';
-import type { HeaderRecord } from './forward-headers.js';
+import type { HeaderRecord } from './upstream-client.js';
 
 /** A body being copied into the cache: every chunk, then `end` once the body is complete. */
 export interface StaleCapture {

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { failover, type FailoverDeps } from './failover.js';
-import { upstreamRequestHeaders } from './forward-headers.js';
+import { upstreamRequestHeaders } from './upstream-client.js';
 import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
 import { admitTarget, ProxyCall, takeSlot, waitForSlot } from './proxy-call.js';

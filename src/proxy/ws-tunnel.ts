@@ -1,6 +1,6 @@
 import type http from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import { NOT_RELAYED_ON_SWITCH } from './forward-headers.js';
+import { NOT_RELAYED_ON_SWITCH } from './upstream-client.js';
 import type { ProxyCall } from './proxy-call.js';
 import { nodeMarkerLines } from './proxy-errors.js';
 import type { NodeUse } from './node-picker.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { upstreamRequestHeaders } from '../../src/proxy/forward-headers.js';
+import { upstreamRequestHeaders } from '../../src/proxy/upstream-client.js';
 import { parseProxyTarget } from '../../src/proxy/proxy-call.js';
 
 describe('parseProxyTarget', () => {
