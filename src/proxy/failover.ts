@@ -1,6 +1,10 @@
+import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { NodePick, type NodeUse, type PanicWatches, type Pick, pickInPanic } from './node-picker.js';
 import type { ProxyCall } from './proxy-call.js';
+import type { UploadWatcher } from './replayable-body.js';
+import { isNothingSent, type UpstreamClient } from './upstream-client.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
@@ -12,7 +16,7 @@ export type Tried<A> =
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly startedAt: number }
   | { readonly kind: 'caller_gone' };
 
-/** One transport's side of the failover: HTTP forwarding (attempt.ts) or the WebSocket handshake (ws-handshake.ts). */
+/** One transport's side of the failover: HTTP forwarding (`HttpTransport`, below) or the WebSocket handshake (ws-handshake.ts). */
 export interface Transport<A> {
   /** The call it serves: its upstream and method, and where node outcomes are recorded. */
   readonly call: ProxyCall;
@@ -116,4 +120,266 @@ async function choose(
     panic.holds = true;
   }
   return (await pickInPanic(upstream, deps.breaker, tried)) ?? { node: null, retryAt: null };
+}
+
+/**
+ * HTTP forwarding: the failover core's transport for a plain request, one undici dispatch
+ * per attempt, each attempt an `Attempt` (the dispatch handler below).
+ */
+
+/** Why an attempt ended before a head arrived. */
+export type AttemptFailure = 'timeout' | 'unreachable' | 'refused' | 'caller_gone';
+
+/** Where the body of an answer goes once the proxy has decided what to do with it. */
+export interface BodySink {
+  /** Returns false to stop reading until `resume` is called. */
+  write(chunk: Buffer, resume: () => void): boolean;
+  end(): void;
+  /** The body broke: the node's fault, or our own abort (`Attempt.abort`). */
+  fail(error: Error): void;
+}
+
+const HOLD_BYTES = 64 * 1024; // 64 KiB of body held while the head is being judged
+const TIMEOUT = Object.assign(new Error('attempt timed out'), { code: 'CIRCUITLOG_ATTEMPT_TIMEOUT' });
+
+function onTimeout(attempt: Attempt): void {
+  attempt.cancel('timeout', TIMEOUT);
+}
+
+/**
+ * One try of one node, as an undici dispatch handler (undici 7's `onRequestStart` …
+ * `onResponseError`): `settle` is called once, with the head (`status`, `rawHeaders`, as
+ * undici read them) or a `failure`. Body bytes that arrive before `attach` are held (reading
+ * pauses past 64 KiB); then they go to the sink. One object per attempt, no promise, stream
+ * or AbortSignal of its own: the forwarding hot path (issue 12).
+ */
+export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
+  status = 0;
+  rawHeaders: Buffer[] = [];
+  failure: AttemptFailure | null = null;
+  error: Error | null = null;
+  private controller: Dispatcher.DispatchController | null = null;
+  private cancelled: Error | null = null;
+  private timer: NodeJS.Timeout | null;
+  private settle: ((attempt: Attempt) => void) | null;
+  private readonly resumeFn = (): void => this.controller?.resume();
+  private sink: BodySink | null = null;
+  private held: Buffer[] | null = null;
+  private heldBytes = 0;
+  private ended = false;
+  private bodyError: Error | null = null;
+
+  constructor(
+    private readonly timeoutMs: number,
+    settle: (attempt: Attempt) => void,
+    /** True when the caller's own side broke (its upload failed): not the node's fault. */
+    private readonly callerBroke: () => boolean,
+    /** When it was dispatched (the injected clock, ms): its outcome's duration runs from here (or from the end of the request body). */
+    public startedAt = 0,
+    private readonly clock: () => number = () => 0,
+  ) {
+    this.settle = settle;
+    this.timer = setTimeout(onTimeout, timeoutMs, this);
+  }
+
+  /** The upload waits on the caller: the node's clock stops. */
+  callerTurn(): void {
+    this.clearTimer();
+  }
+
+  /** The upload waits on the node (connecting, not reading): its full timeout starts again. */
+  nodeTurn(): void {
+    if (this.answered || this.settle === null || this.timer !== null) return;
+    this.timer = setTimeout(onTimeout, this.timeoutMs, this);
+  }
+
+  /** The request body is complete: the node is timed (and its outcome's duration runs) from now. */
+  bodyEnded(): void {
+    if (this.answered || this.settle === null) return;
+    this.clearTimer();
+    this.startedAt = this.clock();
+    this.timer = setTimeout(onTimeout, this.timeoutMs, this);
+  }
+
+  get answered(): boolean {
+    return this.status !== 0;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.cancelled !== null) controller.abort(this.cancelled);
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, status: number): void {
+    if (status < 200) return; // interim answers other than 100 reach here; skip them (RFC 9110 section 15.2)
+    this.clearTimer();
+    this.status = status;
+    this.rawHeaders = (controller.rawHeaders as Buffer[] | null | undefined) ?? []; // undici's raw list: names as sent, repeats kept
+    this.finish();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.sink !== null) {
+      if (!this.sink.write(chunk, this.resumeFn)) controller.pause();
+      return;
+    }
+    (this.held ??= []).push(chunk);
+    this.heldBytes += chunk.length;
+    if (this.heldBytes >= HOLD_BYTES) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    this.ended = true;
+    this.sink?.end();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.clearTimer();
+    if (this.answered) {
+      this.bodyError = error;
+      this.sink?.fail(error);
+      return;
+    }
+    if (this.settle === null) return; // already settled by our own timeout or cancel
+    this.error = error;
+    this.failure = this.callerBroke() ? 'caller_gone' : isNothingSent(error) ? 'refused' : 'unreachable';
+    this.finish();
+  }
+
+  /** Stop this attempt: before the head it settles at once with `failure`; after, the body fails. */
+  cancel(failure: 'timeout' | 'caller_gone', reason: Error): void {
+    this.clearTimer();
+    if (!this.answered && this.settle !== null) {
+      this.failure = failure;
+      this.error = reason;
+      this.finish();
+    }
+    if (this.ended || this.bodyError !== null) return;
+    this.cancelled = reason;
+    this.controller?.abort(reason);
+  }
+
+  /** Send the body (held bytes first) to `sink`; a body already over is reported at once. */
+  attach(sink: BodySink): void {
+    this.sink = sink;
+    const held = this.held;
+    this.held = null;
+    if (held !== null) for (const chunk of held) sink.write(chunk, this.resumeFn);
+    if (this.bodyError !== null) sink.fail(this.bodyError);
+    else if (this.ended) sink.end();
+    else if (this.heldBytes >= HOLD_BYTES) this.resumeFn();
+  }
+
+  private finish(): void {
+    const settle = this.settle;
+    this.settle = null;
+    settle?.(this);
+  }
+
+  private clearTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
+
+/** A sink that throws the body away, keeping the connection for reuse unless it is large. */
+export class DiscardSink implements BodySink {
+  private bytes = 0;
+  constructor(
+    private readonly attempt: Attempt,
+    private readonly limitBytes = 256 * 1024, // 256 KiB, then the connection is closed instead
+  ) {}
+
+  write(chunk: Buffer): boolean {
+    this.bytes += chunk.length;
+    if (this.bytes > this.limitBytes) this.attempt.cancel('caller_gone', DISCARDED);
+    return true;
+  }
+
+  end(): void {}
+  fail(): void {}
+}
+
+const DISCARDED = new Error('answer discarded');
+
+export interface HttpForwardDeps {
+  readonly client: UpstreamClient;
+  readonly clock: () => number;
+  readonly logger: Logger;
+}
+
+/** HTTP forwarding as the failover core's transport: one undici dispatch per attempt. */
+export function httpTransport(deps: HttpForwardDeps, call: ProxyCall): Transport<Attempt> {
+  return new HttpTransport(deps, call);
+}
+
+/** One object per call, its methods on the prototype (no closures made per request). */
+class HttpTransport implements Transport<Attempt> {
+  constructor(
+    private readonly deps: HttpForwardDeps,
+    readonly call: ProxyCall,
+  ) {}
+
+  /** Send the call to one node; resolves with its head or why there is none. */
+  attempt(node: ProxyNode, startedAt: number): Promise<Tried<Attempt>> {
+    const deps = this.deps;
+    const call = this.call;
+    const { upstream, target, body } = call.parts;
+    const cfg = upstream.config;
+    return new Promise((resolve) => {
+      const settle = (a: Attempt) => {
+        if (a.failure === null) {
+          resolve({
+            kind: 'answer',
+            answer: a,
+            failed: upstream.failureStatuses.has(a.status),
+            startedAt: a.startedAt,
+          });
+          return;
+        }
+        call.attemptOver();
+        if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
+        deps.logger.warn(
+          {
+            event: 'upstream_failed',
+            upstream: upstream.name,
+            node: node.id,
+            kind: a.failure,
+            err: a.error?.message,
+            request_id: call.parts.input.requestId,
+          },
+          `${node.circuit}: ${a.failure}`,
+        );
+        resolve({ kind: a.failure, startedAt: a.startedAt });
+      };
+      const a = new Attempt(
+        cfg.request_timeout_ms,
+        settle,
+        () => call.done || body?.sourceError != null,
+        startedAt,
+        deps.clock,
+      );
+      call.attempting(a);
+      deps.client.dispatch(
+        {
+          origin: node.origin,
+          path: node.basePath + target.path,
+          method: call.parts.method,
+          headers: call.parts.headers,
+          body: body?.attempt() ?? null,
+          bodyTimeoutMs: cfg.request_timeout_ms,
+        },
+        a,
+      );
+    });
+  }
+
+  replayable(): boolean {
+    const body = this.call.parts.body;
+    return body === null || body.replayable;
+  }
+
+  discard(attempt: Attempt): void {
+    attempt.attach(new DiscardSink(attempt));
+  }
 }

@@ -1,9 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
-import { DiscardSink, type Attempt, type BodySink } from './attempt.js';
+import { DiscardSink, type Attempt, type BodySink, type FailoverDeps } from './failover.js';
 import { primaryKey } from './cache-rules.js';
-import type { FailoverDeps } from './failover.js';
 import type { FallbackAnswer } from './fallback.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
 import type { Flight } from './coalesce.js';

@@ -3,11 +3,10 @@ import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { FlightResult } from './coalesce.js';
-import { failover, IDEMPOTENT, type Ending, type FailoverDeps } from './failover.js';
+import { failover, httpTransport, IDEMPOTENT, type Attempt, type Ending, type FailoverDeps } from './failover.js';
 import { fallbackResponse } from './fallback.js';
 import { hasRequestBody, upstreamRequestHeaders, type HeaderRecord, type UpstreamClient } from './upstream-client.js';
 import { sendCoalesced, sendFallback, staleKey, streamAnswer, type AnswerDeps } from './http-answer.js';
-import { httpTransport, type Attempt } from './attempt.js';
 import {
   admitTarget,
   coalescingKey,
