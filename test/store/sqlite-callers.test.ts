@@ -6,9 +6,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { newCircuit, recordOutcome, type Circuit } from '../../src/domain/circuit.js';
 import { callerEntries, type CallerEntry } from '../../src/domain/caller-state.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
-import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
+import { CallerRows, SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
 import { CircuitSnapshot } from '../../src/store/sqlite/circuit-snapshot.js';
-import { CallerRows, planCallerWrites } from '../../src/store/sqlite/caller-rows.js';
+import { planCallerWrites } from '../../src/store/caller-writes.js';
 
 const T0 = Date.parse('2026-12-01T00:00:00.000Z');
 const quorum = { minCallers: 2, windowSeconds: 3_600, maxCallers: 1_000 };

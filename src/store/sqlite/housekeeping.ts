@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { isIdleCircuit } from '../../domain/idle.js';
-import { CallerRows } from './caller-rows.js';
+import { CallerRows } from './circuit-store.js';
 import { circuitFromColumns } from '../../domain/circuit-record.js';
 import { COLUMNS, type CircuitValues } from './circuit-statements.js';
 import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeeping-store.js';
