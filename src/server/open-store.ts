@@ -5,7 +5,7 @@ import type { CircuitStore, HealthReport } from '../store/circuit-store.js';
 import type { SnapshotReader } from '../store/snapshot-reader.js';
 import { SchemaTooNewError } from '../store/schema-version.js';
 import { backupDirOf, removeBackupLeftovers } from '../store/sqlite/backup-dir.js';
-import { SqliteCircuitStore } from '../store/sqlite/circuit-store.js';
+import { SqliteCircuitStore, StorageHealth } from '../store/sqlite/circuit-store.js';
 import {
   defaultMigrationsDir,
   migrate,
@@ -19,7 +19,6 @@ import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
 import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
 import { systemErrorProblem } from '../store/sqlite/db-file.js';
-import { StorageHealth } from '../store/sqlite/storage-health.js';
 import { redactUrl } from '../domain/redact-url.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 

@@ -2,9 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
+import { SqliteCircuitStore, StorageHealth } from '../../src/store/sqlite/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
-import { StorageHealth } from '../../src/store/sqlite/storage-health.js';
 import { buildApp } from '../helper.js';
 import { tempDir } from '../server-process.js';
 
