@@ -8,11 +8,11 @@ import { REQUEST_ID_HEADER } from '../request-id.js';
 import type { Flight } from './coalesce.js';
 import { downstreamFlatHeaders, flatToRecord, removeFlat, setRequestId, type FlatHeaders } from './upstream-client.js';
 import type { ProxyCall, ProxyInput } from './proxy-call.js';
-import { NOBODY_READS, pushNodeMarkers } from './proxy-errors.js';
+import { NOBODY_READS } from './proxy-errors.js';
 import { report, type Report, type ReportedNode } from './proxy-hooks.js';
 import { cutOff, SendWatch, sendWhole } from './send-timeout.js';
 import type { StaleCache, StaleCapture } from './stale-cache.js';
-import type { NodeUse } from './node-picker.js';
+import { type NodeUse, pushNodeMarkers } from './node-picker.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /** Writing HTTP answers to the caller: a node's streamed answer, a coalesced copy, a fallback. */

@@ -22,6 +22,27 @@ export interface NodeUse {
 export const PLAIN_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: false });
 const WOULD_REFUSE_USE: NodeUse = Object.freeze({ judged: true, panic: false, wouldRefuse: true });
 
+/**
+ * Add the marker fields of every node answer to a flat list: which node, which DC, whether
+ * it is degraded (outside the local DC, or `panic`), and, detect-only, whether the node's
+ * rules would have refused the call (docs/proxy.md#guard-rails-ejection-cap-panic-detect-only).
+ */
+export function pushNodeMarkers(headers: string[], node: ProxyNode, use: NodeUse): void {
+  headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', degraded(node, use));
+  if (use.wouldRefuse) headers.push('x-circuit-would-refuse', 'true');
+}
+
+/** The node markers as raw head lines (for a head written on a socket). */
+export function nodeMarkerLines(node: ProxyNode, use: NodeUse): string {
+  const refuse = use.wouldRefuse ? 'x-circuit-would-refuse: true\r\n' : '';
+  return `x-node: ${node.id}\r\nx-dc: ${node.dc}\r\nx-degraded: ${degraded(node, use)}\r\n${refuse}`;
+}
+
+function degraded(node: ProxyNode, use: NodeUse): string {
+  if (use.panic) return 'panic';
+  return node.local ? 'false' : 'true';
+}
+
 /** What the walk reads the time from (the breaker service's injected clock), only when a force needs judging. */
 interface Clock {
   now(): number;

@@ -1,36 +1,13 @@
 /**
  * The proxy's errors, each with its stable code (rendered as a problem document by the HTTP
- * layer: `src/http/problem.ts`), and the node markers both transports write. Every error
- * text of `/proxy` lives here once.
+ * layer: `src/http/problem.ts`). Every error text of `/proxy` lives here once.
  */
 import { AppError } from '../domain/errors.js';
 import type { ShedReason } from './overload/concurrency-gate.js';
-import type { NodeUse } from './node-picker.js';
-import type { ProxyNode, Upstream } from './upstreams.js';
+import type { Upstream } from './upstreams.js';
 
 /** Methods the proxy forwards; TRACE and CONNECT are refused (RFC 9110 sections 9.3.6 and 9.3.8). */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'];
-
-/**
- * Add the marker fields of every node answer to a flat list: which node, which DC, whether
- * it is degraded (outside the local DC, or `panic`), and, detect-only, whether the node's
- * rules would have refused the call (docs/proxy.md#guard-rails-ejection-cap-panic-detect-only).
- */
-export function pushNodeMarkers(headers: string[], node: ProxyNode, use: NodeUse): void {
-  headers.push('x-node', node.id, 'x-dc', node.dc, 'x-degraded', degraded(node, use));
-  if (use.wouldRefuse) headers.push('x-circuit-would-refuse', 'true');
-}
-
-/** The node markers as raw head lines (for a head written on a socket). */
-export function nodeMarkerLines(node: ProxyNode, use: NodeUse): string {
-  const refuse = use.wouldRefuse ? 'x-circuit-would-refuse: true\r\n' : '';
-  return `x-node: ${node.id}\r\nx-dc: ${node.dc}\r\nx-degraded: ${degraded(node, use)}\r\n${refuse}`;
-}
-
-function degraded(node: ProxyNode, use: NodeUse): string {
-  if (use.panic) return 'panic';
-  return node.local ? 'false' : 'true';
-}
 
 /** The reason an attempt is cancelled when the caller hung up (never counted against a node). */
 export const CALLER_GONE = Object.assign(new Error('the caller hung up'), { code: 'CIRCUITLOG_CALLER_GONE' });
