@@ -2,7 +2,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, Transition } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
-import type { ProxyHooks, UpstreamConcurrency } from '../proxy/proxy-hooks.js';
+import type { ProxyHooks, UpstreamConcurrency } from '../proxy/proxy-call.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { CapCutoff, SnapshotReader } from '../store/snapshot-reader.js';
 import { isSlow } from '../domain/window.js';

@@ -1,5 +1,5 @@
 import type { Circuit, Transition } from '../domain/circuit.js';
-import type { ProxyHooks } from '../proxy/proxy-hooks.js';
+import type { ProxyHooks } from '../proxy/proxy-call.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
 import type { SnapshotReader } from '../store/snapshot-reader.js';
 import type { TransitionReader } from '../store/transition-reader.js';

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import type { ProxyHooks } from './proxy-hooks.js';
+import type { ProxyHooks } from './proxy-call.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, type ProxyNode, type Upstream } from './upstreams.js';
 

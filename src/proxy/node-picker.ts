@@ -3,7 +3,7 @@ import type { Admission, Circuit } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService, Clock as ServiceClock } from '../service/breaker-service.js';
 import { isAvailable, panicHolds, wouldRefuse } from './guard-rails.js';
-import type { ProxyHooks } from './proxy-hooks.js';
+import type { ProxyHooks } from './proxy-call.js';
 import type { ProxyNode, Upstream } from './upstreams.js';
 
 /**

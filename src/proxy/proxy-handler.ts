@@ -13,8 +13,11 @@ import {
   ProxyCall,
   takeSlot,
   waitForSlot,
+  reported,
   type CallParts,
+  type ProxyHooks,
   type ProxyInput,
+  type Report,
 } from './proxy-call.js';
 import {
   FORWARDED_METHODS,
@@ -24,7 +27,6 @@ import {
   upstreamTimeout,
   upstreamUnreachable,
 } from './proxy-errors.js';
-import { reported, type ProxyHooks, type Report } from './proxy-hooks.js';
 import { ReplayableBody } from './replayable-body.js';
 import type { Upstream } from './upstreams.js';
 import type { PanicWatches } from './node-picker.js';

@@ -6,12 +6,11 @@ import type { BreakerService, Clock } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { contextRequestId } from '../request-id.js';
 import { createProxyHandler, type ProxyHandler } from './proxy-handler.js';
-import type { ProxyHooks, UpstreamConcurrency } from './proxy-hooks.js';
+import { parseProxyTarget, type ProxyHooks, type UpstreamConcurrency } from './proxy-call.js';
 import { createUpgradeHandler, type UpgradeHandler } from './upgrade.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { buildUpstreams, ensureNodeCircuits, type Upstream } from './upstreams.js';
 import { PanicWatches, reportPanic } from './node-picker.js';
-import { parseProxyTarget } from './proxy-call.js';
 import { unknownUpstream } from './proxy-errors.js';
 
 /** What createApp needs to serve /proxy. */

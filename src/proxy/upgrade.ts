@@ -6,8 +6,16 @@ import { failover, type FailoverDeps } from './failover.js';
 import { upstreamRequestHeaders } from './upstream-client.js';
 import { offersWebSocket, serveWithoutUpgrade } from './ignore-upgrade.js';
 import { noNodeAvailable, upgradeNotSupported, upstreamTimeout, upstreamUnreachable } from './proxy-errors.js';
-import { admitTarget, ProxyCall, takeSlot, waitForSlot } from './proxy-call.js';
-import { report, reported, type ProxyHooks, type Report } from './proxy-hooks.js';
+import {
+  admitTarget,
+  ProxyCall,
+  type ProxyHooks,
+  type Report,
+  report,
+  reported,
+  takeSlot,
+  waitForSlot,
+} from './proxy-call.js';
 import { handshakeTransport } from './ws-handshake.js';
 import { relayAnswer, tunnel } from './ws-tunnel.js';
 import type { PanicWatches } from './node-picker.js';
