@@ -19,12 +19,14 @@ const caller = (i: number) => String(i).padStart(128, 'c'); // 128 characters, a
 // machine too). The bounds are still a fifth and under half of the 2.3 s stall this test caught.
 // Figures: docs/operations.md "Limits".
 const HEALTH_MAX_MS = { sqlite: 500, redis: 1_000 };
-// The issue asks 200 MiB. SQLite stays well under it (121 MiB on the quiet machine). On Redis,
-// seven quiet runs peaked at 134 to 153 MiB and once at 220 MiB: a batch's steps, each with its
-// own copy of the 1,000-caller table, live across the round trip to redis-server, so the garbage
-// is promoted and old space grows until a full collection. The Redis bound is therefore 256 MiB,
-// and docs/operations.md "Limits" reports the 200 MiB goal as not always met on Redis.
-const RSS_MAX_BYTES = { sqlite: 200 * 1024 * 1024, redis: 256 * 1024 * 1024 };
+// The issue asks 200 MiB, on both stores. Most of a Redis server's peak was its start: @redis/client's
+// `createClient` built a class of 800-odd command methods (and one for MULTI) per connection, some
+// 40 MiB of heap for the two, so it listened at 132 to 142 MiB where SQLite listens at 87 to 96
+// (the last test below keeps that away). Figures: docs/operations.md "Limits".
+const RSS_MAX_BYTES = 200 * 1024 * 1024;
+// How much more a server on Redis may hold at start than one on SQLite: a client library and two
+// connections (4 to 17 MiB more measured; 38 to 50 MiB when each connection built its command class).
+const REDIS_START_EXTRA_MAX_BYTES = 28 * 1024 * 1024;
 
 type Answer = { status: number; text: string };
 
@@ -171,7 +173,27 @@ describe.each<Setup>([{ store: 'sqlite' }, { store: 'redis' }])(
       expect(statuses).toEqual(new Set([200]));
       expect(timesMs.length).toBeGreaterThan(100);
       expect(Math.max(...timesMs)).toBeLessThan(HEALTH_MAX_MS[store]);
-      expect(peakRss).toBeLessThan(RSS_MAX_BYTES[store]);
+      expect(peakRss).toBeLessThan(RSS_MAX_BYTES);
     }, 120_000);
   },
 );
+
+describe('a server at start', () => {
+  it('holds at most 28 MiB more on Redis than on SQLite (no command class built per connection)', async () => {
+    redis ??= await startRedis();
+    const atListening = async (env: Record<string, string>) => {
+      const server = await startServer(env);
+      try {
+        return rssBytes(server.child.pid!);
+      } finally {
+        await server.stop('SIGKILL');
+      }
+    };
+    const sqlite = await atListening({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite') });
+    const onRedis = await atListening({ CIRCUITLOG_STORE: redis.url(2) });
+    console.log(
+      `RSS at listening: sqlite ${(sqlite / 2 ** 20).toFixed(0)} MiB, redis ${(onRedis / 2 ** 20).toFixed(0)} MiB`,
+    );
+    expect(onRedis - sqlite).toBeLessThan(REDIS_START_EXTRA_MAX_BYTES);
+  }, 60_000);
+});

@@ -1,6 +1,5 @@
-import { createClient } from '@redis/client';
 import type { Logger } from 'pino';
-import type { RedisConnection } from './connect.js';
+import { newRedisClient, type RedisConnection } from './redis-client.js';
 import type { ShardChannels, ShardHandlers } from './shard-watch.js';
 import { SHARD_TAGS, slotOf } from './shards.js';
 import type { TlsSocket } from './tls-options.js';
@@ -147,13 +146,12 @@ export class ClusterSubscriber implements ShardChannels {
     const held = this.links.get(address);
     if (held !== undefined && !held.dead) return held;
     const scheme = this.tlsSocket.tls ? 'rediss' : 'redis';
-    const client = createClient({
+    const client = newRedisClient({
       url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
-      RESP: 2,
       ...this.auth,
       name: 'circuitlog-changes',
       socket: { ...this.tlsSocket, connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: false },
-    }) as unknown as RedisConnection;
+    });
     const link: NodeLink = { address, client, connected: client.connect(), shards: new Set(), dead: false };
     link.connected.catch(() => {}); // each shard's attempt sees the failure itself
     const down = () => this.down(link);

@@ -1,11 +1,10 @@
 import tls from 'node:tls';
-import { createClient, type RedisClientType } from '@redis/client';
 import type { Logger } from 'pino';
 import { permanentStartFailure, RedisStartError, speaksPlainRedis } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
+import { newRedisClient, type RedisConnection } from './redis-client.js';
 
-/** A Redis connection as the store uses it (RESP2: plain arrays, strings and integers). */
-export type RedisConnection = RedisClientType<Record<string, never>, Record<string, never>, Record<string, never>, 2>;
+export type { RedisConnection } from './redis-client.js';
 
 export interface ConnectOptions {
   readonly url: string;
@@ -41,9 +40,8 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
   };
   const bare = new URL(options.url);
   bare.search = ''; // the tls_* options: in `options.tls`
-  const client = createClient({
+  const client = newRedisClient({
     url: bare.toString(),
-    RESP: 2,
     name: options.name,
     disableOfflineQueue: options.failFastOffline,
     socket: {
@@ -64,7 +62,7 @@ export async function connectRedis(options: ConnectOptions): Promise<RedisConnec
         return Math.min(50 * 2 ** Math.min(retries, 5), RECONNECT_MAX_DELAY_MS);
       },
     },
-  }) as unknown as RedisConnection;
+  });
   client.on('error', (error: Error) => onClientError(client, state, url, options, error));
   client.on('ready', () => {
     if (state.reported)

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../../domain/errors.js';
-import type { RedisConnection } from './connect.js';
+import type { RedisConnection } from './redis-client.js';
 
 /**
  * Where commands go: one connection (plain Redis, Sentinel), or a Cluster client that sends each

@@ -1,7 +1,6 @@
 import net from 'node:net';
-import { createClient } from '@redis/client';
 import type { Logger } from 'pino';
-import type { RedisConnection } from './connect.js';
+import { newRedisClient, type RedisConnection } from './redis-client.js';
 import type { SentinelUrl } from './sentinel-url.js';
 import { permanentStartFailure, RedisStartError } from './start-errors.js';
 import type { TlsSocket } from './tls-options.js';
@@ -24,12 +23,11 @@ function sentinelClient(
     ...(url.sentinelUsername === '' ? {} : { username: url.sentinelUsername }),
     ...(url.sentinelPassword === '' ? {} : { password: url.sentinelPassword }),
   };
-  const client = createClient({
+  const client = newRedisClient({
     url: `${url.tls ? 'rediss' : 'redis'}://${where}:${port}`,
-    RESP: 2,
     socket: { ...socket, ...(url.tls ? (tlsSocket ?? { tls: true as const }) : {}) },
     ...auth,
-  }) as unknown as SentinelClient;
+  });
   client.on('error', () => {}); // a sentinel down is expected: the others answer
   return client;
 }
