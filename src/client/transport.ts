@@ -4,6 +4,7 @@
  */
 
 import type { CircuitState } from '../domain/circuit.js';
+import type { OutcomeKind } from '../domain/outcome-kind.js';
 
 /** A circuit as circuitlog's JSON shows it (snake_case, as in docs/api.md). */
 export type CircuitJson = Readonly<Record<string, unknown>> & { readonly state?: CircuitState };
@@ -24,10 +25,16 @@ export type AllowedAnswer =
       readonly scope?: 'caller';
     };
 
-/** One item of `POST /outcomes`. */
+/** One item of `POST /outcomes`: `success`, or (issue 29) a `kind` with its detail. */
 export interface OutcomeItem {
   readonly circuit: string;
-  readonly success: boolean;
+  readonly success?: boolean;
+  /** Why the call ended, when it was neither a plain success nor a plain failure (then `success` is left out). */
+  readonly kind?: OutcomeKind;
+  /** With kind `throttled`: the seconds the dependency asked for. */
+  readonly retry_after_seconds?: number;
+  /** With kind `caller_deadline`: the caller's deadline, in ms. */
+  readonly deadline_ms?: number;
   readonly duration_ms?: number;
   /** When the call ended (RFC 3339); circuitlog applies an outcome older than the circuit's last state change as a late one. */
   readonly at?: string;
