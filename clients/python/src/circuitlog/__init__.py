@@ -8,9 +8,11 @@ See docs/client.md ("Python") in the circuitlog repository.
 """
 
 from ._async import AsyncClient
+from ._classify import Classification
 from ._core import Connection
 from ._domain import BackoffPolicy, Policy, WindowPolicy
 from ._errors import (
+    CallDeadlineError,
     CallTimeoutError,
     CircuitlogError,
     CircuitlogRequestError,
@@ -25,12 +27,14 @@ from ._wire import TransitionEvent
 __all__ = [
     "AsyncClient",
     "BackoffPolicy",
+    "CallDeadlineError",
     "CallTimeoutError",
     "CircuitOpenError",
     "CircuitThrottledError",
     "CircuitlogError",
     "CircuitlogRequestError",
     "CircuitlogUnavailableError",
+    "Classification",
     "Client",
     "ClientClosedError",
     "Connection",

@@ -22,8 +22,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, Protocol, TypeVar, Union
 
+import httpx
+
 from . import _domain as d
+from ._classify import CANCELLED, SUCCESS, Classification, Classify, counts_locally, verdict_of
 from ._errors import (
+    CallDeadlineError,
     CallTimeoutError,
     CircuitlogRequestError,
     CircuitlogUnavailableError,
@@ -63,7 +67,9 @@ if TYPE_CHECKING:
 
         fallback: Callable[[Exception], Any]
         timeout: float | None
+        deadline: float | None
         is_failure: IsFailure | None
+        classify: Classify | None
 
 
 log = logging.getLogger("circuitlog")
@@ -128,16 +134,16 @@ def options_from(url: str, kwargs: dict[str, Any]) -> Options:
     return o
 
 
-def classify(error: BaseException | None, result: Any, is_failure: IsFailure | None) -> tuple[bool, Exception | None]:
-    """(failed, error raised by is_failure). A timed-out call is a failure whatever ``is_failure`` says."""
-    if isinstance(error, CallTimeoutError):
-        return True, None
-    if is_failure is None:
-        return error is not None, None
-    try:
-        return bool(is_failure(error, None if error is not None else result)), None
-    except Exception as exc:
-        return True, exc
+def call_limit(name: str, timeout: float | None, deadline: float | None) -> tuple[float, Exception] | None:
+    """The limit a call runs under and the error past it: the client's ``timeout`` (a failure) or the
+    caller's ``deadline`` (``caller_deadline``), whichever is shorter; None for neither."""
+    if deadline is not None and not (
+        isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and 0 < deadline < float("inf")
+    ):
+        raise TypeError("call(): deadline must be a finite number of seconds > 0")
+    if deadline is not None and (timeout is None or deadline < timeout):
+        return deadline, CallDeadlineError(name, deadline)
+    return None if timeout is None else (timeout, CallTimeoutError(name, timeout))
 
 
 class _Forkable(Protocol):
@@ -490,10 +496,26 @@ class Core:
         self.throttles[name] = (t.window_seconds, counts)
         return counts
 
-    def push(self, name: str, success: bool, duration_ms: float | None) -> bool:
-        """Under lock: queue an outcome; wakes the flusher (and returns True) when it has work."""
+    def push(self, name: str, outcome: bool | Classification, duration_ms: float | None) -> bool:
+        """Under lock: queue an outcome (a success, or a kind); wakes the flusher (True) when it has work."""
         entry = self.entries.get(name)
-        if self.reachable and entry is not None and entry.forced is None and entry.state == "closed":
+        success: bool | None
+        wire: bool | dict[str, object]
+        if isinstance(outcome, bool):
+            success, wire = outcome, outcome
+        else:
+            # What this client's own accounting sees: a success, a failure, or nothing (a cancellation,
+            # a short deadline, a cool-down); on the wire a plain success or failure stays ``success``.
+            success = counts_locally(outcome, duration_ms, entry.json if entry is not None else None)
+            kind = outcome.kind
+            wire = kind == "success" if kind in ("success", "failure") else outcome.wire()
+        if (
+            success is not None
+            and self.reachable
+            and entry is not None
+            and entry.forced is None
+            and entry.state == "closed"
+        ):
             t = throttle_from((entry.json or {}).get("throttle"))
             if t is not None:
                 now = self.clock_ms()
@@ -502,12 +524,12 @@ class Core:
                     d.count_request(t, self._throttle_counts(name, t), success, now),
                 )
         if not self.reachable:
-            entry = self.entries.get(name)
-            self.local.record(name, success, duration_ms, *self._known(entry))
+            if success is not None:
+                self.local.record(name, success, duration_ms, *self._known(entry))
             while len(self.items) >= self.options.max_queued_outcomes:
                 self.items.popleft()  # offline: a bounded buffer, the oldest go first
                 self.counts["outcomes_dropped"] += 1
-        self.items.append((name, success, duration_ms, self.wall()))
+        self.items.append((name, wire, duration_ms, self.wall()))
         n = len(self.items)
         if n == 1 or n == self.options.flush_at:
             self.wake()
@@ -626,16 +648,19 @@ class Core:
         result: Any,
         is_failure: IsFailure | None,
         fallback: Callable[[Exception], Any] | None,
+        classify: Classify | None = None,
     ) -> Any:
         """A call ended (``started``: its ``time.perf_counter()``): queue its outcome, then return its
-        result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or is_failure's)."""
+        result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or the
+        classifier's). What is recorded: ``_classify.verdict_of``."""
         duration_ms = (time.perf_counter() - started) * 1000
-        if error is None and is_failure is None:
-            failed, classifier_error = False, None  # the common case, without a call to classify
+        verdict: Classification
+        if error is None and is_failure is None and classify is None and not isinstance(result, httpx.Response):
+            verdict, classifier_error = SUCCESS, None  # the common case, without a call to classify
         else:
-            failed, classifier_error = classify(error, result, is_failure)
+            verdict, classifier_error = verdict_of(error, result, classify, is_failure, self.clock_ms())
         with self.lock:
-            self.push(name, not failed, duration_ms)
+            self.push(name, verdict, duration_ms)
         if classifier_error is not None:
             raise classifier_error
         if error is None:
@@ -643,6 +668,11 @@ class Core:
         if fallback is not None:
             return fallback(error)
         raise error
+
+    def cancelled(self, name: str, started: float) -> None:
+        """``AsyncClient``: the call's task was cancelled (the caller went away): recorded as ``cancelled``."""
+        with self.lock:
+            self.push(name, CANCELLED, (time.perf_counter() - started) * 1000)
 
     def lookup(self, name: str, new_done: Callable[[], E]) -> tuple[SharedLookup[E] | None, bool]:
         """Under lock: a call the view could not decide. (None, _): decided here (offline: by the local

@@ -103,3 +103,16 @@ class ClientClosedError(CircuitlogError, RuntimeError):
     """The client was closed; it accepts no new calls."""
 
     code = "CLIENT_CLOSED"
+
+
+class CallDeadlineError(CircuitlogError, TimeoutError):
+    """The caller's own ``deadline`` passed before the call ended (recorded as ``caller_deadline``)."""
+
+    code = "CALL_DEADLINE"
+
+    def __init__(self, circuit: str, deadline: float):
+        self.circuit = circuit
+        self.deadline = deadline
+        #: The deadline in ms, as the outcome reports it.
+        self.deadline_ms = max(1, round(deadline * 1000))
+        super().__init__(f"Call on circuit '{circuit}' passed its caller's deadline of {deadline} s.")

@@ -169,15 +169,21 @@ def rfc3339(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-# A queued outcome: (circuit, success, duration in ms or None, epoch seconds when it happened).
-Outcome = tuple[str, bool, Optional[float], float]
+# A queued outcome: (circuit, success or another kind's wire fields, duration in ms or None, epoch
+# seconds when it happened). A plain success or failure goes as ``success``; another kind (issue 29)
+# as ``kind`` with its detail and no ``success``.
+Outcome = tuple[str, Union[bool, dict[str, object]], Optional[float], float]
 
 
 def outcomes_body(batch: list[Outcome], with_at: bool = True, caller: str | None = None) -> bytes:
     """``POST /outcomes``'s body; each item names ``caller`` when given (the client's caller id)."""
     items = []
     for name, success, duration_ms, at in batch:
-        item: dict[str, object] = {"circuit": name, "success": success}
+        item: dict[str, object] = {"circuit": name}
+        if isinstance(success, bool):
+            item["success"] = success
+        else:
+            item.update(success)
         if caller is not None:
             item["caller"] = caller
         if with_at:
