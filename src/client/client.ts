@@ -71,6 +71,7 @@ export class CircuitlogClient {
       clock,
       failOpen: settings.failOpen,
       caller: this.caller,
+      random: settings.random,
     });
     this.queue = new OutcomeQueue(settings.queue, this.queueHooks());
     this.stream = new StreamKeeper(transport, this.streamHooks(), settings.reconnectMaxDelayMs);
@@ -94,7 +95,7 @@ export class CircuitlogClient {
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
       if (this.admission.admitsHere(name, true)) {
-        const throttled = this.admission.throttleHere(name);
+        const throttled = this.admission.refusalHere(name);
         if (throttled !== null) {
           if (options.fallback !== undefined) return await options.fallback(throttled);
           throw throttled;
@@ -119,7 +120,7 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
-    if (this.admission.admitsHere(name, false)) return this.admission.throttleHere(name) === null;
+    if (this.admission.admitsHere(name, false)) return this.admission.refusalHere(name) === null;
     try {
       await this.admission.admitRemotely(name);
       return true;

@@ -20,7 +20,9 @@ export type { ConnectionState } from './view.js';
 export {
   CallTimeoutError,
   CircuitOpenError,
+  CircuitRampingError,
   CircuitThrottledError,
+  DependencyThrottledError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
   ClientClosedError,

@@ -23,6 +23,10 @@ export type AllowedAnswer =
       readonly throttled?: { readonly probability: number };
       /** `caller`: only this client's caller is refused (isolated by failures of its own). */
       readonly scope?: 'caller';
+      /** The dependency asked for less load (`DEPENDENCY_THROTTLED`): the cool-down in force, epoch ms. */
+      readonly coolDown?: { readonly until: number; readonly scope: 'circuit' | 'caller' };
+      /** Above a ramping circuit's share (`CIRCUIT_RAMPING`): the share, and the ramp's end (epoch ms) if named. */
+      readonly ramping?: { readonly percent: number; readonly rampUntil: number | null };
     };
 
 /** One item of `POST /outcomes`: `success`, or (issue 29) a `kind` with its detail. */
@@ -53,8 +57,14 @@ export interface TransitionEvent {
   readonly at: string;
   /** The callers an event names (caller_isolated, caller_released, trip_withheld), when it names any. */
   readonly callers?: readonly string[];
-  /** caller_isolated: when the caller's open time ends (ISO 8601). */
+  /** caller_isolated: when the caller's open time ends; cool_down: when the cool-down ends (ISO 8601). */
   readonly until?: string;
+  /** cool_down, cool_down_ended: whose cool-down (`circuit`: everyone's; `caller`: the callers named). */
+  readonly scope?: 'circuit' | 'caller';
+  /** cool_down_ended, and half_open -> closed, under a policy that ramps: when the ramp ends (ISO 8601). */
+  readonly rampUntil?: string;
+  /** cool_down: the seconds the dependency asked for. */
+  readonly retryAfterSeconds?: number;
 }
 
 /**
