@@ -18,8 +18,10 @@ from ._errors import (
     CircuitlogRequestError,
     CircuitlogUnavailableError,
     CircuitOpenError,
+    CircuitRampingError,
     CircuitThrottledError,
     ClientClosedError,
+    DependencyThrottledError,
 )
 from ._sync import Client
 from ._wire import TransitionEvent
@@ -30,6 +32,7 @@ __all__ = [
     "CallDeadlineError",
     "CallTimeoutError",
     "CircuitOpenError",
+    "CircuitRampingError",
     "CircuitThrottledError",
     "CircuitlogError",
     "CircuitlogRequestError",
@@ -38,6 +41,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "Connection",
+    "DependencyThrottledError",
     "Policy",
     "TransitionEvent",
     "WindowPolicy",

@@ -32,10 +32,12 @@ from ._errors import (
     CircuitlogRequestError,
     CircuitlogUnavailableError,
     CircuitOpenError,
+    CircuitRampingError,
     CircuitThrottledError,
     ClientClosedError,
+    DependencyThrottledError,
 )
-from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
+from ._local import Json, LocalBreakers, cooling_in, parse_time_ms, ramp_share, throttle_from
 from ._names import check_name, checked_caller
 from ._sse import SseMessage, SseParser
 from ._wire import (
@@ -200,6 +202,8 @@ class Entry:
     """A circuit in the local view: a snapshot (its first GET /allowed) kept current by the stream."""
 
     __slots__ = (
+        "cool_scope",
+        "cool_until",
         "event_seq",
         "forced",
         "generation",
@@ -208,6 +212,7 @@ class Entry:
         "json",
         "local_ok",
         "policy_due_at",
+        "ramp_until",
         "refused_until",
         "retry_at",
         "state",
@@ -226,11 +231,36 @@ class Entry:
         self.isolated = False
         self.isolated_until = 0.0  # epoch ms until which the isolation refuses calls without asking
         self.local_ok = True
+        #: Epoch ms until which the dependency's cool-down refuses this client's calls (issue 29; 0: none known).
+        self.cool_until = 0.0
+        self.cool_scope: Literal["circuit", "caller"] = "circuit"
+        #: Epoch ms when the circuit's ramp ends (None: none known); its share comes from the policy's ``ramp``.
+        self.ramp_until: float | None = None
 
     def update(self) -> None:
         self.local_ok = self.forced == "closed" or (
             self.forced is None and self.state == "closed" and not self.isolated
         )
+
+    def learn(self, json: Json, caller: str) -> None:
+        """A snapshot's cool-down (the circuit's, or ``caller``'s) and ramp replace what was known."""
+        self.cool_until, self.cool_scope = cooling_in(json, caller)
+        if "ramp_until" in json:
+            self.ramp_until = parse_time_ms(json.get("ramp_until"))
+
+    def cool_or_ramp(self, event: TransitionEvent, caller: str) -> None:
+        """Issue 29's events: a cool-down for everyone or ``caller`` begins or ends; a ramp begins."""
+        mine = event.scope == "circuit" or caller in event.callers
+        if event.reason == "cool_down" and mine:
+            until = parse_time_ms(event.until)
+            if until is not None:
+                self.cool_until, self.cool_scope = until, ("caller" if event.scope == "caller" else "circuit")
+        elif event.reason == "cool_down_ended" and mine:
+            self.cool_until = 0.0
+        if event.ramp_until is not None and (mine if event.reason == "cool_down_ended" else event.to_state == "closed"):
+            until = parse_time_ms(event.ramp_until)
+            if until is not None:
+                self.ramp_until = until
 
     def isolate(self, until_ms: float | None) -> None:
         """Isolated until ``until_ms`` (epoch ms; then one probe is asked for), or released (None)."""
@@ -370,6 +400,7 @@ class Core:
             entry.isolate(parse_time_ms(event.until) or 0.0)
         elif self.caller in event.callers and event.reason == "caller_released":
             entry.isolate(None)
+        entry.cool_or_ramp(event, self.caller)
         entry.update()
 
     def emit(self, event: TransitionEvent) -> None:
@@ -395,6 +426,10 @@ class Core:
         if name not in self.entries:
             check_name(name)
         entry = self.entries.setdefault(name, Entry())
+        # A cool-down the view knows stands without asking, even while circuitlog is unreachable.
+        cooling = self.cooling(name, entry, local=False)
+        if cooling is not None:
+            raise cooling
         if entry.generation == self.trusted_generation and entry.refused_until > self.clock_ms():
             raise CircuitOpenError(name, entry.effective_state, entry.retry_at, forced=entry.forced == "open")
         # Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
@@ -420,8 +455,19 @@ class Core:
                 entry.json = answer.circuit
                 # Still listed while its probe runs; released by caller_released (or the next snapshot).
                 entry.isolate(isolation_in(answer.circuit, self.caller))
+                entry.learn(answer.circuit, self.caller)
             entry.policy_due_at = now + (UNKNOWN_POLICY_REFRESH_MS if entry.json is None else POLICY_REFRESH_MS)
         entry.generation = generation if self.stream_up and self.generation == generation else -1
+        if isinstance(answer, Refused) and answer.cool_down is not None:
+            entry.cool_until, entry.cool_scope = answer.cool_down  # refused here until then, without asking
+            raise DependencyThrottledError(
+                name, entry.cool_until, now, scope=entry.cool_scope, caller=self.caller, state=answer.state
+            )
+        if isinstance(answer, Refused) and answer.ramping is not None:
+            percent, ramp_until = answer.ramping  # refused alone: the next call may be admitted
+            if ramp_until is not None:
+                entry.ramp_until = ramp_until
+            raise CircuitRampingError(name, percent, ramp_until, now)
         if isinstance(answer, Refused) and answer.throttled is not None:
             # A throttled call is refused alone: the next one may be admitted, so nothing is kept.
             raise CircuitThrottledError(name, answer.throttled, answer.retry_at)
@@ -458,6 +504,7 @@ class Core:
             return
         if json is not None:
             entry.json = json
+            entry.learn(json, self.caller)
         entry.policy_due_at = self.clock_ms() + (UNKNOWN_POLICY_REFRESH_MS if json is None else POLICY_REFRESH_MS)
 
     def state(self, name: str) -> str | None:
@@ -470,12 +517,42 @@ class Core:
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def throttle_locally(self, name: str, entry: Entry) -> CircuitThrottledError | None:
-        """Under lock: the soft throttle on a circuit closed in the view (not forced), over this client's own calls.
+    def cooling(self, name: str, entry: Entry, local: bool) -> DependencyThrottledError | None:
+        """The cool-down in force for this client (the circuit's, or its caller's), as the error to raise."""
+        now = self.clock_ms()
+        if entry.cool_until <= now or entry.forced is not None:
+            return None
+        if local:
+            self.counts["throttled_locally"] += 1
+        return DependencyThrottledError(
+            name,
+            entry.cool_until,
+            now,
+            scope=entry.cool_scope,
+            caller=self.caller,
+            local=local,
+            state=entry.effective_state,
+        )
+
+    def throttle_locally(self, name: str, entry: Entry) -> CircuitOpenError | None:
+        """Under lock, on a circuit closed in the view (not forced): the dependency's cool-down, the ramp's
+        draw (issue 29), then the soft throttle over this client's own calls.
 
         Requests are the calls run (counted when their outcome is pushed) plus the ones refused here;
         accepts are the successes (docs/api.md "Soft throttling"). The refusal to raise, or None.
         """
+        if entry.forced is not None:
+            return None
+        if entry.cool_until:
+            cooling = self.cooling(name, entry, local=True)
+            if cooling is not None:
+                return cooling
+        if entry.json is not None and entry.json.get("ramp") is not None:
+            now = self.clock_ms()
+            share = ramp_share(entry.json, entry.ramp_until, entry.cool_until, now)
+            if share is not None and not d.ramp_admits(share[0], self.random()):
+                self.counts["throttled_locally"] += 1
+                return CircuitRampingError(name, share[0], share[1], now, local=True)
         t = throttle_from((entry.json or {}).get("throttle")) if entry.forced is None else None
         if t is None:
             return None
