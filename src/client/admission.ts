@@ -73,18 +73,22 @@ export class Admission {
   refusalHere(name: string): CircuitOpenError | null {
     const entry = this.deps.view.get(name);
     if (entry === undefined || entry.forced !== null) return null;
-    const cooling = this.coolingHere(name, entry, true);
-    if (cooling !== null) return cooling;
-    const now = this.deps.clock();
-    const ramp = rampShare(entry, now);
-    if (ramp !== null && !rampAdmits(ramp.percent, this.deps.random())) {
-      this.counts.throttledLocally++;
-      return new CircuitRampingError(name, ramp.percent, ramp.until, now, { local: true });
+    if (entry.coolUntil !== 0) {
+      const cooling = this.coolingHere(name, entry, true);
+      if (cooling !== null) return cooling;
+    }
+    if (entry.json?.ramp != null) {
+      const now = this.deps.clock();
+      const ramp = rampShare(entry, now);
+      if (ramp !== null && !rampAdmits(ramp.percent, this.deps.random())) {
+        this.counts.throttledLocally++;
+        return new CircuitRampingError(name, ramp.percent, ramp.until, now, { local: true });
+      }
     }
     const decision = this.deps.throttles.decide(name, entry.json);
     if (!decision.throttled) return null;
     this.counts.throttledLocally++;
-    return new CircuitThrottledError(name, decision.probability, now + THROTTLE_RETRY_AFTER_MS, {
+    return new CircuitThrottledError(name, decision.probability, this.deps.clock() + THROTTLE_RETRY_AFTER_MS, {
       local: true,
     });
   }
