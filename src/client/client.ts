@@ -217,10 +217,15 @@ export class CircuitlogClient {
       thrown = { error };
     }
     const durationMs = performance.now() - started;
-    const verdict = verdictOf(
-      { thrown, result, signal, deadlineMs: options.deadlineMs, durationMs, now: this.clock() },
-      options,
-    );
+    // The common case, a plain result with no classifier, without building the classifier's input.
+    const plain =
+      thrown === null &&
+      options.classify === undefined &&
+      options.isFailure === undefined &&
+      (typeof result !== 'object' || result === null);
+    const verdict = plain
+      ? SUCCESS
+      : verdictOf({ thrown, result, signal, deadlineMs: options.deadlineMs, durationMs, now: this.clock() }, options);
     this.recordOutcome(name, verdict, durationMs);
     if (verdict.classifierError !== undefined) throw verdict.classifierError;
     if (thrown === null) return result as Awaited<T>;
@@ -242,6 +247,17 @@ export class CircuitlogClient {
     // (older than the circuit's last state change) from a fresh one.
     const at = isoTime(this.clock());
     const caller = this.caller;
+    const { kind } = verdict;
+    if (kind === 'success' || kind === 'failure') {
+      const ok = kind === 'success';
+      this.queue.push(
+        durationMs === undefined
+          ? { circuit: name, success: ok, at, caller }
+          : { circuit: name, success: ok, duration_ms: round3(durationMs), at, caller },
+        offline,
+      );
+      return;
+    }
     const duration = durationMs === undefined ? {} : { duration_ms: round3(durationMs) };
     this.queue.push({ circuit: name, ...outcomeWire(verdict), ...duration, at, caller }, offline);
   }
