@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, Protocol, Typ
 import httpx
 
 from . import _domain as d
-from ._classify import CANCELLED, SUCCESS, Classification, Classify, counts_locally, verdict_of
+from ._classify import CANCELLED, FAILURE, SUCCESS, Classification, Classify, counts_locally, verdict_of
 from ._errors import (
     CallDeadlineError,
     CallTimeoutError,
@@ -580,6 +580,8 @@ class Core:
         wire: bool | dict[str, object]
         if isinstance(outcome, bool):
             success, wire = outcome, outcome
+        elif (outcome is SUCCESS or outcome is FAILURE) and (entry is None or "count_as" not in (entry.json or ())):
+            success = wire = outcome is SUCCESS  # the common case, without a call
         else:
             # What this client's own accounting sees: a success, a failure, or nothing (a cancellation,
             # a short deadline, a cool-down); on the wire a plain success or failure stays ``success``.
