@@ -8,12 +8,12 @@ so the two cannot drift apart. Times are epoch milliseconds; nothing here reads 
 
 from __future__ import annotations
 
+import calendar
 import email.utils
 import math
 import random as _random
 import re
 from dataclasses import dataclass, field, replace
-from datetime import timezone
 from typing import Callable, Literal, Optional, Union
 
 State = Literal["closed", "open", "half_open"]
@@ -481,13 +481,14 @@ def retry_after_seconds(value: str | None, now: float) -> int | None:
         return int(v)
     if not _HTTP_DATE.match(v):
         return None
-    try:
-        at = email.utils.parsedate_to_datetime(v)
-    except (TypeError, ValueError, IndexError):
+    t = email.utils.parsedate_tz(v)
+    if t is None or not 1 <= t[2] <= 31:
         return None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)  # an HTTP-date is GMT (RFC 9110 section 5.6.7)
-    return max(0, math.ceil((at.timestamp() * 1000 - now) / 1000))
+    # As JavaScript's Date.parse reads it (the TypeScript side's rule): a day past the month's end
+    # rolls over (31 Feb is 3 Mar), which calendar.timegm does too. An HTTP-date is GMT (RFC 9110
+    # section 5.6.7): no zone is +0000.
+    at_s = calendar.timegm((t[0], t[1], t[2], t[3], t[4], t[5])) - (t[9] or 0)
+    return max(0, math.ceil((at_s * 1000 - now) / 1000))
 
 
 def ramp_percent(ramp_until: float | None, seconds: float, start_percent: float, now: float) -> float:
