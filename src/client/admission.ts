@@ -112,7 +112,7 @@ export class Admission {
     if (view.get(name) === undefined) checkName(name);
     const known = view.get(name);
     // A cool-down the view knows stands without asking, even while circuitlog is unreachable.
-    const cooling = known === undefined ? null : this.coolingHere(name, known, false);
+    const cooling = known === undefined ? null : this.coolingHere(name, known, !link.reachable);
     if (cooling !== null) throw cooling;
     if (!link.reachable) return this.admitOffline(name);
     const before = view.getOrCreate(name);

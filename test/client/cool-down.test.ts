@@ -106,6 +106,17 @@ describe('the dependency’s cool-down', () => {
     expect(client.state('svc')).toBe('closed');
   });
 
+  it('keeps refusing during a known cool-down while circuitlog is unreachable, then the local breaker decides', async () => {
+    const { transport, client, clock } = await connected({ cool_until: iso(T0 + 5_000) });
+    await client.call('svc', async () => 'snapshot');
+    transport.goDown();
+    await vi.waitFor(() => expect(client.connection).toBe('offline'));
+    expect(await refusal(client.call('svc', ran))).toMatchObject({ code: 'DEPENDENCY_THROTTLED', local: true });
+    clock.now = T0 + 5_000;
+    expect(await client.call('svc', ran)).toBe('ran');
+    expect(client.stats().offlineDecisions).toBe(1);
+  });
+
   it('keeps circuitlog’s dependency-throttled answer until its cool_until, then asks again', async () => {
     const { transport, client, clock } = await connected(null);
     transport.stream!.drop(); // syncing: every call asks circuitlog

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -98,6 +99,18 @@ def test_follows_the_cool_down_events_for_the_circuit_and_for_this_caller_only()
     v.now = T0 + 3_000
     assert v.call() is None
     assert v.core.state("svc") == "closed"
+
+
+def test_keeps_refusing_during_a_known_cool_down_while_circuitlog_is_unreachable() -> None:
+    v = View({"cool_until": iso(T0 + 5_000)})
+    with v.core.lock:
+        v.core.set_link(False, False)  # offline
+        with pytest.raises(DependencyThrottledError) as refused:
+            v.core.lookup("svc", threading.Event)
+        assert refused.value.local is True
+        v.now = T0 + 5_000
+        assert v.core.lookup("svc", threading.Event) == (None, False)  # the local breaker admits
+    assert v.core.counts["offline_decisions"] == 1
 
 
 def test_keeps_circuitlogs_dependency_throttled_answer_until_its_cool_until() -> None:

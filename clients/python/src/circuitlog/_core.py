@@ -427,7 +427,7 @@ class Core:
             check_name(name)
         entry = self.entries.setdefault(name, Entry())
         # A cool-down the view knows stands without asking, even while circuitlog is unreachable.
-        cooling = self.cooling(name, entry, local=False)
+        cooling = self.cooling(name, entry, local=not self.reachable)
         if cooling is not None:
             raise cooling
         if entry.generation == self.trusted_generation and entry.refused_until > self.clock_ms():
