@@ -31,6 +31,12 @@ export interface ViewEntry {
   isolated: boolean;
   /** Epoch ms until which the isolation refuses calls without asking (0: not isolated). */
   isolatedUntil: number;
+  /** Epoch ms until which the dependency's cool-down refuses this client's calls (issue 29; 0: none known). */
+  coolUntil: number;
+  /** Whose cool-down `coolUntil` is: everyone's, or this client's caller's. */
+  coolScope: 'circuit' | 'caller';
+  /** Epoch ms when the circuit's ramp ends (null: none known); its share comes from the policy's `ramp`. */
+  rampUntil: number | null;
 }
 
 const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
@@ -85,6 +91,9 @@ export class CircuitView {
         retryAt: 0,
         isolated: false,
         isolatedUntil: 0,
+        coolUntil: 0,
+        coolScope: 'circuit',
+        rampUntil: null,
       };
       this.entries.set(name, entry);
       this.newest = name;
@@ -104,6 +113,24 @@ export class CircuitView {
     if (this.caller !== undefined && event.callers?.includes(this.caller)) {
       if (event.reason === 'caller_isolated') isolate(entry, event.until === undefined ? 0 : Date.parse(event.until));
       else if (event.reason === 'caller_released') isolate(entry, null);
+    }
+    this.coolOrRamp(entry, event);
+  }
+
+  /** Issue 29's events: a cool-down for everyone or this caller begins or ends; a ramp begins. */
+  private coolOrRamp(entry: ViewEntry, event: TransitionEvent): void {
+    const mine =
+      event.scope === 'circuit' || (this.caller !== undefined && event.callers?.includes(this.caller) === true);
+    if (event.reason === 'cool_down' && mine && event.until !== undefined) {
+      const until = Date.parse(event.until);
+      if (Number.isFinite(until)) {
+        entry.coolUntil = until;
+        entry.coolScope = event.scope === 'caller' ? 'caller' : 'circuit';
+      }
+    } else if (event.reason === 'cool_down_ended' && mine) entry.coolUntil = 0;
+    if (event.rampUntil !== undefined && (event.reason === 'cool_down_ended' ? mine : event.to === 'closed')) {
+      const until = Date.parse(event.rampUntil);
+      if (Number.isFinite(until)) entry.rampUntil = until;
     }
   }
 }
