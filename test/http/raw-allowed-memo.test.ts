@@ -36,7 +36,7 @@ async function served(): Promise<string> {
 }
 
 describe('the raw GET /allowed target memo', () => {
-  it('checks a target's name once however often it is asked', async () => {
+  it("checks a target's name once however often it is asked", async () => {
     const url = await served();
     names.checked.length = 0;
     for (let i = 0; i < 5; i++) {
