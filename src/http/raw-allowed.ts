@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { circuitNameProblem } from '../domain/circuit-name.js';
+import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from '../domain/circuit-name.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { refusalError } from '../service/open-error.js';
 import { problemParts } from './problem.js';
@@ -51,10 +51,9 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
   const { breaker, guard } = deps;
   return (incoming, outgoing) => {
     const target = incoming.url;
-    if (incoming.method !== 'GET' || target === undefined || !target.startsWith(PREFIX) || !target.endsWith(SUFFIX))
-      return false;
-    const name = target.slice(PREFIX.length, -SUFFIX.length);
-    if (name === '' || /[/?#%]/.test(name) || circuitNameProblem(name) !== null) return false;
+    if (incoming.method !== 'GET' || target === undefined) return false;
+    const name = plainAllowedName(target);
+    if (name === null) return false;
     const header = rawHeaderReader(incoming);
     if (guard('GET', target, header) !== null) return false;
     const decision = breaker.peekAllowed(name);
@@ -76,6 +75,35 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
       circuit.forcedState === 'closed' ? detectOnlyText(circuit, verdict, now) : allowedText(circuit, now),
     );
   };
+}
+
+/**
+ * The circuit of a plain `/circuits/{name}/allowed` target (no query, no percent-encoding, a
+ * valid name), else null. Remembered per target: callers ask about the same few circuits again
+ * and again, and one map lookup costs less than the two checks of the name. Bounded: at most
+ * TARGET_MEMO_ENTRIES targets of at most TARGET_MEMO_MAX_LENGTH characters (under 150 KB),
+ * emptied when full.
+ */
+function plainAllowedName(target: string): string | null {
+  if (target.length > TARGET_MEMO_MAX_LENGTH) return allowedNameOf(target);
+  let name = targetMemo.get(target);
+  if (name === undefined) {
+    name = allowedNameOf(target);
+    if (targetMemo.size >= TARGET_MEMO_ENTRIES) targetMemo.clear();
+    targetMemo.set(target, name);
+  }
+  return name;
+}
+
+const targetMemo = new Map<string, string | null>();
+const TARGET_MEMO_ENTRIES = 256;
+const TARGET_MEMO_MAX_LENGTH = PREFIX.length + CIRCUIT_NAME_MAX_LENGTH + SUFFIX.length; // 218
+
+function allowedNameOf(target: string): string | null {
+  if (!target.startsWith(PREFIX) || !target.endsWith(SUFFIX)) return null;
+  const name = target.slice(PREFIX.length, -SUFFIX.length);
+  if (name === '' || /[/?#%]/.test(name) || circuitNameProblem(name) !== null) return null;
+  return name;
 }
 
 /**
