@@ -6,9 +6,12 @@
 
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
+import { rampAdmits, rampPercent } from '../domain/outcome-kind.js';
 import {
   CircuitOpenError,
+  CircuitRampingError,
   CircuitThrottledError,
+  DependencyThrottledError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
 } from './errors.js';
@@ -17,6 +20,7 @@ import type { LocalThrottles } from './local-throttle.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
 import {
   admitsLocally,
+  coolAndRampFrom,
   effectiveState,
   forcedFrom,
   isolate,
@@ -41,6 +45,8 @@ export interface AdmissionDeps {
   readonly failOpen: boolean;
   /** This client's caller id: named on every admission, and its own isolation honoured here. */
   readonly caller: string;
+  /** Uniform numbers in [0, 1) for the ramp's and the soft throttle's draws. */
+  readonly random: () => number;
 }
 
 export class Admission {
@@ -61,12 +67,24 @@ export class Admission {
   }
 
   /**
-   * After `admitsHere`: the soft throttle on a circuit closed in the view (not forced closed),
-   * decided here from this client's own counts: the refusal to throw, or null to run the call.
+   * After `admitsHere`, on a circuit closed in the view (not forced): the dependency's cool-down,
+   * the ramp's draw and the soft throttle, decided here: the refusal to throw, or null to run the call.
    */
-  throttleHere(name: string): CircuitThrottledError | null {
+  refusalHere(name: string): CircuitOpenError | null {
     const entry = this.deps.view.get(name);
     if (entry === undefined || entry.forced !== null) return null;
+    if (entry.coolUntil !== 0) {
+      const cooling = this.coolingHere(name, entry, true);
+      if (cooling !== null) return cooling;
+    }
+    if (entry.json?.ramp != null) {
+      const now = this.deps.clock();
+      const ramp = rampShare(entry, now);
+      if (ramp !== null && !rampAdmits(ramp.percent, this.deps.random())) {
+        this.counts.throttledLocally++;
+        return new CircuitRampingError(name, ramp.percent, ramp.until, now, { local: true });
+      }
+    }
     const decision = this.deps.throttles.decide(name, entry.json);
     if (!decision.throttled) return null;
     this.counts.throttledLocally++;
@@ -75,10 +93,27 @@ export class Admission {
     });
   }
 
+  /** The cool-down in force for this client (the circuit's, or its caller's), as the error to throw; else null. */
+  private coolingHere(name: string, entry: ViewEntry, local: boolean): DependencyThrottledError | null {
+    const now = this.deps.clock();
+    if (entry.coolUntil <= now || entry.forced !== null) return null;
+    if (local) this.counts.throttledLocally++;
+    return new DependencyThrottledError(name, entry.coolUntil, now, {
+      scope: entry.coolScope,
+      caller: this.deps.caller,
+      local,
+      state: effectiveState(entry),
+    });
+  }
+
   /** Ask circuitlog (or, while it is unreachable, the local breaker); throws on refusal. */
   async admitRemotely(name: string): Promise<void> {
     const { view, link, transport } = this.deps;
     if (view.get(name) === undefined) checkName(name);
+    const known = view.get(name);
+    // A cool-down the view knows stands without asking, even while circuitlog is unreachable.
+    const cooling = known === undefined ? null : this.coolingHere(name, known, !link.reachable);
+    if (cooling !== null) throw cooling;
     if (!link.reachable) return this.admitOffline(name);
     const before = view.getOrCreate(name);
     if (link.trusts(before) && before.refusedUntil > this.deps.clock()) {
@@ -124,6 +159,15 @@ export class Admission {
       share(answer);
     }
     if (answer.allowed) return;
+    const now = this.deps.clock();
+    if (answer.coolDown !== undefined)
+      throw new DependencyThrottledError(name, answer.coolDown.until, now, {
+        scope: answer.coolDown.scope,
+        caller: this.deps.caller,
+        state: answer.state,
+      });
+    if (answer.ramping !== undefined)
+      throw new CircuitRampingError(name, answer.ramping.percent, answer.ramping.rampUntil, now);
     if (answer.throttled !== undefined)
       throw new CircuitThrottledError(name, answer.throttled.probability, answer.retryAt);
     if (answer.scope === 'caller')
@@ -148,11 +192,18 @@ export class Admission {
       if (answer.circuit !== null) entry.json = answer.circuit;
       // Still listed while its probe runs; released by the caller_released event (or the next snapshot).
       if (answer.circuit !== null) isolate(entry, isolationIn(answer.circuit, this.deps.caller));
+      if (answer.circuit !== null) coolAndRampFrom(entry, answer.circuit, this.deps.caller);
       entry.policyDueAt = clock() + (entry.json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
     }
     entry.generation = link.streamUp && link.generation === generation ? generation : -1;
-    // A throttled call is refused alone: the next one may be admitted, so nothing is kept.
-    if (answer.allowed || answer.throttled !== undefined) return;
+    if (!answer.allowed && answer.coolDown !== undefined) {
+      entry.coolUntil = answer.coolDown.until; // refused here until then, without asking
+      entry.coolScope = answer.coolDown.scope;
+      return;
+    }
+    if (!answer.allowed && answer.ramping?.rampUntil != null) entry.rampUntil = answer.ramping.rampUntil;
+    // A throttled or ramping call is refused alone: the next one may be admitted, so nothing is kept.
+    if (answer.allowed || answer.throttled !== undefined || answer.ramping !== undefined) return;
     if (answer.scope === 'caller') {
       // Kept until its open_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
       isolate(entry, Math.min(answer.retryAt, clock() + answer.retryAfterMs));
@@ -169,7 +220,10 @@ export class Admission {
     entry.policyDueAt = clock() + UNKNOWN_POLICY_REFRESH_MS; // no second fetch while this one runs
     this.deps.transport.circuit(name).then(
       (json) => {
-        if (json !== null) entry.json = json;
+        if (json !== null) {
+          entry.json = json;
+          coolAndRampFrom(entry, json, this.deps.caller);
+        }
         entry.policyDueAt = clock() + (json === null ? UNKNOWN_POLICY_REFRESH_MS : POLICY_REFRESH_MS);
       },
       () => undefined, // a failed refresh keeps the policy known so far; calls are not affected
@@ -199,4 +253,26 @@ export function checkName(name: string): void {
 /** A refusal (open circuit, or circuitlog unreachable with failOpen false), which a fallback answers. */
 export function isRefusal(error: unknown): boolean {
   return error instanceof CircuitOpenError || error instanceof CircuitlogUnavailableError;
+}
+
+/** The ramp's share now on a circuit whose policy ramps (issue 29), or null at 100 %. */
+function rampShare(entry: ViewEntry, now: number): { percent: number; until: number | null } | null {
+  const ramp = rampPolicy(entry.json?.ramp);
+  if (ramp === null) return null;
+  let until = entry.rampUntil;
+  // A cool-down ends into the ramp: known before the event that names its end arrives.
+  if (entry.coolUntil > 0 && entry.coolUntil <= now)
+    until = Math.max(until ?? 0, entry.coolUntil + ramp.seconds * 1000);
+  const percent = rampPercent(until, ramp.seconds, ramp.startPercent, now);
+  return percent >= 100 ? null : { percent, until };
+}
+
+/** A circuit JSON's `ramp` (`{seconds, start_percent}`), read leniently: anything unusable is no ramp. */
+function rampPolicy(value: unknown): { seconds: number; startPercent: number } | null {
+  const r = value as { seconds?: unknown; start_percent?: unknown } | null | undefined;
+  if (typeof r !== 'object' || r === null) return null;
+  const { seconds, start_percent: start = 10 } = r;
+  if (typeof seconds !== 'number' || !(seconds >= 1 && seconds <= 3600)) return null;
+  if (typeof start !== 'number' || !(start >= 1 && start <= 100)) return null;
+  return { seconds, startPercent: start };
 }

@@ -8,6 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import type { CircuitState } from '../domain/circuit.js';
 import { Admission, checkName, isRefusal } from './admission.js';
+import { FAILURE, SUCCESS, type Verdict, checkCallOptions, countsLocally, outcomeWire, verdictOf } from './classify.js';
 import { CircuitlogUnavailableError, ClientClosedError } from './errors.js';
 import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
@@ -19,14 +20,13 @@ import {
   type ClientStats,
 } from './options.js';
 import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
-import { InFlight, classify, isoTime, withTimeout } from './run-call.js';
+import { InFlight, isoTime, runFn } from './run-call.js';
 import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
 import { CircuitView, Link, effectiveState, type ConnectionState } from './view.js';
 
 const NEVER_ABORTED = new AbortController().signal;
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
-
 export class CircuitlogClient {
   private readonly transport: Transport;
   /** This client's caller id, sent on every outcome and admission (option `caller`). */
@@ -71,6 +71,7 @@ export class CircuitlogClient {
       clock,
       failOpen: settings.failOpen,
       caller: this.caller,
+      random: settings.random,
     });
     this.queue = new OutcomeQueue(settings.queue, this.queueHooks());
     this.stream = new StreamKeeper(transport, this.streamHooks(), settings.reconnectMaxDelayMs);
@@ -88,11 +89,13 @@ export class CircuitlogClient {
     options: CallOptions<Awaited<T>, F> = {},
   ): Promise<Awaited<T> | Awaited<F>> {
     this.assertOpen();
+    checkCallOptions(options);
+    options.signal?.throwIfAborted(); // the caller gave up before the call: nothing runs, nothing is recorded
     this.inFlight.enter(); // from here on, close() waits for this call's outcome
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
       if (this.admission.admitsHere(name, true)) {
-        const throttled = this.admission.throttleHere(name);
+        const throttled = this.admission.refusalHere(name);
         if (throttled !== null) {
           if (options.fallback !== undefined) return await options.fallback(throttled);
           throw throttled;
@@ -117,7 +120,7 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
-    if (this.admission.admitsHere(name, false)) return this.admission.throttleHere(name) === null;
+    if (this.admission.admitsHere(name, false)) return this.admission.refusalHere(name) === null;
     try {
       await this.admission.admitRemotely(name);
       return true;
@@ -138,7 +141,7 @@ export class CircuitlogClient {
     this.inFlight.enter();
     try {
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
-      this.recordOutcome(name, outcome.success, d);
+      this.recordOutcome(name, outcome.success ? SUCCESS : FAILURE, d);
     } finally {
       this.inFlight.leave();
     }
@@ -200,41 +203,63 @@ export class CircuitlogClient {
     fn: (signal: AbortSignal) => T,
     options: CallOptions<Awaited<T>, F>,
   ): Promise<Awaited<T> | Awaited<F>> {
+    options.signal?.throwIfAborted(); // aborted while admitted: nothing ran, nothing is recorded
     const started = performance.now();
     let result: Awaited<T> | undefined;
     let thrown: { error: unknown } | null = null;
+    const { timeoutMs, signal } = options;
     try {
       result =
-        options.timeoutMs === undefined ? await fn(NEVER_ABORTED) : await withTimeout(name, fn, options.timeoutMs);
+        timeoutMs === undefined && signal === undefined
+          ? await fn(NEVER_ABORTED)
+          : await runFn(name, fn, timeoutMs, signal);
     } catch (error) {
       thrown = { error };
     }
-    const verdict = classify(thrown, result, options.isFailure);
-    this.recordOutcome(name, !verdict.failed, performance.now() - started);
+    const durationMs = performance.now() - started;
+    // The common case, a plain result with no classifier, without building the classifier's input.
+    const plain =
+      thrown === null &&
+      options.classify === undefined &&
+      options.isFailure === undefined &&
+      (typeof result !== 'object' || result === null);
+    const verdict = plain
+      ? SUCCESS
+      : verdictOf({ thrown, result, signal, deadlineMs: options.deadlineMs, durationMs, now: this.clock() }, options);
+    this.recordOutcome(name, verdict, durationMs);
     if (verdict.classifierError !== undefined) throw verdict.classifierError;
     if (thrown === null) return result as Awaited<T>;
     if (options.fallback !== undefined) return await options.fallback(thrown.error);
     throw thrown.error;
   }
 
-  private recordOutcome(name: string, success: boolean, durationMs: number | undefined): void {
+  private recordOutcome(name: string, verdict: Verdict, durationMs: number | undefined): void {
     const offline = !this.link.reachable;
-    if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
-    else {
-      const entry = this.view.get(name);
-      if (entry !== undefined && entry.forced === null && entry.state === 'closed')
+    const entry = this.view.get(name);
+    // What this client's own accounting sees: a success, a failure, or nothing (docs/client.md).
+    const success = countsLocally(verdict, durationMs, entry?.json);
+    if (success !== null) {
+      if (offline) this.local.record(name, success, durationMs, this.admission.known(name));
+      else if (entry !== undefined && entry.forced === null && entry.state === 'closed')
         this.throttles.record(name, entry.json, success);
     }
     // `at`: when the call ended, so circuitlog can tell an outcome replayed after an outage
     // (older than the circuit's last state change) from a fresh one.
     const at = isoTime(this.clock());
     const caller = this.caller;
-    this.queue.push(
-      durationMs === undefined
-        ? { circuit: name, success, at, caller }
-        : { circuit: name, success, duration_ms: round3(durationMs), at, caller },
-      offline,
-    );
+    const { kind } = verdict;
+    if (kind === 'success' || kind === 'failure') {
+      const ok = kind === 'success';
+      this.queue.push(
+        durationMs === undefined
+          ? { circuit: name, success: ok, at, caller }
+          : { circuit: name, success: ok, duration_ms: round3(durationMs), at, caller },
+        offline,
+      );
+      return;
+    }
+    const duration = durationMs === undefined ? {} : { duration_ms: round3(durationMs) };
+    this.queue.push({ circuit: name, ...outcomeWire(verdict), ...duration, at, caller }, offline);
   }
 
   /** The outcome queue's hooks: batches go to the transport, delivery tells the link. */

@@ -4,7 +4,12 @@ import type { CircuitState } from '../domain/circuit.js';
 
 /** The circuit refused the call: it is open, half-open with every probe slot taken, or forced open. */
 export class CircuitOpenError extends Error {
-  readonly code: 'CIRCUIT_OPEN' | 'CIRCUIT_FORCED_OPEN' | 'CIRCUIT_THROTTLED';
+  readonly code:
+    | 'CIRCUIT_OPEN'
+    | 'CIRCUIT_FORCED_OPEN'
+    | 'CIRCUIT_THROTTLED'
+    | 'DEPENDENCY_THROTTLED'
+    | 'CIRCUIT_RAMPING';
   readonly circuit: string;
   readonly state: CircuitState;
   /** When a call may be admitted again (for a forced-open circuit: when to ask again). */
@@ -58,6 +63,63 @@ export class CircuitThrottledError extends CircuitOpenError {
     (this as { code: string }).code = 'CIRCUIT_THROTTLED';
     this.message = `Circuit '${circuit}' is throttled: ${Math.round(probability * 1000) / 10}% of calls are refused while its dependency accepts too few.`;
     this.probability = probability;
+  }
+}
+
+/**
+ * The dependency asked for less load (a `429`, or a `503` with `Retry-After`) and the circuit
+ * is cooling down (issue 29): circuitlog's `dependency-throttled` answer, or this client's view
+ * of it. Scope `circuit`: every caller waits; `caller`: this client's caller alone. The circuit
+ * stays closed; calls are admitted again at `coolUntil`.
+ */
+export class DependencyThrottledError extends CircuitOpenError {
+  declare readonly code: 'DEPENDENCY_THROTTLED';
+  /** Whole seconds until the cool-down ends, rounded up (the answer's `Retry-After`). */
+  readonly retryAfter: number;
+  readonly coolUntil: Date;
+
+  constructor(
+    circuit: string,
+    coolUntil: number,
+    now: number,
+    options: { scope?: 'circuit' | 'caller'; caller?: string; local?: boolean; state?: CircuitState } = {},
+  ) {
+    const caller = options.scope === 'caller' ? options.caller : undefined;
+    super(circuit, options.state ?? 'closed', coolUntil, { local: options.local, caller });
+    this.name = 'DependencyThrottledError';
+    (this as { code: string }).code = 'DEPENDENCY_THROTTLED';
+    this.coolUntil = new Date(coolUntil);
+    this.retryAfter = Math.max(0, Math.ceil((coolUntil - now) / 1000));
+    this.message = `The dependency of circuit '${circuit}' asked for less load${caller === undefined ? '' : ` from caller '${caller}'`}; calls resume at ${this.coolUntil.toISOString()}.`;
+  }
+}
+
+/**
+ * The circuit is ramping up after it closed or a cool-down ended (policy `ramp`, issue 29): this
+ * call was above the share admitted now. Like a throttled call, the next one may be admitted.
+ */
+export class CircuitRampingError extends CircuitOpenError {
+  declare readonly code: 'CIRCUIT_RAMPING';
+  /** The percent of calls admitted when this one was refused. */
+  readonly rampPercent: number;
+  /** Seconds before asking again (the answer's `Retry-After: 1`). */
+  readonly retryAfter = 1;
+  /** When the ramp reaches 100 %, if known. */
+  readonly rampUntil: Date | null;
+
+  constructor(
+    circuit: string,
+    rampPercent: number,
+    rampUntil: number | null,
+    now: number,
+    options: { local?: boolean } = {},
+  ) {
+    super(circuit, 'closed', now + 1_000, options);
+    this.name = 'CircuitRampingError';
+    (this as { code: string }).code = 'CIRCUIT_RAMPING';
+    this.rampPercent = rampPercent;
+    this.rampUntil = rampUntil === null ? null : new Date(rampUntil);
+    this.message = `Circuit '${circuit}' is ramping up: ${Math.round(rampPercent * 10) / 10}% of calls are admitted now.`;
   }
 }
 

@@ -268,7 +268,13 @@ function isProblem(body: unknown): boolean {
 
 function isOpenProblem(body: unknown): body is Record<string, unknown> {
   const code = (body as { code?: unknown } | null)?.code;
-  return code === 'CIRCUIT_OPEN' || code === 'CIRCUIT_FORCED_OPEN' || code === 'CIRCUIT_THROTTLED';
+  return (
+    code === 'CIRCUIT_OPEN' ||
+    code === 'CIRCUIT_FORCED_OPEN' ||
+    code === 'CIRCUIT_THROTTLED' ||
+    code === 'DEPENDENCY_THROTTLED' ||
+    code === 'CIRCUIT_RAMPING'
+  );
 }
 
 function stateOf(value: unknown, fallback: CircuitState): CircuitState {
@@ -309,10 +315,40 @@ function refusal(
       throttled: { probability: typeof p === 'number' && p >= 0 && p < 1 ? p : 0 },
     };
   }
+  const issue29 = coolOrRamp(body, state, now, retryAfterMs);
+  if (issue29 !== null) return issue29;
   // A caller's isolation has its own open_until, whatever the circuit's state.
   if (body.scope === 'caller' && Number.isFinite(openUntil))
     return { allowed: false, state, retryAt: openUntil, retryAfterMs, forced, scope: 'caller' };
   return { allowed: false, state, retryAt, retryAfterMs, forced };
+}
+
+/** A `dependency-throttled` or `circuit-ramping` answer (issue 29), else null. */
+function coolOrRamp(
+  body: Record<string, unknown>,
+  state: CircuitState,
+  now: number,
+  retryAfterMs: number,
+): AllowedAnswer | null {
+  if (body.code === 'DEPENDENCY_THROTTLED') {
+    // Kept until cool_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+    const until = Math.min(isoMs(body.cool_until) ?? Infinity, now + retryAfterMs);
+    const scope = body.scope === 'caller' ? 'caller' : 'circuit';
+    return { allowed: false, state, retryAt: until, retryAfterMs, forced: false, coolDown: { until, scope } };
+  }
+  if (body.code === 'CIRCUIT_RAMPING') {
+    const p = body.ramp_percent;
+    const percent = typeof p === 'number' && p >= 0 && p <= 100 ? p : 0;
+    const ramping = { percent, rampUntil: isoMs(body.ramp_until) };
+    return { allowed: false, state: 'closed', retryAt: now + 1_000, retryAfterMs: 1_000, forced: false, ramping };
+  }
+  return null;
+}
+
+/** An ISO 8601 time as epoch ms, at most a day from now; null when absent or unreadable. */
+function isoMs(value: unknown): number | null {
+  const ms = typeof value === 'string' ? Date.parse(value) : Number.NaN;
+  return Number.isFinite(ms) ? Math.min(ms, Date.now() + MAX_RETRY_MS) : null;
 }
 
 function parseReset(data: string): StreamReset | null {
@@ -346,6 +382,9 @@ function parseTransition(data: string, id: string): TransitionEvent | null {
         ? { callers: d.callers as string[] }
         : {}),
       ...(typeof d.until === 'string' ? { until: d.until } : {}),
+      ...(d.scope === 'circuit' || d.scope === 'caller' ? { scope: d.scope } : {}),
+      ...(typeof d.ramp_until === 'string' ? { rampUntil: d.ramp_until } : {}),
+      ...(typeof d.retry_after_seconds === 'number' ? { retryAfterSeconds: d.retry_after_seconds } : {}),
     };
   } catch {
     return null;

@@ -14,11 +14,15 @@ import type { ClientOptions } from './options.js';
 
 export { CircuitlogClient } from './client.js';
 export type { CallOptions, ClientEvents, ClientOptions, ClientStats } from './options.js';
+export type { Classification } from './classify.js';
+export type { OutcomeKind } from '../domain/outcome-kind.js';
 export type { ConnectionState } from './view.js';
 export {
   CallTimeoutError,
   CircuitOpenError,
+  CircuitRampingError,
   CircuitThrottledError,
+  DependencyThrottledError,
   CircuitlogRequestError,
   CircuitlogUnavailableError,
   ClientClosedError,

@@ -9,6 +9,7 @@ import { hostname as osHostname } from 'node:os';
 import { CALLER_MAX_LENGTH, callerProblem } from '../domain/caller.js';
 import type { CircuitSettings } from '../domain/circuit.js';
 import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import type { Classification } from './classify.js';
 import { createHttpTransport } from './http-transport.js';
 import type { OutcomeQueueOptions } from './outcome-queue.js';
 import { SSE_LIMITS, backoffDelay } from './sse.js';
@@ -78,8 +79,22 @@ export interface CallOptions<T, F> {
    * the result is still returned and the error still thrown.
    */
   readonly isFailure?: (error: unknown, result: T | undefined) => boolean;
+  /**
+   * Decides the outcome's kind (docs/client.md "Why a call failed"): a kind, `{ kind,
+   * retryAfterSeconds?, deadlineMs? }`, or undefined for the default (`isFailure` if given, else
+   * the client's own classification). Wins over `isFailure`. Decides only what is recorded.
+   */
+  readonly classify?: (error: unknown, result: T | undefined) => Classification;
   /** A slower call is recorded as a failure, its signal aborted, and `CallTimeoutError` thrown. */
   readonly timeoutMs?: number;
+  /**
+   * The caller's own signal: when it aborts, `fn`'s signal aborts too and the call throws its
+   * reason at once. Recorded as `caller_deadline` when the reason is a `TimeoutError` (as
+   * `AbortSignal.timeout()` gives), else as `cancelled`; an already aborted signal runs nothing.
+   */
+  readonly signal?: AbortSignal;
+  /** The caller's deadline in ms, reported with a `caller_deadline` (default: the time the call ran). */
+  readonly deadlineMs?: number;
 }
 
 export interface ClientEvents {

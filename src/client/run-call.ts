@@ -2,40 +2,46 @@
 
 import { CallTimeoutError } from './errors.js';
 
-/** Run `fn` with a deadline: past it, abort its signal and fail; its late finish is ignored. */
-export function withTimeout<T>(name: string, fn: (signal: AbortSignal) => T, timeoutMs: number): Promise<Awaited<T>> {
+const NEVER_ABORTED = new AbortController().signal;
+
+/**
+ * Run `fn` under the client's `timeoutMs` and the caller's own `signal`: past the deadline its
+ * signal is aborted and the call fails with `CallTimeoutError`; when the caller's signal aborts,
+ * `fn`'s aborts with the same reason and the call throws it at once. A late finish is ignored.
+ */
+export function runFn<T>(
+  name: string,
+  fn: (signal: AbortSignal) => T,
+  timeoutMs: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Awaited<T>> {
+  if (timeoutMs === undefined && signal === undefined)
+    return (async (): Promise<Awaited<T>> => await fn(NEVER_ABORTED))();
   const controller = new AbortController();
   return new Promise<Awaited<T>>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const error = new CallTimeoutError(name, timeoutMs);
+    const fail = (error: unknown) => {
       controller.abort(error);
       reject(error);
-    }, timeoutMs);
+    };
+    const timer =
+      timeoutMs === undefined ? undefined : setTimeout(() => fail(new CallTimeoutError(name, timeoutMs)), timeoutMs);
+    const onAbort = () => fail(signal!.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const settle = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
     (async (): Promise<Awaited<T>> => await fn(controller.signal))().then(
       (value) => {
-        clearTimeout(timer);
+        settle();
         resolve(value);
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        settle();
         reject(error);
       },
     );
   });
-}
-
-export function classify<T>(
-  thrown: { error: unknown } | null,
-  result: T | undefined,
-  isFailure: ((error: unknown, result: T | undefined) => boolean) | undefined,
-): { failed: boolean; classifierError?: unknown } {
-  if (thrown !== null && thrown.error instanceof CallTimeoutError) return { failed: true }; // always a failure
-  if (isFailure === undefined) return { failed: thrown !== null };
-  try {
-    return { failed: thrown === null ? isFailure(undefined, result) : isFailure(thrown.error, undefined) };
-  } catch (classifierError) {
-    return { failed: true, classifierError };
-  }
 }
 
 /** Calls (and records) under way; `close()` waits for them to end before it drains the queue. */

@@ -4,6 +4,7 @@
  */
 
 import type { CircuitState } from '../domain/circuit.js';
+import type { OutcomeKind } from '../domain/outcome-kind.js';
 
 /** A circuit as circuitlog's JSON shows it (snake_case, as in docs/api.md). */
 export type CircuitJson = Readonly<Record<string, unknown>> & { readonly state?: CircuitState };
@@ -22,12 +23,22 @@ export type AllowedAnswer =
       readonly throttled?: { readonly probability: number };
       /** `caller`: only this client's caller is refused (isolated by failures of its own). */
       readonly scope?: 'caller';
+      /** The dependency asked for less load (`DEPENDENCY_THROTTLED`): the cool-down in force, epoch ms. */
+      readonly coolDown?: { readonly until: number; readonly scope: 'circuit' | 'caller' };
+      /** Above a ramping circuit's share (`CIRCUIT_RAMPING`): the share, and the ramp's end (epoch ms) if named. */
+      readonly ramping?: { readonly percent: number; readonly rampUntil: number | null };
     };
 
-/** One item of `POST /outcomes`. */
+/** One item of `POST /outcomes`: `success`, or (issue 29) a `kind` with its detail. */
 export interface OutcomeItem {
   readonly circuit: string;
-  readonly success: boolean;
+  readonly success?: boolean;
+  /** Why the call ended, when it was neither a plain success nor a plain failure (then `success` is left out). */
+  readonly kind?: OutcomeKind;
+  /** With kind `throttled`: the seconds the dependency asked for. */
+  readonly retry_after_seconds?: number;
+  /** With kind `caller_deadline`: the caller's deadline, in ms. */
+  readonly deadline_ms?: number;
   readonly duration_ms?: number;
   /** When the call ended (RFC 3339); circuitlog applies an outcome older than the circuit's last state change as a late one. */
   readonly at?: string;
@@ -46,8 +57,14 @@ export interface TransitionEvent {
   readonly at: string;
   /** The callers an event names (caller_isolated, caller_released, trip_withheld), when it names any. */
   readonly callers?: readonly string[];
-  /** caller_isolated: when the caller's open time ends (ISO 8601). */
+  /** caller_isolated: when the caller's open time ends; cool_down: when the cool-down ends (ISO 8601). */
   readonly until?: string;
+  /** cool_down, cool_down_ended: whose cool-down (`circuit`: everyone's; `caller`: the callers named). */
+  readonly scope?: 'circuit' | 'caller';
+  /** cool_down_ended, and half_open -> closed, under a policy that ramps: when the ramp ends (ISO 8601). */
+  readonly rampUntil?: string;
+  /** cool_down: the seconds the dependency asked for. */
+  readonly retryAfterSeconds?: number;
 }
 
 /**

@@ -31,6 +31,12 @@ export interface ViewEntry {
   isolated: boolean;
   /** Epoch ms until which the isolation refuses calls without asking (0: not isolated). */
   isolatedUntil: number;
+  /** Epoch ms until which the dependency's cool-down refuses this client's calls (issue 29; 0: none known). */
+  coolUntil: number;
+  /** Whose cool-down `coolUntil` is: everyone's, or this client's caller's. */
+  coolScope: 'circuit' | 'caller';
+  /** Epoch ms when the circuit's ramp ends (null: none known); its share comes from the policy's `ramp`. */
+  rampUntil: number | null;
 }
 
 const FORCED_BY_REASON: Readonly<Record<string, ForcedState>> = {
@@ -85,6 +91,9 @@ export class CircuitView {
         retryAt: 0,
         isolated: false,
         isolatedUntil: 0,
+        coolUntil: 0,
+        coolScope: 'circuit',
+        rampUntil: null,
       };
       this.entries.set(name, entry);
       this.newest = name;
@@ -105,7 +114,47 @@ export class CircuitView {
       if (event.reason === 'caller_isolated') isolate(entry, event.until === undefined ? 0 : Date.parse(event.until));
       else if (event.reason === 'caller_released') isolate(entry, null);
     }
+    this.coolOrRamp(entry, event);
   }
+
+  /** Issue 29's events: a cool-down for everyone or this caller begins or ends; a ramp begins. */
+  private coolOrRamp(entry: ViewEntry, event: TransitionEvent): void {
+    const mine =
+      event.scope === 'circuit' || (this.caller !== undefined && event.callers?.includes(this.caller) === true);
+    if (event.reason === 'cool_down' && mine && event.until !== undefined) {
+      const until = Date.parse(event.until);
+      if (Number.isFinite(until)) {
+        entry.coolUntil = until;
+        entry.coolScope = event.scope === 'caller' ? 'caller' : 'circuit';
+      }
+    } else if (event.reason === 'cool_down_ended' && mine) entry.coolUntil = 0;
+    if (event.rampUntil !== undefined && (event.reason === 'cool_down_ended' ? mine : event.to === 'closed')) {
+      const until = Date.parse(event.rampUntil);
+      if (Number.isFinite(until)) entry.rampUntil = until;
+    }
+  }
+}
+
+/**
+ * The cool-down and the ramp a circuit's JSON shows (`cool_until`, this caller's entry of
+ * `cooling_callers`, `ramp_until`; issue 29), into the entry: a snapshot replaces what was known.
+ */
+export function coolAndRampFrom(entry: ViewEntry, json: CircuitJson, caller: string): void {
+  const circuitWide = isoMs(json.cool_until);
+  let mine: number | null = null;
+  if (Array.isArray(json.cooling_callers))
+    for (const item of json.cooling_callers as unknown[]) {
+      const c = item as { caller?: unknown; cool_until?: unknown } | null;
+      if (c?.caller === caller) mine = isoMs(c.cool_until);
+    }
+  entry.coolUntil = Math.max(circuitWide ?? 0, mine ?? 0);
+  entry.coolScope = mine !== null && (circuitWide === null || mine > circuitWide) ? 'caller' : 'circuit';
+  if ('ramp_until' in json) entry.rampUntil = isoMs(json.ramp_until);
+}
+
+function isoMs(value: unknown): number | null {
+  const ms = typeof value === 'string' ? Date.parse(value) : Number.NaN;
+  return Number.isFinite(ms) ? ms : null;
 }
 
 /** Mark the entry isolated until `until` (epoch ms), or released (null). */

@@ -8,16 +8,20 @@ See docs/client.md ("Python") in the circuitlog repository.
 """
 
 from ._async import AsyncClient
+from ._classify import Classification
 from ._core import Connection
 from ._domain import BackoffPolicy, Policy, WindowPolicy
 from ._errors import (
+    CallDeadlineError,
     CallTimeoutError,
     CircuitlogError,
     CircuitlogRequestError,
     CircuitlogUnavailableError,
     CircuitOpenError,
+    CircuitRampingError,
     CircuitThrottledError,
     ClientClosedError,
+    DependencyThrottledError,
 )
 from ._sync import Client
 from ._wire import TransitionEvent
@@ -25,15 +29,19 @@ from ._wire import TransitionEvent
 __all__ = [
     "AsyncClient",
     "BackoffPolicy",
+    "CallDeadlineError",
     "CallTimeoutError",
     "CircuitOpenError",
+    "CircuitRampingError",
     "CircuitThrottledError",
     "CircuitlogError",
     "CircuitlogRequestError",
     "CircuitlogUnavailableError",
+    "Classification",
     "Client",
     "ClientClosedError",
     "Connection",
+    "DependencyThrottledError",
     "Policy",
     "TransitionEvent",
     "WindowPolicy",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 
 import httpx
 
-from ._core import REFUSALS, ClientBase, F, IsFailure, T
-from ._errors import CallTimeoutError
+from ._classify import Classify
+from ._core import REFUSALS, ClientBase, F, IsFailure, T, call_limit
 from ._transport import AsyncTransport
 from ._wire import Outcome, TransportError
 
@@ -49,7 +49,9 @@ class AsyncClient(ClientBase):
         fn: Callable[[], Awaitable[T]],
         *,
         timeout: float | None = ...,
+        deadline: float | None = ...,
         is_failure: IsFailure | None = ...,
+        classify: Classify | None = ...,
     ) -> T: ...
     @overload
     async def call(
@@ -59,7 +61,9 @@ class AsyncClient(ClientBase):
         *,
         fallback: Callable[[Exception], Awaitable[F]],
         timeout: float | None = ...,
+        deadline: float | None = ...,
         is_failure: IsFailure | None = ...,
+        classify: Classify | None = ...,
     ) -> T | F: ...
     @overload
     async def call(
@@ -69,7 +73,9 @@ class AsyncClient(ClientBase):
         *,
         fallback: Callable[[Exception], F],
         timeout: float | None = ...,
+        deadline: float | None = ...,
         is_failure: IsFailure | None = ...,
+        classify: Classify | None = ...,
     ) -> T | F: ...
 
     async def call(
@@ -79,10 +85,13 @@ class AsyncClient(ClientBase):
         *,
         fallback: Callable[[Exception], Any] | None = None,
         timeout: float | None = None,
+        deadline: float | None = None,
         is_failure: IsFailure | None = None,
+        classify: Classify | None = None,
     ) -> Any:
         """Await ``fn()`` if the circuit admits a call, and record its outcome (see ``Client.call``)."""
         core = self._core
+        limit = call_limit(name, timeout, deadline) if timeout is not None or deadline is not None else None
         await self._wait_for_room()
         with core.lock:
             local, refusal = core.begin_call(name)
@@ -92,10 +101,13 @@ class AsyncClient(ClientBase):
             if refusal is None:
                 started = time.perf_counter()
                 try:
-                    result, error = await (fn() if timeout is None else _with_timeout(name, fn, timeout)), None
+                    result, error = await (fn() if limit is None else _with_timeout(fn, *limit)), None
                 except Exception as exc:
                     result, error = None, exc
-                value = core.settle(name, started, error, result, is_failure, fallback)
+                except asyncio.CancelledError:
+                    core.cancelled(name, started)  # the caller went away (a bare cancellation, wait_for)
+                    raise
+                value = core.settle(name, started, error, result, is_failure, fallback, classify)
                 return await value if error is not None and inspect.isawaitable(value) else value
             if fallback is None:
                 raise refusal
@@ -341,14 +353,15 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def _with_timeout(name: str, fn: Callable[[], Awaitable[Any]], timeout: float) -> Any:
+async def _with_timeout(fn: Callable[[], Awaitable[Any]], seconds: float, expired: Exception) -> Any:
+    """Past the limit (the client's timeout, or the caller's deadline): cancelled, and fails with ``expired``."""
     task = asyncio.ensure_future(fn())
     try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
+        done, _ = await asyncio.wait({task}, timeout=seconds)
     except asyncio.CancelledError:
         task.cancel()
         raise
     if not done:
-        task.cancel()  # past the deadline the call is cancelled and fails
-        raise CallTimeoutError(name, timeout)
+        task.cancel()
+        raise expired
     return task.result()

@@ -22,16 +22,22 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, Protocol, TypeVar, Union
 
+import httpx
+
 from . import _domain as d
+from ._classify import CANCELLED, FAILURE, SUCCESS, Classification, Classify, counts_locally, verdict_of
 from ._errors import (
+    CallDeadlineError,
     CallTimeoutError,
     CircuitlogRequestError,
     CircuitlogUnavailableError,
     CircuitOpenError,
+    CircuitRampingError,
     CircuitThrottledError,
     ClientClosedError,
+    DependencyThrottledError,
 )
-from ._local import Json, LocalBreakers, parse_time_ms, throttle_from
+from ._local import Json, LocalBreakers, cooling_in, parse_time_ms, ramp_share, throttle_from
 from ._names import check_name, checked_caller
 from ._sse import SseMessage, SseParser
 from ._wire import (
@@ -63,7 +69,9 @@ if TYPE_CHECKING:
 
         fallback: Callable[[Exception], Any]
         timeout: float | None
+        deadline: float | None
         is_failure: IsFailure | None
+        classify: Classify | None
 
 
 log = logging.getLogger("circuitlog")
@@ -128,16 +136,16 @@ def options_from(url: str, kwargs: dict[str, Any]) -> Options:
     return o
 
 
-def classify(error: BaseException | None, result: Any, is_failure: IsFailure | None) -> tuple[bool, Exception | None]:
-    """(failed, error raised by is_failure). A timed-out call is a failure whatever ``is_failure`` says."""
-    if isinstance(error, CallTimeoutError):
-        return True, None
-    if is_failure is None:
-        return error is not None, None
-    try:
-        return bool(is_failure(error, None if error is not None else result)), None
-    except Exception as exc:
-        return True, exc
+def call_limit(name: str, timeout: float | None, deadline: float | None) -> tuple[float, Exception] | None:
+    """The limit a call runs under and the error past it: the client's ``timeout`` (a failure) or the
+    caller's ``deadline`` (``caller_deadline``), whichever is shorter; None for neither."""
+    if deadline is not None and not (
+        isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and 0 < deadline < float("inf")
+    ):
+        raise TypeError("call(): deadline must be a finite number of seconds > 0")
+    if deadline is not None and (timeout is None or deadline < timeout):
+        return deadline, CallDeadlineError(name, deadline)
+    return None if timeout is None else (timeout, CallTimeoutError(name, timeout))
 
 
 class _Forkable(Protocol):
@@ -194,6 +202,8 @@ class Entry:
     """A circuit in the local view: a snapshot (its first GET /allowed) kept current by the stream."""
 
     __slots__ = (
+        "cool_scope",
+        "cool_until",
         "event_seq",
         "forced",
         "generation",
@@ -202,6 +212,7 @@ class Entry:
         "json",
         "local_ok",
         "policy_due_at",
+        "ramp_until",
         "refused_until",
         "retry_at",
         "state",
@@ -220,11 +231,36 @@ class Entry:
         self.isolated = False
         self.isolated_until = 0.0  # epoch ms until which the isolation refuses calls without asking
         self.local_ok = True
+        #: Epoch ms until which the dependency's cool-down refuses this client's calls (issue 29; 0: none known).
+        self.cool_until = 0.0
+        self.cool_scope: Literal["circuit", "caller"] = "circuit"
+        #: Epoch ms when the circuit's ramp ends (None: none known); its share comes from the policy's ``ramp``.
+        self.ramp_until: float | None = None
 
     def update(self) -> None:
         self.local_ok = self.forced == "closed" or (
             self.forced is None and self.state == "closed" and not self.isolated
         )
+
+    def learn(self, json: Json, caller: str) -> None:
+        """A snapshot's cool-down (the circuit's, or ``caller``'s) and ramp replace what was known."""
+        self.cool_until, self.cool_scope = cooling_in(json, caller)
+        if "ramp_until" in json:
+            self.ramp_until = parse_time_ms(json.get("ramp_until"))
+
+    def cool_or_ramp(self, event: TransitionEvent, caller: str) -> None:
+        """Issue 29's events: a cool-down for everyone or ``caller`` begins or ends; a ramp begins."""
+        mine = event.scope == "circuit" or caller in event.callers
+        if event.reason == "cool_down" and mine:
+            until = parse_time_ms(event.until)
+            if until is not None:
+                self.cool_until, self.cool_scope = until, ("caller" if event.scope == "caller" else "circuit")
+        elif event.reason == "cool_down_ended" and mine:
+            self.cool_until = 0.0
+        if event.ramp_until is not None and (mine if event.reason == "cool_down_ended" else event.to_state == "closed"):
+            until = parse_time_ms(event.ramp_until)
+            if until is not None:
+                self.ramp_until = until
 
     def isolate(self, until_ms: float | None) -> None:
         """Isolated until ``until_ms`` (epoch ms; then one probe is asked for), or released (None)."""
@@ -364,6 +400,7 @@ class Core:
             entry.isolate(parse_time_ms(event.until) or 0.0)
         elif self.caller in event.callers and event.reason == "caller_released":
             entry.isolate(None)
+        entry.cool_or_ramp(event, self.caller)
         entry.update()
 
     def emit(self, event: TransitionEvent) -> None:
@@ -389,6 +426,10 @@ class Core:
         if name not in self.entries:
             check_name(name)
         entry = self.entries.setdefault(name, Entry())
+        # A cool-down the view knows stands without asking, even while circuitlog is unreachable.
+        cooling = self.cooling(name, entry, local=not self.reachable)
+        if cooling is not None:
+            raise cooling
         if entry.generation == self.trusted_generation and entry.refused_until > self.clock_ms():
             raise CircuitOpenError(name, entry.effective_state, entry.retry_at, forced=entry.forced == "open")
         # Isolated by circuitlog (this caller alone): refused here until its open time ends, then asked (one probe).
@@ -414,8 +455,19 @@ class Core:
                 entry.json = answer.circuit
                 # Still listed while its probe runs; released by caller_released (or the next snapshot).
                 entry.isolate(isolation_in(answer.circuit, self.caller))
+                entry.learn(answer.circuit, self.caller)
             entry.policy_due_at = now + (UNKNOWN_POLICY_REFRESH_MS if entry.json is None else POLICY_REFRESH_MS)
         entry.generation = generation if self.stream_up and self.generation == generation else -1
+        if isinstance(answer, Refused) and answer.cool_down is not None:
+            entry.cool_until, entry.cool_scope = answer.cool_down  # refused here until then, without asking
+            raise DependencyThrottledError(
+                name, entry.cool_until, now, scope=entry.cool_scope, caller=self.caller, state=answer.state
+            )
+        if isinstance(answer, Refused) and answer.ramping is not None:
+            percent, ramp_until = answer.ramping  # refused alone: the next call may be admitted
+            if ramp_until is not None:
+                entry.ramp_until = ramp_until
+            raise CircuitRampingError(name, percent, ramp_until, now)
         if isinstance(answer, Refused) and answer.throttled is not None:
             # A throttled call is refused alone: the next one may be admitted, so nothing is kept.
             raise CircuitThrottledError(name, answer.throttled, answer.retry_at)
@@ -452,6 +504,7 @@ class Core:
             return
         if json is not None:
             entry.json = json
+            entry.learn(json, self.caller)
         entry.policy_due_at = self.clock_ms() + (UNKNOWN_POLICY_REFRESH_MS if json is None else POLICY_REFRESH_MS)
 
     def state(self, name: str) -> str | None:
@@ -464,12 +517,42 @@ class Core:
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def throttle_locally(self, name: str, entry: Entry) -> CircuitThrottledError | None:
-        """Under lock: the soft throttle on a circuit closed in the view (not forced), over this client's own calls.
+    def cooling(self, name: str, entry: Entry, local: bool) -> DependencyThrottledError | None:
+        """The cool-down in force for this client (the circuit's, or its caller's), as the error to raise."""
+        now = self.clock_ms()
+        if entry.cool_until <= now or entry.forced is not None:
+            return None
+        if local:
+            self.counts["throttled_locally"] += 1
+        return DependencyThrottledError(
+            name,
+            entry.cool_until,
+            now,
+            scope=entry.cool_scope,
+            caller=self.caller,
+            local=local,
+            state=entry.effective_state,
+        )
+
+    def throttle_locally(self, name: str, entry: Entry) -> CircuitOpenError | None:
+        """Under lock, on a circuit closed in the view (not forced): the dependency's cool-down, the ramp's
+        draw (issue 29), then the soft throttle over this client's own calls.
 
         Requests are the calls run (counted when their outcome is pushed) plus the ones refused here;
         accepts are the successes (docs/api.md "Soft throttling"). The refusal to raise, or None.
         """
+        if entry.forced is not None:
+            return None
+        if entry.cool_until:
+            cooling = self.cooling(name, entry, local=True)
+            if cooling is not None:
+                return cooling
+        if entry.json is not None and entry.json.get("ramp") is not None:
+            now = self.clock_ms()
+            share = ramp_share(entry.json, entry.ramp_until, entry.cool_until, now)
+            if share is not None and not d.ramp_admits(share[0], self.random()):
+                self.counts["throttled_locally"] += 1
+                return CircuitRampingError(name, share[0], share[1], now, local=True)
         t = throttle_from((entry.json or {}).get("throttle")) if entry.forced is None else None
         if t is None:
             return None
@@ -490,10 +573,28 @@ class Core:
         self.throttles[name] = (t.window_seconds, counts)
         return counts
 
-    def push(self, name: str, success: bool, duration_ms: float | None) -> bool:
-        """Under lock: queue an outcome; wakes the flusher (and returns True) when it has work."""
+    def push(self, name: str, outcome: bool | Classification, duration_ms: float | None) -> bool:
+        """Under lock: queue an outcome (a success, or a kind); wakes the flusher (True) when it has work."""
         entry = self.entries.get(name)
-        if self.reachable and entry is not None and entry.forced is None and entry.state == "closed":
+        success: bool | None
+        wire: bool | dict[str, object]
+        if isinstance(outcome, bool):
+            success, wire = outcome, outcome
+        elif (outcome is SUCCESS or outcome is FAILURE) and (entry is None or "count_as" not in (entry.json or ())):
+            success = wire = outcome is SUCCESS  # the common case, without a call
+        else:
+            # What this client's own accounting sees: a success, a failure, or nothing (a cancellation,
+            # a short deadline, a cool-down); on the wire a plain success or failure stays ``success``.
+            success = counts_locally(outcome, duration_ms, entry.json if entry is not None else None)
+            kind = outcome.kind
+            wire = kind == "success" if kind in ("success", "failure") else outcome.wire()
+        if (
+            success is not None
+            and self.reachable
+            and entry is not None
+            and entry.forced is None
+            and entry.state == "closed"
+        ):
             t = throttle_from((entry.json or {}).get("throttle"))
             if t is not None:
                 now = self.clock_ms()
@@ -502,12 +603,12 @@ class Core:
                     d.count_request(t, self._throttle_counts(name, t), success, now),
                 )
         if not self.reachable:
-            entry = self.entries.get(name)
-            self.local.record(name, success, duration_ms, *self._known(entry))
+            if success is not None:
+                self.local.record(name, success, duration_ms, *self._known(entry))
             while len(self.items) >= self.options.max_queued_outcomes:
                 self.items.popleft()  # offline: a bounded buffer, the oldest go first
                 self.counts["outcomes_dropped"] += 1
-        self.items.append((name, success, duration_ms, self.wall()))
+        self.items.append((name, wire, duration_ms, self.wall()))
         n = len(self.items)
         if n == 1 or n == self.options.flush_at:
             self.wake()
@@ -626,16 +727,19 @@ class Core:
         result: Any,
         is_failure: IsFailure | None,
         fallback: Callable[[Exception], Any] | None,
+        classify: Classify | None = None,
     ) -> Any:
         """A call ended (``started``: its ``time.perf_counter()``): queue its outcome, then return its
-        result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or is_failure's)."""
+        result, or ``fallback(error)`` (which ``AsyncClient`` may await), or raise its error (or the
+        classifier's). What is recorded: ``_classify.verdict_of``."""
         duration_ms = (time.perf_counter() - started) * 1000
-        if error is None and is_failure is None:
-            failed, classifier_error = False, None  # the common case, without a call to classify
+        verdict: Classification
+        if error is None and is_failure is None and classify is None and not isinstance(result, httpx.Response):
+            verdict, classifier_error = SUCCESS, None  # the common case, without a call to classify
         else:
-            failed, classifier_error = classify(error, result, is_failure)
+            verdict, classifier_error = verdict_of(error, result, classify, is_failure, self.clock_ms())
         with self.lock:
-            self.push(name, not failed, duration_ms)
+            self.push(name, verdict, duration_ms)
         if classifier_error is not None:
             raise classifier_error
         if error is None:
@@ -643,6 +747,11 @@ class Core:
         if fallback is not None:
             return fallback(error)
         raise error
+
+    def cancelled(self, name: str, started: float) -> None:
+        """``AsyncClient``: the call's task was cancelled (the caller went away): recorded as ``cancelled``."""
+        with self.lock:
+            self.push(name, CANCELLED, (time.perf_counter() - started) * 1000)
 
     def lookup(self, name: str, new_done: Callable[[], E]) -> tuple[SharedLookup[E] | None, bool]:
         """Under lock: a call the view could not decide. (None, _): decided here (offline: by the local

@@ -8,8 +8,11 @@ so the two cannot drift apart. Times are epoch milliseconds; nothing here reads 
 
 from __future__ import annotations
 
+import calendar
+import email.utils
 import math
 import random as _random
+import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Literal, Optional, Union
 
@@ -434,3 +437,71 @@ def _close(c: Circuit, now: float, reason: str) -> Step:
     if c.state == "closed":
         return Step(closed)
     return Step(closed, (Transition(c.state, "closed", reason, now),))
+
+
+# -- outcome kinds (a mirror of src/domain/outcome-kind.ts, issue 29) -----------------------------
+
+#: The kinds an outcome may carry; ``success: true|false`` alone means ``success`` / ``failure``.
+OUTCOME_KINDS = ("success", "failure", "rejected", "throttled", "caller_deadline", "cancelled")
+OutcomeKind = Literal["success", "failure", "rejected", "throttled", "caller_deadline", "cancelled"]
+
+
+def is_outcome_kind(value: object) -> bool:
+    return isinstance(value, str) and value in OUTCOME_KINDS
+
+
+def kind_of_status(status: int, retry_after: str | None, now: float) -> tuple[OutcomeKind, int | None]:
+    """The kind of a dependency's HTTP answer and, when throttled, the seconds it asked for (None: none named).
+
+    429, and 503 with a ``Retry-After``, are ``throttled``; other 5xx except 501 and 505 are
+    ``failure`` (those two are ``rejected``); 408 is a ``failure``; other 4xx ``rejected``; else ``success``.
+    """
+    if status == 429 or (status == 503 and retry_after is not None and retry_after != ""):
+        return "throttled", retry_after_seconds(retry_after, now)
+    if status in (501, 505):
+        return "rejected", None
+    if status >= 500 or status == 408:
+        return "failure", None
+    if status >= 400:
+        return "rejected", None
+    return "success", None
+
+
+_DELAY_SECONDS = re.compile(r"^\d{1,10}$")
+_HTTP_DATE = re.compile(r"^[A-Za-z]{3,9}, ")
+
+
+def retry_after_seconds(value: str | None, now: float) -> int | None:
+    """A ``Retry-After`` in seconds from ``now`` (epoch ms), RFC 9110 section 10.2.3: delay-seconds or an
+    HTTP-date, rounded up, never below 0; None when absent or neither form."""
+    if value is None:
+        return None
+    v = value.strip()
+    if _DELAY_SECONDS.match(v):
+        return int(v)
+    if not _HTTP_DATE.match(v):
+        return None
+    t = email.utils.parsedate_tz(v)
+    if t is None or not 1 <= t[2] <= 31:
+        return None
+    # As JavaScript's Date.parse reads it (the TypeScript side's rule): a day past the month's end
+    # rolls over (31 Feb is 3 Mar), which calendar.timegm does too. An HTTP-date is GMT (RFC 9110
+    # section 5.6.7): no zone is +0000.
+    at_s = calendar.timegm((t[0], t[1], t[2], t[3], t[4], t[5])) - (t[9] or 0)
+    return max(0, math.ceil((at_s * 1000 - now) / 1000))
+
+
+def ramp_percent(ramp_until: float | None, seconds: float, start_percent: float, now: float) -> float:
+    """The percent of calls a ramping circuit admits at ``now``: linear from ``start_percent`` to 100 at
+    ``ramp_until`` (epoch ms) over ``seconds``; 100 when not ramping."""
+    if ramp_until is None or now >= ramp_until or seconds <= 0:
+        return 100.0
+    began = ramp_until - seconds * 1000
+    if now <= began:
+        return float(start_percent)
+    return start_percent + ((100 - start_percent) * (now - began)) / (seconds * 1000)
+
+
+def ramp_admits(percent: float, random: float) -> bool:
+    """One call admitted while ramping: a draw in [0, 1) under the share."""
+    return percent >= 100 or random * 100 < percent

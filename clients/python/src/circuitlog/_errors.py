@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Literal
 
@@ -103,3 +104,68 @@ class ClientClosedError(CircuitlogError, RuntimeError):
     """The client was closed; it accepts no new calls."""
 
     code = "CLIENT_CLOSED"
+
+
+class CallDeadlineError(CircuitlogError, TimeoutError):
+    """The caller's own ``deadline`` passed before the call ended (recorded as ``caller_deadline``)."""
+
+    code = "CALL_DEADLINE"
+
+    def __init__(self, circuit: str, deadline: float):
+        self.circuit = circuit
+        self.deadline = deadline
+        #: The deadline in ms, as the outcome reports it.
+        self.deadline_ms = max(1, round(deadline * 1000))
+        super().__init__(f"Call on circuit '{circuit}' passed its caller's deadline of {deadline} s.")
+
+
+class DependencyThrottledError(CircuitOpenError):
+    """The dependency asked for less load (a 429, or a 503 with ``Retry-After``) and the circuit is cooling
+    down (issue 29): circuitlog's ``dependency-throttled`` answer, or this client's view of it.
+
+    ``scope == "circuit"``: every caller waits; ``"caller"``: this client's caller alone. The circuit
+    stays closed; calls are admitted again at ``cool_until``.
+    """
+
+    def __init__(
+        self,
+        circuit: str,
+        cool_until_ms: float,
+        now_ms: float,
+        *,
+        scope: Literal["circuit", "caller"] = "circuit",
+        caller: str | None = None,
+        local: bool = False,
+        state: str = "closed",
+    ):
+        super().__init__(circuit, state, cool_until_ms, local=local, caller=caller if scope == "caller" else None)
+        self.code = "DEPENDENCY_THROTTLED"
+        #: When the cool-down ends, UTC (``retry_at`` too).
+        self.cool_until = self.retry_at
+        #: Whole seconds until then, rounded up (the answer's ``Retry-After``).
+        self.retry_after = max(0, math.ceil((cool_until_ms - now_ms) / 1000))
+        whom = f" from caller '{caller}'" if scope == "caller" else ""
+        self.args = (
+            f"The dependency of circuit '{circuit}' asked for less load{whom}; "
+            f"calls resume at {self.cool_until.isoformat()}.",
+        )
+
+
+class CircuitRampingError(CircuitOpenError):
+    """The circuit is ramping up after it closed or a cool-down ended (policy ``ramp``, issue 29), and this
+    call was above the share admitted now. Like a throttled call, the next one may be admitted."""
+
+    def __init__(
+        self, circuit: str, ramp_percent: float, ramp_until_ms: float | None, now_ms: float, *, local: bool = False
+    ):
+        super().__init__(circuit, "closed", now_ms + 1000, local=local)
+        self.code = "CIRCUIT_RAMPING"
+        #: The percent of calls admitted when this one was refused.
+        self.ramp_percent = ramp_percent
+        #: Seconds before asking again (the answer's ``Retry-After: 1``).
+        self.retry_after = 1
+        #: When the ramp reaches 100 %, UTC, if known.
+        self.ramp_until = (
+            None if ramp_until_ms is None else datetime.fromtimestamp(ramp_until_ms / 1000, tz=timezone.utc)
+        )
+        self.args = (f"Circuit '{circuit}' is ramping up: {round(ramp_percent, 1)}% of calls are admitted now.",)

@@ -8,7 +8,10 @@ again: the server's state wins.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 from . import _domain as d
 
@@ -135,3 +138,52 @@ class LocalBreakers:
             open_until=until if until is not None else now + c.policy.timeout_seconds * 1000,
             updated_at=now,
         )
+
+
+# -- issue 29: the dependency's cool-down and the shared ramp, as a circuit's JSON shows them --------
+
+
+def cooling_in(json: Json, caller: str) -> tuple[float, Literal["circuit", "caller"]]:
+    """(until epoch ms, 0 for none; whose): the circuit's ``cool_until`` or this caller's entry of
+    ``cooling_callers``, whichever ends later."""
+    circuit_wide = parse_time_ms(json.get("cool_until"))
+    mine: float | None = None
+    listed = json.get("cooling_callers")
+    if isinstance(listed, list):
+        for item in listed:
+            if isinstance(item, dict) and item.get("caller") == caller:
+                mine = parse_time_ms(item.get("cool_until"))
+    if mine is not None and (circuit_wide is None or mine > circuit_wide):
+        return mine, "caller"
+    return circuit_wide or 0.0, "circuit"
+
+
+def ramp_from(r: object) -> tuple[float, float] | None:
+    """A circuit JSON's ``ramp`` (``{seconds, start_percent}``) as (seconds, start percent), read
+    leniently: anything unusable is no ramp."""
+    if not isinstance(r, dict):
+        return None
+    seconds, start = r.get("seconds"), r.get("start_percent", 10)
+    if not (_number(seconds) and _number(start)) or not (1 <= seconds <= 3600) or not (1 <= start <= 100):
+        return None
+    return float(seconds), float(start)
+
+
+def _number(v: object) -> TypeGuard[float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def ramp_share(
+    json: Json | None, ramp_until: float | None, cool_until: float, now: float
+) -> tuple[float, float | None] | None:
+    """The ramp's share now (percent, its end) on a circuit whose policy ramps; None at 100 %. A cool-down
+    ends into the ramp: known from ``cool_until`` before the event that names the ramp's end arrives."""
+    ramp = ramp_from((json or {}).get("ramp"))
+    if ramp is None:
+        return None
+    seconds, start = ramp
+    until = ramp_until
+    if 0 < cool_until <= now:
+        until = max(until or 0.0, cool_until + seconds * 1000)
+    percent = d.ramp_percent(until, seconds, start, now)
+    return None if percent >= 100 else (percent, until)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 
 import httpx
 
-from ._core import REFUSALS, ClientBase, F, IsFailure, SharedLookup, T, log
-from ._errors import CallTimeoutError, CircuitlogUnavailableError
+from ._classify import Classify
+from ._core import REFUSALS, ClientBase, F, IsFailure, SharedLookup, T, call_limit, log
+from ._errors import CircuitlogUnavailableError
 from ._transport import SyncTransport, shutdown_socket
 from ._wire import Answer, Outcome, TransportError
 
@@ -51,7 +52,14 @@ class Client(ClientBase):
 
     @overload
     def call(
-        self, name: str, fn: Callable[[], T], *, timeout: float | None = ..., is_failure: IsFailure | None = ...
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        timeout: float | None = ...,
+        deadline: float | None = ...,
+        is_failure: IsFailure | None = ...,
+        classify: Classify | None = ...,
     ) -> T: ...
     @overload
     def call(
@@ -61,7 +69,9 @@ class Client(ClientBase):
         *,
         fallback: Callable[[Exception], F],
         timeout: float | None = ...,
+        deadline: float | None = ...,
         is_failure: IsFailure | None = ...,
+        classify: Classify | None = ...,
     ) -> T | F: ...
 
     def call(
@@ -71,7 +81,9 @@ class Client(ClientBase):
         *,
         fallback: Callable[[Exception], Any] | None = None,
         timeout: float | None = None,
+        deadline: float | None = None,
         is_failure: IsFailure | None = None,
+        classify: Classify | None = None,
     ) -> Any:
         """Run ``fn()`` if the circuit admits a call, and record its outcome.
 
@@ -79,6 +91,7 @@ class Client(ClientBase):
         or ``CircuitlogUnavailableError`` when circuitlog is unreachable and ``fail_open`` is False.
         """
         core = self._core
+        limit = call_limit(name, timeout, deadline) if timeout is not None or deadline is not None else None
         with core.lock:
             if core.closing or (core.reachable and len(core.items) >= core.options.max_queued_outcomes):
                 self._wait_for_room()  # the hot path stays inline: a call decided here costs a few µs in all
@@ -94,10 +107,10 @@ class Client(ClientBase):
             result: Any = None
             started = time.perf_counter()
             try:
-                result = fn() if timeout is None else self._with_timeout(name, fn, timeout)
+                result = fn() if limit is None else self._with_timeout(fn, *limit)
             except Exception as exc:
                 error = exc
-            return core.settle(name, started, error, result, is_failure, fallback)
+            return core.settle(name, started, error, result, is_failure, fallback, classify)
         finally:
             with core.lock:
                 core.calls_running -= 1
@@ -229,18 +242,19 @@ class Client(ClientBase):
         finally:
             self._core.end_lookup(name, mine)
 
-    def _with_timeout(self, name: str, fn: Callable[[], Any], timeout: float) -> Any:
-        # Python cannot stop a thread: past the deadline the call fails and its late result is ignored.
+    def _with_timeout(self, fn: Callable[[], Any], seconds: float, expired: Exception) -> Any:
+        # Python cannot stop a thread: past the limit (the client's timeout, or the caller's deadline)
+        # the call fails with ``expired`` and its late result is ignored.
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 self._core.options.timeout_workers, thread_name_prefix="circuitlog-call"
             )
         future = self._executor.submit(fn)
         try:
-            return future.result(timeout)
+            return future.result(seconds)
         except FutureTimeout:
             future.cancel()
-            raise CallTimeoutError(name, timeout) from None
+            raise expired from None
 
     # -- background threads -----------------------------------------------------------------
 

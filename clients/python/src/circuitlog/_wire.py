@@ -36,6 +36,10 @@ class Refused:
     throttled: float | None = None
     #: ``"caller"``: this client's caller alone is refused (isolated); ``retry_at`` is its own ``open_until``.
     scope: Literal["caller"] | None = None
+    #: ``DEPENDENCY_THROTTLED`` (issue 29): the cool-down in force, (until epoch ms, scope).
+    cool_down: tuple[float, Literal["circuit", "caller"]] | None = None
+    #: ``CIRCUIT_RAMPING``: (the share admitted, percent; the ramp's end, epoch ms, if named).
+    ramping: tuple[float, float | None] | None = None
 
 
 Answer = Union[Admitted, Refused]
@@ -54,8 +58,14 @@ class TransitionEvent:
     at: str
     #: The callers the event names (``caller_isolated``, ``caller_released``, ``trip_withheld``, a quorum's opening).
     callers: tuple[str, ...] = ()
-    #: ``caller_isolated``: when the caller's open time ends (ISO 8601), else None.
+    #: ``caller_isolated``: when the caller's open time ends; ``cool_down``: when it ends (ISO 8601), else None.
     until: str | None = None
+    #: ``cool_down``, ``cool_down_ended``: whose (``circuit``: everyone's; ``caller``: the callers named).
+    scope: Literal["circuit", "caller"] | None = None
+    #: ``cool_down_ended``, and ``half_open -> closed``, under a policy that ramps: when the ramp ends (ISO 8601).
+    ramp_until: str | None = None
+    #: ``cool_down``: the seconds the dependency asked for.
+    retry_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ def allowed_answer(status: int, headers: Any, body: object) -> Answer:
         p = b.get("throttle_probability")
         probability = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < 1 else 0.0
         return Refused("closed", time.time() * 1000 + 1000, 1000, False, probability)
+    if status == 503 and code in ("DEPENDENCY_THROTTLED", "CIRCUIT_RAMPING"):
+        return _cool_or_ramp(code, headers, b)
     if status == 503 and code in ("CIRCUIT_OPEN", "CIRCUIT_FORCED_OPEN"):
         forced = code == "CIRCUIT_FORCED_OPEN"
         state = _state(b.get("state"), "open")
@@ -130,6 +142,25 @@ def allowed_answer(status: int, headers: Any, body: object) -> Answer:
         retry_at = until if not forced and state == "open" and until is not None else now + after_ms
         return Refused(state, retry_at, after_ms, forced)
     raise failure(status, body)
+
+
+def _cool_or_ramp(code: object, headers: Any, b: dict[str, Any]) -> Refused:
+    """A ``dependency-throttled`` or ``circuit-ramping`` answer (issue 29)."""
+    now = time.time() * 1000
+    if code == "CIRCUIT_RAMPING":
+        p = b.get("ramp_percent")
+        percent = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 100 else 0.0
+        until = parse_time_ms(b.get("ramp_until"))
+        return Refused("closed", now + 1000, 1000, False, ramping=(percent, until))
+    try:
+        after = float(headers.get("retry-after", "1"))
+    except ValueError:
+        after = 1.0
+    after_ms = min((after if after >= 0 else 1.0) * 1000, MAX_RETRY_MS)
+    # Kept until cool_until, by this host's clock at most Retry-After from now (hosts' clocks differ).
+    cool_until = min(parse_time_ms(b.get("cool_until")) or float("inf"), now + after_ms)
+    scope: Literal["circuit", "caller"] = "caller" if b.get("scope") == "caller" else "circuit"
+    return Refused(_state(b.get("state"), "closed"), cool_until, after_ms, False, cool_down=(cool_until, scope))
 
 
 def is_problem(body: object) -> bool:
@@ -152,6 +183,9 @@ def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent 
         return None
     callers = d.get("callers")
     until = d.get("until")
+    scope = d.get("scope")
+    ramp_until = d.get("ramp_until")
+    retry_after = d.get("retry_after_seconds")
     return TransitionEvent(
         event_id,
         d["circuit"],
@@ -161,6 +195,9 @@ def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent 
         str(d.get("at", "")),
         tuple(callers) if isinstance(callers, list) and all(isinstance(c, str) for c in callers) else (),
         until if isinstance(until, str) else None,
+        scope if scope in ("circuit", "caller") else None,
+        ramp_until if isinstance(ramp_until, str) else None,
+        retry_after if isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) else None,
     )
 
 
@@ -169,15 +206,21 @@ def rfc3339(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-# A queued outcome: (circuit, success, duration in ms or None, epoch seconds when it happened).
-Outcome = tuple[str, bool, Optional[float], float]
+# A queued outcome: (circuit, success or another kind's wire fields, duration in ms or None, epoch
+# seconds when it happened). A plain success or failure goes as ``success``; another kind (issue 29)
+# as ``kind`` with its detail and no ``success``.
+Outcome = tuple[str, Union[bool, dict[str, object]], Optional[float], float]
 
 
 def outcomes_body(batch: list[Outcome], with_at: bool = True, caller: str | None = None) -> bytes:
     """``POST /outcomes``'s body; each item names ``caller`` when given (the client's caller id)."""
     items = []
     for name, success, duration_ms, at in batch:
-        item: dict[str, object] = {"circuit": name, "success": success}
+        item: dict[str, object] = {"circuit": name}
+        if isinstance(success, bool):
+            item["success"] = success
+        else:
+            item.update(success)
         if caller is not None:
             item["caller"] = caller
         if with_at:
