@@ -9,7 +9,7 @@ import {
 } from '../policy-schema.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 import { WELL_FORMED_REQUEST_ID } from '../request-id.js';
-import { checkKindMembers, kindFields } from './outcome-kind-fields.js';
+import { checkKindMembers, kindFields, kindRulesDoc } from './outcome-kind-fields.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -204,7 +204,7 @@ export const CallBody = z
   })
   .strict()
   .superRefine((o, ctx) => checkKindMembers(o, ctx, [], false))
-  .openapi('CallRequest');
+  .openapi('CallRequest', kindRulesDoc(false));
 
 export const FailureBody = z
   .object({

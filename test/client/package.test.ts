@@ -12,7 +12,7 @@ describe('the circuitlog/client package entry', () => {
       "import('circuitlog/client').then((m) => console.log(Object.keys(m).sort().join(',')))",
     ]);
     expect(stdout.trim()).toBe(
-      'CallTimeoutError,CircuitOpenError,CircuitThrottledError,CircuitlogClient,CircuitlogRequestError,CircuitlogUnavailableError,ClientClosedError,createClient',
+      'CallTimeoutError,CircuitOpenError,CircuitRampingError,CircuitThrottledError,CircuitlogClient,CircuitlogRequestError,CircuitlogUnavailableError,ClientClosedError,DependencyThrottledError,createClient',
     );
   });
 
