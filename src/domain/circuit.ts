@@ -191,7 +191,11 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
   }
   // A reset also ends every caller's isolation, every cool-down and the ramp: the operator says the dependency is fine.
   const cleared = withoutCoolingOrRamp(c);
-  return closeCircuit(callers === 0 ? cleared : { ...cleared, callers: [] }, now, 'manual_reset');
+  const step = closeCircuit(callers === 0 ? cleared : { ...cleared, callers: [] }, now, 'manual_reset');
+  // Closed already, no state changes; ending a cool-down or a ramp in force is still an event (closed -> closed),
+  // or the clients, which refuse and ramp from their view, would go on until its end.
+  if (step.transitions.length > 0 || (c.coolDueAt == null && !(c.rampUntil != null && now < c.rampUntil))) return step;
+  return { ...step, transitions: [{ from: c.state, to: c.state, reason: 'manual_reset', at: now }] };
 }
 
 /**
@@ -202,8 +206,10 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
  */
 export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
   if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
+  // `kinds` and `ramp` are left out of a policy that has none: drop the old ones, or they would stay.
+  const { kinds: _kinds, ramp: _ramp, ...kept } = withoutQuorum(circuit);
   const next: Circuit = {
-    ...withoutQuorum(circuit),
+    ...kept,
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
     throttleState: sameThrottleWindow(circuit.throttle, policy.throttle) ? circuit.throttleState : null,
