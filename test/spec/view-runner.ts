@@ -2,7 +2,7 @@
  * Runs a `cool_down` or `ramp` vector of clients/spec/state-machine.json through the Node client's
  * local view (src/client/view.ts, admission.ts): one view per caller the vector names, each told
  * every step's transitions as `/events/stream` would (after the step: the stream lags the change),
- * and every policy a `configure` sets (as the client's policy refresh would). An admission the view
+ * and the circuit's JSON after every `configure` (as the client's policy refresh would fetch it). An admission the view
  * decides (a circuit closed in the view) is compared with the vector's verdict; the others are the
  * server's to answer.
  */
@@ -11,8 +11,8 @@ import { CircuitRampingError, DependencyThrottledError } from '../../src/client/
 import { LocalBreakers } from '../../src/client/local-breaker.js';
 import { LocalThrottles } from '../../src/client/local-throttle.js';
 import type { CircuitJson, TransitionEvent, Transport } from '../../src/client/transport.js';
-import { CircuitView, Link } from '../../src/client/view.js';
-import type { Vector, WireTransition, WireVerdict } from '../../clients/spec/generator/format.js';
+import { CircuitView, coolAndRampFrom, Link } from '../../src/client/view.js';
+import type { Expect, PolicyWire, Vector, WireTransition, WireVerdict } from '../../clients/spec/generator/format.js';
 
 /** What a view decided for one admission, in the verdict's terms (or that it asks the server). */
 export type ViewDecision =
@@ -38,9 +38,21 @@ export function wantedDecision(step: number, verdict: WireVerdict): ViewDecision
   throw new Error(`step ${step}: a closed circuit refused without a cool-down or a ramp: ${JSON.stringify(verdict)}`);
 }
 
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The circuit's JSON as `GET /circuits/{name}` shows it after a step (undefined: just created). */
+function circuitJson(policy: PolicyWire, e: Partial<Expect> = {}): CircuitJson {
+  return {
+    ...policy,
+    state: e.state ?? 'closed',
+    cool_until: e.cool_until_ms == null ? null : iso(e.cool_until_ms),
+    cooling_callers: (e.cooling_callers ?? []).map((c) => ({ caller: c.caller, cool_until: iso(c.cool_until_ms) })),
+    ramp_until: e.ramp_until_ms == null ? null : iso(e.ramp_until_ms),
+  } as CircuitJson;
+}
+
 /** The transition as `/events/stream` sends it (times in ISO 8601), as the client's stream parser hands it on. */
 function streamEvent(t: WireTransition, id: number): TransitionEvent {
-  const iso = (ms: number) => new Date(ms).toISOString();
   return {
     id: String(id),
     circuit: 'spec',
@@ -84,7 +96,8 @@ export function runOnView(vector: Vector): ViewDecision[] {
       });
       // The snapshot of a circuit just created: closed, the vector's policy.
       const entry = view.getOrCreate('spec');
-      entry.json = { ...vector.policy, state: 'closed' } as CircuitJson;
+      entry.json = circuitJson(vector.policy);
+      coolAndRampFrom(entry, entry.json, caller);
       entry.generation = link.generation;
       entry.policyDueAt = Number.POSITIVE_INFINITY;
       return [caller, { view, admission }] as const;
@@ -100,8 +113,13 @@ export function runOnView(vector: Vector): ViewDecision[] {
       if (!admission.admitsHere('spec', false)) decisions.push({ step, asks: true });
       else decisions.push(decision(step, admission.refusalHere('spec')));
     }
-    for (const { view } of clients.values()) {
-      if (event.type === 'configure') view.get('spec')!.json = { ...event.policy, state: expect.state } as CircuitJson;
+    for (const [caller, { view }] of clients) {
+      if (event.type === 'configure') {
+        // The client's policy refresh (`GET /circuits/{name}`), as admission.ts applies it.
+        const entry = view.get('spec')!;
+        entry.json = circuitJson(event.policy, expect);
+        coolAndRampFrom(entry, entry.json, caller);
+      }
       for (const t of expect.transitions) view.apply(streamEvent(t, ++ids));
     }
   });
