@@ -6,7 +6,8 @@
 
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
-import { rampAdmits, rampPercent } from '../domain/outcome-kind.js';
+import { rampAdmits } from '../domain/outcome-kind.js';
+import { coolAndRampFrom, rampShare } from './cool-down.js';
 import {
   CircuitOpenError,
   CircuitRampingError,
@@ -20,7 +21,6 @@ import type { LocalThrottles } from './local-throttle.js';
 import { TransportError, type AllowedAnswer, type Transport } from './transport.js';
 import {
   admitsLocally,
-  coolAndRampFrom,
   effectiveState,
   forcedFrom,
   isolate,
@@ -253,27 +253,4 @@ export function checkName(name: string): void {
 /** A refusal (open circuit, or circuitlog unreachable with failOpen false), which a fallback answers. */
 export function isRefusal(error: unknown): boolean {
   return error instanceof CircuitOpenError || error instanceof CircuitlogUnavailableError;
-}
-
-/** The ramp's share now on a circuit whose policy ramps (issue 29), or null at 100 %. */
-function rampShare(entry: ViewEntry, now: number): { percent: number; until: number | null } | null {
-  const ramp = rampPolicy(entry.json?.ramp);
-  if (ramp === null) return null;
-  let until = entry.rampUntil;
-  // A circuit-wide cool-down ends into the ramp: known before the event that names its end arrives
-  // (a caller's own cool-down ends without one: the fleet never stopped).
-  if (entry.coolScope === 'circuit' && entry.coolUntil > 0 && entry.coolUntil <= now)
-    until = Math.max(until ?? 0, entry.coolUntil + ramp.seconds * 1000);
-  const percent = rampPercent(until, ramp.seconds, ramp.startPercent, now);
-  return percent >= 100 ? null : { percent, until };
-}
-
-/** A circuit JSON's `ramp` (`{seconds, start_percent}`), read leniently: anything unusable is no ramp. */
-function rampPolicy(value: unknown): { seconds: number; startPercent: number } | null {
-  const r = value as { seconds?: unknown; start_percent?: unknown } | null | undefined;
-  if (typeof r !== 'object' || r === null) return null;
-  const { seconds, start_percent: start = 10 } = r;
-  if (typeof seconds !== 'number' || !(seconds >= 1 && seconds <= 3600)) return null;
-  if (typeof start !== 'number' || !(start >= 1 && start <= 100)) return null;
-  return { seconds, startPercent: start };
 }

@@ -140,28 +140,6 @@ export class CircuitView {
   }
 }
 
-/**
- * The cool-down and the ramp a circuit's JSON shows (`cool_until`, this caller's entry of
- * `cooling_callers`, `ramp_until`; issue 29), into the entry: a snapshot replaces what was known.
- */
-export function coolAndRampFrom(entry: ViewEntry, json: CircuitJson, caller: string): void {
-  const circuitWide = isoMs(json.cool_until);
-  let mine: number | null = null;
-  if (Array.isArray(json.cooling_callers))
-    for (const item of json.cooling_callers as unknown[]) {
-      const c = item as { caller?: unknown; cool_until?: unknown } | null;
-      if (c?.caller === caller) mine = isoMs(c.cool_until);
-    }
-  entry.coolUntil = Math.max(circuitWide ?? 0, mine ?? 0);
-  entry.coolScope = mine !== null && (circuitWide === null || mine > circuitWide) ? 'caller' : 'circuit';
-  if ('ramp_until' in json) entry.rampUntil = isoMs(json.ramp_until);
-}
-
-function isoMs(value: unknown): number | null {
-  const ms = typeof value === 'string' ? Date.parse(value) : Number.NaN;
-  return Number.isFinite(ms) ? ms : null;
-}
-
 /** Mark the entry isolated until `until` (epoch ms), or released (null). */
 export function isolate(entry: ViewEntry, until: number | null): void {
   entry.isolated = until !== null;

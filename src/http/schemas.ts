@@ -100,6 +100,20 @@ export const CircuitSchema = z
       })
       .nullable()
       .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
+    window_kinds: z
+      .object({
+        success: z.number().int(),
+        failure: z.number().int(),
+        rejected: z.number().int(),
+        throttled: z.number().int(),
+        caller_deadline: z.number().int(),
+        cancelled: z.number().int(),
+      })
+      .nullable()
+      .openapi({
+        description:
+          "The window's outcomes by kind (issue 29), those the rules count as nothing included: a count window's last size outcomes, a time window's seconds; null without a window.",
+      }),
     probes_in_flight: z.number().int(),
     open_until: isoTime.nullable(),
     half_open_at: isoTime.nullable(),

@@ -11,7 +11,8 @@ import { CircuitRampingError, DependencyThrottledError } from '../../src/client/
 import { LocalBreakers } from '../../src/client/local-breaker.js';
 import { LocalThrottles } from '../../src/client/local-throttle.js';
 import type { CircuitJson, TransitionEvent, Transport } from '../../src/client/transport.js';
-import { CircuitView, coolAndRampFrom, Link } from '../../src/client/view.js';
+import { coolAndRampFrom } from '../../src/client/cool-down.js';
+import { CircuitView, Link } from '../../src/client/view.js';
 import type { Expect, PolicyWire, Vector, WireTransition, WireVerdict } from '../../clients/spec/generator/format.js';
 
 /** What a view decided for one admission, in the verdict's terms (or that it asks the server). */
