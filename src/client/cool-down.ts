@@ -35,8 +35,9 @@ export function rampShare(entry: ViewEntry, now: number): { percent: number; unt
   const ramp = rampPolicy(entry.json?.ramp);
   if (ramp === null) return null;
   let until = entry.rampUntil;
-  // A cool-down ends into the ramp: known before the event that names its end arrives.
-  if (entry.coolUntil > 0 && entry.coolUntil <= now)
+  // A circuit-wide cool-down ends into the ramp: known before the event that names its end arrives
+  // (a caller's own cool-down ends without one: the fleet never stopped).
+  if (entry.coolScope === 'circuit' && entry.coolUntil > 0 && entry.coolUntil <= now)
     until = Math.max(until ?? 0, entry.coolUntil + ramp.seconds * 1000);
   const percent = rampPercent(until, ramp.seconds, ramp.startPercent, now);
   return percent >= 100 ? null : { percent, until };

@@ -128,6 +128,11 @@ export class CircuitView {
         entry.coolScope = event.scope === 'caller' ? 'caller' : 'circuit';
       }
     } else if (event.reason === 'cool_down_ended' && mine) entry.coolUntil = 0;
+    else if (event.reason === 'manual_reset') {
+      // An operator reset ends every cool-down and the ramp at circuitlog (domain `reset`).
+      entry.coolUntil = 0;
+      entry.rampUntil = null;
+    }
     if (event.rampUntil !== undefined && (event.reason === 'cool_down_ended' ? mine : event.to === 'closed')) {
       const until = Date.parse(event.rampUntil);
       if (Number.isFinite(until)) entry.rampUntil = until;

@@ -47,6 +47,16 @@ import {
 } from './caller-state.js';
 import { sameThrottleWindow, type RandomSource } from './throttle.js';
 import { admitThrottled, throttleAfterOutcome } from './throttle-step.js';
+import {
+  coolDown,
+  coolVerdict,
+  countedAs,
+  mayCoolOrRamp,
+  rampAfterClose,
+  rampVerdict,
+  withoutCoolingOrRamp,
+} from './outcome-rules.js';
+import { noteKind } from './kind-window.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 
 export type { CircuitPolicy, CircuitSettings } from './policy.js';
@@ -113,12 +123,14 @@ export function admit(
   policy: BreakerPolicy,
   caller?: string,
   random: RandomSource = Math.random,
+  rampRandom: RandomSource = random,
 ): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
   if (
     circuit.state === 'closed' &&
     circuit.forcedState !== 'open' &&
-    (caller === undefined || !circuit.callers?.length)
+    (caller === undefined || !circuit.callers?.length) &&
+    (circuit.forcedState === 'closed' || !mayCoolOrRamp(circuit, now))
   ) {
     if (circuit.forcedState === null && circuit.throttle !== null) return admitThrottled(circuit, now, random);
     return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
@@ -131,11 +143,18 @@ export function admit(
   if (!verdict.allowed || c.forcedState !== null) return { ...refreshed, verdict };
   const own = admitCaller(c, caller, now, policy.probeLeaseMs);
   if (own !== null && !own.verdict.allowed) return { ...refreshed, verdict: own.verdict };
+  // A cool-down (issue 29) refuses every call it applies to, a caller's probe too.
+  const cooled = c.state === 'closed' ? coolVerdict(c, caller, now) : null;
+  if (cooled !== null) return { ...refreshed, verdict: cooled };
   if (own !== null)
-    c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled
-  else if (c.state === 'closed' && c.throttle !== null) {
+    c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled or ramped
+  else if (c.state === 'closed') {
+    const ramped = rampVerdict(c, now, rampRandom);
+    if (ramped !== null && !ramped.allowed) return { ...refreshed, verdict: ramped };
+    if (c.throttle === null) return { circuit: c, transitions: refreshed.transitions, verdict: ramped ?? verdict };
     const throttled = admitThrottled(c, now, random);
-    return { circuit: throttled.circuit, transitions: refreshed.transitions, verdict: throttled.verdict };
+    const v = ramped !== null && throttled.verdict.allowed ? ramped : throttled.verdict;
+    return { circuit: throttled.circuit, transitions: refreshed.transitions, verdict: v };
   }
   if (c.state !== 'half_open') return { circuit: c, transitions: refreshed.transitions, verdict };
   const leases = [...activeLeases(c, now), now + policy.probeLeaseMs];
@@ -165,12 +184,19 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
     c.probeLeases.length === 0 &&
     c.windowState === null &&
     c.throttleState === null &&
-    callers === 0
+    callers === 0 &&
+    c.coolDueAt == null &&
+    c.rampUntil == null
   ) {
     return withoutTransition(c);
   }
-  // A reset also ends every caller's isolation: the operator says the dependency is fine.
-  return closeCircuit(callers === 0 ? c : { ...c, callers: [] }, now, 'manual_reset');
+  // A reset also ends every caller's isolation, every cool-down and the ramp: the operator says the dependency is fine.
+  const cleared = withoutCoolingOrRamp(c);
+  const step = closeCircuit(callers === 0 ? cleared : { ...cleared, callers: [] }, now, 'manual_reset');
+  // Closed already, no state changes; ending a cool-down or a ramp in force is still an event (closed -> closed),
+  // or the clients, which refuse and ramp from their view, would go on until its end.
+  if (step.transitions.length > 0 || (c.coolDueAt == null && !(c.rampUntil != null && now < c.rampUntil))) return step;
+  return { ...step, transitions: [{ from: c.state, to: c.state, reason: 'manual_reset', at: now }] };
 }
 
 /**
@@ -181,8 +207,10 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
  */
 export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
   if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
+  // `kinds` and `ramp` are left out of a policy that has none: drop the old ones, or they would stay.
+  const { kinds: _kinds, ramp: _ramp, ...kept } = withoutQuorum(circuit);
   const next: Circuit = {
-    ...withoutQuorum(circuit),
+    ...kept,
     ...policyOf(policy),
     windowState: sameWindow(circuit.window, policy.window) ? circuit.windowState : null,
     throttleState: sameThrottleWindow(circuit.throttle, policy.throttle) ? circuit.throttleState : null,
@@ -233,8 +261,17 @@ export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs):
     circuit,
     chain(refresh(circuit, now), (refreshed) => {
       if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
+      // Every rule below sees the outcome as what its kind counts as (outcome-rules.ts).
+      const as = countedAs(refreshed, outcome);
+      if (as === 'ignore' || as === 'cool') {
+        // Counted as nothing by the rules; the window notes its kind (window_stats.kinds).
+        const noted = withKindNoted(refreshed, outcome, now);
+        if (as === 'ignore' || noted.state !== 'closed') return withoutTransition(noted);
+        return coolDown(noted, outcome, now);
+      }
+      const o = outcome.success === (as === 'success') ? outcome : { ...outcome, success: as === 'success' };
       // A named outcome is counted for its caller first (quorum, isolation: caller-state.ts).
-      return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
+      return chain(countCaller(refreshed, o, now), (c) => byState(c, o, now));
     }),
   );
 }
@@ -252,6 +289,12 @@ function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   }
 }
 
+/** The circuit with an outcome the rules do not count noted among its window's kinds (kind-window.ts); as given without a window. */
+function withKindNoted(c: Circuit, outcome: Outcome, now: EpochMs): Circuit {
+  if (c.window === null || outcome.kind === undefined) return c;
+  return { ...c, windowState: noteKind(c.window, c.windowState, outcome.kind, now), updatedAt: now };
+}
+
 /** The circuit with the outcome counted (failure count, window, and the throttle while closed), no state change. */
 function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
   const windowState =
@@ -260,7 +303,11 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
       : addOutcome(
           c.window,
           c.windowState,
-          { failure: !outcome.success, slow: isSlow(c.window, outcome.durationMs) },
+          {
+            failure: !outcome.success,
+            slow: isSlow(c.window, outcome.durationMs),
+            ...(outcome.kind === undefined ? {} : { kind: outcome.kind }),
+          },
           now,
         );
   return {
@@ -304,7 +351,7 @@ function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step 
     return openCircuit(reopened, now, 'probe_failed', seconds);
   }
   const probeSuccesses = c.probeSuccesses + 1;
-  if (probeSuccesses >= c.successThreshold) return closeCircuit(c, now, 'probe_succeeded');
+  if (probeSuccesses >= c.successThreshold) return rampAfterClose(closeCircuit(c, now, 'probe_succeeded'), now);
   // This probe has reported: its slot (the oldest lease) is free for the next one.
   return withoutTransition({ ...c, probeSuccesses, probeLeases: activeLeases(c, now).slice(1), updatedAt: now });
 }

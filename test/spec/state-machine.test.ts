@@ -1,7 +1,8 @@
 /**
  * clients/spec/state-machine.json is true of the server: it is exactly what the generator
- * makes from src/domain today, every vector replays through the domain, and every vector a
- * client's local breaker must pass runs through the Node client's (src/client/local-breaker.ts).
+ * makes from src/domain today, every vector replays through the domain, every vector a
+ * client's local breaker must pass runs through the Node client's (src/client/local-breaker.ts),
+ * and every cool-down and ramp vector through the Node client's view (test/spec/view-runner.ts).
  */
 import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -9,19 +10,25 @@ import { describe, expect, it } from 'vitest';
 import { runOnDomain, wireVerdict } from '../../clients/spec/generator/domain-runner.js';
 import type { StateMachineSpec, Vector } from '../../clients/spec/generator/format.js';
 import { SPEC_PATH, stateMachineText } from '../../clients/spec/generator/vectors.js';
+import { countsLocally } from '../../src/client/classify.js';
 import { LocalBreakers, type KnownCircuit } from '../../src/client/local-breaker.js';
 import type { CircuitJson } from '../../src/client/transport.js';
 import type { TransitionReason } from '../../src/domain/circuit.js';
+import { runOnView, wantedDecision, type ViewDecision } from './view-runner.js';
 
 const text = readFileSync(SPEC_PATH, 'utf8');
 const spec = JSON.parse(text) as StateMachineSpec;
 /**
  * A local breaker records each outcome as its call ends, so the server-side `ended_at` (stale outcome) vectors are not its
- * rule; nor are the `quorum` ones: a local breaker sees one caller, itself.
+ * rule; nor are the `quorum` ones: a local breaker sees one caller, itself; nor the `cool_down` and `ramp` ones: the
+ * server's state, which a client follows in its view (`forViews`).
  */
 const forLocalBreakers = spec.vectors.filter(
-  (v) => v.outcome_rule === 'count_only' && !v.tags.includes('ended_at') && !v.tags.includes('quorum'),
+  (v) =>
+    v.outcome_rule === 'count_only' && !['ended_at', 'quorum', 'cool_down', 'ramp'].some((tag) => v.tags.includes(tag)),
 );
+/** The cool-down and ramp vectors (issue 29): a client decides them from its view of the server's state. */
+const forViews = spec.vectors.filter((v) => v.tags.includes('cool_down') || v.tags.includes('ramp'));
 
 /**
  * Every reason the domain's state machine makes; a new one fails to compile here until a vector
@@ -42,6 +49,8 @@ const REASONS = {
   trip_withheld: true,
   caller_isolated: true,
   caller_released: true,
+  cool_down: true,
+  cool_down_ended: true,
 } satisfies Record<Exclude<TransitionReason, 'ejection_capped'>, true>;
 
 /** Policy members and a predicate that says a vector sets them away from the default. */
@@ -64,6 +73,25 @@ const POLICY_FIELDS: Record<string, (p: Vector['policy']) => boolean> = {
   throttle: (p) => p.throttle != null,
   'throttle.k': (p) => p.throttle != null && p.throttle.k !== 2,
   'throttle.window_seconds': (p) => p.throttle != null && p.throttle.window_seconds !== 60,
+  'count_as.rejected': (p) => p.count_as?.rejected !== undefined,
+  'count_as.failure': (p) => p.count_as?.failure !== undefined,
+  'count_as.success': (p) => p.count_as?.success !== undefined,
+  'count_as.throttled': (p) => p.count_as?.throttled !== undefined,
+  'count_as.caller_deadline': (p) => p.count_as?.caller_deadline !== undefined,
+  'count_as.cancelled': (p) => p.count_as?.cancelled !== undefined,
+  'min_deadline_ms=null': (p) => p.min_deadline_ms === null,
+  min_deadline_ms: (p) => typeof p.min_deadline_ms === 'number',
+};
+
+/** Issue 29's policy members a cool-down or ramp vector (run by the views) sets away from the default. */
+const VIEW_POLICY_FIELDS: Record<string, (p: Vector['policy']) => boolean> = {
+  max_retry_after_seconds: (p) => p.max_retry_after_seconds != null,
+  'throttle_scope=circuit': (p) => p.throttle_scope === 'circuit',
+  'throttle_scope=caller': (p) => p.throttle_scope === 'caller',
+  quorum: (p) => p.quorum != null && p.throttle_scope === undefined,
+  ramp: (p) => p.ramp != null,
+  'ramp.start_percent': (p) => p.ramp != null && p.ramp.start_percent !== 10,
+  timeout_seconds: (p) => p.timeout_seconds !== 30,
 };
 
 const policiesOf = (v: Vector) => [
@@ -85,7 +113,7 @@ describe('clients/spec/state-machine.json', () => {
 
   it('has at least 150 vectors, all of them for every client local breaker but the circuitlog-route ones', () => {
     expect(spec.format).toBe('circuitlog-state-machine');
-    expect(spec.version).toBe(1);
+    expect(spec.version).toBe(2);
     expect(forLocalBreakers.length).toBeGreaterThanOrEqual(150);
     expect(new Set(spec.vectors.map((v) => v.id)).size).toBe(spec.vectors.length);
   });
@@ -95,6 +123,19 @@ describe('clients/spec/state-machine.json', () => {
       .filter(([, differs]) => !forLocalBreakers.some((v) => policiesOf(v).some(differs)))
       .map(([field]) => field);
     expect(missing).toEqual([]);
+    const missingInViews = Object.entries(VIEW_POLICY_FIELDS)
+      .filter(([, differs]) => !forViews.some((v) => policiesOf(v).some(differs)))
+      .map(([field]) => field);
+    expect(missingInViews).toEqual([]);
+  });
+
+  it('gives a local breaker every outcome kind, with and without count_as, and the views cool-downs in both scopes and ramps', () => {
+    const kinds = new Set(
+      forLocalBreakers.flatMap((v) => v.steps.flatMap((s) => (s.event.type === 'outcome' && s.event.kind) || [])),
+    );
+    expect([...kinds].sort()).toEqual(['caller_deadline', 'cancelled', 'failure', 'rejected', 'success', 'throttled']);
+    const scopes = new Set(forViews.flatMap((v) => v.steps.flatMap((s) => s.expect.transitions.map((t) => t.scope))));
+    expect(scopes).toEqual(new Set(['circuit', 'caller', undefined]));
   });
 
   it('makes every transition reason and uses every event type', () => {
@@ -108,7 +149,11 @@ describe('clients/spec/state-machine.json', () => {
 
   it('refuses and admits in some step of every kind: open, half-open full, forced open, caller, throttled', () => {
     const kind = (v: Vector['steps'][number]['expect']['verdict']) =>
-      v.allowed ? '' : `${v.forced}${v.scope === undefined ? '' : `/${v.scope}`}${v.throttled ? '/throttled' : ''}`;
+      v.allowed
+        ? ''
+        : `${v.forced}${v.scope === undefined ? '' : `/${v.scope}`}${v.throttled ? '/throttled' : ''}${
+            v.cool_down === undefined ? '' : `/cool_down=${v.cool_down}`
+          }${v.ramp_percent === undefined ? '' : '/ramping'}`;
     const refusals = spec.vectors.flatMap((v) =>
       v.steps.filter((s) => !s.expect.verdict.allowed).map((s) => `${s.expect.state}/${kind(s.expect.verdict)}`),
     );
@@ -121,6 +166,9 @@ describe('clients/spec/state-machine.json', () => {
         'half_open/true',
         'closed/false/caller',
         'closed/false/throttled',
+        'closed/false/cool_down=circuit',
+        'closed/false/caller/cool_down=caller',
+        'closed/false/ramping',
       ]),
     );
   });
@@ -149,8 +197,9 @@ function runOnLocalBreaker(vector: Vector): { state: string | undefined; verdict
     random,
   );
   const name = 'spec';
-  const known: KnownCircuit = { state: undefined, json: vector.policy as CircuitJson };
-  breakers.configure(name, vector.policy as CircuitJson); // created at created_at_ms, with the vector's policy
+  let json = vector.policy as CircuitJson;
+  const known: KnownCircuit = { state: undefined, json };
+  breakers.configure(name, json); // created at created_at_ms, with the vector's policy
   return vector.steps.map(({ at_ms, event }) => {
     now = at_ms;
     switch (event.type) {
@@ -159,14 +208,23 @@ function runOnLocalBreaker(vector: Vector): { state: string | undefined; verdict
         const verdict = wireVerdict(breakers.admit(name, known));
         return { state: breakers.state(name), verdict };
       }
-      case 'outcome':
-        breakers.record(name, event.success, event.duration_ms, known);
+      case 'outcome': {
+        // As the client records a call: what its kind counts as for this client (success, failure or nothing).
+        const kind = event.kind ?? (event.success ? 'success' : 'failure');
+        const detail = {
+          ...(event.retry_after_seconds === undefined ? {} : { retryAfterSeconds: event.retry_after_seconds }),
+          ...(event.deadline_ms === undefined ? {} : { deadlineMs: event.deadline_ms }),
+        };
+        const success = countsLocally({ kind, ...detail }, event.duration_ms, json);
+        if (success !== null) breakers.record(name, success, event.duration_ms, known);
         break;
+      }
       case 'reset':
         breakers.reset(name, known);
         break;
       case 'configure':
-        breakers.configure(name, event.policy as CircuitJson);
+        json = event.policy as CircuitJson;
+        breakers.configure(name, json);
         break;
     }
     return { state: breakers.state(name) };
@@ -179,5 +237,34 @@ describe('every count_only vector through the Node client local breaker (src/cli
       s.event.type === 'admit' ? { state: s.expect.state, verdict: s.expect.verdict } : { state: s.expect.state },
     );
     expect(runOnLocalBreaker(vector)).toEqual(wanted);
+  });
+});
+
+describe('every cool-down and ramp vector through the Node client view (src/client/view.ts, admission.ts)', () => {
+  it.each(forViews)('$id', (vector) => {
+    const decided = runOnView(vector);
+    const wanted = decided.map(
+      (d): ViewDecision => ('asks' in d ? d : wantedDecision(d.step, vector.steps[d.step]!.expect.verdict)),
+    );
+    expect(decided).toEqual(wanted);
+  });
+
+  it('decides locally every admission on a circuit closed and unforced at the server, at least 40 of them', () => {
+    let decided = 0;
+    for (const vector of forViews) {
+      const forced = new Map<number, boolean>();
+      let force = vector.policy.forced_state !== null;
+      vector.steps.forEach((s, i) => {
+        if (s.event.type === 'configure') force = s.event.policy.forced_state !== null;
+        forced.set(i, force);
+      });
+      const asked = runOnView(vector).filter((d) => {
+        const s = vector.steps[d.step]!;
+        return 'asks' in d && s.expect.state === 'closed' && !forced.get(d.step);
+      });
+      expect(asked.map((d) => `${vector.id} step ${d.step}`)).toEqual([]);
+      decided += runOnView(vector).filter((d) => !('asks' in d)).length;
+    }
+    expect(decided).toBeGreaterThanOrEqual(40);
   });
 });

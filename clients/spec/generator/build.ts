@@ -6,6 +6,7 @@
  */
 import { policyFromWire, policyToWire, type PolicyWire } from '../../../src/domain/policy-wire.js';
 import { runOnDomain } from './domain-runner.js';
+import type { OutcomeKind } from '../../../src/domain/outcome-kind.js';
 import type { Expect, OutcomeRule, Vector, WireEvent, WireState } from './format.js';
 
 /** What the author expects of a step (checked against the domain's answer). */
@@ -21,6 +22,15 @@ export interface Want {
   readonly open_until_ms?: number | null;
   readonly throttled?: boolean;
   readonly probability?: number;
+  /** Refused by a cool-down of this scope (issue 29). */
+  readonly cool_down?: 'circuit' | 'caller';
+  readonly cool_until_ms?: number | null;
+  /** The callers cooling down, in order. */
+  readonly cooling?: readonly string[];
+  readonly ramp_until_ms?: number | null;
+  readonly ramp_percent?: number;
+  readonly window_failures?: number;
+  readonly window_slow_calls?: number;
 }
 
 export interface Draft {
@@ -78,6 +88,25 @@ export const admit = (at_ms: number, want?: boolean | Want, draw?: number): Draf
   event: draw === undefined ? { type: 'admit' } : { type: 'admit', draw },
   want: typeof want === 'boolean' ? { allowed: want } : want,
 });
+/** An admission on a ramping circuit, drawing `random` (the ramp's draw). */
+export const rampAdmit = (at_ms: number, random: number, want?: boolean | Want): Draft => ({
+  at_ms,
+  event: { type: 'admit', random },
+  want: typeof want === 'boolean' ? { allowed: want } : want,
+});
+
+/** An outcome's kind and its detail, as the clients send them (issue 29). */
+export type KindDetail = { retry_after_seconds?: number; deadline_ms?: number; duration_ms?: number };
+
+/** An outcome of `kind` (no `success`, as the clients send a kind). */
+export const kind = (at_ms: number, k: OutcomeKind, want?: WireState | Want, detail: KindDetail = {}): Draft => ({
+  at_ms,
+  event: { type: 'outcome', kind: k, ...detail },
+  want: st(want),
+});
+
+/** The draft with the caller named on its event. */
+export const by = (caller: string, d: Draft): Draft => ({ ...d, event: { ...d.event, caller } as Draft['event'] });
 export const reset = (at_ms: number, want?: WireState | Want): Draft => ({
   at_ms,
   event: { type: 'reset' },
@@ -119,6 +148,14 @@ function check(id: string, index: number, want: Want, got: Expect): void {
   same('open_until_ms', want.open_until_ms, got.open_until_ms);
   same('throttled', want.throttled, !got.verdict.allowed && got.verdict.throttled === true);
   same('probability', want.probability, got.throttle?.probability);
+  same('cool_down', want.cool_down, got.verdict.allowed ? undefined : got.verdict.cool_down);
+  same('cool_until_ms', want.cool_until_ms, got.cool_until_ms);
+  same('ramp_until_ms', want.ramp_until_ms, got.ramp_until_ms);
+  same('ramp_percent', want.ramp_percent, got.ramp_percent);
+  same('window_failures', want.window_failures, got.window?.failures);
+  same('window_slow_calls', want.window_slow_calls, got.window?.slow_calls);
+  if (want.cooling !== undefined)
+    same('cooling', want.cooling.join(','), (got.cooling_callers ?? []).map((e) => e.caller).join(','));
   if (want.reason !== undefined && !got.transitions.some((t) => t.reason === want.reason)) {
     problems.push(`reason: wanted a ${want.reason} transition, got ${JSON.stringify(got.transitions)}`);
   }

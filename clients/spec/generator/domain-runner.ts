@@ -18,9 +18,11 @@ import {
   type Step as DomainStep,
   type Verdict,
 } from '../../../src/domain/circuit.js';
-import { policyFromWire } from '../../../src/domain/policy-wire.js';
+import { coolVerdict, rampPercentOf } from '../../../src/domain/outcome-rules.js';
+import { policyFromWire, type PolicyWire } from '../../../src/domain/policy-wire.js';
 import { throttleCounts, throttleProbability } from '../../../src/domain/throttle.js';
-import type { Expect, OutcomeRule, WireEvent, WireVerdict } from './format.js';
+import type { Transition } from '../../../src/domain/types.js';
+import type { CoolingExpect, Expect, OutcomeRule, WireEvent, WireTransition, WireVerdict } from './format.js';
 
 /** What a vector needs to run: its policy, rule, lease and events. */
 export interface RunnableVector {
@@ -32,17 +34,47 @@ export interface RunnableVector {
 }
 
 export function wireVerdict(v: Verdict): WireVerdict {
-  if (v.allowed) return { allowed: true };
+  if (v.allowed)
+    return v.rampPercent === undefined ? { allowed: true } : { allowed: true, ramp_percent: v.rampPercent };
   return {
     allowed: false,
     retry_at_ms: v.retryAt,
     forced: v.forced === true,
     ...(v.scope === undefined ? {} : { scope: v.scope }),
     ...(v.throttled === undefined ? {} : { throttled: true as const }),
+    ...(v.cooled === undefined ? {} : { cool_down: v.cooled.scope }),
+    ...(v.ramping === undefined ? {} : { ramp_percent: v.ramping.percent, ramp_until_ms: v.ramping.until }),
   };
 }
 
-function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): Expect {
+/** A transition in wire form; issue 29's events with their detail (the others as they always were). */
+function wireTransition(t: Transition): WireTransition {
+  const base = { from: t.from, to: t.to, reason: t.reason, at_ms: t.at };
+  const cooling = t.reason === 'cool_down' || t.reason === 'cool_down_ended';
+  return {
+    ...base,
+    ...(cooling && t.scope !== undefined ? { scope: t.scope } : {}),
+    ...(cooling && t.callers !== undefined ? { callers: t.callers } : {}),
+    ...(cooling && t.until !== undefined ? { until_ms: t.until } : {}),
+    ...(cooling && t.retryAfterSeconds !== undefined ? { retry_after_seconds: t.retryAfterSeconds } : {}),
+    ...(t.rampUntil === undefined ? {} : { ramp_until_ms: t.rampUntil }),
+  };
+}
+
+/** Issue 29's figures as the circuit's JSON shows them at `now` (src/http/circuit-json.ts does the same). */
+function coolingOf(c: Circuit, now: number): CoolingExpect {
+  const ramping = c.state === 'closed' && c.ramp != null && c.rampUntil != null && now < c.rampUntil;
+  return {
+    cool_until_ms: c.coolUntil != null && c.coolUntil > now ? c.coolUntil : null,
+    cooling_callers: (c.coolCallers ?? [])
+      .filter((e) => e[1] > now)
+      .map(([caller, until]) => ({ caller, cool_until_ms: until })),
+    ramp_until_ms: ramping ? c.rampUntil! : null,
+    ramp_percent: ramping ? rampPercentOf(c, now) : 100,
+  };
+}
+
+function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number, cooling: boolean): Expect {
   const stats = windowStats(c, now);
   return {
     state: c.state,
@@ -55,7 +87,8 @@ function expectOf(c: Circuit, step: DomainStep, verdict: Verdict, now: number): 
     open_until_ms: c.openUntil,
     window: stats === null ? null : { calls: stats.calls, failures: stats.failures, slow_calls: stats.slowCalls },
     ...throttleOf(c, now),
-    transitions: step.transitions.map((t) => ({ from: t.from, to: t.to, reason: t.reason, at_ms: t.at })),
+    ...(cooling ? coolingOf(c, now) : {}),
+    transitions: step.transitions.map(wireTransition),
     verdict: wireVerdict(verdict),
   };
 }
@@ -76,6 +109,14 @@ function drawOf(event: { readonly draw?: number }): () => number {
   };
 }
 
+/** A ramping admission draws its `random` (the ramp's own draw, apart from the throttle's `draw`). */
+function rampDrawOf(event: { readonly random?: number }): () => number {
+  return () => {
+    if (event.random === undefined) throw new Error('this admit ramps: give the event a random');
+    return event.random;
+  };
+}
+
 /** One event on the domain; `admit` answers with its own verdict, any other with a peek. */
 function apply(
   c: Circuit,
@@ -86,7 +127,7 @@ function apply(
 ): { step: DomainStep; verdict: Verdict } {
   switch (event.type) {
     case 'admit': {
-      const admission = admit(c, now, { probeLeaseMs }, event.caller, drawOf(event));
+      const admission = admit(c, now, { probeLeaseMs }, event.caller, drawOf(event), rampDrawOf(event));
       return { step: admission, verdict: admission.verdict };
     }
     case 'outcome':
@@ -94,7 +135,11 @@ function apply(
         recordOutcome(
           c,
           {
-            success: event.success,
+            // With a kind, the kind decides (`success` only completes the domain's record).
+            success: event.success ?? event.kind === 'success',
+            ...(event.kind === undefined ? {} : { kind: event.kind }),
+            ...(event.retry_after_seconds === undefined ? {} : { retryAfterSeconds: event.retry_after_seconds }),
+            ...(event.deadline_ms === undefined ? {} : { deadlineMs: event.deadline_ms }),
             durationMs: event.duration_ms,
             timeoutSeconds: event.timeout_seconds,
             late: rule,
@@ -119,17 +164,45 @@ function endedAt(ms: number | undefined): { at?: number } {
   return ms === undefined ? {} : { at: ms };
 }
 
-/** What a call at `now` would be told, without taking a probe slot. */
+/**
+ * What an anonymous call at `now` would be told, without taking a probe slot: a circuit-wide
+ * cool-down refuses it (as `admit` would); no draw is taken, so never a throttle or ramp refusal.
+ */
 function peeked(step: DomainStep, now: number): { step: DomainStep; verdict: Verdict } {
-  return { step, verdict: isCallAllowed(refresh(step.circuit, now).circuit, now) };
+  const c = refresh(step.circuit, now).circuit;
+  const verdict = isCallAllowed(c, now);
+  const cooled =
+    verdict.allowed && c.state === 'closed' && c.forcedState === null ? coolVerdict(c, undefined, now) : null;
+  return { step, verdict: cooled ?? verdict };
+}
+
+const KIND_FIELDS = ['count_as', 'min_deadline_ms', 'max_retry_after_seconds', 'throttle_scope', 'ramp'] as const;
+
+/**
+ * Whether the vector is one of issue 29's (an outcome with a `kind`, an admission with a ramp's
+ * `random`, a policy with one of its fields): those expect the cool-down's and the ramp's figures.
+ */
+export function usesKinds(vector: Pick<RunnableVector, 'policy' | 'steps'>): boolean {
+  const kindsPolicy = (p: PolicyWire) => KIND_FIELDS.some((f) => p[f] !== undefined);
+  return (
+    kindsPolicy(vector.policy) ||
+    vector.steps.some(({ event: e }) =>
+      e.type === 'outcome'
+        ? e.kind !== undefined
+        : e.type === 'admit'
+          ? e.random !== undefined
+          : e.type === 'configure' && kindsPolicy(e.policy),
+    )
+  );
 }
 
 /** The expected breaker after each step of the vector. */
 export function runOnDomain(vector: RunnableVector): Expect[] {
   let circuit = newCircuit('spec', policyFromWire(vector.policy), vector.created_at_ms);
+  const cooling = usesKinds(vector);
   return vector.steps.map(({ at_ms, event }) => {
     const { step, verdict } = apply(circuit, event, at_ms, vector.outcome_rule, vector.probe_lease_ms);
     circuit = step.circuit;
-    return expectOf(circuit, step, verdict, at_ms);
+    return expectOf(circuit, step, verdict, at_ms, cooling);
   });
 }

@@ -2,6 +2,7 @@
  * The types of `clients/spec/state-machine.json` (documented in clients/spec/README.md):
  * snake_case wire form, as a client in any language reads it.
  */
+import type { OutcomeKind } from '../../../src/domain/outcome-kind.js';
 import type { PolicyWire } from '../../../src/domain/policy-wire.js';
 
 export type WireState = 'closed' | 'open' | 'half_open';
@@ -14,12 +15,21 @@ export type WireEvent =
       readonly type: 'admit';
       /** The uniform random number in [0, 1) a throttled circuit draws (vectors with a `throttle` only). */
       readonly draw?: number;
-      /** The asking caller (`?caller=`; `quorum` vectors only). */
+      /** The asking caller (`?caller=`; `quorum` and caller-scope `cool_down` vectors). */
       readonly caller?: string;
+      /** The uniform random number in [0, 1) a ramping circuit draws (`ramp` vectors only; `rampAdmits`). */
+      readonly random?: number;
     }
   | {
       readonly type: 'outcome';
-      readonly success: boolean;
+      /** Absent when `kind` is given (the clients send a kind without `success`). */
+      readonly success?: boolean;
+      /** Why the call ended (issue 29); absent: `success` or `failure` by `success`. */
+      readonly kind?: OutcomeKind;
+      /** `throttled` only: the seconds the dependency asked for (absent: none named). */
+      readonly retry_after_seconds?: number;
+      /** `caller_deadline` only: the caller's deadline, in ms. */
+      readonly deadline_ms?: number;
       readonly duration_ms?: number;
       /** circuitlog's per-failure open time (only in `circuitlog` vectors). */
       readonly timeout_seconds?: number;
@@ -32,13 +42,18 @@ export type WireEvent =
   | { readonly type: 'configure'; readonly policy: PolicyWire };
 
 export type WireVerdict =
-  | { readonly allowed: true }
+  | { readonly allowed: true; readonly ramp_percent?: number }
   | {
       readonly allowed: false;
       readonly retry_at_ms: number;
       readonly forced: boolean;
       readonly scope?: 'caller';
       readonly throttled?: true;
+      /** Refused by the dependency's cool-down, the circuit's or the asking caller's (`retry_at_ms`: its end). */
+      readonly cool_down?: 'circuit' | 'caller';
+      /** Refused by the slow start: the share admitted now, in percent, and the ramp's end. */
+      readonly ramp_percent?: number;
+      readonly ramp_until_ms?: number;
     };
 
 export interface WireTransition {
@@ -47,10 +62,35 @@ export interface WireTransition {
   readonly reason: string;
   /** The transition's own time (may be earlier than the step: open -> half-open is stamped at open_until). */
   readonly at_ms: number;
+  /** `cool_down`, `cool_down_ended`: whose cool-down (`circuit`, or the `callers` named). */
+  readonly scope?: 'circuit' | 'caller';
+  /** `cool_down`, `cool_down_ended` in caller scope: the caller. */
+  readonly callers?: readonly string[];
+  /** `cool_down`: when it ends. */
+  readonly until_ms?: number;
+  /** `cool_down`: its length in seconds (the dependency's ask, capped; `timeout_seconds` when none). */
+  readonly retry_after_seconds?: number;
+  /** A circuit-wide `cool_down_ended` and a `half_open -> closed` under a policy that ramps: the ramp's end. */
+  readonly ramp_until_ms?: number;
 }
 
-/** The breaker after a step, at the step's `at_ms`. */
-export interface Expect {
+/** Issue 29's figures as of `at_ms`, as the circuit's JSON shows them (`GET /circuits/{name}`), in ms. */
+export interface CoolingExpect {
+  /** The circuit-wide cool-down's end while in force, else null. */
+  readonly cool_until_ms: number | null;
+  /** The caller-scope cool-downs in force, soonest end first. */
+  readonly cooling_callers: readonly { readonly caller: string; readonly cool_until_ms: number }[];
+  /** The slow start's end while ramping (closed, before it), else null. */
+  readonly ramp_until_ms: number | null;
+  /** The share admitted now, in percent (unrounded); 100 when not ramping. */
+  readonly ramp_percent: number;
+}
+
+/**
+ * The breaker after a step, at the step's `at_ms`. The `CoolingExpect` members are given in the
+ * vectors of outcome kinds, cool-downs and the ramp (tags `kinds`, `cool_down`, `ramp`) only.
+ */
+export interface Expect extends Partial<CoolingExpect> {
   readonly state: WireState;
   readonly failure_count: number;
   readonly probe_successes: number;
@@ -85,7 +125,7 @@ export interface Vector {
 
 export interface StateMachineSpec {
   readonly format: 'circuitlog-state-machine';
-  readonly version: 1;
+  readonly version: 2;
   readonly generated_by: string;
   readonly vectors: readonly Vector[];
 }

@@ -1,7 +1,9 @@
 /** Every state-machine vector, in the order they are written to clients/spec/state-machine.json. */
 import { basicVectors } from './cases-basic.js';
 import { circuitlogVectors } from './cases-circuitlog.js';
+import { coolingVectors } from './cases-cooling.js';
 import { gridVectors } from './cases-grid.js';
+import { kindVectors } from './cases-kinds.js';
 import { operatorVectors } from './cases-operator.js';
 import { quorumVectors } from './cases-quorum.js';
 import { staleVectors } from './cases-stale.js';
@@ -21,6 +23,8 @@ export function stateMachineSpec(): StateMachineSpec {
     ...staleVectors(),
     ...quorumVectors(),
     ...throttleVectors(),
+    ...kindVectors(),
+    ...coolingVectors(),
   ];
   const ids = new Set<string>();
   for (const v of vectors) {
@@ -29,7 +33,7 @@ export function stateMachineSpec(): StateMachineSpec {
   }
   return {
     format: 'circuitlog-state-machine',
-    version: 1,
+    version: 2,
     generated_by: 'clients/spec/generator/ (npm run spec:generate), from src/domain/',
     vectors,
   };

@@ -257,6 +257,9 @@ class Entry:
                 self.cool_until, self.cool_scope = until, ("caller" if event.scope == "caller" else "circuit")
         elif event.reason == "cool_down_ended" and mine:
             self.cool_until = 0.0
+        elif event.reason == "manual_reset":
+            # An operator reset ends every cool-down and the ramp at circuitlog (the domain's ``reset``).
+            self.cool_until, self.ramp_until = 0.0, None
         if event.ramp_until is not None and (mine if event.reason == "cool_down_ended" else event.to_state == "closed"):
             until = parse_time_ms(event.ramp_until)
             if until is not None:
@@ -549,7 +552,9 @@ class Core:
                 return cooling
         if entry.json is not None and entry.json.get("ramp") is not None:
             now = self.clock_ms()
-            share = ramp_share(entry.json, entry.ramp_until, entry.cool_until, now)
+            # Only a circuit-wide cool-down ends into the ramp (a caller's own ends without one).
+            ended = entry.cool_until if entry.cool_scope == "circuit" else 0.0
+            share = ramp_share(entry.json, entry.ramp_until, ended, now)
             if share is not None and not d.ramp_admits(share[0], self.random()):
                 self.counts["throttled_locally"] += 1
                 return CircuitRampingError(name, share[0], share[1], now, local=True)
