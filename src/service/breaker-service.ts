@@ -421,7 +421,8 @@ export class BreakerService {
       this.observer?.transition(result.circuit, t);
     }
     if ((result as Partial<Admission>).verdict?.allowed === false) this.observer?.rejected(result.circuit);
-    else if (outcome !== undefined) this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs);
+    else if (outcome !== undefined)
+      this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs, outcome.kind);
     return result;
   }
 
