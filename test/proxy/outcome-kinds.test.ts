@@ -184,6 +184,38 @@ describe('a throttled node', () => {
     expect(await circuit(app, 'dc1-1')).toMatchObject({ failure_count: 1, cool_until: null });
   });
 
+  it('without Retry-After is cooled for the upstream timeout_seconds', async () => {
+    const app = await fixture.start(['dc1-1', 'dc2-1'], BASE); // timeout_seconds: 5
+    const kinds = recordings(app);
+    answerOnce(fixture.nodes['dc1-1']!, { status: 429, headers: {} });
+    expect(await nodeOf(app)).toBe('429 dc1-1 false');
+    expect(kinds('users/dc1-1')).toEqual(['throttled']);
+    expect((await circuit(app, 'dc1-1')).cool_until).toBe(iso(app, 5000));
+    expect(await nodeOf(app)).toBe('200 dc2-1 true');
+  });
+
+  it('with a quorum, is cooled for this proxy (its instance_id) only', async () => {
+    const nodes = await startNodes('dc1-1', 'dc2-1');
+    const quorum = 'quorum: { min_callers: 2 }';
+    const app = await startProxyApp(nodes, `${BASE}\n${quorum}`, undefined, { instanceId: 'edge-1' });
+    try {
+      answerOnce(nodes['dc1-1']!, { status: 429, headers: { 'retry-after': '3' } });
+      expect(await nodeOf(app)).toBe('429 dc1-1 false');
+      expect(await circuit(app, 'dc1-1')).toMatchObject({
+        cool_until: null,
+        throttle_scope: 'caller',
+        cooling_callers: [{ caller: 'edge-1', cool_until: iso(app, 3000) }],
+      });
+      expect(await nodeOf(app)).toBe('200 dc2-1 true');
+      const asked = async (caller: string) =>
+        (await app.request('GET', `/circuits/users%2Fdc1-1/allowed?caller=${caller}`)).status;
+      expect([await asked('edge-1'), await asked('edge-2')]).toEqual([503, 200]);
+    } finally {
+      await app.close();
+      await Promise.all(Object.values(nodes).map((n) => n.stop()));
+    }
+  });
+
   it('ramps back in after its cool-down when the policy has a ramp', async () => {
     let draw = 0.5;
     const nodes = await startNodes('dc1-1', 'dc2-1');

@@ -18,7 +18,7 @@ export async function startProxyApp(
   nodes: Record<string, { readonly id: string; readonly url: string }>,
   extraYaml = '',
   client: UpstreamClient = createUndiciClient(),
-  hooks: Pick<ProxyOptions, 'onCoalesced'> = {},
+  hooks: Pick<ProxyOptions, 'onCoalesced' | 'instanceId'> = {},
   /** More of the app's deps (e.g. `random`, the ramp's draw). */
   deps: Partial<AppDeps> = {},
 ) {
