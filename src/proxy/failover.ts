@@ -23,19 +23,19 @@ export const CANCELLED: Classified = Object.freeze({ kind: 'cancelled' });
  * set, the statuses listed are failures and no others (a status the table calls a failure but
  * the list leaves out counts as a success, as before issue 29); without it, issue 29's table
  * (`kindOfStatus`): 408 and 5xx but 501 and 505 are failures, 429 and 503 with `Retry-After`
- * throttled, other 4xx rejected. `retryAfter` is read only for a status that may be throttled.
+ * throttled, other 4xx rejected. The answer's `Retry-After` is read only for a status that may be throttled.
  */
-export function answerKind(
-  upstream: Upstream,
-  status: number,
-  retryAfter: () => string | undefined,
-  now: number,
-): Classified {
+export function answerKind(upstream: Upstream, status: number, answer: RetryAfterSource, now: number): Classified {
   const listed = upstream.failureStatuses;
   if (listed?.has(status)) return FAILURE;
   if (status < 400) return SUCCESS; // the common answer, without a call
-  const classified = kindOfStatus(status, status === 429 || status === 503 ? retryAfter() : undefined, now);
+  const classified = kindOfStatus(status, status === 429 || status === 503 ? answer.retryAfter() : undefined, now);
   return listed !== null && classified.kind === 'failure' ? SUCCESS : classified;
+}
+
+/** Where a node answer's `Retry-After` field is read from (an HTTP attempt, a handshake's answer). */
+export interface RetryAfterSource {
+  retryAfter(): string | undefined;
 }
 
 /** How one try of one node ended; `A` is the transport's answer (an HTTP head, a WebSocket handshake answer), `outcome` its kind. */
@@ -192,7 +192,7 @@ function onTimeout(attempt: Attempt): void {
  * pauses past 64 KiB); then they go to the sink. One object per attempt, no promise, stream
  * or AbortSignal of its own: the forwarding hot path (issue 12).
  */
-export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
+export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher, RetryAfterSource {
   status = 0;
   rawHeaders: Buffer[] = [];
   failure: AttemptFailure | null = null;
@@ -242,6 +242,15 @@ export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
 
   get answered(): boolean {
     return this.status !== 0;
+  }
+
+  /** The answer's first `Retry-After` field, from undici's raw list (names as sent: any case). */
+  retryAfter(): string | undefined {
+    const raw = this.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2)
+      if (raw[i]!.length === 11 && raw[i]!.toString('latin1').toLowerCase() === 'retry-after')
+        return raw[i + 1]!.toString('latin1');
+    return undefined;
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -347,14 +356,6 @@ export interface HttpForwardDeps {
   readonly logger: Logger;
 }
 
-/** The first value of field `name` (lower case) in undici's raw header list. */
-function rawHeader(raw: readonly Buffer[], name: string): string | undefined {
-  for (let i = 0; i + 1 < raw.length; i += 2)
-    if (raw[i]!.length === name.length && raw[i]!.toString('latin1').toLowerCase() === name)
-      return raw[i + 1]!.toString('latin1');
-  return undefined;
-}
-
 /** HTTP forwarding as the failover core's transport: one undici dispatch per attempt. */
 export function httpTransport(deps: HttpForwardDeps, call: ProxyCall): Transport<Attempt> {
   return new HttpTransport(deps, call);
@@ -376,7 +377,7 @@ class HttpTransport implements Transport<Attempt> {
     return new Promise((resolve) => {
       const settle = (a: Attempt) => {
         if (a.failure === null) {
-          const outcome = answerKind(upstream, a.status, () => rawHeader(a.rawHeaders, 'retry-after'), deps.clock());
+          const outcome = answerKind(upstream, a.status, a, deps.clock());
           resolve({ kind: 'answer', answer: a, outcome, startedAt: a.startedAt });
           return;
         }

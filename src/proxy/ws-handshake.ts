@@ -71,7 +71,12 @@ function handshake(
       settle({
         kind: 'answer',
         answer: { res, switched: null },
-        outcome: answerKind(upstream, res.statusCode ?? 0, () => res.headers['retry-after'], call.now()),
+        outcome: answerKind(
+          upstream,
+          res.statusCode ?? 0,
+          { retryAfter: () => res.headers['retry-after'] },
+          call.now(),
+        ),
         startedAt,
       }),
     );

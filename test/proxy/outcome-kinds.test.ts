@@ -168,7 +168,7 @@ describe('a throttled node', () => {
     const kinds = recordings(app);
     const node = fixture.nodes['dc1-1']!;
     const date = new Date(app.clock.now() + 5_000).toUTCString();
-    answerOnce(node, { status: 503, headers: { 'retry-after': date } });
+    answerOnce(node, { status: 503, headers: { 'Retry-After': date } }); // the name in any case
     expect(await nodeOf(app)).toBe('503 dc1-1 false');
     expect(kinds('users/dc1-1')).toEqual(['throttled:5']);
     expect((await circuit(app, 'dc1-1')).cool_until).toBe(iso(app, 5000));
