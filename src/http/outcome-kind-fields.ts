@@ -28,6 +28,37 @@ export const kindFields = {
   }),
 };
 
+const onlyWith = (field: string, kind: string) => ({
+  if: { required: [field] },
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keyword, not a thenable
+  then: { required: ['kind'], properties: { kind: { const: kind } } },
+});
+
+/**
+ * The rules across the members in JSON Schema terms (2020-12, the document's dialect), for the
+ * document: `checkKindMembers` is what the server runs. `successRequired`: one of `success`
+ * and `kind` must be given (not on `/call`, where `success` defaults to true).
+ */
+export function kindRulesDoc(successRequired = true) {
+  return {
+    allOf: [
+      ...(successRequired ? [{ anyOf: [{ required: ['success'] }, { required: ['kind'] }] }] : []),
+      {
+        if: { required: ['success', 'kind'] },
+        // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keyword, not a thenable
+        then: {
+          anyOf: [
+            { properties: { success: { const: true }, kind: { const: 'success' } } },
+            { properties: { success: { const: false }, kind: { const: 'failure' } } },
+          ],
+        },
+      },
+      onlyWith('retry_after_seconds', 'throttled'),
+      onlyWith('deadline_ms', 'caller_deadline'),
+    ],
+  };
+}
+
 interface KindMembers {
   readonly success?: boolean;
   readonly kind?: OutcomeKind;

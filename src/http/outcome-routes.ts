@@ -19,7 +19,7 @@ import {
 import { CIRCUIT_NAME_RULE, CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam } from './schemas.js';
 import { circuitJson, circuitText, wouldRefuseJson } from './circuit-json.js';
 import { CallerQuery, callerField, callerQuery } from './caller-param.js';
-import { checkKindMembers, kindFields, kindOutcome } from './outcome-kind-fields.js';
+import { checkKindMembers, kindFields, kindOutcome, kindRulesDoc } from './outcome-kind-fields.js';
 import { OUTCOME_KINDS } from '../domain/outcome-kind.js';
 
 /** How far into the future an outcome's `at` may lie (another host's clock running ahead). */
@@ -66,7 +66,7 @@ const OutcomeBody = z
   })
   .strict()
   .superRefine((o, ctx) => checkKindMembers(o, ctx))
-  .openapi('OutcomeRequest');
+  .openapi('OutcomeRequest', kindRulesDoc());
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -93,7 +93,8 @@ const BatchItem = z
     at: outcomeAt,
     caller: callerField,
   })
-  .strict();
+  .strict()
+  .openapi(kindRulesDoc());
 const BatchBody = z
   .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
   .strict()

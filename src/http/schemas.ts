@@ -9,7 +9,7 @@ import {
 } from '../policy-schema.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 import { WELL_FORMED_REQUEST_ID } from '../request-id.js';
-import { checkKindMembers, kindFields } from './outcome-kind-fields.js';
+import { checkKindMembers, kindFields, kindRulesDoc } from './outcome-kind-fields.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -100,6 +100,20 @@ export const CircuitSchema = z
       })
       .nullable()
       .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
+    window_kinds: z
+      .object({
+        success: z.number().int(),
+        failure: z.number().int(),
+        rejected: z.number().int(),
+        throttled: z.number().int(),
+        caller_deadline: z.number().int(),
+        cancelled: z.number().int(),
+      })
+      .nullable()
+      .openapi({
+        description:
+          "The window's outcomes by kind (issue 29), those the rules count as nothing included: a count window's last size outcomes, a time window's seconds; null without a window.",
+      }),
     probes_in_flight: z.number().int(),
     open_until: isoTime.nullable(),
     half_open_at: isoTime.nullable(),
@@ -204,7 +218,7 @@ export const CallBody = z
   })
   .strict()
   .superRefine((o, ctx) => checkKindMembers(o, ctx, [], false))
-  .openapi('CallRequest');
+  .openapi('CallRequest', kindRulesDoc(false));
 
 export const FailureBody = z
   .object({

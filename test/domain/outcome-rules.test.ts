@@ -84,7 +84,8 @@ describe('outcome kinds: what each counts as by default', () => {
     const slow = { success: true, kind: 'caller_deadline', deadlineMs: 200, durationMs: 150 } as const;
     const quick = { success: true, kind: 'caller_deadline', deadlineMs: 50, durationMs: 50 } as const;
     const before = run(circuit({ window }), [slow, quick, { success: true }]).circuit;
-    expect(before.windowState).toEqual({ type: 'count', outcomes: '20', failures: 0, slowCalls: 1 });
+    // The window counts the slow call and the success; its kinds note the ignored one too (4: caller_deadline).
+    expect(before.windowState).toEqual({ type: 'count', outcomes: '20', failures: 0, slowCalls: 1, kinds: '440' });
     const { transitions } = run(before, [slow, slow], T0 + 10);
     expect(transitions.map((t) => t.reason)).toEqual(['slow_call_rate_exceeded']);
   });

@@ -82,6 +82,50 @@ describe('outcome kinds on POST /circuits/:name/outcomes, POST /outcomes and /ca
   });
 });
 
+describe('window_kinds: the window by kind', () => {
+  it.each(['count', 'time'] as const)(
+    'counts every kind reported in a %s window, those the rules ignore too, beside window_stats',
+    async (type) => {
+      const t = buildApp();
+      await t.request('PATCH', '/circuits/svc', { failure_threshold: 100, window: { type, size: 20 } });
+      for (const body of [{ success: true }, { success: true }, { success: false }]) await outcome(t, 'svc', body);
+      expect((await get(t, 'svc')).window_kinds).toEqual({
+        success: 2,
+        failure: 1,
+        rejected: 0,
+        throttled: 0,
+        caller_deadline: 0,
+        cancelled: 0,
+      });
+      for (const kind of ['rejected', 'cancelled', 'throttled']) await outcome(t, 'svc', { kind });
+      await outcome(t, 'svc', { kind: 'caller_deadline', deadline_ms: 50 });
+      const shown = await get(t, 'svc');
+      expect(shown.window_kinds).toEqual({
+        success: 2,
+        failure: 1,
+        rejected: 1,
+        throttled: 1,
+        caller_deadline: 1,
+        cancelled: 1,
+      });
+      expect(shown.window_stats).toMatchObject({ calls: 4, failures: 1 }); // rejected counts as a success
+    },
+  );
+
+  it('is null without a window, and empties with the window at a state change', async () => {
+    const t = buildApp();
+    await outcome(t, 'plain', { kind: 'rejected' });
+    expect((await get(t, 'plain')).window_kinds).toBeNull();
+    await t.request('PATCH', '/circuits/svc', { failure_threshold: 2, window: { type: 'count', size: 10 } });
+    await outcome(t, 'svc', { kind: 'cancelled' });
+    await outcome(t, 'svc', { kind: 'failure' });
+    await outcome(t, 'svc', { kind: 'failure' });
+    const opened = await get(t, 'svc');
+    expect(opened.state).toBe('open');
+    expect(Object.values(opened.window_kinds)).toEqual([0, 0, 0, 0, 0, 0]);
+  });
+});
+
 describe('the kinds policy fields', () => {
   it('shows every one resolved in the circuit JSON, with the defaults', async () => {
     const t = buildApp();
