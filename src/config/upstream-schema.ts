@@ -112,7 +112,10 @@ export const upstreamSchema = z
       .default(['X-Api-Key', 'Api-Key', 'X-Auth-Token'])
       .transform((names) => names.map((n) => n.toLowerCase())),
     retries: z.number().int().min(0).max(10).default(1),
-    failure_statuses: z.array(z.number().int().min(100).max(599)).default([500, 502, 503, 504]),
+    /** When given, the whole list of node answers that are failures; absent: issue 29's table (docs/proxy.md#how-a-node-answer-counts). */
+    failure_statuses: z.array(z.number().int().min(100).max(599)).optional(),
+    /** Retry a throttled answer (429, 503 + Retry-After) of an idempotent request on another node; off as in Envoy (opt-in `retriable-status-codes`). */
+    retry_throttled: z.boolean().default(false),
     health_check: healthCheckSchema.prefault({}),
     max_concurrent: positiveInt(1_000_000).optional(),
     /** A fixed or adaptive limit on requests in flight (docs/proxy.md#overload-control-concurrency-limits-and-the-retry-budget). */

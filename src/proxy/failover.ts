@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
+import { type Classified, kindOfStatus } from '../domain/outcome-kind.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { NodePick, type NodeUse, type PanicWatches, type Pick, pickInPanic } from './node-picker.js';
 import type { ProxyCall } from './proxy-call.js';
@@ -10,11 +11,39 @@ import type { ProxyNode, Upstream } from './upstreams.js';
 /** Methods that may be replayed on another node after reaching one (RFC 9110 section 9.2.2). */
 export const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
-/** How one try of one node ended; `A` is the transport's answer (an HTTP head, a WebSocket handshake answer). */
+/** A node answer that did its job (2xx, 3xx): one object, no allocation per answer. */
+export const SUCCESS: Classified = Object.freeze({ kind: 'success' });
+/** A node failure: a failure status, a reset, a refusal, a timeout. */
+export const FAILURE: Classified = Object.freeze({ kind: 'failure' });
+/** The caller closed its connection before the node answered. */
+export const CANCELLED: Classified = Object.freeze({ kind: 'cancelled' });
+
+/**
+ * The kind of a node's answer (docs/proxy.md#how-a-node-answer-counts). With `failure_statuses`
+ * set, the statuses listed are failures and no others (a status the table calls a failure but
+ * the list leaves out counts as a success, as before issue 29); without it, issue 29's table
+ * (`kindOfStatus`): 408 and 5xx but 501 and 505 are failures, 429 and 503 with `Retry-After`
+ * throttled, other 4xx rejected. The answer's `Retry-After` is read only for a status that may be throttled.
+ */
+export function answerKind(upstream: Upstream, status: number, answer: RetryAfterSource, now: number): Classified {
+  const listed = upstream.failureStatuses;
+  if (listed?.has(status)) return FAILURE;
+  if (status < 400) return SUCCESS; // the common answer, without a call
+  const classified = kindOfStatus(status, status === 429 || status === 503 ? answer.retryAfter() : undefined, now);
+  return listed !== null && classified.kind === 'failure' ? SUCCESS : classified;
+}
+
+/** Where a node answer's `Retry-After` field is read from (an HTTP attempt, a handshake's answer). */
+export interface RetryAfterSource {
+  retryAfter(): string | undefined;
+}
+
+/** How one try of one node ended; `A` is the transport's answer (an HTTP head, a WebSocket handshake answer), `outcome` its kind. */
 export type Tried<A> =
-  | { readonly kind: 'answer'; readonly answer: A; readonly failed: boolean; readonly startedAt: number }
+  | { readonly kind: 'answer'; readonly answer: A; readonly outcome: Classified; readonly startedAt: number }
   | { readonly kind: 'timeout' | 'unreachable' | 'refused'; readonly startedAt: number }
-  | { readonly kind: 'caller_gone' };
+  /** `cancelled`: the caller closed its connection first (recorded `cancelled`); else its upload fell silent (nothing recorded). */
+  | { readonly kind: 'caller_gone'; readonly startedAt: number; readonly cancelled: boolean };
 
 /** One transport's side of the failover: HTTP forwarding (`HttpTransport`, below) or the WebSocket handshake (ws-handshake.ts). */
 export interface Transport<A> {
@@ -29,15 +58,18 @@ export interface Transport<A> {
 }
 
 /**
- * How the failover ended. `answer` with `failed` false is the node's to judge (its success
- * is recorded on the call once the answer is over) when `use.judged`; `use` also carries the marks for the answer's head.
+ * How the failover ended. `answer` with `recorded` false (a success or a rejection) is the
+ * node's to judge (its `outcome` is recorded on the call once the answer is over) when
+ * `use.judged`; `recorded`: the core recorded it (a failure or a throttled answer, passed back
+ * as sent). `use` also carries the marks for the answer's head.
  */
 export type Ending<A> =
   | {
       readonly kind: 'answer';
       readonly node: ProxyNode;
       readonly answer: A;
-      readonly failed: boolean;
+      readonly outcome: Classified;
+      readonly recorded: boolean;
       readonly startedAt: number;
       readonly use: NodeUse;
     }
@@ -56,11 +88,13 @@ export interface FailoverDeps {
 
 /**
  * The one failover loop: pick a node (local DC first), try it; a failure (timeout,
- * unreachable, refused, a status in `failure_statuses`) is recorded against the node and,
+ * unreachable, refused, a failure status: `answerKind`) is recorded against the node and,
  * for an idempotent method within `retries` and the upstream's retry budget (`retry_budget`,
- * overload/upstream-overload.ts), the next node is tried. A refused
- * connection sent nothing, so any method moves on, outside the budget. When no node is
- * left, the last failing answer goes back as sent, or the last failure is the ending.
+ * overload/upstream-overload.ts), the next node is tried. A throttled answer is recorded at
+ * once (the node cools down for the time it asked) and goes back as sent, or, with
+ * `retry_throttled`, is retried like a failure. A refused connection sent nothing, so any
+ * method moves on, outside the budget. When no node is left, the last failing answer goes
+ * back as sent, or the last failure is the ending. A caller that left first is `cancelled`.
  */
 export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<Ending<A>> {
   const { call } = t;
@@ -80,17 +114,22 @@ export async function failover<A>(deps: FailoverDeps, t: Transport<A>): Promise<
     if (!sent) upstream.overload.requestSent(); // the retry budget's base: requests that reached the failover's first attempt
     sent = true;
     const tr = await t.attempt(node, deps.clock());
-    if (tr.kind === 'caller_gone') return tr;
-    if (tr.kind === 'answer' && !tr.failed)
-      return { kind: 'answer', node, answer: tr.answer, failed: false, startedAt: tr.startedAt, use };
-    if (use.judged) call.record(node, false, tr.startedAt);
+    if (tr.kind === 'caller_gone') {
+      if (tr.cancelled && use.judged) call.record(node, CANCELLED, tr.startedAt);
+      return tr;
+    }
+    const outcome = tr.kind === 'answer' ? tr.outcome : FAILURE;
+    if (tr.kind === 'answer' && outcome.kind !== 'failure' && outcome.kind !== 'throttled')
+      return { kind: 'answer', node, answer: tr.answer, outcome, recorded: false, startedAt: tr.startedAt, use };
+    if (use.judged) call.record(node, outcome, tr.startedAt);
     (tried ??= new Set()).add(node);
     last =
       tr.kind === 'answer'
-        ? { kind: 'answer', node, answer: tr.answer, failed: true, startedAt: tr.startedAt, use }
+        ? { kind: 'answer', node, answer: tr.answer, outcome, recorded: true, startedAt: tr.startedAt, use }
         : { kind: tr.kind === 'timeout' ? 'timeout' : 'unreachable' };
     const replayable = t.replayable();
     if (tr.kind === 'refused' && replayable) continue; // nothing was sent: free to move on
+    if (outcome.kind === 'throttled' && !upstream.config.retry_throttled) return last; // as Envoy: a 429 is retried only when asked
     if (!IDEMPOTENT.has(method) || budget === 0 || !replayable) return last;
     if (!upstream.overload.retryAllowed()) return last; // over the retry budget: the first attempt's result stands
     budget--;
@@ -153,7 +192,7 @@ function onTimeout(attempt: Attempt): void {
  * pauses past 64 KiB); then they go to the sink. One object per attempt, no promise, stream
  * or AbortSignal of its own: the forwarding hot path (issue 12).
  */
-export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
+export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher, RetryAfterSource {
   status = 0;
   rawHeaders: Buffer[] = [];
   failure: AttemptFailure | null = null;
@@ -203,6 +242,15 @@ export class Attempt implements Dispatcher.DispatchHandler, UploadWatcher {
 
   get answered(): boolean {
     return this.status !== 0;
+  }
+
+  /** The answer's first `Retry-After` field, from undici's raw list (names as sent: any case). */
+  retryAfter(): string | undefined {
+    const raw = this.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2)
+      if (raw[i]!.length === 11 && raw[i]!.toString('latin1').toLowerCase() === 'retry-after')
+        return raw[i + 1]!.toString('latin1');
+    return undefined;
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -329,16 +377,13 @@ class HttpTransport implements Transport<Attempt> {
     return new Promise((resolve) => {
       const settle = (a: Attempt) => {
         if (a.failure === null) {
-          resolve({
-            kind: 'answer',
-            answer: a,
-            failed: upstream.failureStatuses.has(a.status),
-            startedAt: a.startedAt,
-          });
+          const outcome = answerKind(upstream, a.status, a, deps.clock());
+          resolve({ kind: 'answer', answer: a, outcome, startedAt: a.startedAt });
           return;
         }
         call.attemptOver();
-        if (a.failure === 'caller_gone') return resolve({ kind: 'caller_gone' });
+        if (a.failure === 'caller_gone')
+          return resolve({ kind: 'caller_gone', startedAt: a.startedAt, cancelled: body?.timedOut !== true });
         deps.logger.warn(
           {
             event: 'upstream_failed',

@@ -1,7 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
-import { DiscardSink, type Attempt, type BodySink, type FailoverDeps } from './failover.js';
+import type { Classified } from '../domain/outcome-kind.js';
+import { DiscardSink, FAILURE, type Attempt, type BodySink, type FailoverDeps } from './failover.js';
 import { primaryKey } from './cache-rules.js';
 import type { FallbackAnswer } from './fallback.js';
 import { REQUEST_ID_HEADER } from '../request-id.js';
@@ -23,10 +24,10 @@ const NO_LENGTH_STATUSES = new Set([204, 304]);
 export type AnswerDeps = FailoverDeps & { readonly logger: Logger };
 
 /**
- * Pass a node's answer on; with `judge`, its outcome goes to the node's circuit once the
- * body has ended: a reset or a silence over request_timeout_ms inside the body is a node
- * failure, even though the head was already passed on. A body cut by the caller leaving
- * says nothing against the node.
+ * Pass a node's answer on; with `judge`, its `outcome` (a success or a rejection) goes to the
+ * node's circuit once the body has ended: a reset or a silence over request_timeout_ms inside
+ * the body is a node failure, even though the head was already passed on. A body cut by the
+ * caller leaving says nothing against the node: the answer's own kind is recorded.
  */
 export function streamAnswer(
   deps: AnswerDeps,
@@ -35,6 +36,7 @@ export function streamAnswer(
   attempt: Attempt,
   judge: boolean,
   use: NodeUse,
+  outcome: Classified,
 ): Response {
   const { parts } = call;
   const status = attempt.status;
@@ -50,7 +52,7 @@ export function streamAnswer(
   const flight =
     parts.flight !== null && parts.flight.head(status, headers.slice(), contentLength(headers)) ? parts.flight : null;
   const outgoing = parts.input.outgoing!;
-  const sink = new ForwardSink(deps.logger, call, node, judge, keep, flight, attempt.startedAt, outgoing);
+  const sink = new ForwardSink(deps.logger, call, node, judge, outcome, keep, flight, attempt.startedAt, outgoing);
   setRequestId(headers, parts.input.requestId); // after the copies for the stale cache and followers: each answer its own
   // An answer without content is complete with its head; whatever undici says of its body
   // afterwards (it calls a 304 with a Content-Length short) is no concern of the caller's.
@@ -156,6 +158,8 @@ class ForwardSink implements BodySink {
     private readonly call: ProxyCall,
     private readonly node: ProxyNode,
     private readonly judge: boolean,
+    /** The answer's kind, recorded when its body ends (unless the node breaks it: a failure). */
+    private readonly outcome: Classified,
     private readonly keep: StaleCapture | null,
     private readonly flight: Flight | null,
     /** When the attempt was dispatched: its outcome's duration runs to the end of the body. */
@@ -258,10 +262,10 @@ class ForwardSink implements BodySink {
     this.close(!nodeFault);
   }
 
-  private close(success: boolean): void {
+  private close(answered: boolean): void {
     if (this.over) return;
     this.over = true;
     this.call.end();
-    if (this.judge) this.call.record(this.node, success, this.startedAt);
+    if (this.judge) this.call.record(this.node, answered ? this.outcome : FAILURE, this.startedAt);
   }
 }

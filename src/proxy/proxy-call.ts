@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.js';
 import type { Circuit, Step } from '../domain/circuit.js';
+import type { Classified } from '../domain/outcome-kind.js';
 import type { BreakerService, Clock, RecordRules } from '../service/breaker-service.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './upstream-client.js';
@@ -254,15 +255,21 @@ export class ProxyCall {
   }
 
   /**
-   * Record one node outcome, with its duration (`startedAt` to now on the injected clock):
-   * every outcome of the call, HTTP or WebSocket, success or failure, goes through here, so
-   * a slow call counts in the node's slow-call window whatever carried it, and every one is
-   * held to the upstream's ejection cap. Health checks never come here: a failing check
-   * takes a node out whatever the cap says.
+   * Record one node outcome by its kind (issue 29: `success`, `failure`, `rejected`,
+   * `throttled` with the seconds the node asked for, `cancelled`), with its duration
+   * (`startedAt` to now on the injected clock): every outcome of the call, HTTP or WebSocket,
+   * goes through here, so a slow call counts in the node's slow-call window whatever carried
+   * it, and every one is held to the upstream's ejection cap. Health checks never come here:
+   * a failing check takes a node out whatever the cap says.
    */
-  record(node: ProxyNode, success: boolean, startedAt: number): void {
+  record(node: ProxyNode, outcome: Classified, startedAt: number): void {
     const ms = Math.max(0, this.deps.clock() - startedAt); // a wall clock may step back
-    recordRequestOutcome(this.deps.breaker, this.parts.upstream, node, success, ms);
+    recordRequestOutcome(this.deps.breaker, this.parts.upstream, node, outcome, ms);
+  }
+
+  /** The injected clock's time (a `Retry-After` HTTP-date is read against it). */
+  now(): number {
+    return this.deps.clock();
   }
 
   /** How the failover ended, for an adaptive concurrency limit: the node's head came, it timed out, or neither. */
@@ -327,17 +334,25 @@ function ejectionCapOf(upstream: Upstream): EjectionCap | null {
 
 /**
  * The outcome on its node, under the upstream's ejection cap: an outcome that could open the
- * node (a failure, or a slow success where the window judges slow calls) is written together
- * with a read of its peers, and a trip past `max_ejection_percent` is withheld (guard-rails.ts).
+ * node (any but a success where no window judges slow calls: a `count_as` may make any kind
+ * a failure) is written together with a read of its peers, and a trip past
+ * `max_ejection_percent` is withheld (guard-rails.ts).
  */
 function recordRequestOutcome(
   breaker: BreakerService,
   upstream: Upstream,
   node: ProxyNode,
-  success: boolean,
+  { kind, retryAfterSeconds }: Classified,
   durationMs: number,
 ): void {
-  const outcome = { success, durationMs, caller: upstream.recordOptions.caller };
+  const success = kind === 'success';
+  const outcome = {
+    success,
+    kind,
+    ...(retryAfterSeconds == null ? {} : { retryAfterSeconds }),
+    durationMs,
+    caller: upstream.recordOptions.caller,
+  };
   const cap = ejectionCapOf(upstream);
   if (cap === null || (success && upstream.settings.window?.slowCallDurationMs == null)) {
     void breaker.record(node.circuit, outcome, upstream.recordOptions);

@@ -128,9 +128,10 @@ class HttpProxy {
           call,
           ending.node,
           ending.answer,
-          !ending.failed && ending.use.judged,
+          !ending.recorded && ending.use.judged,
           ending.use,
-        ); // a failing answer goes back as sent, already counted
+          ending.outcome,
+        ); // a failing or throttled answer goes back as sent, already counted
       case 'no_node':
         return this.fallbackOr(call, noNodeAvailable(upstream, ending.retryAt));
       case 'timeout':

@@ -54,8 +54,8 @@ export type UpgradeHandler = (
 /**
  * WebSocket pass-through under `/proxy/<upstream>/…` (issue 12): the node is chosen and
  * failed over by the same core as a GET (local DC first, breaker check, retries); a refused
- * connection, a timeout or a status in `failure_statuses` is a node failure; any other
- * non-101 answer is passed back as sent. Every handshake outcome is recorded with its
+ * connection, a timeout or a failure status is a node failure, a 429 throttled (failover.ts
+ * `answerKind`); any other non-101 answer is passed back as sent. Every handshake outcome is recorded with its
  * duration (dispatch to the node's answer). Once switched, bytes flow both ways until either
  * side closes; the tunnel holds a bulkhead slot while open. Only `Upgrade: websocket`; any
  * other offer (`h2c`) is declined and the request served as plain HTTP/1.1 (ignore-upgrade.ts).
@@ -134,7 +134,7 @@ async function switchProtocols(
         throw upstreamUnreachable(upstream);
     }
     const { node, answer, use } = ending;
-    if (!ending.failed && use.judged) call.record(node, true, ending.startedAt); // a failing answer was counted by the core
+    if (!ending.recorded && use.judged) call.record(node, ending.outcome, ending.startedAt); // a failing or throttled answer was counted by the core
     if (answer.switched === null) {
       report(r, node, answer.res.statusCode ?? 0);
       return relayAnswer(upstream, answer.res, node, use, client, requestId); // a failure status goes back as sent, too

@@ -31,7 +31,8 @@ export interface Upstream {
   readonly nodes: readonly ProxyNode[];
   /** Local DC first, then the other DCs in the order they first appear in the config. */
   readonly groups: readonly (readonly ProxyNode[])[];
-  readonly failureStatuses: ReadonlySet<number>;
+  /** Config `failure_statuses`: when set, the only statuses that are failures; null: the table decides (`answerKind`, failover.ts). */
+  readonly failureStatuses: ReadonlySet<number> | null;
   readonly stale: StaleCache | null;
   /** With `coalesce.enabled`: the calls identical concurrent reads wait on. */
   readonly coalescer: Coalescer | null;
@@ -77,7 +78,7 @@ export function buildUpstreams(
       recordOptions: caller === undefined ? { create: settings } : { create: settings, caller },
       nodes,
       groups,
-      failureStatuses: new Set(config.failure_statuses),
+      failureStatuses: config.failure_statuses === undefined ? null : new Set(config.failure_statuses),
       stale:
         fb?.stale_seconds === undefined
           ? null

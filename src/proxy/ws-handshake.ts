@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Transport, Tried } from './failover.js';
+import { answerKind, SUCCESS, type Transport, type Tried } from './failover.js';
 import type { ProxyCall } from './proxy-call.js';
 import { isNothingSent } from './upstream-client.js';
 import type { ProxyNode } from './upstreams.js';
@@ -60,18 +60,23 @@ function handshake(
       request.destroy();
     }, upstream.config.request_timeout_ms);
     const onCallerGone = () => {
-      settle({ kind: 'caller_gone' });
+      settle({ kind: 'caller_gone', startedAt, cancelled: true });
       request.destroy();
     };
     client.once('close', onCallerGone);
     request.once('upgrade', (res, socket, head) =>
-      settle({ kind: 'answer', answer: { res, switched: { socket, head } }, failed: false, startedAt }),
+      settle({ kind: 'answer', answer: { res, switched: { socket, head } }, outcome: SUCCESS, startedAt }),
     );
     request.once('response', (res) =>
       settle({
         kind: 'answer',
         answer: { res, switched: null },
-        failed: upstream.failureStatuses.has(res.statusCode ?? 0),
+        outcome: answerKind(
+          upstream,
+          res.statusCode ?? 0,
+          { retryAfter: () => res.headers['retry-after'] },
+          call.now(),
+        ),
         startedAt,
       }),
     );

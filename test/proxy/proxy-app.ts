@@ -1,6 +1,7 @@
 import { afterEach } from 'vitest';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { AppDeps } from '../../src/app.js';
 import { parseConfigText } from '../../src/config.js';
 import { createHealthChecker } from '../../src/proxy/health-checker.js';
 import type { ProxyOptions } from '../../src/proxy/proxy-routes.js';
@@ -17,11 +18,13 @@ export async function startProxyApp(
   nodes: Record<string, { readonly id: string; readonly url: string }>,
   extraYaml = '',
   client: UpstreamClient = createUndiciClient(),
-  hooks: Pick<ProxyOptions, 'onCoalesced'> = {},
+  hooks: Pick<ProxyOptions, 'onCoalesced' | 'instanceId'> = {},
+  /** More of the app's deps (e.g. `random`, the ramp's draw). */
+  deps: Partial<AppDeps> = {},
 ) {
   const config = parseConfigText(proxyYaml(nodes, extraYaml), 'test');
   const proxy = { localDc: config.local_dc!, upstreams: config.upstreams, client, ...hooks };
-  const built = buildApp({ proxy });
+  const built = buildApp({ ...deps, proxy });
   const server = await listenAsMain(built);
   let requests = 0;
   server.on('request', () => requests++);
