@@ -9,6 +9,7 @@ import {
   type CircuitSettings,
   type Outcome,
 } from '../../src/domain/circuit.js';
+import { MAX_COOL_CALLERS } from '../../src/domain/outcome-rules.js';
 import { POLICY_DEFAULTS } from '../../src/domain/policy-defaults.js';
 
 // Issue 29 in the domain (src/domain/outcome-rules.ts): what each kind counts as, the cool-down
@@ -183,6 +184,15 @@ describe('cool-downs (a throttled outcome)', () => {
     expect(withQuorum.coolCallers).toEqual([['web-1', T0 + 5_000]]);
     expect(withQuorum.coolUntil).toBeUndefined();
     expect(recordOutcome(circuit(), throttled(5, 'web-1'), T0).circuit.coolUntil).toBe(T0 + 5_000);
+  });
+
+  it('keeps at most MAX_COOL_CALLERS caller-scope cool-downs, dropping the one ending soonest', () => {
+    let c = circuit({ kinds: { ...KINDS, throttleScope: 'caller', maxRetryAfterSeconds: 86_400 } });
+    for (let i = 0; i <= MAX_COOL_CALLERS; i++) c = recordOutcome(c, throttled(10 + i, `c${i}`), T0).circuit;
+    expect(c.coolCallers).toHaveLength(MAX_COOL_CALLERS);
+    expect(c.coolCallers!.some((e) => e[0] === 'c0')).toBe(false); // it ended soonest
+    expect(c.coolCallers!.at(-1)).toEqual([`c${MAX_COOL_CALLERS}`, T0 + (10 + MAX_COOL_CALLERS) * 1000]);
+    expect(c.coolDueAt).toBe(T0 + 11_000);
   });
 
   it('is ended by an operator reset', () => {
