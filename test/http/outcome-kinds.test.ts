@@ -60,25 +60,31 @@ describe('outcome kinds on POST /circuits/:name/outcomes, POST /outcomes and /ca
   });
 
   it.each([
-    [{ success: true, kind: 'failure' }, 'kind'],
-    [{ success: false, kind: 'rejected' }, 'kind'],
-    [{}, 'success'],
-    [{ kind: 'failure', retry_after_seconds: 3 }, 'retry_after_seconds'],
-    [{ kind: 'throttled', deadline_ms: 30 }, 'deadline_ms'],
-    [{ kind: 'throttled', retry_after_seconds: -1 }, 'retry_after_seconds'],
-    [{ kind: 'caller_deadline', deadline_ms: 0 }, 'deadline_ms'],
-  ])('answers 422 for %j naming %s', async (body, field) => {
+    [{ success: true, kind: 'failure' }, 'kind', { kind: 'failure' }],
+    [{ success: false, kind: 'rejected' }, 'kind', { kind: 'rejected' }],
+    [{}, 'success', { kind: 'cancelled' }],
+    [{ kind: 'failure', retry_after_seconds: 3 }, 'retry_after_seconds', { kind: 'throttled', retry_after_seconds: 3 }],
+    [{ kind: 'throttled', deadline_ms: 30 }, 'deadline_ms', { kind: 'caller_deadline', deadline_ms: 30 }],
+    [
+      { kind: 'throttled', retry_after_seconds: -1 },
+      'retry_after_seconds',
+      { kind: 'throttled', retry_after_seconds: 0 },
+    ],
+    [{ kind: 'caller_deadline', deadline_ms: 0 }, 'deadline_ms', { kind: 'caller_deadline', deadline_ms: 1 }],
+  ])('answers 422 for %j naming %s, and takes the outcome put right', async (body, field, fixed) => {
     const t = buildApp();
     const r = await outcome(t, 'svc', body);
     expect(r.status).toBe(422);
     expect((await json(r)).errors.map((e: { field: string }) => e.field)).toContain(field);
+    expect((await outcome(t, 'svc', fixed)).status).toBe(200);
   });
 
-  it('answers 422 naming kind on /call for a pair that disagrees', async () => {
+  it('answers 422 naming kind on /call for a pair that disagrees, and takes the pair that agrees', async () => {
     const t = buildApp();
     const r = await t.request('POST', '/circuits/svc/call', { success: true, kind: 'cancelled' });
     expect(r.status).toBe(422);
     expect((await json(r)).errors).toEqual([expect.objectContaining({ field: 'kind' })]);
+    expect((await t.request('POST', '/circuits/svc/call', { success: true, kind: 'success' })).status).toBe(200);
   });
 });
 
