@@ -5,7 +5,8 @@
  * own signal aborting (a deadline or a cancellation), a thrown error (failure) or a result (success).
  */
 
-import { type OutcomeKind, isOutcomeKind, kindOfStatus } from '../domain/outcome-kind.js';
+import { type OutcomeKind, isOutcomeKind } from '../domain/outcome-kind.js';
+import { kindOfStatus } from '../domain/outcome-rules.js';
 import { CallTimeoutError } from './errors.js';
 import type { OutcomeItem } from './transport.js';
 

@@ -267,17 +267,6 @@ export function callerWouldRefuse(c: Circuit, caller: string | undefined, now: E
   return said !== null && 'refuseUntil' in said ? said.refuseUntil : null;
 }
 
-/** The step with every event marked as made under a forced-closed circuit, when `before` was one. */
-export function markForced<S extends Step>(before: Circuit, step: S): S {
-  if (before.forcedState !== 'closed' || step.transitions.length === 0) return step;
-  return {
-    ...step,
-    transitions: step.transitions.map((t) =>
-      t.forcedState === 'closed' ? t : { ...t, forcedState: 'closed' as const },
-    ),
-  };
-}
-
 /** The circuit without its quorum and caller table (a policy without a quorum is being applied). */
 export function withoutQuorum(c: Circuit): Circuit {
   if (c.quorum === undefined && c.callers === undefined) return c;

@@ -20,6 +20,7 @@ import {
   chain,
   closeCircuit,
   effectiveTimeoutSeconds,
+  markForced,
   NO_TRANSITIONS,
   openCircuit,
   refresh,
@@ -36,15 +37,7 @@ import type {
   TripReason,
   Verdict,
 } from './types.js';
-import {
-  admitCaller,
-  callersUnder,
-  callerWouldRefuse,
-  countCaller,
-  judgeTrip,
-  markForced,
-  withoutQuorum,
-} from './caller-state.js';
+import { admitCaller, callersUnder, callerWouldRefuse, countCaller, judgeTrip, withoutQuorum } from './caller-state.js';
 import { sameThrottleWindow, type RandomSource } from './throttle.js';
 import { admitThrottled, throttleAfterOutcome } from './throttle-step.js';
 import {
@@ -296,7 +289,7 @@ function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   }
 }
 
-/** The circuit with an outcome the rules do not count noted among its window's kinds (kind-window.ts); as given without a window. */
+/** The circuit with an outcome the rules do not count noted among its window's kinds (window.ts); as given without a window. */
 function withKindNoted(c: Circuit, outcome: Outcome, now: EpochMs): Circuit {
   if (c.window === null || outcome.kind === undefined) return c;
   return { ...c, windowState: noteKind(c.window, c.windowState, outcome.kind, now), updatedAt: now };

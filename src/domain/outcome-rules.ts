@@ -1,14 +1,57 @@
 /**
- * Issue 29 as steps of the breaker: what an outcome of each kind counts as (`count_as`, the
+ * Issue 29 as steps of the breaker: how a dependency's HTTP answer is classified into a kind (the
+ * proxy and the Node client use it), what an outcome of each kind counts as (`count_as`, the
  * caller-deadline rule), the cool-down a throttled outcome starts (circuit or caller scope) and
  * its end, and the shared slow start (`ramp`) after a circuit closes from half-open or a
  * circuit-wide cool-down ends. Pure, as `circuit.ts`, which calls these.
  */
 import { rampAdmits, rampPercent, type OutcomeKind } from './outcome-kind.js';
-import { kindPolicy, throttleScope, type CountAs } from './policy.js';
+import { POLICY_DEFAULTS } from './policy-defaults.js';
+import type { CircuitPolicy, CountAs, KindPolicy } from './policy.js';
 import type { RandomSource } from './throttle.js';
 import type { Circuit, CoolCaller, EpochMs, Outcome, Step, Transition, Verdict } from './types.js';
 import { isSlow } from './window.js';
+
+/** An HTTP answer's kind and, when throttled, the seconds it asked for (null: it named none). */
+export interface Classified {
+  readonly kind: OutcomeKind;
+  readonly retryAfterSeconds?: number | null;
+}
+
+/**
+ * The kind of a dependency's HTTP answer (issue 29's table, as the proxy and the clients use it):
+ * 429, and 503 with a `Retry-After`, are `throttled` with the seconds asked; other 5xx except
+ * 501 and 505 are `failure` (those two say the request cannot be served, not that the
+ * dependency is unwell: `rejected`); 408 is a `failure` (the dependency gave up waiting);
+ * other 4xx are `rejected`; everything else is `success`.
+ */
+export function kindOfStatus(status: number, retryAfter: string | null | undefined, now: number): Classified {
+  if (status === 429 || (status === 503 && retryAfter != null && retryAfter !== '')) {
+    return { kind: 'throttled', retryAfterSeconds: retryAfterSeconds(retryAfter, now) };
+  }
+  if (status === 501 || status === 505) return { kind: 'rejected' };
+  if (status >= 500 || status === 408) return { kind: 'failure' };
+  if (status >= 400) return { kind: 'rejected' };
+  return { kind: 'success' };
+}
+
+const DELAY_SECONDS = /^\d{1,10}$/;
+
+/**
+ * A `Retry-After` value in seconds from now (RFC 9110 section 10.2.3: delay-seconds or an
+ * HTTP-date), rounded up, never below 0; null when absent or not one of the two forms.
+ */
+export function retryAfterSeconds(value: string | null | undefined, now: number): number | null {
+  if (value == null) return null;
+  const v = value.trim();
+  if (DELAY_SECONDS.test(v)) return Number(v);
+  // An HTTP-date (IMF-fixdate, or the two obsolete forms Date.parse also reads); a bare number
+  // or any other text Date.parse might guess at is not one.
+  if (!/^[A-Za-z]{3,9}, /.test(v)) return null;
+  const at = Date.parse(v);
+  if (!Number.isFinite(at)) return null;
+  return Math.max(0, Math.ceil((at - now) / 1000));
+}
 
 /** Caller-scope cool-downs one circuit keeps at most; past it the one ending soonest is dropped. */
 export const MAX_COOL_CALLERS = 1_000;
@@ -17,6 +60,16 @@ export const MAX_COOL_CALLERS = 1_000;
 export const RAMP_RETRY_AFTER_MS = 1_000; // 1 s
 
 const NO_TRANSITIONS: readonly Transition[] = Object.freeze([]);
+
+/** A circuit's kind rules, its own or the defaults. */
+export function kindPolicy(p: Pick<CircuitPolicy, 'kinds'>): KindPolicy {
+  return p.kinds ?? POLICY_DEFAULTS.kinds;
+}
+
+/** The throttle scope in force: the policy's, else `caller` with a quorum and `circuit` without. */
+export function throttleScope(p: Pick<CircuitPolicy, 'kinds' | 'quorum'>): 'circuit' | 'caller' {
+  return p.kinds?.throttleScope ?? (p.quorum == null ? 'circuit' : 'caller');
+}
 
 /** What an outcome counts as: a success, a failure, nothing, or a cool-down (`throttled` by default). */
 export type Counted = CountAs | 'cool';

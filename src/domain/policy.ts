@@ -148,16 +148,6 @@ export function isDefaultKinds(k: KindPolicy): boolean {
   );
 }
 
-/** A circuit's kind rules, its own or the defaults. */
-export function kindPolicy(p: Pick<CircuitPolicy, 'kinds'>): KindPolicy {
-  return p.kinds ?? POLICY_DEFAULTS.kinds;
-}
-
-/** The throttle scope in force: the policy's, else `caller` with a quorum and `circuit` without. */
-export function throttleScope(p: Pick<CircuitPolicy, 'kinds' | 'quorum'>): 'circuit' | 'caller' {
-  return p.kinds?.throttleScope ?? (p.quorum == null ? 'circuit' : 'caller');
-}
-
 /** Field-by-field equality (null and undefined are the defaults / no ramp). */
 export function sameKinds(a: KindPolicy | null | undefined, b: KindPolicy | null | undefined): boolean {
   const x: KindPolicy = a ?? POLICY_DEFAULTS.kinds;

@@ -2,7 +2,6 @@
  * The state changes every step of the breaker is built from: open, close, the lazy
  * open -> half-open refresh, and the plumbing that chains steps. Pure, as `circuit.ts`.
  */
-import { markForced } from './caller-state.js';
 import { endCoolDowns } from './outcome-rules.js';
 import type { Circuit, EpochMs, Step, Transition, TransitionReason } from './types.js';
 
@@ -121,4 +120,15 @@ export function closeCircuit(c: Circuit, now: EpochMs, reason: TransitionReason)
 /** For exhaustive switches. */
 export function assertNever(value: never): never {
   throw new Error(`unexpected value ${JSON.stringify(value)}`);
+}
+
+/** The step with every event marked as made under a forced-closed circuit, when `before` was one. */
+export function markForced<S extends Step>(before: Circuit, step: S): S {
+  if (before.forcedState !== 'closed' || step.transitions.length === 0) return step;
+  return {
+    ...step,
+    transitions: step.transitions.map((t) =>
+      t.forcedState === 'closed' ? t : { ...t, forcedState: 'closed' as const },
+    ),
+  };
 }

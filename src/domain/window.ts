@@ -2,22 +2,19 @@
  * The sliding window of recent outcomes: pure functions over a JSON-friendly state.
  * A count window keeps one character per outcome; a time window keeps per-second buckets.
  */
-import { nextKindBuckets, nextKindCodes, type KindBucket } from './kind-window.js';
-import type { OutcomeKind } from './outcome-kind.js';
+import { OUTCOME_KINDS, type OutcomeKind } from './outcome-kind.js';
 import { minimumCalls, type WindowPolicy } from './policy.js';
 
 /** One outcome as the window sees it. */
 export interface WindowOutcome {
   readonly failure: boolean;
   readonly slow: boolean;
-  /** The kind it was reported as (issue 29), when it named one: then the window keeps kinds (`kind-window.ts`). */
+  /** The kind it was reported as (issue 29), when it named one: then the window keeps kinds (below). */
   readonly kind?: OutcomeKind;
 }
 
 /** Per-second bucket: `[epochSecond, calls, failures, slowCalls]`. */
 export type Bucket = readonly [number, number, number, number];
-
-export type { KindBucket } from './kind-window.js';
 
 /**
  * What a window holds. `count`: `outcomes` has one character per outcome, oldest first
@@ -73,7 +70,7 @@ export function addOutcome(
   return keptKinds(window, state, next, outcome, now);
 }
 
-/** `next` with the kinds kept (`kind-window.ts`) once any outcome named one; as it is before that. */
+/** `next` with the kinds kept (below) once any outcome named one; as it is before that. */
 function keptKinds(
   window: WindowPolicy,
   state: WindowState | null,
@@ -182,4 +179,94 @@ export function noteKind(window: WindowPolicy, state: WindowState | null, kind: 
   }
   const base = state?.type === 'time' ? state : { type: 'time' as const, buckets: [] };
   return { ...base, kindBuckets: nextKindBuckets(window.size, state, kind, now) };
+}
+
+// The kinds of the outcomes in a circuit's window (issue 29: `window_stats.kinds`, so an
+// operator sees why a circuit did or did not trip). Kept inside the window's state, so it is
+// emptied with it at every state change, and only once an outcome named a kind: a circuit whose
+// outcomes never did keeps the state it always had, and its kinds read from its counts. A count
+// window keeps the kinds of its last `size` outcomes, ignored ones included (one digit per
+// outcome); a time window per-second buckets `[epochSecond, ...one count per kind]`.
+
+export type KindCounts = Record<OutcomeKind, number>;
+
+/** Per-second kinds: `[epochSecond, success, failure, rejected, throttled, caller_deadline, cancelled]`. */
+export type KindBucket = readonly [number, number, number, number, number, number, number];
+
+/** The window state the kinds are read from and kept in. */
+type KindState = WindowState;
+
+const INDEX: Readonly<Record<OutcomeKind, number>> = Object.fromEntries(OUTCOME_KINDS.map((k, i) => [k, i])) as Record<
+  OutcomeKind,
+  number
+>;
+const FAILURE_CODE = String(INDEX.failure);
+const SUCCESS_CODE = String(INDEX.success);
+
+const none = (): KindCounts => ({
+  success: 0,
+  failure: 0,
+  rejected: 0,
+  throttled: 0,
+  caller_deadline: 0,
+  cancelled: 0,
+});
+
+/** A count window's kinds as its outcomes say them (before any kind was named: success or failure). */
+function seededCodes(state: KindState | null): string {
+  if (state?.type !== 'count') return '';
+  if (state.kinds !== undefined) return state.kinds;
+  let out = '';
+  for (let i = 0; i < state.outcomes.length; i++)
+    out += (state.outcomes.charCodeAt(i) - CODE_0) & 1 ? FAILURE_CODE : SUCCESS_CODE;
+  return out;
+}
+
+/** A time window's kind buckets as its buckets say them (before any kind was named). */
+function seededBuckets(state: KindState | null): KindBucket[] {
+  if (state?.type !== 'time') return [];
+  if (state.kindBuckets !== undefined) return [...state.kindBuckets];
+  return state.buckets.map((b) => [b[0]!, b[1]! - b[2]!, b[2]!, 0, 0, 0, 0] as KindBucket);
+}
+
+/** The count window's kind digits after one more outcome of `kind`: the last `size`. */
+export function nextKindCodes(size: number, state: KindState | null, kind: OutcomeKind): string {
+  const codes = seededCodes(state) + String(INDEX[kind]);
+  return codes.length > size ? codes.slice(codes.length - size) : codes;
+}
+
+/** The time window's kind buckets after one more outcome of `kind` at `now` (expired seconds dropped). */
+export function nextKindBuckets(size: number, state: KindState | null, kind: OutcomeKind, now: number): KindBucket[] {
+  const second = Math.floor(now / 1000);
+  const buckets = seededBuckets(state).filter((b) => b[0] > second - size);
+  const last = buckets.at(-1);
+  const at = INDEX[kind] + 1;
+  if (last !== undefined && last[0] >= second) {
+    const next = [...last] as number[];
+    next[at]! += 1;
+    buckets[buckets.length - 1] = next as unknown as KindBucket;
+  } else {
+    const fresh = [second, 0, 0, 0, 0, 0, 0];
+    fresh[at] = 1;
+    buckets.push(fresh as unknown as KindBucket);
+  }
+  return buckets;
+}
+
+/** The kinds in the window at `now`: every kind, 0 when none. */
+export function kindCounts(window: WindowPolicy, state: KindState | null, now: number): KindCounts {
+  const out = none();
+  if (window.type === 'count') {
+    const codes = seededCodes(state);
+    for (let i = 0; i < codes.length; i++) out[OUTCOME_KINDS[codes.charCodeAt(i) - CODE_0]!] += 1;
+    return out;
+  }
+  const first = Math.floor(now / 1000) - window.size + 1;
+  for (const b of seededBuckets(state)) {
+    if (b[0] < first) continue;
+    OUTCOME_KINDS.forEach((k, i) => {
+      out[k] += b[i + 1]!;
+    });
+  }
+  return out;
 }

@@ -3,7 +3,7 @@ import type { Circuit, Verdict } from '../domain/circuit.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { kindsDisplay, policyToWire } from '../domain/policy-wire.js';
 import { rampPercentOf } from '../domain/outcome-rules.js';
-import { kindCounts } from '../domain/kind-window.js';
+import { kindCounts } from '../domain/window.js';
 import { throttleCounts, throttleProbability } from '../domain/throttle.js';
 import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
 import type { CircuitSchema } from './schemas.js';

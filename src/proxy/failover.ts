@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
-import { type Classified, kindOfStatus } from '../domain/outcome-kind.js';
+import { type Classified, kindOfStatus } from '../domain/outcome-rules.js';
 import type { BreakerService, Clock } from '../service/breaker-service.js';
 import { NodePick, type NodeUse, type PanicWatches, type Pick, pickInPanic } from './node-picker.js';
 import type { ProxyCall } from './proxy-call.js';

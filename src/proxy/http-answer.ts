@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Logger } from 'pino';
-import type { Classified } from '../domain/outcome-kind.js';
+import type { Classified } from '../domain/outcome-rules.js';
 import { DiscardSink, FAILURE, type Attempt, type BodySink, type FailoverDeps } from './failover.js';
 import { primaryKey } from './cache-rules.js';
 import type { FallbackAnswer } from './fallback.js';

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../domain/errors.js';
 import type { Circuit, Step } from '../domain/circuit.js';
-import type { Classified } from '../domain/outcome-kind.js';
+import type { Classified } from '../domain/outcome-rules.js';
 import type { BreakerService, Clock, RecordRules } from '../service/breaker-service.js';
 import type { Flight } from './coalesce.js';
 import type { HeaderRecord } from './upstream-client.js';

@@ -5,7 +5,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { kindOfStatus, rampAdmits, rampPercent, retryAfterSeconds } from '../../src/domain/outcome-kind.js';
+import { rampAdmits, rampPercent } from '../../src/domain/outcome-kind.js';
+import { kindOfStatus, retryAfterSeconds } from '../../src/domain/outcome-rules.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const python = path.join(root, '.venv-python', 'bin', 'python');

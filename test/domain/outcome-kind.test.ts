@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  isOutcomeKind,
-  kindOfStatus,
-  OUTCOME_KINDS,
-  rampAdmits,
-  rampPercent,
-  retryAfterSeconds,
-} from '../../src/domain/outcome-kind.js';
+import { isOutcomeKind, OUTCOME_KINDS, rampAdmits, rampPercent } from '../../src/domain/outcome-kind.js';
+import { kindOfStatus, retryAfterSeconds } from '../../src/domain/outcome-rules.js';
 
 const NOW = Date.parse('2026-12-04T12:00:00.000Z');
 

@@ -439,7 +439,7 @@ def _close(c: Circuit, now: float, reason: str) -> Step:
     return Step(closed, (Transition(c.state, "closed", reason, now),))
 
 
-# -- outcome kinds (a mirror of src/domain/outcome-kind.ts, issue 29) -----------------------------
+# -- outcome kinds (mirrors src/domain/outcome-kind.ts and outcome-rules.ts, issue 29) -------------
 
 #: The kinds an outcome may carry; ``success: true|false`` alone means ``success`` / ``failure``.
 OUTCOME_KINDS = ("success", "failure", "rejected", "throttled", "caller_deadline", "cancelled")
