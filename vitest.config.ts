@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
  * Behaviour suites that run three times: on SQLite (project `sqlite`), on Redis (project `redis`)
  * and on a Redis Cluster (project `redis-cluster`),
  * because they prove service logic over an asynchronous store (group commit, the circuit
- * limit, the due-transition timer, the caller quorum, soft throttling's one draw per call). What a store itself must do is proved once per store by
+ * limit, the due-transition timer, the caller quorum, soft throttling's one draw per call, issue 29's cool-downs and ramp). What a store itself must do is proved once per store by
  * test/store/shared-store.test.ts (and test/service/peek-allowed.test.ts), which start their
  * own redis-server; the other HTTP suites run on SQLite only.
  */
@@ -14,6 +14,8 @@ const BOTH_STORES = [
   'test/http/limits.test.ts',
   'test/http/quorum-api.test.ts',
   'test/http/throttle.test.ts',
+  'test/http/cool-down.test.ts',
+  'test/http/ramp.test.ts',
 ];
 
 export default defineConfig({

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { PolicyWire } from './domain/policy-wire.js';
 import { THROTTLE_LIMITS } from './domain/throttle.js';
 import { QUORUM_LIMITS } from './domain/quorum.js';
+import { OUTCOME_KINDS } from './domain/outcome-kind.js';
 
 export { policyFromWire, policyToWire, type PolicyWire } from './domain/policy-wire.js';
 export { mergePatch, patchedPolicy } from './domain/policy-patch.js';
@@ -77,6 +78,39 @@ export const quorumSchema = z
     }
   });
 
+/** `ramp` (issue 29): the shared slow start; `start_percent` left out (or null) is 10. */
+export const rampSchema = z
+  .object({
+    seconds: int(1, 3_600), // up to 1 h
+    start_percent: int(1, 100).nullish(),
+  })
+  .strict();
+
+const countAsTarget = z.enum(['success', 'failure', 'ignore']);
+
+/** `count_as`: only the overrides, kind -> what it counts as; an unknown kind is named (`count_as.<kind>`). */
+export const countAsSchema = z
+  .object(
+    Object.fromEntries(OUTCOME_KINDS.map((k) => [k, countAsTarget.optional()])) as Record<
+      (typeof OUTCOME_KINDS)[number],
+      z.ZodOptional<typeof countAsTarget>
+    >,
+  )
+  .strict();
+
+/**
+ * Issue 29's policy fields (docs/api.md "Outcome kinds"), flat beside the others; each left out
+ * takes its default. Apart from `policyFields` because a policy's own wire form shows them only
+ * when set (the circuit's JSON shows every one, resolved).
+ */
+export const kindFields = {
+  count_as: countAsSchema.nullish(),
+  min_deadline_ms: int(1, 86_400_000).nullish(), // up to 24 h; null: a caller's deadline never counts
+  max_retry_after_seconds: int(1, 86_400).nullish(), // up to 1 day
+  throttle_scope: z.enum(['circuit', 'caller']).nullish(),
+  ramp: rampSchema.nullish(),
+};
+
 /** Every policy field, each with its type and bounds. */
 export const policyFields = {
   failure_threshold: int(1, 1_000_000_000),
@@ -108,6 +142,6 @@ export function checkPolicy(
 
 /** A complete policy in wire form; its output is the domain's `PolicyWire`. */
 export const policySchema = z
-  .object({ ...policyFields, throttle: policyFields.throttle.optional() }) // left out: none (a policy written before it existed)
+  .object({ ...policyFields, throttle: policyFields.throttle.optional(), ...kindFields }) // left out: none (a policy written before it existed)
   .strict()
   .superRefine(checkPolicy) satisfies z.ZodType<PolicyWire>;

@@ -334,6 +334,25 @@ function wouldRefuse(c) {
     return `${isolated} isolated caller(s) would be refused: ${c.isolated_callers.map((i) => i.caller).join(', ')}`;
   return null;
 }
+/**
+ * Issue 29: a closed circuit cooling down (its dependency asked for less load) or ramping up
+ * (the shared slow start admits a share of the calls). Null when neither.
+ */
+function slowStartBadge(c) {
+  if (c.cool_until)
+    return el('span', {
+      class: 'slow-start-badge cooling',
+      textContent: 'cooling down',
+      title: `The dependency asked for less load: every call is refused until ${c.cool_until}`,
+    });
+  if (typeof c.ramp_percent === 'number' && c.ramp_percent < 100)
+    return el('span', {
+      class: 'slow-start-badge ramping',
+      textContent: `ramping ${Math.floor(c.ramp_percent)}%`,
+      title: `Slow start: about ${Math.floor(c.ramp_percent)}% of calls admitted, all of them at ${c.ramp_until}`,
+    });
+  return null;
+}
 const VERDICT_ORDER = { refused: 0, probing: 1, allowed: 2 };
 /** Refused first, then probing, then allowed; by name within each. */
 const byUrgency = (a, b) => VERDICT_ORDER[verdict(a)] - VERDICT_ORDER[verdict(b)] || a.name.localeCompare(b.name);
@@ -360,6 +379,7 @@ function row(c) {
         textContent: STATE_WORDS[c.state] ?? c.state,
         title: forced ? `breaker state; the force decides calls` : 'breaker state',
       }),
+      slowStartBadge(c),
     ),
     el('td', { class: 'failures', textContent: failures(c) }),
     probesCell(c),

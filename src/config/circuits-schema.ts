@@ -1,7 +1,7 @@
 /** The config file's policy sections: `circuit_defaults`, `circuits:`, and the policy fields of an upstream. */
 import { z } from 'zod';
 import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
-import { checkPolicy, policyFields } from '../policy-schema.js';
+import { checkPolicy, kindFields, policyFields } from '../policy-schema.js';
 import { positiveInt } from './fields.js';
 
 const defaults = POLICY_DEFAULTS.circuit;
@@ -18,6 +18,7 @@ export const circuitDefaultsSchema = z
     forced_state: policyFields.forced_state.default(defaults.forcedState),
     throttle: policyFields.throttle.default(defaults.throttle),
     quorum: policyFields.quorum, // absent: none
+    ...kindFields, // absent: their defaults (issue 29)
     probe_lease_seconds: positiveInt(86_400).default(POLICY_DEFAULTS.probeLeaseSeconds), // at most 1 day
   })
   .strict()
@@ -31,7 +32,11 @@ export const policyOverrides = {
   forced_state: policyFields.forced_state.optional(),
   throttle: policyFields.throttle.optional(),
   quorum: policyFields.quorum,
+  ...kindFields,
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */
-export const declaredCircuitSchema = z.object(policyFields).partial().strict();
+export const declaredCircuitSchema = z
+  .object({ ...policyFields, ...kindFields })
+  .partial()
+  .strict();

@@ -154,5 +154,10 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     forced_state: u.forced_state ?? d.forcedState,
     throttle: u.throttle ?? d.throttle,
     quorum: u.quorum ?? null,
+    count_as: u.count_as,
+    min_deadline_ms: u.min_deadline_ms,
+    max_retry_after_seconds: u.max_retry_after_seconds,
+    throttle_scope: u.throttle_scope,
+    ramp: u.ramp,
   });
 }

@@ -93,6 +93,27 @@ const QUORUM: ValueRule = {
       : { minCallers: q.minCallers, windowSeconds: q.windowSeconds, maxCallers: q.maxCallers },
 };
 
+const COUNT_AS_TARGETS: ReadonlySet<unknown> = new Set(['success', 'failure', 'ignore']);
+const KINDS = rule(
+  (v) =>
+    isObject(v) &&
+    isObject(v.countAs) &&
+    Object.values(v.countAs).every((t) => COUNT_AS_TARGETS.has(t)) &&
+    (v.minDeadlineMs === null || isPositive(v.minDeadlineMs)) &&
+    isPositive(v.maxRetryAfterSeconds) &&
+    (v.throttleScope === null || v.throttleScope === 'circuit' || v.throttleScope === 'caller'),
+  '{countAs, minDeadlineMs > 0 or null, maxRetryAfterSeconds > 0, throttleScope}',
+);
+const RAMP = rule(
+  (v) => isObject(v) && isPositive(v.seconds) && isPositive(v.startPercent) && (v.startPercent as number) <= 100,
+  '{seconds > 0, startPercent 1-100}',
+);
+const COOL_CALLERS = rule(
+  (v) =>
+    Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && isTime(e[1])),
+  '[[caller, epoch ms]]',
+);
+
 /** Every persisted member, in the order of the SQLite columns. */
 export const RECORD_FIELDS: readonly RecordField[] = [
   // Redis keeps the id in its hash's own `id` field: the JSON's copy is never read.
@@ -131,6 +152,12 @@ export const RECORD_FIELDS: readonly RecordField[] = [
   { key: 'throttle', column: 'throttle_policy', rule: THROTTLE, nullable: true, json: true, since: 'null' }, // issue 21
   { key: 'throttleState', column: 'throttle_state', rule: THROTTLE_STATE, nullable: true, json: true, since: 'null' },
   { key: 'quorum', column: 'quorum_policy', rule: QUORUM, nullable: true, json: true, since: 'absent' }, // issue 17
+  { key: 'kinds', column: 'kind_policy', rule: KINDS, nullable: true, json: true, since: 'absent' }, // issue 29
+  { key: 'ramp', column: 'ramp_policy', rule: RAMP, nullable: true, json: true, since: 'absent' },
+  { key: 'coolUntil', column: 'cool_until', rule: TIME, nullable: true, since: 'absent' },
+  { key: 'coolCallers', column: 'cool_callers', rule: COOL_CALLERS, nullable: true, json: true, since: 'absent' },
+  { key: 'coolDueAt', column: 'cool_due_at', rule: TIME, nullable: true, since: 'absent' },
+  { key: 'rampUntil', column: 'ramp_until', rule: TIME, nullable: true, since: 'absent' },
 ];
 
 /** A field in the one shape the loops below read. */
@@ -190,7 +217,7 @@ const parsed = (v: ColumnValue | undefined): unknown =>
  */
 export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
   const quorum = v[AT.quorum];
-  const c = {
+  const c: Record<string, unknown> = {
     id: v[AT.id],
     name: v[AT.name],
     state: v[AT.state],
@@ -218,6 +245,15 @@ export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
     // Only when set: circuits without a quorum keep the shape they always had (`since: 'absent'`).
     ...(quorum == null ? {} : { quorum: parsed(quorum) }),
   };
+  // Issue 29's members, only when set (`since: 'absent'`); one test for the usual circuit that has none.
+  if (v[AT.kinds] != null || v[AT.ramp] != null || v[AT.coolDueAt] != null || v[AT.rampUntil] != null) {
+    if (v[AT.kinds] != null) c.kinds = parsed(v[AT.kinds]);
+    if (v[AT.ramp] != null) c.ramp = parsed(v[AT.ramp]);
+    if (v[AT.coolUntil] != null) c.coolUntil = v[AT.coolUntil];
+    if (v[AT.coolCallers] != null) c.coolCallers = parsed(v[AT.coolCallers]);
+    if (v[AT.coolDueAt] != null) c.coolDueAt = v[AT.coolDueAt];
+    if (v[AT.rampUntil] != null) c.rampUntil = v[AT.rampUntil];
+  }
   return c as unknown as Circuit;
 }
 
@@ -287,6 +323,10 @@ function stateMisfit(c: Raw): Field | null {
   if (!fits(F.windowState, c.windowState)) return F.windowState;
   if (!fits(F.stateChangedAt, c.stateChangedAt)) return F.stateChangedAt;
   if (!fits(F.throttleState, c.throttleState)) return F.throttleState;
+  if (!fits(F.coolUntil, c.coolUntil)) return F.coolUntil;
+  if (!fits(F.coolCallers, c.coolCallers)) return F.coolCallers;
+  if (!fits(F.coolDueAt, c.coolDueAt)) return F.coolDueAt;
+  if (!fits(F.rampUntil, c.rampUntil)) return F.rampUntil;
   return null;
 }
 
@@ -300,6 +340,8 @@ function policyMisfit(c: Raw): Field | null {
   if (!fits(F.forcedState, c.forcedState)) return F.forcedState;
   if (!fits(F.throttle, c.throttle)) return F.throttle;
   if (!fits(F.quorum, c.quorum)) return F.quorum;
+  if (!fits(F.kinds, c.kinds)) return F.kinds;
+  if (!fits(F.ramp, c.ramp)) return F.ramp;
   return null;
 }
 

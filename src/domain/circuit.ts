@@ -47,6 +47,15 @@ import {
 } from './caller-state.js';
 import { sameThrottleWindow, type RandomSource } from './throttle.js';
 import { admitThrottled, throttleAfterOutcome } from './throttle-step.js';
+import {
+  coolDown,
+  coolVerdict,
+  countedAs,
+  mayCoolOrRamp,
+  rampAfterClose,
+  rampVerdict,
+  withoutCoolingOrRamp,
+} from './outcome-rules.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 
 export type { CircuitPolicy, CircuitSettings } from './policy.js';
@@ -113,12 +122,14 @@ export function admit(
   policy: BreakerPolicy,
   caller?: string,
   random: RandomSource = Math.random,
+  rampRandom: RandomSource = random,
 ): Admission {
   // The hot path (a healthy dependency) allocates one small object and nothing else.
   if (
     circuit.state === 'closed' &&
     circuit.forcedState !== 'open' &&
-    (caller === undefined || !circuit.callers?.length)
+    (caller === undefined || !circuit.callers?.length) &&
+    (circuit.forcedState === 'closed' || !mayCoolOrRamp(circuit, now))
   ) {
     if (circuit.forcedState === null && circuit.throttle !== null) return admitThrottled(circuit, now, random);
     return { circuit, transitions: NO_TRANSITIONS, verdict: ALLOWED };
@@ -131,11 +142,18 @@ export function admit(
   if (!verdict.allowed || c.forcedState !== null) return { ...refreshed, verdict };
   const own = admitCaller(c, caller, now, policy.probeLeaseMs);
   if (own !== null && !own.verdict.allowed) return { ...refreshed, verdict: own.verdict };
+  // A cool-down (issue 29) refuses every call it applies to, a caller's probe too.
+  const cooled = c.state === 'closed' ? coolVerdict(c, caller, now) : null;
+  if (cooled !== null) return { ...refreshed, verdict: cooled };
   if (own !== null)
-    c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled
-  else if (c.state === 'closed' && c.throttle !== null) {
+    c = own.circuit; // an isolated caller's probe: judged by its slot, not throttled or ramped
+  else if (c.state === 'closed') {
+    const ramped = rampVerdict(c, now, rampRandom);
+    if (ramped !== null && !ramped.allowed) return { ...refreshed, verdict: ramped };
+    if (c.throttle === null) return { circuit: c, transitions: refreshed.transitions, verdict: ramped ?? verdict };
     const throttled = admitThrottled(c, now, random);
-    return { circuit: throttled.circuit, transitions: refreshed.transitions, verdict: throttled.verdict };
+    const v = ramped !== null && throttled.verdict.allowed ? ramped : throttled.verdict;
+    return { circuit: throttled.circuit, transitions: refreshed.transitions, verdict: v };
   }
   if (c.state !== 'half_open') return { circuit: c, transitions: refreshed.transitions, verdict };
   const leases = [...activeLeases(c, now), now + policy.probeLeaseMs];
@@ -165,12 +183,15 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
     c.probeLeases.length === 0 &&
     c.windowState === null &&
     c.throttleState === null &&
-    callers === 0
+    callers === 0 &&
+    c.coolDueAt == null &&
+    c.rampUntil == null
   ) {
     return withoutTransition(c);
   }
-  // A reset also ends every caller's isolation: the operator says the dependency is fine.
-  return closeCircuit(callers === 0 ? c : { ...c, callers: [] }, now, 'manual_reset');
+  // A reset also ends every caller's isolation, every cool-down and the ramp: the operator says the dependency is fine.
+  const cleared = withoutCoolingOrRamp(c);
+  return closeCircuit(callers === 0 ? cleared : { ...cleared, callers: [] }, now, 'manual_reset');
 }
 
 /**
@@ -233,8 +254,14 @@ export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs):
     circuit,
     chain(refresh(circuit, now), (refreshed) => {
       if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
+      // Every rule below sees the outcome as what its kind counts as (outcome-rules.ts).
+      const as = countedAs(refreshed, outcome);
+      if (as === 'ignore') return withoutTransition(refreshed);
+      if (as === 'cool')
+        return refreshed.state === 'closed' ? coolDown(refreshed, outcome, now) : withoutTransition(refreshed);
+      const o = outcome.success === (as === 'success') ? outcome : { ...outcome, success: as === 'success' };
       // A named outcome is counted for its caller first (quorum, isolation: caller-state.ts).
-      return chain(countCaller(refreshed, outcome, now), (c) => byState(c, outcome, now));
+      return chain(countCaller(refreshed, o, now), (c) => byState(c, o, now));
     }),
   );
 }
@@ -304,7 +331,7 @@ function outcomeWhileHalfOpen(c: Circuit, outcome: Outcome, now: EpochMs): Step 
     return openCircuit(reopened, now, 'probe_failed', seconds);
   }
   const probeSuccesses = c.probeSuccesses + 1;
-  if (probeSuccesses >= c.successThreshold) return closeCircuit(c, now, 'probe_succeeded');
+  if (probeSuccesses >= c.successThreshold) return rampAfterClose(closeCircuit(c, now, 'probe_succeeded'), now);
   // This probe has reported: its slot (the oldest lease) is free for the next one.
   return withoutTransition({ ...c, probeSuccesses, probeLeases: activeLeases(c, now).slice(1), updatedAt: now });
 }

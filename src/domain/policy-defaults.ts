@@ -40,6 +40,17 @@ export const POLICY_DEFAULTS = Object.freeze({
     windowSeconds: 60, // 60 s: how far back a caller's last failure counts
     maxCallers: 1_000, // callers remembered per circuit
   }),
+  /** The outcome kinds' rules when a policy sets none (issue 29, docs/api.md "Outcome kinds"). */
+  kinds: Object.freeze({
+    countAs: Object.freeze({}),
+    minDeadlineMs: 1_000 as number | null, // 1 s: a caller's deadline this long gave the dependency a fair chance
+    maxRetryAfterSeconds: 300, // 5 min: the longest cool-down a dependency may ask for
+    throttleScope: null as 'circuit' | 'caller' | null, // by the quorum: caller with one, circuit without
+  }),
+  /** Members a `ramp` leaves out (issue 29). */
+  ramp: Object.freeze({
+    startPercent: 10, // percent of calls admitted when the ramp begins
+  }),
   /** Members a `backoff` leaves out: doubling, capped at 300 s (APISIX's `max_breaker_sec` default) or the base open time if longer. */
   backoff: Object.freeze({
     multiplier: 2, // times the previous open time

@@ -15,7 +15,8 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'throttle', 'quorum']);
+// `min_deadline_ms: null` is a value (a caller's deadline never counts); `ramp: null` is off.
+const NULLABLE = new Set(['window', 'backoff', 'forced_state', 'throttle', 'quorum', 'min_deadline_ms', 'ramp']);
 
 /**
  * The policy after a merge patch, in wire form and unvalidated. A top-level field sent as

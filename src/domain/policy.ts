@@ -5,6 +5,7 @@
  * lives here, at the bottom of the domain; the rules each field drives live in their own file
  * (`window.ts`, `throttle.ts`, `quorum.ts`), which import this one and never the other way.
  */
+import type { OutcomeKind } from './outcome-kind.js';
 import { POLICY_DEFAULTS } from './policy-defaults.js';
 
 /** The sliding window a circuit judges failure and slow-call rates over. */
@@ -53,6 +54,32 @@ export interface QuorumPolicy {
   readonly maxCallers: number;
 }
 
+/** What an outcome of a kind counts as (policy field `count_as`, issue 29). */
+export type CountAs = 'success' | 'failure' | 'ignore';
+
+/**
+ * How outcome kinds are judged (issue 29; the rules are `outcome-rules.ts`). On a circuit only
+ * when a member differs from `POLICY_DEFAULTS.kinds`: circuits without one keep their shape.
+ */
+export interface KindPolicy {
+  /** Overrides of the default table, kind -> what it counts as; `{}`: none. */
+  readonly countAs: Readonly<Partial<Record<OutcomeKind, CountAs>>>;
+  /** A caller's deadline at least this long (ms) gave the dependency a fair chance; null: never counts. */
+  readonly minDeadlineMs: number | null;
+  /** The longest cool-down a throttled outcome may ask for, in seconds (larger ones are capped). */
+  readonly maxRetryAfterSeconds: number;
+  /** Who cools down after a throttled outcome; null: `caller` with a quorum, else `circuit`. */
+  readonly throttleScope: 'circuit' | 'caller' | null;
+}
+
+/** The shared slow start after a circuit closes from half-open or a cool-down ends (`ramp`; null: off). */
+export interface RampPolicy {
+  /** How long the share grows to 100 %. */
+  readonly seconds: number;
+  /** The share admitted when the ramp begins, in percent. */
+  readonly startPercent: number;
+}
+
 /** An operator override: `open` refuses every call, `closed` admits every call. */
 export type ForcedState = 'open' | 'closed';
 
@@ -73,6 +100,10 @@ export interface CircuitPolicy {
   readonly throttle: ThrottlePolicy | null;
   /** Open for everyone only on evidence from several callers (quorum.ts); null or absent: today's rules. */
   readonly quorum?: QuorumPolicy | null;
+  /** Outcome kinds' rules (issue 29); null or absent: the defaults. */
+  readonly kinds?: KindPolicy | null;
+  /** The shared slow start (issue 29); null or absent: off. */
+  readonly ramp?: RampPolicy | null;
 }
 
 /** The three settings every caller names; the rest default as in `POLICY_DEFAULTS.circuit`. */
@@ -95,7 +126,55 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     throttle: settings.throttle ?? null,
     // Only when set: circuits without one keep the shape they always had.
     ...(settings.quorum == null ? {} : { quorum: settings.quorum }),
+    ...optionalIssue29(settings),
   };
+}
+
+/** `kinds` (unless all defaults) and `ramp`, only when set: circuits without them keep their shape. */
+function optionalIssue29(p: Partial<CircuitPolicy>): Partial<CircuitPolicy> {
+  const kinds = p.kinds == null || isDefaultKinds(p.kinds) ? undefined : p.kinds;
+  if (kinds === undefined && p.ramp == null) return {};
+  return { ...(kinds === undefined ? {} : { kinds }), ...(p.ramp == null ? {} : { ramp: p.ramp }) };
+}
+
+/** Whether every member of `k` is its default (then a circuit leaves `kinds` out). */
+export function isDefaultKinds(k: KindPolicy): boolean {
+  const d = POLICY_DEFAULTS.kinds;
+  return (
+    Object.keys(k.countAs).length === 0 &&
+    k.minDeadlineMs === d.minDeadlineMs &&
+    k.maxRetryAfterSeconds === d.maxRetryAfterSeconds &&
+    k.throttleScope === d.throttleScope
+  );
+}
+
+/** A circuit's kind rules, its own or the defaults. */
+export function kindPolicy(p: Pick<CircuitPolicy, 'kinds'>): KindPolicy {
+  return p.kinds ?? POLICY_DEFAULTS.kinds;
+}
+
+/** The throttle scope in force: the policy's, else `caller` with a quorum and `circuit` without. */
+export function throttleScope(p: Pick<CircuitPolicy, 'kinds' | 'quorum'>): 'circuit' | 'caller' {
+  return p.kinds?.throttleScope ?? (p.quorum == null ? 'circuit' : 'caller');
+}
+
+/** Field-by-field equality (null and undefined are the defaults / no ramp). */
+export function sameKinds(a: KindPolicy | null | undefined, b: KindPolicy | null | undefined): boolean {
+  const x: KindPolicy = a ?? POLICY_DEFAULTS.kinds;
+  const y: KindPolicy = b ?? POLICY_DEFAULTS.kinds;
+  const keys = Object.keys(x.countAs) as OutcomeKind[];
+  return (
+    keys.length === Object.keys(y.countAs).length &&
+    keys.every((k) => x.countAs[k] === y.countAs[k]) &&
+    x.minDeadlineMs === y.minDeadlineMs &&
+    x.maxRetryAfterSeconds === y.maxRetryAfterSeconds &&
+    x.throttleScope === y.throttleScope
+  );
+}
+
+export function sameRamp(a: RampPolicy | null | undefined, b: RampPolicy | null | undefined): boolean {
+  if (a == null || b == null) return (a ?? null) === (b ?? null);
+  return a.seconds === b.seconds && a.startPercent === b.startPercent;
 }
 
 /** The window's minimum number of calls, with its default resolved. */
@@ -144,7 +223,9 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     sameWindow(a.window, b.window) &&
     sameBackoff(a.backoff, b.backoff) &&
     sameThrottle(a.throttle, b.throttle) &&
-    sameQuorum(a.quorum, b.quorum)
+    sameQuorum(a.quorum, b.quorum) &&
+    sameKinds(a.kinds, b.kinds) &&
+    sameRamp(a.ramp, b.ramp)
   );
 }
 
@@ -160,6 +241,7 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     forcedState: p.forcedState,
     throttle: p.throttle,
     ...(p.quorum == null ? {} : { quorum: p.quorum }),
+    ...optionalIssue29(p),
   };
 }
 

@@ -12,6 +12,12 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   CIRCUIT_OPEN: { status: 503, type: '/problems/circuit-open', title: 'Circuit is open' },
   CIRCUIT_FORCED_OPEN: { status: 503, type: '/problems/circuit-forced-open', title: 'Circuit is forced open' },
   CIRCUIT_THROTTLED: { status: 503, type: '/problems/circuit-throttled', title: 'Circuit is throttled' },
+  DEPENDENCY_THROTTLED: {
+    status: 503,
+    type: '/problems/dependency-throttled',
+    title: 'The dependency asked for less load (cool-down)',
+  },
+  CIRCUIT_RAMPING: { status: 503, type: '/problems/circuit-ramping', title: 'Circuit is ramping up (slow start)' },
   CIRCUIT_DEFINED_BY_CONFIG: {
     status: 409,
     type: '/problems/circuit-defined-by-config',

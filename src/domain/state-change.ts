@@ -3,6 +3,7 @@
  * open -> half-open refresh, and the plumbing that chains steps. Pure, as `circuit.ts`.
  */
 import { markForced } from './caller-state.js';
+import { endCoolDowns } from './outcome-rules.js';
 import type { Circuit, EpochMs, Step, Transition, TransitionReason } from './types.js';
 
 /** The empty transition list every unchanged step shares. */
@@ -32,6 +33,12 @@ export function effectiveTimeoutSeconds(c: Circuit): number {
  * `openUntil` beyond `now + open time` is pulled in to that.
  */
 export function refresh(circuit: Circuit, now: EpochMs): Step {
+  const opened = refreshOpen(circuit, now);
+  // Cool-downs that ran out end here too, each stamped at its end (outcome-rules.ts).
+  return circuit.coolDueAt == null ? opened : chain(opened, (c) => endCoolDowns(c, now));
+}
+
+function refreshOpen(circuit: Circuit, now: EpochMs): Step {
   if (circuit.state !== 'open' || circuit.openUntil === null) return withoutTransition(circuit);
   if (now < circuit.openUntil) {
     const latest = now + effectiveTimeoutSeconds(circuit) * 1000;

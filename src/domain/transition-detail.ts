@@ -12,6 +12,10 @@ export interface TransitionDetail {
   readonly rule?: TripReason;
   readonly until?: EpochMs;
   readonly forcedState?: 'closed';
+  /** Issue 29: a cool-down's scope and seconds, the ramp's end. */
+  readonly scope?: 'circuit' | 'caller';
+  readonly retryAfterSeconds?: number;
+  readonly rampUntil?: EpochMs;
 }
 
 const RULES: ReadonlySet<string> = new Set([
@@ -22,13 +26,23 @@ const RULES: ReadonlySet<string> = new Set([
 
 /** The detail of a transition as JSON text, or null when it has none (every transition before issue 17). */
 export function detailText(t: Transition): string | null {
-  if (t.callers === undefined && t.rule === undefined && t.until === undefined && t.forcedState === undefined)
+  if (
+    t.callers === undefined &&
+    t.rule === undefined &&
+    t.until === undefined &&
+    t.forcedState === undefined &&
+    t.scope === undefined &&
+    t.rampUntil === undefined
+  )
     return null;
   const d: Record<string, unknown> = {};
   if (t.callers !== undefined) d.callers = t.callers;
   if (t.rule !== undefined) d.rule = t.rule;
   if (t.until !== undefined) d.until = t.until;
   if (t.forcedState !== undefined) d.forcedState = t.forcedState;
+  if (t.scope !== undefined) d.scope = t.scope;
+  if (t.retryAfterSeconds !== undefined) d.retryAfterSeconds = t.retryAfterSeconds;
+  if (t.rampUntil !== undefined) d.rampUntil = t.rampUntil;
   return JSON.stringify(d);
 }
 
@@ -49,20 +63,33 @@ export function parseTransitionDetail(text: string | null | undefined): Transiti
   if (typeof r.rule === 'string' && RULES.has(r.rule)) out.rule = r.rule as TripReason;
   if (typeof r.until === 'number' && Number.isFinite(r.until)) out.until = r.until;
   if (r.forcedState === 'closed') out.forcedState = 'closed';
+  if (r.scope === 'circuit' || r.scope === 'caller') out.scope = r.scope;
+  if (Number.isSafeInteger(r.retryAfterSeconds) && (r.retryAfterSeconds as number) >= 0)
+    out.retryAfterSeconds = r.retryAfterSeconds as number;
+  if (typeof r.rampUntil === 'number' && Number.isFinite(r.rampUntil)) out.rampUntil = r.rampUntil;
   return out;
 }
 
 /** The detail's members in the API's wire form (`/events`, the SSE stream): snake_case, ISO 8601 times; only those set. */
-export function detailWire(d: TransitionDetail): {
-  callers?: readonly string[];
-  rule?: TripReason;
-  until?: string;
-  forced_state?: 'closed';
-} {
-  const out: { callers?: readonly string[]; rule?: TripReason; until?: string; forced_state?: 'closed' } = {};
+export function detailWire(d: TransitionDetail): DetailWire {
+  const out: DetailWire = {};
   if (d.callers !== undefined) out.callers = d.callers;
   if (d.rule !== undefined) out.rule = d.rule;
   if (d.until !== undefined) out.until = new Date(d.until).toISOString();
   if (d.forcedState !== undefined) out.forced_state = d.forcedState;
+  if (d.scope !== undefined) out.scope = d.scope;
+  if (d.retryAfterSeconds !== undefined) out.retry_after_seconds = d.retryAfterSeconds;
+  if (d.rampUntil !== undefined) out.ramp_until = new Date(d.rampUntil).toISOString();
   return out;
+}
+
+/** An event's detail on the wire. */
+export interface DetailWire {
+  callers?: readonly string[];
+  rule?: TripReason;
+  until?: string;
+  forced_state?: 'closed';
+  scope?: 'circuit' | 'caller';
+  retry_after_seconds?: number;
+  ramp_until?: string;
 }

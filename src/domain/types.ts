@@ -3,6 +3,7 @@
  * can happen to it, and what a step answers. Plain serialisable data, documented once here;
  * `circuit.ts` holds the pure functions over it.
  */
+import type { OutcomeKind } from './outcome-kind.js';
 import type { CircuitPolicy } from './policy.js';
 import type { ThrottleState } from './throttle.js';
 import type { WindowState } from './window.js';
@@ -44,6 +45,14 @@ export interface Circuit extends CircuitPolicy {
   readonly stateChangedAt?: EpochMs | null;
   /** With a quorum: what it keeps per named caller (caller-state.ts); absent or empty: none. */
   readonly callers?: readonly CallerEntry[];
+  /** The circuit-wide cool-down's end (issue 29, `outcome-rules.ts`); absent or null: none. */
+  readonly coolUntil?: EpochMs | null;
+  /** Caller-scope cool-downs in force, `[caller, until]`, soonest end first; absent or null: none. */
+  readonly coolCallers?: readonly CoolCaller[] | null;
+  /** The soonest end of any cool-down (circuit or caller): when one is due to end; absent or null: none. */
+  readonly coolDueAt?: EpochMs | null;
+  /** The end of the shared slow start (`ramp`); absent or null: not ramping. */
+  readonly rampUntil?: EpochMs | null;
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
 }
@@ -53,6 +62,8 @@ export interface Circuit extends CircuitPolicy {
  * a tuple to keep the row small (about 60 bytes plus the id in JSON). Times are epoch ms, null
  * for none; `isolatedUntil` null: not isolated.
  */
+export type CoolCaller = readonly [caller: string, until: EpochMs];
+
 export type CallerEntry = readonly [
   caller: string,
   failures: number,
@@ -79,7 +90,11 @@ export type TransitionReason =
   | 'caller_isolated'
   | 'caller_released'
   /** A proxy node's trip withheld by its upstream's `max_ejection_percent` (closed -> closed). */
-  | 'ejection_capped';
+  | 'ejection_capped'
+  /** A throttled outcome started (or extended) a cool-down (issue 29; the state is kept). */
+  | 'cool_down'
+  /** A cool-down's time ran out (stamped at its end; the state is kept). */
+  | 'cool_down_ended';
 
 /** The rules that open a closed circuit. */
 export type TripReason = 'failure_threshold_reached' | 'failure_rate_exceeded' | 'slow_call_rate_exceeded';
@@ -101,6 +116,12 @@ export interface Transition {
   readonly until?: EpochMs;
   /** Made while the circuit was forced closed: what the rules would have done (detect-only). */
   readonly forcedState?: 'closed';
+  /** cool_down, cool_down_ended: who cools down. */
+  readonly scope?: 'circuit' | 'caller';
+  /** cool_down: the seconds the cool-down lasts (the dependency's ask, capped). */
+  readonly retryAfterSeconds?: number;
+  /** cool_down_ended (circuit scope) and half_open -> closed, when the policy ramps: the end of the slow start. */
+  readonly rampUntil?: EpochMs;
 }
 
 /** What a step did: the circuit after it and the state changes it made, in order. */
@@ -142,6 +163,12 @@ export interface Outcome {
   readonly at?: EpochMs;
   /** Who made the call (caller.ts rules); absent: anonymous, never counted toward a quorum. */
   readonly caller?: string;
+  /** Why the call ended (issue 29); absent: `success` or `failure` by `success`. When set it decides, not `success`. */
+  readonly kind?: OutcomeKind;
+  /** `throttled`: the seconds the dependency asked for (absent or null: the circuit's `timeoutSeconds`). */
+  readonly retryAfterSeconds?: number | null;
+  /** `caller_deadline`: the caller's deadline, in ms. */
+  readonly deadlineMs?: number;
 }
 
 /** What the rules would have answered under a forced-closed circuit (detect-only). */
@@ -154,14 +181,29 @@ export interface WouldRefuse {
 }
 
 export type Verdict =
-  | { readonly allowed: true; readonly wouldRefuse?: WouldRefuse }
+  | { readonly allowed: true; readonly wouldRefuse?: WouldRefuse; readonly rampPercent?: number }
   | {
       readonly allowed: false;
       readonly retryAt: EpochMs;
       readonly forced?: true;
       readonly scope?: 'caller';
       readonly throttled?: ThrottledVerdict;
+      /** A cool-down refused the call (issue 29). */
+      readonly cooled?: CooledVerdict;
+      /** The slow start refused the call (issue 29). */
+      readonly ramping?: RampingVerdict;
     };
+
+/** A cool-down refused the call: its scope and end (the verdict's `retryAt`). */
+export interface CooledVerdict {
+  readonly scope: 'circuit' | 'caller';
+}
+
+/** The slow start refused the call: the share admitted now, and the ramp's end. */
+export interface RampingVerdict {
+  readonly percent: number;
+  readonly until: EpochMs;
+}
 
 /** A closed circuit's soft throttle refused the call (`throttle.ts`): drawn against `probability`. */
 export interface ThrottledVerdict {

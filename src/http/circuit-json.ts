@@ -1,7 +1,8 @@
 import type { z } from '@hono/zod-openapi';
 import type { Circuit, Verdict } from '../domain/circuit.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
-import { policyToWire } from '../domain/policy-wire.js';
+import { kindsDisplay, policyToWire } from '../domain/policy-wire.js';
+import { rampPercentOf } from '../domain/outcome-rules.js';
 import { throttleCounts, throttleProbability } from '../domain/throttle.js';
 import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
 import type { CircuitSchema } from './schemas.js';
@@ -26,12 +27,19 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
         : throttleProbability(c.throttle!.k, counts),
     throttle_window: counts,
     quorum: policy.quorum ?? null,
+    ...kindsDisplay(c), // count_as to ramp (issue 29): every one, resolved
     isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({
       caller: e[0],
       failures: e[1],
       open_until: new Date(e[4]!).toISOString(),
       probe_until: iso(e[6]),
     })),
+    cool_until: iso(c.coolUntil != null && c.coolUntil > now ? c.coolUntil : null),
+    cooling_callers: (c.coolCallers ?? [])
+      .filter((e) => e[1] > now)
+      .map((e) => ({ caller: e[0], cool_until: new Date(e[1]).toISOString() })),
+    ramp_until: iso(ramping(c, now) ? c.rampUntil! : null),
+    ramp_percent: roundedRampPercent(c, now),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
     window_stats:
@@ -53,6 +61,16 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
   };
 }
 
+/** Whether the circuit is in its slow start at `now` (closed, a ramp policy, before `rampUntil`). */
+function ramping(c: Circuit, now: number): boolean {
+  return c.ramp != null && c.rampUntil != null && now < c.rampUntil && c.state === 'closed';
+}
+
+/** The share admitted now, in percent with 2 decimals (100 when not ramping). */
+function roundedRampPercent(c: Circuit, now: number): number {
+  return ramping(c, now) ? Math.round(rampPercentOf(c, now) * 100) / 100 : 100;
+}
+
 /**
  * Memoise a circuit's serialisation per circuit object. The store hands out the same
  * object until the circuit changes, so a healthy circuit is serialised once, not per
@@ -63,8 +81,20 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
 function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Circuit, now: number) => string {
   const memo = new WeakMap<Circuit, string>();
   const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
+  const perShare = new WeakMap<Circuit, { percent: number; text: string }>();
   return (c, now) => {
     if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    // A cool-down that ran out shows as ended before its write: not kept (issue 29).
+    if (c.coolDueAt != null && now >= c.coolDueAt) return serialize(c, now);
+    // Ramping: the text holds the share, so it is kept while the share (2 decimals) is the same.
+    if (ramping(c, now)) {
+      const percent = roundedRampPercent(c, now);
+      const kept = perShare.get(c);
+      if (kept !== undefined && kept.percent === percent) return kept.text;
+      const text = serialize(c, now);
+      perShare.set(c, { percent, text });
+      return text;
+    }
     if (c.throttle === null) {
       let text = memo.get(c);
       if (text === undefined) memo.set(c, (text = serialize(c, now)));
@@ -102,6 +132,8 @@ export function detectOnlyText(c: Circuit, verdict: Verdict, now: number): strin
 export const circuitText = memoPerCircuit((c, now) => `${JSON.stringify(circuitJson(c, now))}\n`);
 
 /** The `GET /allowed` answer for an admitted call, memoised. */
-export const allowedText = memoPerCircuit(
-  (c, now) => `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
+export const allowedText = memoPerCircuit((c, now) =>
+  ramping(c, now)
+    ? `{"allowed":true,"state":"${c.state}","ramp_percent":${roundedRampPercent(c, now)},"circuit":${JSON.stringify(circuitJson(c, now))}}\n`
+    : `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
 );

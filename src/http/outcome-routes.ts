@@ -19,6 +19,8 @@ import {
 import { CIRCUIT_NAME_RULE, CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam } from './schemas.js';
 import { circuitJson, circuitText, wouldRefuseJson } from './circuit-json.js';
 import { CallerQuery, callerField, callerQuery } from './caller-param.js';
+import { checkKindMembers, kindFields, kindOutcome, kindRulesDoc } from './outcome-kind-fields.js';
+import { OUTCOME_KINDS } from '../domain/outcome-kind.js';
 
 /** How far into the future an outcome's `at` may lie (another host's clock running ahead). */
 const OUTCOME_AT_MAX_SKEW_MS = 60_000; // 60 s
@@ -50,9 +52,11 @@ function outcomeTime(at: string | undefined, now: number, field: string): number
 
 const OutcomeBody = z
   .object({
-    success: z
-      .boolean()
-      .openapi({ description: 'true for a successful call, false for a failure. Strings are rejected.' }),
+    success: z.boolean().optional().openapi({
+      description:
+        'true for a successful call, false for a failure. Strings are rejected. Required unless kind is given.',
+    }),
+    ...kindFields,
     at: outcomeAt,
     duration_ms: z.number().min(0).max(86_400_000).optional().openapi({
       description:
@@ -61,7 +65,8 @@ const OutcomeBody = z
     caller: callerField,
   })
   .strict()
-  .openapi('OutcomeRequest');
+  .superRefine((o, ctx) => checkKindMembers(o, ctx))
+  .openapi('OutcomeRequest', kindRulesDoc());
 
 /** Largest batch, and the body limit that fits it with 200-character names (about 260 bytes an item). */
 export const MAX_BATCH_OUTCOMES = 1_000;
@@ -82,16 +87,19 @@ const BatchItem = z
         if (reason !== null) ctx.addIssue({ code: 'custom', message: `circuit name ${reason}` });
       })
       .openapi(CIRCUIT_NAME_RULE),
-    success: z.boolean(),
+    success: z.boolean().optional(),
+    ...kindFields,
     duration_ms: z.number().min(0).max(86_400_000).optional(),
     at: outcomeAt,
     caller: callerField,
   })
-  .strict();
+  .strict()
+  .openapi(kindRulesDoc());
 const BatchBody = z
   .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
   .strict()
   .superRefine(({ outcomes }, ctx) => {
+    for (const [i, o] of outcomes.entries()) checkKindMembers(o, ctx, ['outcomes', i]);
     const callers = new Set<string>();
     for (const [i, o] of outcomes.entries()) {
       if (o.caller === undefined || callers.has(o.caller)) continue;
@@ -136,7 +144,15 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
     summary: 'circuitlog call: refuse with 503 when open, else record the outcome',
     request: { params: NameParam, query: CallerQuery, body: jsonBody(CallBody, false) },
     responses: {
-      200: ok('Outcome recorded', z.object({ result: z.enum(['success', 'failure']), circuit: CircuitSchema })),
+      200: ok(
+        'Outcome recorded',
+        z.object({
+          result: z
+            .enum(OUTCOME_KINDS)
+            .openapi({ description: 'The kind recorded: success or failure by success, or the kind given.' }),
+          circuit: CircuitSchema,
+        }),
+      ),
       ...withBody,
       503: open503,
     },
@@ -145,11 +161,11 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
     const name = circuitNameParam(c);
     const caller = callerQuery(c);
     const body = await readJson(c, CallBody, bodyLimitBytes);
-    const success = body.success ?? true;
+    const kinded = kindOutcome(body, true);
     const create = body.threshold === undefined ? undefined : { failureThreshold: body.threshold };
     const { circuit, verdict } = await breaker.record(
       name,
-      { success, timeoutSeconds: body.timeout_seconds, caller },
+      { ...kinded, timeoutSeconds: body.timeout_seconds, caller },
       { create, admit: true, grouped: true },
     );
     // circuitlog's 503 carries the whole circuit as `circuit`.
@@ -158,7 +174,7 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
     return json(
       c,
       {
-        result: success ? ('success' as const) : ('failure' as const),
+        result: kinded.kind ?? (kinded.success ? ('success' as const) : ('failure' as const)),
         ...wouldRefuseJson(circuit, verdict),
         circuit: circuitJson(circuit, breaker.now()),
       },
@@ -208,7 +224,7 @@ function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyLimitByt
     const body = await readJson(c, OutcomeBody, bodyLimitBytes);
     // A late outcome (the circuit opened since the call was admitted) changes no state.
     const at = outcomeTime(body.at, breaker.now(), 'at');
-    const outcome = { success: body.success, durationMs: body.duration_ms, late: 'count_only' as const, at };
+    const outcome = { ...kindOutcome(body), durationMs: body.duration_ms, late: 'count_only' as const, at };
     const { circuit } = await breaker.record(
       name,
       body.caller === undefined ? outcome : { ...outcome, caller: body.caller },
@@ -251,7 +267,7 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
     const circuits = await breaker.recordBatch(
       body.outcomes.map((o, i) => ({
         name: o.circuit,
-        success: o.success,
+        ...kindOutcome(o),
         durationMs: o.duration_ms,
         late: 'count_only' as const,
         at: outcomeTime(o.at, now, `outcomes.${i}.at`),

@@ -1,7 +1,15 @@
 import { z } from '@hono/zod-openapi';
-import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
+import {
+  backoffSchema,
+  countAsSchema,
+  quorumSchema,
+  rampSchema,
+  throttleSchema,
+  windowSchema,
+} from '../policy-schema.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 import { WELL_FORMED_REQUEST_ID } from '../request-id.js';
+import { checkKindMembers, kindFields, kindRulesDoc } from './outcome-kind-fields.js';
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
@@ -34,6 +42,26 @@ export const CircuitSchema = z
     quorum: quorumSchema.nullable().openapi({
       description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.',
     }),
+    count_as: z.object(countAsSchema.shape).strict().openapi({
+      description:
+        'Overrides of what an outcome kind counts as (success, failure or ignore); {}: the defaults (docs/api.md "Outcome kinds").',
+    }),
+    min_deadline_ms: z.number().int().nullable().openapi({
+      description:
+        'A caller_deadline outcome whose deadline_ms is at least this counts as a failure; null: never (default 1000).',
+    }),
+    max_retry_after_seconds: z
+      .number()
+      .int()
+      .openapi({ description: 'The longest cool-down a throttled outcome may ask for (default 300).' }),
+    throttle_scope: z.enum(['circuit', 'caller']).openapi({
+      description:
+        "Who cools down after a throttled outcome, as in force: the policy's, else caller with a quorum and circuit without.",
+    }),
+    ramp: rampSchema.nullable().openapi({
+      description:
+        'The shared slow start after closing from half-open or a circuit-wide cool-down ({seconds, start_percent}); null: off.',
+    }),
     isolated_callers: z
       .array(
         z.object({
@@ -47,6 +75,16 @@ export const CircuitSchema = z
         description:
           'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.',
       }),
+    cool_until: isoTime.nullable().openapi({
+      description: 'The circuit-wide cool-down (a throttled outcome, throttle_scope circuit) ends then; null: none.',
+    }),
+    cooling_callers: z.array(z.object({ caller: z.string(), cool_until: isoTime })).openapi({
+      description: 'The caller-scope cool-downs in force (throttle_scope caller); [] when none.',
+    }),
+    ramp_until: isoTime.nullable().openapi({ description: 'The slow start ends then; null when not ramping.' }),
+    ramp_percent: z.number().openapi({
+      description: 'The share of calls admitted now, in percent (2 decimals); 100 when not ramping.',
+    }),
     effective_timeout_seconds: z
       .number()
       .int()
@@ -109,10 +147,19 @@ export const OpenProblemSchema = ProblemSchema.extend({
     .number()
     .optional()
     .openapi({ description: 'circuit-throttled only: the refusal probability this call was drawn against.' }),
-  scope: z.literal('caller').optional().openapi({
-    description: 'Present when only this caller is refused (isolated by failures of its own); open_until is its own.',
+  scope: z.enum(['caller', 'circuit']).optional().openapi({
+    description:
+      "caller: only this caller is refused (isolated by failures of its own: open_until is its own; or its own cool-down). dependency-throttled: the cool-down's scope, circuit or caller.",
   }),
   caller: z.string().optional().openapi({ description: 'With scope caller: the caller refused.' }),
+  cool_until: isoTime
+    .optional()
+    .openapi({ description: 'dependency-throttled only: when the cool-down that refused this call ends.' }),
+  ramp_percent: z
+    .number()
+    .optional()
+    .openapi({ description: 'circuit-ramping only: the share of calls admitted now, in percent.' }),
+  ramp_until: isoTime.optional().openapi({ description: 'circuit-ramping only: when the slow start ends.' }),
 }).openapi('CircuitOpenProblem');
 
 /** The circuit name rule (domain/circuit-name.ts) in JSON Schema terms, for the document. */
@@ -145,7 +192,8 @@ export const CallBody = z
     success: z
       .boolean()
       .optional()
-      .openapi({ description: 'Outcome of the call (default true). Must be a JSON boolean.' }),
+      .openapi({ description: 'Outcome of the call (default true, unless kind is given). Must be a JSON boolean.' }),
+    ...kindFields,
     threshold: threshold
       .optional()
       .openapi({ description: 'Failure threshold, used when this call creates the circuit (default 5).' }),
@@ -155,7 +203,8 @@ export const CallBody = z
     }),
   })
   .strict()
-  .openapi('CallRequest');
+  .superRefine((o, ctx) => checkKindMembers(o, ctx, [], false))
+  .openapi('CallRequest', kindRulesDoc(false));
 
 export const FailureBody = z
   .object({
@@ -193,6 +242,9 @@ export const AllowedSchema = z
     state: z
       .enum(['closed', 'half_open', 'open'])
       .openapi({ description: 'The state by the rules: open only under forced_state closed.' }),
+    ramp_percent: z.number().optional().openapi({
+      description: 'Only while the circuit ramps up (slow start): the share of calls admitted now, in percent.',
+    }),
     would_refuse: z.boolean().optional().openapi({
       description: 'Only under forced_state closed (detect-only): true when the rules would have refused this call.',
     }),
@@ -221,7 +273,22 @@ export const EventSchema = z
         "trip_withheld and a quorum's opening: the named callers that failed in the window; caller_isolated / caller_released: the caller.",
     }),
     rule: z.string().optional().openapi({ description: 'trip_withheld: the rule that fired.' }),
-    until: isoTime.optional().openapi({ description: "caller_isolated: when the caller's open time ends." }),
+    until: isoTime.optional().openapi({
+      description: "caller_isolated: when the caller's open time ends; cool_down: when the cool-down ends.",
+    }),
+    scope: z
+      .enum(['circuit', 'caller'])
+      .optional()
+      .openapi({ description: 'cool_down, cool_down_ended: who cools down (callers names the caller).' }),
+    retry_after_seconds: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "cool_down: the cool-down's seconds (the dependency's ask, capped)." }),
+    ramp_until: isoTime.optional().openapi({
+      description:
+        'cool_down_ended (circuit scope) and half_open -> closed, when the policy ramps: when the slow start ends.',
+    }),
     forced_state: z.literal('closed').optional().openapi({
       description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).',
     }),

@@ -1,7 +1,7 @@
 import type { CircuitState } from '../domain/circuit.js';
 import type { ForcedState } from '../domain/policy.js';
 import type { GaugeCircuit, SnapshotReader } from '../store/snapshot-reader.js';
-import { failureRateOf, throttleProbabilityOf } from './policy-fields.js';
+import { failureRateOf, rampPercentOf, throttleProbabilityOf } from './policy-fields.js';
 
 const STATES: readonly CircuitState[] = ['closed', 'open', 'half_open'];
 const FORCED = ['open', 'closed'] as const;
@@ -87,6 +87,14 @@ export class GaugeRenderer {
     circuits.forEach((c, i) => {
       const p = throttleProbabilityOf(c, now);
       if (p !== null) out.push(`circuitlog_circuit_throttle_probability{${blocks[i]!.label}} ${p}`);
+    });
+    out.push(
+      '# HELP circuitlog_circuit_ramp_percent Share of calls a ramping circuit admits now (slow start), percent; 100 when not ramping; circuits with a ramp policy',
+      '# TYPE circuitlog_circuit_ramp_percent gauge',
+    );
+    circuits.forEach((c, i) => {
+      const p = rampPercentOf(c, now);
+      if (p !== null) out.push(`circuitlog_circuit_ramp_percent{${blocks[i]!.label}} ${Math.round(p * 100) / 100}`);
     });
     out.push('');
     if (this.rendered.size > 2 * circuits.length + 1_000) this.forgetRendered(circuits); // deleted circuits' lines

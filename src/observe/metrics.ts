@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, Transition } from '../domain/circuit.js';
+import type { OutcomeKind } from '../domain/outcome-kind.js';
 import { AppError } from '../domain/errors.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
 import type { ProxyHooks, UpstreamConcurrency } from '../proxy/proxy-call.js';
@@ -84,9 +85,10 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     });
   }
 
-  outcome(circuit: Circuit, success: boolean, durationMs: number | undefined): void {
+  outcome(circuit: Circuit, success: boolean, durationMs: number | undefined, kind?: OutcomeKind): void {
     if (!this.isLabelled(circuit)) return;
-    const outcome = success ? 'success' : 'failure';
+    // The label is the outcome's kind (issue 29): six values at most, `success`/`failure` as before.
+    const outcome = kind ?? (success ? 'success' : 'failure');
     // Keys: label values joined by NUL (a character a label value here never holds); the
     // labels object is made only for a series' first count.
     const key = `${circuit.name}\0${outcome}`;
@@ -211,7 +213,7 @@ export function circuitInstruments(registers: Registry[]) {
   });
   const outcomes = new BatchedCounter({
     name: 'circuitlog_outcomes_total',
-    help: 'Outcomes recorded, whatever the route',
+    help: 'Outcomes recorded, whatever the route, by kind (success, failure, rejected, throttled, caller_deadline, cancelled)',
     labelNames: ['circuit', 'outcome'],
     registers,
   });

@@ -51,7 +51,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
       m?.transition(circuit, t);
       hub.nudge();
     },
-    outcome: m ? (c, success, durationMs) => m.outcome(c, success, durationMs) : () => {},
+    outcome: m ? (c, success, durationMs, kind) => m.outcome(c, success, durationMs, kind) : () => {},
     rejected: m ? (c) => m.rejected(c) : () => {},
   };
   const { heartbeatMs, maxStreamBufferBytes } = options;

@@ -1,3 +1,4 @@
+import { rampPercent } from '../domain/outcome-kind.js';
 import { currentThrottleProbability } from '../domain/throttle.js';
 import { windowFigures } from '../domain/window.js';
 import type { GaugeCircuit } from '../store/snapshot-reader.js';
@@ -15,4 +16,15 @@ export function throttleProbabilityOf(circuit: GaugeCircuit, now: number): numbe
   if (circuit.throttle === null) return null;
   if (circuit.state !== 'closed' || circuit.forcedState !== null) return 0;
   return currentThrottleProbability(circuit.throttle, circuit.throttleState, now);
+}
+
+/**
+ * The share of calls a circuit with a ramp policy admits now, in percent (issue 29): below 100
+ * only while closed and ramping; null without a ramp policy.
+ */
+export function rampPercentOf(circuit: GaugeCircuit, now: number): number | null {
+  const ramp = circuit.ramp ?? null;
+  if (ramp === null) return null;
+  if (circuit.state !== 'closed' || circuit.forcedState !== null) return 100;
+  return rampPercent(circuit.rampUntil ?? null, ramp.seconds, ramp.startPercent, now);
 }

@@ -151,10 +151,17 @@ export class BreakerService {
     // A throttle that must draw (p > 0) is `allowed`'s work too: one draw per call, made
     // inside the store's step (a refusal is a write), never here and again there.
     let mustDraw = false;
-    const admission = admit(current, this.clock(), this.policy, caller, () => {
-      mustDraw = true;
-      return 1; // admits; the answer is not used
-    });
+    const admission = admit(
+      current,
+      this.clock(),
+      this.policy,
+      caller,
+      () => {
+        mustDraw = true;
+        return 1; // admits; the answer is not used
+      },
+      this.random, // a ramping circuit's draw writes nothing: decided here (issue 29)
+    );
     // Taking a probe slot or moving to half-open is a write: that is `allowed`'s work.
     if (mustDraw || admission.circuit !== current) return undefined;
     return this.settle(name, admission);
@@ -176,7 +183,8 @@ export class BreakerService {
   async allowed(name: string, caller?: string): Promise<Decision> {
     const now = this.clock();
     const random = drawOnce(this.random); // one admission, one draw, however often the store runs the step
-    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller, random)));
+    const rampRandom = drawOnce(this.random); // the slow start's own draw (issue 29)
+    return this.run(name, (c) => (c === null ? null : admit(c, now, this.policy, caller, random, rampRandom)));
   }
 
   /**
@@ -334,7 +342,7 @@ export class BreakerService {
   private stepOf(name: string, outcome: Outcome, rules: RecordRules): (current: Circuit | null) => Step {
     const context = this.stepContext(name, rules.create);
     if (!rules.admit) return outcomeStep(context, outcome);
-    return callStep(context, outcome, this.policy, drawOnce(this.random)); // one call, one draw
+    return callStep(context, outcome, this.policy, drawOnce(this.random), drawOnce(this.random)); // one call, one draw each
   }
 
   private stepContext(name: string, create?: Partial<CircuitSettings>): StepContext {
@@ -421,7 +429,8 @@ export class BreakerService {
       this.observer?.transition(result.circuit, t);
     }
     if ((result as Partial<Admission>).verdict?.allowed === false) this.observer?.rejected(result.circuit);
-    else if (outcome !== undefined) this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs);
+    else if (outcome !== undefined)
+      this.observer?.outcome(result.circuit, outcome.success, outcome.durationMs, outcome.kind);
     return result;
   }
 
@@ -473,11 +482,12 @@ export function callStep(
   outcome: Outcome,
   policy: BreakerPolicy,
   random: RandomSource,
+  rampRandom: RandomSource = random,
 ): (current: Circuit | null) => Admission {
   const record = outcomeStep(ctx, outcome);
   return (current) => {
     const c = current ?? newCircuit(ctx.name, ctx.settings, ctx.now);
-    const admission = admit(c, ctx.now, policy, outcome.caller, random);
+    const admission = admit(c, ctx.now, policy, outcome.caller, random, rampRandom);
     if (!admission.verdict.allowed) return admission;
     const next = record(admission.circuit);
     return {

@@ -1,4 +1,5 @@
-import type { Circuit, ThrottledVerdict, Verdict } from '../domain/circuit.js';
+import type { Circuit, RampingVerdict, ThrottledVerdict, Verdict } from '../domain/circuit.js';
+import { RAMP_RETRY_AFTER_MS } from '../domain/outcome-rules.js';
 import { AppError } from '../domain/errors.js';
 import { THROTTLE_RETRY_AFTER_MS } from '../domain/throttle.js';
 
@@ -20,6 +21,9 @@ export function refusalError(
   caller: string | undefined,
   options: { circuit?: unknown } = {},
 ): AppError {
+  if (verdict.cooled !== undefined)
+    return coolDownError(circuit, verdict.retryAt, verdict.cooled.scope, caller, options);
+  if (verdict.ramping !== undefined) return rampingError(circuit, verdict.ramping, options);
   if (verdict.scope === 'caller' && caller !== undefined)
     return callerOpenError(circuit, caller, verdict.retryAt, options.circuit);
   return openError(circuit, verdict.retryAt, {
@@ -61,6 +65,50 @@ function throttledError(circuit: Circuit, throttled: ThrottledVerdict, extension
   return new AppError('CIRCUIT_THROTTLED', detail, {
     retryAfterSeconds: THROTTLE_RETRY_AFTER_MS / 1000,
     extensions: { ...extensions, throttle_probability: throttled.probability },
+  });
+}
+
+/**
+ * A cool-down refused the call (issue 29): 503 `dependency-throttled`, `Retry-After` the whole
+ * seconds left, `cool_until` and the scope, besides what an open answer carries.
+ */
+function coolDownError(
+  circuit: Circuit,
+  until: number,
+  scope: 'circuit' | 'caller',
+  caller: string | undefined,
+  options: { circuit?: unknown },
+): AppError {
+  const at = new Date(until).toISOString();
+  const who = scope === 'caller' ? `caller '${caller}'` : 'every caller';
+  const detail = `The dependency behind circuit '${circuit.name}' asked for less load (Retry-After); ${who} cools down until ${at}.`;
+  return new AppError('DEPENDENCY_THROTTLED', detail, {
+    retryAt: until,
+    extensions: {
+      circuit: options.circuit ?? circuit.name,
+      state: circuit.state,
+      open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
+      cool_until: at,
+      scope,
+      ...(scope === 'caller' && caller !== undefined ? { caller } : {}),
+    },
+  });
+}
+
+/** The slow start refused the call (issue 29): 503 `circuit-ramping`, `Retry-After: 1`, the share and the ramp's end. */
+function rampingError(circuit: Circuit, ramping: RampingVerdict, options: { circuit?: unknown }): AppError {
+  const percent = Math.round(ramping.percent * 100) / 100;
+  const until = new Date(ramping.until).toISOString();
+  const detail = `Circuit '${circuit.name}' is ramping up after recovering: it admits ${percent}% of calls now, all of them at ${until}.`;
+  return new AppError('CIRCUIT_RAMPING', detail, {
+    retryAfterSeconds: RAMP_RETRY_AFTER_MS / 1000,
+    extensions: {
+      circuit: options.circuit ?? circuit.name,
+      state: circuit.state,
+      open_until: null,
+      ramp_percent: percent,
+      ramp_until: until,
+    },
   });
 }
 

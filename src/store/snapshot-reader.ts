@@ -1,5 +1,5 @@
 import type { CircuitState } from '../domain/circuit.js';
-import type { ForcedState, WindowPolicy } from '../domain/policy.js';
+import type { ForcedState, RampPolicy, WindowPolicy } from '../domain/policy.js';
 import type { ThrottlePolicy, ThrottleState } from '../domain/throttle.js';
 import type { WindowState } from '../domain/window.js';
 
@@ -16,6 +16,9 @@ export interface GaugeCircuit {
   readonly throttleState: ThrottleState | null;
   /** Callers a quorum circuit isolates now (issue 17); null without a quorum. */
   readonly isolatedCallers: number | null;
+  /** The slow start's policy and end (issue 29); absent or null: none. */
+  readonly ramp?: RampPolicy | null;
+  readonly rampUntil?: number | null;
 }
 
 export type StateCounts = Record<CircuitState, number>;

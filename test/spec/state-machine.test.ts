@@ -25,7 +25,8 @@ const forLocalBreakers = spec.vectors.filter(
 
 /**
  * Every reason the domain's state machine makes; a new one fails to compile here until a vector
- * covers it. `ejection_capped` is made by the proxy's guard rails (test/proxy/guard-rails.test.ts).
+ * covers it. `ejection_capped` is made by the proxy's guard rails (test/proxy/guard-rails.test.ts);
+ * `cool_down` and `cool_down_ended` (issue 29) by test/domain/outcome-rules.test.ts until the kinds' vectors come.
  */
 const REASONS = {
   failure_threshold_reached: true,
@@ -42,7 +43,7 @@ const REASONS = {
   trip_withheld: true,
   caller_isolated: true,
   caller_released: true,
-} satisfies Record<Exclude<TransitionReason, 'ejection_capped'>, true>;
+} satisfies Record<Exclude<TransitionReason, 'ejection_capped' | 'cool_down' | 'cool_down_ended'>, true>;
 
 /** Policy members and a predicate that says a vector sets them away from the default. */
 const POLICY_FIELDS: Record<string, (p: Vector['policy']) => boolean> = {

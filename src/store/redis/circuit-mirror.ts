@@ -264,6 +264,8 @@ export class CircuitMirror implements SnapshotReader {
       throttle: c.throttle,
       throttleState: c.throttleState,
       isolatedCallers: c.quorum == null ? null : isolatedCallerCount(callerEntries(c)),
+      ramp: c.ramp ?? null,
+      rampUntil: c.rampUntil ?? null,
       circuit: c,
     }));
   }

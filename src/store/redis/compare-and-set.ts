@@ -117,7 +117,8 @@ export class CompareAndSet {
       );
       scriptKeys.push(keys.circuit(name), keys.events(name), keys.callers(name));
       const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
-      const dueAt = final.state === 'open' && final.openUntil !== null ? String(final.openUntil) : '';
+      const due = dueTime(final);
+      const dueAt = due === null ? '' : String(due);
       // Only what changed of the caller table; whole when nothing usable was read (new, corrupt, legacy).
       const whole = read.circuit === null || read.rewriteCallers === true;
       const delta = callerDelta(read.circuit?.callers, final.callers, whole);
@@ -172,4 +173,12 @@ export class CompareAndSet {
 function withDetail(t: (string | number)[], detail: string | null): (string | number)[] {
   if (detail !== null) t.push(detail);
   return t;
+}
+
+/** When a circuit has a step due by time alone: its open time's end, or a cool-down's (issue 29); null: none. */
+function dueTime(c: Circuit): number | null {
+  const open = c.state === 'open' ? c.openUntil : null;
+  const cool = c.coolDueAt ?? null;
+  if (open === null || cool === null) return open ?? cool;
+  return Math.min(open, cool);
 }

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { CircuitState } from '../../domain/circuit.js';
-import type { ForcedState, WindowPolicy } from '../../domain/policy.js';
+import type { ForcedState, RampPolicy, WindowPolicy } from '../../domain/policy.js';
 import type { ThrottlePolicy, ThrottleState } from '../../domain/throttle.js';
 import type { WindowState } from '../../domain/window.js';
 import type { CapCutoff, GaugeCircuit, SnapshotReader, StateCounts } from '../snapshot-reader.js';
@@ -11,8 +11,20 @@ const HAS_WINDOW = 16;
 const PACK = 32; // id * PACK + code: exact for ids below 2^48
 
 /** The columns of a circuit with a window, a throttle or a quorum, read only for those circuits. */
-type ExtraRow = [number, string | null, string | null, string | null, string | null, string | null];
-type Extras = Pick<GaugeCircuit, 'window' | 'windowState' | 'throttle' | 'throttleState' | 'isolatedCallers'>;
+type ExtraRow = [
+  number,
+  string | null,
+  string | null,
+  string | null,
+  string | null,
+  string | null,
+  string | null,
+  number | null,
+];
+type Extras = Pick<
+  GaugeCircuit,
+  'window' | 'windowState' | 'throttle' | 'throttleState' | 'isolatedCallers' | 'ramp' | 'rampUntil'
+>;
 
 /**
  * Read-only views of the circuits table for /metrics, with prepared statements of its
@@ -44,7 +56,7 @@ export class CircuitSnapshot implements SnapshotReader {
     // alone cost four times this). Names are read once per id (cached); the window columns
     // only of circuits that have a window.
     const code = `(CASE WHEN state = 'open' AND open_until <= @now THEN 2 WHEN state = 'open' THEN 1 WHEN state = 'half_open' THEN 2 ELSE 0 END)
-      + (CASE forced_state WHEN 'open' THEN 4 WHEN 'closed' THEN 8 ELSE 0 END) + (CASE WHEN window_policy IS NULL AND throttle_policy IS NULL AND quorum_policy IS NULL THEN 0 ELSE ${HAS_WINDOW} END)`;
+      + (CASE forced_state WHEN 'open' THEN 4 WHEN 'closed' THEN 8 ELSE 0 END) + (CASE WHEN window_policy IS NULL AND throttle_policy IS NULL AND quorum_policy IS NULL AND ramp_policy IS NULL THEN 0 ELSE ${HAS_WINDOW} END)`;
     this.firstCodes = db
       .prepare<{ now: number; limit: number }, number>(
         `SELECT id * ${PACK} + ${code} FROM circuits ORDER BY id LIMIT @limit`,
@@ -55,8 +67,9 @@ export class CircuitSnapshot implements SnapshotReader {
       .raw();
     this.windowsTo = db
       .prepare<[number], ExtraRow>(
-        `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy FROM circuits
-       WHERE id <= ? AND (window_policy IS NOT NULL OR throttle_policy IS NOT NULL OR quorum_policy IS NOT NULL)`,
+        `SELECT id, window_policy, window_state, throttle_policy, throttle_state, quorum_policy, ramp_policy, ramp_until
+       FROM circuits WHERE id <= ?
+       AND (window_policy IS NOT NULL OR throttle_policy IS NOT NULL OR quorum_policy IS NOT NULL OR ramp_policy IS NOT NULL)`,
       )
       .raw();
     // Isolated callers per circuit (`isolated_until` set: the domain's isolatedCallerCount), counted
@@ -101,6 +114,8 @@ export class CircuitSnapshot implements SnapshotReader {
         throttle: w?.throttle ?? null,
         throttleState: w?.throttleState ?? null,
         isolatedCallers: w?.isolatedCallers ?? null,
+        ramp: w?.ramp ?? null,
+        rampUntil: w?.rampUntil ?? null,
       };
     });
   }
@@ -121,7 +136,16 @@ export class CircuitSnapshot implements SnapshotReader {
     const out = new Map<number, Extras>();
     const rows = this.windowsTo.all(lastId);
     const isolated = rows.some((r) => r[5] !== null) ? new Map(this.isolatedTo.all(lastId)) : null;
-    for (const [id, windowPolicy, windowJson, throttlePolicy, throttleJson, quorumPolicy] of rows) {
+    for (const [
+      id,
+      windowPolicy,
+      windowJson,
+      throttlePolicy,
+      throttleJson,
+      quorumPolicy,
+      rampPolicy,
+      rampUntil,
+    ] of rows) {
       const window = windowPolicy === null ? null : (JSON.parse(windowPolicy) as WindowPolicy);
       const throttle = throttlePolicy === null ? null : (JSON.parse(throttlePolicy) as ThrottlePolicy);
       out.set(id, {
@@ -130,6 +154,8 @@ export class CircuitSnapshot implements SnapshotReader {
         throttle,
         throttleState: throttle === null || throttleJson === null ? null : (JSON.parse(throttleJson) as ThrottleState),
         isolatedCallers: quorumPolicy === null ? null : (isolated?.get(id) ?? 0),
+        ramp: rampPolicy === null ? null : (JSON.parse(rampPolicy) as RampPolicy),
+        rampUntil,
       });
     }
     return out;

@@ -29,7 +29,7 @@ export interface CircuitStatements {
   readonly selectPing: Database.Statement;
   readonly selectDataVersion: Database.Statement<[], number>;
   readonly selectCount: Database.Statement<[], number>;
-  readonly selectDueOpen: Database.Statement<[number, number], string>;
+  readonly selectDueOpen: Database.Statement<[number, number, number], string>;
   readonly listAll: Database.Statement<[number, number], CircuitValues>;
   readonly listByState: Database.Statement<[string, number, number], CircuitValues>;
 }
@@ -65,10 +65,15 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
     selectPing: db.prepare('SELECT 1').pluck(),
     selectDataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     selectCount: db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck(),
-    // Uses the (state, id) index: only the open circuits are read.
+    // Uses the (state, id) index: only the open circuits are read; and the partial index of
+    // the circuits cooling down (issue 29, migration 0009): a cool-down due to end is due too.
     selectDueOpen: db
-      .prepare<[number, number], string>(
-        `SELECT name FROM circuits WHERE state = 'open' AND open_until <= ? ORDER BY open_until LIMIT ?`,
+      .prepare<[number, number, number], string>(
+        `SELECT name FROM (
+           SELECT name, open_until AS due FROM circuits WHERE state = 'open' AND open_until <= ?
+           UNION ALL
+           SELECT name, cool_due_at AS due FROM circuits WHERE cool_due_at <= ?
+         ) GROUP BY name ORDER BY min(due) LIMIT ?`,
       )
       .pluck(),
     listAll: db

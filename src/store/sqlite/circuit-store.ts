@@ -232,7 +232,7 @@ export class SqliteCircuitStore implements CircuitStore {
   }
 
   dueOpen(now: number, limit: number): string[] {
-    return this.guard(() => this.sql.selectDueOpen.all(now, limit) as string[]);
+    return this.guard(() => this.sql.selectDueOpen.all(now, now, limit) as string[]);
   }
 
   private guard<T>(fn: () => T): T {
