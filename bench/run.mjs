@@ -14,6 +14,7 @@
 //   redis-tls   rediss:// (mutual TLS) vs redis://: GET /allowed (goal ≥ 0.9x), failure outcomes (bench/redis-tls.mjs)
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   throttle    GET /allowed on a healthy circuit with a soft throttle vs none (goal ≥0.9x); success outcomes (bench/throttle.mjs)
+//   kinds       GET /allowed on a ramping circuit vs a plain closed one (goal ≥0.9x); outcomes with a kind vs without (goal ≥0.9x) (bench/kinds.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
@@ -75,6 +76,7 @@ import { scaleSection } from './scale.mjs';
 import { fanoutSection } from './fanout.mjs';
 import { overloadSection } from './overload.mjs';
 import { throttleSection } from './throttle.mjs';
+import { kindsSection } from './kinds.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -94,6 +96,7 @@ const SECTIONS = [
   'quorum',
   'metrics',
   'throttle',
+  'kinds',
   'client',
   'python',
   'redis',
@@ -114,6 +117,7 @@ const DEFAULT_DURATION = {
   quorum: 5,
   metrics: 8,
   throttle: 5,
+  kinds: 5,
   client: 5,
   python: 6,
   redis: 5,
@@ -930,6 +934,7 @@ async function main() {
     quorum: () => quorumSection(ctx),
     metrics: () => metricsSection(withDuration('metrics')),
     throttle: () => throttleSection(withDuration('throttle')),
+    kinds: () => kindsSection(withDuration('kinds')),
     stalls: () => stallsSection(ctx),
     client: () => clientSection(withDuration('client')),
     python: () => pythonSection(withDuration('python')),

@@ -56,6 +56,7 @@ import {
   rampVerdict,
   withoutCoolingOrRamp,
 } from './outcome-rules.js';
+import { noteKind } from './kind-window.js';
 import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
 
 export type { CircuitPolicy, CircuitSettings } from './policy.js';
@@ -256,9 +257,12 @@ export function recordOutcome(circuit: Circuit, outcome: Outcome, now: EpochMs):
       if (outcome.at !== undefined && isStale(refreshed, outcome.at, now)) return withoutTransition(refreshed);
       // Every rule below sees the outcome as what its kind counts as (outcome-rules.ts).
       const as = countedAs(refreshed, outcome);
-      if (as === 'ignore') return withoutTransition(refreshed);
-      if (as === 'cool')
-        return refreshed.state === 'closed' ? coolDown(refreshed, outcome, now) : withoutTransition(refreshed);
+      if (as === 'ignore' || as === 'cool') {
+        // Counted as nothing by the rules; the window notes its kind (window_stats.kinds).
+        const noted = withKindNoted(refreshed, outcome, now);
+        if (as === 'ignore' || noted.state !== 'closed') return withoutTransition(noted);
+        return coolDown(noted, outcome, now);
+      }
       const o = outcome.success === (as === 'success') ? outcome : { ...outcome, success: as === 'success' };
       // A named outcome is counted for its caller first (quorum, isolation: caller-state.ts).
       return chain(countCaller(refreshed, o, now), (c) => byState(c, o, now));
@@ -279,6 +283,12 @@ function byState(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   }
 }
 
+/** The circuit with an outcome the rules do not count noted among its window's kinds (kind-window.ts); as given without a window. */
+function withKindNoted(c: Circuit, outcome: Outcome, now: EpochMs): Circuit {
+  if (c.window === null || outcome.kind === undefined) return c;
+  return { ...c, windowState: noteKind(c.window, c.windowState, outcome.kind, now), updatedAt: now };
+}
+
 /** The circuit with the outcome counted (failure count, window, and the throttle while closed), no state change. */
 function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: number): Circuit {
   const windowState =
@@ -287,7 +297,11 @@ function counted(c: Circuit, outcome: Outcome, now: EpochMs, failureCount: numbe
       : addOutcome(
           c.window,
           c.windowState,
-          { failure: !outcome.success, slow: isSlow(c.window, outcome.durationMs) },
+          {
+            failure: !outcome.success,
+            slow: isSlow(c.window, outcome.durationMs),
+            ...(outcome.kind === undefined ? {} : { kind: outcome.kind }),
+          },
           now,
         );
   return {

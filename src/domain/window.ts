@@ -2,16 +2,23 @@
  * The sliding window of recent outcomes: pure functions over a JSON-friendly state.
  * A count window keeps one character per outcome; a time window keeps per-second buckets.
  */
+import { nextKindBuckets, nextKindCodes } from './kind-window.js';
+import type { OutcomeKind } from './outcome-kind.js';
 import { minimumCalls, type WindowPolicy } from './policy.js';
 
 /** One outcome as the window sees it. */
 export interface WindowOutcome {
   readonly failure: boolean;
   readonly slow: boolean;
+  /** The kind it was reported as (issue 29), when it named one: then the window keeps kinds (`kind-window.ts`). */
+  readonly kind?: OutcomeKind;
 }
 
 /** Per-second bucket: `[epochSecond, calls, failures, slowCalls]`. */
 export type Bucket = readonly [number, number, number, number];
+
+/** Per-second kinds (`kind-window.ts`): `[epochSecond, success, failure, rejected, throttled, caller_deadline, cancelled]`. */
+export type KindBucket = readonly [number, number, number, number, number, number, number];
 
 /**
  * What a window holds. `count`: `outcomes` has one character per outcome, oldest first
@@ -20,8 +27,20 @@ export type Bucket = readonly [number, number, number, number];
  * oldest first.
  */
 export type WindowState =
-  | { readonly type: 'count'; readonly outcomes: string; readonly failures: number; readonly slowCalls: number }
-  | { readonly type: 'time'; readonly buckets: readonly Bucket[] };
+  | {
+      readonly type: 'count';
+      readonly outcomes: string;
+      readonly failures: number;
+      readonly slowCalls: number;
+      /** Issue 29: one digit per outcome of the last `size` reported, by kind; absent until one named a kind. */
+      readonly kinds?: string;
+    }
+  | {
+      readonly type: 'time';
+      readonly buckets: readonly Bucket[];
+      /** Issue 29: the kinds per second; absent until an outcome named a kind. */
+      readonly kindBuckets?: readonly KindBucket[];
+    };
 
 /** The window's live figures; rates in percent, rounded to 2 decimals (0 without calls). */
 export interface WindowFigures {
@@ -50,9 +69,24 @@ export function addOutcome(
   outcome: WindowOutcome,
   now: number,
 ): WindowState {
-  return window.type === 'count'
-    ? addToCount(window.size, state, outcome)
-    : addToTime(window.size, state, outcome, now);
+  const next =
+    window.type === 'count' ? addToCount(window.size, state, outcome) : addToTime(window.size, state, outcome, now);
+  return keptKinds(window, state, next, outcome, now);
+}
+
+/** `next` with the kinds kept (`kind-window.ts`) once any outcome named one; as it is before that. */
+function keptKinds(
+  window: WindowPolicy,
+  state: WindowState | null,
+  next: WindowState,
+  outcome: WindowOutcome,
+  now: number,
+): WindowState {
+  const tracked = state !== null && (state.type === 'count' ? state.kinds : state.kindBuckets) !== undefined;
+  if (!tracked && outcome.kind === undefined) return next;
+  const kind = outcome.kind ?? (outcome.failure ? 'failure' : 'success');
+  if (next.type === 'count') return { ...next, kinds: nextKindCodes(window.size, state, kind) };
+  return { ...next, kindBuckets: nextKindBuckets(window.size, state, kind, now) };
 }
 
 function addToCount(size: number, state: WindowState | null, outcome: WindowOutcome): WindowState {

@@ -3,6 +3,7 @@ import type { Circuit, Verdict } from '../domain/circuit.js';
 import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
 import { kindsDisplay, policyToWire } from '../domain/policy-wire.js';
 import { rampPercentOf } from '../domain/outcome-rules.js';
+import { kindCounts } from '../domain/kind-window.js';
 import { throttleCounts, throttleProbability } from '../domain/throttle.js';
 import { callerEntries, isolatedCallers } from '../domain/caller-state.js';
 import type { CircuitSchema } from './schemas.js';
@@ -52,6 +53,7 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
             failure_rate: stats.failureRate,
             slow_call_rate: stats.slowCallRate,
           },
+    window_kinds: c.window === null ? null : kindCounts(c.window, c.windowState, now),
     probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
     open_until: iso(c.openUntil),
     half_open_at: iso(c.halfOpenAt),

@@ -30,6 +30,7 @@ export const kindFields = {
 
 const onlyWith = (field: string, kind: string) => ({
   if: { required: [field] },
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keyword, not a thenable
   then: { required: ['kind'], properties: { kind: { const: kind } } },
 });
 
@@ -44,6 +45,7 @@ export function kindRulesDoc(successRequired = true) {
       ...(successRequired ? [{ anyOf: [{ required: ['success'] }, { required: ['kind'] }] }] : []),
       {
         if: { required: ['success', 'kind'] },
+        // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keyword, not a thenable
         then: {
           anyOf: [
             { properties: { success: { const: true }, kind: { const: 'success' } } },

@@ -1,12 +1,6 @@
 import { z } from '@hono/zod-openapi';
-import {
-  backoffSchema,
-  countAsSchema,
-  quorumSchema,
-  rampSchema,
-  throttleSchema,
-  windowSchema,
-} from '../policy-schema.js';
+import { backoffSchema, quorumSchema, throttleSchema, windowSchema } from '../policy-schema.js';
+import { kindsPolicyMembers, kindsStateMembers, windowKindsMember } from './kinds-schemas.js';
 import { CIRCUIT_NAME_MAX_LENGTH, CIRCUIT_NAME_PATTERN } from '../domain/circuit-name.js';
 import { WELL_FORMED_REQUEST_ID } from '../request-id.js';
 import { checkKindMembers, kindFields, kindRulesDoc } from './outcome-kind-fields.js';
@@ -42,26 +36,7 @@ export const CircuitSchema = z
     quorum: quorumSchema.nullable().openapi({
       description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.',
     }),
-    count_as: z.object(countAsSchema.shape).strict().openapi({
-      description:
-        'Overrides of what an outcome kind counts as (success, failure or ignore); {}: the defaults (docs/api.md "Outcome kinds").',
-    }),
-    min_deadline_ms: z.number().int().nullable().openapi({
-      description:
-        'A caller_deadline outcome whose deadline_ms is at least this counts as a failure; null: never (default 1000).',
-    }),
-    max_retry_after_seconds: z
-      .number()
-      .int()
-      .openapi({ description: 'The longest cool-down a throttled outcome may ask for (default 300).' }),
-    throttle_scope: z.enum(['circuit', 'caller']).openapi({
-      description:
-        "Who cools down after a throttled outcome, as in force: the policy's, else caller with a quorum and circuit without.",
-    }),
-    ramp: rampSchema.nullable().openapi({
-      description:
-        'The shared slow start after closing from half-open or a circuit-wide cool-down ({seconds, start_percent}); null: off.',
-    }),
+    ...kindsPolicyMembers,
     isolated_callers: z
       .array(
         z.object({
@@ -75,16 +50,7 @@ export const CircuitSchema = z
         description:
           'Named callers isolated by failures of their own (a quorum policy only): each is refused until open_until, then gets one probe.',
       }),
-    cool_until: isoTime.nullable().openapi({
-      description: 'The circuit-wide cool-down (a throttled outcome, throttle_scope circuit) ends then; null: none.',
-    }),
-    cooling_callers: z.array(z.object({ caller: z.string(), cool_until: isoTime })).openapi({
-      description: 'The caller-scope cool-downs in force (throttle_scope caller); [] when none.',
-    }),
-    ramp_until: isoTime.nullable().openapi({ description: 'The slow start ends then; null when not ramping.' }),
-    ramp_percent: z.number().openapi({
-      description: 'The share of calls admitted now, in percent (2 decimals); 100 when not ramping.',
-    }),
+    ...kindsStateMembers,
     effective_timeout_seconds: z
       .number()
       .int()
@@ -100,6 +66,7 @@ export const CircuitSchema = z
       })
       .nullable()
       .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
+    window_kinds: windowKindsMember,
     probes_in_flight: z.number().int(),
     open_until: isoTime.nullable(),
     half_open_at: isoTime.nullable(),

@@ -9,6 +9,7 @@ import {
   type CircuitSettings,
   type Outcome,
 } from '../../src/domain/circuit.js';
+import { MAX_COOL_CALLERS } from '../../src/domain/outcome-rules.js';
 import { POLICY_DEFAULTS } from '../../src/domain/policy-defaults.js';
 
 // Issue 29 in the domain (src/domain/outcome-rules.ts): what each kind counts as, the cool-down
@@ -42,7 +43,7 @@ describe('outcome kinds: what each counts as by default', () => {
     const { circuit: c } = run(circuit(), [
       { success: false },
       { success: false },
-      { success: true, kind: 'rejected' },
+      { success: false, kind: 'rejected' }, // the kind decides, whatever success says
       { success: false },
       { success: false },
     ]);
@@ -51,11 +52,11 @@ describe('outcome kinds: what each counts as by default', () => {
 
   it('ignores cancelled: the circuit is left as it was (same object, nothing to write)', () => {
     const c = run(circuit(), [{ success: false }]).circuit;
-    expect(recordOutcome(c, { success: true, kind: 'cancelled' }, T0 + 5).circuit).toBe(c);
+    expect(recordOutcome(c, { success: false, kind: 'cancelled' }, T0 + 5).circuit).toBe(c);
   });
 
   it('ignores a caller_deadline shorter than min_deadline_ms (five callers that gave it 50 ms open nothing)', () => {
-    const { circuit: c } = run(circuit(), times(5, { success: true, kind: 'caller_deadline', deadlineMs: 50 }));
+    const { circuit: c } = run(circuit(), times(5, { success: false, kind: 'caller_deadline', deadlineMs: 50 }));
     expect(c).toMatchObject({ state: 'closed', failureCount: 0 });
   });
 
@@ -68,7 +69,7 @@ describe('outcome kinds: what each counts as by default', () => {
 
   it('never counts a caller_deadline as a failure with min_deadline_ms null', () => {
     const c = circuit({ kinds: { ...KINDS, minDeadlineMs: null } });
-    const { circuit: after } = run(c, times(5, { success: true, kind: 'caller_deadline', deadlineMs: 60_000 }));
+    const { circuit: after } = run(c, times(5, { success: false, kind: 'caller_deadline', deadlineMs: 60_000 }));
     expect(after.state).toBe('closed');
   });
 
@@ -84,7 +85,8 @@ describe('outcome kinds: what each counts as by default', () => {
     const slow = { success: true, kind: 'caller_deadline', deadlineMs: 200, durationMs: 150 } as const;
     const quick = { success: true, kind: 'caller_deadline', deadlineMs: 50, durationMs: 50 } as const;
     const before = run(circuit({ window }), [slow, quick, { success: true }]).circuit;
-    expect(before.windowState).toEqual({ type: 'count', outcomes: '20', failures: 0, slowCalls: 1 });
+    // The window counts the slow call and the success; its kinds note the ignored one too (4: caller_deadline).
+    expect(before.windowState).toEqual({ type: 'count', outcomes: '20', failures: 0, slowCalls: 1, kinds: '440' });
     const { transitions } = run(before, [slow, slow], T0 + 10);
     expect(transitions.map((t) => t.reason)).toEqual(['slow_call_rate_exceeded']);
   });
@@ -96,7 +98,7 @@ describe('outcome kinds: what each counts as by default', () => {
 
   it('lets count_as replace the cool-down: throttled as ignore changes nothing', () => {
     const c = circuit({ kinds: { ...KINDS, countAs: { throttled: 'ignore' } } });
-    expect(recordOutcome(c, { success: true, kind: 'throttled', retryAfterSeconds: 5 }, T0).circuit).toBe(c);
+    expect(recordOutcome(c, { success: false, kind: 'throttled', retryAfterSeconds: 5 }, T0).circuit).toBe(c);
   });
 
   it('reads success: true|false without a kind as it always did', () => {
@@ -184,8 +186,18 @@ describe('cool-downs (a throttled outcome)', () => {
     expect(recordOutcome(circuit(), throttled(5, 'web-1'), T0).circuit.coolUntil).toBe(T0 + 5_000);
   });
 
+  it('keeps at most MAX_COOL_CALLERS caller-scope cool-downs, dropping the one ending soonest', () => {
+    let c = circuit({ kinds: { ...KINDS, throttleScope: 'caller', maxRetryAfterSeconds: 86_400 } });
+    for (let i = 0; i <= MAX_COOL_CALLERS; i++) c = recordOutcome(c, throttled(10 + i, `c${i}`), T0).circuit;
+    expect(c.coolCallers).toHaveLength(MAX_COOL_CALLERS);
+    expect(c.coolCallers!.some((e) => e[0] === 'c0')).toBe(false); // it ended soonest
+    expect(c.coolCallers!.at(-1)).toEqual([`c${MAX_COOL_CALLERS}`, T0 + (10 + MAX_COOL_CALLERS) * 1000]);
+    expect(c.coolDueAt).toBe(T0 + 11_000);
+  });
+
   it('is ended by an operator reset', () => {
     const cooled = recordOutcome(circuit(), throttled(30), T0).circuit;
+    expect(admit(cooled, T0 + 1, POLICY).verdict.allowed).toBe(false);
     const after = reset(cooled, T0 + 1).circuit;
     expect(after.coolUntil).toBeUndefined();
     expect(admit(after, T0 + 2, POLICY).verdict.allowed).toBe(true);

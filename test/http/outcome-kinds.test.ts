@@ -60,25 +60,75 @@ describe('outcome kinds on POST /circuits/:name/outcomes, POST /outcomes and /ca
   });
 
   it.each([
-    [{ success: true, kind: 'failure' }, 'kind'],
-    [{ success: false, kind: 'rejected' }, 'kind'],
-    [{}, 'success'],
-    [{ kind: 'failure', retry_after_seconds: 3 }, 'retry_after_seconds'],
-    [{ kind: 'throttled', deadline_ms: 30 }, 'deadline_ms'],
-    [{ kind: 'throttled', retry_after_seconds: -1 }, 'retry_after_seconds'],
-    [{ kind: 'caller_deadline', deadline_ms: 0 }, 'deadline_ms'],
-  ])('answers 422 for %j naming %s', async (body, field) => {
+    [{ success: true, kind: 'failure' }, 'kind', { kind: 'failure' }],
+    [{ success: false, kind: 'rejected' }, 'kind', { kind: 'rejected' }],
+    [{}, 'success', { kind: 'cancelled' }],
+    [{ kind: 'failure', retry_after_seconds: 3 }, 'retry_after_seconds', { kind: 'throttled', retry_after_seconds: 3 }],
+    [{ kind: 'throttled', deadline_ms: 30 }, 'deadline_ms', { kind: 'caller_deadline', deadline_ms: 30 }],
+    [
+      { kind: 'throttled', retry_after_seconds: -1 },
+      'retry_after_seconds',
+      { kind: 'throttled', retry_after_seconds: 0 },
+    ],
+    [{ kind: 'caller_deadline', deadline_ms: 0 }, 'deadline_ms', { kind: 'caller_deadline', deadline_ms: 1 }],
+  ])('answers 422 for %j naming %s, and takes the outcome put right', async (body, field, fixed) => {
     const t = buildApp();
     const r = await outcome(t, 'svc', body);
     expect(r.status).toBe(422);
     expect((await json(r)).errors.map((e: { field: string }) => e.field)).toContain(field);
+    expect((await outcome(t, 'svc', fixed)).status).toBe(200);
   });
 
-  it('answers 422 naming kind on /call for a pair that disagrees', async () => {
+  it('answers 422 naming kind on /call for a pair that disagrees, and takes the pair that agrees', async () => {
     const t = buildApp();
     const r = await t.request('POST', '/circuits/svc/call', { success: true, kind: 'cancelled' });
     expect(r.status).toBe(422);
     expect((await json(r)).errors).toEqual([expect.objectContaining({ field: 'kind' })]);
+    expect((await t.request('POST', '/circuits/svc/call', { success: true, kind: 'success' })).status).toBe(200);
+  });
+});
+
+describe('window_kinds: the window by kind', () => {
+  it.each(['count', 'time'] as const)(
+    'counts every kind reported in a %s window, those the rules ignore too, beside window_stats',
+    async (type) => {
+      const t = buildApp();
+      await t.request('PATCH', '/circuits/svc', { failure_threshold: 100, window: { type, size: 20 } });
+      for (const body of [{ success: true }, { success: true }, { success: false }]) await outcome(t, 'svc', body);
+      expect((await get(t, 'svc')).window_kinds).toEqual({
+        success: 2,
+        failure: 1,
+        rejected: 0,
+        throttled: 0,
+        caller_deadline: 0,
+        cancelled: 0,
+      });
+      for (const kind of ['rejected', 'cancelled', 'throttled']) await outcome(t, 'svc', { kind });
+      await outcome(t, 'svc', { kind: 'caller_deadline', deadline_ms: 50 });
+      const shown = await get(t, 'svc');
+      expect(shown.window_kinds).toEqual({
+        success: 2,
+        failure: 1,
+        rejected: 1,
+        throttled: 1,
+        caller_deadline: 1,
+        cancelled: 1,
+      });
+      expect(shown.window_stats).toMatchObject({ calls: 4, failures: 1 }); // rejected counts as a success
+    },
+  );
+
+  it('is null without a window, and empties with the window at a state change', async () => {
+    const t = buildApp();
+    await outcome(t, 'plain', { kind: 'rejected' });
+    expect((await get(t, 'plain')).window_kinds).toBeNull();
+    await t.request('PATCH', '/circuits/svc', { failure_threshold: 2, window: { type: 'count', size: 10 } });
+    await outcome(t, 'svc', { kind: 'cancelled' });
+    await outcome(t, 'svc', { kind: 'failure' });
+    await outcome(t, 'svc', { kind: 'failure' });
+    const opened = await get(t, 'svc');
+    expect(opened.state).toBe('open');
+    expect(Object.values(opened.window_kinds)).toEqual([0, 0, 0, 0, 0, 0]);
   });
 });
 
