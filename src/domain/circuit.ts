@@ -56,8 +56,15 @@ import {
   rampVerdict,
   withoutCoolingOrRamp,
 } from './outcome-rules.js';
-import { noteKind } from './kind-window.js';
-import { addOutcome, isSlow, windowFigures, windowStartMs, windowTrip, type WindowFigures } from './window.js';
+import {
+  addOutcome,
+  noteKind,
+  isSlow,
+  windowFigures,
+  windowStartMs,
+  windowTrip,
+  type WindowFigures,
+} from './window.js';
 
 export type { CircuitPolicy, CircuitSettings } from './policy.js';
 export type * from './types.js';

@@ -8,9 +8,23 @@
  */
 import { OUTCOME_KINDS, type OutcomeKind } from './outcome-kind.js';
 import type { WindowPolicy } from './policy.js';
-import type { KindBucket, WindowState } from './window.js';
 
 export type KindCounts = Record<OutcomeKind, number>;
+
+/** Per-second kinds: `[epochSecond, success, failure, rejected, throttled, caller_deadline, cancelled]`. */
+export type KindBucket = readonly [number, number, number, number, number, number, number];
+
+/**
+ * The members of a window's state (`window.ts`' WindowState) this file reads, by shape: the
+ * window's own outcomes (to seed the kinds from) and the kinds once kept.
+ */
+export type KindState =
+  | { readonly type: 'count'; readonly outcomes: string; readonly kinds?: string }
+  | {
+      readonly type: 'time';
+      readonly buckets: readonly (readonly number[])[];
+      readonly kindBuckets?: readonly KindBucket[];
+    };
 
 const INDEX: Readonly<Record<OutcomeKind, number>> = Object.fromEntries(OUTCOME_KINDS.map((k, i) => [k, i])) as Record<
   OutcomeKind,
@@ -30,7 +44,7 @@ const none = (): KindCounts => ({
 });
 
 /** A count window's kinds as its outcomes say them (before any kind was named: success or failure). */
-function seededCodes(state: WindowState | null): string {
+function seededCodes(state: KindState | null): string {
   if (state?.type !== 'count') return '';
   if (state.kinds !== undefined) return state.kinds;
   let out = '';
@@ -40,20 +54,20 @@ function seededCodes(state: WindowState | null): string {
 }
 
 /** A time window's kind buckets as its buckets say them (before any kind was named). */
-function seededBuckets(state: WindowState | null): KindBucket[] {
+function seededBuckets(state: KindState | null): KindBucket[] {
   if (state?.type !== 'time') return [];
   if (state.kindBuckets !== undefined) return [...state.kindBuckets];
-  return state.buckets.map((b) => [b[0], b[1] - b[2], b[2], 0, 0, 0, 0] as KindBucket);
+  return state.buckets.map((b) => [b[0]!, b[1]! - b[2]!, b[2]!, 0, 0, 0, 0] as KindBucket);
 }
 
 /** The count window's kind digits after one more outcome of `kind`: the last `size`. */
-export function nextKindCodes(size: number, state: WindowState | null, kind: OutcomeKind): string {
+export function nextKindCodes(size: number, state: KindState | null, kind: OutcomeKind): string {
   const codes = seededCodes(state) + String(INDEX[kind]);
   return codes.length > size ? codes.slice(codes.length - size) : codes;
 }
 
 /** The time window's kind buckets after one more outcome of `kind` at `now` (expired seconds dropped). */
-export function nextKindBuckets(size: number, state: WindowState | null, kind: OutcomeKind, now: number): KindBucket[] {
+export function nextKindBuckets(size: number, state: KindState | null, kind: OutcomeKind, now: number): KindBucket[] {
   const second = Math.floor(now / 1000);
   const buckets = seededBuckets(state).filter((b) => b[0] > second - size);
   const last = buckets.at(-1);
@@ -70,21 +84,8 @@ export function nextKindBuckets(size: number, state: WindowState | null, kind: O
   return buckets;
 }
 
-/**
- * The window's state with an outcome that counts as nothing (ignored, or a cool-down) noted
- * among its kinds only: the rates do not see it.
- */
-export function noteKind(window: WindowPolicy, state: WindowState | null, kind: OutcomeKind, now: number): WindowState {
-  if (window.type === 'count') {
-    const base = state?.type === 'count' ? state : { type: 'count' as const, outcomes: '', failures: 0, slowCalls: 0 };
-    return { ...base, kinds: nextKindCodes(window.size, state, kind) };
-  }
-  const base = state?.type === 'time' ? state : { type: 'time' as const, buckets: [] };
-  return { ...base, kindBuckets: nextKindBuckets(window.size, state, kind, now) };
-}
-
 /** The kinds in the window at `now`: every kind, 0 when none. */
-export function kindCounts(window: WindowPolicy, state: WindowState | null, now: number): KindCounts {
+export function kindCounts(window: WindowPolicy, state: KindState | null, now: number): KindCounts {
   const out = none();
   if (window.type === 'count') {
     const codes = seededCodes(state);

@@ -2,7 +2,7 @@
  * The sliding window of recent outcomes: pure functions over a JSON-friendly state.
  * A count window keeps one character per outcome; a time window keeps per-second buckets.
  */
-import { nextKindBuckets, nextKindCodes } from './kind-window.js';
+import { nextKindBuckets, nextKindCodes, type KindBucket } from './kind-window.js';
 import type { OutcomeKind } from './outcome-kind.js';
 import { minimumCalls, type WindowPolicy } from './policy.js';
 
@@ -17,8 +17,7 @@ export interface WindowOutcome {
 /** Per-second bucket: `[epochSecond, calls, failures, slowCalls]`. */
 export type Bucket = readonly [number, number, number, number];
 
-/** Per-second kinds (`kind-window.ts`): `[epochSecond, success, failure, rejected, throttled, caller_deadline, cancelled]`. */
-export type KindBucket = readonly [number, number, number, number, number, number, number];
+export type { KindBucket } from './kind-window.js';
 
 /**
  * What a window holds. `count`: `outcomes` has one character per outcome, oldest first
@@ -170,4 +169,17 @@ export function windowTrip(window: WindowPolicy, figures: WindowFigures): Window
 /** Epoch ms of the oldest moment a time window still counts at `now`; null for a count window (no span). */
 export function windowStartMs(window: WindowPolicy, now: number): number | null {
   return window.type === 'time' ? firstLiveSecond(window.size, now) * 1000 : null;
+}
+
+/**
+ * The window's state with an outcome that counts as nothing (ignored, or a cool-down) noted
+ * among its kinds only: the rates do not see it.
+ */
+export function noteKind(window: WindowPolicy, state: WindowState | null, kind: OutcomeKind, now: number): WindowState {
+  if (window.type === 'count') {
+    const base = state?.type === 'count' ? state : { type: 'count' as const, outcomes: '', failures: 0, slowCalls: 0 };
+    return { ...base, kinds: nextKindCodes(window.size, state, kind) };
+  }
+  const base = state?.type === 'time' ? state : { type: 'time' as const, buckets: [] };
+  return { ...base, kindBuckets: nextKindBuckets(window.size, state, kind, now) };
 }

@@ -47,7 +47,9 @@ describe('dashboard: cool-downs and the slow start', () => {
     expect(await badge('cooling').textContent()).toBe('cooling down');
     // The due-transition timer ends the 1 s cool-down (cool_down_ended, live on the stream): then it ramps.
     await page.locator('tr[data-circuit="ramping"] .slow-start-badge.ramping').waitFor({ timeout: 15_000 });
-    expect(await badge('ramping').textContent()).toMatch(/^ramping (10|11)%$/);
+    const shown = /^ramping (\d+)%$/.exec((await badge('ramping').textContent()) ?? '');
+    expect(Number(shown?.[1])).toBeGreaterThanOrEqual(10); // start_percent, growing by 0.15 points a second
+    expect(Number(shown?.[1])).toBeLessThan(100);
     expect(await badge('plain').count()).toBe(0);
     expect(errors).toEqual([]);
   });
