@@ -30,10 +30,16 @@ class _Slow(BaseHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: 40 callers connecting at once overflowed it, and a SYN
+    # retried after 1 s and 3 s made calls miss their 2 s deadline.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @pytest.fixture
 def dependency() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    httpd.daemon_threads = True
+    httpd = _Server(("127.0.0.1", 0), _Slow)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
