@@ -52,6 +52,21 @@ export async function kindsSection(ctx) {
       { failure_threshold: 1_000_000_000, ramp: { seconds: 3_600, start_percent: 99 } },
       true,
     );
+    // Beside them, informative: the ramp's computation with every ask admitted, and what a refusal
+    // itself costs (an open circuit's 503s): a ramp's refusals cost what any refusal does.
+    await prepare(
+      s.url,
+      'bench-ramping-100',
+      { failure_threshold: 1_000_000_000, ramp: { seconds: 3_600, start_percent: 100 } },
+      true,
+    );
+    await prepare(s.url, 'bench-open', { failure_threshold: 1, timeout_seconds: 3_600 }, false);
+    await send(`${s.url}/circuits/bench-open/outcomes`, {
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: '{"success":false}',
+    });
+    if ((await send(`${s.url}/circuits/bench-open/allowed`)).status !== 503) throw new Error('bench-open is not open');
     const allowed = (id, label, name, goal, expectsNon2xx) => ({
       id,
       label,
@@ -78,6 +93,12 @@ export async function kindsSection(ctx) {
         targets: [
           allowed('plain', 'closed, no ramp: GET /circuits/bench-plain/allowed', 'bench-plain'),
           allowed('ramping', 'ramping (99 % share): GET /circuits/bench-ramping/allowed', 'bench-ramping', 0.9, true),
+          allowed(
+            'ramping-100',
+            'ramping, start_percent 100 (every ask admitted): GET /circuits/bench-ramping-100/allowed',
+            'bench-ramping-100',
+          ),
+          allowed('open', 'open (every ask a 503): GET /circuits/bench-open/allowed', 'bench-open', undefined, true),
         ],
       },
       {
@@ -87,6 +108,15 @@ export async function kindsSection(ctx) {
         targets: [
           outcome('plain', 'POST {"success":true}', '{"success":true}'),
           outcome('kinded', 'POST {"kind":"rejected"}', '{"kind":"rejected"}', 0.9),
+        ],
+      },
+      {
+        id: 'kinds-failure',
+        title: 'kinds: POST outcome, a failure (threshold 10^9: every one a write), success false vs kind failure',
+        baseline: 'plain',
+        targets: [
+          outcome('plain', 'POST {"success":false}', '{"success":false}'),
+          outcome('kinded', 'POST {"kind":"failure"}', '{"kind":"failure"}', 0.9),
         ],
       },
     ];

@@ -20,12 +20,11 @@ import {
   type ClientStats,
 } from './options.js';
 import { OutcomeQueue, type OutcomeQueueHooks } from './outcome-queue.js';
-import { InFlight, isoTime, runFn } from './run-call.js';
+import { InFlight, NEVER_ABORTED, isoTime, runFn } from './run-call.js';
 import { StreamKeeper, type StreamHooks } from './sse.js';
 import type { Transport } from './transport.js';
 import { CircuitView, Link, effectiveState, type ConnectionState } from './view.js';
 
-const NEVER_ABORTED = new AbortController().signal;
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 export class CircuitlogClient {
   private readonly transport: Transport;

@@ -1,8 +1,15 @@
 /** Running the protected function: its deadline, and what its outcome counts as. */
 
+import { setMaxListeners } from 'node:events';
 import { CallTimeoutError } from './errors.js';
 
-const NEVER_ABORTED = new AbortController().signal;
+/** fn's signal when neither `timeoutMs` nor the caller's `signal` can abort the call. */
+export const NEVER_ABORTED = new AbortController().signal;
+// fetch (undici) adds an abort listener to the signal it is given and drops it only when its
+// request is garbage collected: on this one shared signal Node's limit of listeners would be
+// passed by a busy client and warn on every further fetch. It never aborts, so its listeners
+// never run; they go with their requests.
+setMaxListeners(0, NEVER_ABORTED);
 
 /**
  * Run `fn` under the client's `timeoutMs` and the caller's own `signal`: past the deadline its

@@ -12,6 +12,7 @@ import { shardOf } from './shards.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
 import { TransitionFeed } from './transition-feed.js';
+import { TransitionHints } from './transition-hint.js';
 import { CircuitMirror } from './circuit-mirror.js';
 import { SentinelMaster } from './sentinel-master.js';
 import { isSentinelUrl, parseSentinelUrl } from './sentinel-url.js';
@@ -211,12 +212,11 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
     await store.epoch.sync(); // adopt every shard's epoch, or write one into an empty shard
     const feed = new TransitionFeed(store.redis, store.keys, { logger });
     await feed.start();
-    // A write that (probably) made a transition: read its shard's stream now. A write that made
-    // none changes no state, so its circuit's last state change is older than the write; a miss
-    // only waits for the feed's read of every shard each second.
+    // A write that (probably) made a transition: read its shard's stream now (`transition-hint.ts`);
+    // a miss only waits for the feed's read of every shard each second.
+    const hints = new TransitionHints();
     store.onChange((name, circuit) => {
-      if (circuit !== null && circuit.stateChangedAt != null && circuit.stateChangedAt >= circuit.updatedAt - 2_000)
-        feed.hint(shardOf(name));
+      if (hints.probablyTransitioned(name, circuit)) feed.hint(shardOf(name));
     });
     store.onRebuild(() => feed.hintAll());
     store.seqSeen = (shard) => feed.seqOf(shard); // after a reset, transition numbers go on above what this host served
