@@ -157,7 +157,13 @@ describe('Redis Cluster resharding under load (3 primaries, two hosts)', () => {
         betweenBatchesMs: 50,
         holdMs: 300,
       });
-      await new Promise((r) => setTimeout(r, 1_000)); // load on after the hand-over: clients still at the old node get MOVED
+      // Load on after the hand-over until a client still at the old node has been answered MOVED
+      // (an event, not a time: on a busy machine the first one can take more than a second),
+      // and at most 15 s.
+      for (let waited = 0; waited < 15_000; waited += 100) {
+        if ((await redirectCounts(from.port)).moved > atStart.moved) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
     } finally {
       running = false;
       await Promise.all(load);
