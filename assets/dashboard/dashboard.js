@@ -30,7 +30,20 @@ const view = {
   filter: '',
   streaming: false,
   liveSince: 0,
+  // A snapshot takes several requests; a circuit the stream, a refresh or an action changed
+  // after the snapshot was asked for keeps the newer value (the snapshot may predate it).
+  seq: 0, // counts the changes this page learned of, circuit by circuit
+  changedAt: new Map(), // name -> view.seq of its last change here
+  loadsAsked: 0, // snapshots asked for; an older one finishing after a newer is dropped
+  loadsShown: 0,
 };
+
+/** One circuit as the page now knows it, newer than any snapshot asked for before this. */
+function putCircuit(name, c) {
+  view.seq += 1;
+  view.changedAt.set(name, view.seq);
+  view.circuits.set(name, c);
+}
 
 // ---- HTTP with the token -------------------------------------------------------------
 
@@ -110,12 +123,22 @@ async function loadListPage(into) {
  * proxy's node circuits (in every answer), and one page of the rest; never the whole table.
  */
 async function loadState() {
+  const ticket = ++view.loadsAsked;
+  const asOf = view.seq;
   const page = new Map();
   const { s, next } = await loadListPage(page);
   const circuits = new Map();
   const full = [await loadUrgent('open', URGENT_MAX, circuits), await loadUrgent('half_open', URGENT_MAX, circuits)];
   for (const c of s.nodes) circuits.set(c.name, c); // the proxy's node circuits, wherever they are
   for (const [name, c] of page) circuits.set(name, c);
+  if (ticket < view.loadsShown) return; // a newer snapshot is on the page already
+  for (const [name, seq] of view.changedAt) {
+    const newer = view.circuits.get(name);
+    if (seq <= asOf || newer === undefined) continue;
+    if (circuits.has(name) || newer.state !== 'closed') circuits.set(name, newer);
+  }
+  for (const [name, seq] of view.changedAt) if (seq <= asOf) view.changedAt.delete(name);
+  view.loadsShown = ticket;
   view.skewMs = Date.parse(s.now) - Date.now();
   view.upstreams = s.upstreams;
   view.localDc = s.local_dc;
@@ -127,6 +150,7 @@ async function loadState() {
   if (view.timeline.length === 0) view.timeline = s.recent;
   if (!view.streaming) view.lastEventId = s.last_event_id;
   render();
+  document.body.dataset.snapshots = String(ticket); // how many snapshots were asked before this one was shown
 }
 
 /** Load another page (Next, Previous, or the first again after a new filter). */
@@ -154,16 +178,18 @@ function loadText(c) {
   return c.limit === null ? flight : `limit ${c.limit.value} (${c.limit.kind}) · ${flight}`;
 }
 
-const refreshing = new Set();
+const refreshing = new Map(); // name -> asked again while its request was out
 /** Fetch one circuit again after an event: open_until and counts are not in the event. */
 async function refreshCircuit(name) {
-  if (refreshing.has(name)) return;
-  refreshing.add(name);
+  if (refreshing.has(name)) return void refreshing.set(name, true); // fetched again after this one
   try {
-    const c = await api('GET', circuitPath(name));
-    const known = view.circuits.get(name);
-    view.circuits.set(name, { ...c, last_transition: known?.last_transition ?? null });
-    render();
+    do {
+      refreshing.set(name, false);
+      const c = await api('GET', circuitPath(name));
+      const known = view.circuits.get(name);
+      putCircuit(name, { ...c, last_transition: known?.last_transition ?? null });
+      render();
+    } while (refreshing.get(name));
   } catch (error) {
     if (!(error instanceof Unauthorized)) setMessage(error.message, true);
   } finally {
@@ -178,7 +204,7 @@ function onTransition(id, event) {
   const known = view.circuits.get(event.circuit);
   // A circuit not on the page joins it when it starts refusing or probing (it is urgent).
   if (known === undefined && event.to === 'closed') return render();
-  view.circuits.set(event.circuit, { ...(known ?? { name: event.circuit }), state: event.to, last_transition: entry });
+  putCircuit(event.circuit, { ...(known ?? { name: event.circuit }), state: event.to, last_transition: entry });
   render();
   void refreshCircuit(event.circuit);
 }
@@ -555,7 +581,7 @@ async function onAction(event) {
   try {
     const c = await ACTIONS[action](circuit);
     const known = view.circuits.get(circuit);
-    view.circuits.set(circuit, { ...c, last_transition: known?.last_transition ?? null });
+    putCircuit(circuit, { ...c, last_transition: known?.last_transition ?? null });
     setMessage(`${circuit}: ${button.textContent.toLowerCase()} done`);
     render();
   } catch (error) {

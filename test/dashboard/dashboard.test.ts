@@ -184,6 +184,42 @@ describe('dashboard in headless Chromium', () => {
     expect(errors).toEqual([]);
   });
 
+  it('keeps a change the stream brought over a snapshot that was asked for before it', async () => {
+    // The race behind a flaky run: the page takes a new snapshot when its stream connects; a
+    // force that lands while that snapshot is on its way is shown from the stream, and the
+    // snapshot, answered before the force, arrives after it. Here that order is made certain:
+    // every list request after the first is answered by the server at once and handed to
+    // the page only when the test says so.
+    const server = await start();
+    await api(server, 'POST', 'billing/invoice', '/success');
+    const { page, errors } = await openPage();
+    let lists = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let heldOne!: () => void;
+    const held = new Promise<void>((resolve) => (heldOne = resolve));
+    await page.route(/\/dashboard\/api\/state\?/, async (route) => {
+      const url = route.request().url();
+      if (!url.includes('after=') || url.includes('state=') || ++lists === 1) return route.continue();
+      const response = await route.fetch(); // the server answers now, before the force
+      heldOne();
+      await gate;
+      await route.fulfill({ response });
+    });
+    await page.goto(`${server.url}/dashboard`);
+    await page.locator('tr[data-circuit="billing/invoice"]').waitFor({ timeout: 10_000 });
+    await held;
+    const force = { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"forced_state":"open"}' };
+    expect((await fetch(`${server.url}/circuits/billing%2Finvoice`, force)).status).toBe(200);
+    const badge = page.locator('tr[data-circuit="billing/invoice"] .forced-badge');
+    await badge.waitFor({ timeout: 10_000 });
+    release();
+    await page.locator(`body[data-snapshots="${lists}"]`).waitFor({ timeout: 10_000 });
+    // Read at once (a locator would wait, and the next full reload, 15 s on, would bring it back).
+    expect(await badge.allTextContents()).toEqual(['forced open']);
+    expect(errors).toEqual([]);
+  });
+
   it("shows each upstream's concurrency limit and its requests in flight", async () => {
     const slow = await startNodes('dc1-9');
     slow['dc1-9']!.mode = 'hang';
