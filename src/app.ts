@@ -17,7 +17,8 @@ import {
   type UpgradeListener,
 } from './http/raw-listeners.js';
 import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
-import { guardFetch, rawRequestPath, requestGuard, type HostRule } from './http/request-guard.js';
+import { type Authenticator, tokenAuthenticator } from './auth/bearer.js';
+import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
@@ -46,6 +47,11 @@ export interface AppDeps {
   readonly policy: BreakerPolicy;
   /** When set, the TOKEN_PATHS (http/request-guard.ts) need `Authorization: Bearer <token>`. */
   readonly token?: string;
+  /**
+   * Who a bearer credential is (src/auth): wins over `token` when both are given. Absent with no
+   * token: no credential is asked for, every request is `ANONYMOUS` (every scope).
+   */
+  readonly authenticate?: Authenticator;
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
@@ -121,7 +127,7 @@ export function createApp(deps: AppDeps): App {
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);
-  const guard = requestGuard(hosts, deps.token);
+  const guard = requestGuard(hosts, deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null));
   guardFetch(app, guard, problemAnswer(deps.logger, deps.clock));
   const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
   if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };

@@ -1,5 +1,5 @@
 import { z, type OpenAPIHono } from '@hono/zod-openapi';
-import { needsToken } from './request-guard.js';
+import { needsToken } from '../auth/bearer.js';
 import { OPERATION_IDS, SERVERS } from './operation-ids.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
 import { ProblemSchema } from './schemas.js';

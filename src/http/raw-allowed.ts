@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { AppError } from '../domain/errors.js';
 import { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem } from '../domain/circuit-name.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import { refusalError } from '../service/open-error.js';
@@ -55,7 +56,7 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
     const name = plainAllowedName(target);
     if (name === null) return false;
     const header = rawHeaderReader(incoming);
-    if (guard('GET', target, header) !== null) return false;
+    if (guard('GET', target, header) instanceof AppError) return false;
     const decision = breaker.peekAllowed(name);
     if (decision === undefined) return false; // a write is needed: the route's `allowed`
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));

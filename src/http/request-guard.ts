@@ -1,7 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
+import { type Authenticator, needsToken, unauthorized } from '../auth/bearer.js';
+import { ANONYMOUS, type Identity } from '../auth/identity.js';
+import { bindIdentity } from '../auth/request-identity.js';
 import { AppError } from '../domain/errors.js';
 import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } from '../request-id.js';
 
@@ -19,17 +21,20 @@ import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } 
 /** The app's problem answer for a refusal (http/fallbacks.ts `problemAnswer`). */
 export type ProblemAnswer = (method: string, path: string, error: AppError, requestId: string) => Response;
 
-/** The guards' verdict on a request: the first refusal, or null when every guard lets it through. */
-export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | null;
+/**
+ * The guards' verdict on a request: the first refusal, or who the request is when every guard
+ * lets it through (`ANONYMOUS` where no credential is asked for).
+ */
+export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | Identity;
 
-/** The Host check, the cross-site refusal (not under /proxy) and the token, in that order. */
-export function requestGuard(hosts: HostRule | null, token: string | undefined): RequestGuard {
-  const needToken = token ? tokenProblem(token) : null;
-  return (method, path, header) =>
-    misdirected(hosts, header('host')) ??
-    (isProxyPath(path) ? null : crossSiteProblem(method, header)) ??
-    needToken?.(path, header('authorization')) ??
-    null;
+/** The Host check, the cross-site refusal (not under /proxy) and the credential, in that order. */
+export function requestGuard(hosts: HostRule | null, authenticate: Authenticator | null): RequestGuard {
+  return (method, path, header) => {
+    const refusal = misdirected(hosts, header('host')) ?? (isProxyPath(path) ? null : crossSiteProblem(method, header));
+    if (refusal !== null) return refusal;
+    if (authenticate === null || !needsToken(path)) return ANONYMOUS;
+    return authenticate(header('authorization')) ?? unauthorized();
+  };
 }
 
 /**
@@ -44,12 +49,13 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
     const header = headerReader(request, env);
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
     const bound = bindRequestId(env, requestId, isProxyPath(path));
-    const error = guard(method, path, header);
-    if (error === null) {
+    const verdict = guard(method, path, header);
+    if (!(verdict instanceof AppError)) {
+      if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
       const response = dispatch(request, bound, executionCtx);
       return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
     }
-    const response = answer(method, path, error, requestId);
+    const response = answer(method, path, verdict, requestId);
     return method === 'HEAD' ? new Response(null, response) : response;
   };
 }
@@ -262,47 +268,4 @@ function sameOrigin(origin: string, host: string | undefined): boolean {
   const port = host.slice(hostnameOf(host).length + 1);
   const originPort = url.port || (url.protocol === 'https:' ? '443' : '80');
   return url.hostname === hostname && (port === '' || port === originPort);
-}
-
-// The bearer token.
-
-/**
- * Every path that needs `Authorization: Bearer <CIRCUITLOG_TOKEN>` when a token is set, as Hono
- * patterns (`/x/*` is `/x` and every path under `/x/`). The request guard (`tokenProblem`) and
- * the OpenAPI document both ask `needsToken`; /health, /proxy and the docs stay open.
- */
-export const TOKEN_PATHS = [
-  '/circuits',
-  '/circuits/*',
-  '/outcomes',
-  '/metrics',
-  '/events/*',
-  '/dashboard/api/*',
-  '/admin/*',
-];
-
-/** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS, as Hono matches them. */
-export function needsToken(path: string): boolean {
-  return TOKEN_PATHS.some((pattern) =>
-    pattern.endsWith('/*') ? path === pattern.slice(0, -2) || path.startsWith(pattern.slice(0, -1)) : path === pattern,
-  );
-}
-
-/**
- * The bearer-token check for a path and its `Authorization` value: a 401 under TOKEN_PATHS
- * without the token, else null. A constant-time compare (hashing first makes the lengths equal).
- */
-export function tokenProblem(token: string): (path: string, authorization: string | undefined) => AppError | null {
-  const expected = createHash('sha256').update(token).digest();
-  return (path, authorization) => {
-    if (!needsToken(path)) return null;
-    const match = /^Bearer (.+)$/i.exec(authorization ?? '');
-    const given = createHash('sha256')
-      .update(match?.[1] ?? '')
-      .digest();
-    if (match && timingSafeEqual(given, expected)) return null;
-    return new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
-      headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
-    });
-  };
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { needsToken, TOKEN_PATHS } from '../../src/http/request-guard.js';
+import { needsToken, TOKEN_PATHS } from '../../src/auth/bearer.js';
 import { buildObservedApp } from '../observe/observe-app.js';
 
 const TOKEN = 'a-very-secret-token-123';
