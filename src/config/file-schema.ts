@@ -3,6 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { CIRCUIT_NAME_SEGMENT, SEGMENT_MAX_LENGTH, circuitNameProblem } from '../domain/circuit-name.js';
 import { policySchema } from '../policy-schema.js';
+import { auditSchema, authSchema } from './auth-schema.js';
 import { circuitDefaultsSchema, declaredCircuitSchema } from './circuits-schema.js';
 import { ConfigError, describeIssues } from './config-error.js';
 import { positiveInt, segmentName } from './fields.js';
@@ -36,6 +37,9 @@ const sections = z
     limits: limitsSchema.prefault({}),
     /** Settings of the store `CIRCUITLOG_STORE` names (Redis only, so far); `Config.storeOptions`. */
     store: storeSchema.prefault({}),
+    /** Credentials and JWT identities (issue 30; src/auth). */
+    auth: authSchema.prefault({}),
+    audit: auditSchema.prefault({}),
   })
   .strict();
 
