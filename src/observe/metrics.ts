@@ -92,7 +92,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     // Keys: label values joined by NUL (a character a label value here never holds); the
     // labels object is made only for a series' first count.
     const key = `${circuit.name}\0${outcome}`;
-    if (!this.outcomes.incKnown(key)) this.outcomes.inc(key, { circuit: circuit.name, outcome });
+    if (!this.outcomes.incKnown(key)) this.outcomes.inc(key, { circuit: circuit.name, kind: outcome, outcome });
     if (durationMs === undefined) return;
     const seconds = durationMs / 1000;
     if (!this.outcomeDuration.observeKnown(circuit.name, seconds))
@@ -213,8 +213,8 @@ export function circuitInstruments(registers: Registry[]) {
   });
   const outcomes = new BatchedCounter({
     name: 'circuitlog_outcomes_total',
-    help: 'Outcomes recorded, whatever the route, by kind (success, failure, rejected, throttled, caller_deadline, cancelled)',
-    labelNames: ['circuit', 'outcome'],
+    help: 'Outcomes recorded, whatever the route, by kind (success, failure, rejected, throttled, caller_deadline, cancelled); outcome: the same value, the label before kinds (deprecated)',
+    labelNames: ['circuit', 'kind', 'outcome'],
     registers,
   });
   const slowCalls = new Counter({

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { buildObservedApp } from './observe-app.js';
 
-// Issue 29 in the metrics: every kind counted in circuitlog_outcomes_total (label `outcome`, the
-// kind), cool-downs as transitions (closed -> closed), their refusals and the ramp's as rejected
+// Issue 29 in the metrics: every kind counted in circuitlog_outcomes_total (label `kind`; `outcome`,
+// the label before kinds, carries the same value), cool-downs as transitions (closed -> closed), their refusals and the ramp's as rejected
 // calls, and the ramp's share as a gauge.
 
 describe('issue 29 metrics', () => {
@@ -13,11 +13,11 @@ describe('issue 29 metrics', () => {
     await app.request('POST', '/circuits/svc/outcomes', { success: true });
     await app.request('POST', '/outcomes', { outcomes: [{ circuit: 'svc', kind: 'rejected' }] });
     const m = await app.scrape();
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="success"}')).toBe(2);
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="failure"}')).toBe(1);
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="rejected"}')).toBe(2);
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="success",outcome="success"}')).toBe(2);
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="failure",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="rejected",outcome="rejected"}')).toBe(2);
     for (const kind of ['cancelled', 'caller_deadline', 'throttled'])
-      expect(m.get(`circuitlog_outcomes_total{circuit="svc",outcome="${kind}"}`)).toBe(1);
+      expect(m.get(`circuitlog_outcomes_total{circuit="svc",kind="${kind}",outcome="${kind}"}`)).toBe(1);
   });
 
   it('counts cool-downs and their ends as transitions, and each refusal of a cooling circuit as rejected', async () => {

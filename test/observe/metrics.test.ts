@@ -84,8 +84,8 @@ describe('GET /metrics', () => {
     await app.request('POST', '/circuits/svc/call', { success: false });
     await app.request('POST', '/circuits/svc/call', { success: true });
     const m = await app.scrape();
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="success"}')).toBe(3);
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="failure"}')).toBe(3);
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="success",outcome="success"}')).toBe(3);
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="failure",outcome="failure"}')).toBe(3);
   });
 
   it('counts each transition with its from, to and reason', async () => {
@@ -115,7 +115,7 @@ describe('GET /metrics', () => {
     expect((await app.request('GET', '/circuits/svc/allowed')).status).toBe(503);
     const m = await app.scrape();
     expect(m.get('circuitlog_calls_rejected_total{circuit="svc"}')).toBe(3);
-    expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="success"}')).toBeUndefined(); // a refused call records nothing
+    expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="success",outcome="success"}')).toBeUndefined(); // a refused call records nothing
   });
 
   it('observes the duration of outcomes that carry one', async () => {
@@ -194,9 +194,9 @@ describe('GET /metrics', () => {
     ];
     expect((await app.request('POST', '/outcomes', { outcomes })).status).toBe(200);
     const m = await app.scrape();
-    expect(m.get('circuitlog_outcomes_total{circuit="a",outcome="success"}')).toBe(1);
-    expect(m.get('circuitlog_outcomes_total{circuit="a",outcome="failure"}')).toBe(1);
-    expect(m.get('circuitlog_outcomes_total{circuit="b",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="a",kind="success",outcome="success"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="a",kind="failure",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="b",kind="failure",outcome="failure"}')).toBe(1);
     expect(m.get('circuitlog_outcome_duration_seconds_count{circuit="b"}')).toBe(1);
   });
 
@@ -207,7 +207,7 @@ describe('GET /metrics', () => {
     const m = await app.scrape();
     expect(m.get('circuitlog_circuits{state="open"}')).toBe(3);
     expect(m.get('circuitlog_circuit_state{circuit="second",state="open"}')).toBe(1);
-    expect(m.get('circuitlog_outcomes_total{circuit="second",outcome="failure"}')).toBe(5);
+    expect(m.get('circuitlog_outcomes_total{circuit="second",kind="failure",outcome="failure"}')).toBe(5);
     expect([...m.keys()].filter((k) => k.includes('circuit="third"'))).toEqual([]);
   });
 
@@ -215,12 +215,12 @@ describe('GET /metrics', () => {
     const app = buildObservedApp({ maxCircuits: 1 });
     await app.request('POST', '/circuits/first/failure');
     await app.request('POST', '/circuits/second/failure');
-    expect((await app.scrape()).has('circuitlog_outcomes_total{circuit="second",outcome="failure"}')).toBe(false);
+    expect((await app.scrape()).has('circuitlog_outcomes_total{circuit="second",kind="failure",outcome="failure"}')).toBe(false);
     app.db.prepare("DELETE FROM circuits WHERE name = 'first'").run();
     app.clock.advance(10_001); // the "not inside the cap" memo expires
     await app.request('POST', '/circuits/second/failure');
     const m = await app.scrape();
-    expect(m.get('circuitlog_outcomes_total{circuit="second",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="second",kind="failure",outcome="failure"}')).toBe(1);
     expect(m.get('circuitlog_circuit_state{circuit="second",state="closed"}')).toBe(1);
   });
 

@@ -47,8 +47,8 @@ describe('proxy metrics', () => {
     expect(m.get('circuitlog_proxy_requests_total{upstream="users",node="dc1-1",dc="dc1",status="500"}')).toBe(1);
     expect(m.get('circuitlog_proxy_request_duration_seconds_count{upstream="users",node="dc1-1"}')).toBe(2);
     // The proxy's node outcomes are outcomes too.
-    expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",outcome="success"}')).toBe(1);
-    expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",outcome="failure"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",kind="success",outcome="success"}')).toBe(1);
+    expect(m.get('circuitlog_outcomes_total{circuit="users/dc1-1",kind="failure",outcome="failure"}')).toBe(1);
     // Each carries its attempt's duration (dispatch to body end), so the histogram sees both.
     expect(m.get('circuitlog_outcome_duration_seconds_count{circuit="users/dc1-1"}')).toBe(2);
   });

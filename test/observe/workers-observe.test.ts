@@ -51,7 +51,7 @@ describe('observability with 2 workers', () => {
       const res = await request(`${server.url}/metrics`);
       expect(res.status).toBe(200);
       const m = parseMetrics(res.text);
-      expect(m.get('circuitlog_outcomes_total{circuit="svc",outcome="failure"}')).toBe(1000);
+      expect(m.get('circuitlog_outcomes_total{circuit="svc",kind="failure",outcome="failure"}')).toBe(1000);
       expect(
         m.get('circuitlog_transitions_total{circuit="svc",from="closed",to="open",reason="failure_threshold_reached"}'),
       ).toBe(1);
