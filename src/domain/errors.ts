@@ -57,13 +57,24 @@ export interface AppErrorOptions {
   readonly cause?: unknown;
 }
 
-/** An error with a stable `code`; only the HTTP error handler renders it. */
+/**
+ * An error with a stable `code`; only the HTTP error handler renders it. Every code but INTERNAL
+ * is an answer, not a bug (a refusal, a bad request): it is made without a stack trace, which
+ * no one reads (the logs carry a stack for INTERNAL only, and a `cause` keeps its own) and which
+ * cost about 4 µs of a refused `/allowed`'s 9.5 µs (docs/performance.md, "Refusals").
+ */
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly options: AppErrorOptions;
 
   constructor(code: ErrorCode, detail: string, options: AppErrorOptions = {}) {
-    super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    const limit = Error.stackTraceLimit;
+    if (code !== 'INTERNAL') Error.stackTraceLimit = 0;
+    try {
+      super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
     this.name = 'AppError';
     this.code = code;
     this.options = options;

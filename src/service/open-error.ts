@@ -41,7 +41,7 @@ export function openError(circuit: Circuit, retryAt: number, options: OpenErrorO
   const extensions = {
     circuit: options.circuit ?? circuit.name,
     state: circuit.state,
-    open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
+    open_until: circuit.openUntil === null ? null : isoTime(circuit.openUntil),
   };
   if (options.throttled) return throttledError(circuit, options.throttled, extensions);
   if (options.forced) {
@@ -53,7 +53,7 @@ export function openError(circuit: Circuit, retryAt: number, options: OpenErrorO
   }
   const detail =
     circuit.state === 'open'
-      ? `Circuit '${circuit.name}' is open; calls are refused until ${new Date(retryAt).toISOString()}.`
+      ? `Circuit '${circuit.name}' is open; calls are refused until ${isoTime(retryAt)}.`
       : `Circuit '${circuit.name}' is half-open and all ${circuit.halfOpenMaxCalls} probe slot(s) are taken.`;
   return new AppError('CIRCUIT_OPEN', detail, { retryAt, extensions });
 }
@@ -79,7 +79,7 @@ function coolDownError(
   caller: string | undefined,
   options: { circuit?: unknown },
 ): AppError {
-  const at = new Date(until).toISOString();
+  const at = isoTime(until);
   const who = scope === 'caller' ? `caller '${caller}'` : 'every caller';
   const detail = `The dependency behind circuit '${circuit.name}' asked for less load (Retry-After); ${who} cools down until ${at}.`;
   return new AppError('DEPENDENCY_THROTTLED', detail, {
@@ -87,7 +87,7 @@ function coolDownError(
     extensions: {
       circuit: options.circuit ?? circuit.name,
       state: circuit.state,
-      open_until: circuit.openUntil === null ? null : new Date(circuit.openUntil).toISOString(),
+      open_until: circuit.openUntil === null ? null : isoTime(circuit.openUntil),
       cool_until: at,
       scope,
       ...(scope === 'caller' && caller !== undefined ? { caller } : {}),
@@ -98,7 +98,7 @@ function coolDownError(
 /** The slow start refused the call (issue 29): 503 `circuit-ramping`, `Retry-After: 1`, the share and the ramp's end. */
 function rampingError(circuit: Circuit, ramping: RampingVerdict, options: { circuit?: unknown }): AppError {
   const percent = Math.round(ramping.percent * 100) / 100;
-  const until = new Date(ramping.until).toISOString();
+  const until = isoTime(ramping.until);
   const detail = `Circuit '${circuit.name}' is ramping up after recovering: it admits ${percent}% of calls now, all of them at ${until}.`;
   return new AppError('CIRCUIT_RAMPING', detail, {
     retryAfterSeconds: RAMP_RETRY_AFTER_MS / 1000,
@@ -118,7 +118,7 @@ function rampingError(circuit: Circuit, ramping: RampingVerdict, options: { circ
  * `circuit` replaces the `circuit` member (circuitlog's `/call` sends the whole object).
  */
 export function callerOpenError(circuit: Circuit, caller: string, retryAt: number, circuitMember?: unknown): AppError {
-  const until = new Date(retryAt).toISOString();
+  const until = isoTime(retryAt);
   const detail = `Caller '${caller}' is isolated from circuit '${circuit.name}' after failures of its own; its calls are refused until ${until} (then one probe). Other callers are allowed.`;
   return new AppError('CIRCUIT_OPEN', detail, {
     retryAt,
@@ -131,3 +131,18 @@ export function callerOpenError(circuit: Circuit, caller: string, retryAt: numbe
     },
   });
 }
+
+/**
+ * An epoch-ms time as ISO 8601, the last one remembered: a refusing circuit is asked again and
+ * again with the same `open_until`, and building a Date and its text costs about a third of a
+ * microsecond each time (a refusal names it twice). One entry, so bounded.
+ */
+function isoTime(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIso = new Date(ms).toISOString();
+    lastIsoMs = ms;
+  }
+  return lastIso;
+}
+let lastIsoMs = Number.NaN;
+let lastIso = '';

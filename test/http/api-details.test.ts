@@ -66,6 +66,25 @@ describe('request logs', () => {
     expect(lines.filter((l) => (l.level as number) >= 30 && l.event === 'request_failed')).toEqual([]);
   });
 
+  it('logs no refused call at info, whatever refused it: forced open, a cool-down, a ramp', async () => {
+    const { logger, lines } = capturingLogger();
+    const t = buildApp({ logger, random: () => 0.99 });
+    await t.request('PATCH', '/circuits/forced', { forced_state: 'open' });
+    await t.request('POST', '/circuits/cooled/outcomes', { kind: 'throttled', retry_after_seconds: 30 });
+    await t.request('PATCH', '/circuits/ramped', { ramp: { seconds: 60, start_percent: 10 } });
+    await t.request('POST', '/circuits/ramped/outcomes', { kind: 'throttled', retry_after_seconds: 1 });
+    t.clock.advance(2_000); // the cool-down is over: the ramp admits about 10 %, and the draw is 0.99
+    const codes: string[] = [];
+    for (const name of ['forced', 'cooled', 'ramped']) {
+      const res = await t.request('GET', `/circuits/${name}/allowed`);
+      expect(res.status).toBe(503);
+      codes.push(((await res.json()) as { code: string }).code);
+    }
+    expect(codes).toEqual(['CIRCUIT_FORCED_OPEN', 'DEPENDENCY_THROTTLED', 'CIRCUIT_RAMPING']);
+    expect(lines.filter((l) => (l.level as number) >= 30 && l.event === 'request_failed')).toEqual([]);
+    expect(lines.filter((l) => l.event === 'request_failed').map((l) => l.code)).toEqual(codes); // at debug
+  });
+
   it('logs storage-busy as a warning', async () => {
     const { logger, lines } = capturingLogger();
     const busy = switchableBusyStore();
