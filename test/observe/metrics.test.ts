@@ -215,7 +215,9 @@ describe('GET /metrics', () => {
     const app = buildObservedApp({ maxCircuits: 1 });
     await app.request('POST', '/circuits/first/failure');
     await app.request('POST', '/circuits/second/failure');
-    expect((await app.scrape()).has('circuitlog_outcomes_total{circuit="second",kind="failure",outcome="failure"}')).toBe(false);
+    expect(
+      (await app.scrape()).has('circuitlog_outcomes_total{circuit="second",kind="failure",outcome="failure"}'),
+    ).toBe(false);
     app.db.prepare("DELETE FROM circuits WHERE name = 'first'").run();
     app.clock.advance(10_001); // the "not inside the cap" memo expires
     await app.request('POST', '/circuits/second/failure');
