@@ -7,8 +7,11 @@
 //                bytes (Content-Type: application/json, like Hono's c.json()). With
 //                parseJson the request body is parsed first (await c.req.json()).
 //                Default: GET /bare and POST /bare (parseJson), 300 bytes each.
+//   BARE_RAW=1   no Hono: node:http alone answers the GET routes (writeHead with a flat header
+//                list, then end), the floor any route served by node:http can reach.
 // Prints {"event":"listening","port":N} on stdout when ready.
 
+import http from 'node:http';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { jsonBodyOfSize } from './lib.mjs';
@@ -43,11 +46,14 @@ app.onError((error, c) => {
 });
 
 const host = process.env.HOST || '127.0.0.1';
-const server = serve({ fetch: app.fetch, port: Number(process.env.PORT || 0), hostname: host }, (info) => {
+const listening = (info) =>
   process.stdout.write(
     `${JSON.stringify({ event: 'listening', host, port: info.port, routes: routes.map((r) => `${r.method} ${r.path} ${r.bytes}B`) })}\n`,
   );
-});
+const server =
+  process.env.BARE_RAW === '1'
+    ? rawServer()
+    : serve({ fetch: app.fetch, port: Number(process.env.PORT || 0), hostname: host }, listening);
 
 const stop = () => {
   server.close(() => process.exit(0));
@@ -56,3 +62,18 @@ const stop = () => {
 };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
+
+/** node:http alone: each GET route's body written with a flat header list, as circuitlog's raw listeners do. */
+function rawServer() {
+  const bodies = new Map(routes.filter((r) => r.method === 'GET').map((r) => [r.path, jsonBodyOfSize(r.bytes)]));
+  bodies.set('/health', '{"status":"ok"}');
+  const raw = http.createServer((req, res) => {
+    const body = req.method === 'GET' ? bodies.get(req.url) : undefined;
+    if (body === undefined) return res.writeHead(404).end();
+    res
+      .writeHead(200, ['content-type', 'application/json', 'Content-Length', String(Buffer.byteLength(body))])
+      .end(body);
+  });
+  raw.listen(Number(process.env.PORT || 0), host, () => listening(raw.address()));
+  return raw;
+}

@@ -351,6 +351,22 @@ async function apiSection() {
     });
     procs.push(bare);
     log(`bare-server pid ${bare.pid} on ${bare.url}`);
+    // node:http alone, no Hono and no work: the ceiling any route on node:http can reach (the
+    // `get` section's third line, informative: what the /allowed goal is measured against).
+    const floor = only.apiIds.has('get')
+      ? await startProcess({
+          name: 'node-http-floor',
+          args: [path.join(benchDir, 'bare-server.mjs')],
+          cwd: repoRoot,
+          env: {
+            HOST: LOOPBACK,
+            PORT: '0',
+            BARE_RAW: '1',
+            BARE_ROUTES: JSON.stringify([{ method: 'GET', path: '/bare', bytes: sizes.getAllowed }]),
+          },
+        })
+      : null;
+    if (floor !== null) procs.push(floor);
     const b = (p) => `${bare.url}${p}`;
     for (const [p, init, want] of [
       ['/bare', undefined, sizes.getAllowed],
@@ -375,6 +391,16 @@ async function apiSection() {
             goal: 1.2, // issue 27: answered from memory on Node's request, past @hono/node-server and Hono
             pid: server.pid,
           },
+          ...(floor === null
+            ? []
+            : [
+                {
+                  id: 'node-http',
+                  label: `node:http alone, no Hono, no work: GET /bare (${sizes.getAllowed} B)`,
+                  url: `${floor.url}/bare`,
+                  pid: floor.pid,
+                },
+              ]),
           ...(base === null
             ? []
             : [
