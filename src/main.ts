@@ -104,7 +104,9 @@ function observersFor(config: Config, opened: OpenedStore, shared: boolean): Obs
     maxCircuits: metrics.max_circuits,
     maxStreams: events.max_streams,
     maxStreamBufferBytes: events.max_stream_buffer_bytes,
+    pollMs: events.poll_ms,
     clustered: shared,
+    onTransition: opened.announceTransitions,
   });
   opened.onForeignTransitions?.(() => observe.hub.nudge());
   return observe;

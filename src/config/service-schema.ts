@@ -63,6 +63,12 @@ export const eventsSchema = z
       .min(16 * 1024)
       .max(1024 * 1024 * 1024)
       .default(1024 * 1024), // 1 MiB, as Envoy's per-connection buffer limit
+    /**
+     * How often a worker reads the transitions table for its streams (SQLite). A transition made
+     * here, or by a sibling worker (which says so at once), is read at once anyway; this bounds
+     * the delay when a word is lost, and is what another process on the file waits (the CLI).
+     */
+    poll_ms: z.number().int().min(10).max(60_000).default(200),
     retention: retentionSchema.prefault({}),
   })
   .strict();

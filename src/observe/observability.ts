@@ -31,14 +31,18 @@ export interface ObservabilityOptions {
   readonly maxStreams: number;
   /** A node:cluster worker: counters are summed across workers by the primary. */
   readonly clustered?: boolean;
+  /** Called on each transition this process records (a cluster worker tells its siblings). */
+  readonly onTransition?: () => void;
   readonly heartbeatMs?: number;
   readonly maxStreamBufferBytes?: number;
+  /** The event hub's read of the transitions table (`events.poll_ms`). */
+  readonly pollMs?: number;
 }
 
 /** Build the metrics registry and the event hub over the store's readers. */
 export function createObservability(options: ObservabilityOptions): Observability {
   const transitions = options.readers.transitions;
-  const hub = new EventHub({ log: transitions, maxStreams: options.maxStreams });
+  const hub = new EventHub({ log: transitions, maxStreams: options.maxStreams, pollMs: options.pollMs });
   let metrics: Metrics | undefined;
   if (options.metricsEnabled) {
     const snapshot = options.readers.snapshot();
@@ -50,6 +54,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     transition(circuit: Circuit, t: Transition) {
       m?.transition(circuit, t);
       hub.nudge();
+      options.onTransition?.();
     },
     outcome: m ? (c, success, durationMs, kind) => m.outcome(c, success, durationMs, kind) : () => {},
     rejected: m ? (c) => m.rejected(c) : () => {},

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { serveClusterMetrics } from '../observe/cluster-metrics.js';
+import { relayClusterTransitions } from './cluster-transitions.js';
 import { urlHost } from './listen.js';
 
 /** What a worker sends the primary before it exits because it could not start. */
@@ -76,6 +77,7 @@ function isStartFailure(message: unknown): message is StartFailedMessage {
 export function runPrimary(options: PrimaryOptions): Primary {
   const pool = new WorkerPool(options);
   serveClusterMetrics(); // a worker's /metrics asks here for the counters of all workers
+  relayClusterTransitions(); // one worker's transition wakes the others' event streams
   for (let i = 0; i < options.workers; i++) pool.start();
   return { shutdown: (signal, code) => pool.shutdown(signal, code) };
 }

@@ -17,6 +17,7 @@ import type { HousekeepingStore } from '../store/housekeeping-store.js';
 import type { LeaseStore } from '../store/lease-store.js';
 import { SqliteLeaseStore } from '../store/sqlite/lease-store.js';
 import { SqliteHousekeeping } from '../store/sqlite/housekeeping.js';
+import { clusterTransitionSignal } from './cluster-transitions.js';
 import { sqliteReaders } from '../store/sqlite/readers.js';
 import { systemErrorProblem } from '../store/sqlite/db-file.js';
 import { redactUrl } from '../domain/redact-url.js';
@@ -27,8 +28,10 @@ export interface OpenedStore {
   readonly store: CircuitStore;
   /** What /events/stream, the dashboard and the state gauges read. */
   readonly readers: { readonly transitions: TransitionReader; readonly snapshot: () => SnapshotReader };
-  /** Wakes the event streams when transitions arrive from other hosts (Redis). */
+  /** Wakes the event streams when transitions arrive from other hosts (Redis) or workers (SQLite). */
   readonly onForeignTransitions?: (listener: () => void) => void;
+  /** Called on each transition this process records: SQLite workers tell their siblings. */
+  readonly announceTransitions?: () => void;
   readonly health: () => Promise<HealthReport>;
   readonly leases: LeaseStore;
   /** Retention and idle deletion, run by the lease holder. */
@@ -158,9 +161,12 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
   };
   const housekeeping = new SqliteHousekeeping(db, (name) => sqlite.forget(name));
   const version = schemaVersion(db);
+  const siblings = shared ? clusterTransitionSignal() : undefined; // server/cluster-transitions.ts
   return {
     store,
     readers,
+    onForeignTransitions: siblings?.onSibling,
+    announceTransitions: siblings?.announce,
     health: async () => ({ ...store.health(), schema_version: version }),
     schemaVersion: version,
     leases: new SqliteLeaseStore(db),

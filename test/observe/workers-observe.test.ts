@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -76,5 +77,27 @@ describe('observability with 2 workers', () => {
     } finally {
       stream.close();
     }
+  });
+
+  it("wakes a stream held by one worker at the other worker's transition, without waiting for its read of the table", async () => {
+    // The table is read once a minute here: only the sibling's word (server/cluster-transitions.ts)
+    // can bring the other worker's transitions to this stream within the 10 s each is given.
+    const dir = tempDir();
+    const config = path.join(dir, 'circuitlog.yaml');
+    fs.writeFileSync(config, 'events:\n  poll_ms: 60000\n');
+    const server = await startWorkers({ CIRCUITLOG_CONFIG: config });
+    const stream = await openStream(`${server.url}/events/stream?prefix=y/`);
+    try {
+      for (let i = 0; i < 4; i++) {
+        const name = `y/c${i}`;
+        for (let k = 0; k < 5; k++) await request(`${server.url}/circuits/${encodeURIComponent(name)}/failure`, 'POST');
+        expect((await stream.next(10_000)).data).toMatchObject({ circuit: name, from: 'closed', to: 'open' });
+      }
+    } finally {
+      stream.close();
+    }
+    // Both workers made transitions (fresh connections alternate), so one of them was the sibling's.
+    const makers = new Set(server.logs.filter((l) => l.event === 'transition').map((l) => l.pid));
+    expect(makers.size).toBe(2);
   });
 });
