@@ -138,7 +138,7 @@ async function serverCounts(url, name) {
         (l) =>
           l.startsWith(`circuitlog_outcomes_total{`) &&
           l.includes(`circuit="${name}"`) &&
-          l.includes(`outcome="${outcome}"`),
+          l.includes(`kind="${outcome}"`),
       );
     return line === undefined ? null : Number(line.trim().split(/\s+/).pop());
   };

@@ -48,7 +48,7 @@ async function serverCounts(url, name) {
         (l) =>
           l.startsWith('circuitlog_outcomes_total{') &&
           l.includes(`circuit="${name}"`) &&
-          l.includes(`outcome="${outcome}"`),
+          l.includes(`kind="${outcome}"`),
       );
     return line === undefined ? 0 : Number(line.trim().split(/\s+/).pop());
   };

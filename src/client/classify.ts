@@ -6,7 +6,10 @@
  */
 
 import { type OutcomeKind, isOutcomeKind } from '../domain/outcome-kind.js';
-import { kindOfStatus } from '../domain/outcome-rules.js';
+import { countedAs, kindOfStatus } from '../domain/outcome-rules.js';
+import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { type CircuitPolicy, resolvePolicy } from '../domain/policy.js';
+import { policyFromJson } from '../domain/policy-wire.js';
 import { CallTimeoutError } from './errors.js';
 import type { OutcomeItem } from './transport.js';
 
@@ -150,40 +153,36 @@ function checked(c: NonNullable<Classification>): Verdict {
   return v;
 }
 
-const MIN_DEADLINE_MS = 1_000; // the policy's default min_deadline_ms (1 s)
-
 /**
  * What an outcome counts as for this client's own accounting (the local breaker while
  * circuitlog is unreachable, the soft throttle's counts): true a success, false a failure, null
- * nothing. The circuit's `count_as` overrides come first; a `caller_deadline` is a failure when
- * the caller gave at least `min_deadline_ms`, a slow call when it ran past `slow_call_duration_ms`.
- * A `throttled` outcome is the server's cool-down, never a count.
+ * nothing (a `throttled` outcome is the server's cool-down, never a count). The server's own rule
+ * (`countedAs`, src/domain/outcome-rules.ts) over the circuit's policy as its JSON shows it
+ * (`count_as`, `min_deadline_ms`, the window's `slow_call_duration_ms`), so the two never differ.
  */
 export function countsLocally(
   verdict: Verdict,
   durationMs: number | undefined,
   json: Readonly<Record<string, unknown>> | null | undefined,
 ): boolean | null {
-  const override = (json?.count_as as Record<string, unknown> | undefined)?.[verdict.kind];
-  if (override === 'success' || override === 'failure' || override === 'ignore')
-    return override === 'ignore' ? null : override === 'success';
-  switch (verdict.kind) {
-    case 'success':
-    case 'rejected':
-      return true;
-    case 'failure':
-      return false;
-    case 'throttled':
-    case 'cancelled':
-      return null;
-    case 'caller_deadline': {
-      const min = json?.min_deadline_ms === undefined ? MIN_DEADLINE_MS : json.min_deadline_ms;
-      if (typeof min === 'number' && verdict.deadlineMs !== undefined && verdict.deadlineMs >= min) return false;
-      const slowMs = (json?.window as { slow_call_duration_ms?: unknown } | undefined)?.slow_call_duration_ms;
-      return typeof slowMs === 'number' && durationMs !== undefined && durationMs >= slowMs ? true : null;
-    }
-  }
+  const counted = countedAs(policyOfJson(json ?? null), {
+    kind: verdict.kind,
+    success: verdict.kind === 'success',
+    ...(verdict.deadlineMs === undefined ? {} : { deadlineMs: verdict.deadlineMs }),
+    ...(durationMs === undefined ? {} : { durationMs }),
+  });
+  return counted === 'success' ? true : counted === 'failure' ? false : null;
 }
+
+/** The policy a circuit's JSON shows, read once per JSON object (a view entry's JSON is replaced, never changed). */
+function policyOfJson(json: Readonly<Record<string, unknown>> | null): CircuitPolicy {
+  if (json === null) return DEFAULT_POLICY;
+  let policy = policies.get(json);
+  if (policy === undefined) policies.set(json, (policy = policyFromJson(json, DEFAULT_POLICY)));
+  return policy;
+}
+const policies = new WeakMap<object, CircuitPolicy>();
+const DEFAULT_POLICY: CircuitPolicy = resolvePolicy(POLICY_DEFAULTS.circuit);
 
 /**
  * An outcome's fields on the wire: a plain success or failure as `success` (as every server

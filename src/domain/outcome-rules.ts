@@ -85,7 +85,10 @@ export function kindOf(o: Pick<Outcome, 'kind' | 'success'>): OutcomeKind {
  * (`deadlineMs >= min_deadline_ms`), else a (slow) success when the call already ran past the
  * window's slow-call duration, else nothing.
  */
-export function countedAs(c: Circuit, o: Outcome): Counted {
+export function countedAs(
+  c: Pick<CircuitPolicy, 'kinds' | 'window'>,
+  o: Pick<Outcome, 'kind' | 'success' | 'deadlineMs' | 'durationMs'>,
+): Counted {
   const kind = kindOf(o);
   const rules = kindPolicy(c);
   const override = rules.countAs[kind];

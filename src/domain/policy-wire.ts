@@ -4,7 +4,7 @@
  * `policy-schema.ts`); the client reads a server's JSON leniently with `policyFromJson`.
  */
 import { POLICY_DEFAULTS } from './policy-defaults.js';
-import type { OutcomeKind } from './outcome-kind.js';
+import { isOutcomeKind, type OutcomeKind } from './outcome-kind.js';
 import { kindPolicy, throttleScope } from './outcome-rules.js';
 import {
   isDefaultKinds,
@@ -208,6 +208,7 @@ export function policyFromJson(json: Readonly<Record<string, unknown>> | null, f
     backoff: backoffWireFrom(json?.backoff),
     forced_state: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
     throttle: throttleWireFrom(json?.throttle),
+    ...kindsWireFrom(json),
   });
   return {
     ...policy,
@@ -239,6 +240,31 @@ export type KindsWire = {
   readonly throttle_scope?: 'circuit' | 'caller' | null;
   readonly ramp?: RampWire | null;
 };
+
+const COUNT_AS = new Set<unknown>(['success', 'failure', 'ignore']);
+
+/** Issue 29's fields from a server's JSON, leniently: a malformed one is left out (its default). */
+function kindsWireFrom(json: Readonly<Record<string, unknown>> | null): KindsWire {
+  const out: { -readonly [K in keyof KindsWire]: KindsWire[K] } = {};
+  const countAs = json?.count_as;
+  if (isRecord(countAs))
+    out.count_as = Object.fromEntries(
+      Object.entries(countAs).filter(([kind, as]) => isOutcomeKind(kind) && COUNT_AS.has(as)),
+    ) as KindsWire['count_as'];
+  const min = json?.min_deadline_ms;
+  if (min === null || (typeof min === 'number' && min > 0)) out.min_deadline_ms = min;
+  const maxRetry = positiveInt(json?.max_retry_after_seconds);
+  if (maxRetry !== undefined) out.max_retry_after_seconds = maxRetry;
+  const scope = json?.throttle_scope;
+  if (scope === 'circuit' || scope === 'caller') out.throttle_scope = scope;
+  const ramp = json?.ramp;
+  const seconds = isRecord(ramp) ? positiveInt(ramp.seconds) : undefined;
+  if (isRecord(ramp) && seconds !== undefined) {
+    const start = ramp.start_percent;
+    out.ramp = { seconds, start_percent: typeof start === 'number' && start > 0 && start <= 100 ? start : null };
+  }
+  return out;
+}
 
 /** `kinds` and `ramp` from the wire, each only when set away from its default. */
 export function kindsFromWire(w: KindsWire): Pick<CircuitPolicy, 'kinds' | 'ramp'> {

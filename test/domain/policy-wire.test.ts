@@ -111,6 +111,26 @@ describe('policyFromJson (the client reading a server)', () => {
     expect(policyFromJson({}, fallback).throttle).toEqual(fallback.throttle);
   });
 
+  it("reads issue 29's fields leniently: a malformed one takes its default, so the client counts as the server does", () => {
+    const fallback: CircuitPolicy = { ...everyField, forcedState: null };
+    const json = {
+      count_as: { rejected: 'failure', cancelled: 'maybe', bogus: 'ignore' },
+      min_deadline_ms: null,
+      max_retry_after_seconds: -3,
+      throttle_scope: 'caller',
+      ramp: { seconds: 30, start_percent: 250 },
+    };
+    const p = policyFromJson(json, fallback);
+    expect(p.kinds).toEqual({
+      countAs: { rejected: 'failure' },
+      minDeadlineMs: null,
+      maxRetryAfterSeconds: POLICY_DEFAULTS.kinds.maxRetryAfterSeconds,
+      throttleScope: 'caller',
+    });
+    expect(p.ramp).toEqual({ seconds: 30, startPercent: POLICY_DEFAULTS.ramp.startPercent });
+    expect(policyFromJson({ ramp: { seconds: 0 } }, fallback).ramp).toBeUndefined();
+  });
+
   it('reads a circuit JSON with every field set as the strict mapping does', () => {
     const json = { name: 'svc', state: 'closed', ...policyToWire(everyField, true) };
     expect(policyFromJson(json, POLICY_DEFAULTS.circuit)).toEqual(everyField);

@@ -158,7 +158,7 @@ def test_sums_10000_outcomes_from_4_clients_exactly(server: Server) -> None:
         for line in text.splitlines()
         if line.startswith("circuitlog_outcomes_total{") and 'circuit="py/exact"' in line
         for outcome in ("success", "failure")
-        if f'outcome="{outcome}"' in line
+        if f'kind="{outcome}"' in line
     }
     assert counts == {"success": 5_000, "failure": 5_000}
 

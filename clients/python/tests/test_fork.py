@@ -34,4 +34,4 @@ def test_a_forked_child_streams_on_its_own_and_nothing_is_counted_twice(server: 
     import httpx
 
     text = httpx.get(f"{server.url}/metrics").text
-    assert 'circuitlog_outcomes_total{circuit="py/fork",outcome="success"} 15' in text
+    assert 'circuitlog_outcomes_total{circuit="py/fork",kind="success",outcome="success"} 15' in text

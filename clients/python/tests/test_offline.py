@@ -80,4 +80,4 @@ def test_calls_wait_for_room_while_the_queue_is_full(server_factory: Any) -> Non
             client.call("py/backpressure", lambda: None)
         assert client.stats()["outcomes_dropped"] == 0
     text = __import__("httpx").get(f"{s.url}/metrics").text
-    assert 'circuitlog_outcomes_total{circuit="py/backpressure",outcome="success"} 500' in text
+    assert 'circuitlog_outcomes_total{circuit="py/backpressure",kind="success",outcome="success"} 500' in text
