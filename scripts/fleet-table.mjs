@@ -35,16 +35,18 @@ for (const file of process.argv.slice(2)) {
 if (process.env.FLEET_SVG) fs.writeFileSync(process.env.FLEET_SVG, plot(process.argv.slice(2)));
 
 function plot(files) {
-  const W = 640;
+  const W = 760;
   const H = 360;
   const left = 56;
-  const right = 170;
+  const right = 230;
   const top = 28;
   const bottom = 44;
   const series = files.map((file) => {
     const run = JSON.parse(fs.readFileSync(file, 'utf8'));
     const rows = Array.isArray(run) ? run : run.rows;
-    const name = Array.isArray(run) ? 'shared ramp, 4 processes' : `cool-down then ramp, ${run.store}`;
+    const name = Array.isArray(run)
+      ? 'shared ramp (Redis, 4 processes)'
+      : `after a cool-down (${run.store === 'redis' ? 'Redis, 2 hosts' : 'SQLite, 2 workers'})`;
     const share = (r) => (Array.isArray(run) ? r.share : r.calls === 0 ? 0 : (100 * r.admitted) / r.calls);
     return { name, points: rows.map((r) => ({ second: r.second, share: share(r), line: r.line })) };
   });
