@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import DurationSequencer from './test/sequencer.js';
 
 /**
  * Behaviour suites that run three times: on SQLite (project `sqlite`), on Redis (project `redis`)
@@ -31,6 +32,8 @@ export default defineConfig({
     // servers, Redis and child processes rather than compute, and every test waits on events,
     // not on an idle machine.
     maxWorkers: 2,
+    // Longest files first, by the last recorded full run (test/sequencer.ts, test/durations.json).
+    sequence: { sequencer: DurationSequencer },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [

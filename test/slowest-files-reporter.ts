@@ -1,13 +1,25 @@
+import fs from 'node:fs';
 import type { Reporter, TestModule } from 'vitest/node';
 
 const SHOWN = 10;
 
 /**
  * Prints the ten slowest test files at the end of a run (each file's tests and hooks, per
- * vitest project), so the suite's time budget (10 minutes on 2 cores) has its culprits named.
+ * vitest project), so the suite's time budget (10 minutes on 2 cores) has its culprits named,
+ * and with CIRCUITLOG_TEST_DURATIONS every file's, for the sequencer (test/sequencer.ts).
  */
 export default class SlowestFilesReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+    // With CIRCUITLOG_TEST_DURATIONS=<file>: every file's duration, for test/sequencer.ts.
+    const out = process.env.CIRCUITLOG_TEST_DURATIONS;
+    if (out) {
+      const all = Object.fromEntries(
+        testModules
+          .map((m) => [`${m.project.name}:${m.relativeModuleId}`, Math.round(m.diagnostic().duration)] as const)
+          .sort((a, b) => b[1] - a[1]),
+      );
+      fs.writeFileSync(out, `${JSON.stringify(all, null, 2)}\n`);
+    }
     const rows = testModules
       .map((m) => ({ file: `${m.project.name} ${m.relativeModuleId}`, ms: m.diagnostic().duration }))
       .sort((a, b) => b.ms - a.ms)
