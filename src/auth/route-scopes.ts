@@ -10,8 +10,9 @@ import { hasScope, type Identity, type Scope } from './identity.js';
  * `operate-or-configure`: `PATCH /circuits/{name}`, whose scope depends on its body (a body
  * of only `forced_state` is `operate`, anything else `configure`): the guard lets through an
  * identity with either, and the route checks the one its body needs (`patchScope`).
+ * `credential`: any valid credential, whatever its scopes (`GET /whoami`). `open`: none asked.
  */
-export type RouteScope = Scope | 'operate-or-configure' | 'open';
+export type RouteScope = Scope | 'operate-or-configure' | 'credential' | 'open';
 
 export interface RouteScopeRow {
   readonly method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -37,6 +38,8 @@ export const ROUTE_SCOPES: readonly RouteScopeRow[] = [
   { method: 'PATCH', path: '/circuits/{name}', scope: 'operate-or-configure' },
   { method: 'DELETE', path: '/circuits/{name}', scope: 'configure' },
   { method: 'GET', path: '/admin/backup', scope: 'admin' },
+  { method: 'GET', path: '/audit', scope: 'admin' },
+  { method: 'GET', path: '/whoami', scope: 'credential' },
   { method: 'GET', path: '/health', scope: 'open' },
   { method: 'GET', path: '/health/ready', scope: 'open' },
   { method: 'GET', path: '/problems/{kind}', scope: 'open' },
@@ -84,7 +87,7 @@ export function routeScope(method: string, path: string): RouteMatch | null {
 
 /** Whether an identity has what a route's scope asks for (`operate-or-configure`: either one). */
 export function allowsRoute(identity: Identity, scope: RouteScope): boolean {
-  if (scope === 'open') return true;
+  if (scope === 'open' || scope === 'credential') return true;
   if (scope === 'operate-or-configure') return hasScope(identity, 'operate') || hasScope(identity, 'configure');
   return hasScope(identity, scope);
 }
