@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { listen } from '../observe/observe-app.js';
+import { openStream } from '../observe/sse-client.js';
 import { bearer, buildCredentialsApp, entry } from './credentials-app.js';
 
 const ADMIN = 'admin-token-0123456789abcdef';
@@ -94,5 +96,26 @@ describe('a credential limited to circuit patterns', () => {
     expect((await t.request('POST', '/circuits/orders%2F1/success', undefined, bearer(ADMIN))).status).toBe(200);
     const metrics = await t.scrape(bearer(ADMIN));
     expect(metrics.get('circuitlog_auth_refusals_total{reason="max_new_circuits"}')).toBe(2);
+  });
+});
+
+describe('the event stream of a credential limited to circuit patterns', () => {
+  const cleanup: (() => unknown)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanup.splice(0).reverse()) await fn();
+  });
+
+  it('carries only the transitions of its circuits', async () => {
+    const t = app();
+    const server = await listen(t);
+    cleanup.push(() => server.close());
+    const stream = await openStream(`${server.url}/events/stream`, bearer(PAYMENTS));
+    cleanup.push(() => stream.close());
+    expect(stream.status).toBe(200);
+    for (const name of ['orders/a', 'payments/a', 'orders/b', 'payments/b'])
+      for (let i = 0; i < 5; i++)
+        await t.request('POST', `/circuits/${encodeURIComponent(name)}/failure`, undefined, bearer(ADMIN));
+    const seen = [(await stream.next()).data.circuit, (await stream.next()).data.circuit];
+    expect(seen).toEqual(['payments/a', 'payments/b']);
   });
 });
