@@ -1,8 +1,9 @@
 /**
  * The scope each route needs (issue 30): one table, by method and OpenAPI path, read by the
- * request guard (http/request-guard.ts) and documented in docs/api.md ("Scopes"). A route
- * not listed here that is under TOKEN_PATHS needs a valid credential and no scope (an unknown
- * path's 404, a 405); one outside TOKEN_PATHS (/health, /proxy, the docs) needs nothing.
+ * request guard (http/request-guard.ts) and documented in docs/api.md ("Credentials and
+ * scopes"). A request under TOKEN_PATHS that no row matches (an unknown path, another method)
+ * needs `admin`: the table fails closed. One outside TOKEN_PATHS (/health, /proxy, the docs)
+ * needs nothing.
  */
 import { hasScope, type Identity, type Scope } from './identity.js';
 

@@ -66,6 +66,21 @@ describe('the route x scope table', () => {
       expect(seen.filter((s) => s.endsWith(`${scope}: answered (200)`)).length).toBeGreaterThan(0);
   });
 
+  it('refuses a guarded route the table does not list to all but admin', async () => {
+    const app = buildCredentialsApp(ENTRIES);
+    const unlisted = [
+      ['GET', '/circuits/pay/nothing-here'],
+      ['PUT', '/circuits/pay'],
+      ['POST', '/metrics'],
+    ] as const;
+    for (const [method, path] of unlisted) {
+      const read = await app.request(method, path, undefined, bearer(scopeToken('configure')));
+      expect([method, path, read.status]).toEqual([method, path, 403]);
+      const admin = await app.request(method, path, undefined, bearer(scopeToken('admin')));
+      expect([404, 405]).toContain(admin.status);
+    }
+  });
+
   it('lets a PATCH of only forced_state through with operate, and refuses it any other field', async () => {
     const app = buildCredentialsApp(ENTRIES);
     const operate = bearer(scopeToken('operate'));
