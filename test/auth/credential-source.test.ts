@@ -11,10 +11,24 @@ const OLD = 'old-token-0123456789abcdef';
 const NEW = 'new-token-0123456789abcdef';
 const KEPT = 'kept-token-0123456789abcdef';
 
+/** A logger into `lines`; `logged(event)` resolves at the first line with that event. */
 function logLines() {
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
-  return { lines, logger };
+  const waiting: { event: string; resolve: () => void }[] = [];
+  const logger = pino(
+    { level: 'info' },
+    {
+      write: (line: string) => {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        lines.push(entry);
+        for (const w of waiting.splice(0))
+          if (w.event === entry.event) w.resolve();
+          else waiting.push(w);
+      },
+    },
+  );
+  const logged = (event: string) => new Promise<void>((resolve) => waiting.push({ event, resolve }));
+  return { lines, logger, logged };
 }
 
 const fileText = (entries: ReturnType<typeof entry>[]) => JSON.stringify({ credentials: entries });
@@ -35,7 +49,7 @@ function setUp(initial = [entry('kept', KEPT, ['read']), entry('old', OLD, ['rea
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-creds-'));
   const file = path.join(dir, 'credentials.json');
   fs.writeFileSync(file, fileText(initial));
-  const { lines, logger } = logLines();
+  const { lines, logger, logged } = logLines();
   const reloads: (readonly string[])[] = [];
   let notify: () => void = () => {};
   const source = credentialSource({
@@ -51,7 +65,7 @@ function setUp(initial = [entry('kept', KEPT, ['read']), entry('old', OLD, ['rea
   sources.push(source);
   const nextReload = () => new Promise<void>((resolve) => (notify = resolve));
   const who = (token: string) => source.authenticate(`Bearer ${token}`)?.id ?? null;
-  return { file, source, lines, reloads, nextReload, who };
+  return { file, source, lines, reloads, nextReload, who, logged };
 }
 
 describe('the credentials in force', () => {
@@ -71,11 +85,7 @@ describe('the credentials in force', () => {
     const t = setUp();
     t.source.watch();
     const bad = JSON.stringify({ credentials: [{ id: 'x', token_sha256: 'abc', scopes: ['read'] }] });
-    const failed = new Promise<void>((resolve) => {
-      const timer = setInterval(() => {
-        if (t.lines.some((l) => l.event === 'credentials_reload_failed')) resolve(clearInterval(timer));
-      }, 5);
-    });
+    const failed = t.logged('credentials_reload_failed');
     replace(t.file, bad);
     await failed;
     const errors = t.lines.filter((l) => l.level === 50);
