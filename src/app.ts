@@ -17,7 +17,7 @@ import {
   type UpgradeListener,
 } from './http/raw-listeners.js';
 import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
-import { type Authenticator, tokenAuthenticator } from './auth/bearer.js';
+import { type Authenticator, type JwtLookup, tokenAuthenticator } from './auth/bearer.js';
 import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
@@ -52,6 +52,11 @@ export interface AppDeps {
    * token: no credential is asked for, every request is `ANONYMOUS` (every scope).
    */
   readonly authenticate?: Authenticator;
+  /**
+   * JWT identities (`auth.jwt`, h-jwt's verifier): a bearer token no credential lists that looks
+   * like a JWT is verified here. Asks for a credential even with no token and no file.
+   */
+  readonly jwt?: JwtLookup;
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
@@ -117,18 +122,21 @@ export function createApp(deps: AppDeps): App {
       breaker,
       transitions: deps.observe.transitions,
       proxy: deps.proxy,
-      tokenRequired: deps.token !== undefined,
+      tokenRequired: deps.token !== undefined || deps.authenticate !== undefined || deps.jwt !== undefined,
       concurrency: proxy?.concurrency,
     });
   }
   registerServiceRoutes(app, deps);
-  const tokenSet = deps.token !== undefined && deps.token !== '';
+  // A credential is asked for: CIRCUITLOG_TOKEN, or the credentials file (issue 30).
+  const tokenSet =
+    (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined || deps.jwt !== undefined;
   registerBackup(app, deps.backup, tokenSet);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
-  registerFallbacks(app, deps.logger, deps.clock);
-  const guard = requestGuard(hosts, deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null));
-  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock));
+  const onRefusal = deps.observe?.metrics?.authRefused;
+  registerFallbacks(app, deps.logger, deps.clock, onRefusal);
+  const guard = requestGuard(hosts, authenticatorOf(deps), deps.jwt ?? null);
+  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock, onRefusal));
   const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
   if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };
   const raw = { proxy, hosts, logger: deps.logger, clock: deps.clock };
@@ -140,6 +148,13 @@ export function createApp(deps: AppDeps): App {
     upgradeListener: rawUpgradeListener(raw),
     ready: proxy.ready,
   };
+}
+
+/** Who a bearer token is: the credentials (or CIRCUITLOG_TOKEN); with JWTs alone, nobody but a JWT; else null (anonymous). */
+function authenticatorOf(deps: AppDeps): Authenticator | null {
+  if (deps.authenticate !== undefined) return deps.authenticate;
+  if (deps.token) return tokenAuthenticator(deps.token);
+  return deps.jwt === undefined ? null : () => null;
 }
 
 /** `/proxy/:upstream/*` when upstreams are configured; else the same paths answer "unknown upstream". */

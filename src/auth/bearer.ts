@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AppError } from '../domain/errors.js';
+import type { AppError } from '../domain/errors.js';
 import { type Identity, TOKEN_IDENTITY } from './identity.js';
+import { unauthorizedFor } from './refusal.js';
 
 /**
  * Who a bearer credential is: the `Authorization` value (undefined when absent) to an identity,
@@ -8,6 +9,25 @@ import { type Identity, TOKEN_IDENTITY } from './identity.js';
  * the credentials file and JWTs (src/auth).
  */
 export type Authenticator = (authorization: string | undefined) => Identity | null;
+
+/**
+ * JWT identities as the request guard asks them (h-jwt's `JwtVerifier`, src/auth/jwt.ts, has
+ * this shape): `cached` answers synchronously from the verified tokens (undefined: not known
+ * yet, ask `verify`; null: known bad), `verify` checks a token's signature and claims.
+ */
+export interface JwtLookup {
+  cached(token: string): Identity | null | undefined;
+  verify(token: string): Promise<Identity | null>;
+}
+
+/** Three base64url parts separated by dots: a compact JWS (RFC 7515 section 7.1), worth verifying. */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** The bearer token of an `Authorization` value that looks like a JWT, else null. */
+export function jwtOf(authorization: string): string | null {
+  const match = /^Bearer (.+)$/i.exec(authorization);
+  return match !== null && JWT_SHAPE.test(match[1]!) ? match[1]! : null;
+}
 
 /**
  * Every path that needs `Authorization: Bearer <CIRCUITLOG_TOKEN>` when a token is set, as Hono
@@ -47,8 +67,6 @@ export function tokenAuthenticator(token: string): Authenticator {
 }
 
 /** The 401 for a missing or refused credential (RFC 6750), never saying which part was wrong. */
-export function unauthorized(): AppError {
-  return new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
-    headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
-  });
+export function unauthorized(reason: 'missing' | 'invalid' = 'invalid'): AppError {
+  return unauthorizedFor(reason);
 }

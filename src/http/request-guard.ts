@@ -1,8 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { type Authenticator, needsToken, unauthorized } from '../auth/bearer.js';
-import { ANONYMOUS, type Identity } from '../auth/identity.js';
+import { type Authenticator, type JwtLookup, jwtOf, needsToken, unauthorized } from '../auth/bearer.js';
+import { ANONYMOUS, circuitPermitted, type Identity, type Scope } from '../auth/identity.js';
+import { circuitNotPermitted, insufficientScope } from '../auth/refusal.js';
+import { allowsRoute, routeScope } from '../auth/route-scopes.js';
 import { bindIdentity } from '../auth/request-identity.js';
 import { AppError } from '../domain/errors.js';
 import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } from '../request-id.js';
@@ -25,16 +27,66 @@ export type ProblemAnswer = (method: string, path: string, error: AppError, requ
  * The guards' verdict on a request: the first refusal, or who the request is when every guard
  * lets it through (`ANONYMOUS` where no credential is asked for).
  */
-export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | Identity;
+export type RequestGuard = (
+  method: string,
+  path: string,
+  header: HeaderReader,
+) => AppError | Identity | Promise<AppError | Identity>;
 
-/** The Host check, the cross-site refusal (not under /proxy) and the credential, in that order. */
-export function requestGuard(hosts: HostRule | null, authenticate: Authenticator | null): RequestGuard {
+/**
+ * The Host check, the cross-site refusal (not under /proxy) and the credential, in that order.
+ * Synchronous, except for a bearer JWT (with `jwt`) not yet verified: then a promise.
+ */
+export function requestGuard(
+  hosts: HostRule | null,
+  authenticate: Authenticator | null,
+  jwt: JwtLookup | null = null,
+): RequestGuard {
   return (method, path, header) => {
     const refusal = misdirected(hosts, header('host')) ?? (isProxyPath(path) ? null : crossSiteProblem(method, header));
     if (refusal !== null) return refusal;
     if (authenticate === null || !needsToken(path)) return ANONYMOUS;
-    return authenticate(header('authorization')) ?? unauthorized();
+    const authorization = header('authorization');
+    const identity = authenticate(authorization);
+    if (identity !== null) return routePermitted(identity, method, path);
+    const token = jwt === null || authorization === undefined ? null : jwtOf(authorization);
+    if (token === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
+    const cached = jwt!.cached(token);
+    if (cached !== undefined) return cached === null ? unauthorized('invalid') : routePermitted(cached, method, path);
+    return jwt!.verify(token).then(
+      (verified) => (verified === null ? unauthorized('invalid') : routePermitted(verified, method, path)),
+      () => unauthorized('invalid'),
+    );
   };
+}
+
+/**
+ * The scope the route needs (auth/route-scopes.ts) and, on a circuit's route, the circuit
+ * within the credential's `circuits` patterns: the identity, or the 403. An identity with
+ * every scope and every circuit (CIRCUITLOG_TOKEN's) passes without a look at the table.
+ */
+const UNLISTED = { scope: 'admin', rawName: null } as const;
+
+function routePermitted(identity: Identity, method: string, path: string): AppError | Identity {
+  if (identity.circuits === null && identity.scopes.has('admin')) return identity;
+  // A guarded path the table does not list (a typo's 404, a 405, a route added without its row)
+  // fails closed: only `admin` gets past to the router's answer.
+  const route = routeScope(method, path) ?? UNLISTED;
+  if (!allowsRoute(identity, route.scope)) return insufficientScope(route.scope as Scope, method, path);
+  if (route.rawName === null || identity.circuits === null) return identity;
+  const name = decodedSegment(route.rawName);
+  // An undecodable name is the route's 400; a permitted one goes on.
+  if (name === null || circuitPermitted(identity, name)) return identity;
+  return circuitNotPermitted(name);
+}
+
+function decodedSegment(segment: string): string | null {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -49,14 +101,17 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
     const header = headerReader(request, env);
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
     const bound = bindRequestId(env, requestId, isProxyPath(path));
+    const go = (verdict: AppError | Identity) => {
+      if (!(verdict instanceof AppError)) {
+        if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
+        const response = dispatch(request, bound, executionCtx);
+        return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
+      }
+      const response = answer(method, path, verdict, requestId);
+      return method === 'HEAD' ? new Response(null, response) : response;
+    };
     const verdict = guard(method, path, header);
-    if (!(verdict instanceof AppError)) {
-      if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
-      const response = dispatch(request, bound, executionCtx);
-      return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
-    }
-    const response = answer(method, path, verdict, requestId);
-    return method === 'HEAD' ? new Response(null, response) : response;
+    return verdict instanceof Promise ? verdict.then(go) : go(verdict);
   };
 }
 
