@@ -4,7 +4,18 @@
  * how JWTs are checked.
  */
 import { z } from 'zod';
+import { CALLER_MAX_LENGTH } from '../domain/caller.js';
 import { positiveInt } from './fields.js';
+
+/**
+ * The scopes a credential may hold: `Scope` of src/auth/identity.ts, written here again because
+ * src/auth reads this config (an import back would be a cycle); test/auth/jwt-config.test.ts
+ * checks the two lists are the same.
+ */
+export const SCOPE_NAMES = ['read', 'report', 'operate', 'configure', 'admin'] as const;
+
+/** An identity pattern: caller-name characters (src/domain/caller.ts), `*` only as the last one. */
+const IDENTITY_PATTERN = new RegExp(`^(?=.{1,${CALLER_MAX_LENGTH}}$)[A-Za-z0-9_.:~\\-/]*\\*?$`);
 
 export const jwtSchema = z
   .object({
@@ -20,6 +31,17 @@ export const jwtSchema = z
     identity_claim: z.string().min(1).default('sub'),
     /** The claim that holds the scopes: a space-separated string (RFC 8693 `scope`) or an array. */
     scopes_claim: z.string().min(1).default('scope'),
+    /**
+     * Scopes given to identities by name, added to those their token carries (a Kubernetes
+     * service-account token carries none): identity pattern (`*` only last, so `*` alone is
+     * every JWT identity) -> scopes; an identity gets the scopes of every pattern it matches.
+     */
+    scopes: z
+      .record(
+        z.string().regex(IDENTITY_PATTERN, "an identity or a pattern ending in '*' (caller-name characters)"),
+        z.array(z.enum(SCOPE_NAMES)),
+      )
+      .default({}),
   })
   .strict()
   .refine((j) => (j.jwks_file === undefined) !== (j.jwks_url === undefined), {
