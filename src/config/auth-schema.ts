@@ -16,6 +16,7 @@ export const SCOPE_NAMES = ['read', 'report', 'operate', 'configure', 'admin'] a
 
 /** An identity pattern: caller-name characters (src/domain/caller.ts), `*` only as the last one. */
 const IDENTITY_PATTERN = new RegExp(`^(?=.{1,${CALLER_MAX_LENGTH}}$)[A-Za-z0-9_.:~\\-/]*\\*?$`);
+const PATTERN_MESSAGE = "an identity or a pattern ending in '*' (caller-name characters, at most 128)";
 
 export const jwtSchema = z
   .object({
@@ -37,10 +38,11 @@ export const jwtSchema = z
      * every JWT identity) -> scopes; an identity gets the scopes of every pattern it matches.
      */
     scopes: z
-      .record(
-        z.string().regex(IDENTITY_PATTERN, "an identity or a pattern ending in '*' (caller-name characters)"),
-        z.array(z.enum(SCOPE_NAMES)),
-      )
+      .record(z.string(), z.array(z.enum(SCOPE_NAMES)))
+      .superRefine((scopes, ctx) => {
+        for (const pattern of Object.keys(scopes).filter((p) => !IDENTITY_PATTERN.test(p)))
+          ctx.addIssue({ code: 'custom', path: [pattern], message: PATTERN_MESSAGE });
+      })
       .default({}),
   })
   .strict()
