@@ -99,6 +99,16 @@ export function createJwtVerifier(config: JwtConfig, deps: JwtVerifierDeps): Jwt
   };
 }
 
+/**
+ * Whether a bearer value has a JWS's compact form: three base64url parts, the last (the
+ * signature) possibly empty, as an unsigned `alg: none` token has it (refused, but a JWT).
+ */
+export function looksLikeJwt(value: string): boolean {
+  return JWT_SHAPE.test(value);
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
 function tokenKey(token: string): string {
   return createHash('sha256').update(token).digest('base64');
 }

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SignJWT } from 'jose';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createJwtVerifier, type JwtVerifier } from '../../src/auth/jwt.js';
+import { createJwtVerifier, type JwtVerifier, looksLikeJwt } from '../../src/auth/jwt.js';
 import { JWKS_COOLDOWN_MS, JWKS_MAX_AGE_MS } from '../../src/auth/jwks-source.js';
 import { type JwtConfig, jwtSchema } from '../../src/config/auth-schema.js';
 import { FakeClock, silentLogger } from '../helper.js';
@@ -264,6 +264,16 @@ describe('JWT identities: the JWKS', () => {
     expect(await verifier.verify(await signToken(keyB, clock.nowMs))).toBeNull();
     expect(host.requests).toBe(2);
     expect((await verifier.verify(await signToken(keyA, clock.nowMs, { sub: 'still' })))?.id).toBe('still');
+  });
+});
+
+describe('JWT identities: the shape of a JWT', () => {
+  it('is three base64url parts, the signature possibly empty', async () => {
+    expect(looksLikeJwt(await signToken(keyA, Date.now()))).toBe(true);
+    expect(looksLikeJwt(unsecuredToken(Date.now()))).toBe(true);
+    expect(
+      ['', 'a.b', 'a..c', 'a.b.c.d', 'a.b.c=', 'a b.c.d', 'Bearer a.b.c', 'x'.repeat(43)].map(looksLikeJwt),
+    ).toEqual(Array(8).fill(false));
   });
 });
 
