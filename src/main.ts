@@ -25,6 +25,7 @@ import { migrateDatabase, openStore, type OpenedStore } from './server/open-stor
 import { activityStampMs } from './service/housekeeping.js';
 import { databaseFileProblem } from './store/sqlite/db-file.js';
 import { redactUrl } from './domain/redact-url.js';
+import { type CredentialSource, credentialSource } from './auth/credential-source.js';
 
 /**
  * One server process. Alone (`shared` false) it holds the database file exclusively and
@@ -42,7 +43,11 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
   readiness.schemaVersion = opened.schemaVersion;
-  const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness }));
+  const credentials = credentialsFor(config, logger);
+  const built = createApp({
+    ...appDeps(config, logger, { opened, observe, proxy, readiness }),
+    authenticate: credentials?.authenticate,
+  });
   await declareCircuits(config, built, opened, logger);
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
@@ -71,6 +76,10 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   await listen(server, config.port, config.host);
   logListening(config, logger, (server.address() as AddressInfo).port);
   jobs.start();
+  if (credentials !== undefined) {
+    credentials.watch();
+    process.on('SIGHUP', () => credentials.reload('signal'));
+  }
   onSignals((signal) => {
     readiness.draining = true;
     const delayMs = config.shutdown_delay_ms;
@@ -79,6 +88,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
       `not ready; serving ${delayMs} ms more before closing the port`,
     );
     const stopJobs = () => {
+      credentials?.close();
       observe.hub.closeAll(); // event streams never end by themselves
       jobs.stop();
     };
@@ -92,6 +102,21 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     };
     setTimeout(() => drain(server, signal, options), delayMs);
   });
+}
+
+/**
+ * The credentials file's set, reloaded on SIGHUP and when the file changes (each worker
+ * watches it; the primary passes SIGHUP on), with CIRCUITLOG_TOKEN as the credential `token`
+ * beside it. Undefined without a file: CIRCUITLOG_TOKEN alone, or no credential at all.
+ * `onReload` is where the audit log records `credentials_reloaded`.
+ */
+function credentialsFor(
+  config: Config,
+  logger: Logger,
+  onReload?: (ids: readonly string[]) => void,
+): CredentialSource | undefined {
+  if (config.credentials === undefined) return undefined;
+  return credentialSource({ ...config.credentials, token: config.token, logger, onReload });
 }
 
 /** Metrics, the event hub and the dashboard's reader, fed by the store's readers. */
@@ -207,7 +232,7 @@ function onSignals(handler: (signal: NodeJS.Signals) => void): void {
  */
 function warnUnknownSettings(config: Config, logger: Logger): void {
   for (const unknown of unknownSettings(process.env)) {
-    const unprotected = config.token === undefined && tokenLike(unknown);
+    const unprotected = config.token === undefined && config.credentials === undefined && tokenLike(unknown);
     logger.warn(
       { event: 'unknown_setting', setting: unknown.name, suggestion: unknown.suggestion ?? null },
       unprotected
@@ -244,6 +269,7 @@ async function main(): Promise<void> {
     logger,
   });
   onSignals((signal) => primary.shutdown(signal));
+  if (config.credentials !== undefined) process.on('SIGHUP', () => primary.forward('SIGHUP'));
 }
 
 main().catch((error: unknown) => {

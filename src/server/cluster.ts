@@ -36,6 +36,8 @@ export interface PrimaryOptions {
 export interface Primary {
   /** Stop every worker (they drain) and exit with `code`. */
   shutdown(signal: string, code?: number): void;
+  /** Pass a signal on to every live worker (SIGHUP: reload the credentials file). */
+  forward(signal: NodeJS.Signals): void;
 }
 
 const RESPAWN_DELAY_MS = 200; // a replacement starts this long after a crash
@@ -77,7 +79,7 @@ export function runPrimary(options: PrimaryOptions): Primary {
   const pool = new WorkerPool(options);
   serveClusterMetrics(); // a worker's /metrics asks here for the counters of all workers
   for (let i = 0; i < options.workers; i++) pool.start();
-  return { shutdown: (signal, code) => pool.shutdown(signal, code) };
+  return { shutdown: (signal, code) => pool.shutdown(signal, code), forward: (signal) => pool.forward(signal) };
 }
 
 /** The live workers, which of them listen, and whether the primary is stopping. */
@@ -114,6 +116,11 @@ class WorkerPool {
     worker.on('exit', (code, signal) =>
       this.exited(worker, listened, signal ? `signal ${signal}` : `exit code ${code}`, startError, { code, signal }),
     );
+  }
+
+  forward(signal: NodeJS.Signals): void {
+    if (this.stopping) return;
+    for (const worker of this.live.values()) worker.process.kill(signal);
   }
 
   /** Stop every worker (they drain for shutdownGraceMs themselves; SIGKILL is the backstop). */
