@@ -18,6 +18,8 @@ import {
 } from './http/raw-listeners.js';
 import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
 import { type Authenticator, tokenAuthenticator } from './auth/bearer.js';
+import type { JwtVerifier } from './auth/jwt.js';
+import { withJwt } from './auth/jwt-bearer.js';
 import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
@@ -52,6 +54,8 @@ export interface AppDeps {
    * token: no credential is asked for, every request is `ANONYMOUS` (every scope).
    */
   readonly authenticate?: Authenticator;
+  /** `auth.jwt` (src/auth/jwt.ts): a bearer JWT that no credential above claims is checked by it. */
+  readonly jwt?: JwtVerifier;
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
@@ -117,19 +121,21 @@ export function createApp(deps: AppDeps): App {
       breaker,
       transitions: deps.observe.transitions,
       proxy: deps.proxy,
-      tokenRequired: deps.token !== undefined || deps.authenticate !== undefined,
+      tokenRequired: deps.token !== undefined || deps.authenticate !== undefined || deps.jwt !== undefined,
       concurrency: proxy?.concurrency,
     });
   }
   registerServiceRoutes(app, deps);
   // A credential is asked for: CIRCUITLOG_TOKEN, or the credentials file (issue 30).
-  const tokenSet = (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined;
+  const tokenSet =
+    (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined || deps.jwt !== undefined;
   registerBackup(app, deps.backup, tokenSet);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   const onRefusal = deps.observe?.metrics?.authRefused;
   registerFallbacks(app, deps.logger, deps.clock, onRefusal);
-  const guard = requestGuard(hosts, deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null));
+  const credentials = deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null);
+  const guard = requestGuard(hosts, deps.jwt ? withJwt(credentials, deps.jwt) : credentials);
   guardFetch(app, guard, problemAnswer(deps.logger, deps.clock, onRefusal));
   const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
   if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };

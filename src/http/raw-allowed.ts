@@ -56,7 +56,9 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
     const name = plainAllowedName(target);
     if (name === null) return false;
     const header = rawHeaderReader(incoming);
-    if (guard('GET', target, header) instanceof AppError) return false;
+    const guarded = guard('GET', target, header);
+    // A refusal, or a JWT not seen before (its check is under way; the route awaits it).
+    if (guarded instanceof AppError || guarded instanceof Promise) return false;
     const decision = breaker.peekAllowed(name);
     if (decision === undefined) return false; // a write is needed: the route's `allowed`
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));

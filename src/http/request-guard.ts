@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { type Authenticator, needsToken, unauthorized } from '../auth/bearer.js';
+import type { PendingAuthenticator } from '../auth/jwt-bearer.js';
 import { ANONYMOUS, circuitPermitted, type Identity, type Scope } from '../auth/identity.js';
 import { circuitNotPermitted, insufficientScope } from '../auth/refusal.js';
 import { allowsRoute, routeScope } from '../auth/route-scopes.js';
@@ -25,21 +26,38 @@ export type ProblemAnswer = (method: string, path: string, error: AppError, requ
 
 /**
  * The guards' verdict on a request: the first refusal, or who the request is when every guard
- * lets it through (`ANONYMOUS` where no credential is asked for).
+ * lets it through (`ANONYMOUS` where no credential is asked for). A promise only while a JWT
+ * not seen before is verified (auth/jwt-bearer.ts); every other verdict is synchronous.
  */
-export type RequestGuard = (method: string, path: string, header: HeaderReader) => AppError | Identity;
+export type RequestGuard = (method: string, path: string, header: HeaderReader) => Verdict | Promise<Verdict>;
+
+export type Verdict = AppError | Identity;
 
 /** The Host check, the cross-site refusal (not under /proxy) and the credential, in that order. */
-export function requestGuard(hosts: HostRule | null, authenticate: Authenticator | null): RequestGuard {
+export function requestGuard(
+  hosts: HostRule | null,
+  authenticate: Authenticator | PendingAuthenticator | null,
+): RequestGuard {
   return (method, path, header) => {
     const refusal = misdirected(hosts, header('host')) ?? (isProxyPath(path) ? null : crossSiteProblem(method, header));
     if (refusal !== null) return refusal;
     if (authenticate === null || !needsToken(path)) return ANONYMOUS;
     const authorization = header('authorization');
     const identity = authenticate(authorization);
-    if (identity === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
-    return routePermitted(identity, method, path);
+    if (identity instanceof Promise)
+      return identity.then((found) => credentialVerdict(found, authorization, method, path));
+    return credentialVerdict(identity, authorization, method, path);
   };
+}
+
+function credentialVerdict(
+  identity: Identity | null,
+  authorization: string | undefined,
+  method: string,
+  path: string,
+): Verdict {
+  if (identity === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
+  return routePermitted(identity, method, path);
 }
 
 /**
@@ -80,14 +98,17 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
     const header = headerReader(request, env);
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
     const bound = bindRequestId(env, requestId, isProxyPath(path));
+    const settle = (verdict: Verdict) => {
+      if (!(verdict instanceof AppError)) {
+        if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
+        const response = dispatch(request, bound, executionCtx);
+        return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
+      }
+      const response = answer(method, path, verdict, requestId);
+      return method === 'HEAD' ? new Response(null, response) : response;
+    };
     const verdict = guard(method, path, header);
-    if (!(verdict instanceof AppError)) {
-      if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
-      const response = dispatch(request, bound, executionCtx);
-      return bound.outgoing === undefined ? withRequestIdHeader(response, requestId) : response;
-    }
-    const response = answer(method, path, verdict, requestId);
-    return method === 'HEAD' ? new Response(null, response) : response;
+    return verdict instanceof Promise ? verdict.then(settle) : settle(verdict);
   };
 }
 
