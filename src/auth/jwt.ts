@@ -110,7 +110,7 @@ export function looksLikeJwt(value: string): boolean {
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 function tokenKey(token: string): string {
-  return createHash('sha256').update(token).digest('base64');
+  return createHash('sha256').update(token).digest('binary'); // 32 one-byte characters (latin1)
 }
 
 /** The identity of a good token and when it expires (epoch ms), or null (why is logged at debug). */

@@ -70,21 +70,29 @@ describe('auth.jwt in the request guard', () => {
     expect((await t.request('GET', '/circuits', undefined, bearer('a-token-of-sixteen-chars'))).status).toBe(200);
   });
 
-  it("asks the verifier only for a bearer value with a JWT's shape that no credential claims", async () => {
+  it("asks the verifier's cache about a bearer value no credential claims, and verifies only a JWT's shape", async () => {
     const asked: string[] = [];
     const double: JwtVerifier = {
-      cached: (token) => (asked.push(`cached ${token}`), undefined),
-      verify: async (token) => (asked.push(`verify ${token}`), null),
+      cached: (token) => {
+        asked.push(`cached ${token}`);
+        return undefined;
+      },
+      verify: async (token) => {
+        asked.push(`verify ${token}`);
+        return null;
+      },
       close: () => {},
     };
     const authenticate = withJwt(tokenAuthenticator('a-token-of-sixteen-chars'), double);
     expect(authenticate('Bearer a-token-of-sixteen-chars')).toBe(TOKEN_IDENTITY);
-    expect(authenticate('Bearer not-a-jwt')).toBeNull();
     expect(authenticate('Basic a.b.c')).toBeNull();
+    expect(authenticate('Bearer')).toBeNull();
     expect(authenticate(undefined)).toBeNull();
     expect(asked).toEqual([]);
-    expect(await authenticate('Bearer a.b.c')).toBeNull();
-    expect(asked).toEqual(['cached a.b.c', 'verify a.b.c']);
+    expect(authenticate('Bearer not-a-jwt')).toBeNull();
+    expect(asked).toEqual(['cached not-a-jwt']);
+    expect(await authenticate('bearer a.b.c')).toBeNull();
+    expect(asked).toEqual(['cached not-a-jwt', 'cached a.b.c', 'verify a.b.c']);
   });
 
   it('is synchronous for a JWT it has verified: a promise only the first time', async () => {
@@ -103,11 +111,12 @@ describe('auth.jwt in the request guard', () => {
     const t = buildApp({ jwt: verifier });
     const taken: boolean[] = [];
     const server = http.createServer();
-    serveApp(
-      server,
-      { fetch: t.app.fetch, allowedListener: (i, o) => (taken.push(t.allowedListener(i, o)), taken.at(-1)!) },
-      silentLogger,
-    );
+    const allowedListener: typeof t.allowedListener = (incoming, outgoing) => {
+      const answered = t.allowedListener(incoming, outgoing);
+      taken.push(answered);
+      return answered;
+    };
+    serveApp(server, { fetch: t.app.fetch, allowedListener }, silentLogger);
     servers.push(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
