@@ -42,6 +42,7 @@
 
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -195,7 +196,16 @@ async function stopEach(procs) {
  * circuitlog from dist/main.js. At log level `info` it announces itself (once all workers
  * listen, with CIRCUITLOG_WORKERS > 1); at `warn` we poll /health instead.
  */
-function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '', logLevel = 'info', main = dist }) {
+function startCircuitlog({
+  name,
+  db,
+  workers = 1,
+  synchronous = '',
+  config = '',
+  logLevel = 'info',
+  main = dist,
+  token = '',
+}) {
   const quiet = logLevel !== 'info' && logLevel !== 'debug' && logLevel !== 'trace';
   return startProcess({
     name,
@@ -209,7 +219,7 @@ function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '',
       CIRCUITLOG_DB: db,
       CIRCUITLOG_LOG_LEVEL: logLevel,
       CIRCUITLOG_CONFIG: config,
-      CIRCUITLOG_TOKEN: '',
+      CIRCUITLOG_TOKEN: token,
       CIRCUITLOG_SYNCHRONOUS: synchronous,
       CIRCUITLOG_WORKERS: String(workers),
     },
@@ -259,27 +269,79 @@ function writeProxyConfig(dir, upstreamUrl, guarded = true) {
 }
 
 /** Create bench-ok (closed) and bench-fail (threshold 1e9: stays closed, every failure writes); return answer sizes. */
-async function setupBenchCircuits(baseUrl) {
+async function setupBenchCircuits(baseUrl, auth = {}) {
   const u = (p) => `${baseUrl}${p}`;
-  await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
+  const headers = { ...JSON_HEADERS, ...auth };
+  await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers, body: OK_BODY });
   await probeOk(u('/circuits/bench-fail/call'), {
     method: 'POST',
-    headers: JSON_HEADERS,
+    headers,
     body: '{"success":false,"threshold":1000000000}',
   });
-  const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'));
-  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), {
-    method: 'POST',
-    headers: JSON_HEADERS,
-    body: OK_BODY,
-  });
-  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), {
-    method: 'POST',
-    headers: JSON_HEADERS,
-    body: FAIL_BODY,
-  });
+  const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'), { headers: auth });
+  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers, body: OK_BODY });
+  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), { method: 'POST', headers, body: FAIL_BODY });
   if (JSON.parse(postFail.body).state !== 'closed') throw new Error(`bench-fail is not closed: ${postFail.body}`);
   return { getAllowed: getAllowed.bytes, postOk: postOk.bytes, postFail: postFail.bytes };
+}
+
+/**
+ * Issue 30: GET /allowed signed in. One server with CIRCUITLOG_TOKEN (the single-token build)
+ * and one with `auth.jwt` on a JWKS file, asked with a JWT it verified once and then answers
+ * from its cache; the JWT one must keep 0.9x of the token one.
+ */
+async function startSignedIn(tmp, procs, sizes) {
+  const token = 'bench-token-0123456789abcdef';
+  const tokenServer = await startCircuitlog({
+    name: 'circuitlog-token',
+    db: path.join(tmp, 'token.db'),
+    logLevel: 'warn',
+    token,
+  });
+  procs.push(tokenServer);
+  const { publicKey, privateKey } = await generateKeyPair('RS256');
+  const jwks = path.join(tmp, 'jwks.json');
+  fs.writeFileSync(
+    jwks,
+    JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'bench', alg: 'RS256', use: 'sig' }] }),
+  );
+  const config = path.join(tmp, 'circuitlog-jwt.yaml');
+  const issuer = 'https://kubernetes.default.svc.cluster.local';
+  fs.writeFileSync(config, `auth:\n  jwt:\n    jwks_file: ${jwks}\n    issuer: ${issuer}\n    audience: circuitlog\n`);
+  const jwtServer = await startCircuitlog({
+    name: 'circuitlog-jwt',
+    db: path.join(tmp, 'jwt.db'),
+    logLevel: 'warn',
+    config,
+  });
+  procs.push(jwtServer);
+  const jwt = await new SignJWT({ sub: 'system:serviceaccount:bench:client', scope: 'read report' })
+    .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
+    .setIssuer(issuer)
+    .setAudience('circuitlog')
+    .setExpirationTime('2h')
+    .sign(privateKey);
+  const servers = [
+    { id: 'token', server: tokenServer, auth: { authorization: `Bearer ${token}` }, what: 'CIRCUITLOG_TOKEN' },
+    { id: 'jwt', server: jwtServer, auth: { authorization: `Bearer ${jwt}` }, what: 'a JWT (cached)' },
+  ];
+  for (const { id, server, auth } of servers) {
+    log(`circuitlog (${id}) pid ${server.pid} on ${server.url}`);
+    const own = await setupBenchCircuits(server.url, auth);
+    if (own.getAllowed !== sizes.getAllowed) throw new Error(`${id}: GET /allowed is ${own.getAllowed} bytes`);
+  }
+  return {
+    targets: servers.map(({ id, server, auth, what }) => ({
+      id,
+      label: `GET /circuits/bench-ok/allowed with ${what}`,
+      url: `${server.url}/circuits/bench-ok/allowed`,
+      headers: auth,
+      pid: server.pid,
+    })),
+    comparisons: [
+      { subject: 'jwt', baseline: 'token', goal: 0.9, label: 'GET /allowed: a JWT (cached) vs CIRCUITLOG_TOKEN' },
+    ],
+  };
 }
 
 async function circuitState(baseUrl, name) {
@@ -334,6 +396,7 @@ async function apiSection() {
       await setupBenchCircuits(base.url);
     }
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
+    const signedIn = only.apiIds.has('get') ? await startSignedIn(tmp, procs, sizes) : null;
 
     const bare = await startProcess({
       name: 'bare-server',
@@ -385,9 +448,10 @@ async function apiSection() {
                   pid: base.pid,
                 },
               ]),
+          ...(signedIn === null ? [] : signedIn.targets),
         ],
-        comparisons:
-          base === null
+        comparisons: [
+          ...(base === null
             ? []
             : [
                 {
@@ -396,7 +460,9 @@ async function apiSection() {
                   goal: 0.95,
                   label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build',
                 },
-              ],
+              ]),
+          ...(signedIn === null ? [] : signedIn.comparisons),
+        ],
       },
       {
         id: 'ok',
