@@ -14,6 +14,8 @@ export const SUBJECT = 'system:serviceaccount:shop:checkout';
 export interface JwksHost {
   readonly url: string;
   keys: JWK[];
+  /** The status it answers (200: the keys; any other: an empty body). */
+  status: number;
   requests: number;
   /** The host goes away: the port refuses connections from now on. */
   close(): Promise<void>;
@@ -22,6 +24,7 @@ export interface JwksHost {
 export async function serveJwks(keys: JWK[]): Promise<JwksHost> {
   const server = http.createServer((_req, res) => {
     host.requests++;
+    if (host.status !== 200) return res.writeHead(host.status).end();
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ keys: host.keys }));
   });
@@ -30,6 +33,7 @@ export async function serveJwks(keys: JWK[]): Promise<JwksHost> {
   const host: JwksHost = {
     url: `http://127.0.0.1:${port}/openid/v1/jwks`,
     keys,
+    status: 200,
     requests: 0,
     close: () =>
       new Promise<void>((resolve) => {

@@ -242,6 +242,23 @@ describe('JWT identities: the JWKS', () => {
     expect((await verifier.verify(await signToken(keyA, clock.nowMs, { sub: 'new' })))?.id).toBe('new');
   });
 
+  it('refuses every JWT while no JWKS could be read, and tries again at most once per 30 s', async () => {
+    const host = await serveJwks([keyA.jwk]);
+    host.status = 503;
+    const clock = new FakeClock();
+    const config = jwtSchema.parse({ jwks_url: host.url, issuer: ISSUER, audience: AUDIENCE });
+    const verifier = createJwtVerifier(config, { now: clock.now, logger: silentLogger });
+    open.push({ verifier, host });
+    expect(await verifier.verify(await signToken(keyA, clock.nowMs))).toBeNull();
+    host.status = 200;
+    clock.advance(JWKS_COOLDOWN_MS - 1);
+    expect(await verifier.verify(await signToken(keyA, clock.nowMs, { sub: 'early' }))).toBeNull();
+    expect(host.requests).toBe(1);
+    clock.advance(1);
+    expect((await verifier.verify(await signToken(keyA, clock.nowMs, { sub: 'later' })))?.id).toBe('later');
+    expect(host.requests).toBe(2);
+  });
+
   it('reads a jwks_file, and reads it again for an unknown kid', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-jwks-'));
     const file = path.join(dir, 'jwks.json');
