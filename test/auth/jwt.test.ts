@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SignJWT } from 'jose';
+import pino from 'pino';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createJwtVerifier, type JwtVerifier, looksLikeJwt } from '../../src/auth/jwt.js';
 import { JWKS_COOLDOWN_MS, JWKS_MAX_AGE_MS } from '../../src/auth/jwks-source.js';
@@ -295,6 +296,19 @@ describe('JWT identities: the shape of a JWT', () => {
 });
 
 describe('JWT identities: memory', () => {
+  it('checks one new token once when many requests bring it at the same time', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(line) });
+    const clock = new FakeClock();
+    const host = await serveJwks([keyA.jwk]);
+    const config = jwtSchema.parse({ jwks_url: host.url, issuer: ISSUER, audience: AUDIENCE });
+    const verifier = createJwtVerifier(config, { now: clock.now, logger });
+    open.push({ verifier, host });
+    const token = await signToken(keyA, clock.nowMs, { aud: 'vault' });
+    expect(await Promise.all(Array.from({ length: 5 }, () => verifier.verify(token)))).toEqual(Array(5).fill(null));
+    expect(lines.filter((line) => line.includes('token refused'))).toHaveLength(1);
+  });
+
   it('keeps at most cacheEntries verified tokens, forgetting the oldest first', async () => {
     const { clock, verifier } = await onUrl([keyA.jwk], {}, 2);
     const tokens = await Promise.all(['one', 'two', 'three'].map((sub) => signToken(keyA, clock.nowMs, { sub })));
