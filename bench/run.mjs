@@ -40,6 +40,7 @@
 //      primary), BENCH_SCALING_CAP_PERIOD_US (10000), BENCH_SCALING_CONNECTIONS (8 per host), BENCH_SCALING_PROF (dir).
 // See bench/README.md.
 
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -204,7 +205,7 @@ function startCircuitlog({
   config = '',
   logLevel = 'info',
   main = dist,
-  token = '',
+  env = {},
 }) {
   const quiet = logLevel !== 'info' && logLevel !== 'debug' && logLevel !== 'trace';
   return startProcess({
@@ -219,11 +220,80 @@ function startCircuitlog({
       CIRCUITLOG_DB: db,
       CIRCUITLOG_LOG_LEVEL: logLevel,
       CIRCUITLOG_CONFIG: config,
-      CIRCUITLOG_TOKEN: token,
+      CIRCUITLOG_TOKEN: '',
       CIRCUITLOG_SYNCHRONOUS: synchronous,
       CIRCUITLOG_WORKERS: String(workers),
+      ...env,
     },
   });
+}
+
+const BENCH_TOKEN = 'bench-token-0123456789abcdef';
+const CREDENTIALS = 100; // entries in the bench's credentials file
+const credentialToken = (i) => `bench-credential-${i}-0123456789abcdef`;
+
+/**
+ * Issue 30's JWT identities: a config with `auth.jwt` on a generated JWKS file (RS256), and one
+ * JWT it accepts (scopes read report); the server verifies it on the first request and answers
+ * it from its cache after.
+ */
+async function benchJwt(tmp) {
+  const { publicKey, privateKey } = await generateKeyPair('RS256');
+  const jwks = path.join(tmp, 'jwks.json');
+  const key = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'RS256', use: 'sig' };
+  fs.writeFileSync(jwks, JSON.stringify({ keys: [key] }));
+  const issuer = 'https://kubernetes.default.svc.cluster.local';
+  const config = path.join(tmp, 'circuitlog-jwt.yaml');
+  fs.writeFileSync(config, `auth:\n  jwt:\n    jwks_file: ${jwks}\n    issuer: ${issuer}\n    audience: circuitlog\n`);
+  const token = await new SignJWT({ sub: 'system:serviceaccount:bench:client', scope: 'read report' })
+    .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
+    .setIssuer(issuer)
+    .setAudience('circuitlog')
+    .setExpirationTime('2h')
+    .sign(privateKey);
+  return { config, token };
+}
+
+/**
+ * Issue 30: the same build three times more, one with CIRCUITLOG_TOKEN, one with a credentials
+ * file of CREDENTIALS entries (scopes read, report, configure: a credential the route table is
+ * asked about) and one with `auth.jwt` (benchJwt), each with bench-ok set up; GET /allowed is
+ * sent with the token / the 50th credential's / the JWT.
+ */
+async function startAuthServers(tmp, procs) {
+  const file = path.join(tmp, 'credentials.json');
+  const sha256 = (t) => createHash('sha256').update(t).digest('hex');
+  const credentials = Array.from({ length: CREDENTIALS }, (_, i) => ({
+    id: `service-${i}`,
+    token_sha256: sha256(credentialToken(i)),
+    scopes: ['read', 'report', 'configure'],
+  }));
+  fs.writeFileSync(file, JSON.stringify({ credentials }));
+  const jwt = await benchJwt(tmp);
+  const servers = {};
+  for (const [id, env, token] of [
+    ['token', { CIRCUITLOG_TOKEN: BENCH_TOKEN }, BENCH_TOKEN],
+    ['credential', { CIRCUITLOG_CREDENTIALS: file }, credentialToken(CREDENTIALS / 2)],
+    ['jwt', { CIRCUITLOG_CONFIG: jwt.config }, jwt.token],
+  ]) {
+    const server = await startCircuitlog({
+      name: `circuitlog-${id}`,
+      db: path.join(tmp, `${id}.db`),
+      logLevel: 'warn',
+      env,
+    });
+    procs.push(server);
+    const headers = { authorization: `Bearer ${token}` };
+    await probeOk(`${server.url}/circuits/bench-ok/outcomes`, {
+      method: 'POST',
+      headers: { ...JSON_HEADERS, ...headers },
+      body: OK_BODY,
+    });
+    await probeOk(`${server.url}/circuits/bench-ok/allowed`, { headers });
+    log(`circuitlog with ${id} pid ${server.pid} on ${server.url}`);
+    servers[id] = { url: `${server.url}/circuits/bench-ok/allowed`, headers, pid: server.pid };
+  }
+  return servers;
 }
 
 function startUpstream() {
@@ -269,79 +339,27 @@ function writeProxyConfig(dir, upstreamUrl, guarded = true) {
 }
 
 /** Create bench-ok (closed) and bench-fail (threshold 1e9: stays closed, every failure writes); return answer sizes. */
-async function setupBenchCircuits(baseUrl, auth = {}) {
+async function setupBenchCircuits(baseUrl) {
   const u = (p) => `${baseUrl}${p}`;
-  const headers = { ...JSON_HEADERS, ...auth };
-  await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers, body: OK_BODY });
+  await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers: JSON_HEADERS, body: OK_BODY });
   await probeOk(u('/circuits/bench-fail/call'), {
     method: 'POST',
-    headers,
+    headers: JSON_HEADERS,
     body: '{"success":false,"threshold":1000000000}',
   });
-  const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'), { headers: auth });
-  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), { method: 'POST', headers, body: OK_BODY });
-  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), { method: 'POST', headers, body: FAIL_BODY });
+  const getAllowed = await probeOk(u('/circuits/bench-ok/allowed'));
+  const postOk = await probeOk(u('/circuits/bench-ok/outcomes'), {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: OK_BODY,
+  });
+  const postFail = await probeOk(u('/circuits/bench-fail/outcomes'), {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: FAIL_BODY,
+  });
   if (JSON.parse(postFail.body).state !== 'closed') throw new Error(`bench-fail is not closed: ${postFail.body}`);
   return { getAllowed: getAllowed.bytes, postOk: postOk.bytes, postFail: postFail.bytes };
-}
-
-/**
- * Issue 30: GET /allowed signed in. One server with CIRCUITLOG_TOKEN (the single-token build)
- * and one with `auth.jwt` on a JWKS file, asked with a JWT it verified once and then answers
- * from its cache; the JWT one must keep 0.9x of the token one.
- */
-async function startSignedIn(tmp, procs, sizes) {
-  const token = 'bench-token-0123456789abcdef';
-  const tokenServer = await startCircuitlog({
-    name: 'circuitlog-token',
-    db: path.join(tmp, 'token.db'),
-    logLevel: 'warn',
-    token,
-  });
-  procs.push(tokenServer);
-  const { publicKey, privateKey } = await generateKeyPair('RS256');
-  const jwks = path.join(tmp, 'jwks.json');
-  fs.writeFileSync(
-    jwks,
-    JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'bench', alg: 'RS256', use: 'sig' }] }),
-  );
-  const config = path.join(tmp, 'circuitlog-jwt.yaml');
-  const issuer = 'https://kubernetes.default.svc.cluster.local';
-  fs.writeFileSync(config, `auth:\n  jwt:\n    jwks_file: ${jwks}\n    issuer: ${issuer}\n    audience: circuitlog\n`);
-  const jwtServer = await startCircuitlog({
-    name: 'circuitlog-jwt',
-    db: path.join(tmp, 'jwt.db'),
-    logLevel: 'warn',
-    config,
-  });
-  procs.push(jwtServer);
-  const jwt = await new SignJWT({ sub: 'system:serviceaccount:bench:client', scope: 'read report' })
-    .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
-    .setIssuer(issuer)
-    .setAudience('circuitlog')
-    .setExpirationTime('2h')
-    .sign(privateKey);
-  const servers = [
-    { id: 'token', server: tokenServer, auth: { authorization: `Bearer ${token}` }, what: 'CIRCUITLOG_TOKEN' },
-    { id: 'jwt', server: jwtServer, auth: { authorization: `Bearer ${jwt}` }, what: 'a JWT (cached)' },
-  ];
-  for (const { id, server, auth } of servers) {
-    log(`circuitlog (${id}) pid ${server.pid} on ${server.url}`);
-    const own = await setupBenchCircuits(server.url, auth);
-    if (own.getAllowed !== sizes.getAllowed) throw new Error(`${id}: GET /allowed is ${own.getAllowed} bytes`);
-  }
-  return {
-    targets: servers.map(({ id, server, auth, what }) => ({
-      id,
-      label: `GET /circuits/bench-ok/allowed with ${what}`,
-      url: `${server.url}/circuits/bench-ok/allowed`,
-      headers: auth,
-      pid: server.pid,
-    })),
-    comparisons: [
-      { subject: 'jwt', baseline: 'token', goal: 0.9, label: 'GET /allowed: a JWT (cached) vs CIRCUITLOG_TOKEN' },
-    ],
-  };
 }
 
 async function circuitState(baseUrl, name) {
@@ -396,7 +414,7 @@ async function apiSection() {
       await setupBenchCircuits(base.url);
     }
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
-    const signedIn = only.apiIds.has('get') ? await startSignedIn(tmp, procs, sizes) : null;
+    const authed = only.apiIds.has('get') ? await startAuthServers(tmp, procs) : null;
 
     const bare = await startProcess({
       name: 'bare-server',
@@ -448,7 +466,17 @@ async function apiSection() {
                   pid: base.pid,
                 },
               ]),
-          ...(signedIn === null ? [] : signedIn.targets),
+          ...(authed === null
+            ? []
+            : [
+                { id: 'token', label: 'GET /circuits/bench-ok/allowed with CIRCUITLOG_TOKEN', ...authed.token },
+                {
+                  id: 'credential',
+                  label: `GET /circuits/bench-ok/allowed with a named credential (file of ${CREDENTIALS})`,
+                  ...authed.credential,
+                },
+                { id: 'jwt', label: 'GET /circuits/bench-ok/allowed with a JWT (cached)', ...authed.jwt },
+              ]),
         ],
         comparisons: [
           ...(base === null
@@ -461,7 +489,22 @@ async function apiSection() {
                   label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build',
                 },
               ]),
-          ...(signedIn === null ? [] : signedIn.comparisons),
+          ...(authed === null
+            ? []
+            : [
+                {
+                  subject: 'credential',
+                  baseline: 'token',
+                  goal: 0.95, // issue 30: a named credential >= 0.95x the single-token build
+                  label: `GET /allowed: a named credential (file of ${CREDENTIALS}) vs CIRCUITLOG_TOKEN, same build`,
+                },
+                {
+                  subject: 'jwt',
+                  baseline: 'token',
+                  goal: 0.9, // issue 30: a JWT (cached) >= 0.9x the single-token build
+                  label: 'GET /allowed: a JWT (cached) vs CIRCUITLOG_TOKEN, same build',
+                },
+              ]),
         ],
       },
       {

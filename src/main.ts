@@ -17,7 +17,7 @@ import { createObservability, type Observability } from './observe/observability
 import { policyFromWire } from './policy-schema.js';
 import type { ProxyOptions } from './proxy/proxy-routes.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
-import { runPrimary, type StartFailedMessage } from './server/cluster.js';
+import { RELOAD_CREDENTIALS, runPrimary, type StartFailedMessage } from './server/cluster.js';
 import { singletonJobs } from './server/jobs.js';
 import { listen, probeListen, urlHost } from './server/listen.js';
 import { createNodeServer, drain, serveApp } from './server/node-server.js';
@@ -45,6 +45,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const proxy = proxyFor(config, observe);
   readiness.schemaVersion = opened.schemaVersion;
   const credentials = credentialsFor(config, logger);
+  if (credentials !== undefined) {
+    process.on('SIGHUP', () => credentials.reload('signal'));
+    process.on('message', (message: { type?: unknown } | null) => {
+      if (message?.type === RELOAD_CREDENTIALS) credentials.reload('signal');
+    });
+  }
   const auth = { authenticate: credentials?.authenticate, jwt: jwtFor(config, logger) };
   const built = createApp({ ...appDeps(config, logger, { opened, observe, proxy, readiness }), ...auth });
   await declareCircuits(config, built, opened, logger);
@@ -75,10 +81,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   await listen(server, config.port, config.host);
   logListening(config, logger, (server.address() as AddressInfo).port);
   jobs.start();
-  if (credentials !== undefined) {
-    credentials.watch();
-    process.on('SIGHUP', () => credentials.reload('signal'));
-  }
+  credentials?.watch();
   onSignals((signal) => {
     readiness.draining = true;
     const delayMs = config.shutdown_delay_ms;
@@ -278,7 +281,7 @@ async function main(): Promise<void> {
     logger,
   });
   onSignals((signal) => primary.shutdown(signal));
-  if (config.credentials !== undefined) process.on('SIGHUP', () => primary.forward('SIGHUP'));
+  if (config.credentials !== undefined) process.on('SIGHUP', () => primary.reloadCredentials());
 }
 
 main().catch((error: unknown) => {
