@@ -43,6 +43,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -232,9 +233,32 @@ const CREDENTIALS = 100; // entries in the bench's credentials file
 const credentialToken = (i) => `bench-credential-${i}-0123456789abcdef`;
 
 /**
- * Issue 30: the same build twice more, one with CIRCUITLOG_TOKEN and one with a credentials file
- * of CREDENTIALS entries (scopes read, report, configure: a credential the route table is asked
- * about), each with bench-ok set up; GET /allowed is sent with the token / the 50th credential's.
+ * Issue 30's JWT identities: a config with `auth.jwt` on a generated JWKS file (RS256), and one
+ * JWT it accepts (scopes read report); the server verifies it on the first request and answers
+ * it from its cache after.
+ */
+async function benchJwt(tmp) {
+  const { publicKey, privateKey } = await generateKeyPair('RS256');
+  const jwks = path.join(tmp, 'jwks.json');
+  const key = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'RS256', use: 'sig' };
+  fs.writeFileSync(jwks, JSON.stringify({ keys: [key] }));
+  const issuer = 'https://kubernetes.default.svc.cluster.local';
+  const config = path.join(tmp, 'circuitlog-jwt.yaml');
+  fs.writeFileSync(config, `auth:\n  jwt:\n    jwks_file: ${jwks}\n    issuer: ${issuer}\n    audience: circuitlog\n`);
+  const token = await new SignJWT({ sub: 'system:serviceaccount:bench:client', scope: 'read report' })
+    .setProtectedHeader({ alg: 'RS256', kid: 'bench' })
+    .setIssuer(issuer)
+    .setAudience('circuitlog')
+    .setExpirationTime('2h')
+    .sign(privateKey);
+  return { config, token };
+}
+
+/**
+ * Issue 30: the same build three times more, one with CIRCUITLOG_TOKEN, one with a credentials
+ * file of CREDENTIALS entries (scopes read, report, configure: a credential the route table is
+ * asked about) and one with `auth.jwt` (benchJwt), each with bench-ok set up; GET /allowed is
+ * sent with the token / the 50th credential's / the JWT.
  */
 async function startAuthServers(tmp, procs) {
   const file = path.join(tmp, 'credentials.json');
@@ -245,10 +269,12 @@ async function startAuthServers(tmp, procs) {
     scopes: ['read', 'report', 'configure'],
   }));
   fs.writeFileSync(file, JSON.stringify({ credentials }));
+  const jwt = await benchJwt(tmp);
   const servers = {};
   for (const [id, env, token] of [
     ['token', { CIRCUITLOG_TOKEN: BENCH_TOKEN }, BENCH_TOKEN],
     ['credential', { CIRCUITLOG_CREDENTIALS: file }, credentialToken(CREDENTIALS / 2)],
+    ['jwt', { CIRCUITLOG_CONFIG: jwt.config }, jwt.token],
   ]) {
     const server = await startCircuitlog({
       name: `circuitlog-${id}`,
@@ -475,6 +501,7 @@ async function apiSection() {
                   label: `GET /circuits/bench-ok/allowed with a named credential (file of ${CREDENTIALS})`,
                   ...authed.credential,
                 },
+                { id: 'jwt', label: 'GET /circuits/bench-ok/allowed with a JWT (cached)', ...authed.jwt },
               ]),
         ],
         comparisons: [
@@ -496,6 +523,12 @@ async function apiSection() {
                   baseline: 'token',
                   goal: 0.95, // issue 30: a named credential >= 0.95x the single-token build
                   label: `GET /allowed: a named credential (file of ${CREDENTIALS}) vs CIRCUITLOG_TOKEN, same build`,
+                },
+                {
+                  subject: 'jwt',
+                  baseline: 'token',
+                  goal: 0.9, // issue 30: a JWT (cached) >= 0.9x the single-token build
+                  label: 'GET /allowed: a JWT (cached) vs CIRCUITLOG_TOKEN, same build',
                 },
               ]),
         ],

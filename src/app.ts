@@ -17,7 +17,9 @@ import {
   type UpgradeListener,
 } from './http/raw-listeners.js';
 import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
-import { type Authenticator, type JwtLookup, tokenAuthenticator } from './auth/bearer.js';
+import { type Authenticator, tokenAuthenticator } from './auth/bearer.js';
+import type { JwtVerifier } from './auth/jwt.js';
+import { withJwt } from './auth/jwt-bearer.js';
 import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
 import type { Observability } from './observe/observability.js';
@@ -52,11 +54,8 @@ export interface AppDeps {
    * token: no credential is asked for, every request is `ANONYMOUS` (every scope).
    */
   readonly authenticate?: Authenticator;
-  /**
-   * JWT identities (`auth.jwt`, h-jwt's verifier): a bearer token no credential lists that looks
-   * like a JWT is verified here. Asks for a credential even with no token and no file.
-   */
-  readonly jwt?: JwtLookup;
+  /** `auth.jwt` (src/auth/jwt.ts): a bearer JWT that no credential above claims is checked by it. */
+  readonly jwt?: JwtVerifier;
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
@@ -135,7 +134,8 @@ export function createApp(deps: AppDeps): App {
   registerDocsPage(app, '/openapi.json');
   const onRefusal = deps.observe?.metrics?.authRefused;
   registerFallbacks(app, deps.logger, deps.clock, onRefusal);
-  const guard = requestGuard(hosts, authenticatorOf(deps), deps.jwt ?? null);
+  const credentials = deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null);
+  const guard = requestGuard(hosts, deps.jwt ? withJwt(credentials, deps.jwt) : credentials);
   guardFetch(app, guard, problemAnswer(deps.logger, deps.clock, onRefusal));
   const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
   if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };
@@ -148,13 +148,6 @@ export function createApp(deps: AppDeps): App {
     upgradeListener: rawUpgradeListener(raw),
     ready: proxy.ready,
   };
-}
-
-/** Who a bearer token is: the credentials (or CIRCUITLOG_TOKEN); with JWTs alone, nobody but a JWT; else null (anonymous). */
-function authenticatorOf(deps: AppDeps): Authenticator | null {
-  if (deps.authenticate !== undefined) return deps.authenticate;
-  if (deps.token) return tokenAuthenticator(deps.token);
-  return deps.jwt === undefined ? null : () => null;
 }
 
 /** `/proxy/:upstream/*` when upstreams are configured; else the same paths answer "unknown upstream". */

@@ -26,6 +26,7 @@ import { activityStampMs } from './service/housekeeping.js';
 import { databaseFileProblem } from './store/sqlite/db-file.js';
 import { redactUrl } from './domain/redact-url.js';
 import { type CredentialSource, credentialSource } from './auth/credential-source.js';
+import { createJwtVerifier, type JwtVerifier } from './auth/jwt.js';
 
 /**
  * One server process. Alone (`shared` false) it holds the database file exclusively and
@@ -50,10 +51,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
       if (message?.type === RELOAD_CREDENTIALS) credentials.reload('signal');
     });
   }
-  const built = createApp({
-    ...appDeps(config, logger, { opened, observe, proxy, readiness }),
-    authenticate: credentials?.authenticate,
-  });
+  const auth = { authenticate: credentials?.authenticate, jwt: jwtFor(config, logger) };
+  const built = createApp({ ...appDeps(config, logger, { opened, observe, proxy, readiness }), ...auth });
   await declareCircuits(config, built, opened, logger);
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
@@ -92,6 +91,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     );
     const stopJobs = () => {
       credentials?.close();
+      auth.jwt?.close();
       observe.hub.closeAll(); // event streams never end by themselves
       jobs.stop();
     };
@@ -120,6 +120,11 @@ function credentialsFor(
 ): CredentialSource | undefined {
   if (config.credentials === undefined) return undefined;
   return credentialSource({ ...config.credentials, token: config.token, logger, onReload });
+}
+
+/** `auth.jwt`'s verifier (src/auth/jwt.ts): one per worker, each with its own JWKS copy and token cache. */
+function jwtFor(config: Config, logger: Logger): JwtVerifier | undefined {
+  return config.auth.jwt === undefined ? undefined : createJwtVerifier(config.auth.jwt, { now: Date.now, logger });
 }
 
 /** Metrics, the event hub and the dashboard's reader, fed by the store's readers. */
@@ -237,7 +242,11 @@ function onSignals(handler: (signal: NodeJS.Signals) => void): void {
  */
 function warnUnknownSettings(config: Config, logger: Logger): void {
   for (const unknown of unknownSettings(process.env)) {
-    const unprotected = config.token === undefined && config.credentials === undefined && tokenLike(unknown);
+    const unprotected =
+      config.token === undefined &&
+      config.credentials === undefined &&
+      config.auth.jwt === undefined &&
+      tokenLike(unknown);
     logger.warn(
       { event: 'unknown_setting', setting: unknown.name, suggestion: unknown.suggestion ?? null },
       unprotected

@@ -11,25 +11,6 @@ import { unauthorizedFor } from './refusal.js';
 export type Authenticator = (authorization: string | undefined) => Identity | null;
 
 /**
- * JWT identities as the request guard asks them (h-jwt's `JwtVerifier`, src/auth/jwt.ts, has
- * this shape): `cached` answers synchronously from the verified tokens (undefined: not known
- * yet, ask `verify`; null: known bad), `verify` checks a token's signature and claims.
- */
-export interface JwtLookup {
-  cached(token: string): Identity | null | undefined;
-  verify(token: string): Promise<Identity | null>;
-}
-
-/** Three base64url parts separated by dots: a compact JWS (RFC 7515 section 7.1), worth verifying. */
-const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
-
-/** The bearer token of an `Authorization` value that looks like a JWT, else null. */
-export function jwtOf(authorization: string): string | null {
-  const match = /^Bearer (.+)$/i.exec(authorization);
-  return match !== null && JWT_SHAPE.test(match[1]!) ? match[1]! : null;
-}
-
-/**
  * Every path that needs `Authorization: Bearer <CIRCUITLOG_TOKEN>` when a token is set, as Hono
  * patterns (`/x/*` is `/x` and every path under `/x/`). The request guard (`tokenProblem`) and
  * the OpenAPI document both ask `needsToken`; /health, /proxy and the docs stay open.

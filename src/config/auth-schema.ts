@@ -4,7 +4,19 @@
  * how JWTs are checked.
  */
 import { z } from 'zod';
+import { CALLER_MAX_LENGTH } from '../domain/caller.js';
 import { positiveInt } from './fields.js';
+
+/**
+ * The scopes a credential may hold: `Scope` of src/auth/identity.ts, written here again because
+ * src/auth reads this config (an import back would be a cycle); test/auth/jwt-config.test.ts
+ * checks the two lists are the same.
+ */
+export const SCOPE_NAMES = ['read', 'report', 'operate', 'configure', 'admin'] as const;
+
+/** An identity pattern: caller-name characters (src/domain/caller.ts), `*` only as the last one. */
+const IDENTITY_PATTERN = new RegExp(`^(?=.{1,${CALLER_MAX_LENGTH}}$)[A-Za-z0-9_.:~\\-/]*\\*?$`);
+const PATTERN_MESSAGE = "an identity or a pattern ending in '*' (caller-name characters, at most 128)";
 
 export const jwtSchema = z
   .object({
@@ -20,6 +32,18 @@ export const jwtSchema = z
     identity_claim: z.string().min(1).default('sub'),
     /** The claim that holds the scopes: a space-separated string (RFC 8693 `scope`) or an array. */
     scopes_claim: z.string().min(1).default('scope'),
+    /**
+     * Scopes given to identities by name, added to those their token carries (a Kubernetes
+     * service-account token carries none): identity pattern (`*` only last, so `*` alone is
+     * every JWT identity) -> scopes; an identity gets the scopes of every pattern it matches.
+     */
+    scopes: z
+      .record(z.string(), z.array(z.enum(SCOPE_NAMES)))
+      .superRefine((scopes, ctx) => {
+        for (const pattern of Object.keys(scopes).filter((p) => !IDENTITY_PATTERN.test(p)))
+          ctx.addIssue({ code: 'custom', path: [pattern], message: PATTERN_MESSAGE });
+      })
+      .default({}),
   })
   .strict()
   .refine((j) => (j.jwks_file === undefined) !== (j.jwks_url === undefined), {

@@ -56,9 +56,9 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
     const name = plainAllowedName(target);
     if (name === null) return false;
     const header = rawHeaderReader(incoming);
-    // A refusal, or a JWT still to verify (a promise): the route answers it.
-    const who = guard('GET', target, header);
-    if (who instanceof AppError || who instanceof Promise) return false;
+    const guarded = guard('GET', target, header);
+    // A refusal, or a JWT not seen before (its check is under way; the route awaits it).
+    if (guarded instanceof AppError || guarded instanceof Promise) return false;
     const decision = breaker.peekAllowed(name);
     if (decision === undefined) return false; // a write is needed: the route's `allowed`
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));

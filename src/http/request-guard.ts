@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { type Authenticator, type JwtLookup, jwtOf, needsToken, unauthorized } from '../auth/bearer.js';
+import { type Authenticator, needsToken, unauthorized } from '../auth/bearer.js';
+import type { PendingAuthenticator } from '../auth/jwt-bearer.js';
 import { ANONYMOUS, circuitPermitted, type Identity, type Scope } from '../auth/identity.js';
 import { circuitNotPermitted, insufficientScope } from '../auth/refusal.js';
 import { allowsRoute, routeScope } from '../auth/route-scopes.js';
@@ -25,22 +26,17 @@ export type ProblemAnswer = (method: string, path: string, error: AppError, requ
 
 /**
  * The guards' verdict on a request: the first refusal, or who the request is when every guard
- * lets it through (`ANONYMOUS` where no credential is asked for).
+ * lets it through (`ANONYMOUS` where no credential is asked for). A promise only while a JWT
+ * not seen before is verified (auth/jwt-bearer.ts); every other verdict is synchronous.
  */
-export type RequestGuard = (
-  method: string,
-  path: string,
-  header: HeaderReader,
-) => AppError | Identity | Promise<AppError | Identity>;
+export type RequestGuard = (method: string, path: string, header: HeaderReader) => Verdict | Promise<Verdict>;
 
-/**
- * The Host check, the cross-site refusal (not under /proxy) and the credential, in that order.
- * Synchronous, except for a bearer JWT (with `jwt`) not yet verified: then a promise.
- */
+export type Verdict = AppError | Identity;
+
+/** The Host check, the cross-site refusal (not under /proxy) and the credential, in that order. */
 export function requestGuard(
   hosts: HostRule | null,
-  authenticate: Authenticator | null,
-  jwt: JwtLookup | null = null,
+  authenticate: Authenticator | PendingAuthenticator | null,
 ): RequestGuard {
   return (method, path, header) => {
     const refusal = misdirected(hosts, header('host')) ?? (isProxyPath(path) ? null : crossSiteProblem(method, header));
@@ -48,16 +44,20 @@ export function requestGuard(
     if (authenticate === null || !needsToken(path)) return ANONYMOUS;
     const authorization = header('authorization');
     const identity = authenticate(authorization);
-    if (identity !== null) return routePermitted(identity, method, path);
-    const token = jwt === null || authorization === undefined ? null : jwtOf(authorization);
-    if (token === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
-    const cached = jwt!.cached(token);
-    if (cached !== undefined) return cached === null ? unauthorized('invalid') : routePermitted(cached, method, path);
-    return jwt!.verify(token).then(
-      (verified) => (verified === null ? unauthorized('invalid') : routePermitted(verified, method, path)),
-      () => unauthorized('invalid'),
-    );
+    if (identity instanceof Promise)
+      return identity.then((found) => credentialVerdict(found, authorization, method, path));
+    return credentialVerdict(identity, authorization, method, path);
   };
+}
+
+function credentialVerdict(
+  identity: Identity | null,
+  authorization: string | undefined,
+  method: string,
+  path: string,
+): Verdict {
+  if (identity === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
+  return routePermitted(identity, method, path);
 }
 
 /**
@@ -101,7 +101,7 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
     const header = headerReader(request, env);
     const requestId = requestIdFrom(header(REQUEST_ID_HEADER));
     const bound = bindRequestId(env, requestId, isProxyPath(path));
-    const go = (verdict: AppError | Identity) => {
+    const settle = (verdict: Verdict) => {
       if (!(verdict instanceof AppError)) {
         if (verdict !== ANONYMOUS) bindIdentity(bound, verdict);
         const response = dispatch(request, bound, executionCtx);
@@ -111,7 +111,7 @@ export function guardFetch(app: OpenAPIHono, guard: RequestGuard, answer: Proble
       return method === 'HEAD' ? new Response(null, response) : response;
     };
     const verdict = guard(method, path, header);
-    return verdict instanceof Promise ? verdict.then(go) : go(verdict);
+    return verdict instanceof Promise ? verdict.then(settle) : settle(verdict);
   };
 }
 
