@@ -11,6 +11,7 @@
 import { nextOpenTimeoutSeconds, type QuorumPolicy } from './policy.js';
 import { callerTableBound, quorumCallers, quorumVoterCount, quorumWindowStartMs } from './quorum.js';
 import type {
+  CallerCounts,
   CallerEntry,
   Circuit,
   EpochMs,
@@ -76,7 +77,7 @@ export function takeCallerProbe(
 ): readonly CallerEntry[] {
   return entries.map((e) => {
     if (e[0] !== caller) return e;
-    const taken: CallerEntry7 = [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs];
+    const taken: CallerCounts = [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs];
     return e[7] === undefined ? taken : ([...taken, e[7]] as const);
   });
 }
@@ -90,17 +91,6 @@ export interface CallerOutcome {
   /** The credential that reported it (issue 30); absent: the caller is its own voter. */
   readonly voter?: string;
 }
-
-/** An entry without its voter (the steps below build it, then add the voter of the report). */
-type CallerEntry7 = readonly [
-  caller: string,
-  failures: number,
-  failedAt: EpochMs | null,
-  slowAt: EpochMs | null,
-  isolatedUntil: EpochMs | null,
-  isolatedSeconds: number,
-  probeUntil: EpochMs | null,
-];
 
 /** The caller table after an outcome, and the isolation events it made. */
 export interface CallerStep {
@@ -136,7 +126,7 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
     callers: [o.caller],
     ...(until === undefined ? {} : { until }),
   });
-  let next: CallerEntry7;
+  let next: CallerCounts;
   const transitions: Transition[] = [];
   if (o.failure) {
     const count = failures + 1;

@@ -67,7 +67,10 @@ export type CoolCaller = readonly [caller: string, until: EpochMs];
  * reported for this caller, so a quorum counts credentials, not names; absent when no named
  * credential reported (no credentials configured): the caller counts as its own voter.
  */
-export type CallerEntry = readonly [
+export type CallerEntry = readonly [...CallerCounts, voter?: string];
+
+/** A caller entry's members without its voter. */
+export type CallerCounts = readonly [
   caller: string,
   failures: number,
   failedAt: EpochMs | null,
@@ -75,7 +78,6 @@ export type CallerEntry = readonly [
   isolatedUntil: EpochMs | null,
   isolatedSeconds: number,
   probeUntil: EpochMs | null,
-  voter?: string,
 ];
 
 export type TransitionReason =
