@@ -20,6 +20,7 @@ import { rawAllowedListener, type FastListener } from './http/raw-allowed.js';
 import { type Authenticator, tokenAuthenticator } from './auth/bearer.js';
 import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
+import { registerWhoami } from './http/whoami-route.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
@@ -122,6 +123,7 @@ export function createApp(deps: AppDeps): App {
     });
   }
   registerServiceRoutes(app, deps);
+  registerWhoami(app);
   const tokenSet = deps.token !== undefined && deps.token !== '';
   registerBackup(app, deps.backup, tokenSet);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
