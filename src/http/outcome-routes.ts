@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { newCircuitQuota, requireCircuits } from './route-auth.js';
 import { circuitNameProblem } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
@@ -165,6 +166,7 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
     const body = await readJson(c, CallBody, bodyLimitBytes);
     const kinded = kindOutcome(body, true);
     const create = body.threshold === undefined ? undefined : { failureThreshold: body.threshold };
+    await newCircuitQuota(c, breaker, [name]);
     const { circuit, verdict } = await breaker.record(
       name,
       { ...kinded, timeoutSeconds: body.timeout_seconds, ...reporter },
@@ -199,13 +201,16 @@ function registerSuccessFailure(app: OpenAPIHono, breaker: BreakerService, bodyL
   serveRoute(app, route('success', EmptyBody), async (c) => {
     const name = circuitNameParam(c);
     await readJson(c, EmptyBody, bodyLimitBytes);
-    const { circuit } = await breaker.record(name, { success: true, ...reporterOf(identityOf(c), undefined) }, GROUPED);
+    const reporter = reporterOf(identityOf(c), undefined);
+    await newCircuitQuota(c, breaker, [name]);
+    const { circuit } = await breaker.record(name, { success: true, ...reporter }, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
   serveRoute(app, route('failure', FailureBody), async (c) => {
     const name = circuitNameParam(c);
     const body = await readJson(c, FailureBody, bodyLimitBytes);
     const outcome = { success: false, timeoutSeconds: body.timeout_seconds, ...reporterOf(identityOf(c), undefined) };
+    await newCircuitQuota(c, breaker, [name]);
     const { circuit } = await breaker.record(name, outcome, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
@@ -228,6 +233,8 @@ function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyLimitByt
     const at = outcomeTime(body.at, breaker.now(), 'at');
     const reporter = reporterOf(identityOf(c), body.caller);
     const outcome = { ...kindOutcome(body), durationMs: body.duration_ms, late: 'count_only' as const, at };
+    const quota = newCircuitQuota(c, breaker, [name]);
+    if (quota !== undefined) await quota; // no microtask for a credential without a bound: the intake path
     const { circuit } = await breaker.record(name, { ...outcome, ...reporter }, GROUPED);
     return jsonText(c, circuitText(circuit, breaker.now()));
   });
@@ -262,6 +269,10 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
   app.openAPIRegistry.registerPath(batchRoute);
   app.post('/outcomes', async (c) => {
     const body = await readJson(c, BatchBody, Math.max(bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const names = body.outcomes.map((o) => o.circuit);
+    requireCircuits(c, names);
+    const quota = newCircuitQuota(c, breaker, names);
+    if (quota !== undefined) await quota;
     const now = breaker.now();
     const identity = identityOf(c);
     // Every item is checked (its caller too: 403 caller-not-permitted) before any is recorded.

@@ -8,6 +8,8 @@ import { json } from './json.js';
 import { CircuitSchema, NameParam } from './schemas.js';
 import { circuitJson } from './circuit-json.js';
 import { policyPatchSchema } from './policy-patch-doc.js';
+import { patchScope } from '../auth/route-scopes.js';
+import { newCircuitQuota, requireScope } from './route-auth.js';
 
 // Any object here: the merged policy is checked whole, each field and unknown key named (422).
 const PatchBody = z.record(z.string(), z.unknown());
@@ -68,6 +70,8 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     const name = circuitNameParam(c);
     requireMergePatch(c.req.header('content-type'));
     const patch = await readJson(c, PatchBody, bodyLimitBytes);
+    requireScope(c, patchScope(patch), 'PATCH /circuits/{name}');
+    await newCircuitQuota(c, breaker, [name]);
     // The merge runs inside the store's write transaction, on the circuit as stored.
     const { circuit, created } = await breaker.withRoom([name], async () =>
       breaker.configure(name, (current) => {
