@@ -9,7 +9,7 @@ import { AppError } from '../domain/errors.js';
 import { callerPermitted, type Identity } from '../auth/identity.js';
 
 const DESCRIPTION =
-  "Who made the call: 1-128 letters, digits, _ . : ~ - and '/' (the client libraries send the host name by default). With a quorum policy it counts toward the quorum and toward the caller's own isolation; absent: anonymous (counted by the rules, never toward a quorum).";
+  "Who made the call: 1-128 letters, digits, _ . : ~ - and '/' (the client libraries send the host name by default, `<id>/<hostname>/<pid>` with a credential). With a quorum policy it counts toward the quorum and toward the caller's own isolation; absent: anonymous (counted by the rules, never toward a quorum), or with a named credential its id. With credentials on it must be the credential's id or match its callers patterns (else 403 caller-not-permitted).";
 
 /** The caller rule in JSON Schema terms, for the document. */
 const CALLER_RULE = { minLength: 1, maxLength: CALLER_MAX_LENGTH, pattern: CALLER_PATTERN } as const;

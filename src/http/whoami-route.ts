@@ -8,11 +8,9 @@ const Patterns = z.array(z.string()).nullable();
 
 const WhoamiSchema = z
   .object({
-    id: z
-      .string()
-      .openapi({
-        description: "The credential's id; `token` for CIRCUITLOG_TOKEN; `anonymous` with no credentials configured.",
-      }),
+    id: z.string().openapi({
+      description: "The credential's id; `token` for CIRCUITLOG_TOKEN; `anonymous` with no credentials configured.",
+    }),
     kind: z.enum(['anonymous', 'token', 'credential', 'jwt']),
     scopes: z
       .array(z.enum(SCOPES as [string, ...string[]]))
