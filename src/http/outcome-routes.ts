@@ -1,5 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { newCircuitQuota, requireCircuits } from './route-auth.js';
+import { requireCircuits } from './route-auth.js';
 import { circuitNameProblem } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
@@ -14,6 +14,7 @@ import {
   prefersMinimal,
   problem,
   readJson,
+  newCircuitQuota,
   serveRoute,
   withBody,
 } from './route-kit.js';

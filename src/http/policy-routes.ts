@@ -3,13 +3,13 @@ import { policyOf } from '../domain/policy.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import { circuitNameParam, fieldErrors, ok, problem, readJson, withBody } from './route-kit.js';
+import { circuitNameParam, fieldErrors, newCircuitQuota, ok, problem, readJson, withBody } from './route-kit.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam } from './schemas.js';
 import { circuitJson } from './circuit-json.js';
 import { policyPatchSchema } from './policy-patch-doc.js';
 import { patchScope } from '../auth/route-scopes.js';
-import { newCircuitQuota, requireScope } from './route-auth.js';
+import { requireScope } from './route-auth.js';
 
 // Any object here: the merged policy is checked whole, each field and unknown key named (422).
 const PatchBody = z.record(z.string(), z.unknown());

@@ -23,24 +23,19 @@ export function requireCircuits(c: Context, names: readonly string[]): void {
 }
 
 /**
- * `max_new_circuits`: before a write that may create `names`, a 403 if the identity would
- * then hold more than its bound. The rule: the circuits counted are the stored ones its
- * `circuits` patterns match (every circuit when it has none), so a bound of 100 on
- * `payments/*` stops the 101st `payments/` circuit whoever created the others. Undefined (no
- * promise, no microtask) for an identity without a bound. Checked before the write: requests
- * of one credential that create circuits at the same moment may pass it by those in flight.
+ * `max_new_circuits` (route-kit.ts `newCircuitQuota` asks this only of an identity with a
+ * bound): a 403 if the write that may create `names` would take the identity past it. The
+ * rule: the circuits counted are the stored ones its `circuits` patterns match (every circuit
+ * when it has none), so a bound of 100 on `payments/*` stops the 101st `payments/` circuit
+ * whoever created the others. Checked before the write: requests of one credential that
+ * create circuits at the same moment may pass it by those in flight.
  */
-export function newCircuitQuota(
-  c: Context,
+export async function checkQuota(
+  identity: Identity,
+  max: number,
   breaker: BreakerService,
   names: readonly string[],
-): Promise<void> | undefined {
-  const identity = identityOf(c);
-  if (identity.maxNewCircuits === null) return undefined;
-  return checkQuota(identity, identity.maxNewCircuits, breaker, names);
-}
-
-async function checkQuota(identity: Identity, max: number, breaker: BreakerService, names: readonly string[]) {
+): Promise<void> {
   const created = await breaker.missing(names);
   if (created.length === 0) return;
   const patterns = identity.circuits;
