@@ -173,4 +173,28 @@ describe('the quorum cannot be faked (issue 30)', () => {
       503,
     );
   });
+  it('holds through POST /outcomes batches too: 100 items of one credential as 5 callers change nothing, 3 credentials open it', async () => {
+    const t = app();
+    await t.request(
+      'PATCH',
+      '/circuits/batched',
+      JSON.stringify({ failure_threshold: 3, quorum: { min_callers: 3, window_seconds: 60 } }),
+      { ...MERGE, ...as('ops') },
+    );
+    const items = Array.from({ length: 100 }, (_, i) => ({
+      circuit: 'batched',
+      success: false,
+      caller: `mallory/pod-${i % 5}`,
+    }));
+    const faked = await t.request('POST', '/outcomes', { outcomes: items }, as('mallory'));
+    expect(faked.status).toBe(200);
+    expect(new Set((await json(faked)).results.map((r: { state: string }) => r.state))).toEqual(new Set(['closed']));
+    const states: string[] = [];
+    for (const who of ['a', 'b', 'c']) {
+      const res = await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'batched', success: false }] }, as(who));
+      states.push((await json(res)).results[0].state);
+    }
+    // mallory's failures are still in the window: one vote with a and b, so b's trip opens it.
+    expect(states).toEqual(['closed', 'open', 'open']);
+  });
 });
