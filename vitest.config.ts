@@ -14,6 +14,7 @@ const BOTH_STORES = [
   'test/http/policy.test.ts',
   'test/http/limits.test.ts',
   'test/http/quorum-api.test.ts',
+  'test/http/caller-credentials.test.ts',
   'test/http/throttle.test.ts',
   'test/http/cool-down.test.ts',
   'test/http/ramp.test.ts',

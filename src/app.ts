@@ -22,6 +22,7 @@ import type { JwtVerifier } from './auth/jwt.js';
 import { withJwt } from './auth/jwt-bearer.js';
 import { guardFetch, type HostRule, rawRequestPath, requestGuard } from './http/request-guard.js';
 import { registerServiceRoutes, type Readiness } from './http/service-routes.js';
+import { registerWhoami } from './http/whoami-route.js';
 import type { Observability } from './observe/observability.js';
 import { registerObserveRoutes } from './observe/observe-routes.js';
 import { documentObserveRoutes } from './observe/observe-openapi.js';
@@ -126,6 +127,7 @@ export function createApp(deps: AppDeps): App {
     });
   }
   registerServiceRoutes(app, deps);
+  registerWhoami(app);
   // A credential is asked for: CIRCUITLOG_TOKEN, or the credentials file (issue 30).
   const tokenSet =
     (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined || deps.jwt !== undefined;

@@ -23,6 +23,7 @@ export const TOKEN_PATHS = [
   '/events/*',
   '/dashboard/api/*',
   '/admin/*',
+  '/whoami',
 ];
 
 /** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS, as Hono matches them. */

@@ -43,8 +43,8 @@ export interface AdmissionDeps {
   readonly link: Link;
   readonly clock: () => number;
   readonly failOpen: boolean;
-  /** This client's caller id: named on every admission, and its own isolation honoured here. */
-  readonly caller: string;
+  /** This client's caller id: named on every admission, and its own isolation honoured here (none while unknown). */
+  readonly caller: string | undefined;
   /** Uniform numbers in [0, 1) for the ramp's and the soft throttle's draws. */
   readonly random: () => number;
 }

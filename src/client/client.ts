@@ -14,6 +14,8 @@ import { LocalBreakers } from './local-breaker.js';
 import { LocalThrottles } from './local-throttle.js';
 import {
   clientSettings,
+  credentialCaller,
+  defaultCaller,
   type CallOptions,
   type ClientEvents,
   type ClientOptions,
@@ -28,8 +30,12 @@ import { CircuitView, Link, effectiveState, type ConnectionState } from './view.
 const round3 = (ms: number) => Math.round(ms * 1000) / 1000;
 export class CircuitlogClient {
   private readonly transport: Transport;
-  /** This client's caller id, sent on every outcome and admission (option `caller`). */
-  readonly caller: string;
+  /** This client's caller id (option `caller`, or learnt from GET /whoami at start); undefined while unknown. */
+  private currentCaller: string | undefined;
+  /** While the default caller is being asked of GET /whoami: calls wait for it (one request, with its deadline). */
+  private callerKnown: Promise<void> | null = null;
+  /** GET /whoami failed (circuitlog unreachable): asked again once connected. */
+  private askWhoamiAgain = false;
   private readonly clock: () => number;
   private readonly closeTimeoutMs: number;
   private readonly view: CircuitView;
@@ -48,9 +54,9 @@ export class CircuitlogClient {
     const settings = clientSettings(options);
     this.transport = settings.transport;
     this.clock = settings.clock;
-    this.caller = settings.caller;
+    this.currentCaller = settings.caller;
     this.closeTimeoutMs = settings.closeTimeoutMs;
-    this.view = new CircuitView(settings.maxCircuits, this.caller);
+    this.view = new CircuitView(settings.maxCircuits, () => this.currentCaller);
     this.local = new LocalBreakers(
       this.clock,
       settings.localDefaults,
@@ -61,6 +67,7 @@ export class CircuitlogClient {
     this.throttles = new LocalThrottles(this.clock, settings.random, settings.maxCircuits);
     this.link = new Link((before, after, error) => this.linkChanged(before, after, error));
     const { view, local, throttles, transport, link, clock } = this;
+    const client = this;
     this.admission = new Admission({
       view,
       local,
@@ -69,9 +76,12 @@ export class CircuitlogClient {
       link,
       clock,
       failOpen: settings.failOpen,
-      caller: this.caller,
+      get caller() {
+        return client.currentCaller;
+      },
       random: settings.random,
     });
+    if (settings.caller === undefined) this.callerKnown = this.learnCaller();
     this.queue = new OutcomeQueue(settings.queue, this.queueHooks());
     this.stream = new StreamKeeper(transport, this.streamHooks(), settings.reconnectMaxDelayMs);
     this.stream.start();
@@ -92,6 +102,7 @@ export class CircuitlogClient {
     options.signal?.throwIfAborted(); // the caller gave up before the call: nothing runs, nothing is recorded
     this.inFlight.enter(); // from here on, close() waits for this call's outcome
     try {
+      if (this.callerKnown !== null) await this.callerKnown;
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
       if (this.admission.admitsHere(name, true)) {
         const throttled = this.admission.refusalHere(name);
@@ -119,6 +130,7 @@ export class CircuitlogClient {
    */
   async allowed(name: string): Promise<boolean> {
     this.assertOpen();
+    if (this.callerKnown !== null) await this.callerKnown;
     if (this.admission.admitsHere(name, false)) return this.admission.refusalHere(name) === null;
     try {
       await this.admission.admitRemotely(name);
@@ -139,10 +151,33 @@ export class CircuitlogClient {
       throw new TypeError('record(): durationMs must be a finite number >= 0');
     this.inFlight.enter();
     try {
+      if (this.callerKnown !== null) await this.callerKnown;
       if (this.queue.full && this.link.reachable) await this.queue.waitForSpace();
       this.recordOutcome(name, outcome.success ? SUCCESS : FAILURE, d);
     } finally {
       this.inFlight.leave();
+    }
+  }
+
+  /**
+   * This client's caller id, sent on every outcome and admission: option `caller`, or the default
+   * (`credentialCaller` once GET /whoami has answered; undefined until then or when it failed).
+   */
+  get caller(): string | undefined {
+    return this.currentCaller;
+  }
+
+  /** The default caller from GET /whoami (a transport without it, or a server before it: the host name). */
+  private async learnCaller(): Promise<void> {
+    try {
+      const who = this.transport.whoami === undefined ? null : await this.transport.whoami();
+      this.currentCaller = who === null ? defaultCaller() : credentialCaller(who.id, who.callers);
+      this.askWhoamiAgain = false;
+    } catch {
+      // Unreachable or refused: outcomes go without a caller (a named credential's count as its id).
+      this.askWhoamiAgain = true;
+    } finally {
+      this.callerKnown = null;
     }
   }
 
@@ -327,7 +362,10 @@ export class CircuitlogClient {
       this.queue.releaseWaiters(); // calls waiting for room go on behind the local breaker
       this.stream.retryNow();
     }
-    if (after === 'connected') for (const resolve of this.readyWaiters.splice(0)) resolve();
+    if (after === 'connected') {
+      if (this.askWhoamiAgain && this.callerKnown === null) this.callerKnown = this.learnCaller();
+      for (const resolve of this.readyWaiters.splice(0)) resolve();
+    }
     this.events.emit('connection', error === undefined ? { state: after } : { state: after, error });
   }
 }

@@ -12,10 +12,10 @@ import type { ViewEntry } from './view.js';
  * The cool-down and the ramp a circuit's JSON shows (`cool_until`, this caller's entry of
  * `cooling_callers`, `ramp_until`; issue 29), into the entry: a snapshot replaces what was known.
  */
-export function coolAndRampFrom(entry: ViewEntry, json: CircuitJson, caller: string): void {
+export function coolAndRampFrom(entry: ViewEntry, json: CircuitJson, caller: string | undefined): void {
   const circuitWide = isoMs(json.cool_until);
   let mine: number | null = null;
-  if (Array.isArray(json.cooling_callers))
+  if (caller !== undefined && Array.isArray(json.cooling_callers))
     for (const item of json.cooling_callers as unknown[]) {
       const c = item as { caller?: unknown; cool_until?: unknown } | null;
       if (c?.caller === caller) mine = isoMs(c.cool_until);

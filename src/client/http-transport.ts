@@ -7,6 +7,7 @@
 import { Client, Pool } from 'undici';
 import type { CircuitState } from '../domain/circuit.js';
 import { SSE_LIMITS, SseLimitError, SseParser, type SseLimits } from './sse.js';
+import { type AuthHeaders, authHeaders } from './token-source.js';
 import {
   TransportError,
   type AllowedAnswer,
@@ -16,12 +17,15 @@ import {
   type StreamReset,
   type Transport,
   type TransitionEvent,
+  type WhoamiAnswer,
 } from './transport.js';
 
 export interface HttpTransportOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
   readonly url: string;
   readonly token?: string;
+  /** The `Authorization` header of each request (a token provider or file, token-source.ts); wins over `token`. */
+  readonly auth?: AuthHeaders;
   /** Deadline of one request: from sending it to the last byte of its answer (not an idle timeout). */
   readonly requestTimeoutMs: number;
   /** Largest answer body read; a longer one fails the request (default 1 MiB). */
@@ -56,7 +60,7 @@ class HttpTransport implements Transport {
    * reads them in the order sent, and starts on the next while answering the previous.
    */
   private readonly outcomes: Client;
-  private readonly auth: Headers;
+  private readonly auth: AuthHeaders;
   private readonly streams = new Set<AbortController>();
   private readonly maxBytes: number;
   /** undici's own timers are idle timeouts (each byte restarts them); the deadline is ours. */
@@ -67,7 +71,7 @@ class HttpTransport implements Transport {
     this.prefix = base.pathname.replace(/\/+$/, '');
     this.pool = new Pool(base.origin, { connections: options.connections });
     this.outcomes = new Client(base.origin, { pipelining: 2 });
-    this.auth = options.token ? { authorization: `Bearer ${options.token}` } : {};
+    this.auth = options.auth ?? authHeaders(options.token || undefined, undefined);
     this.maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
     this.timeouts = { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs };
   }
@@ -88,6 +92,15 @@ class HttpTransport implements Transport {
     throw failure(res.statusCode, body);
   }
 
+  async whoami(): Promise<WhoamiAnswer | null> {
+    const res = await this.send('GET', '/whoami', {});
+    if (res.statusCode === 404) return null; // a server from before /whoami
+    const body = res.json as { id?: unknown; callers?: unknown } | null;
+    if (res.statusCode !== 200 || typeof body?.id !== 'string') throw failure(res.statusCode, res.json);
+    const callers = Array.isArray(body.callers) ? body.callers.filter((c): c is string => typeof c === 'string') : null;
+    return { id: body.id, callers };
+  }
+
   async circuit(name: string): Promise<CircuitJson | null> {
     const res = await this.send('GET', `/circuits/${encodeURIComponent(name)}`, {});
     const body = res.json;
@@ -101,7 +114,7 @@ class HttpTransport implements Transport {
       method: 'POST',
       path: `${this.prefix}/outcomes`,
       // The per-item states are not used: a 204 (RFC 7240) saves writing and reading them.
-      headers: { ...this.auth, 'content-type': 'application/json', prefer: 'return=minimal' },
+      headers: { ...(await this.auth()), 'content-type': 'application/json', prefer: 'return=minimal' },
       body: JSON.stringify({ outcomes: items }),
       // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
       idempotent: true,
@@ -149,7 +162,7 @@ class HttpTransport implements Transport {
   /** The stream's answer head, once it is a 200; a refusal throws, `rejected` when circuitlog sent a problem. */
   private async openStreamHead(lastEventId: string | undefined, controller: AbortController): Promise<Body> {
     const { requestTimeoutMs, streamIdleTimeoutMs } = this.options;
-    const headers: Headers = { ...this.auth, accept: 'text/event-stream' };
+    const headers: Headers = { ...(await this.auth()), accept: 'text/event-stream' };
     if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
     // Opening (up to the answer's head, or a refusal's whole body) has the request deadline;
     // once open, the stream has the idle timeout only (heartbeats every 15 s).
@@ -203,7 +216,7 @@ class HttpTransport implements Transport {
     }
   }
 
-  private send(
+  private async send(
     method: 'GET' | 'POST',
     path: string,
     headers: Headers,
@@ -212,7 +225,7 @@ class HttpTransport implements Transport {
   ): Promise<Answer> {
     return this.exchange(
       this.pool,
-      { method, path: this.prefix + path, headers: { ...this.auth, ...headers }, body },
+      { method, path: this.prefix + path, headers: { ...(await this.auth()), ...headers }, body },
       timeoutMs,
     );
   }

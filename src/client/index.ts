@@ -15,6 +15,7 @@ import type { ClientOptions } from './options.js';
 export { CircuitlogClient } from './client.js';
 export type { CallOptions, ClientEvents, ClientOptions, ClientStats } from './options.js';
 export type { Classification } from './classify.js';
+export type { TokenProvider } from './token-source.js';
 export type { OutcomeKind } from '../domain/outcome-kind.js';
 export type { ConnectionState } from './view.js';
 export {

@@ -11,6 +11,7 @@ import type { CircuitSettings } from '../domain/circuit.js';
 import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
 import type { Classification } from './classify.js';
 import { createHttpTransport } from './http-transport.js';
+import { authHeaders, type TokenProvider } from './token-source.js';
 import type { OutcomeQueueOptions } from './outcome-queue.js';
 import { SSE_LIMITS, backoffDelay } from './sse.js';
 import type { StreamReset, Transport, TransitionEvent } from './transport.js';
@@ -19,8 +20,16 @@ import type { ConnectionState } from './view.js';
 export interface ClientOptions {
   /** circuitlog's base URL, e.g. `http://127.0.0.1:8080`. */
   readonly url: string;
-  /** Sent as `Authorization: Bearer <token>` (circuitlog's `CIRCUITLOG_TOKEN`). */
-  readonly token?: string;
+  /**
+   * Sent as `Authorization: Bearer <token>` (`CIRCUITLOG_TOKEN`, or a credential of the credentials
+   * file): a string, or a provider asked before each request (sync or async: a rotating token).
+   */
+  readonly token?: string | TokenProvider;
+  /**
+   * A file holding the token (a Kubernetes projected service-account token): read at start,
+   * read again when its modification time changes (looked at at most once per second).
+   */
+  readonly tokenFile?: string;
   /** While circuitlog is unreachable: true (default) runs calls behind a local breaker; false refuses them. */
   readonly failOpen?: boolean;
   /** Outcomes wait at most this long before they are sent (default 5 ms). */
@@ -58,7 +67,10 @@ export interface ClientOptions {
   /**
    * Who this client is to circuitlog: sent as `caller` on every outcome and admission, so a
    * circuit with a quorum opens for everyone only on evidence from several callers, and
-   * isolates this one alone when only its calls fail (default: the host name).
+   * isolates this one alone when only its calls fail. Default: with a token (or token file),
+   * `<id>/<hostname>/<pid>`, `<id>` the credential's id as `GET /whoami` answers it at start
+   * (the host name when the server names no caller patterns: CIRCUITLOG_TOKEN, or a server
+   * before /whoami); without a token, the host name.
    */
   readonly caller?: string;
   /** Connections to circuitlog, besides the stream's (default 8). */
@@ -140,8 +152,8 @@ export interface ClientSettings {
   /** How long a locally admitted half-open probe holds its slot. */
   readonly probeLeaseMs: number;
   readonly queue: OutcomeQueueOptions;
-  /** This client's caller id, sent on every outcome and admission (option `caller`). */
-  readonly caller: string;
+  /** This client's caller id, sent on every outcome and admission (option `caller`); undefined: ask GET /whoami. */
+  readonly caller: string | undefined;
 }
 
 function transportFor(options: ClientOptions): Transport {
@@ -149,7 +161,7 @@ function transportFor(options: ClientOptions): Transport {
     options.transport ??
     createHttpTransport({
       url: options.url,
-      token: options.token,
+      auth: authHeaders(options.token, options.tokenFile, options.clock),
       requestTimeoutMs: options.requestTimeoutMs ?? 2_000, // 2 s, a deadline
       maxResponseBytes: options.maxResponseBytes,
       streamLimits: {
@@ -174,7 +186,11 @@ export function clientSettings(options: ClientOptions): ClientSettings {
     transport,
     clock: options.clock ?? Date.now,
     random: options.random ?? Math.random,
-    caller: checkedCaller(options.caller), // default: the host name
+    // Default: the host name; with a token, learnt from GET /whoami at start (credentialCaller).
+    caller:
+      options.caller === undefined && (options.token !== undefined || options.tokenFile !== undefined)
+        ? undefined
+        : checkedCaller(options.caller),
     failOpen: options.failOpen ?? true,
     closeTimeoutMs: options.closeTimeoutMs ?? 10_000, // 10 s
     reconnectMaxDelayMs,
@@ -198,6 +214,28 @@ export function clientSettings(options: ClientOptions): ClientSettings {
  */
 export function defaultCaller(hostname = osHostname()): string {
   return (hostname.replace(/[^A-Za-z0-9_.:~-]/g, '-') || 'host').slice(0, CALLER_MAX_LENGTH);
+}
+
+/**
+ * The default caller of a client whose credential `GET /whoami` names (issue 30):
+ * `<id>/<hostname>/<pid>` when its caller patterns allow it (the default patterns `<id>` and
+ * `<id>/*` do), else `<id>` when they allow that; the host name when the server names no patterns
+ * (CIRCUITLOG_TOKEN, no credentials); undefined when neither fits (the server then counts the
+ * outcomes as the credential's id).
+ */
+export function credentialCaller(
+  id: string,
+  callers: readonly string[] | null,
+  hostname = osHostname(),
+  pid = process.pid,
+): string | undefined {
+  if (callers === null) return defaultCaller(hostname);
+  const allowed = (name: string) =>
+    callerProblem(name) === null &&
+    callers.some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : p === name));
+  const full = `${id}/${defaultCaller(hostname)}/${pid}`.slice(0, CALLER_MAX_LENGTH);
+  if (allowed(full)) return full;
+  return allowed(id) ? id : undefined;
 }
 
 /** The option checked: a TypeError naming the rule when it is no valid caller id. */

@@ -83,7 +83,16 @@ export interface OpenStream {
   close(): void;
 }
 
+/** `GET /whoami` (issue 30): who the client's credential is. */
+export interface WhoamiAnswer {
+  readonly id: string;
+  /** The caller patterns it may report as; null: any caller (no credentials, or CIRCUITLOG_TOKEN). */
+  readonly callers: readonly string[] | null;
+}
+
 export interface Transport {
+  /** `GET /whoami`; null when the server has no such route (before issue 30). Optional for test transports. */
+  whoami?(): Promise<WhoamiAnswer | null>;
   /** `GET /circuits/:name/allowed`; in half-open an admitted call holds a probe lease. */
   allowed(name: string, caller?: string): Promise<AllowedAnswer>;
   /** `GET /circuits/:name`: its JSON, or null when circuitlog has no such circuit yet. */

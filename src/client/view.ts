@@ -58,9 +58,13 @@ export class CircuitView {
 
   constructor(
     private readonly maxCircuits = 10_000,
-    /** This client's caller id: events naming it isolate or release it. */
-    private readonly caller?: string,
+    /** This client's caller id (a getter: learnt from GET /whoami at start): events naming it isolate or release it. */
+    private readonly callerOf?: string | (() => string | undefined),
   ) {}
+
+  private get caller(): string | undefined {
+    return typeof this.callerOf === 'function' ? this.callerOf() : this.callerOf;
+  }
 
   get size(): number {
     return this.entries.size;
@@ -147,9 +151,9 @@ export function isolate(entry: ViewEntry, until: number | null): void {
 }
 
 /** This caller's isolation as a circuit's JSON lists it (`isolated_callers`): its open_until, or null when not listed. */
-export function isolationIn(json: CircuitJson | null, caller: string): number | null {
+export function isolationIn(json: CircuitJson | null, caller: string | undefined): number | null {
   const listed = json?.isolated_callers;
-  if (!Array.isArray(listed)) return null;
+  if (caller === undefined || !Array.isArray(listed)) return null;
   for (const item of listed as unknown[]) {
     const i = item as { caller?: unknown; open_until?: unknown } | null;
     if (i?.caller === caller) return typeof i.open_until === 'string' ? Date.parse(i.open_until) : 0;

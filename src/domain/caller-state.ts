@@ -9,8 +9,9 @@
  * takes with it (`circuit.ts` calls them).
  */
 import { nextOpenTimeoutSeconds, type QuorumPolicy } from './policy.js';
-import { callerTableBound, quorumCallers, quorumWindowStartMs } from './quorum.js';
+import { callerTableBound, quorumCallers, quorumVoterCount, quorumWindowStartMs } from './quorum.js';
 import type {
+  CallerCounts,
   CallerEntry,
   Circuit,
   EpochMs,
@@ -74,7 +75,11 @@ export function takeCallerProbe(
   now: EpochMs,
   probeLeaseMs: number,
 ): readonly CallerEntry[] {
-  return entries.map((e) => (e[0] === caller ? [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs] : e));
+  return entries.map((e) => {
+    if (e[0] !== caller) return e;
+    const taken: CallerCounts = [e[0], e[1], e[2], e[3], e[4], e[5], now + probeLeaseMs];
+    return e[7] === undefined ? taken : ([...taken, e[7]] as const);
+  });
 }
 
 /** One outcome as the caller table sees it. */
@@ -83,6 +88,8 @@ export interface CallerOutcome {
   readonly failure: boolean;
   readonly slow: boolean;
   readonly late?: LateOutcomeRule;
+  /** The credential that reported it (issue 30); absent: the caller is its own voter. */
+  readonly voter?: string;
 }
 
 /** The caller table after an outcome, and the isolation events it made. */
@@ -119,7 +126,7 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
     callers: [o.caller],
     ...(until === undefined ? {} : { until }),
   });
-  let next: CallerEntry;
+  let next: CallerCounts;
   const transitions: Transition[] = [];
   if (o.failure) {
     const count = failures + 1;
@@ -139,7 +146,9 @@ export function recordCaller(c: Circuit, quorum: QuorumPolicy, o: CallerOutcome,
   } else {
     next = [o.caller, 0, failedAt, slow, isolatedUntil, isolatedSeconds, probeUntil];
   }
-  return { entries: tidy(entries, found, next, quorum, now), transitions };
+  // The voter of this report (absent: none, the caller is its own voter); a report without one keeps none.
+  const entry: CallerEntry = o.voter === undefined ? next : [...next, o.voter];
+  return { entries: tidy(entries, found, entry, quorum, now), transitions };
 }
 
 /**
@@ -196,7 +205,7 @@ export function countCaller(c: Circuit, outcome: Outcome, now: EpochMs): Step {
   const step = recordCaller(
     c,
     quorum,
-    { caller: outcome.caller, failure: !outcome.success, slow, late: outcome.late },
+    { caller: outcome.caller, failure: !outcome.success, slow, late: outcome.late, voter: outcome.voter },
     now,
   );
   if (step.entries === callerEntries(c)) return { circuit: c, transitions: NONE };
@@ -205,7 +214,7 @@ export function countCaller(c: Circuit, outcome: Outcome, now: EpochMs): Step {
 
 /**
  * A trip rule fired on a closed circuit: without a quorum it opens (null). With one, it
- * opens only if at least `minCallers` named callers failed (or, for the slow-call rule,
+ * opens only if at least `minCallers` named callers of distinct voters (credentials) failed (or, for the slow-call rule,
  * were slow) within the window: then the callers that did (for the `open` event). Else
  * the trip is withheld: the circuit stays closed, its counts and window start again, and
  * a `trip_withheld` event names the callers that failed.
@@ -217,13 +226,10 @@ export function judgeTrip(
 ): { open: readonly string[] | null } | { withheld: Step } {
   const quorum = c.quorum ?? null;
   if (quorum === null) return { open: null };
-  const callers = quorumCallers(
-    callerEntries(c),
-    reason === 'slow_call_rate_exceeded' ? 'slow' : 'failure',
-    quorum,
-    now,
-  );
-  if (callers.length >= quorum.minCallers) return { open: callers };
+  const evidence = reason === 'slow_call_rate_exceeded' ? 'slow' : 'failure';
+  const callers = quorumCallers(callerEntries(c), evidence, quorum, now);
+  // Distinct voters, not names (issue 30): without credentials, every caller is its own voter.
+  if (quorumVoterCount(callerEntries(c), evidence, quorum, now) >= quorum.minCallers) return { open: callers };
   const withheld: Transition = {
     from: 'closed',
     to: 'closed',

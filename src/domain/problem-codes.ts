@@ -64,6 +64,11 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   // RFC 4918 section 11.5: the server cannot store what the request needs (limits.max_circuits).
   TOO_MANY_CIRCUITS: { status: 507, type: '/problems/too-many-circuits', title: 'Too many circuits' },
   UPGRADE_NOT_SUPPORTED: { status: 501, type: '/problems/upgrade-not-supported', title: 'Upgrade not supported' },
+  CALLER_NOT_PERMITTED: {
+    status: 403,
+    type: '/problems/caller-not-permitted',
+    title: "Caller outside the credential's callers",
+  },
   CROSS_SITE_REQUEST: { status: 403, type: '/problems/cross-site-request', title: 'Cross-site request refused' },
   MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
   ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },

@@ -1,7 +1,8 @@
 /**
  * The quorum a shared circuit needs before it opens for everyone: a trip rule that fires
  * opens the circuit only when enough distinct named callers saw the trouble themselves
- * (one host with a broken network path must not open the circuit for the fleet).
+ * (one host with a broken network path must not open the circuit for the fleet); with
+ * credentials (issue 30) enough distinct credentials, whatever names they report as.
  * Pure data and functions; the caller table it reads is `caller-state.ts`.
  */
 import type { QuorumPolicy } from './policy.js';
@@ -44,6 +45,27 @@ export function quorumCallers(
     if (t !== null && t >= from) callers.push(e[0]);
   }
   return callers.sort();
+}
+
+/**
+ * How many distinct voters (issue 30) the callers `quorumCallers` names have: one credential
+ * reporting as many callers is one vote. An entry without a voter (no credentials configured)
+ * counts as its own caller name, so without credentials this is `quorumCallers(...).length`.
+ */
+export function quorumVoterCount(
+  entries: readonly CallerEntry[],
+  evidence: QuorumEvidence,
+  quorum: QuorumPolicy,
+  now: EpochMs,
+): number {
+  const from = quorumWindowStartMs(quorum, now);
+  const at = evidence === 'failure' ? 2 : 3; // CallerEntry: failedAt, slowAt
+  const voters = new Set<string>();
+  for (const e of entries) {
+    const t = e[at];
+    if (t !== null && t >= from) voters.add(e[7] ?? e[0]);
+  }
+  return voters.size;
 }
 
 /** The bound a caller table is held to: `maxCallers`, and never past the ceiling (a policy stored before it was lowered). */

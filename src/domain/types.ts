@@ -57,14 +57,20 @@ export interface Circuit extends CircuitPolicy {
   readonly updatedAt: EpochMs;
 }
 
+/** A caller-scope cool-down in force: the caller and when it ends. */
+export type CoolCaller = readonly [caller: string, until: EpochMs];
+
 /**
  * One caller of a circuit with a quorum, as stored (`callers`; its rules are `caller-state.ts`):
  * a tuple to keep the row small (about 60 bytes plus the id in JSON). Times are epoch ms, null
- * for none; `isolatedUntil` null: not isolated.
+ * for none; `isolatedUntil` null: not isolated. `voter` (issue 30): the credential that last
+ * reported for this caller, so a quorum counts credentials, not names; absent when no named
+ * credential reported (no credentials configured): the caller counts as its own voter.
  */
-export type CoolCaller = readonly [caller: string, until: EpochMs];
+export type CallerEntry = readonly [...CallerCounts, voter?: string];
 
-export type CallerEntry = readonly [
+/** A caller entry's members without its voter. */
+export type CallerCounts = readonly [
   caller: string,
   failures: number,
   failedAt: EpochMs | null,
@@ -163,6 +169,12 @@ export interface Outcome {
   readonly at?: EpochMs;
   /** Who made the call (caller.ts rules); absent: anonymous, never counted toward a quorum. */
   readonly caller?: string;
+  /**
+   * The credential that reported it (issue 30: its id), when credentials are on: a quorum counts
+   * distinct voters, so one credential reporting as many callers is one vote. Absent: the caller
+   * is its own voter (today's rule).
+   */
+  readonly voter?: string;
   /** Why the call ended (issue 29); absent: `success` or `failure` by `success`. When set it decides, not `success`. */
   readonly kind?: OutcomeKind;
   /** `throttled`: the seconds the dependency asked for (absent or null: the circuit's `timeoutSeconds`). */

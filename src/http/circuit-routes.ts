@@ -23,7 +23,7 @@ import {
 import { AllowedSchema, CircuitSchema, EmptyBody, EventSchema, EventsQuery, ListQuery, NameParam } from './schemas.js';
 import { allowedText, circuitJson, detectOnlyText } from './circuit-json.js';
 import { detailWire } from '../domain/transition-detail.js';
-import { CallerQuery, callerQuery } from './caller-param.js';
+import { admissionCaller, CallerQuery, callerQuery } from './caller-param.js';
 
 export interface CircuitRouteOptions {
   readonly bodyLimitBytes: number;
@@ -79,7 +79,7 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
   });
   serveRoute(app, route, (c) => {
     const name = circuitNameParam(c);
-    const caller = callerQuery(c);
+    const caller = admissionCaller(identityOf(c), callerQuery(c));
     const answer = (decision: Decision) => {
       if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
       const { circuit, verdict } = decision;

@@ -20,7 +20,8 @@ import {
 } from './route-kit.js';
 import { CIRCUIT_NAME_RULE, CallBody, CircuitSchema, EmptyBody, FailureBody, NameParam } from './schemas.js';
 import { circuitJson, circuitText, wouldRefuseJson } from './circuit-json.js';
-import { CallerQuery, callerField, callerQuery } from './caller-param.js';
+import { CallerQuery, callerField, callerQuery, reporterOf } from './caller-param.js';
+import { identityOf } from '../auth/request-identity.js';
 import { checkKindMembers, kindFields, kindOutcome, kindRulesDoc } from './outcome-kind-fields.js';
 import { OUTCOME_KINDS } from '../domain/outcome-kind.js';
 
@@ -161,14 +162,15 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
   });
   serveRoute(app, route, async (c) => {
     const name = circuitNameParam(c);
-    const caller = callerQuery(c);
+    const reporter = reporterOf(identityOf(c), callerQuery(c));
+    const caller = reporter.caller;
     const body = await readJson(c, CallBody, bodyLimitBytes);
     const kinded = kindOutcome(body, true);
     const create = body.threshold === undefined ? undefined : { failureThreshold: body.threshold };
     await newCircuitQuota(c, breaker, [name]);
     const { circuit, verdict } = await breaker.record(
       name,
-      { ...kinded, timeoutSeconds: body.timeout_seconds, caller },
+      { ...kinded, timeoutSeconds: body.timeout_seconds, ...reporter },
       { create, admit: true, grouped: true },
     );
     // circuitlog's 503 carries the whole circuit as `circuit`.
@@ -200,14 +202,15 @@ function registerSuccessFailure(app: OpenAPIHono, breaker: BreakerService, bodyL
   serveRoute(app, route('success', EmptyBody), async (c) => {
     const name = circuitNameParam(c);
     await readJson(c, EmptyBody, bodyLimitBytes);
+    const reporter = reporterOf(identityOf(c), undefined);
     await newCircuitQuota(c, breaker, [name]);
-    const { circuit } = await breaker.record(name, { success: true }, GROUPED);
+    const { circuit } = await breaker.record(name, { success: true, ...reporter }, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
   serveRoute(app, route('failure', FailureBody), async (c) => {
     const name = circuitNameParam(c);
     const body = await readJson(c, FailureBody, bodyLimitBytes);
-    const outcome = { success: false, timeoutSeconds: body.timeout_seconds };
+    const outcome = { success: false, timeoutSeconds: body.timeout_seconds, ...reporterOf(identityOf(c), undefined) };
     await newCircuitQuota(c, breaker, [name]);
     const { circuit } = await breaker.record(name, outcome, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
@@ -229,14 +232,11 @@ function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyLimitByt
     const body = await readJson(c, OutcomeBody, bodyLimitBytes);
     // A late outcome (the circuit opened since the call was admitted) changes no state.
     const at = outcomeTime(body.at, breaker.now(), 'at');
+    const reporter = reporterOf(identityOf(c), body.caller);
     const outcome = { ...kindOutcome(body), durationMs: body.duration_ms, late: 'count_only' as const, at };
     const quota = newCircuitQuota(c, breaker, [name]);
     if (quota !== undefined) await quota; // no microtask for a credential without a bound: the intake path
-    const { circuit } = await breaker.record(
-      name,
-      body.caller === undefined ? outcome : { ...outcome, caller: body.caller },
-      GROUPED,
-    );
+    const { circuit } = await breaker.record(name, { ...outcome, ...reporter }, GROUPED);
     return jsonText(c, circuitText(circuit, breaker.now()));
   });
 }
@@ -275,6 +275,8 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
     const quota = newCircuitQuota(c, breaker, names);
     if (quota !== undefined) await quota;
     const now = breaker.now();
+    const identity = identityOf(c);
+    // Every item is checked (its caller too: 403 caller-not-permitted) before any is recorded.
     const circuits = await breaker.recordBatch(
       body.outcomes.map((o, i) => ({
         name: o.circuit,
@@ -282,7 +284,7 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
         durationMs: o.duration_ms,
         late: 'count_only' as const,
         at: outcomeTime(o.at, now, `outcomes.${i}.at`),
-        ...(o.caller === undefined ? {} : { caller: o.caller }),
+        ...reporterOf(identity, o.caller),
       })),
     );
     if (prefersMinimal(c)) return c.body(null, 204, { 'preference-applied': 'return=minimal' });

@@ -165,6 +165,11 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /admin/backup', status: 405 },
     { send: 'GET /admin/backup', status: 409, backupRunning: true },
   ],
+  'get /whoami': [
+    { send: 'GET /whoami', status: 200 },
+    { send: 'GET /whoami', status: 401, ...noAuth },
+    { send: 'POST /whoami', status: 405 },
+  ],
   'get /health/ready': [
     { send: 'GET /health/ready', status: 200, ...noAuth },
     { send: 'POST /health/ready', status: 405 },

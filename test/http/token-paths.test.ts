@@ -48,6 +48,7 @@ describe('the token-protected paths (TOKEN_PATHS in src/http/request-guard.ts, l
       '/events/stream',
       '/metrics',
       '/outcomes',
+      '/whoami',
     ]);
   });
 

@@ -133,6 +133,28 @@ describe('the Redis caller table', () => {
     expect(reread?.callers).toEqual(last!.circuit.callers);
   });
 
+  it("keeps each entry's voter (issue 30) through a delta, for another host and for a fresh read", async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const writer = (await open(prefix)).store;
+    const reader = (await open(prefix)).store;
+    const voted = (i: number, voter: string): CallerEntry => [callerId(i), 1, T0, null, null, 0, null, voter];
+    await writer.apply(
+      'voters',
+      setCallers('voters', () => [voted(0, 'm'), entry(1)]),
+    );
+    await reader.find('voters');
+    const written = await writer.apply(
+      'voters',
+      setCallers('voters', (t) => [voted(0, 'n'), t[1]!, voted(2, 'm')], T0 + 1),
+    );
+    await until(async () => reader.peek('voters')?.updatedAt === T0 + 1, 'the reader to apply the delta');
+    expect(reader.peek('voters')?.callers).toEqual([voted(0, 'n'), entry(1), voted(2, 'm')]);
+    expect(written!.circuit.callers).toEqual(reader.peek('voters')?.callers);
+    const fresh = (await open(prefix)).store;
+    expect((await fresh.find('voters'))?.callers).toEqual([voted(0, 'n'), entry(1), voted(2, 'm')]);
+    expect((await fresh.find('voters'))?.callers?.[1]).toHaveLength(7);
+  });
+
   it('reads a circuit stored with its caller table inside c, and its next write moves the table into the hash', async () => {
     const prefix = `t-${randomUUID()}:`;
     const { store } = await open(prefix);

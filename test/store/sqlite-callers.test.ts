@@ -115,6 +115,32 @@ describe('SQLite writes on a connection that holds the file alone', () => {
   });
 });
 
+describe('caller voters (issue 30, migration 0011)', () => {
+  it("stores each entry's voter, appended and changed in place; an entry without one reads back with 7 members", () => {
+    const { db, store } = storeWithCounter();
+    const voted =
+      (success: boolean, who: string, voter?: string, at = T0) =>
+      (c: Circuit | null) =>
+        recordOutcome(c ?? newCircuit('wide', settings, T0), { success, late: 'count_only', caller: who, voter }, at);
+    store.applyBatch([
+      { name: 'wide', step: voted(false, 'm/1', 'm') },
+      { name: 'wide', step: voted(false, 'm/2', 'm') },
+      { name: 'wide', step: voted(false, 'plain') },
+    ]);
+    expect(reread(db).map((e) => e[7])).toEqual(['m', 'm', undefined]);
+    expect(reread(db).find((e) => e[0] === 'plain')).toHaveLength(7);
+    // Another credential reports for m/2 (seen again: moves to the end): its voter is the last reporter.
+    store.apply('wide', voted(false, 'm/2', 'n', T0 + 1));
+    expect(reread(db).map((e) => [e[0], e[7]])).toEqual([
+      ['m/1', 'm'],
+      ['plain', undefined],
+      ['m/2', 'n'],
+    ]);
+    expect(reread(db)).toEqual(callerEntries(store.find('wide')!));
+    expect(db.prepare("SELECT voter FROM caller_entries WHERE caller = 'plain'").pluck().get()).toBeNull();
+  });
+});
+
 describe('migration 0008', () => {
   it("moves every row's callers JSON into caller_entries, in order, and drops the column", () => {
     const db = openDatabase(':memory:', { exclusive: true });

@@ -41,6 +41,7 @@ def test_decides_closed_circuit_calls_locally_and_every_outcome_reaches_the_serv
             client.call("py/local", boom)
     assert client.stats()["server_checks"] == 1
     assert client.stats()["local_decisions"] == 199
+    assert client.caller is not None  # no token: the host name, known at once
     assert sent == [f"/circuits/py%2Flocal/allowed?caller={quote(client.caller, safe='')}"]  # its caller named
     client.close()
     assert server.circuit("py/local")["failure_count"] == 200

@@ -1,5 +1,6 @@
 import type { CallerEntry } from '../../domain/caller-state.js';
 import type { Circuit } from '../../domain/circuit.js';
+import type { CallerCounts } from '../../domain/types.js';
 import { planCallerWrites } from '../caller-writes.js';
 import type { Versioned } from './redis-cache.js';
 import type { Malformed } from './stored-circuit.js';
@@ -7,7 +8,7 @@ import type { Malformed } from './stored-circuit.js';
 /**
  * A circuit's caller table on Redis (issue 27 item 9): not inside the circuit's JSON but in a hash
  * of its own in the circuit's shard, `{<tag>}:k:<name>`, one field per caller whose value is
- * `<order>:<the entry's other members as a JSON array>`; `order` comes from the circuit hash's
+ * `<order>:<the entry's other members as a JSON array>` (6, or 7 with the voter, issue 30); `order` comes from the circuit hash's
  * field `o` and gives the table's recency order back (ascending: least recently seen first). A
  * write sends, stores and publishes only what changed: a delta (`callerDelta`), which CAS_SCRIPT
  * applies to the hash and every host applies to the table it holds at the version read.
@@ -37,8 +38,10 @@ export function callerDelta(
   return JSON.stringify([0, deleted, changed.map(encodeEntry), appended.map(encodeEntry)]);
 }
 
+/** `[caller, members]`: the voter (issue 30) is a 7th member only when the entry has one (older hosts read 6). */
 function encodeEntry(e: CallerEntry): [string, string] {
-  return [e[0], JSON.stringify([e[1], e[2], e[3], e[4], e[5], e[6]])];
+  const members = [e[1], e[2], e[3], e[4], e[5], e[6]];
+  return [e[0], JSON.stringify(e[7] === undefined ? members : [...members, e[7]])];
 }
 
 /** The circuit with `entries` as its table (none: no `callers` member, as a read of an empty hash gives). */
@@ -63,12 +66,14 @@ function decodeMembers(caller: unknown, text: unknown): CallerEntry | null {
   } catch {
     return null;
   }
-  if (!Array.isArray(m) || m.length !== 6) return null;
-  const [failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] = m as unknown[];
+  if (!Array.isArray(m) || (m.length !== 6 && m.length !== 7)) return null;
+  const [failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil, voter] = m as unknown[];
   if (!isCount(failures) || !isTimeOrNull(failedAt) || !isTimeOrNull(slowAt) || !isTimeOrNull(isolatedUntil))
     return null;
   if (typeof isolatedSeconds !== 'number' || !(isolatedSeconds >= 0) || !isTimeOrNull(probeUntil)) return null;
-  return [caller, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] as CallerEntry;
+  const entry = [caller, failures, failedAt, slowAt, isolatedUntil, isolatedSeconds, probeUntil] as CallerCounts;
+  if (m.length === 6) return entry;
+  return typeof voter === 'string' && voter !== '' ? [...entry, voter] : null;
 }
 
 /**

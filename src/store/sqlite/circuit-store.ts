@@ -3,6 +3,7 @@ import path from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import type { CallerEntry } from '../../domain/caller-state.js';
+import type { CallerCounts } from '../../domain/types.js';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, HealthReport, ListQuery } from '../circuit-store.js';
@@ -393,7 +394,10 @@ export class StorageHealth {
 
 const NONE: readonly CallerEntry[] = Object.freeze([]);
 
-const FIELDS = 'caller, failures, failed_at, slow_at, isolated_until, isolated_seconds, probe_until';
+/** A `caller_entries` row as read: the entry's members, the voter NULL when none. */
+type Voted = [...CallerCounts, voter: string | null];
+
+const FIELDS = 'caller, failures, failed_at, slow_at, isolated_until, isolated_seconds, probe_until, voter';
 
 /**
  * The `caller_entries` table (migration 0008): a circuit's caller table as one row per caller,
@@ -410,20 +414,21 @@ export class CallerRows {
   constructor(db: Database.Database) {
     // Columns in the tuple's order, read as arrays: each row is a CallerEntry as it is.
     this.selectEntries = db
-      .prepare<[number], CallerEntry>(`SELECT ${FIELDS} FROM caller_entries WHERE circuit_id = ? ORDER BY seq`)
+      .prepare<[number], Voted>(`SELECT ${FIELDS} FROM caller_entries WHERE circuit_id = ? ORDER BY seq`)
       .raw();
     this.selectMaxSeq = db
       .prepare<[number], number>('SELECT coalesce(max(seq), 0) FROM caller_entries WHERE circuit_id = ?')
       .pluck();
     this.upsert = db.prepare(
-      `INSERT INTO caller_entries (circuit_id, ${FIELDS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO caller_entries (circuit_id, ${FIELDS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (circuit_id, caller) DO UPDATE SET failures = excluded.failures, failed_at = excluded.failed_at,
          slow_at = excluded.slow_at, isolated_until = excluded.isolated_until,
-         isolated_seconds = excluded.isolated_seconds, probe_until = excluded.probe_until, seq = excluded.seq`,
+         isolated_seconds = excluded.isolated_seconds, probe_until = excluded.probe_until, voter = excluded.voter,
+         seq = excluded.seq`,
     );
     this.updateFields = db.prepare(
       `UPDATE caller_entries SET failures = ?, failed_at = ?, slow_at = ?, isolated_until = ?, isolated_seconds = ?,
-         probe_until = ? WHERE circuit_id = ? AND caller = ?`,
+         probe_until = ?, voter = ? WHERE circuit_id = ? AND caller = ?`,
     );
     this.deleteOne = db.prepare('DELETE FROM caller_entries WHERE circuit_id = ? AND caller = ?');
   }
@@ -435,7 +440,10 @@ export class CallerRows {
   attach(c: Circuit): Circuit {
     if (c.quorum === undefined) return c;
     const entries = this.selectEntries.all(c.id);
-    return entries.length === 0 ? c : { ...c, callers: entries };
+    if (entries.length === 0) return c;
+    // A row without a voter (migration 0011: NULL) is the domain's entry without one: 7 members.
+    for (const e of entries) if (e[7] === null) (e as unknown[]).length = 7;
+    return { ...c, callers: entries as CallerEntry[] };
   }
 
   /** Write the rows that turn the circuit's table `before` into `after`; nothing when they are the same array. */
@@ -447,9 +455,9 @@ export class CallerRows {
     if (before === after) return;
     const { deleted, changed, appended } = planCallerWrites(before ?? NONE, after ?? NONE);
     for (const caller of deleted) this.deleteOne.run(circuitId, caller);
-    for (const e of changed) this.updateFields.run(e[1], e[2], e[3], e[4], e[5], e[6], circuitId, e[0]);
+    for (const e of changed) this.updateFields.run(e[1], e[2], e[3], e[4], e[5], e[6], e[7] ?? null, circuitId, e[0]);
     if (appended.length === 0) return;
     let seq = this.selectMaxSeq.get(circuitId) ?? 0;
-    for (const e of appended) this.upsert.run(circuitId, e[0], e[1], e[2], e[3], e[4], e[5], e[6], ++seq);
+    for (const e of appended) this.upsert.run(circuitId, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7] ?? null, ++seq);
   }
 }

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 import httpx
 
 from ._classify import Classify
-from ._core import REFUSALS, ClientBase, F, IsFailure, T, call_limit
+from ._core import REFUSALS, ClientBase, F, IsFailure, T, call_limit, learn_whoami
 from ._transport import AsyncTransport
 from ._wire import Outcome, TransportError
 
@@ -177,7 +177,7 @@ class AsyncClient(ClientBase):
 
     def _make_transport(self) -> AsyncTransport:
         o = self._core.options
-        return AsyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
+        return AsyncTransport(o.url, self._tokens, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -256,6 +256,8 @@ class AsyncClient(ClientBase):
         core = self._core
         while not self._stop:
             try:
+                if core.ask_whoami:  # the default caller, before the stream opens (issue 30)
+                    learn_whoami(core, await self._transport.whoami())
                 res = await self._transport.open_stream(core.last_event_id)
             except TransportError as error:
                 await self._sleep(core.stream_failed(error))

@@ -38,8 +38,9 @@ from ._errors import (
     DependencyThrottledError,
 )
 from ._local import Json, LocalBreakers, cooling_in, parse_time_ms, ramp_share, throttle_from
-from ._names import check_name, checked_caller
+from ._names import check_name, checked_caller, credential_caller, default_caller
 from ._sse import SseMessage, SseParser
+from ._token import TokenOption, TokenSource
 from ._wire import (
     Admitted,
     Answer,
@@ -104,7 +105,10 @@ def backoff_delay(attempt: int, max_delay_s: float) -> float:
 @dataclass
 class Options:
     url: str
-    token: str | None = None
+    #: A token, or a callable asked before each request (a rotating token); see ``token_file``.
+    token: TokenOption = None
+    #: A file holding the token (a Kubernetes service-account token), re-read when it changes.
+    token_file: str | None = None
     fail_open: bool = True
     flush_delay: float = 0.005  # 5 ms
     flush_at: int = 250
@@ -120,7 +124,8 @@ class Options:
     local_defaults: d.Policy = field(default_factory=d.Policy)
     max_sse_line_bytes: int = 64 * 1024
     max_sse_event_bytes: int = 256 * 1024
-    #: Who this client is to circuitlog, named on every outcome and admission; None: the host name.
+    #: Who this client is to circuitlog, named on every outcome and admission. None: with a token (or
+    #: token file), ``<id>/<hostname>/<pid>`` from ``GET /whoami``; without one, the host name.
     caller: str | None = None
     #: ``Client``: at most this many calls with a ``timeout`` run at once, each on a worker thread.
     timeout_workers: int = 32
@@ -242,13 +247,13 @@ class Entry:
             self.forced is None and self.state == "closed" and not self.isolated
         )
 
-    def learn(self, json: Json, caller: str) -> None:
+    def learn(self, json: Json, caller: str | None) -> None:
         """A snapshot's cool-down (the circuit's, or ``caller``'s) and ramp replace what was known."""
         self.cool_until, self.cool_scope = cooling_in(json, caller)
         if "ramp_until" in json:
             self.ramp_until = parse_time_ms(json.get("ramp_until"))
 
-    def cool_or_ramp(self, event: TransitionEvent, caller: str) -> None:
+    def cool_or_ramp(self, event: TransitionEvent, caller: str | None) -> None:
         """Issue 29's events: a cool-down for everyone or ``caller`` begins or ends; a ramp begins."""
         mine = event.scope == "circuit" or caller in event.callers
         if event.reason == "cool_down" and mine:
@@ -276,10 +281,10 @@ class Entry:
         return self.forced or self.state
 
 
-def isolation_in(json: Json | None, caller: str) -> float | None:
+def isolation_in(json: Json | None, caller: str | None) -> float | None:
     """This caller's isolation as a circuit's JSON lists it (``isolated_callers``): its open_until, or None."""
     listed = (json or {}).get("isolated_callers")
-    if not isinstance(listed, list):
+    if caller is None or not isinstance(listed, list):
         return None
     for item in listed:
         if isinstance(item, dict) and item.get("caller") == caller:
@@ -290,8 +295,16 @@ def isolation_in(json: Json | None, caller: str) -> float | None:
 class Core:
     def __init__(self, options: Options, clock_ms: Callable[[], float] | None = None):
         self.options = options
-        #: This client's caller id (option ``caller``), sent on every outcome and admission.
-        self.caller = checked_caller(options.caller)
+        #: This client's caller id (option ``caller``), sent on every outcome and admission; None while
+        #: unknown (a token and no ``caller``: asked of ``GET /whoami``; meanwhile outcomes name none,
+        #: and circuitlog counts a named credential's as its id).
+        self.caller: str | None = (
+            None
+            if options.caller is None and (options.token is not None or options.token_file is not None)
+            else checked_caller(options.caller)
+        )
+        #: ``GET /whoami`` is still to be asked (before the stream opens, until it answers).
+        self.ask_whoami = self.caller is None
         self.clock_ms = clock_ms or (lambda: time.time() * 1000)
         #: Epoch seconds for each outcome's ``at`` (replaceable in tests: a host clock running ahead).
         self.wall: Callable[[], float] = time.time
@@ -925,6 +938,13 @@ class Core:
         self.stream_attempt = self.send_attempt = 0
 
 
+def learn_whoami(core: Core, answer: tuple[str, list[str] | None] | None) -> None:
+    """``GET /whoami``'s answer (None: a server without it) decides the default caller (issue 30)."""
+    with core.lock:
+        core.caller = default_caller() if answer is None else credential_caller(answer[0], answer[1])
+        core.ask_whoami = False
+
+
 class ClientBase:
     """What ``Client`` and ``AsyncClient`` have alike: their core, what the view believes, callbacks, stats."""
 
@@ -932,13 +952,15 @@ class ClientBase:
         self,
         url: str,
         *,
-        token: str | None = None,
+        token: TokenOption = None,
         fail_open: bool = True,
         caller: str | None = None,
         on_transition: TransitionCallback | None = None,
         **options: Any,
     ) -> None:
         self._core = Core(options_from(url, {"token": token, "fail_open": fail_open, "caller": caller, **options}))
+        #: The token of each request: fixed, a callable, or a file re-read when it changes.
+        self._tokens = TokenSource(self._core.options.token, self._core.options.token_file)
         if on_transition is not None:
             self._core.listeners.append(on_transition)
         self._start()
@@ -967,8 +989,9 @@ class ClientBase:
         return lambda: self._core.connection_listeners.remove(callback)
 
     @property
-    def caller(self) -> str:
-        """This client's caller id (option ``caller``, default: the host name): on each outcome and admission."""
+    def caller(self) -> str | None:
+        """This client's caller id: option ``caller``; default the host name, or with a token
+        ``<id>/<hostname>/<pid>`` once ``GET /whoami`` answered (None until then)."""
         return self._core.caller
 
     @property

@@ -143,13 +143,13 @@ class LocalBreakers:
 # -- issue 29: the dependency's cool-down and the shared ramp, as a circuit's JSON shows them --------
 
 
-def cooling_in(json: Json, caller: str) -> tuple[float, Literal["circuit", "caller"]]:
+def cooling_in(json: Json, caller: str | None) -> tuple[float, Literal["circuit", "caller"]]:
     """(until epoch ms, 0 for none; whose): the circuit's ``cool_until`` or this caller's entry of
     ``cooling_callers``, whichever ends later."""
     circuit_wide = parse_time_ms(json.get("cool_until"))
     mine: float | None = None
     listed = json.get("cooling_callers")
-    if isinstance(listed, list):
+    if caller is not None and isinstance(listed, list):
         for item in listed:
             if isinstance(item, dict) and item.get("caller") == caller:
                 mine = parse_time_ms(item.get("cool_until"))

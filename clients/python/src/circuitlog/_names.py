@@ -6,6 +6,7 @@ batch. The ``caller`` option is checked once, when the client is made.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 
@@ -74,3 +75,28 @@ def checked_caller(caller: object) -> str:
         raise ValueError(f"Invalid caller {caller!r}: {problem} (a caller id is {CALLER_RULE})")
     assert isinstance(caller, str)
     return caller
+
+
+def credential_caller(
+    credential: str, callers: list[str] | None, hostname: str | None = None, pid: int | None = None
+) -> str | None:
+    """The default caller of a client whose credential ``GET /whoami`` names (issue 30).
+
+    ``<id>/<hostname>/<pid>`` when its caller patterns allow it (the default patterns ``<id>`` and
+    ``<id>/*`` do), else ``<id>`` when they allow that; the host name when the server names no
+    patterns (CIRCUITLOG_TOKEN, no credentials); None when neither fits (circuitlog then counts
+    the outcomes as the credential's id).
+    """
+    if callers is None:
+        return default_caller(hostname)
+    patterns = callers
+
+    def allowed(name: str) -> bool:
+        return caller_problem(name) is None and any(
+            name.startswith(p[:-1]) if p.endswith("*") else p == name for p in patterns
+        )
+
+    full = f"{credential}/{default_caller(hostname)}/{os.getpid() if pid is None else pid}"[:CALLER_MAX_LENGTH]
+    if allowed(full):
+        return full
+    return credential if allowed(credential) else None

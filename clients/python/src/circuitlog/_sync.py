@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 import httpx
 
 from ._classify import Classify
-from ._core import REFUSALS, ClientBase, F, IsFailure, SharedLookup, T, call_limit, log
+from ._core import REFUSALS, ClientBase, F, IsFailure, SharedLookup, T, call_limit, learn_whoami, log
 from ._errors import CircuitlogUnavailableError
 from ._transport import SyncTransport, shutdown_socket
 from ._wire import Answer, Outcome, TransportError
@@ -197,7 +197,7 @@ class Client(ClientBase):
 
     def _make_transport(self) -> SyncTransport:
         o = self._core.options
-        return SyncTransport(o.url, o.token, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
+        return SyncTransport(o.url, self._tokens, o.request_timeout, o.stream_idle_timeout, o.max_response_bytes)
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -300,6 +300,8 @@ class Client(ClientBase):
         core = self._core
         while not self._stop:
             try:
+                if core.ask_whoami:  # the default caller, before the stream opens (issue 30)
+                    learn_whoami(core, self._transport.whoami())
                 res = self._transport.open_stream(core.last_event_id)
             except TransportError as error:
                 if not self._stop:

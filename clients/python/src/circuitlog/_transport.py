@@ -12,13 +12,25 @@ from typing import Any, NamedTuple
 import httpx
 
 from ._local import Json
+from ._token import BearerAuth, TokenSource
 from ._wire import Answer, TransportError, allowed_answer, allowed_path, circuit_path, failure, is_problem, parse_json
 
 _UNREACHABLE = (httpx.TransportError,)
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"} if token else {}
+def _auth(token: TokenSource | str | None) -> BearerAuth:
+    return BearerAuth(token if isinstance(token, TokenSource) else TokenSource(token, None))
+
+
+def whoami_answer(status: int, body: object) -> tuple[str, list[str] | None] | None:
+    """``GET /whoami`` (issue 30): the credential's id and caller patterns; None from a server without the route."""
+    if status == 404:
+        return None
+    if status != 200 or not isinstance(body, dict) or not isinstance(body.get("id"), str):
+        raise failure(status, body)
+    callers = body.get("callers")
+    patterns = [c for c in callers if isinstance(c, str)] if isinstance(callers, list) else None
+    return body["id"], patterns
 
 
 def _base(url: str) -> str:
@@ -88,8 +100,8 @@ def _stream_refused(res_status: int, body: object) -> TransportError:
     return failure(res_status, body)
 
 
-def stream_headers(token: str | None, last_event_id: str | None) -> dict[str, str]:
-    h = {**_headers(token), "accept": "text/event-stream"}
+def stream_headers(last_event_id: str | None) -> dict[str, str]:
+    h = {"accept": "text/event-stream"}
     if last_event_id is not None:
         h["last-event-id"] = last_event_id
     return h
@@ -106,18 +118,22 @@ def shutdown_socket(response: httpx.Response) -> None:
 
 class SyncTransport:
     def __init__(
-        self, url: str, token: str | None, timeout: float, stream_idle_timeout: float, max_response_bytes: int
+        self,
+        url: str,
+        token: TokenSource | str | None,
+        timeout: float,
+        stream_idle_timeout: float,
+        max_response_bytes: int,
     ):
-        base, headers = _base(url), _headers(token)
-        self.token = token
+        base, auth = _base(url), _auth(token)
         self.base = base
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         t = httpx.Timeout(timeout)
-        self.requests = httpx.Client(base_url=base, headers=headers, timeout=t)
+        self.requests = httpx.Client(base_url=base, auth=auth, timeout=t)
         # Batches go on a connection of their own, in the order recorded.
-        self.outcomes = httpx.Client(base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1))
-        self.streams = httpx.Client(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
+        self.outcomes = httpx.Client(base_url=base, auth=auth, timeout=t, limits=httpx.Limits(max_connections=1))
+        self.streams = httpx.Client(base_url=base, auth=auth, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
     def _send(self, client: httpx.Client, request: httpx.Request, deadline: float) -> _Answer:
         res = client.send(request, stream=True)
@@ -151,12 +167,16 @@ class SyncTransport:
     def circuit(self, name: str) -> Json | None:
         return _circuit(self._request(self.requests, "GET", circuit_path(name)))
 
+    def whoami(self) -> tuple[str, list[str] | None] | None:
+        res = self._request(self.requests, "GET", "/whoami", repeat=True)
+        return whoami_answer(res.status_code, parse_json(res.content))
+
     def post_outcomes(self, body: bytes) -> None:
         _check_outcomes(self._request(self.outcomes, "POST", "/outcomes", content=body, headers=_OUTCOMES_HEADERS))
 
     def open_stream(self, last_event_id: str | None) -> httpx.Response:
         """``GET /events/stream``: the open response (status 200), to be read and closed by the caller."""
-        req = self.streams.build_request("GET", "/events/stream", headers=stream_headers(self.token, last_event_id))
+        req = self.streams.build_request("GET", "/events/stream", headers=stream_headers(last_event_id))
         try:
             res = self.streams.send(req, stream=True)
         except _UNREACHABLE as e:
@@ -177,18 +197,22 @@ class SyncTransport:
 
 class AsyncTransport:
     def __init__(
-        self, url: str, token: str | None, timeout: float, stream_idle_timeout: float, max_response_bytes: int
+        self,
+        url: str,
+        token: TokenSource | str | None,
+        timeout: float,
+        stream_idle_timeout: float,
+        max_response_bytes: int,
     ):
-        base, headers = _base(url), _headers(token)
-        self.token = token
+        base, auth = _base(url), _auth(token)
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         t = httpx.Timeout(timeout)
-        self.requests = httpx.AsyncClient(base_url=base, headers=headers, timeout=t)
-        self.outcomes = httpx.AsyncClient(
-            base_url=base, headers=headers, timeout=t, limits=httpx.Limits(max_connections=1)
+        self.requests = httpx.AsyncClient(base_url=base, auth=auth, timeout=t)
+        self.outcomes = httpx.AsyncClient(base_url=base, auth=auth, timeout=t, limits=httpx.Limits(max_connections=1))
+        self.streams = httpx.AsyncClient(
+            base_url=base, auth=auth, timeout=httpx.Timeout(timeout, read=stream_idle_timeout)
         )
-        self.streams = httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(timeout, read=stream_idle_timeout))
 
     async def _send(self, client: httpx.AsyncClient, request: httpx.Request, deadline: float) -> _Answer:
         res = await client.send(request, stream=True)
@@ -228,12 +252,16 @@ class AsyncTransport:
     async def circuit(self, name: str) -> Json | None:
         return _circuit(await self._request(self.requests, "GET", circuit_path(name)))
 
+    async def whoami(self) -> tuple[str, list[str] | None] | None:
+        res = await self._request(self.requests, "GET", "/whoami", repeat=True)
+        return whoami_answer(res.status_code, parse_json(res.content))
+
     async def post_outcomes(self, body: bytes) -> None:
         res = await self._request(self.outcomes, "POST", "/outcomes", content=body, headers=_OUTCOMES_HEADERS)
         _check_outcomes(res)
 
     async def open_stream(self, last_event_id: str | None) -> httpx.Response:
-        req = self.streams.build_request("GET", "/events/stream", headers=stream_headers(self.token, last_event_id))
+        req = self.streams.build_request("GET", "/events/stream", headers=stream_headers(last_event_id))
         try:
             res = await self.streams.send(req, stream=True)
         except _UNREACHABLE as e:
