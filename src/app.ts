@@ -34,6 +34,9 @@ import { BreakerService, type Clock, type ServiceLimits } from './service/breake
 import type { RandomSource } from './domain/throttle.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { HealthReport } from './store/circuit-store.js';
+import type { AuditLog } from './audit/audit-log.js';
+import { registerAuditRoutes } from './http/audit-routes.js';
+import { auditFrame } from './observe/event-frames.js';
 
 const DEFAULT_API_BODY_LIMIT_BYTES = 16 * 1024; // 16 KiB
 
@@ -74,6 +77,12 @@ export interface AppDeps {
   readonly readiness?: Readiness;
   /** The SQLite store's online backup for `GET /admin/backup`; absent on Redis. */
   readonly backup?: BackupSource;
+  /**
+   * The audit log (issue 30, src/audit): every PATCH, DELETE, force, reset and backup is one
+   * entry, `GET /audit` pages it and `/events/stream` sends its `audit` events. Absent: nothing
+   * is recorded and there is no `/audit`.
+   */
+  readonly audit?: AuditLog;
 }
 
 export interface App {
@@ -106,11 +115,14 @@ export function createApp(deps: AppDeps): App {
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see http/request-guard.ts
   const hosts = deps.hosts ?? null;
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
-  registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });
+  const { audit } = deps;
+  registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy), audit });
   registerOutcomeRoutes(app, breaker, bodyLimitBytes);
-  registerPolicyRoutes(app, breaker, bodyLimitBytes);
+  registerPolicyRoutes(app, breaker, bodyLimitBytes, audit);
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
+    const { hub } = deps.observe;
+    audit?.onEntry((entry) => hub.broadcast(entry.circuit, auditFrame(entry)));
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined, isCursorReader(deps.observe.transitions));
     registerDashboardRoutes(app, {
@@ -123,7 +135,8 @@ export function createApp(deps: AppDeps): App {
   }
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';
-  registerBackup(app, deps.backup, tokenSet);
+  registerBackup(app, deps.backup, tokenSet, audit && { log: audit, now: deps.clock });
+  if (audit) registerAuditRoutes(app, audit);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);

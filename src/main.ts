@@ -9,6 +9,7 @@ import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
+import { createAuditLog, type AuditLog } from './audit/audit-log.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
 import { hostRule } from './http/request-guard.js';
@@ -42,11 +43,12 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
   readiness.schemaVersion = opened.schemaVersion;
-  const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness }));
+  const auditLog = createAuditLog(opened.audit, logger);
+  const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness, audit: auditLog }));
   await declareCircuits(config, built, opened, logger);
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
-  const { housekeeping, leases } = opened;
+  const { housekeeping, leases, audit } = opened;
   const jobs = singletonJobs(config, {
     breaker: built.breaker,
     logger,
@@ -54,6 +56,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     observe,
     housekeeping,
     leases,
+    audit,
     shared,
     owner,
   });
@@ -127,19 +130,22 @@ interface Wired {
   readonly observe: Observability;
   readonly proxy: ProxyOptions | undefined;
   readonly readiness: Readiness;
+  /** The audit log; AUTH's credentials reload records through `reloadRecorder(audit, ...)` (audit/audit-log.ts). */
+  readonly audit: AuditLog;
 }
 
 /** createApp's dependencies from the config and what is already open. */
 function appDeps(
   config: Config,
   logger: Logger,
-  { opened, observe, proxy, readiness }: Wired,
+  { opened, observe, proxy, readiness, audit }: Wired,
 ): Parameters<typeof createApp>[0] {
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { limits } = config;
   return {
     readiness,
     backup: opened.backup,
+    audit,
     store: opened.store,
     health: opened.health,
     clock: Date.now,

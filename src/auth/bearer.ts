@@ -22,6 +22,7 @@ export const TOKEN_PATHS = [
   '/events/*',
   '/dashboard/api/*',
   '/admin/*',
+  '/audit',
 ];
 
 /** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS, as Hono matches them. */

@@ -112,6 +112,9 @@ class StreamFeed implements HubSink {
   drained(): Promise<void> {
     return this.sink.drained();
   }
+  sendFrame(frame: Buffer): void {
+    this.sink.write(frame);
+  }
 }
 
 const beat = (sink: StreamSink) => sink.write(HEARTBEAT_FRAME);

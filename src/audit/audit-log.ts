@@ -1,0 +1,97 @@
+import type { IncomingMessage } from 'node:http';
+import type { Logger } from 'pino';
+import { identityOf } from '../auth/request-identity.js';
+import type { AuditAction, AuditEntry, AuditEntryInput, AuditPage, AuditQuery } from '../domain/audit-entry.js';
+import { contextRequestId } from '../request-id.js';
+import type { AuditStore } from '../store/audit-store.js';
+
+/**
+ * The audit log (issue 30): every change a person or service makes is one entry, stored
+ * (`AuditStore`) and handed to the listeners (the `audit` event of `/events/stream`).
+ * `record` resolves once the entry is stored; a store that fails is logged (`audit_not_recorded`,
+ * level error) and never undoes or fails the change it records, which is already committed.
+ */
+export interface AuditLog {
+  record(entry: AuditEntryInput): Promise<void>;
+  page(query: AuditQuery): Promise<AuditPage>;
+  /** Called with every entry this process stores; answers the unsubscribe. */
+  onEntry(listener: (entry: AuditEntry) => void): () => void;
+}
+
+export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
+  const listeners = new Set<(entry: AuditEntry) => void>();
+  return {
+    async record(input) {
+      let entry: AuditEntry;
+      try {
+        entry = await store.append(input);
+      } catch (error) {
+        logger.error(
+          { event: 'audit_not_recorded', action: input.action, who: input.who, circuit: input.circuit, err: error },
+          `audit entry not recorded: ${input.action} by ${input.who}`,
+        );
+        return;
+      }
+      for (const listener of listeners) listener(entry);
+    },
+    page: async (query) => store.page(query),
+    onEntry(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
+
+/** Who made a request and from where, as an entry names them. */
+export interface RequestOrigin {
+  readonly who: string;
+  readonly requestId: string | null;
+  readonly remote: string | null;
+}
+
+/** The identity, request id and remote address of a Hono request (`c.env.incoming` under @hono/node-server). */
+export function requestOrigin(c: { env: unknown }): RequestOrigin {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  return {
+    who: identityOf(c).id,
+    requestId: contextRequestId(c),
+    remote: incoming?.socket?.remoteAddress ?? null,
+  };
+}
+
+/** Record one change a request made (nothing when the app has no audit log). */
+export function auditRequest(
+  audit: AuditLog | undefined,
+  c: { env: unknown },
+  change: { action: AuditAction; at: number; circuit: string | null; before: unknown; after: unknown },
+): Promise<void> {
+  if (audit === undefined) return Promise.resolve();
+  return audit.record({ ...requestOrigin(c), ...change });
+}
+
+/** What a credentials reload changed: the credential ids before and after (never a token or its hash). */
+export interface CredentialsReload {
+  readonly before: readonly string[];
+  readonly after: readonly string[];
+  /** What started it: `SIGHUP`, `file_changed`. */
+  readonly trigger: string;
+}
+
+/**
+ * The `onReload` hook for the credentials file's reload (src/auth, issue 30): one
+ * `credentials_reloaded` entry per reload that took effect, by `system` (a signal or a file
+ * change, not a request), before and after naming the credential ids.
+ */
+export function reloadRecorder(audit: AuditLog, clock: () => number): (reload: CredentialsReload) => Promise<void> {
+  return (reload) =>
+    audit.record({
+      at: clock(),
+      who: 'system',
+      action: 'credentials_reloaded',
+      circuit: null,
+      before: { credentials: reload.before },
+      after: { credentials: reload.after, trigger: reload.trigger },
+      requestId: null,
+      remote: null,
+    });
+}

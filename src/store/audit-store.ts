@@ -1,0 +1,15 @@
+import type { AuditEntry, AuditEntryInput, AuditPage, AuditQuery } from '../domain/audit-entry.js';
+import type { MaybePromise } from './maybe-promise.js';
+
+/**
+ * Where audit entries live (`sqlite/audit-table.ts`, `redis/redis-audit.ts`): appended one
+ * at a time, read newest first in pages, trimmed by age by the housekeeping job.
+ */
+export interface AuditStore {
+  /** Store one entry; answers it as stored (with its id) once it is durable as the store's writes are. */
+  append(entry: AuditEntryInput): MaybePromise<AuditEntry>;
+  /** A page newest first; a malformed `before` cursor throws AppError INVALID_QUERY. */
+  page(query: AuditQuery): MaybePromise<AuditPage>;
+  /** Delete up to `batch` of the oldest entries older than `before` (epoch ms); how many went. */
+  trimByAge(before: number, batch: number): MaybePromise<number>;
+}
