@@ -34,7 +34,7 @@ import { BreakerService, type Clock, type ServiceLimits } from './service/breake
 import type { RandomSource } from './domain/throttle.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { HealthReport } from './store/circuit-store.js';
-import type { AuditLog } from './audit/audit-log.js';
+import { NO_AUDIT_LOG, type AuditLog } from './audit/audit-log.js';
 import { registerAuditRoutes } from './http/audit-routes.js';
 import { auditFrame } from './observe/event-frames.js';
 
@@ -79,8 +79,8 @@ export interface AppDeps {
   readonly backup?: BackupSource;
   /**
    * The audit log (issue 30, src/audit): every PATCH, DELETE, force, reset and backup is one
-   * entry, `GET /audit` pages it and `/events/stream` sends its `audit` events. Absent: nothing
-   * is recorded and there is no `/audit`.
+   * entry, `GET /audit` pages it and `/events/stream` sends its `audit` events. Absent:
+   * `NO_AUDIT_LOG` (nothing recorded, `/audit` answers an empty page).
    */
   readonly audit?: AuditLog;
 }
@@ -115,14 +115,14 @@ export function createApp(deps: AppDeps): App {
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see http/request-guard.ts
   const hosts = deps.hosts ?? null;
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
-  const { audit } = deps;
+  const audit = deps.audit ?? NO_AUDIT_LOG;
   registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy), audit });
   registerOutcomeRoutes(app, breaker, bodyLimitBytes);
   registerPolicyRoutes(app, breaker, bodyLimitBytes, audit);
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
     const { hub } = deps.observe;
-    audit?.onEntry((entry) => hub.broadcast(entry.circuit, auditFrame(entry)));
+    audit.onEntry((entry) => hub.broadcast(entry.circuit, auditFrame(entry)));
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined, isCursorReader(deps.observe.transitions));
     registerDashboardRoutes(app, {
@@ -135,8 +135,8 @@ export function createApp(deps: AppDeps): App {
   }
   registerServiceRoutes(app, deps);
   const tokenSet = deps.token !== undefined && deps.token !== '';
-  registerBackup(app, deps.backup, tokenSet, audit && { log: audit, now: deps.clock });
-  if (audit) registerAuditRoutes(app, audit);
+  registerBackup(app, deps.backup, tokenSet, { log: audit, now: deps.clock });
+  registerAuditRoutes(app, audit);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   registerFallbacks(app, deps.logger, deps.clock);

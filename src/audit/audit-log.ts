@@ -12,6 +12,8 @@ import type { AuditStore } from '../store/audit-store.js';
  * level error) and never undoes or fails the change it records, which is already committed.
  */
 export interface AuditLog {
+  /** What a page cursor (`before`) looks like in this log's store. */
+  readonly cursorPattern: RegExp;
   record(entry: AuditEntryInput): Promise<void>;
   page(query: AuditQuery): Promise<AuditPage>;
   /** Called with every entry this process stores; answers the unsubscribe. */
@@ -21,6 +23,7 @@ export interface AuditLog {
 export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
   const listeners = new Set<(entry: AuditEntry) => void>();
   return {
+    cursorPattern: store.cursorPattern,
     async record(input) {
       let entry: AuditEntry;
       try {
@@ -41,6 +44,18 @@ export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
     },
   };
 }
+
+/**
+ * The log of an app built without one (`createApp` with no `audit`: tests, embedders): records
+ * nothing and pages nothing, so `GET /audit` is there and answers an empty page. The server
+ * (src/main.ts) always builds a real one.
+ */
+export const NO_AUDIT_LOG: AuditLog = {
+  cursorPattern: /^\d{1,15}$/,
+  record: async () => {},
+  page: async () => ({ entries: [], nextCursor: null }),
+  onEntry: () => () => {},
+};
 
 /** Who made a request and from where, as an entry names them. */
 export interface RequestOrigin {

@@ -18,29 +18,38 @@ const timeParam = z
     return z.NEVER;
   })
   .optional()
-  .openapi({ type: 'string', description: 'ISO 8601 time or epoch milliseconds' });
+  .openapi({
+    type: 'string',
+    anyOf: [
+      { type: 'string', format: 'date-time' },
+      { type: 'string', pattern: '^\\d{1,15}$' },
+    ],
+  });
 
-export const AuditQuerySchema = z
-  .object({
-    limit: z
-      .string()
-      .regex(/^\d+$/, 'must be a whole number')
-      .transform(Number)
-      .pipe(z.number().int().min(1).max(MAX_LIMIT))
-      .optional()
-      .openapi({ type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: 'Page size' }),
-    before: z
-      .string()
-      .regex(/^\d{1,20}(-\d{1,20})?$/, 'must be the next_cursor of a previous page')
-      .optional()
-      .openapi({ description: 'Keyset cursor: the next_cursor of the previous page (older entries)' }),
-    circuit: z.string().min(1).max(1_000).optional(),
-    who: z.string().min(1).max(256).optional().openapi({ description: 'A credential id, or anonymous' }),
-    action: z.enum(AUDIT_ACTIONS).optional(),
-    since: timeParam.openapi({ description: 'Entries at or after this time (ISO 8601 or epoch ms)' }),
-    until: timeParam.openapi({ description: 'Entries before this time (ISO 8601 or epoch ms)' }),
-  })
-  .strict();
+/** The query of `GET /audit`; `cursor`: what this store's cursors look like. */
+export function auditQuerySchema(cursor: RegExp) {
+  return z
+    .object({
+      limit: z
+        .string()
+        .regex(/^\d+$/, 'must be a whole number')
+        .transform(Number)
+        .pipe(z.number().int().min(1).max(MAX_LIMIT))
+        .optional()
+        .openapi({ type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: 'Page size' }),
+      before: z
+        .string()
+        .regex(cursor, 'must be the next_cursor of a previous page')
+        .optional()
+        .openapi({ description: 'Keyset cursor: the next_cursor of the previous page (older entries)' }),
+      circuit: z.string().min(1).max(1_000).optional(),
+      who: z.string().min(1).max(256).optional().openapi({ description: 'A credential id, or anonymous' }),
+      action: z.enum(AUDIT_ACTIONS).optional(),
+      since: timeParam.openapi({ description: 'Entries at or after this time (ISO 8601 or epoch ms)' }),
+      until: timeParam.openapi({ description: 'Entries before this time (ISO 8601 or epoch ms)' }),
+    })
+    .strict();
+}
 
 const AuditEntrySchema = z
   .object({
@@ -58,6 +67,7 @@ const AuditEntrySchema = z
 
 /** `GET /audit` (scope `admin`): the audit log newest first, in pages, filtered. */
 export function registerAuditRoutes(app: OpenAPIHono, audit: AuditLog): void {
+  const AuditQuerySchema = auditQuerySchema(audit.cursorPattern);
   const route = createRoute({
     method: 'get',
     path: '/audit',

@@ -6,6 +6,8 @@ import type { MaybePromise } from './maybe-promise.js';
  * at a time, read newest first in pages, trimmed by age by the housekeeping job.
  */
 export interface AuditStore {
+  /** What this store's page cursors look like (SQLite: a row id; Redis: a stream id), for the query's 400 and the OpenAPI document. */
+  readonly cursorPattern: RegExp;
   /** Store one entry; answers it as stored (with its id) once it is durable as the store's writes are. */
   append(entry: AuditEntryInput): MaybePromise<AuditEntry>;
   /** A page newest first; a malformed `before` cursor throws AppError INVALID_QUERY. */

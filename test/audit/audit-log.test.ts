@@ -163,7 +163,10 @@ describe('manual transitions name who made them ("by")', () => {
     cleanup.push(() => server.close());
     const other = await openStream(`${server.url}/events/stream?circuit=other`, { authorization: 'Bearer alice' });
     const mine = await openStream(`${server.url}/events/stream?prefix=pay`, { authorization: 'Bearer alice' });
-    cleanup.push(() => other.close(), () => mine.close());
+    cleanup.push(
+      () => other.close(),
+      () => mine.close(),
+    );
     await a.request('PATCH', '/circuits/pay', 'alice', { failure_threshold: 3 });
     await a.request('PATCH', '/circuits/other', 'alice', { failure_threshold: 3 });
     expect((await mine.next()).data).toMatchObject({ action: 'circuit_created', circuit: 'pay' });

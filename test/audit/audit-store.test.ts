@@ -66,7 +66,16 @@ const stores: [string, () => Promise<Stores>][] = [
 
 function entry(n: number, at: number): AuditEntryInput {
   const who = n % 100 === 0 ? 'bob' : 'alice';
-  return { at, who, action: 'policy_changed', circuit: `c${n % 7}`, before: { n }, after: { n }, requestId: null, remote: null };
+  return {
+    at,
+    who,
+    action: 'policy_changed',
+    circuit: `c${n % 7}`,
+    before: { n },
+    after: { n },
+    requestId: null,
+    remote: null,
+  };
 }
 
 /** `count` entries stored as fast as the store takes them (Redis: 500 XADDs in flight at a time), one ms apart. */

@@ -31,6 +31,7 @@ type StreamEntry = [id: string, fields: string[]];
  */
 export class RedisAuditStream implements AuditStore {
   readonly key: string;
+  readonly cursorPattern = /^\d{1,20}-\d{1,20}$/;
 
   constructor(
     private readonly redis: RedisCommands,
@@ -61,7 +62,7 @@ export class RedisAuditStream implements AuditStore {
   }
 
   async page(q: AuditQuery): Promise<AuditPage> {
-    if (q.before !== undefined && !/^\d{1,20}-\d{1,20}$/.test(q.before)) throw badCursor();
+    if (q.before !== undefined && !this.cursorPattern.test(q.before)) throw badCursor();
     const entries: AuditEntry[] = [];
     let from = q.before === undefined ? '+' : `(${q.before}`;
     for (let scanned = 0; scanned < SCAN_BUDGET; ) {

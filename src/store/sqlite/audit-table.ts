@@ -52,6 +52,7 @@ const CONDITION: Record<(typeof FILTERS)[number], string> = {
  * page is one index range.
  */
 export class SqliteAuditTable implements AuditStore {
+  readonly cursorPattern = /^\d{1,15}$/;
   private readonly insert;
   private readonly oldestBound;
   private readonly newestId;
@@ -122,7 +123,7 @@ export class SqliteAuditTable implements AuditStore {
 
 /** A SQLite cursor is a row id. */
 function rowCursor(cursor: string): number {
-  if (!/^\d{1,15}$/.test(cursor)) throw badCursor();
+  if (!/^\d{1,15}$/.test(cursor)) throw badCursor(); // SqliteAuditTable.cursorPattern
   return Number(cursor);
 }
 
