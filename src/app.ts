@@ -129,7 +129,7 @@ export function createApp(deps: AppDeps): App {
       breaker,
       transitions: deps.observe.transitions,
       proxy: deps.proxy,
-      tokenRequired: deps.token !== undefined,
+      tokenRequired: deps.token !== undefined || deps.authenticate !== undefined,
       concurrency: proxy?.concurrency,
     });
   }

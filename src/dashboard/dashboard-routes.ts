@@ -13,6 +13,8 @@ import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 import { transitionData } from '../observe/event-frames.js';
 import { dashboardPage } from './page.js';
+import { SCOPES, hasScope, type Identity } from '../auth/identity.js';
+import { identityOf } from '../auth/request-identity.js';
 
 export interface DashboardDeps {
   readonly breaker: BreakerService;
@@ -83,9 +85,18 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     if (text === undefined) throw new AppError('NOT_FOUND', `No dashboard asset '${file.slice(0, 100)}'.`);
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
-  app.get('/dashboard/api/state', async (c) =>
-    json(c, await dashboardState(deps, stateQuery(c)), 200, { 'cache-control': 'no-store' }),
-  );
+  app.get('/dashboard/api/state', async (c) => {
+    const state = await dashboardState(deps, stateQuery(c));
+    return json(c, { identity: identityWire(identityOf(c)), ...state }, 200, { 'cache-control': 'no-store' });
+  });
+}
+
+/**
+ * Who the page is signed in as (issue 30) and every scope it holds (`admin` implies the others,
+ * listed too), so the page hides the buttons it may not use (Reset and Force need `operate`).
+ */
+function identityWire(identity: Identity): { id: string; scopes: string[] } {
+  return { id: identity.id, scopes: SCOPES.filter((scope) => hasScope(identity, scope)) };
 }
 
 // Digits only: Number('') is 0 and Number(' 1e2 ') is 100, neither a circuit id.
