@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../server-process.js';
 import { listen } from '../observe/observe-app.js';
 import { openStream } from '../observe/sse-client.js';
+import { reloadRecorder } from '../../src/audit/audit-log.js';
 import { authenticateByName, buildAuditedApp } from './audit-app.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -101,6 +102,22 @@ describe('the audit log: one entry per change, naming who made it', () => {
     const entries = await a.entries('ops');
     expect(entries).toHaveLength(1);
     expect(entries[0]).toMatchObject({ who: 'ops', action: 'backup', circuit: null, before: null, after: { bytes } });
+  });
+
+  it('records a credentials reload through its hook: by system, the credential ids before and after', async () => {
+    const a = app();
+    await reloadRecorder(a.audit, a.clock.now)({ before: ['a', 'b'], after: ['a', 'c'], trigger: 'SIGHUP' });
+    const entries = await a.entries('alice');
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({
+      who: 'system',
+      action: 'credentials_reloaded',
+      circuit: null,
+      before: { credentials: ['a', 'b'] },
+      after: { credentials: ['a', 'c'], trigger: 'SIGHUP' },
+      request_id: null,
+      remote: null,
+    });
   });
 
   it('records nothing for a refused change (a 422 PATCH, a reset or DELETE of an unknown circuit)', async () => {
