@@ -40,6 +40,7 @@
 //      primary), BENCH_SCALING_CAP_PERIOD_US (10000), BENCH_SCALING_CONNECTIONS (8 per host), BENCH_SCALING_PROF (dir).
 // See bench/README.md.
 
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -195,7 +196,16 @@ async function stopEach(procs) {
  * circuitlog from dist/main.js. At log level `info` it announces itself (once all workers
  * listen, with CIRCUITLOG_WORKERS > 1); at `warn` we poll /health instead.
  */
-function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '', logLevel = 'info', main = dist }) {
+function startCircuitlog({
+  name,
+  db,
+  workers = 1,
+  synchronous = '',
+  config = '',
+  logLevel = 'info',
+  main = dist,
+  env = {},
+}) {
   const quiet = logLevel !== 'info' && logLevel !== 'debug' && logLevel !== 'trace';
   return startProcess({
     name,
@@ -212,8 +222,52 @@ function startCircuitlog({ name, db, workers = 1, synchronous = '', config = '',
       CIRCUITLOG_TOKEN: '',
       CIRCUITLOG_SYNCHRONOUS: synchronous,
       CIRCUITLOG_WORKERS: String(workers),
+      ...env,
     },
   });
+}
+
+const BENCH_TOKEN = 'bench-token-0123456789abcdef';
+const CREDENTIALS = 100; // entries in the bench's credentials file
+const credentialToken = (i) => `bench-credential-${i}-0123456789abcdef`;
+
+/**
+ * Issue 30: the same build twice more, one with CIRCUITLOG_TOKEN and one with a credentials file
+ * of CREDENTIALS entries (scopes read, report, configure: a credential the route table is asked
+ * about), each with bench-ok set up; GET /allowed is sent with the token / the 50th credential's.
+ */
+async function startAuthServers(tmp, procs) {
+  const file = path.join(tmp, 'credentials.json');
+  const sha256 = (t) => createHash('sha256').update(t).digest('hex');
+  const credentials = Array.from({ length: CREDENTIALS }, (_, i) => ({
+    id: `service-${i}`,
+    token_sha256: sha256(credentialToken(i)),
+    scopes: ['read', 'report', 'configure'],
+  }));
+  fs.writeFileSync(file, JSON.stringify({ credentials }));
+  const servers = {};
+  for (const [id, env, token] of [
+    ['token', { CIRCUITLOG_TOKEN: BENCH_TOKEN }, BENCH_TOKEN],
+    ['credential', { CIRCUITLOG_CREDENTIALS: file }, credentialToken(CREDENTIALS / 2)],
+  ]) {
+    const server = await startCircuitlog({
+      name: `circuitlog-${id}`,
+      db: path.join(tmp, `${id}.db`),
+      logLevel: 'warn',
+      env,
+    });
+    procs.push(server);
+    const headers = { authorization: `Bearer ${token}` };
+    await probeOk(`${server.url}/circuits/bench-ok/outcomes`, {
+      method: 'POST',
+      headers: { ...JSON_HEADERS, ...headers },
+      body: OK_BODY,
+    });
+    await probeOk(`${server.url}/circuits/bench-ok/allowed`, { headers });
+    log(`circuitlog with ${id} pid ${server.pid} on ${server.url}`);
+    servers[id] = { url: `${server.url}/circuits/bench-ok/allowed`, headers, pid: server.pid };
+  }
+  return servers;
 }
 
 function startUpstream() {
@@ -334,6 +388,7 @@ async function apiSection() {
       await setupBenchCircuits(base.url);
     }
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
+    const authed = only.apiIds.has('get') ? await startAuthServers(tmp, procs) : null;
 
     const bare = await startProcess({
       name: 'bare-server',
@@ -385,9 +440,19 @@ async function apiSection() {
                   pid: base.pid,
                 },
               ]),
+          ...(authed === null
+            ? []
+            : [
+                { id: 'token', label: 'GET /circuits/bench-ok/allowed with CIRCUITLOG_TOKEN', ...authed.token },
+                {
+                  id: 'credential',
+                  label: `GET /circuits/bench-ok/allowed with a named credential (file of ${CREDENTIALS})`,
+                  ...authed.credential,
+                },
+              ]),
         ],
-        comparisons:
-          base === null
+        comparisons: [
+          ...(base === null
             ? []
             : [
                 {
@@ -396,7 +461,18 @@ async function apiSection() {
                   goal: 0.95,
                   label: 'GET /allowed: this build vs the BENCH_BASELINE_DIST build',
                 },
-              ],
+              ]),
+          ...(authed === null
+            ? []
+            : [
+                {
+                  subject: 'credential',
+                  baseline: 'token',
+                  goal: 0.95, // issue 30: a named credential >= 0.95x the single-token build
+                  label: `GET /allowed: a named credential (file of ${CREDENTIALS}) vs CIRCUITLOG_TOKEN, same build`,
+                },
+              ]),
+        ],
       },
       {
         id: 'ok',

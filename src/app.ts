@@ -134,14 +134,16 @@ export function createApp(deps: AppDeps): App {
     });
   }
   registerServiceRoutes(app, deps);
-  const tokenSet = deps.token !== undefined && deps.token !== '';
+  // A credential is asked for: CIRCUITLOG_TOKEN, or the credentials file (issue 30).
+  const tokenSet = (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined;
   registerBackup(app, deps.backup, tokenSet, { log: audit, now: deps.clock });
   registerAuditRoutes(app, audit);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
-  registerFallbacks(app, deps.logger, deps.clock);
+  const onRefusal = deps.observe?.metrics?.authRefused;
+  registerFallbacks(app, deps.logger, deps.clock, onRefusal);
   const guard = requestGuard(hosts, deps.authenticate ?? (deps.token ? tokenAuthenticator(deps.token) : null));
-  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock));
+  guardFetch(app, guard, problemAnswer(deps.logger, deps.clock, onRefusal));
   const allowedListener = rawAllowedListener({ breaker, guard, logger: deps.logger, clock: deps.clock });
   if (proxy === undefined) return { app, breaker, allowedListener, ready: Promise.resolve() };
   const raw = { proxy, hosts, logger: deps.logger, clock: deps.clock };

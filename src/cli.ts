@@ -15,6 +15,7 @@ import { helpText } from './cli/help.js';
 import { checkMigrations } from './cli/migrate-command.js';
 import { processOutput, type Output } from './cli/output.js';
 import { restoreDatabase } from './cli/restore-command.js';
+import { createToken } from './cli/token-command.js';
 
 async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
   const target: ApiTarget = { url: invocation.url, token: invocation.token, timeoutMs: invocation.timeoutMs };
@@ -54,6 +55,10 @@ async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
       if (!invocation.check)
         throw new CliError(EXIT.USAGE, 'migrate needs --check (the server applies migrations itself when it starts)');
       return checkMigrations(databasePath(invocation.db, process.env), json, io);
+    case 'token':
+      if (first !== 'create') throw new CliError(EXIT.USAGE, `unknown token command '${first}': use token create`);
+      createToken(invocation.credential, json, io);
+      return EXIT.OK;
   }
 }
 

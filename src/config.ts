@@ -11,6 +11,7 @@ import { ConfigError } from './config/config-error.js';
 import { readEnv, type EnvConfig } from './config/env.js';
 import { parseConfigText, type FileConfig } from './config/file-schema.js';
 import { redactUrl } from './domain/redact-url.js';
+import { type CredentialEntry, CredentialsError, readCredentials } from './auth/credentials.js';
 
 export { CIRCUIT_NAME_MAX_LENGTH, circuitNameProblem };
 export { ConfigError } from './config/config-error.js';
@@ -23,6 +24,23 @@ export interface Config extends Omit<FileConfig, 'store'>, EnvConfig {
   readonly storeOptions: FileConfig['store'];
   /** `instance_id`, or `<hostname>:<port>`: every worker is this one caller (they share a host's network path). */
   readonly instanceId: string;
+  /**
+   * The credentials file (`CIRCUITLOG_CREDENTIALS`, else `auth.credentials_file`) and its
+   * entries as read at start (src/auth/credentials.ts); undefined without one.
+   */
+  readonly credentials: { readonly path: string; readonly entries: readonly CredentialEntry[] } | undefined;
+}
+
+/** The credentials file's entries; a file that cannot be read or parsed stops the start (ConfigError, exit 2). */
+function readCredentialsFile(path: string | undefined, variable: string): Config['credentials'] {
+  if (path === undefined) return undefined;
+  try {
+    return { path, entries: readCredentials(path) };
+  } catch (error) {
+    const message =
+      error instanceof CredentialsError ? error.message : `cannot read '${path}': ${(error as Error).message}`;
+    throw new ConfigError(`${variable}: ${message}`);
+  }
 }
 
 /** The config file at `CIRCUITLOG_CONFIG`, or every default without one. */
@@ -44,7 +62,17 @@ export function loadConfig(
 ): Config {
   const fromEnv = readEnv(env, argv);
   const { store: storeOptions, ...rest } = readConfigFile(fromEnv.configPath);
-  return { ...rest, storeOptions, ...fromEnv, instanceId: rest.instance_id ?? defaultInstanceId(fromEnv.port) };
+  const credentials = readCredentialsFile(
+    fromEnv.credentialsPath ?? rest.auth.credentials_file,
+    fromEnv.credentialsPath === undefined ? 'auth.credentials_file' : 'CIRCUITLOG_CREDENTIALS',
+  );
+  return {
+    ...rest,
+    storeOptions,
+    ...fromEnv,
+    instanceId: rest.instance_id ?? defaultInstanceId(fromEnv.port),
+    credentials,
+  };
 }
 
 /** `<hostname>:<port>`, cut to a valid caller id (a host name may hold no other characters but '-' and '.'). */
@@ -73,6 +101,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     local_dc: config.local_dc ?? null,
     instance_id: config.instanceId,
     token: config.token === undefined ? 'off' : 'on',
+    credentials:
+      config.credentials === undefined ? 'off' : `${config.credentials.entries.length} from ${config.credentials.path}`,
     workers: config.workers,
     synchronous: config.synchronous,
     group_commit: config.groupCommit ? 'on' : 'off',

@@ -9,7 +9,7 @@ import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
-import { createAuditLog, type AuditLog } from './audit/audit-log.js';
+import { createAuditLog, reloadRecorder, type AuditLog } from './audit/audit-log.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
 import { hostRule } from './http/request-guard.js';
@@ -18,7 +18,7 @@ import { createObservability, type Observability } from './observe/observability
 import { policyFromWire } from './policy-schema.js';
 import type { ProxyOptions } from './proxy/proxy-routes.js';
 import { createUndiciClient } from './proxy/upstream-client.js';
-import { runPrimary, type StartFailedMessage } from './server/cluster.js';
+import { RELOAD_CREDENTIALS, runPrimary, type StartFailedMessage } from './server/cluster.js';
 import { singletonJobs } from './server/jobs.js';
 import { listen, probeListen, urlHost } from './server/listen.js';
 import { createNodeServer, drain, serveApp } from './server/node-server.js';
@@ -26,6 +26,7 @@ import { migrateDatabase, openStore, type OpenedStore } from './server/open-stor
 import { activityStampMs } from './service/housekeeping.js';
 import { databaseFileProblem } from './store/sqlite/db-file.js';
 import { redactUrl } from './domain/redact-url.js';
+import { type CredentialSource, credentialSource } from './auth/credential-source.js';
 
 /**
  * One server process. Alone (`shared` false) it holds the database file exclusively and
@@ -44,7 +45,17 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const proxy = proxyFor(config, observe);
   readiness.schemaVersion = opened.schemaVersion;
   const auditLog = createAuditLog(opened.audit, logger);
-  const built = createApp(appDeps(config, logger, { opened, observe, proxy, readiness, audit: auditLog }));
+  const credentials = credentialsFor(config, logger, credentialsAudit(config, auditLog));
+  if (credentials !== undefined) {
+    process.on('SIGHUP', () => credentials.reload('signal'));
+    process.on('message', (message: { type?: unknown } | null) => {
+      if (message?.type === RELOAD_CREDENTIALS) credentials.reload('signal');
+    });
+  }
+  const built = createApp({
+    ...appDeps(config, logger, { opened, observe, proxy, readiness, audit: auditLog }),
+    authenticate: credentials?.authenticate,
+  });
   await declareCircuits(config, built, opened, logger);
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
@@ -74,6 +85,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   await listen(server, config.port, config.host);
   logListening(config, logger, (server.address() as AddressInfo).port);
   jobs.start();
+  credentials?.watch();
   onSignals((signal) => {
     readiness.draining = true;
     const delayMs = config.shutdown_delay_ms;
@@ -82,6 +94,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
       `not ready; serving ${delayMs} ms more before closing the port`,
     );
     const stopJobs = () => {
+      credentials?.close();
       observe.hub.closeAll(); // event streams never end by themselves
       jobs.stop();
     };
@@ -95,6 +108,33 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     };
     setTimeout(() => drain(server, signal, options), delayMs);
   });
+}
+
+/**
+ * The credentials file's set, reloaded on SIGHUP and when the file changes (each worker
+ * watches it; the primary passes SIGHUP on), with CIRCUITLOG_TOKEN as the credential `token`
+ * beside it. Undefined without a file: CIRCUITLOG_TOKEN alone, or no credential at all.
+ * `onReload` is where the audit log records `credentials_reloaded`.
+ */
+function credentialsFor(
+  config: Config,
+  logger: Logger,
+  onReload?: (ids: readonly string[]) => void,
+): CredentialSource | undefined {
+  if (config.credentials === undefined) return undefined;
+  return credentialSource({ ...config.credentials, token: config.token, logger, onReload });
+}
+
+/** The credentials reload's audit hook: the ids in force before (first, those read at start) and after. */
+function credentialsAudit(config: Config, audit: AuditLog): ((ids: readonly string[]) => void) | undefined {
+  if (config.credentials === undefined) return undefined;
+  const record = reloadRecorder(audit, Date.now);
+  let inForce = config.credentials.entries.map((e) => e.id);
+  return (ids) => {
+    const before = inForce;
+    inForce = [...ids];
+    void record({ before, after: inForce });
+  };
 }
 
 /** Metrics, the event hub and the dashboard's reader, fed by the store's readers. */
@@ -213,7 +253,7 @@ function onSignals(handler: (signal: NodeJS.Signals) => void): void {
  */
 function warnUnknownSettings(config: Config, logger: Logger): void {
   for (const unknown of unknownSettings(process.env)) {
-    const unprotected = config.token === undefined && tokenLike(unknown);
+    const unprotected = config.token === undefined && config.credentials === undefined && tokenLike(unknown);
     logger.warn(
       { event: 'unknown_setting', setting: unknown.name, suggestion: unknown.suggestion ?? null },
       unprotected
@@ -250,6 +290,7 @@ async function main(): Promise<void> {
     logger,
   });
   onSignals((signal) => primary.shutdown(signal));
+  if (config.credentials !== undefined) process.on('SIGHUP', () => primary.reloadCredentials());
 }
 
 main().catch((error: unknown) => {

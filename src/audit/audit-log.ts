@@ -4,6 +4,7 @@ import { identityOf } from '../auth/request-identity.js';
 import type { AuditAction, AuditEntry, AuditEntryInput, AuditPage, AuditQuery } from '../domain/audit-entry.js';
 import { contextRequestId } from '../request-id.js';
 import type { AuditStore } from '../store/audit-store.js';
+import type { MaybePromise } from '../store/maybe-promise.js';
 
 /**
  * The audit log (issue 30): every change a person or service makes is one entry, stored
@@ -15,6 +16,8 @@ export interface AuditLog {
   /** What a page cursor (`before`) looks like in this log's store. */
   readonly cursorPattern: RegExp;
   record(entry: AuditEntryInput): Promise<void>;
+  /** `record`, unless an entry of the same action and `after` was stored within `withinMs` (by any process). */
+  recordOnce(entry: AuditEntryInput, withinMs: number): Promise<void>;
   page(query: AuditQuery): Promise<AuditPage>;
   /** Called with every entry this process stores; answers the unsubscribe. */
   onEntry(listener: (entry: AuditEntry) => void): () => void;
@@ -24,25 +27,28 @@ export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
   const listeners = new Set<(entry: AuditEntry) => void>();
   return {
     cursorPattern: store.cursorPattern,
-    async record(input) {
-      let entry: AuditEntry;
-      try {
-        entry = await store.append(input);
-      } catch (error) {
-        logger.error(
-          { event: 'audit_not_recorded', action: input.action, who: input.who, circuit: input.circuit, err: error },
-          `audit entry not recorded: ${input.action} by ${input.who}`,
-        );
-        return;
-      }
-      for (const listener of listeners) listener(entry);
-    },
+    record: (input) => store_(input, () => store.append(input)),
+    recordOnce: (input, withinMs) => store_(input, () => store.appendOnce(input, withinMs)),
     page: async (query) => store.page(query),
     onEntry(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
   };
+
+  async function store_(input: AuditEntryInput, append: () => MaybePromise<AuditEntry | null>): Promise<void> {
+    let entry: AuditEntry | null;
+    try {
+      entry = await append();
+    } catch (error) {
+      logger.error(
+        { event: 'audit_not_recorded', action: input.action, who: input.who, circuit: input.circuit, err: error },
+        `audit entry not recorded: ${input.action} by ${input.who}`,
+      );
+      return;
+    }
+    if (entry !== null) for (const listener of listeners) listener(entry);
+  }
 }
 
 /**
@@ -53,6 +59,7 @@ export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
 export const NO_AUDIT_LOG: AuditLog = {
   cursorPattern: /^\d{1,15}$/,
   record: async () => {},
+  recordOnce: async () => {},
   page: async () => ({ entries: [], nextCursor: null }),
   onEntry: () => () => {},
 };
@@ -88,25 +95,31 @@ export function auditRequest(
 export interface CredentialsReload {
   readonly before: readonly string[];
   readonly after: readonly string[];
-  /** What started it: `SIGHUP`, `file_changed`. */
-  readonly trigger: string;
 }
 
+/** Workers and hosts reloading the same file record one entry (the same ids after, within this long). */
+export const RELOAD_DEDUP_MS = 10_000; // 10 s
+
 /**
- * The `onReload` hook for the credentials file's reload (src/auth, issue 30): one
- * `credentials_reloaded` entry per reload that took effect, by `system` (a signal or a file
- * change, not a request), before and after naming the credential ids.
+ * The credentials reload's entry (the `onReload` hook of src/auth/credential-source.ts, wired in
+ * src/main.ts): one `credentials_reloaded` entry per change of the set in force, by `system` (a
+ * signal or a file change, not a request), before and after naming the credential ids. Every
+ * worker (and host) reloads the same file: the first to store its entry records it, the others'
+ * identical ones within RELOAD_DEDUP_MS are dropped (`recordOnce`).
  */
 export function reloadRecorder(audit: AuditLog, clock: () => number): (reload: CredentialsReload) => Promise<void> {
   return (reload) =>
-    audit.record({
-      at: clock(),
-      who: 'system',
-      action: 'credentials_reloaded',
-      circuit: null,
-      before: { credentials: reload.before },
-      after: { credentials: reload.after, trigger: reload.trigger },
-      requestId: null,
-      remote: null,
-    });
+    audit.recordOnce(
+      {
+        at: clock(),
+        who: 'system',
+        action: 'credentials_reloaded',
+        circuit: null,
+        before: { credentials: reload.before },
+        after: { credentials: reload.after },
+        requestId: null,
+        remote: null,
+      },
+      RELOAD_DEDUP_MS,
+    );
 }

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AppError } from '../domain/errors.js';
+import type { AppError } from '../domain/errors.js';
 import { type Identity, TOKEN_IDENTITY } from './identity.js';
+import { unauthorizedFor } from './refusal.js';
 
 /**
  * Who a bearer credential is: the `Authorization` value (undefined when absent) to an identity,
@@ -48,8 +49,6 @@ export function tokenAuthenticator(token: string): Authenticator {
 }
 
 /** The 401 for a missing or refused credential (RFC 6750), never saying which part was wrong. */
-export function unauthorized(): AppError {
-  return new AppError('UNAUTHORIZED', 'This route needs Authorization: Bearer <CIRCUITLOG_TOKEN>.', {
-    headers: { 'www-authenticate': 'Bearer realm="circuitlog"' },
-  });
+export function unauthorized(reason: 'missing' | 'invalid' = 'invalid'): AppError {
+  return unauthorizedFor(reason);
 }

@@ -13,6 +13,7 @@ export const COMMANDS = {
   backup: { options: ['db', 'offline', 'overwrite', 'wait'], args: ['file'] },
   restore: { options: ['db'], args: ['file'] },
   migrate: { options: ['db', 'check'], args: [] },
+  token: { options: ['id', 'scopes', 'circuits', 'callers', 'max-new-circuits'], args: ['create'] },
   help: { options: [], args: [] },
 } as const satisfies Record<string, { options: readonly string[]; args: readonly string[] }>;
 
@@ -34,6 +35,14 @@ export interface Invocation {
   readonly check: boolean;
   /** How long `backup` keeps retrying while another backup runs. */
   readonly waitSeconds: number;
+  /** `token create`'s options, as given (checked by the command). */
+  readonly credential: {
+    readonly id: string | undefined;
+    readonly scopes: string | undefined;
+    readonly circuits: string | undefined;
+    readonly callers: string | undefined;
+    readonly maxNewCircuits: string | undefined;
+  };
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -53,6 +62,11 @@ const OPTIONS = {
   overwrite: { type: 'boolean' },
   wait: { type: 'string' },
   check: { type: 'boolean' },
+  id: { type: 'string' },
+  scopes: { type: 'string' },
+  circuits: { type: 'string' },
+  callers: { type: 'string' },
+  'max-new-circuits': { type: 'string' },
 } as const;
 
 /** Parse `argv` (without node and the script) against `env`; a CliError with exit 2 when wrong. */
@@ -100,6 +114,13 @@ function invocationOf(
     overwrite: flag('overwrite'),
     check: flag('check'),
     waitSeconds: wholeNumber('--wait', str('wait'), DEFAULT_WAIT_SECONDS, 0, 86_400),
+    credential: {
+      id: str('id'),
+      scopes: str('scopes'),
+      circuits: str('circuits'),
+      callers: str('callers'),
+      maxNewCircuits: str('max-new-circuits'),
+    },
   };
 }
 

@@ -14,6 +14,8 @@ Commands:
     --wait <s>                  keep retrying this long while another backup runs (default 60)
   restore <file> [--db <path>]    put a backup in the database's place; refused while a server holds it
   migrate --check [--db <path>]   the database's schema version against this build's
+  token create --id <id> --scopes <s,s> [--circuits <p,p>] [--callers <p,p>] [--max-new-circuits N]
+                              a fresh random token (256 bits) and its credentials-file entry
 
 Options:
   --url <url>      the server (env CIRCUITLOG_URL; default http://127.0.0.1:8080)

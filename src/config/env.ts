@@ -12,6 +12,8 @@ export interface EnvConfig {
   readonly dbPath: string;
   readonly configPath: string | undefined;
   readonly token: string | undefined;
+  /** `CIRCUITLOG_CREDENTIALS`: the credentials file, winning over the config file's `auth.credentials_file`. */
+  readonly credentialsPath: string | undefined;
   readonly logLevel: string;
   readonly synchronous: 'NORMAL' | 'FULL';
   readonly workers: number;
@@ -129,6 +131,7 @@ export function readEnv(env: SettingsEnv, argv: readonly string[]): EnvConfig {
     proxyOnStorageOutage,
     configPath: env.CIRCUITLOG_CONFIG || undefined,
     token,
+    credentialsPath: env.CIRCUITLOG_CREDENTIALS || undefined,
     logLevel,
     synchronous,
     workers,

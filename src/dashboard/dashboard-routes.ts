@@ -13,7 +13,7 @@ import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 import { transitionData } from '../observe/event-frames.js';
 import { dashboardPage } from './page.js';
-import { SCOPES, hasScope, type Identity } from '../auth/identity.js';
+import { SCOPES, circuitPermitted, hasScope, type Identity } from '../auth/identity.js';
 import { identityOf } from '../auth/request-identity.js';
 
 export interface DashboardDeps {
@@ -86,8 +86,10 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
     return c.body(text, 200, { 'content-type': ASSETS[file]!, 'cache-control': 'no-cache' });
   });
   app.get('/dashboard/api/state', async (c) => {
-    const state = await dashboardState(deps, stateQuery(c));
-    return json(c, { identity: identityWire(identityOf(c)), ...state }, 200, { 'cache-control': 'no-store' });
+    const identity = identityOf(c);
+    const permitted = identity.circuits === null ? null : (name: string) => circuitPermitted(identity, name);
+    const state = await dashboardState(deps, stateQuery(c), permitted);
+    return json(c, { identity: identityWire(identity), ...state }, 200, { 'cache-control': 'no-store' });
   });
 }
 
@@ -129,12 +131,18 @@ function stateQuery(c: Context): z.output<typeof StateQuery> {
  * on the last). Every page also carries the recent transitions and the upstreams; the page's
  * stream resumes from the `last_event_id` of the first page it read.
  */
-async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQuery>) {
+async function dashboardState(
+  deps: DashboardDeps,
+  query: z.output<typeof StateQuery>,
+  permitted: ((name: string) => boolean) | null,
+) {
   // Read before the circuits: whatever changes after this is replayed on the stream.
   const lastEventId = deps.transitions.maxId();
   const now = deps.breaker.now();
   const { circuits, nextAfter } =
-    query.q === undefined ? await listPage(deps, query) : await searchPage(deps, { ...query, q: query.q, now });
+    query.q === undefined && permitted === null
+      ? await listPage(deps, query)
+      : await searchPage(deps, { ...query, q: query.q ?? '', now, permitted: permitted ?? (() => true) });
   const last = deps.transitions.lastPerCircuit(circuits.map((c) => c.name));
   const nodeLast = deps.transitions.lastPerCircuit(nodeNames(deps));
   const event = (t: Parameters<typeof transitionData>[0]) => ({
@@ -150,10 +158,13 @@ async function dashboardState(deps: DashboardDeps, query: z.output<typeof StateQ
       return { ...circuitJson(circuit, now), last_transition: t === undefined ? null : event(t) };
     }),
     next_after: nextAfter,
-    recent: deps.transitions.latest(RECENT_TRANSITIONS).map(event),
+    recent: deps.transitions
+      .latest(RECENT_TRANSITIONS)
+      .filter((t) => permitted === null || permitted(t.circuit))
+      .map(event),
     // The proxy's node circuits wherever they are in the list: the page groups them by upstream.
     nodes: (await Promise.all(nodeNames(deps).map(async (name) => deps.breaker.get(name))))
-      .filter((c) => c !== null)
+      .filter((c): c is Circuit => c !== null && (permitted === null || permitted(c.name)))
       .map((c) => {
         const t = nodeLast.get(c.name);
         return { ...circuitJson(c, now), last_transition: t === undefined ? null : event(t) };
@@ -195,7 +206,7 @@ async function listPage(deps: DashboardDeps, query: z.output<typeof StateQuery>)
  */
 async function searchPage(
   deps: DashboardDeps,
-  query: z.output<typeof StateQuery> & { q: string; now: number },
+  query: z.output<typeof StateQuery> & { q: string; now: number; permitted: (name: string) => boolean },
 ): Promise<Page> {
   const found = await searchScan(deps, query);
   // As a listing's page: an open circuit whose time has passed is read (half-opened) first.
@@ -206,7 +217,10 @@ async function searchPage(
   return { circuits, nextAfter: found.nextAfter };
 }
 
-async function searchScan(deps: DashboardDeps, query: z.output<typeof StateQuery> & { q: string }): Promise<Page> {
+async function searchScan(
+  deps: DashboardDeps,
+  query: z.output<typeof StateQuery> & { q: string; permitted: (name: string) => boolean },
+): Promise<Page> {
   const needle = query.q.toLowerCase();
   const circuits: Circuit[] = [];
   let after = query.after;
@@ -214,7 +228,8 @@ async function searchScan(deps: DashboardDeps, query: z.output<typeof StateQuery
     const rows = await deps.breaker.list({ afterId: after, limit: SEARCH_READ, state: query.state }, 0);
     for (const c of rows) {
       after = c.id;
-      if (!c.name.toLowerCase().includes(needle)) continue;
+      // A credential limited to `circuits` patterns sees only those (issue 30).
+      if (!c.name.toLowerCase().includes(needle) || !query.permitted(c.name)) continue;
       circuits.push(c);
       if (circuits.length === query.limit) return { circuits, nextAfter: c.id };
     }

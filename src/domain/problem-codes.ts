@@ -39,6 +39,12 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   },
   METHOD_NOT_ALLOWED: { status: 405, type: '/problems/method-not-allowed', title: 'Method not allowed' },
   UNAUTHORIZED: { status: 401, type: '/problems/unauthorized', title: 'Missing or invalid bearer token' },
+  INSUFFICIENT_SCOPE: { status: 403, type: '/problems/insufficient-scope', title: 'The credential lacks the scope' },
+  CIRCUIT_NOT_PERMITTED: {
+    status: 403,
+    type: '/problems/circuit-not-permitted',
+    title: 'The credential may not use this circuit',
+  },
   STORAGE_BUSY: { status: 503, type: '/problems/storage-busy', title: 'Storage busy' },
   STORAGE_FULL: { status: 503, type: '/problems/storage-full', title: 'Storage full' },
   STORAGE_UNAVAILABLE: { status: 503, type: '/problems/storage-unavailable', title: 'Storage unavailable' },

@@ -1,5 +1,8 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { AppError } from '../domain/errors.js';
+import { circuitPermitted } from '../auth/identity.js';
+import { identityOf } from '../auth/request-identity.js';
+import type { Circuit, CircuitState } from '../domain/circuit.js';
 import type { BreakerService, Decision } from '../service/breaker-service.js';
 import { refusalError } from '../service/open-error.js';
 import { json } from './json.js';
@@ -23,7 +26,6 @@ import { detailWire } from '../domain/transition-detail.js';
 import { CallerQuery, callerQuery } from './caller-param.js';
 import { auditRequest, type AuditLog } from '../audit/audit-log.js';
 import { changedValues, circuitValues } from '../audit/audit-values.js';
-import { identityOf } from '../auth/request-identity.js';
 
 export interface CircuitRouteOptions {
   readonly bodyLimitBytes: number;
@@ -111,13 +113,37 @@ function registerList(app: OpenAPIHono, breaker: BreakerService): void {
   serveRoute(app, route, async (c) => {
     const query = parseQuery(c, ListQuery);
     const limit = query.limit ?? 50;
+    const identity = identityOf(c);
     // One row past the page says whether another page exists: an exactly full last page gets null.
-    const rows = await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit);
+    const rows =
+      identity.circuits === null
+        ? await breaker.list({ state: query.state, afterId: query.cursor, limit: limit + 1 }, limit)
+        : await permittedRows(breaker, query, limit, (name) => circuitPermitted(identity, name));
     const page = rows.slice(0, limit);
     const now = breaker.now();
     const nextCursor = rows.length > limit ? String(page.at(-1)!.id) : null;
     return json(c, { circuits: page.map((circuit) => circuitJson(circuit, now)), next_cursor: nextCursor }, 200);
   });
+}
+
+/**
+ * A page (and one row past it) of the circuits a credential limited to `circuits` patterns may
+ * see: read on in pages until it is full or the circuits end, the others left out.
+ */
+async function permittedRows(
+  breaker: BreakerService,
+  query: { state?: CircuitState; cursor?: number },
+  limit: number,
+  permitted: (name: string) => boolean,
+): Promise<Circuit[]> {
+  const kept: Circuit[] = [];
+  let afterId = query.cursor;
+  for (;;) {
+    const rows = await breaker.list({ state: query.state, afterId, limit: limit + 1 }, limit + 1);
+    kept.push(...rows.filter((row) => permitted(row.name)));
+    if (kept.length > limit || rows.length <= limit) return kept.slice(0, limit + 1);
+    afterId = rows.at(-1)!.id;
+  }
 }
 
 /** `GET /circuits/{name}/events`: its transitions, newest first. */

@@ -2,6 +2,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.js';
+import { type RefusalReason, refusalReason } from '../auth/refusal.js';
 import { problemParts } from './problem.js';
 import { ClientClosedError } from './route-kit.js';
 import { logFailure, toAppError } from './request-failure.js';
@@ -13,8 +14,13 @@ import { contextRequestId } from '../request-id.js';
  * segments), a 405 with `Allow` (a known path, another method) or a 404; every error becomes
  * a problem+json answer and its `request_failed` log line. Register after every route.
  */
-export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () => number): void {
-  const answer = problemAnswer(logger, clock);
+export function registerFallbacks(
+  app: OpenAPIHono,
+  logger: Logger,
+  clock: () => number,
+  onRefusal?: (reason: RefusalReason) => void,
+): void {
+  const answer = problemAnswer(logger, clock, onRefusal);
   const render = (c: Context, error: AppError): Response =>
     answer(c.req.method, c.req.path, error, contextRequestId(c));
   const allowedMethods = methodIndex(app);
@@ -51,9 +57,20 @@ export function registerFallbacks(app: OpenAPIHono, logger: Logger, clock: () =>
   });
 }
 
-/** An error's answer: its `request_failed` log line and the problem+json Response (`instance`: the path). */
-export function problemAnswer(logger: Logger, clock: () => number): ProblemAnswer {
+/**
+ * An error's answer: its `request_failed` log line and the problem+json Response (`instance`:
+ * the path); an auth refusal is counted by its reason (`onRefusal`, the metric).
+ */
+export function problemAnswer(
+  logger: Logger,
+  clock: () => number,
+  onRefusal?: (reason: RefusalReason) => void,
+): ProblemAnswer {
   return (method, path, error, requestId) => {
+    if (onRefusal !== undefined) {
+      const reason = refusalReason(error);
+      if (reason !== null) onRefusal(reason);
+    }
     logFailure(logger, method, path, error, requestId);
     const { status, headers, body } = problemParts(error, path, requestId, clock());
     return new Response(body, { status, headers });

@@ -1,4 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { requireCircuits } from './route-auth.js';
 import { circuitNameProblem } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import type { BreakerService } from '../service/breaker-service.js';
@@ -13,6 +14,7 @@ import {
   prefersMinimal,
   problem,
   readJson,
+  newCircuitQuota,
   serveRoute,
   withBody,
 } from './route-kit.js';
@@ -163,6 +165,7 @@ function registerCall(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes:
     const body = await readJson(c, CallBody, bodyLimitBytes);
     const kinded = kindOutcome(body, true);
     const create = body.threshold === undefined ? undefined : { failureThreshold: body.threshold };
+    await newCircuitQuota(c, breaker, [name]);
     const { circuit, verdict } = await breaker.record(
       name,
       { ...kinded, timeoutSeconds: body.timeout_seconds, caller },
@@ -197,6 +200,7 @@ function registerSuccessFailure(app: OpenAPIHono, breaker: BreakerService, bodyL
   serveRoute(app, route('success', EmptyBody), async (c) => {
     const name = circuitNameParam(c);
     await readJson(c, EmptyBody, bodyLimitBytes);
+    await newCircuitQuota(c, breaker, [name]);
     const { circuit } = await breaker.record(name, { success: true }, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
@@ -204,6 +208,7 @@ function registerSuccessFailure(app: OpenAPIHono, breaker: BreakerService, bodyL
     const name = circuitNameParam(c);
     const body = await readJson(c, FailureBody, bodyLimitBytes);
     const outcome = { success: false, timeoutSeconds: body.timeout_seconds };
+    await newCircuitQuota(c, breaker, [name]);
     const { circuit } = await breaker.record(name, outcome, GROUPED);
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
@@ -225,6 +230,8 @@ function registerOutcome(app: OpenAPIHono, breaker: BreakerService, bodyLimitByt
     // A late outcome (the circuit opened since the call was admitted) changes no state.
     const at = outcomeTime(body.at, breaker.now(), 'at');
     const outcome = { ...kindOutcome(body), durationMs: body.duration_ms, late: 'count_only' as const, at };
+    const quota = newCircuitQuota(c, breaker, [name]);
+    if (quota !== undefined) await quota; // no microtask for a credential without a bound: the intake path
     const { circuit } = await breaker.record(
       name,
       body.caller === undefined ? outcome : { ...outcome, caller: body.caller },
@@ -263,6 +270,10 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
   app.openAPIRegistry.registerPath(batchRoute);
   app.post('/outcomes', async (c) => {
     const body = await readJson(c, BatchBody, Math.max(bodyLimitBytes, BATCH_BODY_LIMIT_BYTES));
+    const names = body.outcomes.map((o) => o.circuit);
+    requireCircuits(c, names);
+    const quota = newCircuitQuota(c, breaker, names);
+    if (quota !== undefined) await quota;
     const now = breaker.now();
     const circuits = await breaker.recordBatch(
       body.outcomes.map((o, i) => ({

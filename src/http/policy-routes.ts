@@ -3,7 +3,7 @@ import { policyOf } from '../domain/policy.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
-import { circuitNameParam, fieldErrors, ok, problem, readJson, withBody } from './route-kit.js';
+import { circuitNameParam, fieldErrors, newCircuitQuota, ok, problem, readJson, withBody } from './route-kit.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam } from './schemas.js';
 import { circuitJson } from './circuit-json.js';
@@ -11,6 +11,8 @@ import { policyPatchSchema } from './policy-patch-doc.js';
 import { auditRequest, type AuditLog } from '../audit/audit-log.js';
 import { patchChange } from '../audit/audit-values.js';
 import { identityOf } from '../auth/request-identity.js';
+import { patchScope } from '../auth/route-scopes.js';
+import { requireScope } from './route-auth.js';
 
 // Any object here: the merged policy is checked whole, each field and unknown key named (422).
 const PatchBody = z.record(z.string(), z.unknown());
@@ -79,6 +81,8 @@ export function registerPolicyRoutes(
     const name = circuitNameParam(c);
     requireMergePatch(c.req.header('content-type'));
     const patch = await readJson(c, PatchBody, bodyLimitBytes);
+    requireScope(c, patchScope(patch), 'PATCH /circuits/{name}');
+    await newCircuitQuota(c, breaker, [name]);
     // The merge runs inside the store's write transaction, on the circuit as stored.
     const { circuit, created, before } = await breaker.withRoom([name], async () =>
       breaker.configure(

@@ -2,7 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { type Authenticator, needsToken, unauthorized } from '../auth/bearer.js';
-import { ANONYMOUS, type Identity } from '../auth/identity.js';
+import { ANONYMOUS, circuitPermitted, type Identity, type Scope } from '../auth/identity.js';
+import { circuitNotPermitted, insufficientScope } from '../auth/refusal.js';
+import { allowsRoute, routeScope } from '../auth/route-scopes.js';
 import { bindIdentity } from '../auth/request-identity.js';
 import { AppError } from '../domain/errors.js';
 import { bindRequestId, REQUEST_ID_HEADER, requestIdFrom, withRequestIdHeader } from '../request-id.js';
@@ -33,8 +35,37 @@ export function requestGuard(hosts: HostRule | null, authenticate: Authenticator
     const refusal = misdirected(hosts, header('host')) ?? (isProxyPath(path) ? null : crossSiteProblem(method, header));
     if (refusal !== null) return refusal;
     if (authenticate === null || !needsToken(path)) return ANONYMOUS;
-    return authenticate(header('authorization')) ?? unauthorized();
+    const authorization = header('authorization');
+    const identity = authenticate(authorization);
+    if (identity === null) return unauthorized(authorization === undefined ? 'missing' : 'invalid');
+    return routePermitted(identity, method, path);
   };
+}
+
+/**
+ * The scope the route needs (auth/route-scopes.ts) and, on a circuit's route, the circuit
+ * within the credential's `circuits` patterns: the identity, or the 403. An identity with
+ * every scope and every circuit (CIRCUITLOG_TOKEN's) passes without a look at the table.
+ */
+function routePermitted(identity: Identity, method: string, path: string): AppError | Identity {
+  if (identity.circuits === null && identity.scopes.has('admin')) return identity;
+  const route = routeScope(method, path);
+  if (route === null) return identity;
+  if (!allowsRoute(identity, route.scope)) return insufficientScope(route.scope as Scope, method, path);
+  if (route.rawName === null || identity.circuits === null) return identity;
+  const name = decodedSegment(route.rawName);
+  // An undecodable name is the route's 400; a permitted one goes on.
+  if (name === null || circuitPermitted(identity, name)) return identity;
+  return circuitNotPermitted(name);
+}
+
+function decodedSegment(segment: string): string | null {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -4,6 +4,9 @@ import type { Context } from 'hono';
 import { circuitNameProblem } from '../config.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 import { OpenProblemSchema, ProblemSchema, TooManyCircuitsSchema } from './schemas.js';
+import type { IdentityEnv } from '../auth/request-identity.js';
+import type { BreakerService } from '../service/breaker-service.js';
+import { checkQuota } from './route-auth.js';
 
 // What the /circuits and /outcomes routes share: OpenAPI response pieces, the way a route is
 // served and answers, the not-found error; then reading a request (its name parameter, query
@@ -246,4 +249,19 @@ export function prefersMinimal(c: Context): boolean {
     );
   }
   return false;
+}
+
+/**
+ * `max_new_circuits` before a write that may create `names` (http/route-auth.ts `checkQuota`):
+ * undefined (no promise, no microtask, no call elsewhere) for a request without a bound, as
+ * every request is without credentials; the identity is read off the env here for that reason.
+ */
+export function newCircuitQuota(
+  c: Context,
+  breaker: BreakerService,
+  names: readonly string[],
+): Promise<void> | undefined {
+  const identity = (c.env as IdentityEnv | undefined)?.identity;
+  if (identity === undefined || identity.maxNewCircuits === null) return undefined;
+  return checkQuota(identity, identity.maxNewCircuits, breaker, names);
 }

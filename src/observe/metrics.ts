@@ -2,6 +2,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Circuit, Transition } from '../domain/circuit.js';
 import type { OutcomeKind } from '../domain/outcome-kind.js';
 import { AppError } from '../domain/errors.js';
+import type { RefusalReason } from '../auth/refusal.js';
 import { PROBLEMS } from '../domain/problem-codes.js';
 import type { ProxyHooks, UpstreamConcurrency } from '../proxy/proxy-call.js';
 import type { BreakerObserver } from '../service/breaker-observer.js';
@@ -42,6 +43,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   private readonly sendTimeouts;
   private readonly overload;
   private readonly panic;
+  private readonly authRefusals;
   private readonly gauges: GaugeRenderer;
   /** The end of the `max_circuits` cap, read at most every CUTOFF_REFRESH_MS (or when a newer circuit appears below it). */
   private cutoff: (CapCutoff & { readonly readAt: number }) | undefined;
@@ -72,7 +74,18 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     this.sendTimeouts = proxy.sendTimeouts;
     this.healthChecks = proxy.healthChecks;
     this.panic = proxy.panic;
+    this.authRefusals = new Counter({
+      name: 'circuitlog_auth_refusals_total',
+      help: 'Requests refused by the credential checks (401 missing or invalid token, 403 by scope, circuit or caller), by reason',
+      labelNames: ['reason'],
+      registers,
+    });
   }
+
+  /** A refused credential (auth/refusal.ts), by reason; an arrow: it is passed around unbound. */
+  readonly authRefused = (reason: RefusalReason): void => {
+    this.authRefusals.inc({ reason });
+  };
 
   transition(circuit: Circuit, t: Transition): void {
     if (!this.isLabelled(circuit)) return;

@@ -1,4 +1,6 @@
 import type { ServerResponse } from 'node:http';
+import { circuitPermitted, type Identity } from '../auth/identity.js';
+import { identityOf } from '../auth/request-identity.js';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
@@ -98,8 +100,11 @@ class StreamFeed implements HubSink {
   constructor(
     private readonly sink: StreamSink,
     private readonly idOf: StreamStart['idOf'],
+    /** A credential limited to `circuits` patterns gets only their transitions (issue 30); null: all. */
+    private readonly permitted: ((name: string) => boolean) | null = null,
   ) {}
   send(t: LoggedTransition): void {
+    if (this.permitted !== null && !this.permitted(t.circuit)) return;
     const id = this.idOf(t);
     if (id !== null) this.sink.write(transitionFrame(t, id));
   }
@@ -144,7 +149,9 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
         : new SocketSink(outgoing, STREAM_HEADERS, maxBytes, onCutOff);
     let unsubscribe: () => void;
     try {
-      unsubscribe = storageRead(() => hub.subscribe(query, from, new StreamFeed(sink, start.idOf)));
+      unsubscribe = storageRead(() =>
+        hub.subscribe(query, from, new StreamFeed(sink, start.idOf, permittedCircuits(identityOf(c)))),
+      );
     } catch (error) {
       sink.end(); // nothing was written: the error handler answers
       throw error;
@@ -159,6 +166,11 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     });
     return 'readable' in sink ? c.body(sink.readable, 200, STREAM_HEADERS) : RESPONSE_ALREADY_SENT;
   });
+}
+
+/** The circuits an identity may see, as a test; null: every circuit. */
+function permittedCircuits(identity: Identity): ((name: string) => boolean) | null {
+  return identity.circuits === null ? null : (name) => circuitPermitted(identity, name);
 }
 
 /** SQLite: an event's id is its row id. */

@@ -15,6 +15,8 @@ export interface WorkerProcess {
   readonly process: { readonly pid?: number | undefined; kill(signal?: NodeJS.Signals): boolean };
   on(event: 'listening', listener: (address: { port: number }) => void): unknown;
   on(event: 'message', listener: (message: unknown) => void): unknown;
+  /** An IPC message to the worker (absent in tests' fakes). */
+  send?(message: object): unknown;
   on(event: 'exit', listener: (code: number | null, signal: string | null) => void): unknown;
 }
 
@@ -36,7 +38,15 @@ export interface PrimaryOptions {
 export interface Primary {
   /** Stop every worker (they drain) and exit with `code`. */
   shutdown(signal: string, code?: number): void;
+  /**
+   * Ask every live worker to read the credentials file again (SIGHUP to the primary): a
+   * message, not a signal, so a worker still starting (no handler yet) is not killed by it.
+   */
+  reloadCredentials(): void;
 }
+
+/** The primary's message asking a worker to reload the credentials file. */
+export const RELOAD_CREDENTIALS = 'circuitlog:reload_credentials';
 
 const RESPAWN_DELAY_MS = 200; // a replacement starts this long after a crash
 /** Crash-loop protection: more crashes than this within the window stop the service. */
@@ -77,7 +87,7 @@ export function runPrimary(options: PrimaryOptions): Primary {
   const pool = new WorkerPool(options);
   serveClusterMetrics(); // a worker's /metrics asks here for the counters of all workers
   for (let i = 0; i < options.workers; i++) pool.start();
-  return { shutdown: (signal, code) => pool.shutdown(signal, code) };
+  return { shutdown: (signal, code) => pool.shutdown(signal, code), reloadCredentials: () => pool.reloadCredentials() };
 }
 
 /** The live workers, which of them listen, and whether the primary is stopping. */
@@ -114,6 +124,11 @@ class WorkerPool {
     worker.on('exit', (code, signal) =>
       this.exited(worker, listened, signal ? `signal ${signal}` : `exit code ${code}`, startError, { code, signal }),
     );
+  }
+
+  reloadCredentials(): void {
+    if (this.stopping) return;
+    for (const worker of this.live.values()) worker.send?.({ type: RELOAD_CREDENTIALS });
   }
 
   /** Stop every worker (they drain for shutdownGraceMs themselves; SIGKILL is the backstop). */

@@ -100,6 +100,8 @@ interface Committer {
   all(items: readonly ServiceItem[]): Promise<(Step | null)[]>;
 }
 
+const LIST_PAGE = 1000; // circuits per read when counting
+
 /**
  * The breaker's use cases: each one is a pure step from `domain/` run through the store's
  * atomic read-modify-write. Every stored result, single or group-committed, passes through
@@ -329,6 +331,25 @@ export class BreakerService {
   async events(name: string, limit: number): Promise<Transition[] | null> {
     const circuit = await this.store.find(name);
     return circuit === null ? null : this.store.events(circuit.id, limit);
+  }
+
+  /** The names among `names` that no stored circuit has (what a write would create). */
+  async missing(names: readonly string[]): Promise<string[]> {
+    const unique = [...new Set(names)];
+    const found = await Promise.all(unique.map((name) => this.store.find(name)));
+    return unique.filter((_, i) => found[i] === null);
+  }
+
+  /** How many stored circuits `matches` accepts, read page by page (LIST_PAGE rows at a time). */
+  async countWhere(matches: (name: string) => boolean): Promise<number> {
+    let count = 0;
+    let afterId: number | undefined;
+    for (;;) {
+      const rows = await this.store.list({ afterId, limit: LIST_PAGE, now: this.clock() });
+      for (const row of rows) if (matches(row.name)) count++;
+      if (rows.length < LIST_PAGE) return count;
+      afterId = rows.at(-1)!.id;
+    }
   }
 
   /**

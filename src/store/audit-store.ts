@@ -10,6 +10,12 @@ export interface AuditStore {
   readonly cursorPattern: RegExp;
   /** Store one entry; answers it as stored (with its id) once it is durable as the store's writes are. */
   append(entry: AuditEntryInput): MaybePromise<AuditEntry>;
+  /**
+   * Store the entry unless one with the same action and `after` was stored at or after
+   * `entry.at - withinMs` (atomically: of several processes doing the same at once, one
+   * stores it); null when it was not stored.
+   */
+  appendOnce(entry: AuditEntryInput, withinMs: number): MaybePromise<AuditEntry | null>;
   /** A page newest first; a malformed `before` cursor throws AppError INVALID_QUERY. */
   page(query: AuditQuery): MaybePromise<AuditPage>;
   /** Delete up to `batch` of the oldest entries older than `before` (epoch ms); how many went. */

@@ -104,9 +104,11 @@ describe('the audit log: one entry per change, naming who made it', () => {
     expect(entries[0]).toMatchObject({ who: 'ops', action: 'backup', circuit: null, before: null, after: { bytes } });
   });
 
-  it('records a credentials reload through its hook: by system, the credential ids before and after', async () => {
+  it('records a credentials reload once through its hook: by system, the credential ids before and after', async () => {
     const a = app();
-    await reloadRecorder(a.audit, a.clock.now)({ before: ['a', 'b'], after: ['a', 'c'], trigger: 'SIGHUP' });
+    await reloadRecorder(a.audit, a.clock.now)({ before: ['a', 'b'], after: ['a', 'c'] });
+    // Every worker reloads the same file: their identical entries within 10 s are one.
+    await reloadRecorder(a.audit, a.clock.now)({ before: ['a', 'b'], after: ['a', 'c'] });
     const entries = await a.entries('alice');
     expect(entries).toHaveLength(1);
     expect(entries[0]).toMatchObject({
@@ -114,7 +116,7 @@ describe('the audit log: one entry per change, naming who made it', () => {
       action: 'credentials_reloaded',
       circuit: null,
       before: { credentials: ['a', 'b'] },
-      after: { credentials: ['a', 'c'], trigger: 'SIGHUP' },
+      after: { credentials: ['a', 'c'] },
       request_id: null,
       remote: null,
     });

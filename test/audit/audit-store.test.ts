@@ -53,7 +53,13 @@ const stores: [string, () => Promise<Stores>][] = [
   [
     'redis',
     async () => {
-      const o = await openRedisStore({ url: redis!.url(), logger: silentLogger, prefix: `t-${randomUUID()}:` });
+      // 10 s per command, not the service's 1 s: 500 XADDs in flight on a busy machine (test/redis/test-store.ts).
+      const o = await openRedisStore({
+        url: redis!.url(),
+        logger: silentLogger,
+        prefix: `t-${randomUUID()}:`,
+        timeoutMs: 10_000,
+      });
       opened.push(o);
       return {
         circuits: o.store,

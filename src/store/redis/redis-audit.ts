@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   auditValueText,
   matchesAuditQuery,
@@ -59,6 +60,23 @@ export class RedisAuditStream implements AuditStore {
       ...fields,
     ]);
     return { ...e, id, before, after };
+  }
+
+  /** A `SET NX PX` marker per action and `after` (in the stream's slot) decides which process appends. */
+  async appendOnce(e: AuditEntryInput, withinMs: number): Promise<AuditEntry | null> {
+    const digest = createHash('sha256')
+      .update(`${e.action}\n${auditValueText(e.after) ?? ''}`)
+      .digest('hex');
+    const marker = `${this.key}:once:${digest}`;
+    const set = await this.redis.command<string | null>([
+      'SET',
+      marker,
+      '1',
+      'NX',
+      'PX',
+      String(Math.max(1, withinMs)),
+    ]);
+    return set === null ? null : this.append(e);
   }
 
   async page(q: AuditQuery): Promise<AuditPage> {

@@ -54,6 +54,7 @@ const CONDITION: Record<(typeof FILTERS)[number], string> = {
 export class SqliteAuditTable implements AuditStore {
   readonly cursorPattern = /^\d{1,15}$/;
   private readonly insert;
+  private readonly insertOnce;
   private readonly oldestBound;
   private readonly newestId;
   private readonly deleteRange;
@@ -63,6 +64,12 @@ export class SqliteAuditTable implements AuditStore {
     this.insert = db.prepare<unknown[], Row>(
       `INSERT INTO audit (at, who, action, circuit, before, after, request_id, remote)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+    );
+    // One statement: SQLite's write lock makes the check and the insert atomic across processes.
+    this.insertOnce = db.prepare<unknown[], Row>(
+      `INSERT INTO audit (at, who, action, circuit, before, after, request_id, remote)
+       SELECT ?, ?, ?, ?, ?, ?, ?, ?
+       WHERE NOT EXISTS (SELECT 1 FROM audit WHERE action = ? AND after IS ? AND at >= ?) RETURNING *`,
     );
     this.oldestBound = db.prepare<[number], number>('SELECT id FROM audit ORDER BY id LIMIT 1 OFFSET ?').pluck();
     this.newestId = db.prepare<[], number | null>('SELECT max(id) FROM audit').pluck();
@@ -81,6 +88,24 @@ export class SqliteAuditTable implements AuditStore {
       e.remote,
     )!;
     return toEntry(row);
+  }
+
+  appendOnce(e: AuditEntryInput, withinMs: number): AuditEntry | null {
+    const after = auditValueText(e.after);
+    const row = this.insertOnce.get(
+      e.at,
+      e.who,
+      e.action,
+      e.circuit,
+      auditValueText(e.before),
+      after,
+      e.requestId,
+      e.remote,
+      e.action,
+      after,
+      e.at - withinMs,
+    );
+    return row === undefined ? null : toEntry(row);
   }
 
   page(q: AuditQuery): AuditPage {
