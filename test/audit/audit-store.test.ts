@@ -138,6 +138,16 @@ describe.each(stores)('the audit log on %s', (_name, open) => {
     expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => 9_900 - i * 100));
   });
 
+  it('appendOnce stores one of the same entries appended at once (a reload seen by every worker)', async () => {
+    const s = await open();
+    const reload = { ...entry(1, 5_000), action: 'credentials_reloaded' as const, after: { credentials: ['a'] } };
+    const stored = await Promise.all([s.audit.appendOnce(reload, 10_000), s.audit.appendOnce(reload, 10_000)]);
+    expect(stored.filter((e) => e !== null)).toHaveLength(1);
+    const other = { ...reload, after: { credentials: ['a', 'b'] } };
+    expect(await s.audit.appendOnce(other, 10_000)).not.toBeNull();
+    expect((await s.audit.page({ limit: 10 })).entries).toHaveLength(2);
+  });
+
   it('keeps entries audit.retention_days, trimmed by the housekeeping job and never by the transitions retention', async () => {
     const s = await open();
     const clock = new FakeClock();
