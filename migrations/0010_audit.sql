@@ -2,7 +2,7 @@
 -- Kept `audit.retention_days` by the housekeeping job (trimmed by `at`), never by the
 -- transitions' retention. AUTOINCREMENT: an id is never reused once trimmed, so a cursor
 -- (`GET /audit?before=<id>`) always means the same place. `before`/`after` are JSON text
--- (at most 8 KiB each, domain/audit-entry.ts). Pages are newest first by id: each filter
+-- (at most 4 KiB each, domain/audit-entry.ts). Pages are newest first by id: each filter
 -- has an index ending in id, so a filtered page is one index range, and `at` for the trim.
 CREATE TABLE audit (
   id         INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -68,8 +68,8 @@ export interface AuditPage {
   readonly nextCursor: string | null;
 }
 
-/** `before`/`after` are kept whole up to this many bytes of JSON (a policy is well under 2 KiB). */
-export const AUDIT_VALUE_MAX_BYTES = 8 * 1024; // 8 KiB
+/** `before`/`after` are kept whole up to this many bytes of JSON each (a whole circuit is about 1 KiB). */
+export const AUDIT_VALUE_MAX_BYTES = 4 * 1024; // 4 KiB: a page of 1,000 entries holds at most some 8 MiB
 
 /** A value as the JSON text an entry keeps: null for none, a `{"truncated":true,"bytes":n}` marker past the bound. */
 export function auditValueText(value: unknown): string | null {
