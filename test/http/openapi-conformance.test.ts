@@ -165,6 +165,12 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /admin/backup', status: 405 },
     { send: 'GET /admin/backup', status: 409, backupRunning: true },
   ],
+  'get /audit': [
+    { send: 'GET /audit?limit=10', status: 200 },
+    { send: 'GET /audit?limit=0', status: 400 },
+    { send: 'GET /audit', status: 401, ...noAuth },
+    { send: 'POST /audit', status: 405 },
+  ],
   'get /health/ready': [
     { send: 'GET /health/ready', status: 200, ...noAuth },
     { send: 'POST /health/ready', status: 405 },
