@@ -27,8 +27,8 @@ export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
   const listeners = new Set<(entry: AuditEntry) => void>();
   return {
     cursorPattern: store.cursorPattern,
-    record: (input) => store_(input, () => store.append(input)),
-    recordOnce: (input, withinMs) => store_(input, () => store.appendOnce(input, withinMs)),
+    record: (input) => write(input, () => store.append(input)),
+    recordOnce: (input, withinMs) => write(input, () => store.appendOnce(input, withinMs)),
     page: async (query) => store.page(query),
     onEntry(listener) {
       listeners.add(listener);
@@ -36,7 +36,7 @@ export function createAuditLog(store: AuditStore, logger: Logger): AuditLog {
     },
   };
 
-  async function store_(input: AuditEntryInput, append: () => MaybePromise<AuditEntry | null>): Promise<void> {
+  async function write(input: AuditEntryInput, append: () => MaybePromise<AuditEntry | null>): Promise<void> {
     let entry: AuditEntry | null;
     try {
       entry = await append();

@@ -3,7 +3,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { tempDir } from '../server-process.js';
 import { listen } from '../observe/observe-app.js';
 import { openStream } from '../observe/sse-client.js';
-import { reloadRecorder } from '../../src/audit/audit-log.js';
+import pino from 'pino';
+import { createAuditLog, reloadRecorder } from '../../src/audit/audit-log.js';
+import type { AuditStore } from '../../src/store/audit-store.js';
 import { authenticateByName, buildAuditedApp } from './audit-app.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -120,6 +122,25 @@ describe('the audit log: one entry per change, naming who made it', () => {
       request_id: null,
       remote: null,
     });
+  });
+
+  it('answers a change whose entry the store refuses, and logs audit_not_recorded once', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const refusing: AuditStore = {
+      cursorPattern: /^\d+$/,
+      append: () => {
+        throw new Error('SQLITE_BUSY');
+      },
+      appendOnce: () => null,
+      page: () => ({ entries: [], nextCursor: null }),
+      trimByAge: () => 0,
+    };
+    const a = buildAuditedApp({ authenticate: authenticateByName('alice'), audit: createAuditLog(refusing, logger) });
+    expect((await a.request('PATCH', '/circuits/pay', 'alice', { forced_state: 'open' })).status).toBe(201);
+    expect(lines.filter((l) => l.event === 'audit_not_recorded')).toMatchObject([
+      { level: 50, action: 'circuit_created', who: 'alice', circuit: 'pay' },
+    ]);
   });
 
   it('records nothing for a refused change (a 422 PATCH, a reset or DELETE of an unknown circuit)', async () => {
