@@ -6,7 +6,7 @@ import { openStream } from '../observe/sse-client.js';
 import pino from 'pino';
 import { createAuditLog, reloadRecorder } from '../../src/audit/audit-log.js';
 import type { AuditStore } from '../../src/store/audit-store.js';
-import { authenticateByName, buildAuditedApp } from './audit-app.js';
+import { authenticateByName, buildAuditedApp, credential } from './audit-app.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -195,6 +195,33 @@ describe('manual transitions name who made them ("by")', () => {
     const byKind = Object.fromEntries([first, second].map((e) => [e.event, e.data]));
     expect(byKind.audit).toMatchObject({ who: 'oncall', action: 'circuit_created', circuit: 'pay' });
     expect(byKind.transition).toMatchObject({ reason: 'forced_open', by: 'oncall' });
+  });
+
+  it('sends audit events only to streams of credentials that may read the audit log (admin)', async () => {
+    const a = buildAuditedApp({
+      authenticate: (h) =>
+        h === 'Bearer reader'
+          ? credential('reader', ['read'])
+          : h === 'Bearer ops'
+            ? credential('ops', ['admin'])
+            : null,
+    });
+    const server = await listen(a);
+    cleanup.push(() => server.close());
+    const reader = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer reader' });
+    const admin = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer ops' });
+    cleanup.push(
+      () => reader.close(),
+      () => admin.close(),
+    );
+    await a.request('PATCH', '/circuits/pay', 'ops', { forced_state: 'open' });
+    const seen = [await admin.next(), await admin.next()].map((e) => e.event).sort();
+    expect(seen).toEqual(['audit', 'transition']);
+    const first = await reader.next();
+    expect(first.event).toBe('transition');
+    await a.request('PATCH', '/circuits/pay', 'ops', { forced_state: null }); // one more of each
+    expect((await reader.next()).data).toMatchObject({ reason: 'force_cleared', by: 'ops' });
+    expect(reader.queued.filter((e) => e.event === 'audit')).toEqual([]);
   });
 
   it('sends an audit event only to streams whose filter takes its circuit', async () => {
