@@ -1,4 +1,7 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { SqliteAuditTable } from '../../src/store/sqlite/audit-table.js';
+import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
@@ -85,5 +88,28 @@ describe('the audit log of a real server', () => {
     const entries = await audit(second.url);
     expect(entries.map((e) => `${e.action}:${e.circuit}`)).toEqual(expected);
     expect(entries.every((e) => e.who === 'token' && e.remote === '127.0.0.1')).toBe(true);
+  });
+
+  it('deletes entries past audit.retention_days of the config file, at the first sweep', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'audit.db');
+    const handle = openDatabase(db);
+    migrate(handle, readMigrations(defaultMigrationsDir()));
+    const table = new SqliteAuditTable(handle);
+    const daysAgo = (days: number) => Date.now() - days * 86_400_000;
+    const young = daysAgo(20);
+    const entry = { who: 'ops', action: 'backup' as const, circuit: null, before: null, after: null };
+    table.append({ ...entry, at: daysAgo(40), requestId: null, remote: null });
+    table.append({ ...entry, at: young, requestId: null, remote: null });
+    handle.close();
+    const config = path.join(dir, 'circuitlog.yaml');
+    fs.writeFileSync(config, 'audit:\n  retention_days: 30\n');
+    const server = await start({ CIRCUITLOG_DB: db, CIRCUITLOG_CONFIG: config });
+    // The sweep at start logs what it deleted: wait for that line (an event, bounded at 10 s).
+    const deadline = Date.now() + 10_000;
+    while (!server.logs.some((l) => l.event === 'housekeeping') && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(server.logs.find((l) => l.event === 'housekeeping')).toMatchObject({ audit_trimmed: 1, trimmed_by_age: 0 });
+    expect((await audit(server.url)).map((e) => e.at)).toEqual([new Date(young).toISOString()]);
   });
 });
