@@ -37,6 +37,9 @@ import { BreakerService, type Clock, type ServiceLimits } from './service/breake
 import type { RandomSource } from './domain/throttle.js';
 import type { CircuitStore } from './store/circuit-store.js';
 import type { HealthReport } from './store/circuit-store.js';
+import { NO_AUDIT_LOG, type AuditLog } from './audit/audit-log.js';
+import { registerAuditRoutes } from './http/audit-routes.js';
+import { auditFrame } from './observe/event-frames.js';
 
 const DEFAULT_API_BODY_LIMIT_BYTES = 16 * 1024; // 16 KiB
 
@@ -79,6 +82,12 @@ export interface AppDeps {
   readonly readiness?: Readiness;
   /** The SQLite store's online backup for `GET /admin/backup`; absent on Redis. */
   readonly backup?: BackupSource;
+  /**
+   * The audit log (issue 30, src/audit): every PATCH, DELETE, force, reset and backup is one
+   * entry, `GET /audit` pages it and `/events/stream` sends its `audit` events. Absent:
+   * `NO_AUDIT_LOG` (nothing recorded, `/audit` answers an empty page).
+   */
+  readonly audit?: AuditLog;
 }
 
 export interface App {
@@ -111,11 +120,14 @@ export function createApp(deps: AppDeps): App {
   const app = new OpenAPIHono({ getPath: rawRequestPath }); // routing on the raw path: see http/request-guard.ts
   const hosts = deps.hosts ?? null;
   const bodyLimitBytes = deps.apiBodyLimitBytes ?? DEFAULT_API_BODY_LIMIT_BYTES;
-  registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy) });
+  const audit = deps.audit ?? NO_AUDIT_LOG;
+  registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy), audit });
   registerOutcomeRoutes(app, breaker, bodyLimitBytes);
-  registerPolicyRoutes(app, breaker, bodyLimitBytes);
+  registerPolicyRoutes(app, breaker, bodyLimitBytes, audit);
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
+    const { hub } = deps.observe;
+    audit.onEntry((entry) => hub.broadcast(entry.circuit, auditFrame(entry)));
     registerObserveRoutes(app, { ...deps.observe, logger: deps.logger });
     documentObserveRoutes(app, deps.observe.metrics !== undefined, isCursorReader(deps.observe.transitions));
     registerDashboardRoutes(app, {
@@ -131,7 +143,8 @@ export function createApp(deps: AppDeps): App {
   // A credential is asked for: CIRCUITLOG_TOKEN, or the credentials file (issue 30).
   const tokenSet =
     (deps.token !== undefined && deps.token !== '') || deps.authenticate !== undefined || deps.jwt !== undefined;
-  registerBackup(app, deps.backup, tokenSet);
+  registerBackup(app, deps.backup, tokenSet, { log: audit, now: deps.clock });
+  registerAuditRoutes(app, audit);
   registerDocument(app, { token: tokenSet, upstreams: deps.proxy ? Object.keys(deps.proxy.upstreams) : null });
   registerDocsPage(app, '/openapi.json');
   const onRefusal = deps.observe?.metrics?.authRefused;

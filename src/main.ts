@@ -9,6 +9,7 @@ import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { createApp, type App } from './app.js';
+import { createAuditLog, reloadRecorder, type AuditLog } from './audit/audit-log.js';
 import { ConfigError, describeConfig, loadConfig, type Config } from './config.js';
 import { describeUnknownSetting, unknownSettings, type UnknownSetting } from './config/settings.js';
 import { hostRule } from './http/request-guard.js';
@@ -44,7 +45,8 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
   const observe = observersFor(config, opened, shared);
   const proxy = proxyFor(config, observe);
   readiness.schemaVersion = opened.schemaVersion;
-  const credentials = credentialsFor(config, logger);
+  const auditLog = createAuditLog(opened.audit, logger);
+  const credentials = credentialsFor(config, logger, credentialsAudit(config, auditLog));
   if (credentials !== undefined) {
     process.on('SIGHUP', () => credentials.reload('signal'));
     process.on('message', (message: { type?: unknown } | null) => {
@@ -52,11 +54,14 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     });
   }
   const auth = { authenticate: credentials?.authenticate, jwt: jwtFor(config, logger) };
-  const built = createApp({ ...appDeps(config, logger, { opened, observe, proxy, readiness }), ...auth });
+  const built = createApp({
+    ...appDeps(config, logger, { opened, observe, proxy, readiness, audit: auditLog }),
+    ...auth,
+  });
   await declareCircuits(config, built, opened, logger);
   await built.ready;
   const owner = `${os.hostname()}:${process.pid}`;
-  const { housekeeping, leases } = opened;
+  const { housekeeping, leases, audit } = opened;
   const jobs = singletonJobs(config, {
     breaker: built.breaker,
     logger,
@@ -64,6 +69,7 @@ async function startServer(config: Config, logger: Logger, shared: boolean): Pro
     observe,
     housekeeping,
     leases,
+    audit,
     shared,
     owner,
   });
@@ -127,6 +133,18 @@ function jwtFor(config: Config, logger: Logger): JwtVerifier | undefined {
   return config.auth.jwt === undefined ? undefined : createJwtVerifier(config.auth.jwt, { now: Date.now, logger });
 }
 
+/** The credentials reload's audit hook: the ids in force before (first, those read at start) and after. */
+function credentialsAudit(config: Config, audit: AuditLog): ((ids: readonly string[]) => void) | undefined {
+  if (config.credentials === undefined) return undefined;
+  const record = reloadRecorder(audit, Date.now);
+  let inForce = config.credentials.entries.map((e) => e.id);
+  return (ids) => {
+    const before = inForce;
+    inForce = [...ids];
+    void record({ before, after: inForce });
+  };
+}
+
 /** Metrics, the event hub and the dashboard's reader, fed by the store's readers. */
 function observersFor(config: Config, opened: OpenedStore, shared: boolean): Observability {
   const { metrics, events } = config;
@@ -162,19 +180,22 @@ interface Wired {
   readonly observe: Observability;
   readonly proxy: ProxyOptions | undefined;
   readonly readiness: Readiness;
+  /** The audit log; AUTH's credentials reload records through `reloadRecorder(audit, ...)` (audit/audit-log.ts). */
+  readonly audit: AuditLog;
 }
 
 /** createApp's dependencies from the config and what is already open. */
 function appDeps(
   config: Config,
   logger: Logger,
-  { opened, observe, proxy, readiness }: Wired,
+  { opened, observe, proxy, readiness, audit }: Wired,
 ): Parameters<typeof createApp>[0] {
   const { probe_lease_seconds: probeLeaseSeconds, ...defaults } = config.circuit_defaults;
   const { limits } = config;
   return {
     readiness,
     backup: opened.backup,
+    audit,
     store: opened.store,
     health: opened.health,
     clock: Date.now,

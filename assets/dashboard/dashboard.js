@@ -24,6 +24,7 @@ const view = {
   complete: false, // the page holds every circuit (one page, no search): the header counts exactly
   upstreams: [],
   localDc: null,
+  identity: null, // { id, scopes } the server says this page is signed in as (issue 30)
   timeline: [],
   lastEventId: 0,
   skewMs: 0, // server clock minus this browser's, for the countdowns
@@ -142,6 +143,8 @@ async function loadState() {
   view.skewMs = Date.parse(s.now) - Date.now();
   view.upstreams = s.upstreams;
   view.localDc = s.local_dc;
+  showIdentity(s.identity);
+  for (const [name, c] of circuits) c.last_manual = manualOf(c) ?? view.circuits.get(name)?.last_manual ?? null;
   view.circuits = circuits;
   view.urgentFull = full.some(Boolean);
   view.next = next;
@@ -187,7 +190,11 @@ async function refreshCircuit(name) {
       refreshing.set(name, false);
       const c = await api('GET', circuitPath(name));
       const known = view.circuits.get(name);
-      putCircuit(name, { ...c, last_transition: known?.last_transition ?? null });
+      putCircuit(name, {
+        ...c,
+        last_transition: known?.last_transition ?? null,
+        last_manual: known?.last_manual ?? null,
+      });
       render();
     } while (refreshing.get(name));
   } catch (error) {
@@ -204,7 +211,13 @@ function onTransition(id, event) {
   const known = view.circuits.get(event.circuit);
   // A circuit not on the page joins it when it starts refusing or probing (it is urgent).
   if (known === undefined && event.to === 'closed') return render();
-  putCircuit(event.circuit, { ...(known ?? { name: event.circuit }), state: event.to, last_transition: entry });
+  const lastManual = entry.by === undefined ? (known?.last_manual ?? null) : entry;
+  putCircuit(event.circuit, {
+    ...(known ?? { name: event.circuit }),
+    state: event.to,
+    last_transition: entry,
+    last_manual: lastManual,
+  });
   render();
   void refreshCircuit(event.circuit);
 }
@@ -335,6 +348,45 @@ function failures(c) {
   return c.failure_threshold === undefined ? '' : `${c.failure_count}/${c.failure_threshold}`;
 }
 
+/** What a manual transition's reason says on a row ("forced open by oncall, 3m ago"). */
+const MANUAL_WORDS = {
+  forced_open: 'forced open',
+  forced_closed: 'forced closed',
+  force_cleared: 'force cleared',
+  manual_reset: 'reset',
+};
+
+/** The circuit's last manual transition when it is its last transition (the server names who made it: `by`). */
+function manualOf(c) {
+  const t = c.last_transition;
+  return t && t.by !== undefined && MANUAL_WORDS[t.reason] ? t : null;
+}
+
+/** Who forced or reset the circuit last, and when (ticked each second), or null. */
+function manualNote(c) {
+  const t = c.last_manual ?? manualOf(c);
+  if (!t) return null;
+  return el('span', {
+    class: 'manual-by',
+    'data-at': t.at,
+    'data-what': `${MANUAL_WORDS[t.reason]} by ${t.by}`,
+    title: `${t.reason} by ${t.by} at ${t.at}`,
+  });
+}
+
+/** Reset and Force need the `operate` scope; without credentials (anonymous) every scope is held. */
+function mayOperate() {
+  return view.identity === null || view.identity.scopes.includes('operate');
+}
+
+/** The header's "signed in as": the identity and its scopes, from /dashboard/api/state. */
+function showIdentity(identity) {
+  view.identity = identity ?? null;
+  const text = identity ? `${identity.id} (${identity.scopes.join(', ') || 'no scopes'})` : '';
+  $('identity').textContent = text;
+  $('identity').dataset.id = identity?.id ?? '';
+}
+
 function actionButton(label, action, name) {
   return el('button', { type: 'button', 'data-action': action, 'data-circuit': name, textContent: label });
 }
@@ -413,6 +465,7 @@ function row(c) {
       'td',
       { class: 'forced' },
       forced ? el('span', { class: `forced-badge ${forced}`, textContent: `forced ${forced}` }) : null,
+      manualNote(c),
       would
         ? el('span', { class: 'would-refuse-badge', textContent: 'would refuse', title: `Detect-only: ${would}` })
         : null,
@@ -422,14 +475,16 @@ function row(c) {
       'data-at': t ? t.at : '',
       'data-what': t ? `${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})` : '–',
     }),
-    el(
-      'td',
-      { class: 'actions' },
-      actionButton('Reset', 'reset', c.name),
-      actionButton('Force open', 'force-open', c.name),
-      actionButton('Force closed', 'force-closed', c.name),
-      actionButton('Clear', 'clear', c.name),
-    ),
+    mayOperate()
+      ? el(
+          'td',
+          { class: 'actions' },
+          actionButton('Reset', 'reset', c.name),
+          actionButton('Force open', 'force-open', c.name),
+          actionButton('Force closed', 'force-closed', c.name),
+          actionButton('Clear', 'clear', c.name),
+        )
+      : el('td', { class: 'actions', title: 'Reset and Force need the operate scope' }),
   );
 }
 
@@ -550,6 +605,9 @@ function tick() {
     const until = cell.getAttribute('data-until');
     if (until) cell.textContent = countdownText(until);
   }
+  for (const note of document.querySelectorAll('.manual-by')) {
+    note.textContent = `${note.getAttribute('data-what')}, ${ago(note.getAttribute('data-at'))}`;
+  }
   for (const cell of document.querySelectorAll('td.last')) {
     const at = cell.getAttribute('data-at');
     cell.textContent = at ? `${cell.getAttribute('data-what')}, ${ago(at)}` : cell.getAttribute('data-what');
@@ -581,7 +639,11 @@ async function onAction(event) {
   try {
     const c = await ACTIONS[action](circuit);
     const known = view.circuits.get(circuit);
-    putCircuit(circuit, { ...c, last_transition: known?.last_transition ?? null });
+    putCircuit(circuit, {
+      ...c,
+      last_transition: known?.last_transition ?? null,
+      last_manual: known?.last_manual ?? null,
+    });
     setMessage(`${circuit}: ${button.textContent.toLowerCase()} done`);
     render();
   } catch (error) {

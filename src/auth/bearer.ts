@@ -24,6 +24,7 @@ export const TOKEN_PATHS = [
   '/dashboard/api/*',
   '/admin/*',
   '/whoami',
+  '/audit',
 ];
 
 /** Whether a request path or an OpenAPI path template (`/circuits/{name}`) is under TOKEN_PATHS, as Hono matches them. */

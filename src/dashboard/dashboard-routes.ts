@@ -13,7 +13,7 @@ import type { BreakerService } from '../service/breaker-service.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 import { transitionData } from '../observe/event-frames.js';
 import { dashboardPage } from './page.js';
-import { circuitPermitted } from '../auth/identity.js';
+import { SCOPES, circuitPermitted, hasScope, type Identity } from '../auth/identity.js';
 import { identityOf } from '../auth/request-identity.js';
 
 export interface DashboardDeps {
@@ -88,8 +88,17 @@ export function registerDashboardRoutes<E extends object>(app: Hono<E>, deps: Da
   app.get('/dashboard/api/state', async (c) => {
     const identity = identityOf(c);
     const permitted = identity.circuits === null ? null : (name: string) => circuitPermitted(identity, name);
-    return json(c, await dashboardState(deps, stateQuery(c), permitted), 200, { 'cache-control': 'no-store' });
+    const state = await dashboardState(deps, stateQuery(c), permitted);
+    return json(c, { identity: identityWire(identity), ...state }, 200, { 'cache-control': 'no-store' });
   });
+}
+
+/**
+ * Who the page is signed in as (issue 30) and every scope it holds (`admin` implies the others,
+ * listed too), so the page hides the buttons it may not use (Reset and Force need `operate`).
+ */
+function identityWire(identity: Identity): { id: string; scopes: string[] } {
+  return { id: identity.id, scopes: SCOPES.filter((scope) => hasScope(identity, scope)) };
 }
 
 // Digits only: Number('') is 0 and Number(' 1e2 ') is 100, neither a circuit id.

@@ -17,6 +17,7 @@ export function dashboardPage(options: { readonly tokenRequired: boolean }): str
   <h1>circuitlog</h1>
   <input id="filter" type="search" placeholder="Filter by name" aria-label="Filter circuits by name" autocomplete="off">
   <span id="summary" aria-live="polite"></span>
+  <span id="identity" title="Who this page is signed in as, and its scopes"></span>
   <span id="live" class="live" title="Live updates from /events/stream">connecting</span>
 </header>
 <form id="token-form" hidden>

@@ -16,7 +16,12 @@ export interface TransitionDetail {
   readonly scope?: 'circuit' | 'caller';
   readonly retryAfterSeconds?: number;
   readonly rampUntil?: EpochMs;
+  /** Issue 30: who made a manual transition (a credential id, `anonymous`). */
+  readonly by?: string;
 }
+
+/** The longest `by` kept from storage (an identity id is far shorter). */
+const BY_MAX_LENGTH = 256;
 
 const RULES: ReadonlySet<string> = new Set([
   'failure_threshold_reached',
@@ -32,7 +37,8 @@ export function detailText(t: Transition): string | null {
     t.until === undefined &&
     t.forcedState === undefined &&
     t.scope === undefined &&
-    t.rampUntil === undefined
+    t.rampUntil === undefined &&
+    t.by === undefined
   )
     return null;
   const d: Record<string, unknown> = {};
@@ -43,6 +49,7 @@ export function detailText(t: Transition): string | null {
   if (t.scope !== undefined) d.scope = t.scope;
   if (t.retryAfterSeconds !== undefined) d.retryAfterSeconds = t.retryAfterSeconds;
   if (t.rampUntil !== undefined) d.rampUntil = t.rampUntil;
+  if (t.by !== undefined) d.by = t.by;
   return JSON.stringify(d);
 }
 
@@ -67,6 +74,7 @@ export function parseTransitionDetail(text: string | null | undefined): Transiti
   if (Number.isSafeInteger(r.retryAfterSeconds) && (r.retryAfterSeconds as number) >= 0)
     out.retryAfterSeconds = r.retryAfterSeconds as number;
   if (typeof r.rampUntil === 'number' && Number.isFinite(r.rampUntil)) out.rampUntil = r.rampUntil;
+  if (typeof r.by === 'string' && r.by.length > 0 && r.by.length <= BY_MAX_LENGTH) out.by = r.by;
   return out;
 }
 
@@ -80,6 +88,7 @@ export function detailWire(d: TransitionDetail): DetailWire {
   if (d.scope !== undefined) out.scope = d.scope;
   if (d.retryAfterSeconds !== undefined) out.retry_after_seconds = d.retryAfterSeconds;
   if (d.rampUntil !== undefined) out.ramp_until = new Date(d.rampUntil).toISOString();
+  if (d.by !== undefined) out.by = d.by;
   return out;
 }
 
@@ -92,4 +101,5 @@ export interface DetailWire {
   scope?: 'circuit' | 'caller';
   retry_after_seconds?: number;
   ramp_until?: string;
+  by?: string;
 }

@@ -128,6 +128,8 @@ export interface Transition {
   readonly retryAfterSeconds?: number;
   /** cool_down_ended (circuit scope) and half_open -> closed, when the policy ramps: the end of the slow start. */
   readonly rampUntil?: EpochMs;
+  /** A manual transition (forced_*, force_cleared, manual_reset): the credential id that made it (issue 30). */
+  readonly by?: string;
 }
 
 /** What a step did: the circuit after it and the state changes it made, in order. */

@@ -7,6 +7,7 @@ import { AppError } from '../domain/errors.js';
 import { releaseBackupDir, takeBackupDir } from '../store/sqlite/backup-dir.js';
 import { problem, retryAfter } from './route-kit.js';
 import { ProblemSchema } from './schemas.js';
+import { auditRequest, type AuditLog } from '../audit/audit-log.js';
 
 /** Where an online backup comes from: the SQLite store's own connection. */
 export interface BackupSource {
@@ -32,13 +33,23 @@ const BUSY_RETRY_AFTER_SECONDS = 5;
  * file: another request meanwhile gets 409 backup-running, never a second copy on the disk.
  * On Redis there is none (Redis has its own persistence).
  */
-export function registerBackup(app: OpenAPIHono, source: BackupSource | undefined, tokenSet: boolean): void {
-  app.get(BACKUP_PATH, (c) => sendBackup(c, source, tokenSet));
+export function registerBackup(
+  app: OpenAPIHono,
+  source: BackupSource | undefined,
+  tokenSet: boolean,
+  audit?: { readonly log: AuditLog; readonly now: () => number },
+): void {
+  app.get(BACKUP_PATH, (c) => sendBackup(c, source, tokenSet, audit));
   if (source) documentBackup(app); // documented only where there is one
 }
 
 /** The backup answer: the checks, then a fresh copy streamed from the backup folder, which goes when the stream ends. */
-async function sendBackup(c: Context, source: BackupSource | undefined, tokenSet: boolean): Promise<Response> {
+async function sendBackup(
+  c: Context,
+  source: BackupSource | undefined,
+  tokenSet: boolean,
+  audit: { readonly log: AuditLog; readonly now: () => number } | undefined,
+): Promise<Response> {
   if (!source)
     throw new AppError(
       'NOT_FOUND',
@@ -72,6 +83,15 @@ async function sendBackup(c: Context, source: BackupSource | undefined, tokenSet
       await handle.close();
       throw error;
     });
+    // Recorded once the copy is taken, before a byte of it is sent (issue 30).
+    const entry = {
+      action: 'backup' as const,
+      at: audit?.now() ?? 0,
+      circuit: null,
+      before: null,
+      after: { bytes: size },
+    };
+    await auditRequest(audit?.log, c, entry); // never rejects: a failed entry is logged (audit-log.ts)
     const stream = handle.createReadStream(); // closes the handle when it ends or is destroyed
     const body = Readable.toWeb(stream) as ReadableStream;
     sending = true;

@@ -24,11 +24,15 @@ import { AllowedSchema, CircuitSchema, EmptyBody, EventSchema, EventsQuery, List
 import { allowedText, circuitJson, detectOnlyText } from './circuit-json.js';
 import { detailWire } from '../domain/transition-detail.js';
 import { admissionCaller, CallerQuery, callerQuery } from './caller-param.js';
+import { auditRequest, type AuditLog } from '../audit/audit-log.js';
+import { changedValues, circuitValues } from '../audit/audit-values.js';
 
 export interface CircuitRouteOptions {
   readonly bodyLimitBytes: number;
   /** Circuits defined by the config (proxy nodes): they cannot be deleted. */
   readonly isConfigCircuit: (name: string) => boolean;
+  /** Where reset and delete are recorded (issue 30); absent: not recorded. */
+  readonly audit?: AuditLog;
 }
 
 /**
@@ -38,11 +42,11 @@ export interface CircuitRouteOptions {
  */
 export function registerCircuitRoutes(app: OpenAPIHono, breaker: BreakerService, options: CircuitRouteOptions): void {
   registerGet(app, breaker);
-  registerReset(app, breaker, options.bodyLimitBytes);
+  registerReset(app, breaker, options.bodyLimitBytes, options.audit);
   registerAllowed(app, breaker);
   registerList(app, breaker);
   registerEvents(app, breaker);
-  registerDelete(app, breaker, options.isConfigCircuit);
+  registerDelete(app, breaker, options.isConfigCircuit, options.audit);
 }
 
 /** `GET /circuits/{name}`. */
@@ -177,7 +181,7 @@ function registerEvents(app: OpenAPIHono, breaker: BreakerService): void {
 }
 
 /** `POST /circuits/{name}/reset`: close a circuit. */
-function registerReset(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
+function registerReset(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number, audit?: AuditLog): void {
   const route = createRoute({
     method: 'post',
     path: '/circuits/{name}/reset',
@@ -189,14 +193,22 @@ function registerReset(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
   serveRoute(app, route, async (c) => {
     const name = circuitNameParam(c);
     await readJson(c, EmptyBody, bodyLimitBytes);
-    const circuit = await breaker.reset(name);
-    if (circuit === null) throw circuitNotFound(name);
+    const reset = await breaker.resetCircuit(name, identityOf(c).id);
+    if (reset === null) throw circuitNotFound(name);
+    const { before, circuit } = reset;
+    const change = changedValues(circuitValues(before), circuitValues(circuit));
+    await auditRequest(audit, c, { action: 'manual_reset', at: breaker.now(), circuit: name, ...change });
     return json(c, circuitJson(circuit, breaker.now()), 200);
   });
 }
 
 /** `DELETE /circuits/{name}`: the circuit and its events; a proxy node's circuit is the config's (409). */
-function registerDelete(app: OpenAPIHono, breaker: BreakerService, isConfigCircuit: (name: string) => boolean): void {
+function registerDelete(
+  app: OpenAPIHono,
+  breaker: BreakerService,
+  isConfigCircuit: (name: string) => boolean,
+  audit?: AuditLog,
+): void {
   const deleteRoute = createRoute({
     method: 'delete',
     path: '/circuits/{name}',
@@ -219,7 +231,10 @@ function registerDelete(app: OpenAPIHono, breaker: BreakerService, isConfigCircu
         `Circuit '${name}' belongs to a proxy node and is defined by the config; PATCH it instead.`,
       );
     }
-    if (!(await breaker.delete(name))) throw circuitNotFound(name);
+    const deleted = await breaker.deleteCircuit(name);
+    if (deleted === null) throw circuitNotFound(name);
+    const change = { before: circuitValues(deleted), after: null };
+    await auditRequest(audit, c, { action: 'circuit_deleted', at: breaker.now(), circuit: name, ...change });
     return c.body(null, 204);
   });
 }

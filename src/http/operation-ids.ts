@@ -20,6 +20,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'get /health': 'getHealth',
   'get /health/ready': 'getReadiness',
   'get /admin/backup': 'getBackup',
+  'get /audit': 'listAuditEntries',
   'get /problems/{kind}': 'getProblemType',
   'get /metrics': 'getMetrics',
   'get /events/stream': 'streamEvents',

@@ -8,6 +8,9 @@ import { json } from './json.js';
 import { CircuitSchema, NameParam } from './schemas.js';
 import { circuitJson } from './circuit-json.js';
 import { policyPatchSchema } from './policy-patch-doc.js';
+import { auditRequest, type AuditLog } from '../audit/audit-log.js';
+import { patchChange } from '../audit/audit-values.js';
+import { identityOf } from '../auth/request-identity.js';
 import { patchScope } from '../auth/route-scopes.js';
 import { requireScope } from './route-auth.js';
 
@@ -38,8 +41,16 @@ function requireMergePatch(contentType: string | undefined): void {
   );
 }
 
-/** `PATCH /circuits/{name}`: a JSON merge patch of the policy, merged inside the store's write. */
-export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes: number): void {
+/**
+ * `PATCH /circuits/{name}`: a JSON merge patch of the policy, merged inside the store's write;
+ * with an audit log, one entry once the change is committed (`audit/audit-values.ts` names it).
+ */
+export function registerPolicyRoutes(
+  app: OpenAPIHono,
+  breaker: BreakerService,
+  bodyLimitBytes: number,
+  audit?: AuditLog,
+): void {
   const patchRoute = createRoute({
     method: 'patch',
     path: '/circuits/{name}',
@@ -73,19 +84,28 @@ export function registerPolicyRoutes(app: OpenAPIHono, breaker: BreakerService, 
     requireScope(c, patchScope(patch), 'PATCH /circuits/{name}');
     await newCircuitQuota(c, breaker, [name]);
     // The merge runs inside the store's write transaction, on the circuit as stored.
-    const { circuit, created } = await breaker.withRoom([name], async () =>
-      breaker.configure(name, (current) => {
-        const merged = policySchema.safeParse(
-          patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch),
-        );
-        if (!merged.success) {
-          throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
-            fields: policyFieldErrors(merged.error.issues),
-          });
-        }
-        return policyFromWire(merged.data);
-      }),
+    const { circuit, created, before } = await breaker.withRoom([name], async () =>
+      breaker.configure(
+        name,
+        (current) => {
+          const merged = policySchema.safeParse(
+            patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch),
+          );
+          if (!merged.success) {
+            throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
+              fields: policyFieldErrors(merged.error.issues),
+            });
+          }
+          return policyFromWire(merged.data);
+        },
+        identityOf(c).id,
+      ),
     );
+    await auditRequest(audit, c, {
+      at: breaker.now(),
+      circuit: name,
+      ...patchChange(created ? null : before, circuit),
+    });
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
     return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);
   });

@@ -259,5 +259,9 @@ export const EventSchema = z
     forced_state: z.literal('closed').optional().openapi({
       description: 'Made while the circuit was forced closed: what the rules would have done (detect-only).',
     }),
+    by: z.string().optional().openapi({
+      description:
+        'forced_open, forced_closed, force_cleared, manual_reset: the credential id that made it (`anonymous` without credentials).',
+    }),
   })
   .openapi('Transition');

@@ -1,5 +1,12 @@
 import { detailWire } from '../domain/transition-detail.js';
 import type { LoggedTransition } from '../store/transition-reader.js';
+import type { AuditEntry } from '../domain/audit-entry.js';
+import { auditEntryWire } from '../audit/audit-wire.js';
+
+/** `event: audit` (issue 30): one audit entry as `GET /audit` shows it; no `id:`, so Last-Event-ID stays a transition's. */
+export function auditFrame(e: AuditEntry): Buffer {
+  return Buffer.from(`event: audit\ndata: ${JSON.stringify(auditEntryWire(e))}\n\n`);
+}
 
 /** The `data:` of one transition event. */
 export function transitionData(t: LoggedTransition): string {

@@ -22,6 +22,8 @@ export interface StreamSink {
   readonly backlogged?: () => boolean;
   /** Resolves once the buffer is below the mark again, or the stream is gone. */
   readonly drained?: () => Promise<void>;
+  /** An `event: audit` frame (issue 30) about `circuit` (null: none), written as it is unless the stream may not see it. */
+  readonly sendFrame?: (circuit: string | null, frame: Buffer) => void;
 }
 
 /** One open stream: what it wants, and the newest id it was sent. */
@@ -121,6 +123,29 @@ export class EventHub {
         this.timer = undefined;
       }
     };
+  }
+
+  /**
+   * An audit entry this process stored (issue 30): its frame to every open stream whose filter
+   * takes its circuit (an entry about no circuit, as a backup, only to unfiltered streams) and
+   * whose credential may read the audit log (the sink decides: observe-routes.ts). Sent
+   * at once, not read back from a table: an entry stored by another worker or host reaches the
+   * streams of that process only, and a reconnect does not replay audit events (GET /audit does).
+   */
+  broadcast(circuit: string | null, frame: Buffer): void {
+    for (const sub of this.subscribers) {
+      if (sub.gone || sub.sink.sendFrame === undefined) continue;
+      const wanted =
+        circuit === null
+          ? sub.filter.circuit === undefined && sub.filter.prefix === undefined
+          : matchesFilter(circuit, sub.filter);
+      if (!wanted) continue;
+      try {
+        sub.sink.sendFrame(circuit, frame);
+      } catch {
+        sub.sink.close?.();
+      }
+    }
   }
 
   /** End every stream (server shutdown): clients reconnect with Last-Event-ID and lose nothing. */

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { circuitPermitted, type Identity } from '../auth/identity.js';
+import { circuitPermitted, hasScope, type Identity } from '../auth/identity.js';
 import { identityOf } from '../auth/request-identity.js';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context, Hono } from 'hono';
@@ -102,6 +102,8 @@ class StreamFeed implements HubSink {
     private readonly idOf: StreamStart['idOf'],
     /** A credential limited to `circuits` patterns gets only their transitions (issue 30); null: all. */
     private readonly permitted: ((name: string) => boolean) | null = null,
+    /** Audit events go only to a stream whose credential may read the audit log (scope `admin`). */
+    private readonly audits = true,
   ) {}
   send(t: LoggedTransition): void {
     if (this.permitted !== null && !this.permitted(t.circuit)) return;
@@ -116,6 +118,10 @@ class StreamFeed implements HubSink {
   }
   drained(): Promise<void> {
     return this.sink.drained();
+  }
+  sendFrame(circuit: string | null, frame: Buffer): void {
+    if (!this.audits || (circuit !== null && this.permitted !== null && !this.permitted(circuit))) return;
+    this.sink.write(frame);
   }
 }
 
@@ -147,7 +153,11 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     let unsubscribe: () => void;
     try {
       unsubscribe = storageRead(() =>
-        hub.subscribe(query, from, new StreamFeed(sink, start.idOf, permittedCircuits(identityOf(c)))),
+        hub.subscribe(
+          query,
+          from,
+          new StreamFeed(sink, start.idOf, permittedCircuits(identityOf(c)), hasScope(identityOf(c), 'admin')),
+        ),
       );
     } catch (error) {
       sink.end(); // nothing was written: the error handler answers

@@ -9,6 +9,7 @@ import { DueTransitions } from '../service/due-transitions.js';
 import { Housekeeping } from '../service/housekeeping.js';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
 import type { LeaseStore } from '../store/lease-store.js';
+import type { AuditStore } from '../store/audit-store.js';
 
 const LEASE_RENEW_MS = 1_000; // 1 s
 const LEASE_TTL_MS = 3_000; // 3 s: a dead leader's job moves to another worker within this
@@ -20,6 +21,8 @@ export interface JobDeps {
   readonly observe: Observability;
   readonly housekeeping: HousekeepingStore;
   readonly leases: LeaseStore;
+  /** The audit log's store, trimmed to `audit.retention_days` by the housekeeping job. */
+  readonly audit?: AuditStore;
   /** One of several workers on one SQLite file. */
   readonly shared: boolean;
   /** This process in the lease (`host:pid`). */
@@ -44,6 +47,7 @@ export function singletonJobs(config: Config, deps: JobDeps): Jobs {
     maxPerCircuit: config.events.retention.max_per_circuit,
     idleCircuitDays: config.limits.idle_circuit_days,
     isDeclared: configDefinedCircuit(config),
+    audit: deps.audit && { store: deps.audit, retentionDays: config.audit.retention_days },
   });
   const due = new DueTransitions(breaker, logger);
   const jobs: Jobs = {

@@ -22,6 +22,8 @@ import { sqliteReaders } from '../store/sqlite/readers.js';
 import { systemErrorProblem } from '../store/sqlite/db-file.js';
 import { redactUrl } from '../domain/redact-url.js';
 import type { TransitionReader } from '../store/transition-reader.js';
+import type { AuditStore } from '../store/audit-store.js';
+import { SqliteAuditTable } from '../store/sqlite/audit-table.js';
 
 /** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */
 export interface OpenedStore {
@@ -36,6 +38,8 @@ export interface OpenedStore {
   readonly leases: LeaseStore;
   /** Retention and idle deletion, run by the lease holder. */
   readonly housekeeping: HousekeepingStore;
+  /** The audit log (issue 30): the SQLite table `audit`, or a Redis stream. */
+  readonly audit: AuditStore;
   readonly close: () => void;
   /** SQLite only: the online backup behind GET /admin/backup. */
   readonly backup?: BackupSource;
@@ -107,6 +111,7 @@ async function openRedis(
   const { url, timeoutMs } = choice;
   const { openRedisStore, describeStartFailure } = await import('../store/redis/open.js'); // SQLite users never load the Redis client
   const { RedisHousekeeping } = await import('../store/redis/redis-housekeeping.js');
+  const { RedisAuditStream } = await import('../store/redis/redis-audit.js');
   const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
   const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch(
     (error: unknown) => {
@@ -137,6 +142,7 @@ async function openRedis(
     health,
     leases: redis.leases,
     housekeeping,
+    audit: new RedisAuditStream(redis.store.redis, redis.store.keys.prefix),
     close: () => void redis.close(),
     onReset,
     schemaVersion,
@@ -171,6 +177,7 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
     schemaVersion: version,
     leases: new SqliteLeaseStore(db),
     housekeeping,
+    audit: new SqliteAuditTable(db),
     close: () => db.close(),
     backup,
   };

@@ -234,9 +234,22 @@ export class BreakerService {
   }
 
   /** Close the circuit; null if unknown. */
-  async reset(name: string): Promise<Circuit | null> {
+  async reset(name: string, by?: string): Promise<Circuit | null> {
+    return (await this.resetCircuit(name, by))?.circuit ?? null;
+  }
+
+  /**
+   * Close the circuit, its manual_reset transition naming `by` (who asked: issue 30); the
+   * circuit as the write read it and after it, or null if unknown.
+   */
+  async resetCircuit(name: string, by?: string): Promise<{ before: Circuit; circuit: Circuit } | null> {
     const now = this.clock();
-    return (await this.run(name, (c) => (c === null ? null : reset(c, now))))?.circuit ?? null;
+    let before: Circuit | null = null;
+    const step = await this.run(name, (c) => {
+      before = c;
+      return c === null ? null : madeBy(reset(c, now), by);
+    });
+    return step === null || before === null ? null : { before, circuit: step.circuit };
   }
 
   /**
@@ -246,19 +259,23 @@ export class BreakerService {
   async configure(
     name: string,
     policyFor: (current: Circuit | null) => CircuitPolicy,
-  ): Promise<{ circuit: Circuit; created: boolean }> {
+    by?: string,
+  ): Promise<{ circuit: Circuit; created: boolean; before: Circuit | null }> {
     const now = this.clock();
     let created = false;
+    let before: Circuit | null = null;
     const step = await this.run(name, (current) => {
       const policy = policyFor(current);
       created = current === null;
       // A new circuit starts unforced, so that a force it is created with is an event too.
-      if (current === null) return configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now);
+      if (current === null)
+        return madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
       const refreshed = refresh(current, now);
-      const next = configure(refreshed.circuit, policy, now);
+      before = refreshed.circuit;
+      const next = madeBy(configure(refreshed.circuit, policy, now), by);
       return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
     });
-    return { circuit: step!.circuit, created };
+    return { circuit: step!.circuit, created, before };
   }
 
   /**
@@ -280,6 +297,17 @@ export class BreakerService {
   /** Remove the circuit and its events; false if unknown. */
   async delete(name: string): Promise<boolean> {
     return this.store.delete(name);
+  }
+
+  /**
+   * Remove the circuit and its events, answering it as it was read just before (for the audit
+   * log: the read and the delete are two steps, so a write in between is not in the answer);
+   * null if unknown.
+   */
+  async deleteCircuit(name: string): Promise<Circuit | null> {
+    const found = await this.store.find(name);
+    if (found === null || !(await this.store.delete(name))) return null;
+    return found;
   }
 
   /**
@@ -466,6 +494,14 @@ export class BreakerService {
 }
 
 // The pure steps the service hands its store: every outcome, on every route and the proxy.
+
+const MANUAL_REASONS: ReadonlySet<string> = new Set(['forced_open', 'forced_closed', 'force_cleared', 'manual_reset']);
+
+/** The step with its manual transitions naming who made them (`by`; none: unchanged). */
+export function madeBy<S extends Step>(step: S, by: string | undefined): S {
+  if (by === undefined || !step.transitions.some((t) => MANUAL_REASONS.has(t.reason))) return step;
+  return { ...step, transitions: step.transitions.map((t) => (MANUAL_REASONS.has(t.reason) ? { ...t, by } : t)) };
+}
 
 /** What an outcome step needs besides the outcome: the circuit a missing one is created with, and when. */
 export interface StepContext {

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { HousekeepingStore } from '../store/housekeeping-store.js';
+import type { AuditStore } from '../store/audit-store.js';
 import type { Clock } from './breaker-service.js';
 
 const DAY_MS = 86_400_000;
@@ -31,6 +32,8 @@ export interface HousekeepingOptions {
   readonly intervalMs?: number;
   /** Waits between two batches so requests run in between, given the last call's ms (default: 49 times that). */
   readonly yieldBetween?: (lastCallMs: number) => Promise<void>;
+  /** The audit log and `audit.retention_days` (issue 30): trimmed by its own age, never by `maxAgeDays`. */
+  readonly audit?: { readonly store: Pick<AuditStore, 'trimByAge'>; readonly retentionDays: number };
 }
 
 /** What one sweep did. */
@@ -38,6 +41,8 @@ export interface SweepReport {
   readonly trimmedByAge: number;
   readonly trimmedPerCircuit: number;
   readonly idleDeleted: number;
+  /** Audit entries older than `audit.retention_days` deleted. */
+  readonly auditTrimmed: number;
 }
 
 /**
@@ -133,19 +138,37 @@ export class Housekeeping {
     }
     if (idleCircuitDays !== null)
       idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays), now);
-    const report = { trimmedByAge, trimmedPerCircuit, idleDeleted };
-    if (trimmedByAge + trimmedPerCircuit + idleDeleted > 0) {
+    const auditTrimmed = await this.trimAudit(now);
+    const report = { trimmedByAge, trimmedPerCircuit, idleDeleted, auditTrimmed };
+    if (trimmedByAge + trimmedPerCircuit + idleDeleted + auditTrimmed > 0) {
       this.logger.info(
         {
           event: 'housekeeping',
           trimmed_by_age: trimmedByAge,
           trimmed_per_circuit: trimmedPerCircuit,
           idle_deleted: idleDeleted,
+          audit_trimmed: auditTrimmed,
         },
         'housekeeping sweep done',
       );
     }
     return report;
+  }
+
+  /** The audit entries older than `audit.retention_days`, in batches as the transitions' age trim. */
+  private async trimAudit(now: number): Promise<number> {
+    const audit = this.options.audit;
+    if (audit === undefined) return 0;
+    const before = now - audit.retentionDays * DAY_MS;
+    let trimmed = 0;
+    const size = this.sizer();
+    for (let full = true; full && this.live(); await this.yieldBetween()) {
+      const batch = size.next();
+      const n = await size.time(() => audit.store.trimByAge(before, batch));
+      trimmed += n;
+      full = n === batch;
+    }
+    return trimmed;
   }
 
   private async deleteIdle(before: number, now: number): Promise<number> {

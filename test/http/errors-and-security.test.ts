@@ -125,6 +125,7 @@ describe('described API', () => {
     const doc = await (await t.request('GET', '/openapi.json')).json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/audit',
       '/circuits',
       '/circuits/{name}',
       '/circuits/{name}/allowed',

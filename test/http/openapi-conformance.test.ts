@@ -170,6 +170,12 @@ const CASES: Record<string, Case[]> = {
     { send: 'GET /whoami', status: 401, ...noAuth },
     { send: 'POST /whoami', status: 405 },
   ],
+  'get /audit': [
+    { send: 'GET /audit?limit=10', status: 200 },
+    { send: 'GET /audit?limit=0', status: 400 },
+    { send: 'GET /audit', status: 401, ...noAuth },
+    { send: 'POST /audit', status: 405 },
+  ],
   'get /health/ready': [
     { send: 'GET /health/ready', status: 200, ...noAuth },
     { send: 'POST /health/ready', status: 405 },

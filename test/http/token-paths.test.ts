@@ -44,6 +44,7 @@ describe('the token-protected paths (TOKEN_PATHS in src/http/request-guard.ts, l
     );
     expect([...guarded].sort()).toEqual([
       '/admin/backup',
+      '/audit',
       '/dashboard/api/state',
       '/events/stream',
       '/metrics',
