@@ -139,6 +139,7 @@ describe('described API', () => {
       '/health/ready',
       '/outcomes',
       '/problems/{kind}',
+      '/whoami',
     ]);
     expect(Object.keys(doc.paths['/circuits/{name}']).sort()).toEqual(['delete', 'get', 'patch']);
     expect(doc.paths['/circuits/{name}/allowed'].get.responses['503']).toBeDefined();
