@@ -16,6 +16,15 @@ const pattern = z
   .string()
   .refine(isValidPattern, { message: "a name pattern: not empty, '*' only as its last character" });
 
+const sha256 = z.string().regex(/^[0-9a-fA-F]{64}$/, 'the hex SHA-256 of the token (64 hex digits)');
+
+/** An entry's token hashes, lower case (one, or several while a token is rotated). */
+export function hashesOf(entry: { readonly token_sha256: string | readonly string[] }): string[] {
+  return (typeof entry.token_sha256 === 'string' ? [entry.token_sha256] : entry.token_sha256).map((h) =>
+    h.toLowerCase(),
+  );
+}
+
 const entrySchema = z
   .object({
     /** The service's name; also the default caller prefix, so a valid caller id. */
@@ -23,8 +32,11 @@ const entrySchema = z
       .string()
       .regex(new RegExp(CALLER_PATTERN), "letters, digits, _ . : ~ - and '/', 1 to 128 of them")
       .refine((id) => id !== 'anonymous' && id !== 'token', { message: "'anonymous' and 'token' are reserved" }),
-    /** Hex SHA-256 of the token (64 hex digits): `circuitlog token create` prints it. */
-    token_sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'the hex SHA-256 of the token (64 hex digits)'),
+    /**
+     * Hex SHA-256 of the token (64 hex digits): `circuitlog token create` prints it. A list (up
+     * to 4) while a token is rotated: the old and the new sign in as the same id, one voter.
+     */
+    token_sha256: z.union([sha256, z.array(sha256).min(1).max(4)]),
     scopes: z.array(z.enum(SCOPES as [Scope, ...Scope[]])).min(1),
     circuits: z.array(pattern).min(1).optional(),
     callers: z.array(pattern).min(1).optional(),
@@ -41,15 +53,16 @@ export const credentialsFileSchema = z
     file.credentials.forEach((entry, i) => {
       if (ids.has(entry.id))
         ctx.addIssue({ code: 'custom', path: ['credentials', i, 'id'], message: `'${entry.id}' is listed twice` });
-      const hash = entry.token_sha256.toLowerCase();
-      if (hashes.has(hash))
-        ctx.addIssue({
-          code: 'custom',
-          path: ['credentials', i, 'token_sha256'],
-          message: 'the same token is listed twice',
-        });
+      for (const hash of hashesOf(entry)) {
+        if (hashes.has(hash))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['credentials', i, 'token_sha256'],
+            message: 'the same token is listed twice',
+          });
+        hashes.add(hash);
+      }
       ids.add(entry.id);
-      hashes.add(hash);
     });
   });
 
@@ -104,7 +117,10 @@ export type CredentialTable = ReadonlyMap<string, Identity>;
 
 export function credentialTable(entries: readonly CredentialEntry[], token?: string): CredentialTable {
   const table = new Map<string, Identity>();
-  for (const entry of entries) table.set(entry.token_sha256.toLowerCase(), identityOfEntry(entry));
+  for (const entry of entries) {
+    const identity = identityOfEntry(entry);
+    for (const hash of hashesOf(entry)) table.set(hash, identity);
+  }
   if (token !== undefined && token !== '') table.set(tokenSha256(token), TOKEN_IDENTITY);
   return table;
 }
