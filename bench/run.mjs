@@ -291,7 +291,7 @@ async function startAuthServers(tmp, procs) {
     });
     await probeOk(`${server.url}/circuits/bench-ok/allowed`, { headers });
     log(`circuitlog with ${id} pid ${server.pid} on ${server.url}`);
-    servers[id] = { url: `${server.url}/circuits/bench-ok/allowed`, headers, pid: server.pid };
+    servers[id] = { url: `${server.url}/circuits/bench-ok/allowed`, base: server.url, headers, pid: server.pid };
   }
   return servers;
 }
@@ -414,7 +414,7 @@ async function apiSection() {
       await setupBenchCircuits(base.url);
     }
     log(`real answer sizes (bytes): ${JSON.stringify(sizes)}`);
-    const authed = only.apiIds.has('get') ? await startAuthServers(tmp, procs) : null;
+    const authed = only.apiIds.has('get') || only.apiIds.has('ok') ? await startAuthServers(tmp, procs) : null;
 
     const bare = await startProcess({
       name: 'bare-server',
@@ -557,7 +557,30 @@ async function apiSection() {
             goal: 0.8,
             pid: server.pid,
           },
+          // Issue 30: outcome intake with a named credential (its caller: the credential's id) vs CIRCUITLOG_TOKEN.
+          ...(authed === null
+            ? []
+            : ['token', 'credential'].map((id) => ({
+                id: `${id}-outcome`,
+                label: `POST /circuits/bench-ok/outcomes {"success":true} with ${id === 'token' ? 'CIRCUITLOG_TOKEN' : `a named credential (file of ${CREDENTIALS})`}`,
+                url: `${authed[id].base}/circuits/bench-ok/outcomes`,
+                method: 'POST',
+                headers: { ...JSON_HEADERS, ...authed[id].headers },
+                body: OK_BODY,
+                pid: authed[id].pid,
+              }))),
         ],
+        comparisons:
+          authed === null
+            ? []
+            : [
+                {
+                  subject: 'credential-outcome',
+                  baseline: 'token-outcome',
+                  goal: 0.9, // issue 30: outcome intake with credentials >= 0.9x
+                  label: `POST outcome: a named credential (file of ${CREDENTIALS}) vs CIRCUITLOG_TOKEN, same build`,
+                },
+              ],
       },
       {
         id: 'fail',

@@ -4,7 +4,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Longest files first, by the durations a full run recorded (test/durations.json, written by
- * `CIRCUITLOG_TEST_DURATIONS=test/durations.json npm test` through the slowest-files reporter).
+ * `VITEST_DURATIONS_OUT=test/durations.json npm test` through the slowest-files reporter).
  * On a fresh clone vitest has no cache of its own and runs larger files first; a small file that
  * takes a minute (the Python client's suite) could then start last and hold the run open on
  * one worker while the other idles. Files with no recorded duration (new, or quick enough not

@@ -6,12 +6,12 @@ const SHOWN = 10;
 /**
  * Prints the ten slowest test files at the end of a run (each file's tests and hooks, per
  * vitest project), so the suite's time budget (10 minutes on 2 cores) has its culprits named,
- * and with CIRCUITLOG_TEST_DURATIONS every file's, for the sequencer (test/sequencer.ts).
+ * and with VITEST_DURATIONS_OUT every file's, for the sequencer (test/sequencer.ts).
  */
 export default class SlowestFilesReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
-    // With CIRCUITLOG_TEST_DURATIONS=<file>: every file's duration, for test/sequencer.ts.
-    const out = process.env.CIRCUITLOG_TEST_DURATIONS;
+    // With VITEST_DURATIONS_OUT=<file>: every file's duration, for test/sequencer.ts.
+    const out = process.env.VITEST_DURATIONS_OUT;
     if (out) {
       const all = Object.fromEntries(
         testModules

@@ -6,7 +6,7 @@
  * when that changed. A file that cannot be read later keeps the last token read.
  */
 
-import fs from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 
 /** A token provider: called before each request to circuitlog. */
 export type TokenProvider = () => string | Promise<string>;
@@ -42,8 +42,8 @@ export function authHeaders(
 
 function fileHeaders(file: string, clock: () => number): AuthHeaders {
   const read = (): { mtimeMs: number; headers: Record<string, string> } => {
-    const { mtimeMs } = fs.statSync(file);
-    return { mtimeMs, headers: bearer(fs.readFileSync(file, 'utf8').trim()) };
+    const { mtimeMs } = statSync(file);
+    return { mtimeMs, headers: bearer(readFileSync(file, 'utf8').trim()) };
   };
   let current = read(); // a file that is not there at start is a configuration error: thrown
   let checkedAt = clock();
@@ -52,7 +52,7 @@ function fileHeaders(file: string, clock: () => number): AuthHeaders {
     if (now - checkedAt < TOKEN_FILE_CHECK_MS) return current.headers;
     checkedAt = now;
     try {
-      if (fs.statSync(file).mtimeMs !== current.mtimeMs) current = read();
+      if (statSync(file).mtimeMs !== current.mtimeMs) current = read();
     } catch {
       // Being replaced, or gone for a moment: the last token read is still the best guess.
     }

@@ -21,6 +21,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'get /health/ready': 'getReadiness',
   'get /admin/backup': 'getBackup',
   'get /audit': 'listAuditEntries',
+  'get /whoami': 'getIdentity',
   'get /problems/{kind}': 'getProblemType',
   'get /metrics': 'getMetrics',
   'get /events/stream': 'streamEvents',

@@ -48,6 +48,10 @@ function documentEventStream(app: OpenAPIHono, cursorEventIds: boolean): void {
       query: z.object({
         circuit: filter('Only this circuit; not with prefix'),
         prefix: filter('Only circuits whose name starts with this; not with circuit'),
+        audit: z.enum(['true', 'false']).optional().openapi({
+          description:
+            "true: the audit log's entries too, as `event: audit` (no id; needs the scope admin). Absent: transitions only",
+        }),
       }),
       headers: z.object({
         'last-event-id': z

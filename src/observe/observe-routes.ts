@@ -1,3 +1,4 @@
+import { insufficientScope } from '../auth/refusal.js';
 import type { ServerResponse } from 'node:http';
 import { circuitPermitted, hasScope, type Identity } from '../auth/identity.js';
 import { identityOf } from '../auth/request-identity.js';
@@ -27,6 +28,8 @@ const StreamQuery = z
   .object({
     circuit: z.string().min(1).max(CIRCUIT_NAME_MAX_LENGTH).optional(),
     prefix: z.string().min(1).max(CIRCUIT_NAME_MAX_LENGTH).optional(),
+    /** `true`: the audit log's entries too, as `event: audit` (scope `admin`); a reader that did not ask gets none. */
+    audit: z.enum(['true', 'false']).optional(),
   })
   .strict()
   .refine((q) => q.circuit === undefined || q.prefix === undefined, {
@@ -48,7 +51,7 @@ function streamQuery(c: Context): z.output<typeof StreamQuery> {
   if (result.success) return result.data;
   const fields = result.error.issues.flatMap((issue) =>
     issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ field: key, message: `unknown query parameter; use circuit or prefix` }))
+      ? issue.keys.map((key) => ({ field: key, message: `unknown query parameter; use circuit, prefix or audit` }))
       : [{ field: issue.path.map(String).join('.') || '(query)', message: issue.message }],
   );
   throw new AppError('INVALID_QUERY', 'The query string has invalid parameters.', { fields });
@@ -102,7 +105,7 @@ class StreamFeed implements HubSink {
     private readonly idOf: StreamStart['idOf'],
     /** A credential limited to `circuits` patterns gets only their transitions (issue 30); null: all. */
     private readonly permitted: ((name: string) => boolean) | null = null,
-    /** Audit events go only to a stream whose credential may read the audit log (scope `admin`). */
+    /** Audit events go only to a stream that asked for them (`?audit=true`, scope `admin`). */
     private readonly audits = true,
   ) {}
   send(t: LoggedTransition): void {
@@ -140,7 +143,11 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
       'event stream client too slow; stream destroyed',
     );
   app.get('/events/stream', async (c) => {
-    const query = streamQuery(c);
+    const { audit, ...query } = streamQuery(c);
+    const identity = identityOf(c);
+    // The audit log's entries only when asked for, and only for a credential that may read the log.
+    if (audit === 'true' && !hasScope(identity, 'admin'))
+      throw insufficientScope('admin', 'GET', '/events/stream?audit=true');
     const start = await streamStart(deps, c.req.header('last-event-id'));
     hub.ensureRoom(); // refuse with a problem document before the stream starts
     const { reset } = start;
@@ -153,11 +160,7 @@ function registerStreamRoute<E extends object>(app: Hono<E>, deps: ObserveRouteD
     let unsubscribe: () => void;
     try {
       unsubscribe = storageRead(() =>
-        hub.subscribe(
-          query,
-          from,
-          new StreamFeed(sink, start.idOf, permittedCircuits(identityOf(c)), hasScope(identityOf(c), 'admin')),
-        ),
+        hub.subscribe(query, from, new StreamFeed(sink, start.idOf, permittedCircuits(identity), audit === 'true')),
       );
     } catch (error) {
       sink.end(); // nothing was written: the error handler answers

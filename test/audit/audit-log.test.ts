@@ -187,7 +187,7 @@ describe('manual transitions name who made them ("by")', () => {
     const a = app();
     const server = await listen(a);
     cleanup.push(() => server.close());
-    const stream = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer alice' });
+    const stream = await openStream(`${server.url}/events/stream?audit=true`, { authorization: 'Bearer alice' });
     cleanup.push(() => stream.close());
     await a.request('PATCH', '/circuits/pay', 'oncall', { forced_state: 'open' });
     const first = await stream.next();
@@ -197,7 +197,7 @@ describe('manual transitions name who made them ("by")', () => {
     expect(byKind.transition).toMatchObject({ reason: 'forced_open', by: 'oncall' });
   });
 
-  it('sends audit events only to streams of credentials that may read the audit log (admin)', async () => {
+  it('sends audit events only to streams that ask, of credentials that may read the audit log (admin)', async () => {
     const a = buildAuditedApp({
       authenticate: (h) =>
         h === 'Bearer reader'
@@ -208,8 +208,14 @@ describe('manual transitions name who made them ("by")', () => {
     });
     const server = await listen(a);
     cleanup.push(() => server.close());
+    const refused = await fetch(`${server.url}/events/stream?audit=true`, {
+      headers: { authorization: 'Bearer reader' },
+    });
+    expect(refused.status).toBe(403);
     const reader = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer reader' });
-    const admin = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer ops' });
+    const quiet = await openStream(`${server.url}/events/stream`, { authorization: 'Bearer ops' }); // did not ask
+    const admin = await openStream(`${server.url}/events/stream?audit=true`, { authorization: 'Bearer ops' });
+    cleanup.push(() => quiet.close());
     cleanup.push(
       () => reader.close(),
       () => admin.close(),
@@ -222,14 +228,21 @@ describe('manual transitions name who made them ("by")', () => {
     await a.request('PATCH', '/circuits/pay', 'ops', { forced_state: null }); // one more of each
     expect((await reader.next()).data).toMatchObject({ reason: 'force_cleared', by: 'ops' });
     expect(reader.queued.filter((e) => e.event === 'audit')).toEqual([]);
+    expect((await quiet.next()).event).toBe('transition');
+    expect((await quiet.next()).data).toMatchObject({ reason: 'force_cleared' });
+    expect(quiet.queued.filter((e) => e.event === 'audit')).toEqual([]);
   });
 
   it('sends an audit event only to streams whose filter takes its circuit', async () => {
     const a = app();
     const server = await listen(a);
     cleanup.push(() => server.close());
-    const other = await openStream(`${server.url}/events/stream?circuit=other`, { authorization: 'Bearer alice' });
-    const mine = await openStream(`${server.url}/events/stream?prefix=pay`, { authorization: 'Bearer alice' });
+    const other = await openStream(`${server.url}/events/stream?circuit=other&audit=true`, {
+      authorization: 'Bearer alice',
+    });
+    const mine = await openStream(`${server.url}/events/stream?prefix=pay&audit=true`, {
+      authorization: 'Bearer alice',
+    });
     cleanup.push(
       () => other.close(),
       () => mine.close(),

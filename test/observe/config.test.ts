@@ -8,6 +8,7 @@ describe('metrics and events configuration', () => {
     expect(config.events).toEqual({
       max_streams: 1_000,
       max_stream_buffer_bytes: 1_048_576,
+      poll_ms: 200,
       retention: { max_age_days: 30, max_per_circuit: 1_000 },
     });
   });
@@ -25,7 +26,12 @@ describe('metrics and events configuration', () => {
     const config = parseConfigText('metrics: { enabled: false, max_circuits: 5 }\nevents: { max_streams: 2 }\n', 'f');
     expect([config.metrics, config.events]).toEqual([
       { enabled: false, max_circuits: 5 },
-      { max_streams: 2, max_stream_buffer_bytes: 1_048_576, retention: { max_age_days: 30, max_per_circuit: 1_000 } },
+      {
+        max_streams: 2,
+        max_stream_buffer_bytes: 1_048_576,
+        poll_ms: 200,
+        retention: { max_age_days: 30, max_per_circuit: 1_000 },
+      },
     ]);
     expect(() => parseConfigText('metrics: { max_circuit: 5 }\n', 'f')).toThrow(/metrics/);
     expect(() => parseConfigText('events: { max_streams: 0 }\n', 'f')).toThrow(/events\.max_streams/);
