@@ -4,7 +4,7 @@
  * name patterns it is limited to and how many circuits it may create. Parsed with zod; a bad
  * file is one message naming the entry and field.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -109,7 +109,7 @@ export function identityOfEntry(entry: CredentialEntry): Identity {
 
 /** The hex SHA-256 of a token, as `token_sha256` holds it. */
 export function tokenSha256(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return hash('sha256', token, 'hex'); // one-shot: about half the time of createHash per request
 }
 
 /** The identities by their token's hex SHA-256 (lower case); CIRCUITLOG_TOKEN's as `token`, every scope. */

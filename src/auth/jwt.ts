@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { errors, type JWTPayload, type JWTVerifyOptions, jwtVerify } from 'jose';
 import type { Logger } from 'pino';
 import type { JwtConfig } from '../config/auth-schema.js';
@@ -110,7 +110,7 @@ export function looksLikeJwt(value: string): boolean {
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 function tokenKey(token: string): string {
-  return createHash('sha256').update(token).digest('binary'); // 32 one-byte characters (latin1)
+  return hash('sha256', token, 'binary'); // 32 one-byte characters (latin1); one-shot, about half createHash's time
 }
 
 /** The identity of a good token and when it expires (epoch ms), or null (why is logged at debug). */
