@@ -33,7 +33,7 @@ export interface CredentialSourceOptions {
 
 export interface CredentialSource {
   readonly authenticate: Authenticator;
-  /** Read the file again now (SIGHUP); true when the new set is in force. */
+  /** Read the file again now (SIGHUP); true when the file's set is in force (changed or not). */
   reload(trigger: 'signal' | 'file'): boolean;
   /** Watch the file's folder for changes (until `close`). */
   watch(): void;
@@ -45,6 +45,9 @@ const DEBOUNCE_MS = 100; // an editor's or a deployer's burst of events, read on
 export function credentialSource(options: CredentialSourceOptions): CredentialSource {
   const { logger } = options;
   let table: CredentialTable = credentialTable(options.entries, options.token);
+  // The set in force, compared by content: a folder event from a sibling (the database beside
+  // the file, an editor's swap file) or a SIGHUP over an unchanged file reloads nothing.
+  let inForce = JSON.stringify(options.entries);
   let lastText: string | undefined;
   let watcher: fs.FSWatcher | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -69,6 +72,14 @@ export function credentialSource(options: CredentialSourceOptions): CredentialSo
       return false;
     }
     lastText = text;
+    const key = JSON.stringify(entries);
+    if (key === inForce) {
+      // A signal is an operator's request: answer it in the log; a folder event is noise.
+      const level = trigger === 'signal' ? 'info' : 'debug';
+      logger[level]({ event: 'credentials_unchanged', trigger, file: options.path }, 'credentials file unchanged');
+      return true;
+    }
+    inForce = key;
     table = credentialTable(entries, options.token);
     const ids = entries.map((e) => e.id);
     logger.info(

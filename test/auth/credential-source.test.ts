@@ -16,7 +16,7 @@ function logLines() {
   const lines: Record<string, unknown>[] = [];
   const waiting: { event: string; resolve: () => void }[] = [];
   const logger = pino(
-    { level: 'info' },
+    { level: 'debug' },
     {
       write: (line: string) => {
         const entry = JSON.parse(line) as Record<string, unknown>;
@@ -79,6 +79,19 @@ describe('the credentials in force', () => {
     expect([t.who(KEPT), t.who(OLD), t.who(NEW)]).toEqual(['kept', null, 'new']);
     expect(t.reloads).toEqual([['kept', 'new']]);
     expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toHaveLength(1);
+  });
+
+  it('reloads nothing when a sibling in the folder changes (the database beside the file)', async () => {
+    const t = setUp();
+    t.source.watch();
+    const looked = t.logged('credentials_unchanged');
+    fs.writeFileSync(path.join(path.dirname(t.file), 'db.sqlite-wal'), 'a write beside the file');
+    await looked;
+    expect(t.reloads).toEqual([]);
+    expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toEqual([]);
+    expect(t.source.reload('signal')).toBe(true);
+    expect(t.reloads).toEqual([]);
+    expect([t.who(KEPT), t.who(OLD)]).toEqual(['kept', 'old']);
   });
 
   it('keeps the previous set when the new file is bad, with one error line naming the problem', async () => {
