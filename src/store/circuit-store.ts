@@ -1,4 +1,5 @@
 import type { Circuit, CircuitState, Step, Transition } from '../domain/circuit.js';
+import type { HistoryHook, StoredEntry } from '../domain/history.js';
 import type { MaybePromise } from './maybe-promise.js';
 
 export interface ListQuery {
@@ -14,6 +15,25 @@ export interface ListQuery {
 export interface BatchItem {
   readonly name: string;
   readonly step: (current: Circuit | null) => Step | null;
+  /**
+   * The outcome history (issue 31, `domain/history.ts`): with the history on (config
+   * `history.enabled`, and the circuit's own `history` not false), the store writes the entry
+   * this answers (an outcome, a manual action) and then one entry per transition of the
+   * result, in the same transaction as the circuit, even when the step left the circuit as it
+   * was (an outcome is history whether or not it changed the state). A step answering null
+   * writes nothing. Without a hook only the transitions are written.
+   */
+  readonly history?: HistoryHook;
+}
+
+/** Which entries of a circuit's history to read (`CircuitStore.history`). */
+export interface HistoryQuery {
+  /** Entries with `t` at or after this (epoch ms); absent: from the oldest kept. */
+  readonly from?: number;
+  /** Entries with `t` before this; absent: to the newest. */
+  readonly to?: number;
+  /** At most this many, oldest first (the reader's bound in memory). */
+  readonly limit: number;
 }
 
 /**
@@ -36,7 +56,11 @@ export interface CircuitStore {
    * Run `step` on the stored circuit and persist what it returns, with its transitions,
    * atomically. A step returning null, or the very circuit it was given, writes nothing.
    */
-  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): MaybePromise<S | null>;
+  apply<S extends Step>(
+    name: string,
+    step: (current: Circuit | null) => S | null,
+    history?: HistoryHook,
+  ): MaybePromise<S | null>;
   /**
    * Apply the steps in order in one write transaction; a circuit created by one step is
    * seen by the next, and each changed circuit is written once. All or nothing.
@@ -49,6 +73,12 @@ export interface CircuitStore {
   ping(): MaybePromise<boolean>;
   /** How many circuits are stored, in O(1) (`limits.max_circuits`); absent: unbounded. */
   count?(): MaybePromise<number>;
+  /**
+   * A circuit's history entries in the order they were written (issue 31), as stored (each
+   * decoded by `decodeEntry`); null if the circuit is unknown. Deleting a circuit deletes its history.
+   * (Optional only while issue 31 is being built; both stores implement it.)
+   */
+  history?(name: string, query: HistoryQuery): MaybePromise<StoredEntry[] | null>;
   /** Names of up to `limit` circuits stored open whose `openUntil` is at or before `now`, earliest first. */
   dueOpen(now: number, limit: number): MaybePromise<string[]>;
 }
