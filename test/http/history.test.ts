@@ -19,7 +19,9 @@ async function historyOf(t: Pick<App, 'store'>, name: string): Promise<HistoryEn
 
 const outcomes = (entries: HistoryEntry[]) => entries.filter((e) => e.type === 'outcome');
 const kinds = (entries: HistoryEntry[]) =>
-  entries.map((e) => (e.type === 'transition' ? `x:${e.transition.reason}` : e.type === 'manual' ? `m:${e.action}` : 'o'));
+  entries.map((e) =>
+    e.type === 'transition' ? `x:${e.transition.reason}` : e.type === 'manual' ? `m:${e.action}` : 'o',
+  );
 
 describe('the outcome history on every route (issue 31)', () => {
   it('keeps an outcome of POST /circuits/{name}/outcomes with its fields, at the step time', async () => {
@@ -110,7 +112,11 @@ describe('the outcome history on every route (issue 31)', () => {
       'x:manual_reset',
     ]);
     const [, forced, , changed, , , , reset, resetTransition] = entries;
-    expect(forced).toMatchObject({ action: 'configure', before: { forcedState: null }, after: { forcedState: 'open' } });
+    expect(forced).toMatchObject({
+      action: 'configure',
+      before: { forcedState: null },
+      after: { forcedState: 'open' },
+    });
     expect(changed).toMatchObject({
       before: { forcedState: 'open', failureThreshold: 5 },
       after: { forcedState: null, failureThreshold: 2 },

@@ -6,11 +6,14 @@ import type { HistoryQuery } from '../circuit-store.js';
 /**
  * The bounds are kept in the write path, amortized: when a write carries a circuit's `seq` past
  * a multiple of this, the entries past `max_outcomes` and older than `max_age_hours` among its
- * oldest `TRIM_SCAN` are deleted. So a circuit holds at most `max_outcomes + TRIM_EVERY - 1`
+ * oldest (`TRIM_SCAN` more than the write added) are deleted. So a circuit holds at most `max_outcomes + TRIM_EVERY - 1`
  * entries, and an entry past its age goes at that circuit's next trim (docs/operations.md#history).
  */
 export const TRIM_EVERY = 1_024;
-/** Oldest entries one trim looks at: twice what was added since the last, so it catches up after a lowered bound. */
+/**
+ * Oldest entries one trim looks at besides those the write added: at least what was added since
+ * the last trim (at most TRIM_EVERY before this write), and as much again, so it catches up after a lowered bound.
+ */
 const TRIM_SCAN = 2 * TRIM_EVERY;
 const HOUR_MS = 3_600_000;
 
@@ -61,7 +64,7 @@ export class HistoryTable {
       id: circuitId,
       keepAfter: seq - this.settings.maxOutcomes,
       before: now - this.settings.maxAgeHours * HOUR_MS,
-      scan: TRIM_SCAN,
+      scan: seq - first + TRIM_SCAN,
     });
   }
 
