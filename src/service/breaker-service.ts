@@ -17,6 +17,7 @@ import {
 import { AppError } from '../domain/errors.js';
 import { policyOf, resolvePolicy, samePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { HistoryHook } from '../domain/history.js';
+import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../domain/history-settings.js';
 import { drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
@@ -128,7 +129,7 @@ export class BreakerService {
   private readonly limits: ServiceLimits;
   private readonly random: RandomSource;
   private readonly committer: Committer;
-  private readonly historyEnabled: boolean;
+  private readonly history: HistorySettings;
   /** New circuits this process is writing right now, counted before they are stored (`withRoom`). */
   private creating = 0;
   private lastRecordWarning = -Infinity;
@@ -142,7 +143,7 @@ export class BreakerService {
     this.limits = deps.limits ?? {};
     this.random = deps.random ?? Math.random;
     this.defaults = resolvePolicy(deps.circuitDefaults);
-    this.historyEnabled = deps.history ?? true;
+    this.history = { ...HISTORY_DEFAULTS, enabled: deps.history ?? HISTORY_DEFAULTS.enabled };
     this.committer = deps.groupCommit === false ? this.ownTransactions() : this.groupCommitted();
   }
 
@@ -484,7 +485,7 @@ export class BreakerService {
 
   /** Whether the history keeps what is written to `circuit` (config `history.enabled`, its policy's `history`). */
   private keepsHistory(circuit: Circuit): boolean {
-    return this.historyEnabled && circuit.history !== false;
+    return keepsHistory(this.history, circuit);
   }
 
   private settleAll(items: readonly ServiceItem[], results: readonly (Step | null)[]): (Step | null)[] {

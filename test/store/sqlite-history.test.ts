@@ -5,7 +5,7 @@ import { HISTORY_DEFAULTS, type HistorySettings } from '../../src/domain/history
 import type { BatchItem } from '../../src/store/circuit-store.js';
 import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
-import { TRIM_EVERY } from '../../src/store/sqlite/history-table.js';
+import { TRIM_EVERY } from '../../src/store/sqlite/circuit-store.js';
 import { SqliteHousekeeping } from '../../src/store/sqlite/housekeeping.js';
 import { outcomeHistory, outcomeStep } from '../../src/service/breaker-service.js';
 

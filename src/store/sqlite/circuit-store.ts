@@ -8,8 +8,7 @@ import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, HealthReport, HistoryQuery, ListQuery } from '../circuit-store.js';
 import { storedEntry, type HistoryHook, type StoredEntry } from '../../domain/history.js';
-import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../../domain/history-settings.js';
-import { HistoryTable } from './history-table.js';
+import { HISTORY_DEFAULTS, type HistorySettings } from '../../domain/history-settings.js';
 import { circuitFromColumns, circuitToColumns } from '../../domain/circuit-record.js';
 import { prepareCircuitStatements, type CircuitStatements, type CircuitValues } from './circuit-statements.js';
 import { planCallerWrites } from '../caller-writes.js';
@@ -62,7 +61,7 @@ export class SqliteCircuitStore implements CircuitStore {
    * Nothing when the history is off for the circuit (config or its policy field `history`).
    */
   private historyOf(before: Circuit | null, result: Step, hook: HistoryHook | undefined): readonly StoredEntry[] {
-    if (!keepsHistory(this.historySettings, result.circuit)) return NO_ENTRIES;
+    if (!this.keepsHistory(result.circuit)) return NO_ENTRIES;
     const entry = hook === undefined ? null : hook(before, result);
     if (entry === null && result.transitions.length === 0) return NO_ENTRIES;
     const out: StoredEntry[] = entry === null ? [] : [storedEntry(entry)];
@@ -229,11 +228,16 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
+  /** `keepsHistory` of domain/history-settings.ts, written out: this is every write's path. */
+  private keepsHistory(circuit: Circuit): boolean {
+    return this.historySettings.enabled && circuit.history !== false;
+  }
+
   /** Whether the history keeps something of a step that left `current` as it was (its hook's entry). */
   private keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
     return (
       history !== undefined &&
-      keepsHistory(this.historySettings, result.circuit) &&
+      this.keepsHistory(result.circuit) &&
       (history(current, result) !== null || result.transitions.length > 0)
     );
   }
@@ -535,5 +539,78 @@ export class CallerRows {
     if (appended.length === 0) return;
     let seq = this.selectMaxSeq.get(circuitId) ?? 0;
     for (const e of appended) this.upsert.run(circuitId, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7] ?? null, ++seq);
+  }
+}
+
+/**
+ * The bounds are kept in the write path, amortized: when a write carries a circuit's `seq` past
+ * a multiple of this, the entries past `max_outcomes` and older than `max_age_hours` among its
+ * oldest (`TRIM_SCAN` more than the write added) are deleted. So a circuit holds at most `max_outcomes + TRIM_EVERY - 1`
+ * entries, and an entry past its age goes at that circuit's next trim (docs/operations.md#history).
+ */
+export const TRIM_EVERY = 1_024;
+/**
+ * Oldest entries one trim looks at besides those the write added: at least what was added since
+ * the last trim (at most TRIM_EVERY before this write), and as much again, so it catches up after a lowered bound.
+ */
+const TRIM_SCAN = 2 * TRIM_EVERY;
+const HOUR_MS = 3_600_000;
+
+/**
+ * The `history` table (migration 0012): each circuit's entries as `(circuit_id, seq, t, e)`.
+ * Written only inside the store's write transactions (the lock makes `max(seq) + 1` safe across
+ * workers), read by `read`; a circuit's rows go with it (ON DELETE CASCADE).
+ */
+export class HistoryTable {
+  private readonly lastSeq;
+  private readonly insert;
+  private readonly trimOld;
+  private readonly select;
+
+  constructor(
+    db: Database.Database,
+    private readonly settings: HistorySettings,
+  ) {
+    this.lastSeq = db
+      .prepare<[number], number>('SELECT seq FROM history WHERE circuit_id = ? ORDER BY seq DESC LIMIT 1')
+      .pluck();
+    this.insert = db.prepare<[number, number, number, string]>(
+      'INSERT INTO history (circuit_id, seq, t, e) VALUES (?, ?, ?, ?)',
+    );
+    // The oldest TRIM_SCAN rows of the circuit (one range of the primary key), those past either bound.
+    this.trimOld = db.prepare<{ id: number; keepAfter: number; before: number; scan: number }>(
+      `DELETE FROM history WHERE circuit_id = @id AND seq IN (
+         SELECT seq FROM history WHERE circuit_id = @id ORDER BY seq LIMIT @scan
+       ) AND (seq <= @keepAfter OR t < @before)`,
+    );
+    this.select = db
+      .prepare<[number, number, number, number], [number, string]>(
+        'SELECT t, e FROM history WHERE circuit_id = ? AND t >= ? AND t < ? ORDER BY seq LIMIT ?',
+      )
+      .raw();
+  }
+
+  /** Append a circuit's entries in order, inside the caller's write transaction; trims when due. */
+  append(circuitId: number, entries: readonly StoredEntry[]): void {
+    if (entries.length === 0) return;
+    const first = this.lastSeq.get(circuitId) ?? 0;
+    let seq = first;
+    for (const e of entries) this.insert.run(circuitId, ++seq, e.t, e.text);
+    if (Math.floor(seq / TRIM_EVERY) === Math.floor(first / TRIM_EVERY)) return;
+    // The newest entry's time stands for now: the store has no clock, and the step's `now` is the write's time.
+    const now = entries.at(-1)!.t;
+    this.trimOld.run({
+      id: circuitId,
+      keepAfter: seq - this.settings.maxOutcomes,
+      before: now - this.settings.maxAgeHours * HOUR_MS,
+      scan: seq - first + TRIM_SCAN,
+    });
+  }
+
+  /** A circuit's entries in write order, `query` bounding them by time and count. */
+  read(circuitId: number, query: HistoryQuery): StoredEntry[] {
+    const from = query.from ?? Number.MIN_SAFE_INTEGER;
+    const to = query.to ?? Number.MAX_SAFE_INTEGER;
+    return this.select.all(circuitId, from, to, query.limit).map(([t, text]) => ({ t, text }));
   }
 }
