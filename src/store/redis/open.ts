@@ -33,8 +33,7 @@ export interface OpenRedisOptions {
   /** Replicas that must confirm each write (`WAIT`), and how long they get (`store.redis` in the config). */
   readonly replicasAck?: number;
   readonly replicasAckTimeoutMs?: number;
-  /** Config `history` (issue 31): on by default, 200,000 entries and 168 h per circuit. */
-  readonly history?: HistoryOptions;
+  readonly history?: HistoryOptions; // config `history` (issue 31)
 }
 
 export interface OpenedRedis {
