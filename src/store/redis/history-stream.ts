@@ -52,10 +52,11 @@ export function stepEntries(
   return out;
 }
 
-/** The CAS script's history argument (`scripts.ts`): `t` and text, flat, as JSON; `''` for none. */
+/** The CAS script's history argument (`scripts.ts` APPEND_HISTORY): `<t>\n<text>\n` per entry; `''` for none. */
 export function historyArg(entries: readonly StoredEntry[]): string {
-  if (entries.length === 0) return '';
-  return JSON.stringify(entries.flatMap((e) => [String(Math.max(0, Math.floor(e.t))), e.text]));
+  let arg = '';
+  for (const e of entries) arg += `${Math.max(0, Math.floor(e.t))}\n${e.text}\n`; // JSON text: no raw newline
+  return arg;
 }
 
 type StreamEntry = [id: string, fields: unknown[]];

@@ -74,21 +74,20 @@ end
 
 /**
  * Append a write's history entries (issue 31) to the circuit's stream `h:<name>`: ARGV `entries`
- * is `''` or a JSON array `[t1, text1, t2, text2, ...]` (`t` a whole epoch ms as a string).
- * Each entry's id is `<t>-*` (Redis numbers entries of one millisecond), so `XRANGE` by time is
- * `XRANGE` by id; an entry whose `t` is behind the stream's newest id (another host's clock)
- * takes that id's millisecond instead (ids only grow), keeping its own `t` in the field. Trimmed
- * to about `maxlen` entries (`MAXLEN ~`: whole macro nodes, so a little more may stay) and to
- * about the newest `t` minus `maxAgeMs` (`MINID ~`).
+ * is `''` or `<t>\n<text>\n` per entry (`t` a whole epoch ms; a text is JSON, which has no raw
+ * newline), so neither side encodes the list again. Each entry's id is `<t>-*` (Redis numbers
+ * entries of one millisecond), so `XRANGE` by time is `XRANGE` by id; an entry whose `t` is
+ * behind the stream's newest id (another host's clock) takes that id's millisecond instead (ids
+ * only grow), keeping its own `t` in the field. Then trimmed once per write to about `maxlen`
+ * entries (`MAXLEN ~`: whole macro nodes, so a little more may stay) and to about the newest `t`
+ * minus `maxAgeMs` (`MINID ~`).
  */
 const APPEND_HISTORY = `
 local function appendHistory(key, entries, maxlen, maxAgeMs)
   if entries == '' then return end
-  local e = cjson.decode(entries)
   local newest = 0
-  for i = 1, #e, 2 do
-    local t = e[i]
-    local added = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, t .. '-*', 't', t, 'e', e[i + 1])
+  for t, text in string.gmatch(entries, '(%d+)\\n([^\\n]*)\\n') do
+    local added = redis.pcall('XADD', key, t .. '-*', 't', t, 'e', text)
     if type(added) == 'table' and added.err then
       -- t is behind the newest id (or the key is not a stream: untrusted, then it starts again)
       local last = redis.pcall('XREVRANGE', key, '+', '-', 'COUNT', 1)
@@ -97,10 +96,11 @@ local function appendHistory(key, entries, maxlen, maxAgeMs)
         redis.call('DEL', key)
         ms = t
       end
-      redis.call('XADD', key, 'MAXLEN', '~', maxlen, ms .. '-*', 't', t, 'e', e[i + 1])
+      redis.call('XADD', key, ms .. '-*', 't', t, 'e', text)
     end
     if tonumber(t) > newest then newest = tonumber(t) end
   end
+  redis.call('XTRIM', key, 'MAXLEN', '~', maxlen)
   if maxAgeMs > 0 and newest > maxAgeMs then
     redis.call('XTRIM', key, 'MINID', '~', string.format('%.0f', newest - maxAgeMs))
   end
