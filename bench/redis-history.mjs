@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { envInt, makeTempDir, median } from './lib.mjs';
+import { envInt, makeTempDir, median, probeOk, runLoad, startProcess, stopAll } from './lib.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (p) => import(path.join(root, 'dist', p));
@@ -69,6 +69,67 @@ async function intake(store, name, success, policy, sec) {
   return count / ((performance.now() - started) / 1_000);
 }
 
+/**
+ * The same over HTTP: `POST /circuits/bench-fail/outcomes {"success":false}` (every one a write)
+ * on two app processes (`bench/history-server.mjs`), history off and on, each on a database of
+ * its own of the same redis-server; autocannon, `concurrency` connections, rounds alternating.
+ */
+async function httpIntake(redisUrl) {
+  const start = (mode, db) =>
+    startProcess({
+      name: `history-${mode}`,
+      args: [path.join(root, 'bench', 'history-server.mjs'), redisUrl.replace(/\/0$/, `/${db}`), mode],
+      cwd: root,
+      port: 'auto',
+      readyPath: '/health',
+      timeoutMs: 30_000,
+    });
+  const servers = { off: await start('off', 1), on: await start('on', 2) };
+  const headers = { 'content-type': 'application/json' };
+  for (const s of Object.values(servers))
+    await probeOk(`${s.url}/circuits/bench-fail/call`, {
+      method: 'POST',
+      headers,
+      body: '{"success":false,"threshold":1000000000}',
+    });
+  const load = (mode, durationSec) =>
+    runLoad({
+      tool: 'autocannon',
+      url: `${servers[mode].url}/circuits/bench-fail/outcomes`,
+      method: 'POST',
+      headers,
+      body: '{"success":false}',
+      connections: concurrency,
+      durationSec,
+    });
+  const answered = { off: 1, on: 1 }; // the set-up call
+  for (const mode of ['off', 'on']) answered[mode] += (await load(mode, 1)).requests; // warm-up
+  const rates = { off: [], on: [] };
+  for (let r = 0; r < rounds; r++)
+    for (const mode of r % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
+      const run = await load(mode, roundSec);
+      if (run.non2xx + run.errors + run.timeouts > 0) throw new Error(`${mode}: ${JSON.stringify(run)}`);
+      rates[mode].push(run.rps);
+      answered[mode] += run.requests;
+    }
+  await stopAll();
+  // What each wrote to the history of bench-fail (`circuitlog:` prefix, the default).
+  const { RedisKeys } = await dist('store/redis/redis-keys.js');
+  const { createClient } = await import('@redis/client');
+  const key = new RedisKeys('circuitlog:').history('bench-fail');
+  const entries = {};
+  for (const [mode, db] of [
+    ['off', 1],
+    ['on', 2],
+  ]) {
+    const client = createClient({ url: redisUrl.replace(/\/0$/, `/${db}`), RESP: 2 });
+    await client.connect();
+    entries[mode] = await client.xLen(key);
+    client.destroy();
+  }
+  return { off: median(rates.off), on: median(rates.on), rounds: rates, entries, answered };
+}
+
 /** Exactly `total` outcome entries into `name`'s history (unchanged-circuit writes after the first). */
 async function fill(store, name, outcome, policy, total) {
   const { newCircuit, recordOutcome } = await dist('domain/circuit.js');
@@ -113,6 +174,14 @@ async function main() {
       const on = median(rates.on);
       results.push({ ...s, off, on, ratio: on / off, rounds: rates });
     }
+    const http = await httpIntake(redis.url);
+    results.unshift({
+      id: 'http-failure',
+      label: 'HTTP `POST /outcomes {"success":false}` (each rewrites the circuit)',
+      goal: 0.8,
+      ...http,
+      ratio: http.on / http.off,
+    });
     const memory = [];
     for (const [label, outcome] of [
       ['bare failure `[0]`', { success: false }],
@@ -140,6 +209,9 @@ async function main() {
         `| ${r.label} | ${Math.round(r.off)} | ${Math.round(r.on)} | ${r.ratio.toFixed(2)}x | ${r.goal === null ? 'report' : `>= ${r.goal}x ${r.ratio >= r.goal ? 'met' : 'NOT met'}`} |`,
       );
     console.log(`rounds: ${JSON.stringify(results.map((r) => ({ id: r.id, ...r.rounds })))}`);
+    console.log(
+      `HTTP: outcomes answered 2xx / history entries of bench-fail: off ${http.answered.off} / ${http.entries.off}, on ${http.answered.on} / ${http.entries.on}`,
+    );
     for (const m of memory)
       console.log(
         `MEMORY USAGE of a history stream of ${m.length} entries, ${m.label}: ${m.bytes} B (${(m.bytes / m.length).toFixed(1)} B/entry)`,
