@@ -12,6 +12,8 @@ import type { ReplicaAck } from './replica-ack.js';
 import type { PublishTarget } from './publish-target.js';
 import { detailText } from '../../domain/transition-detail.js';
 import { callerDelta, versionedWithCallers } from './caller-hash.js';
+import type { StoredEntry } from '../../domain/history.js';
+import { historyArg, type HistorySettings } from './history-stream.js';
 
 /**
  * Most attempts of one compare-and-set. An attempt fails only when another writer committed
@@ -21,10 +23,15 @@ import { callerDelta, versionedWithCallers } from './caller-hash.js';
  */
 export const MAX_ATTEMPTS = 100;
 
-/** The steps to write to one circuit, in order; the last one's circuit is stored. */
+/**
+ * The steps to write to one circuit, in order; the last one's circuit is stored. No steps: the
+ * circuit stays as read and only its history entries are appended (if it is still as read).
+ */
 export interface Write {
   readonly name: string;
   readonly steps: Step[];
+  /** Its history entries (issue 31, `history-stream.ts`), appended in the same atomic run. */
+  readonly history: StoredEntry[];
 }
 
 /** What one step came to: its result, or the error it threw. */
@@ -43,6 +50,7 @@ export interface CasStore {
   /** The store's life this host writes to (`store-epoch.ts`): the script refuses any other. */
   readonly epoch: StoreEpoch;
   readonly malformed: Malformed;
+  readonly historySettings: HistorySettings;
 }
 
 /**
@@ -58,6 +66,7 @@ export class CompareAndSet {
   private readonly cache: CircuitCache;
   private readonly epoch: StoreEpoch;
   private readonly malformed: Malformed;
+  private readonly history: HistorySettings;
 
   constructor(
     store: CasStore,
@@ -66,7 +75,7 @@ export class CompareAndSet {
     private readonly replicated: ReplicaAck,
   ) {
     ({ redis: this.redis, keys: this.keys, publish: this.publish, cache: this.cache } = store);
-    ({ epoch: this.epoch, malformed: this.malformed } = store);
+    ({ epoch: this.epoch, malformed: this.malformed, historySettings: this.history } = store);
   }
 
   async run(names: readonly string[], plan: Plan): Promise<Answer[]> {
@@ -107,22 +116,27 @@ export class CompareAndSet {
   private send(shard: number, writes: Write[], states: Map<string, Versioned>): Promise<(string | number)[]> {
     const keys = this.keys.shards[shard]!;
     const scriptKeys = [keys.ids, keys.version, keys.index, keys.seq, keys.transitions, keys.epoch, keys.due];
-    const args = [...this.publish(shard), this.epoch.of(shard), String(shard)];
-    for (const { name, steps } of writes) {
+    const { maxOutcomes, maxAgeMs } = this.history;
+    const args = [...this.publish(shard), this.epoch.of(shard), String(shard), String(maxOutcomes), String(maxAgeMs)];
+    for (const { name, steps, history } of writes) {
       const read = states.get(name)!;
+      scriptKeys.push(keys.circuit(name), keys.events(name), keys.callers(name), keys.history(name));
+      const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
+      if (steps.length === 0) {
+        args.push(name, version, '', '[]', '', '', historyArg(history)); // unchanged: its history only
+        continue;
+      }
       const final = steps.at(-1)!.circuit;
       // A fifth member, the detail's JSON text, only when the transition has one (scripts.ts).
       const transitions = steps.flatMap((s) =>
         s.transitions.map((t) => withDetail([t.from, t.to, t.reason, t.at], detailText(t))),
       );
-      scriptKeys.push(keys.circuit(name), keys.events(name), keys.callers(name));
-      const version = read.corruptVersion ?? (read.circuit === null ? '0' : String(read.version));
       const due = dueTime(final);
       const dueAt = due === null ? '' : String(due);
       // Only what changed of the caller table; whole when nothing usable was read (new, corrupt, legacy).
       const whole = read.circuit === null || read.rewriteCallers === true;
       const delta = callerDelta(read.circuit?.callers, final.callers, whole);
-      args.push(name, version, circuitToJson(final), JSON.stringify(transitions), dueAt, delta);
+      args.push(name, version, circuitToJson(final), JSON.stringify(transitions), dueAt, delta, historyArg(history));
     }
     return this.redis.eval<(string | number)[]>(CAS_SCRIPT, scriptKeys, args);
   }
@@ -131,6 +145,7 @@ export class CompareAndSet {
   private committed(writes: Write[], reply: (string | number)[], answer: Answer[]): Answer[] {
     const fixed = new Map<Circuit, Circuit>();
     writes.forEach(({ name, steps }, i) => {
+      if (steps.length === 0) return; // unchanged, as the cache holds it
       const version = Number(reply[1 + 2 * i]);
       const id = Number(reply[2 + 2 * i]);
       for (const s of steps) if (s.circuit.id !== id) fixed.set(s.circuit, { ...s.circuit, id });

@@ -11,6 +11,7 @@ import { connectionLink, type CommandLink } from './redis-commands.js';
 import { shardOf } from './shards.js';
 import { RedisLeaseStore } from './redis-lease-store.js';
 import { RedisCircuitStore } from './redis-store.js';
+import type { HistoryOptions } from './redis-store-options.js';
 import { TransitionFeed } from './transition-feed.js';
 import { TransitionHints } from './transition-hint.js';
 import { CircuitMirror } from './circuit-mirror.js';
@@ -32,6 +33,7 @@ export interface OpenRedisOptions {
   /** Replicas that must confirm each write (`WAIT`), and how long they get (`store.redis` in the config). */
   readonly replicasAck?: number;
   readonly replicasAckTimeoutMs?: number;
+  readonly history?: HistoryOptions; // config `history` (issue 31)
 }
 
 export interface OpenedRedis {
@@ -197,7 +199,7 @@ async function connectPlain(
 }
 
 async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRedis> {
-  const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs } = options;
+  const { prefix, timeoutMs, logger, replicasAck, replicasAckTimeoutMs, history } = options;
   try {
     const store = new RedisCircuitStore(links.link, links.subscriber, {
       db: links.db,
@@ -206,6 +208,7 @@ async function openOn(links: Links, options: OpenRedisOptions): Promise<OpenedRe
       logger,
       replicasAck,
       replicasAckTimeoutMs,
+      history,
     });
     await store.ready();
     const schemaVersion = await claimSchema(store.redis, store.keys.prefix); // before any write

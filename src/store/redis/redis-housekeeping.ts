@@ -54,19 +54,19 @@ return out
 
 /**
  * Delete the named circuits whose version `v` is still the one judged idle (a compare-and-delete:
- * any write since, to the circuit or its caller table, raised it), with their events and caller
- * table, as DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one
- * shard's): index, version, then per name `c:<name>`, `e:<name>` and `k:<name>`. ARGV: the publish
+ * any write since, to the circuit or its caller table, raised it), with their events, caller
+ * table and history, as DELETE_SCRIPT does (same publish, so every host's cache forgets them). KEYS (one
+ * shard's): index, version, then per name `c:<name>`, `e:<name>`, `k:<name>` and `h:<name>`. ARGV: the publish
  * command and channel, then per name its name and the version judged. Answers the names deleted.
  */
 const DELETE_IDLE_SCRIPT = `
 local out = {}
 for j = 1, (#ARGV - 2) / 2 do
   local name, judged = ARGV[1 + 2 * j], ARGV[2 + 2 * j]
-  local key, events, callers = KEYS[3 * j], KEYS[3 * j + 1], KEYS[3 * j + 2]
+  local key, events, callers, history = KEYS[4 * j - 1], KEYS[4 * j], KEYS[4 * j + 1], KEYS[4 * j + 2]
   if redis.call('HGET', key, 'v') == judged then
     local id = redis.call('HGET', key, 'id')
-    redis.call('DEL', key, events, callers)
+    redis.call('DEL', key, events, callers, history)
     redis.call('ZREM', KEYS[1], name)
     local v = redis.call('INCR', KEYS[2])
     redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n')
@@ -148,7 +148,11 @@ export class RedisHousekeeping implements HousekeepingStore {
         return isIdleCircuit(circuit, before, now) ? [[name, v] as const] : [];
       });
       if (idle.length === 0) continue;
-      const scriptKeys = [k.index, k.version, ...idle.flatMap(([n]) => [k.circuit(n), k.events(n), k.callers(n)])];
+      const scriptKeys = [
+        k.index,
+        k.version,
+        ...idle.flatMap(([n]) => [k.circuit(n), k.events(n), k.callers(n), k.history(n)]),
+      ];
       const args = [...this.store.publish(shard), ...idle.flat()];
       deleted.push(...(await redis.eval<string[]>(DELETE_IDLE_SCRIPT, scriptKeys, args)));
     }

@@ -42,6 +42,11 @@ export class ShardKeys {
   callers(name: string): string {
     return `${this.base}k:${name}`;
   }
+
+  /** The circuit's outcome history (issue 31): a capped stream, entries `t` and `e` (`history-stream.ts`). */
+  history(name: string): string {
+    return `${this.base}h:${name}`;
+  }
 }
 
 /** The store's key names under its prefix (the layout is described in `scripts.ts` and `shards.ts`). */
@@ -69,5 +74,9 @@ export class RedisKeys {
 
   callers(name: string): string {
     return this.of(name).callers(name);
+  }
+
+  history(name: string): string {
+    return this.of(name).history(name);
   }
 }

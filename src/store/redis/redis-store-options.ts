@@ -12,4 +12,16 @@ export interface RedisStoreOptions {
   /** Replicas that must confirm each write (`WAIT`) before it is acknowledged; default 0. */
   readonly replicasAck?: number;
   readonly replicasAckTimeoutMs?: number;
+  /** The outcome history (issue 31, config `history`); absent members take their defaults (`history-stream.ts`). */
+  readonly history?: HistoryOptions;
+}
+
+/** Config `history`: whether circuits keep one, and its bounds per circuit. */
+export interface HistoryOptions {
+  /** Default true; a circuit whose policy says `history: false` keeps none either way. */
+  readonly enabled?: boolean;
+  /** Entries kept per circuit, approximately (`XADD MAXLEN ~`); default 200,000. */
+  readonly maxOutcomes?: number;
+  /** Entries older than this (behind the circuit's newest) are dropped (`XTRIM MINID ~`); default 168 h. */
+  readonly maxAgeHours?: number;
 }

@@ -1,5 +1,6 @@
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
-import type { BatchItem, CircuitStore, ListQuery } from '../circuit-store.js';
+import type { HistoryHook, StoredEntry } from '../../domain/history.js';
+import type { BatchItem, CircuitStore, HistoryQuery, ListQuery } from '../circuit-store.js';
 import type { MaybePromise } from '../maybe-promise.js';
 import { ChangeSubscription, type ChangeListener, type Subscriber } from './change-subscription.js';
 import { publishTargets, type PublishTarget } from './publish-target.js';
@@ -17,6 +18,7 @@ import { ReplicaAck } from './replica-ack.js';
 import type { RedisStoreOptions } from './redis-store-options.js';
 import { byShard } from './shards.js';
 import type { ShardChannels } from './shard-watch.js';
+import { historySettings, readHistory, stepEntries, type HistorySettings } from './history-stream.js';
 
 export { MAX_ATTEMPTS } from './compare-and-set.js';
 
@@ -48,6 +50,8 @@ export class RedisCircuitStore implements CircuitStore {
   /** Which life of the store this host writes to (a FLUSHALL starts a new one). */
   readonly epoch: StoreEpoch;
   readonly malformed: Malformed;
+  /** Config `history` (issue 31), defaults filled in: the compare-and-set writes the entries. */
+  readonly historySettings: HistorySettings;
   private readonly replicated: ReplicaAck;
   /** The newest transition number of a shard this host has seen (the feed sets it): a floor after a reset. */
   seqSeen: (shard: number) => number = () => 0;
@@ -57,6 +61,7 @@ export class RedisCircuitStore implements CircuitStore {
     this.channel = `${this.keys.prefix}changes:${options.db ?? 0}`;
     this.redis = new RedisCommands(client, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.logger);
     this.malformed = new Malformed(options.logger);
+    this.historySettings = historySettings(options.history);
     const { publish, listen } = publishTargets(this.keys, this.channel, this.redis, subscriber);
     this.publish = publish;
     this.epoch = new StoreEpoch(
@@ -153,18 +158,26 @@ export class RedisCircuitStore implements CircuitStore {
   }
 
   /**
-   * Steps that change nothing on the cached circuit answer at once, synchronously. Writes
-   * to one circuit from this process go one at a time: steps arriving meanwhile wait and
-   * are then written together in one compare-and-set, each seeing the one before.
+   * Steps that change nothing on the cached circuit and leave nothing in its history answer at
+   * once, synchronously. Writes to one circuit from this process go one at a time: steps
+   * arriving meanwhile wait and are then written together in one compare-and-set, each seeing
+   * the one before. A step that changes nothing but has a history entry (an outcome) is written
+   * too: its entry is appended only if the circuit is still as the step saw it (`scripts.ts`).
    */
-  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): MaybePromise<S | null> {
+  apply<S extends Step>(
+    name: string,
+    step: (current: Circuit | null) => S | null,
+    history?: HistoryHook,
+  ): MaybePromise<S | null> {
     const held = this.cache.get(name);
     if (held !== undefined && !this.queues.has(name)) {
       const result = step(held.circuit);
-      if (result === null || result.circuit === held.circuit) return result;
+      if (result === null) return result;
+      const unchanged = result.circuit === held.circuit;
+      if (unchanged && stepEntries(this.historySettings, history, held.circuit, result).length === 0) return result;
     }
     return new Promise<S | null>((resolve, reject) => {
-      const queued = { step, resolve: resolve as (r: Step | null) => void, reject };
+      const queued = { step, history, resolve: resolve as (r: Step | null) => void, reject };
       const queue = this.queues.get(name);
       if (queue) {
         queue.push(queued);
@@ -189,7 +202,7 @@ export class RedisCircuitStore implements CircuitStore {
       }
       const batch = queue.splice(0, queue.length);
       try {
-        const results = await this.cas.run([name], (states) => queuedRound(name, batch, states));
+        const results = await this.cas.run([name], (states) => queuedRound(name, batch, states, this.historySettings));
         batch.forEach((q, i) => {
           const outcome = results[i]!;
           if ('error' in outcome) q.reject(outcome.error);
@@ -219,7 +232,7 @@ export class RedisCircuitStore implements CircuitStore {
   private applyShard(items: readonly BatchItem[]): Promise<(Step | null)[]> {
     const names = [...new Set(items.map((i) => i.name))];
     return this.cas
-      .run(names, (states) => shardRound(items, states))
+      .run(names, (states) => shardRound(items, states, this.historySettings))
       .then((answers) => answers.map((a) => (a as { result: Step | null }).result));
   }
 
@@ -233,6 +246,7 @@ export class RedisCircuitStore implements CircuitStore {
       shard.epoch,
       shard.due,
       shard.callers(name),
+      shard.history(name),
     ];
     const args = () => [...this.publish(shard.shard), name, this.epoch.of(shard.shard)];
     let version = await this.redis.eval<number>(DELETE_SCRIPT, keys, args());
@@ -244,6 +258,16 @@ export class RedisCircuitStore implements CircuitStore {
     this.cache.offer(name, { version, circuit: null }); // this host reads its own delete at once
     await this.replicated.confirm(shard.epoch);
     return true;
+  }
+
+  /**
+   * The circuit's history (issue 31) from its stream, oldest first (`history-stream.ts`); null
+   * when the circuit is unknown. Its `from`/`to` go by the stream's ids, whose milliseconds are
+   * the entries' `t` except for an entry written behind the newest (see APPEND_HISTORY).
+   */
+  async history(name: string, query: HistoryQuery): Promise<StoredEntry[] | null> {
+    if ((await this.find(name)) === null) return null;
+    return readHistory(this.redis, this.keys.history(name), query);
   }
 
   list(query: ListQuery): Promise<Circuit[]> {

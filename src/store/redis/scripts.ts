@@ -10,7 +10,7 @@ import { SHARDS } from './shards.js';
  * `{<tag>}:c:<name>` a hash (`v` version, `id`, `c` the circuit as JSON without its caller
  * table, `o` the caller table's order counter); `{<tag>}:k:<name>` its caller table (a hash:
  * caller -> `<order>:<entry>`, `caller-hash.ts`), written by the compare-and-set from a delta (only
- * the callers gone, changed and appended); `{<tag>}:e:<name>` its newest transitions (a list, trimmed); `ids`, `version` and `seq` counters; `index` a
+ * the callers gone, changed and appended); `{<tag>}:e:<name>` its newest transitions (a list, trimmed); `{<tag>}:h:<name>` its outcome history (a capped stream, APPEND_HISTORY); `ids`, `version` and `seq` counters; `index` a
  * sorted set name -> id (listing in id order, merged across shards); `transitions` a stream of
  * the shard's transitions with ids `<seq>-0`, trimmed. A circuit's id is `n * 16 + shard`
  * (`n` from its shard's `ids`, see ID_EPOCH_SECONDS), so ids are unique across shards and name their shard. Versions
@@ -73,36 +73,80 @@ end
 `;
 
 /**
+ * Append a write's history entries (issue 31) to the circuit's stream `h:<name>`: ARGV `entries`
+ * is `''` or `<t>\n<text>\n` per entry (`t` a whole epoch ms; a text is JSON, which has no raw
+ * newline), so neither side encodes the list again. Each entry's id is `<t>-*` (Redis numbers
+ * entries of one millisecond), so `XRANGE` by time is `XRANGE` by id; an entry whose `t` is
+ * behind the stream's newest id (another host's clock) takes that id's millisecond instead (ids
+ * only grow), keeping its own `t` in the field. Then trimmed once per write to about `maxlen`
+ * entries (`MAXLEN ~`: whole macro nodes, so a little more may stay) and to about the newest `t`
+ * minus `maxAgeMs` (`MINID ~`).
+ */
+const APPEND_HISTORY = `
+local function appendHistory(key, entries, maxlen, maxAgeMs)
+  if entries == '' then return end
+  local newest = 0
+  for t, text in string.gmatch(entries, '(%d+)\\n([^\\n]*)\\n') do
+    local added = redis.pcall('XADD', key, t .. '-*', 't', t, 'e', text)
+    if type(added) == 'table' and added.err then
+      -- t is behind the newest id (or the key is not a stream: untrusted, then it starts again)
+      local last = redis.pcall('XREVRANGE', key, '+', '-', 'COUNT', 1)
+      local ms = type(last) == 'table' and last[1] and string.match(last[1][1], '^(%d+)-')
+      if not ms then
+        redis.call('DEL', key)
+        ms = t
+      end
+      redis.call('XADD', key, ms .. '-*', 't', t, 'e', text)
+    end
+    if tonumber(t) > newest then newest = tonumber(t) end
+  end
+  redis.call('XTRIM', key, 'MAXLEN', '~', maxlen)
+  if maxAgeMs > 0 and newest > maxAgeMs then
+    redis.call('XTRIM', key, 'MINID', '~', string.format('%.0f', newest - maxAgeMs))
+  end
+end
+`;
+
+/**
  * Write circuits of one shard if none changed since it was read. KEYS (the shard's): ids,
- * version, index, seq, transitions, epoch, due, then per circuit `c:<name>`, `e:<name>` and `k:<name>`.
- * ARGV: the publish command and channel, the writer's epoch of the shard, the shard's number, then per circuit: name, the version read (`0` = absent), the new JSON
- * (without its caller table), its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
+ * version, index, seq, transitions, epoch, due, then per circuit `c:<name>`, `e:<name>`, `k:<name>`
+ * and `h:<name>`.
+ * ARGV: the publish command and channel, the writer's epoch of the shard, the shard's number,
+ * the history's `max_outcomes` and maximum age in ms, then per circuit: name, the version read (`0` = absent), the new JSON
+ * (without its caller table; `''`: the circuit is unchanged, only its history entries are
+ * appended, if its version is still the one read), its transitions as a JSON array of `[from, to, reason, at]` (plus the detail's JSON text as a
  * fifth member when it has one: transition-detail.ts), its `open_until` while
- * open (`''` otherwise: the circuit leaves `due`), and the change of its caller table (`caller-hash.ts`; `''`: none).
+ * open (`''` otherwise: the circuit leaves `due`), the change of its caller table (`caller-hash.ts`; `''`: none)
+ * and its history entries (APPEND_HISTORY; `''`: none). The entries are appended only when the
+ * whole write commits, in the same atomic run: a write that loses the compare-and-set appends
+ * nothing, and its retry appends the entries of the steps as they ran again. A circuit created
+ * by the write starts with an empty history (a stream left by a build that did not delete it is dropped).
  * Answers `{1, v1, id1, v2, id2, ...}`, or on a conflict `{0, v1, id1, json1, callers1, ...}`: the
  * stored state of every circuit named (`0`, `0`, `''` when absent; `callers` the `HGETALL` of its
  * caller table), so a retry needs no read;
  * or `{-1}` when the store's epoch is not the writer's (emptied since: see SYNC_SCRIPT).
  * A stored `id` that is not a number (a corrupt hash) is replaced by a new one.
  * The message published carries the version read and the caller delta after the JSON:
- * `<version>\n<id>\n<name>\n<json>\n<version read>\n<delta>` (JSON has no raw newline).
+ * `<version>\n<id>\n<name>\n<json>\n<version read>\n<delta>` (JSON has no raw newline); an
+ * unchanged circuit publishes nothing and keeps its version.
  * Circuits leave `due` last, in one ZREM: a ZREM that empties the set deletes it, and in a
  * Cluster slot that is migrating a later ZADD to the deleted key would be refused mid-script
  * ("non local key"), after part of the script ran.
  */
-export const CAS_SCRIPT = `${APPLY_CALLERS}
+export const CAS_SCRIPT = `${APPLY_CALLERS}${APPEND_HISTORY}
 if redis.call('GET', KEYS[6]) ~= ARGV[3] then return {-1} end
-local n = (#ARGV - 4) / 6
+local maxlen, maxAgeMs = ARGV[5], tonumber(ARGV[6])
+local n = (#ARGV - 6) / 7
 for i = 1, n do
-  local v = redis.call('HGET', KEYS[5 + 3 * i], 'v') or '0'
-  if v ~= ARGV[5 + 6 * (i - 1) + 1] then
+  local v = redis.call('HGET', KEYS[4 + 4 * i], 'v') or '0'
+  if v ~= ARGV[7 + 7 * (i - 1) + 1] then
     local out = {0}
     for j = 1, n do
-      local cur = redis.call('HMGET', KEYS[5 + 3 * j], 'v', 'id', 'c')
+      local cur = redis.call('HMGET', KEYS[4 + 4 * j], 'v', 'id', 'c')
       out[#out + 1] = cur[1] or '0'
       out[#out + 1] = cur[2] or '0'
       out[#out + 1] = cur[3] or ''
-      out[#out + 1] = redis.call('HGETALL', KEYS[7 + 3 * j])
+      out[#out + 1] = redis.call('HGETALL', KEYS[6 + 4 * j])
     end
     return out
   end
@@ -110,37 +154,46 @@ end
 local out = {1}
 local leaving = {}
 for i = 1, n do
-  local base = 5 + 6 * (i - 1)
+  local base = 7 + 7 * (i - 1)
   local name, json = ARGV[base], ARGV[base + 2]
-  local key, events = KEYS[5 + 3 * i], KEYS[6 + 3 * i]
-  local id = redis.call('HGET', key, 'id')
-  if not tonumber(id) then
-    local now = redis.call('TIME')
-    local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 1000000 + tonumber(now[2]))
-    redis.call('SET', KEYS[1], string.format('%.0f', n))
-    id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[4])) -- never tostring: it keeps 14 digits only
-    redis.call('ZADD', KEYS[3], id, name)
-  end
-  local v = redis.call('INCR', KEYS[2])
-  redis.call('HSET', key, 'v', v, 'id', id, 'c', json)
-  applyCallers(key, KEYS[7 + 3 * i], ARGV[base + 5])
-  if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else leaving[#leaving + 1] = name end
-  local transitions = cjson.decode(ARGV[base + 3])
-  for _, t in ipairs(transitions) do
-    local seq = redis.call('INCR', KEYS[4])
-    redis.call('LPUSH', events, cjson.encode(t))
-    if t[5] then
-      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
-        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4], 'detail', t[5])
-    else
-      redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
-        'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+  local key, events, history = KEYS[4 + 4 * i], KEYS[5 + 4 * i], KEYS[7 + 4 * i]
+  if json == '' then
+    local cur = redis.call('HMGET', key, 'v', 'id')
+    appendHistory(history, ARGV[base + 6], maxlen, maxAgeMs)
+    out[#out + 1] = cur[1]
+    out[#out + 1] = cur[2]
+  else
+    local id = redis.call('HGET', key, 'id')
+    if not tonumber(id) then
+      local now = redis.call('TIME')
+      local n = math.max((tonumber(redis.call('GET', KEYS[1])) or 0) + 1, (tonumber(now[1]) - ${ID_EPOCH_SECONDS}) * 1000000 + tonumber(now[2]))
+      redis.call('SET', KEYS[1], string.format('%.0f', n))
+      id = string.format('%.0f', n * ${SHARDS} + tonumber(ARGV[4])) -- never tostring: it keeps 14 digits only
+      redis.call('ZADD', KEYS[3], id, name)
     end
+    if ARGV[base + 1] == '0' then redis.call('DEL', history) end
+    appendHistory(history, ARGV[base + 6], maxlen, maxAgeMs)
+    local v = redis.call('INCR', KEYS[2])
+    redis.call('HSET', key, 'v', v, 'id', id, 'c', json)
+    applyCallers(key, KEYS[6 + 4 * i], ARGV[base + 5])
+    if ARGV[base + 4] ~= '' then redis.call('ZADD', KEYS[7], ARGV[base + 4], name) else leaving[#leaving + 1] = name end
+    local transitions = cjson.decode(ARGV[base + 3])
+    for _, t in ipairs(transitions) do
+      local seq = redis.call('INCR', KEYS[4])
+      redis.call('LPUSH', events, cjson.encode(t))
+      if t[5] then
+        redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+          'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4], 'detail', t[5])
+      else
+        redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${STREAM_MAX_LENGTH}, seq .. '-0',
+          'circuit', name, 'from', t[1], 'to', t[2], 'reason', t[3], 'at', t[4])
+      end
+    end
+    if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
+    redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json .. '\\n' .. ARGV[base + 1] .. '\\n' .. ARGV[base + 5])
+    out[#out + 1] = v
+    out[#out + 1] = id
   end
-  if #transitions > 0 then redis.call('LTRIM', events, 0, ${EVENTS_PER_CIRCUIT - 1}) end
-  redis.call(ARGV[1], ARGV[2], v .. '\\n' .. id .. '\\n' .. name .. '\\n' .. json .. '\\n' .. ARGV[base + 1] .. '\\n' .. ARGV[base + 5])
-  out[#out + 1] = v
-  out[#out + 1] = id
 end
 if #leaving > 0 then redis.call('ZREM', KEYS[7], unpack(leaving)) end
 return out
@@ -156,7 +209,7 @@ return {cur[1] or false, cur[2] or false, cur[3] or false, redis.call('HGETALL',
 `;
 
 /**
- * Remove a circuit, its events and its caller table. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due, `k:<name>`.
+ * Remove a circuit, its events, its caller table and its history. KEYS (its shard's): `c:<name>`, `e:<name>`, index, version, epoch, due, `k:<name>`, `h:<name>`.
  * ARGV: the publish command and channel, name, the writer's epoch. Answers the version of the deletion, 0 if
  * unknown, -1 when the store's epoch is not the writer's.
  */
@@ -164,7 +217,7 @@ export const DELETE_SCRIPT = `
 if redis.call('GET', KEYS[5]) ~= ARGV[4] then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local id = redis.call('HGET', KEYS[1], 'id') or '0'
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[7])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[7], KEYS[8])
 redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
 local v = redis.call('INCR', KEYS[4])

@@ -1,6 +1,8 @@
 import type { Circuit, Step } from '../../domain/circuit.js';
+import type { HistoryHook, StoredEntry } from '../../domain/history.js';
 import type { BatchItem } from '../circuit-store.js';
-import type { Answer } from './compare-and-set.js';
+import type { Answer, Write } from './compare-and-set.js';
+import { stepEntries, type HistorySettings } from './history-stream.js';
 import type { Versioned } from './redis-cache.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.js';
@@ -8,17 +10,29 @@ import type { RedisKeys } from './redis-keys.js';
 /** A step waiting while a write to its circuit is on its way (`RedisCircuitStore.apply`). */
 export interface Queued {
   readonly step: (current: Circuit | null) => Step | null;
+  /** Its history entry (issue 31), written even when the step leaves the circuit as it was. */
+  readonly history?: HistoryHook;
   readonly resolve: (result: Step | null) => void;
   readonly reject: (error: unknown) => void;
 }
 
-/** One compare-and-set round of a circuit's queued steps, each seeing the one before; a step that throws fails alone. */
-export function queuedRound(name: string, batch: readonly Queued[], states: ReadonlyMap<string, Versioned>) {
+/**
+ * One compare-and-set round of a circuit's queued steps, each seeing the one before; a step that
+ * throws fails alone. A step that leaves the circuit as it was still writes its history entries.
+ */
+export function queuedRound(
+  name: string,
+  batch: readonly Queued[],
+  states: ReadonlyMap<string, Versioned>,
+  history: HistorySettings,
+) {
   let current = states.get(name)!.circuit;
   const changed: Step[] = [];
+  const entries: StoredEntry[] = [];
   const outcomes = batch.map((q): Answer => {
     try {
       const result = q.step(current);
+      if (result !== null) entries.push(...stepEntries(history, q.history, current, result));
       if (result !== null && result.circuit !== current) {
         current = result.circuit;
         changed.push(result);
@@ -28,25 +42,35 @@ export function queuedRound(name: string, batch: readonly Queued[], states: Read
       return { error }; // this caller's step refused (e.g. a bad PATCH); the others go on
     }
   });
-  return { writes: changed.length === 0 ? [] : [{ name, steps: changed }], answer: outcomes };
+  const write = changed.length > 0 || entries.length > 0;
+  return { writes: write ? [{ name, steps: changed, history: entries }] : [], answer: outcomes };
 }
 
-/** One compare-and-set round of a shard's part of a batch, in order. */
-export function shardRound(items: readonly BatchItem[], states: ReadonlyMap<string, Versioned>) {
+/** One compare-and-set round of a shard's part of a batch, in order (history entries as in `queuedRound`). */
+export function shardRound(
+  items: readonly BatchItem[],
+  states: ReadonlyMap<string, Versioned>,
+  history: HistorySettings,
+) {
   const latest = new Map([...states].map(([n, v]) => [n, v.circuit]));
-  const steps = new Map<string, Step[]>();
-  const answer = items.map(({ name, step }) => {
+  const writes = new Map<string, Write>();
+  const writeOf = (name: string) => {
+    let w = writes.get(name);
+    if (w === undefined) writes.set(name, (w = { name, steps: [], history: [] }));
+    return w;
+  };
+  const answer = items.map(({ name, step, history: hook }) => {
     const current = latest.get(name) ?? null;
     const result = step(current);
-    if (result === null || result.circuit === current) return result;
+    if (result === null) return result;
+    const entries = stepEntries(history, hook, current, result);
+    if (entries.length > 0) writeOf(name).history.push(...entries);
+    if (result.circuit === current) return result;
     latest.set(name, result.circuit);
-    steps.set(name, [...(steps.get(name) ?? []), result]);
+    writeOf(name).steps.push(result);
     return result;
   });
-  return {
-    writes: [...steps].map(([name, s]) => ({ name, steps: s })),
-    answer: answer.map((result) => ({ result })),
-  };
+  return { writes: [...writes.values()], answer: answer.map((result) => ({ result })) };
 }
 
 /** Names of open circuits due by `now`, oldest first, from every shard's `due` set. */
