@@ -49,8 +49,20 @@ async function startRedisServer(dir) {
   return { url: `redis://127.0.0.1:${port}/0`, stop: () => child.kill('SIGKILL') };
 }
 
-/** Outcomes per second through `store.apply` for `sec` seconds, `concurrency` in flight. */
+/** redis-server's total µs in scripts so far (`INFO commandstats`: EVAL and EVALSHA). */
+async function scriptUsec(store) {
+  const info = await store.redis.command(['INFO', 'commandstats'], 'read');
+  return [...info.matchAll(/cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+}
+
+/**
+ * Outcomes per second through `store.apply` for `sec` seconds, `concurrency` in flight, and the
+ * CPU µs per outcome of this process and of redis-server's scripts (both stores share one server
+ * and run one at a time).
+ */
 async function intake(store, name, success, policy, sec) {
+  const cpu = process.cpuUsage();
+  const usec = await scriptUsec(store);
   const { newCircuit, recordOutcome } = await dist('domain/circuit.js');
   const outcome = { success };
   let count = 0;
@@ -66,7 +78,9 @@ async function intake(store, name, success, policy, sec) {
     }
   };
   await Promise.all(Array.from({ length: concurrency }, loop));
-  return count / ((performance.now() - started) / 1_000);
+  const rate = count / ((performance.now() - started) / 1_000);
+  const { user, system } = process.cpuUsage(cpu);
+  return { rate, hostUs: (user + system) / count, redisUs: ((await scriptUsec(store)) - usec) / count };
 }
 
 /**
@@ -167,12 +181,18 @@ async function main() {
     for (const s of scenarios) {
       const rates = { off: [], on: [] };
       for (const mode of ['off', 'on']) await intake(stores[mode].store, `w-${s.id}`, s.success, policy, 1); // warm-up
+      const cpu = { off: [], on: [] };
       for (let r = 0; r < rounds; r++)
-        for (const mode of r % 2 === 0 ? ['off', 'on'] : ['on', 'off'])
-          rates[mode].push(await intake(stores[mode].store, `c-${s.id}`, s.success, policy, roundSec));
+        for (const mode of r % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
+          const run = await intake(stores[mode].store, `c-${s.id}`, s.success, policy, roundSec);
+          rates[mode].push(run.rate);
+          cpu[mode].push(run);
+        }
       const off = median(rates.off);
       const on = median(rates.on);
-      results.push({ ...s, off, on, ratio: on / off, rounds: rates });
+      const us = (mode, k) => median(cpu[mode].map((c) => c[k])).toFixed(2);
+      const perOutcome = `host ${us('off', 'hostUs')} -> ${us('on', 'hostUs')} µs, redis-server scripts ${us('off', 'redisUs')} -> ${us('on', 'redisUs')} µs`;
+      results.push({ ...s, off, on, ratio: on / off, rounds: rates, perOutcome });
     }
     const http = await httpIntake(redis.url);
     results.unshift({
@@ -209,6 +229,8 @@ async function main() {
         `| ${r.label} | ${Math.round(r.off)} | ${Math.round(r.on)} | ${r.ratio.toFixed(2)}x | ${r.goal === null ? 'report' : `>= ${r.goal}x ${r.ratio >= r.goal ? 'met' : 'NOT met'}`} |`,
       );
     console.log(`rounds: ${JSON.stringify(results.map((r) => ({ id: r.id, ...r.rounds })))}`);
+    for (const r of results)
+      if (r.perOutcome !== undefined) console.log(`CPU per outcome (median), off -> on, ${r.id}: ${r.perOutcome}`);
     console.log(
       `HTTP: outcomes answered 2xx / history entries of bench-fail: off ${http.answered.off} / ${http.entries.off}, on ${http.answered.on} / ${http.entries.on}`,
     );
