@@ -111,14 +111,16 @@ export function replay(history: DecodedHistory, plan: ReplayPlan): ReplayRun {
       n++;
     } else if (type === MANUAL) {
       const m = items[i] as HistoryManual;
-      const refreshed = refresh(c, t);
-      if (refreshed.transitions.length > 0) note(refreshed.transitions);
-      c = refreshed.circuit;
       if (m.action === 'reset') {
+        // The service resets the circuit as stored, without the lazy refresh first.
         const step = reset(c, t);
         if (step.transitions.length > 0) note(step.transitions);
         c = step.circuit;
       } else if (m.after !== undefined) {
+        // The service refreshes, then configures.
+        const refreshed = refresh(c, t);
+        if (refreshed.transitions.length > 0) note(refreshed.transitions);
+        c = refreshed.circuit;
         policy = live ? m.after : { ...policy, forcedState: m.after.forcedState };
         const step = configure(c, policy, t);
         if (step.transitions.length > 0) note(step.transitions);
