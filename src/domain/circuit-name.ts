@@ -42,3 +42,26 @@ export function circuitNameProblem(name: string): string | null {
 export function nodeCircuitName(upstream: string, node: string): string {
   return `${upstream}/${node}`;
 }
+
+/**
+ * The names a set of patterns (exact, or `*` as the last character: a prefix) matches, as
+ * ranges of names in the store's byte order, `[from, to)`, none inside another: a pattern a
+ * prefix already covers is dropped, so a count over the ranges counts each name once. What a
+ * store counts with an index (`max_new_circuits`, issue 30) instead of reading every circuit.
+ */
+export function nameRanges(patterns: readonly string[]): [from: string, to: string][] {
+  const prefixes = patterns.filter((p) => p.endsWith('*')).map((p) => p.slice(0, -1));
+  const covered = (name: string, self?: string) => prefixes.some((q) => q !== self && name.startsWith(q));
+  const ranges: [string, string][] = [];
+  const seen = new Set<string>();
+  for (const p of patterns) {
+    const prefix = p.endsWith('*') ? p.slice(0, -1) : null;
+    const key = prefix === null ? `=${p}` : `*${prefix}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (prefix === null) {
+      if (!covered(p)) ranges.push([p, `${p}\u0000`]);
+    } else if (!covered(prefix, prefix)) ranges.push([prefix, `${prefix}\u{10FFFF}`]);
+  }
+  return ranges;
+}

@@ -14,6 +14,7 @@ import {
   type Step,
   type Transition,
 } from '../domain/circuit.js';
+import { nameRanges } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import { policyOf, resolvePolicy, samePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { HistoryHook } from '../domain/history.js';
@@ -368,14 +369,23 @@ export class BreakerService {
     return unique.filter((_, i) => found[i] === null);
   }
 
-  /** How many stored circuits `matches` accepts, read page by page (LIST_PAGE rows at a time). */
-  async countWhere(matches: (name: string) => boolean): Promise<number> {
+  /**
+   * How many stored circuits the name patterns match (exact, or `*` last: null matches every
+   * name), counted up to `atMost` (what a quota needs to know): through the store's name index
+   * when it has one (SQLite: at most `atMost` index entries per pattern), else read page by page
+   * (LIST_PAGE rows at a time), stopping once `atMost` are found.
+   */
+  async countMatching(patterns: readonly string[] | null, atMost: number): Promise<number> {
+    if (patterns !== null && this.store.countNamed !== undefined)
+      return Math.min(atMost, await this.store.countNamed(nameRanges(patterns), atMost));
+    if (patterns === null && this.store.count !== undefined) return Math.min(atMost, await this.store.count());
+    const ranges = nameRanges(patterns ?? ['*']);
     let count = 0;
     let afterId: number | undefined;
     for (;;) {
       const rows = await this.store.list({ afterId, limit: LIST_PAGE, now: this.clock() });
-      for (const row of rows) if (matches(row.name)) count++;
-      if (rows.length < LIST_PAGE) return count;
+      for (const { name } of rows) if (ranges.some(([from, to]) => name >= from && name < to)) count++;
+      if (count >= atMost || rows.length < LIST_PAGE) return Math.min(count, atMost);
       afterId = rows.at(-1)!.id;
     }
   }

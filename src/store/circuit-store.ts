@@ -79,6 +79,12 @@ export interface CircuitStore {
    * (Optional only while issue 31 is being built; both stores implement it.)
    */
   history?(name: string, query: HistoryQuery): MaybePromise<StoredEntry[] | null>;
+  /**
+   * How many stored circuits have names in `ranges` (`nameRanges` of domain/circuit-name.ts),
+   * each range counted up to `atMost`, reading an index rather than every circuit
+   * (`max_new_circuits`); absent: the service reads the list.
+   */
+  countNamed?(ranges: readonly (readonly [string, string])[], atMost: number): MaybePromise<number>;
   /** Names of up to `limit` circuits stored open whose `openUntil` is at or before `now`, earliest first. */
   dueOpen(now: number, limit: number): MaybePromise<string[]>;
 }

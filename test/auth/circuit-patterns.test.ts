@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { newCircuit } from '../../src/domain/circuit.js';
 import { listen } from '../observe/observe-app.js';
 import { openStream } from '../observe/sse-client.js';
 import { bearer, buildCredentialsApp, entry } from './credentials-app.js';
@@ -96,6 +97,26 @@ describe('a credential limited to circuit patterns', () => {
     expect((await t.request('POST', '/circuits/orders%2F1/success', undefined, bearer(ADMIN))).status).toBe(200);
     const metrics = await t.scrape(bearer(ADMIN));
     expect(metrics.get('circuitlog_auth_refusals_total{reason="max_new_circuits"}')).toBe(2);
+  });
+});
+
+describe('max_new_circuits on a store of many circuits', () => {
+  it('counts the credential circuits through the name index, never reading every circuit', async () => {
+    const t = app({ max_new_circuits: 3 });
+    const settings = { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
+    const others = Array.from({ length: 3_000 }, (_, i) => `orders/${i}`);
+    t.store.applyBatch(
+      others.map((name) => ({ name, step: () => ({ circuit: newCircuit(name, settings, 0), transitions: [] }) })),
+    );
+    const list = vi.spyOn(t.store, 'list');
+    for (const name of ['payments%2Fa', 'payments%2Fb', 'payments%2Fc'])
+      expect((await t.request('POST', `/circuits/${name}/success`, undefined, bearer(PAYMENTS))).status).toBe(200);
+    for (let i = 0; i < 5; i++) {
+      const over = await t.request('POST', `/circuits/payments%2Fz${i}/success`, undefined, bearer(PAYMENTS));
+      expect(over.status).toBe(403);
+    }
+    expect(list).not.toHaveBeenCalled();
+    expect(t.store.count()).toBe(3_003);
   });
 });
 

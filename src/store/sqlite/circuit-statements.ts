@@ -29,6 +29,7 @@ export interface CircuitStatements {
   readonly selectPing: Database.Statement;
   readonly selectDataVersion: Database.Statement<[], number>;
   readonly selectCount: Database.Statement<[], number>;
+  readonly countNamesIn: Database.Statement<[string, string, number], number>;
   readonly selectDueOpen: Database.Statement<[number, number, number], string>;
   readonly listAll: Database.Statement<[number, number], CircuitValues>;
   readonly listByState: Database.Statement<[string, number, number], CircuitValues>;
@@ -65,6 +66,12 @@ export function prepareCircuitStatements(db: Database.Database): CircuitStatemen
     selectPing: db.prepare('SELECT 1').pluck(),
     selectDataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     selectCount: db.prepare<[], number>('SELECT n FROM circuit_count WHERE id = 1').pluck(),
+    // Through the UNIQUE index on name: reads at most `limit` index entries, whatever the table holds.
+    countNamesIn: db
+      .prepare<[string, string, number], number>(
+        'SELECT count(*) FROM (SELECT 1 FROM circuits WHERE name >= ? AND name < ? LIMIT ?)',
+      )
+      .pluck(),
     // Uses the (state, id) index: only the open circuits are read; and the partial index of
     // the circuits cooling down (issue 29, migration 0009): a cool-down due to end is due too.
     selectDueOpen: db

@@ -294,6 +294,15 @@ export class SqliteCircuitStore implements CircuitStore {
     return this.guard(() => this.sql.selectCount.get() ?? 0);
   }
 
+  /** Circuits whose names fall in `ranges` (`nameRanges`), counted up to `atMost` each: index reads only. */
+  countNamed(ranges: readonly (readonly [string, string])[], atMost: number): number {
+    return this.guard(() => {
+      let n = 0;
+      for (const [from, to] of ranges) n += this.sql.countNamesIn.get(from, to, atMost) ?? 0;
+      return n;
+    });
+  }
+
   /** Drop a circuit from the cache after a statement outside this class deleted it (housekeeping). */
   forget(name: string): void {
     this.cache.delete(name);
@@ -407,6 +416,7 @@ export class StorageHealth {
       events: (id, limit) => store.events(id, limit),
       ping: () => store.ping(),
       count: () => store.count(),
+      countNamed: (ranges, atMost) => store.countNamed(ranges, atMost),
       dueOpen: (now, limit) => store.dueOpen(now, limit),
       history: (name, query) => store.history(name, query),
       health: () => this.report(() => store.ping()),
