@@ -250,7 +250,7 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
-  /** Deletes the circuit with its transitions, caller entries and history (ON DELETE CASCADE). */
+  /** Deletes the circuit with its transitions and caller entries (ON DELETE CASCADE) and its history (a trigger). */
   delete(name: string): boolean {
     return this.guard(() => {
       const deleted = this.sql.deleteByName.run(name).changes > 0;
@@ -561,7 +561,7 @@ const ROWS_PER_INSERT = 32;
 /**
  * The `history` table (migration 0012): each circuit's entries as `(circuit_id, seq, t, e)`.
  * Written only inside the store's write transactions (the lock makes `max(seq) + 1` safe across
- * workers), read by `read`; a circuit's rows go with it (ON DELETE CASCADE).
+ * workers), read by `read`; a circuit's rows go with it (the trigger `circuits_history_delete`).
  */
 export class HistoryTable {
   private readonly lastSeq;
