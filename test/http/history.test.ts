@@ -171,6 +171,16 @@ describe('the outcome history on every route (issue 31)', () => {
     expect(kinds(await historyOf(t, 'svc'))).toEqual(['o', 'm:configure']);
   });
 
+  it('keeps nothing for circuits created under circuit_defaults with history: false', async () => {
+    const t = buildApp({
+      circuitDefaults: { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, history: false },
+    });
+    await t.request('POST', '/circuits/svc/outcomes', { success: false });
+    await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'other', success: true }] });
+    expect((await (await t.request('GET', '/circuits/svc')).json()).history).toBe(false);
+    expect(t.db.prepare('SELECT count(*) FROM history').pluck().get()).toBe(0);
+  });
+
   it('keeps nothing with config history.enabled false (store and service)', async () => {
     const db = openDatabase(':memory:');
     migrate(db, readMigrations(defaultMigrationsDir()));
