@@ -233,8 +233,8 @@ export class SqliteCircuitStore implements CircuitStore {
     return this.historySettings.enabled && circuit.history !== false;
   }
 
-  /** Whether the history keeps something of a step that left `current` as it was (its hook's entry). */
-  private keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
+  /** Whether the history keeps something of a step that left `current` as it was (its hook's entry): a write. */
+  keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
     return (
       history !== undefined &&
       this.keepsHistory(result.circuit) &&
@@ -372,7 +372,7 @@ export class StorageHealth {
       // history entry of an unchanged circuit is a write too (issue 31).
       const checked = (current: Circuit | null) => {
         const result = step(current);
-        writes = result !== null && (result.circuit !== current || (history?.(current, result) ?? null) !== null);
+        writes = result !== null && (result.circuit !== current || store.keepsEntry(current, result, history));
         if (writes) this.assertFileIntact();
         return result;
       };
