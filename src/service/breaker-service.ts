@@ -453,9 +453,10 @@ export class BreakerService {
         const found = this.store.find(item.name);
         const current = isPromise(found) ? await found : found;
         // Re-checked: while the read was on its way, a step for this circuit may have been queued.
-        if (current !== null && !group.isPending(item.name) && !this.keepsHistory(current)) {
+        if (current !== null && !group.isPending(item.name)) {
           const result = item.step(current);
-          if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
+          if (result !== null && result.circuit === current && !this.keepsEntry(item, current, result))
+            return this.settle(item.name, result, item.outcome)!;
         }
       }
       const [result] = await group.submit([item]);
@@ -493,9 +494,13 @@ export class BreakerService {
     return chain(this.store.apply(name, step, history), (result) => this.settle(name, result, outcome));
   }
 
-  /** Whether the history keeps what is written to `circuit` (config `history.enabled`, its policy's `history`). */
-  private keepsHistory(circuit: Circuit): boolean {
-    return keepsHistory(this.history, circuit);
+  /**
+   * Whether the history keeps an entry of `item`'s step that left `circuit` as it was (config
+   * `history.enabled`, the circuit's policy field `history`, and the item's hook: a refused
+   * call has no entry, so it is still answered at once).
+   */
+  private keepsEntry(item: ServiceItem, circuit: Circuit, result: Step): boolean {
+    return keepsHistory(this.history, circuit) && item.history !== undefined && item.history(circuit, result) !== null;
   }
 
   private settleAll(items: readonly ServiceItem[], results: readonly (Step | null)[]): (Step | null)[] {

@@ -87,6 +87,26 @@ describe('the outcome history on every route (issue 31)', () => {
     expect(await historyOf(t, 'svc')).toEqual(opened);
   });
 
+  it('answers a refused /call at once, without a write: it has no history entry', async () => {
+    const db = openDatabase(':memory:');
+    migrate(db, readMigrations(defaultMigrationsDir()));
+    const sqlite = new SqliteCircuitStore(db);
+    let batches = 0;
+    const store = Object.assign(Object.create(sqlite) as SqliteCircuitStore, {
+      applyBatch: (items: Parameters<SqliteCircuitStore['applyBatch']>[0]) => {
+        batches++;
+        return sqlite.applyBatch(items);
+      },
+    });
+    const t = buildApp({ store });
+    await t.request('POST', '/circuits/svc/call', { success: false, threshold: 1 });
+    const written = batches;
+    expect((await t.request('POST', '/circuits/svc/call', { success: true })).status).toBe(503);
+    expect(batches).toBe(written);
+    expect((await t.request('POST', '/circuits/svc/outcomes', { success: true })).status).toBe(200); // a late outcome: kept
+    expect(batches).toBe(written + 1);
+  });
+
   it('marks manual actions: a force, a policy change and a reset, each with its transitions', async () => {
     const t = buildApp();
     await t.request('POST', '/circuits/svc/outcomes', { success: false });
@@ -149,6 +169,16 @@ describe('the outcome history on every route (issue 31)', () => {
     const on = await t.request('PATCH', '/circuits/svc', JSON.stringify({ history: null }), MERGE);
     expect((await on.json()).history).toBe(true);
     expect(kinds(await historyOf(t, 'svc'))).toEqual(['o', 'm:configure']);
+  });
+
+  it('keeps nothing for circuits created under circuit_defaults with history: false', async () => {
+    const t = buildApp({
+      circuitDefaults: { failureThreshold: 5, timeoutSeconds: 30, halfOpenMaxCalls: 1, history: false },
+    });
+    await t.request('POST', '/circuits/svc/outcomes', { success: false });
+    await t.request('POST', '/outcomes', { outcomes: [{ circuit: 'other', success: true }] });
+    expect((await (await t.request('GET', '/circuits/svc')).json()).history).toBe(false);
+    expect(t.db.prepare('SELECT count(*) FROM history').pluck().get()).toBe(0);
   });
 
   it('keeps nothing with config history.enabled false (store and service)', async () => {

@@ -7,6 +7,8 @@ import { SqliteCircuitStore } from '../../src/store/sqlite/circuit-store.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 import { TRIM_EVERY } from '../../src/store/sqlite/circuit-store.js';
 import { SqliteHousekeeping } from '../../src/store/sqlite/housekeeping.js';
+import { Housekeeping } from '../../src/service/housekeeping.js';
+import { silentLogger } from '../helper.js';
 import { outcomeHistory, outcomeStep } from '../../src/service/breaker-service.js';
 
 // The SQLite side of issue 31's history (migration 0012, src/store/sqlite/history-table.ts).
@@ -161,6 +163,29 @@ describe('the SQLite history table (issue 31)', () => {
     const kept = rows();
     expect(kept.every((r) => r.t >= T0 + 2 * HOUR_MS - HOUR_MS)).toBe(true);
     expect(kept.length).toBe(1_000);
+  });
+
+  it('drops a quiet circuit’s entries past max_age_hours in the housekeeping pass, in batches', async () => {
+    const { store, db, rows } = open({ maxAgeHours: 1 });
+    successes(store, 'quiet', 500, T0); // never trimmed by the write path: under 1,024 entries
+    successes(store, 'c', 10, T0 + 2 * HOUR_MS);
+    const housekeeping = new SqliteHousekeeping(db, (name) => store.forget(name));
+    const before = T0 + 3 * HOUR_MS - HOUR_MS;
+    expect(housekeeping.trimHistory(before, 0, 200)).toEqual({ deleted: 200, cursor: 0, done: false });
+    expect(rows('quiet')).toHaveLength(300);
+    const job = new Housekeeping(housekeeping, () => T0 + 3 * HOUR_MS, silentLogger, {
+      maxAgeDays: 0,
+      maxPerCircuit: 0,
+      idleCircuitDays: null,
+      isDeclared: () => false,
+      historyMaxAgeHours: 1,
+      yieldBetween: async () => {},
+    });
+    expect((await job.sweep()).historyTrimmed).toBe(300);
+    expect(rows('quiet')).toEqual([]);
+    expect(rows('c')).toHaveLength(10); // young
+    successes(store, 'quiet', 5, T0 - HOUR_MS);
+    expect((await job.sweep()).historyTrimmed).toBe(0); // at most one pass an hour
   });
 
   it('keeps 200,000 of 300,000 outcomes with the default bound (and its slack)', () => {
