@@ -6,25 +6,39 @@ import { newCircuit, recordOutcome, type Circuit } from '../../src/domain/circui
 import { decodeEntry } from '../../src/domain/history.js';
 import { openRedisStore, type OpenedRedis } from '../../src/store/redis/open.js';
 import { silentLogger } from '../helper.js';
+import { SHARD_TAGS, slotOf } from '../../src/store/redis/shards.js';
 import { clusterCli, startCluster, type RedisCluster } from '../redis/cluster.js';
+import { moveSlot } from '../redis/reshard.js';
 
 const T0 = 1_700_000_000_000;
 const settings = { failureThreshold: 2, timeoutSeconds: 30, halfOpenMaxCalls: 1 };
 let cluster: RedisCluster;
-let opened: OpenedRedis | undefined;
+const opened: OpenedRedis[] = [];
 
 beforeAll(async () => {
   cluster = await startCluster(3, 0);
 }, 60_000);
 afterAll(async () => {
-  await opened?.close();
+  await Promise.all(opened.map((o) => o.close()));
   await cluster?.stop();
 });
 
+/** A store on the cluster; 10 s per command: a write to a moving slot waits on TRYAGAIN, retried. */
+async function open(prefix: string): Promise<OpenedRedis> {
+  const o = await openRedisStore({ url: cluster.url, logger: silentLogger, prefix, timeoutMs: 10_000 });
+  opened.push(o);
+  return o;
+}
+
+const failure = (name: string, caller: string, now: number) =>
+  [
+    (c: Circuit | null) => recordOutcome(c ?? newCircuit(name, settings, now), { success: false }, now),
+    () => ({ type: 'outcome' as const, t: now, outcome: { success: false, caller } }),
+  ] as const;
+
 describe('the Redis outcome history on a Cluster', () => {
   it('keeps each circuit history in its circuit slot, written with it in one batch across shards', async () => {
-    opened = await openRedisStore({ url: cluster.url, logger: silentLogger, prefix: `t-${randomUUID()}:` });
-    const { store } = opened;
+    const { store } = await open(`t-${randomUUID()}:`);
     const names = Array.from({ length: 8 }, (_, i) => `svc-${i}`);
     const item = (name: string, now: number) => ({
       name,
@@ -47,5 +61,41 @@ describe('the Redis outcome history on a Cluster', () => {
     }
     expect(await store.delete(names[0]!)).toBe(true);
     expect(await store.history(names[0]!, { limit: 10 })).toBeNull();
+  });
+
+  it('keeps exactly the acknowledged outcomes of two hosts while the circuit slot moves to another primary', async () => {
+    const prefix = `t-${randomUUID()}:`;
+    const [a, b] = [await open(prefix), await open(prefix)];
+    const name = 'mv/hist';
+    const lots = { ...settings, failureThreshold: 1_000_000 };
+    await a.store.apply(name, (c) => recordOutcome(c ?? newCircuit(name, lots, T0), { success: true }, T0));
+    const slot = slotOf(SHARD_TAGS[a.store.keys.of(name).shard]!);
+    const primaries = await cluster.primaries();
+    const owns = (p: { slots: [number, number][] }) => p.slots.some(([lo, hi]) => slot >= lo && slot <= hi);
+    const from = primaries.find(owns)!;
+    const to = primaries.find((p) => !owns(p))!;
+    const other = primaries.find((p) => p !== from && p !== to)!;
+    let moving = true;
+    const acked: string[] = [];
+    const load = async (host: OpenedRedis, id: string) => {
+      for (let i = 0; moving && i < 2_000; i++) {
+        const caller = `${id}-${i}`;
+        await host.store.apply(name, ...failure(name, caller, T0 + 1 + i));
+        acked.push(caller);
+      }
+    };
+    const loads = [load(a, 'a'), load(b, 'b')];
+    const moved = await moveSlot(slot, from.port, to.port, [other.port], {
+      betweenBatchesMs: 50,
+      holdMs: 300,
+      batch: 1,
+    });
+    moving = false;
+    await Promise.all(loads);
+    expect(moved.keys).toBeGreaterThan(0);
+    const entries = (await a.store.history(name, { limit: 100_000 }))!.map((e) => decodeEntry(e.t, e.text));
+    const callers = entries.flatMap((e) => (e?.type === 'outcome' && e.outcome.caller ? [e.outcome.caller] : []));
+    expect(callers.sort()).toEqual(acked.sort());
+    expect((await a.store.fetch(name))?.failureCount).toBe(acked.length);
   });
 });

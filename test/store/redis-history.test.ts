@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newCircuit, recordOutcome, type Circuit, type Step } from '../../src/domain/circuit.js';
 import { decodeEntry, type HistoryHook, type StoredEntry } from '../../src/domain/history.js';
 import { isPromise } from '../../src/store/maybe-promise.js';
+import { historySettings } from '../../src/store/redis/history-stream.js';
 import type { HistoryOptions } from '../../src/store/redis/redis-store-options.js';
 import { openRedisStore, type OpenedRedis } from '../../src/store/redis/open.js';
 import { RedisHousekeeping } from '../../src/store/redis/redis-housekeeping.js';
@@ -55,6 +56,20 @@ const callersOf = (entries: readonly StoredEntry[] | null) =>
   decoded(entries).flatMap((e) => (e?.type === 'outcome' ? [e.outcome.caller] : []));
 
 describe('the Redis outcome history', () => {
+  it('takes history.enabled, max_outcomes and max_age_hours with their defaults, as whole numbers', () => {
+    expect(historySettings(undefined)).toEqual({ enabled: true, maxOutcomes: 200_000, maxAgeMs: 168 * 3_600_000 });
+    expect(historySettings({ enabled: false, maxOutcomes: 100.7, maxAgeHours: 0.5 })).toEqual({
+      enabled: false,
+      maxOutcomes: 100,
+      maxAgeMs: 1_800_000,
+    });
+    expect(historySettings({ maxOutcomes: 0, maxAgeHours: Number.POSITIVE_INFINITY })).toEqual({
+      enabled: true,
+      maxOutcomes: 1,
+      maxAgeMs: 0,
+    });
+  });
+
   it('writes the outcome, then the transitions it made, with the circuit', async () => {
     const { store } = await open();
     for (let i = 0; i < 3; i++) await store.apply('svc', ...outcome('svc', T0 + i, false));

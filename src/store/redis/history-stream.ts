@@ -16,11 +16,17 @@ export interface HistorySettings {
   readonly maxAgeMs: number;
 }
 
+/**
+ * The settings of `options` (config `history`), defaults filled in, made whole: the script hands
+ * them to `XTRIM`, which takes whole numbers only (at least one entry; 0 h: no age bound).
+ */
 export function historySettings(options: HistoryOptions | undefined): HistorySettings {
+  const maxOutcomes = Math.floor(options?.maxOutcomes ?? DEFAULT_MAX_OUTCOMES);
+  const maxAgeMs = Math.floor((options?.maxAgeHours ?? DEFAULT_MAX_AGE_HOURS) * 3_600_000); // h -> ms
   return {
     enabled: options?.enabled ?? true,
-    maxOutcomes: options?.maxOutcomes ?? DEFAULT_MAX_OUTCOMES,
-    maxAgeMs: (options?.maxAgeHours ?? DEFAULT_MAX_AGE_HOURS) * 3_600_000, // h -> ms
+    maxOutcomes: Number.isFinite(maxOutcomes) ? Math.max(1, maxOutcomes) : DEFAULT_MAX_OUTCOMES,
+    maxAgeMs: Number.isFinite(maxAgeMs) ? Math.max(0, maxAgeMs) : 0,
   };
 }
 
