@@ -160,7 +160,12 @@ describe('grid candidates from dotted PATCH paths (lab/backtest.ts)', () => {
   });
 
   it('refuses a path that is no policy field', () => {
-    expect(() => proposedPolicy(base, defaults, { failure_treshold: 3 })).toThrow(AppError);
+    try {
+      proposedPolicy(base, defaults, { failure_treshold: 3 });
+      expect.unreachable();
+    } catch (e) {
+      expect((e as AppError).options.fields).toEqual([{ field: 'failure_treshold', message: 'is not a policy field' }]);
+    }
     expect(() => gridPoints(base, defaults, { 'window..size': [1] })).toThrow(/not a policy field path/);
     expect(() => gridPoints(base, defaults, { failure_threshold: [] })).toThrow(/one or more numbers/);
   });
