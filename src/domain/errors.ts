@@ -40,6 +40,9 @@ export type ErrorCode =
   | 'NOT_READY'
   | 'ADMIN_DISABLED'
   | 'BACKUP_RUNNING'
+  | 'BACKTEST_BUSY'
+  | 'BACKTEST_TIMEOUT'
+  | 'BACKTEST_TOO_LARGE'
   | 'INTERNAL';
 
 export interface FieldError {

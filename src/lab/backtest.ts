@@ -42,10 +42,13 @@ export function proposedPolicy(
 ): CircuitPolicy {
   const merged = policySchema.safeParse(patchedPolicy(current, defaults, patch as Record<string, unknown>));
   if (!merged.success) {
-    const fields: FieldError[] = merged.error.issues.map((issue) => ({
-      field: issue.path.length === 0 ? '(policy)' : issue.path.join('.'),
-      message: issue.message,
-    }));
+    // As PATCH names them (http/route-kit.ts's fieldErrors): an unknown key is named itself.
+    const fields: FieldError[] = merged.error.issues.flatMap((issue): FieldError[] => {
+      const at = issue.path.map(String);
+      if (issue.code === 'unrecognized_keys')
+        return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: 'is not a policy field' }));
+      return [{ field: at.join('.') || '(body)', message: issue.message }];
+    });
     throw new AppError('VALIDATION_FAILED', 'The proposed policy has invalid fields.', { fields });
   }
   return policyFromWire(merged.data);
