@@ -40,6 +40,8 @@ export type ErrorCode =
   | 'NOT_READY'
   | 'ADMIN_DISABLED'
   | 'BACKUP_RUNNING'
+  | 'TOO_MANY_COMBINATIONS'
+  | 'BACKTEST_BUSY'
   | 'INTERNAL';
 
 export interface FieldError {

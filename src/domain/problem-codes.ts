@@ -73,6 +73,12 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
   ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
   BACKUP_RUNNING: { status: 409, type: '/problems/backup-running', title: 'A backup is already running' },
+  TOO_MANY_COMBINATIONS: {
+    status: 400,
+    type: '/problems/too-many-combinations',
+    title: 'A backtest grid of more than 100 combinations',
+  },
+  BACKTEST_BUSY: { status: 503, type: '/problems/backtest-busy', title: 'Another backtest is running' },
   NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };
