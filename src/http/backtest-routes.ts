@@ -22,10 +22,13 @@ import { z } from '@hono/zod-openapi';
 
 /** The engine, behind a seam: the worker thread in the server (lab/backtest-worker.ts), a fake in route tests. */
 export interface Backtester {
-  /** Current vs `input.proposed[0]`; may reject with BACKTEST_BUSY. */
-  backtest(input: BacktestInput): Promise<Omit<BacktestResult, 'id'>>;
+  /** Current vs `input.proposed[0]`; may reject with BACKTEST_BUSY. The route sets the answer's `id`. */
+  backtest(input: BacktestInput): Promise<Omit<BacktestResult, 'id'> & { id?: string }>;
   /** Every candidate of `input.proposed`, whose grid values are `values` (same order), ranked. */
-  grid(input: BacktestInput, values: readonly Readonly<Record<string, number>>[]): Promise<Omit<GridResult, 'id'>>;
+  grid(
+    input: BacktestInput,
+    values: readonly Readonly<Record<string, number>>[],
+  ): Promise<Omit<GridResult, 'id'> & { id?: string }>;
   /** The picture of a backtest's answer. */
   svg(result: BacktestResult): string;
 }
@@ -65,13 +68,14 @@ export async function readPlanHistory(
 /** Run a plan with the engine: the answer without its id. */
 export async function runPlan(
   backtester: Backtester,
-  name: string,
-  current: BacktestInput['current'],
+  circuit: { readonly name: string; readonly createdAt: number; readonly current: BacktestInput['current'] },
   plan: BacktestPlan,
   history: { entries: StoredEntry[]; from: number; to: number },
-): Promise<Omit<BacktestResult, 'id'> | Omit<GridResult, 'id'>> {
+): Promise<LabResult> {
+  const { name, current, createdAt } = circuit;
   const input: BacktestInput = {
     circuit: name,
+    createdAt,
     entries: history.entries,
     current,
     proposed: plan.grid === null ? [plan.proposed] : plan.grid.map((p) => p.policy),
@@ -79,12 +83,15 @@ export async function runPlan(
     to: history.to,
     detectWithinSeconds: plan.detectWithinSeconds,
   };
-  return plan.grid === null
-    ? backtester.backtest(input)
-    : backtester.grid(
-        input,
-        plan.grid.map((p) => p.values),
-      );
+  const answer =
+    plan.grid === null
+      ? await backtester.backtest(input)
+      : await backtester.grid(
+          input,
+          plan.grid.map((p) => p.values),
+        );
+  const { id: _engines, ...figures } = answer;
+  return { id: randomUUID(), ...figures } as LabResult;
 }
 
 export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService, deps: BacktestRouteDeps): void {
@@ -98,8 +105,7 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
     const current = policyOf(circuit);
     const plan = backtestPlan(body, current, breaker.defaults, breaker.now());
     const history = await readPlanHistory(deps.store, name, plan, deps.maxEntries);
-    const answer = await runPlan(deps.backtester, name, current, plan, history);
-    const result = { id: randomUUID(), ...answer } as LabResult;
+    const result = await runPlan(deps.backtester, { name, current, createdAt: circuit.createdAt }, plan, history);
     const text = `${JSON.stringify(result)}\n`;
     cache.put(result, Buffer.byteLength(text));
     return c.body(text, 200, { 'content-type': 'application/json' });
