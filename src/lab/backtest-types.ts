@@ -22,6 +22,8 @@ export interface BacktestInput {
   readonly to: EpochMs;
   /** Grid mode's objective: an outage counts as caught when a candidate opens within this many seconds of its start. */
   readonly detectWithinSeconds?: number;
+  /** The circuit's `createdAt`: a range whose first entry is at it starts from the circuit's creation (`start: 'created'`). */
+  readonly createdAt?: EpochMs;
 }
 
 /** A transition as the lab answers it. */
@@ -80,6 +82,10 @@ export interface BacktestResult {
   readonly from: EpochMs;
   readonly to: EpochMs;
   readonly outcomes: number;
+  /** `created`: the range starts at the circuit's creation; `assumed_closed`: it starts mid-history, closed and empty assumed. */
+  readonly start: 'created' | 'assumed_closed';
+  /** Stored entries that could not be decoded: skipped. */
+  readonly skipped: number;
   readonly current: RunFigures;
   readonly proposed: RunFigures;
   readonly fidelity: Fidelity;
@@ -101,6 +107,10 @@ export interface GridResult {
   readonly from: EpochMs;
   readonly to: EpochMs;
   readonly outcomes: number;
+  /** `created`: the range starts at the circuit's creation; `assumed_closed`: it starts mid-history, closed and empty assumed. */
+  readonly start: 'created' | 'assumed_closed';
+  /** Stored entries that could not be decoded: skipped. */
+  readonly skipped: number;
   readonly objective: string;
   readonly outages: number;
   readonly current: Omit<RunFigures, 'series' | 'transitions'>;
