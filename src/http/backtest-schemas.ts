@@ -53,6 +53,12 @@ const common = {
   from: EpochMs,
   to: EpochMs,
   outcomes: z.number().int().describe('Recorded outcomes replayed'),
+  start: z
+    .enum(['created', 'assumed_closed'])
+    .describe(
+      "created: the range starts at the circuit's creation; assumed_closed: mid-history, closed and empty assumed",
+    ),
+  skipped: z.number().int().describe('Stored entries that could not be decoded: skipped'),
 };
 
 export const BacktestResultSchema = z
