@@ -64,6 +64,8 @@ export interface AppDeps {
   readonly apiBodyLimitBytes?: number;
   /** Group-commit the outcomes of the HTTP routes (default on). */
   readonly groupCommit?: boolean;
+  /** Config `history.enabled` (issue 31; default on): the store keeps an outcome history (`BreakerDeps.history`). */
+  readonly history?: boolean;
   /** The proxy when the store cannot be reached: the local DC's nodes unguarded (default), or 503. */
   readonly proxyOnStorageOutage?: 'fail_open' | 'refuse';
   /** Upstreams served under /proxy/:upstream, and the client that reaches their nodes. */

@@ -205,6 +205,7 @@ function appDeps(
     token: config.token,
     apiBodyLimitBytes: config.api_body_limit_bytes,
     groupCommit: config.groupCommit,
+    history: config.history.enabled,
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,

@@ -123,6 +123,8 @@ export const policyFields = {
   throttle: throttleSchema.nullable(),
   /** Absent means null: policies written before issue 17 stay valid. */
   quorum: quorumSchema.nullish(),
+  /** Keep this circuit's outcomes in its history (issue 31); absent or null: true. */
+  history: z.boolean().nullish(),
 };
 
 /** Rules across fields, for a complete policy. */

@@ -19,6 +19,7 @@ export const circuitDefaultsSchema = z
     throttle: policyFields.throttle.default(defaults.throttle),
     quorum: policyFields.quorum, // absent: none
     ...kindFields, // absent: their defaults (issue 29)
+    history: policyFields.history, // absent: on (issue 31)
     probe_lease_seconds: positiveInt(86_400).default(POLICY_DEFAULTS.probeLeaseSeconds), // at most 1 day
   })
   .strict()
@@ -33,6 +34,7 @@ export const policyOverrides = {
   throttle: policyFields.throttle.optional(),
   quorum: policyFields.quorum,
   ...kindFields,
+  history: policyFields.history,
 };
 
 /** `circuits:` entries: any policy fields, over `circuit_defaults`. */

@@ -7,6 +7,7 @@ import { auditSchema, authSchema } from './auth-schema.js';
 import { circuitDefaultsSchema, declaredCircuitSchema } from './circuits-schema.js';
 import { ConfigError, describeIssues } from './config-error.js';
 import { positiveInt, segmentName } from './fields.js';
+import { historySchema } from './history-schema.js';
 import { eventsSchema, limitsSchema, metricsSchema, serverSchema, storeSchema } from './service-schema.js';
 import { upstreamSchema, type UpstreamConfig } from './upstream-schema.js';
 
@@ -40,6 +41,8 @@ const sections = z
     /** Credentials and JWT identities (issue 30; src/auth). */
     auth: authSchema.prefault({}),
     audit: auditSchema.prefault({}),
+    /** The outcome history (issue 31; docs/operations.md#history). */
+    history: historySchema.prefault({}),
   })
   .strict();
 

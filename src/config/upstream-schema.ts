@@ -162,5 +162,6 @@ export function upstreamPolicy(u: UpstreamConfig): CircuitPolicy {
     max_retry_after_seconds: u.max_retry_after_seconds,
     throttle_scope: u.throttle_scope,
     ramp: u.ramp,
+    history: u.history,
   });
 }

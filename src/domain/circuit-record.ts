@@ -108,6 +108,7 @@ const RAMP = rule(
   (v) => isObject(v) && isPositive(v.seconds) && isPositive(v.startPercent) && (v.startPercent as number) <= 100,
   '{seconds > 0, startPercent 1-100}',
 );
+const HISTORY = rule((v) => v === false || v === true, 'true or false');
 const COOL_CALLERS = rule(
   (v) =>
     Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && isTime(e[1])),
@@ -158,6 +159,8 @@ export const RECORD_FIELDS: readonly RecordField[] = [
   { key: 'coolCallers', column: 'cool_callers', rule: COOL_CALLERS, nullable: true, json: true, since: 'absent' },
   { key: 'coolDueAt', column: 'cool_due_at', rule: TIME, nullable: true, since: 'absent' },
   { key: 'rampUntil', column: 'ramp_until', rule: TIME, nullable: true, since: 'absent' },
+  // Issue 31: only `false` is ever stored (absent: the history is on); JSON text `false` in SQLite.
+  { key: 'history', column: 'history_policy', rule: HISTORY, nullable: true, json: true, since: 'absent' },
 ];
 
 /** A field in the one shape the loops below read. */
@@ -254,6 +257,7 @@ export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
     if (v[AT.coolDueAt] != null) c.coolDueAt = v[AT.coolDueAt];
     if (v[AT.rampUntil] != null) c.rampUntil = v[AT.rampUntil];
   }
+  if (v[AT.history] === 'false') c.history = false; // issue 31: only an opt-out is stored
   return c as unknown as Circuit;
 }
 
@@ -342,6 +346,7 @@ function policyMisfit(c: Raw): Field | null {
   if (!fits(F.quorum, c.quorum)) return F.quorum;
   if (!fits(F.kinds, c.kinds)) return F.kinds;
   if (!fits(F.ramp, c.ramp)) return F.ramp;
+  if (!fits(F.history, c.history)) return F.history;
   return null;
 }
 

@@ -207,8 +207,8 @@ export function reset(circuit: Circuit, now: EpochMs): Step {
  */
 export function configure(circuit: Circuit, policy: CircuitPolicy, now: EpochMs): Step {
   if (samePolicy(policyOf(circuit), policy)) return withoutTransition(circuit);
-  // `kinds` and `ramp` are left out of a policy that has none: drop the old ones, or they would stay.
-  const { kinds: _kinds, ramp: _ramp, ...kept } = withoutQuorum(circuit);
+  // `kinds`, `ramp` and `history` are left out of a policy that has none: drop the old ones, or they would stay.
+  const { kinds: _kinds, ramp: _ramp, history: _history, ...kept } = withoutQuorum(circuit);
   const next: Circuit = {
     ...kept,
     ...policyOf(policy),

@@ -63,6 +63,8 @@ export type PolicyWire = KindsWire & {
   readonly throttle?: ThrottleWire | null;
   /** Absent means null (none): policies written before issue 17 read as they always did. */
   readonly quorum?: QuorumWire | null;
+  /** The outcome history (issue 31); absent or null: on (a policy's own form shows only `false`). */
+  readonly history?: boolean | null;
 };
 
 function windowFromWire(w: WindowWire): WindowPolicy {
@@ -103,6 +105,7 @@ export function policyFromWire(w: PolicyWire): CircuitPolicy {
     throttle: w.throttle == null ? null : throttleFromWire(w.throttle),
     ...(w.quorum == null ? {} : { quorum: quorumFromWire(w.quorum) }),
     ...kindsFromWire(w),
+    ...(w.history === false ? { history: false } : {}),
   };
 }
 
@@ -150,6 +153,8 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
         }),
     // Only those set: a policy without them reads as it always did (the circuit's JSON shows all: `kindsDisplay`).
     ...kindsToWire(p),
+    // Only when off (issue 31); the circuit's JSON shows it always (`circuitJson`).
+    ...(p.history === false ? { history: false } : {}),
   };
 }
 
@@ -209,6 +214,7 @@ export function policyFromJson(json: Readonly<Record<string, unknown>> | null, f
     forced_state: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
     throttle: throttleWireFrom(json?.throttle),
     ...kindsWireFrom(json),
+    history: json?.history === false ? false : null,
   });
   return {
     ...policy,

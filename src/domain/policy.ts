@@ -104,6 +104,11 @@ export interface CircuitPolicy {
   readonly kinds?: KindPolicy | null;
   /** The shared slow start (issue 29); null or absent: off. */
   readonly ramp?: RampPolicy | null;
+  /**
+   * Whether this circuit's outcomes are kept in its history (issue 31, config `history`):
+   * absent (or true) on; `false` only when turned off, so circuits that keep it keep their shape.
+   */
+  readonly history?: boolean;
 }
 
 /** The three settings every caller names; the rest default as in `POLICY_DEFAULTS.circuit`. */
@@ -127,7 +132,13 @@ export function resolvePolicy(settings: CircuitSettings): CircuitPolicy {
     // Only when set: circuits without one keep the shape they always had.
     ...(settings.quorum == null ? {} : { quorum: settings.quorum }),
     ...optionalIssue29(settings),
+    ...historyOff(settings),
   };
+}
+
+/** `history: false` when the history is turned off, else nothing (absent is on: issue 31). */
+export function historyOff(p: Partial<CircuitPolicy>): Pick<CircuitPolicy, 'history'> {
+  return p.history === false ? { history: false } : {};
 }
 
 /** `kinds` (unless all defaults) and `ramp`, only when set: circuits without them keep their shape. */
@@ -215,7 +226,8 @@ export function samePolicy(a: CircuitPolicy, b: CircuitPolicy): boolean {
     sameThrottle(a.throttle, b.throttle) &&
     sameQuorum(a.quorum, b.quorum) &&
     sameKinds(a.kinds, b.kinds) &&
-    sameRamp(a.ramp, b.ramp)
+    sameRamp(a.ramp, b.ramp) &&
+    (a.history !== false) === (b.history !== false)
   );
 }
 
@@ -232,6 +244,7 @@ export function policyOf(p: CircuitPolicy): CircuitPolicy {
     throttle: p.throttle,
     ...(p.quorum == null ? {} : { quorum: p.quorum }),
     ...optionalIssue29(p),
+    ...historyOff(p),
   };
 }
 

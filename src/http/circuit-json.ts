@@ -14,7 +14,7 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSchema> {
   const stats = windowStats(c, now);
   const counts = c.throttle === null ? null : throttleCounts(c.throttle, c.throttleState, now);
-  const policy = policyToWire(c, true);
+  const { history: _history, ...policy } = policyToWire(c, true);
   return {
     id: c.id,
     name: c.name,
@@ -29,6 +29,7 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     throttle_window: counts,
     quorum: policy.quorum ?? null,
     ...kindsDisplay(c), // count_as to ramp (issue 29): every one, resolved
+    history: c.history !== false,
     isolated_callers: isolatedCallers(callerEntries(c)).map((e) => ({
       caller: e[0],
       failures: e[1],

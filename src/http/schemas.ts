@@ -37,6 +37,10 @@ export const CircuitSchema = z
       description: 'Open for everyone only when min_callers named callers failed within window_seconds; null: none.',
     }),
     ...kindsPolicyMembers,
+    history: z.boolean().openapi({
+      description:
+        "Whether this circuit's outcomes, manual actions and transitions are kept in its history (issue 31; config history.enabled must be on too).",
+    }),
     isolated_callers: z
       .array(
         z.object({

@@ -2,6 +2,7 @@ import { upstreamPolicy, type UpstreamConfig } from '../config.js';
 import { configure, newCircuit, type CircuitPolicy } from '../domain/circuit.js';
 import { nodeCircuitName } from '../domain/circuit-name.js';
 import type { CircuitStore } from '../store/circuit-store.js';
+import { configureHistory } from '../service/breaker-service.js';
 import { credentialFields } from './cache-rules.js';
 import { Coalescer } from './coalesce.js';
 import { concurrencySettings, retryBudgetSettings } from './overload/overload-settings.js';
@@ -111,7 +112,8 @@ export function buildUpstreams(
 
 /**
  * Create every node circuit that does not exist yet, and bring the policy of existing
- * ones in line with the config; state (open, failure count) is kept across restarts.
+ * ones in line with the config; state (open, failure count) is kept across restarts. A change
+ * is a `configure` entry in the circuit's history (issue 31), as a PATCH's is.
  */
 export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upstream>, now: number): Promise<void> {
   const written: unknown[] = []; // SQLite writes here and now (and throws here); an asynchronous store's writes are awaited together
@@ -119,10 +121,14 @@ export function ensureNodeCircuits(store: CircuitStore, upstreams: Iterable<Upst
     const s = u.settings;
     for (const node of u.nodes) {
       written.push(
-        store.apply(node.circuit, (c) => {
-          if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
-          return configure(c, s, now);
-        }),
+        store.apply(
+          node.circuit,
+          (c) => {
+            if (c === null) return { circuit: newCircuit(node.circuit, s, now), transitions: [] };
+            return configure(c, s, now);
+          },
+          configureHistory(now, undefined),
+        ),
       );
     }
   }

@@ -24,6 +24,7 @@ import { redactUrl } from '../domain/redact-url.js';
 import type { TransitionReader } from '../store/transition-reader.js';
 import type { AuditStore } from '../store/audit-store.js';
 import { SqliteAuditTable } from '../store/sqlite/audit-table.js';
+import { historySettings } from '../config/history-schema.js';
 
 /** Everything the rest of the process takes from the store `CIRCUITLOG_STORE` names. */
 export interface OpenedStore {
@@ -154,7 +155,7 @@ function openSqlite(config: Config, logger: Logger, shared: boolean): OpenedStor
     openDatabase(config.dbPath, { synchronous: config.synchronous, exclusive: !shared }),
   );
   const storage = new StorageHealth(config.dbPath, logger);
-  const sqlite = new SqliteCircuitStore(db, !shared);
+  const sqlite = new SqliteCircuitStore(db, !shared, historySettings(config.history));
   const store = storage.wrap(sqlite);
   const readers = sqliteReaders(db);
   // Alone, this connection makes every write, and SQLite carries them into a running backup:

@@ -15,7 +15,8 @@ import {
   type Transition,
 } from '../domain/circuit.js';
 import { AppError } from '../domain/errors.js';
-import { resolvePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import { policyOf, resolvePolicy, samePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
+import type { HistoryHook } from '../domain/history.js';
 import { drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
@@ -51,6 +52,12 @@ export interface BreakerDeps {
   readonly limits?: ServiceLimits;
   /** Soft throttling's draws (`domain/throttle.ts`; default `Math.random`); tests pass a fake. */
   readonly random?: RandomSource;
+  /**
+   * Config `history.enabled` (issue 31; default on): whether the store keeps an outcome history.
+   * With it on, an outcome that changes nothing is still a write (its history entry), so the
+   * group commit does not answer it at once (`groupCommitted`).
+   */
+  readonly history?: boolean;
 }
 
 /** How an outcome is written: the rules of the route it came by. */
@@ -121,6 +128,7 @@ export class BreakerService {
   private readonly limits: ServiceLimits;
   private readonly random: RandomSource;
   private readonly committer: Committer;
+  private readonly historyEnabled: boolean;
   /** New circuits this process is writing right now, counted before they are stored (`withRoom`). */
   private creating = 0;
   private lastRecordWarning = -Infinity;
@@ -134,6 +142,7 @@ export class BreakerService {
     this.limits = deps.limits ?? {};
     this.random = deps.random ?? Math.random;
     this.defaults = resolvePolicy(deps.circuitDefaults);
+    this.historyEnabled = deps.history ?? true;
     this.committer = deps.groupCommit === false ? this.ownTransactions() : this.groupCommitted();
   }
 
@@ -197,18 +206,20 @@ export class BreakerService {
   record(name: string, outcome: Outcome, rules: AdmitRules): Promise<Admission>;
   record(name: string, outcome: Outcome, rules?: RecordRules): Promise<Step>;
   record(name: string, outcome: Outcome, rules: RecordRules = {}): Promise<Step> {
+    const context = this.stepContext(name, rules.create);
+    const history = outcomeHistory(context.now, outcome);
     if (rules.grouped) {
       // A failure always changes the circuit (its count at least), unless a call is refused.
       const mayChangeNothing = outcome.success || rules.admit === true;
       return this.withRoom([name], () =>
-        this.committer.one({ name, step: this.stepOf(name, outcome, rules), outcome }, mayChangeNothing),
+        this.committer.one({ name, step: this.stepOf(context, outcome, rules), outcome, history }, mayChangeNothing),
       );
     }
-    const step = this.stepOf(name, outcome, rules);
+    const step = this.stepOf(context, outcome, rules);
     const written =
       rules.among === undefined
-        ? chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome)!)
-        : this.writeAmong(name, step, outcome, rules.among);
+        ? chain(this.store.apply(name, step, history), (result) => this.settle(name, result, outcome)!)
+        : this.writeAmong(name, step, outcome, rules.among, history);
     if (!isPromise(written)) return Promise.resolve(written);
     written.catch((error: unknown) => this.warnNotRecorded(name, outcome.success, error));
     return written;
@@ -219,9 +230,10 @@ export class BreakerService {
     return this.withRoom(
       outcomes.map((o) => o.name),
       async () => {
-        const items = outcomes.map(
-          (o): ServiceItem => ({ name: o.name, step: outcomeStep(this.stepContext(o.name), o), outcome: o }),
-        );
+        const items = outcomes.map((o): ServiceItem => {
+          const context = this.stepContext(o.name);
+          return { name: o.name, step: outcomeStep(context, o), outcome: o, history: outcomeHistory(context.now, o) };
+        });
         return (await this.committer.all(items)).map((r) => r!.circuit);
       },
     );
@@ -245,10 +257,20 @@ export class BreakerService {
   async resetCircuit(name: string, by?: string): Promise<{ before: Circuit; circuit: Circuit } | null> {
     const now = this.clock();
     let before: Circuit | null = null;
-    const step = await this.run(name, (c) => {
-      before = c;
-      return c === null ? null : madeBy(reset(c, now), by);
-    });
+    // A reset that changed something is a manual action in the history (issue 31).
+    const history: HistoryHook = (stored, result) =>
+      result.circuit === stored
+        ? null
+        : { type: 'manual', action: 'reset', t: now, ...(by === undefined ? {} : { by }) };
+    const step = await this.run(
+      name,
+      (c) => {
+        before = c;
+        return c === null ? null : madeBy(reset(c, now), by);
+      },
+      undefined,
+      history,
+    );
     return step === null || before === null ? null : { before, circuit: step.circuit };
   }
 
@@ -264,17 +286,22 @@ export class BreakerService {
     const now = this.clock();
     let created = false;
     let before: Circuit | null = null;
-    const step = await this.run(name, (current) => {
-      const policy = policyFor(current);
-      created = current === null;
-      // A new circuit starts unforced, so that a force it is created with is an event too.
-      if (current === null)
-        return madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
-      const refreshed = refresh(current, now);
-      before = refreshed.circuit;
-      const next = madeBy(configure(refreshed.circuit, policy, now), by);
-      return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
-    });
+    const step = await this.run(
+      name,
+      (current) => {
+        const policy = policyFor(current);
+        created = current === null;
+        // A new circuit starts unforced, so that a force it is created with is an event too.
+        if (current === null)
+          return madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
+        const refreshed = refresh(current, now);
+        before = refreshed.circuit;
+        const next = madeBy(configure(refreshed.circuit, policy, now), by);
+        return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
+      },
+      undefined,
+      configureHistory(now, by),
+    );
     return { circuit: step!.circuit, created, before };
   }
 
@@ -388,8 +415,7 @@ export class BreakerService {
   }
 
   /** The step that records `outcome` (`outcomeStep` below), admitting the call first with `rules.admit`. */
-  private stepOf(name: string, outcome: Outcome, rules: RecordRules): (current: Circuit | null) => Step {
-    const context = this.stepContext(name, rules.create);
+  private stepOf(context: StepContext, outcome: Outcome, rules: RecordRules): (current: Circuit | null) => Step {
     if (!rules.admit) return outcomeStep(context, outcome);
     return callStep(context, outcome, this.policy, drawOnce(this.random), drawOnce(this.random)); // one call, one draw each
   }
@@ -402,7 +428,9 @@ export class BreakerService {
   /**
    * Group commit (`group-commit.ts`). A step that would change nothing on the circuit as
    * stored (a success on a healthy circuit, a refused call), with nothing queued for that
-   * circuit before it, is answered at once: there is nothing to make durable.
+   * circuit before it, is answered at once: there is nothing to make durable. Unless the
+   * history keeps the circuit's outcomes (issue 31): then the outcome's entry must be durable
+   * before the answer, and it is committed like any write.
    */
   private groupCommitted(): Committer {
     const group = new GroupCommit<ServiceItem>(
@@ -414,7 +442,7 @@ export class BreakerService {
         const found = this.store.find(item.name);
         const current = isPromise(found) ? await found : found;
         // Re-checked: while the read was on its way, a step for this circuit may have been queued.
-        if (current !== null && !group.isPending(item.name)) {
+        if (current !== null && !group.isPending(item.name) && !this.keepsHistory(current)) {
           const result = item.step(current);
           if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
         }
@@ -428,7 +456,7 @@ export class BreakerService {
   /** Group commit off: each write its own transaction (for comparison; docs/performance.md). */
   private ownTransactions(): Committer {
     return {
-      one: async (item) => (await this.run(item.name, item.step, item.outcome))!,
+      one: async (item) => (await this.run(item.name, item.step, item.outcome, item.history))!,
       all: async (items) => this.settleAll(items, await this.store.applyBatch(items)),
     };
   }
@@ -439,8 +467,9 @@ export class BreakerService {
     step: (current: Circuit | null) => Step,
     outcome: Outcome,
     among: NonNullable<RecordRules['among']>,
+    history: HistoryHook,
   ): MaybePromise<Step> {
-    const { items, index } = guardedItems(name, step, among.peers, among.guard);
+    const { items, index } = guardedItems(name, step, among.peers, among.guard, history);
     return chain(this.store.applyBatch(items), (results) => this.settle(name, results[index] ?? null, outcome)!);
   }
 
@@ -448,8 +477,14 @@ export class BreakerService {
     name: string,
     step: (current: Circuit | null) => S | null,
     outcome?: Outcome,
+    history?: HistoryHook,
   ): MaybePromise<S | null> {
-    return chain(this.store.apply(name, step), (result) => this.settle(name, result, outcome));
+    return chain(this.store.apply(name, step, history), (result) => this.settle(name, result, outcome));
+  }
+
+  /** Whether the history keeps what is written to `circuit` (config `history.enabled`, its policy's `history`). */
+  private keepsHistory(circuit: Circuit): boolean {
+    return this.historyEnabled && circuit.history !== false;
   }
 
   private settleAll(items: readonly ServiceItem[], results: readonly (Step | null)[]): (Step | null)[] {
@@ -501,6 +536,34 @@ const MANUAL_REASONS: ReadonlySet<string> = new Set(['forced_open', 'forced_clos
 export function madeBy<S extends Step>(step: S, by: string | undefined): S {
   if (by === undefined || !step.transitions.some((t) => MANUAL_REASONS.has(t.reason))) return step;
   return { ...step, transitions: step.transitions.map((t) => (MANUAL_REASONS.has(t.reason) ? { ...t, by } : t)) };
+}
+
+/**
+ * The history entry of an outcome (issue 31): the outcome as the step got it, at the step's
+ * `now`; nothing for a call the step refused (`callStep`: a refused call records nothing).
+ */
+export function outcomeHistory(now: number, outcome: Outcome): HistoryHook {
+  return (_before, result) =>
+    (result as Partial<Admission>).verdict?.allowed === false ? null : { type: 'outcome', t: now, outcome };
+}
+
+/**
+ * The history entry of a policy change (issue 31): the policy before (null: the write created
+ * the circuit) and after, when it changed (a force is a change); who asked.
+ */
+export function configureHistory(now: number, by: string | undefined): HistoryHook {
+  return (before, result) => {
+    const after = policyOf(result.circuit);
+    if (before !== null && samePolicy(policyOf(before), after)) return null;
+    return {
+      type: 'manual',
+      action: 'configure',
+      t: now,
+      ...(by === undefined ? {} : { by }),
+      before: before === null ? null : policyOf(before),
+      after,
+    };
+  };
 }
 
 /** What an outcome step needs besides the outcome: the circuit a missing one is created with, and when. */
@@ -577,6 +640,7 @@ export function guardedItems(
   step: (current: Circuit | null) => Step,
   peers: readonly string[],
   guard: OutcomeGuard,
+  history?: HistoryHook,
 ): { items: BatchItem[]; index: number } {
   const seen: (Circuit | null)[] = peers.map(() => null);
   let decided = false;
@@ -596,6 +660,7 @@ export function guardedItems(
       decided = unguarded.transitions.length > 0;
       return guard(unguarded, c, seen);
     },
+    ...(history === undefined ? {} : { history }),
   };
   const confirm = peers.map(
     (peer): BatchItem => ({

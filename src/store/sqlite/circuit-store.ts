@@ -6,13 +6,17 @@ import type { CallerEntry } from '../../domain/caller-state.js';
 import type { CallerCounts } from '../../domain/types.js';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
-import type { BatchItem, CircuitStore, HealthReport, ListQuery } from '../circuit-store.js';
+import type { BatchItem, CircuitStore, HealthReport, HistoryQuery, ListQuery } from '../circuit-store.js';
+import { storedEntry, type HistoryHook, type StoredEntry } from '../../domain/history.js';
+import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../../domain/history-settings.js';
+import { HistoryTable } from './history-table.js';
 import { circuitFromColumns, circuitToColumns } from '../../domain/circuit-record.js';
 import { prepareCircuitStatements, type CircuitStatements, type CircuitValues } from './circuit-statements.js';
 import { planCallerWrites } from '../caller-writes.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
 
 const CACHE_MAX_ENTRIES = 10_000; // bounds memory against lookups of many distinct names
+const NO_ENTRIES: readonly StoredEntry[] = Object.freeze([]);
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -23,6 +27,7 @@ function isBusy(error: unknown): boolean {
 export class SqliteCircuitStore implements CircuitStore {
   private readonly sql: CircuitStatements;
   private readonly callerRows: CallerRows;
+  private readonly historyRows: HistoryTable;
   private readonly writeBatch;
   private readonly writeStep;
   /** Circuits as last read or written by this connection; see `cached`. */
@@ -32,26 +37,55 @@ export class SqliteCircuitStore implements CircuitStore {
   /**
    * @param exclusive the connection holds the file alone (see `openDatabase`), so nobody
    *   else can commit and the cache needs no `data_version` check.
+   * @param history config `history` (issue 31): what the writes keep in the `history` table.
    */
   constructor(
     db: Database.Database,
     private readonly exclusive = false,
+    private readonly historySettings: HistorySettings = HISTORY_DEFAULTS,
   ) {
     this.sql = prepareCircuitStatements(db);
     this.callerRows = new CallerRows(db);
+    this.historyRows = new HistoryTable(db, historySettings);
     // BEGIN IMMEDIATE takes the write lock before the read, so concurrent processes
     // serialise on it and never act on a stale row (https://www.sqlite.org/lang_transaction.html).
-    this.writeStep = db.transaction(<S extends Step>(name: string, step: (c: Circuit | null) => S | null) =>
-      this.writeOne(name, step),
+    this.writeStep = db.transaction(
+      <S extends Step>(name: string, step: (c: Circuit | null) => S | null, history?: HistoryHook) =>
+        this.writeOne(name, step, history),
     );
     this.writeBatch = db.transaction((items: readonly BatchItem[]) => this.runBatch(items));
   }
 
+  /**
+   * What the history keeps of one write (issue 31, `CircuitStore.apply`): the hook's entry, then
+   * one per transition, stamped with the entry's `t` (hook-less: the transition's own `at`).
+   * Nothing when the history is off for the circuit (config or its policy field `history`).
+   */
+  private historyOf(before: Circuit | null, result: Step, hook: HistoryHook | undefined): readonly StoredEntry[] {
+    if (!keepsHistory(this.historySettings, result.circuit)) return NO_ENTRIES;
+    const entry = hook === undefined ? null : hook(before, result);
+    if (entry === null && result.transitions.length === 0) return NO_ENTRIES;
+    const out: StoredEntry[] = entry === null ? [] : [storedEntry(entry)];
+    for (const transition of result.transitions)
+      out.push(storedEntry({ type: 'transition', t: entry?.t ?? transition.at, transition }));
+    return out;
+  }
+
   /** The body of `apply`'s write transaction: read under the lock, step, write. */
-  private writeOne<S extends Step>(name: string, step: (c: Circuit | null) => S | null): S | null {
+  private writeOne<S extends Step>(
+    name: string,
+    step: (c: Circuit | null) => S | null,
+    history?: HistoryHook,
+  ): S | null {
     const current = this.readLocked(name);
     const result = step(current);
-    if (result === null || result.circuit === current) return result;
+    if (result === null) return result;
+    const entries = this.historyOf(current, result, history);
+    // An outcome is history whether or not it changed the circuit: only its entry is written then.
+    if (result.circuit === current) {
+      if (entries.length > 0) this.historyRows.append(current!.id, entries);
+      return result;
+    }
     this.cache.delete(name); // until the commit succeeds
     let id = result.circuit.id;
     if (current === null) {
@@ -60,6 +94,7 @@ export class SqliteCircuitStore implements CircuitStore {
       this.update(result.circuit, current);
     }
     for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
+    this.historyRows.append(id, entries);
     return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
   }
 
@@ -68,7 +103,8 @@ export class SqliteCircuitStore implements CircuitStore {
     const latest = new Map<string, Circuit | null>(); // each circuit after the steps so far
     const stored = new Map<string, Circuit | null>(); // each circuit as its row now holds it
     const events: [number, Transition][] = [];
-    const results = items.map(({ name, step }) => {
+    const entries = new Map<number, StoredEntry[]>(); // each circuit's history entries, in order
+    const results = items.map(({ name, step, history }) => {
       if (!latest.has(name)) {
         const row = this.readLocked(name);
         latest.set(name, row);
@@ -76,7 +112,12 @@ export class SqliteCircuitStore implements CircuitStore {
       }
       const current = latest.get(name) ?? null;
       let result = step(current);
-      if (result === null || result.circuit === current) return result;
+      if (result === null) return result;
+      const kept = this.historyOf(current, result, history);
+      if (result.circuit === current) {
+        if (kept.length > 0) appendTo(entries, current!.id, kept);
+        return result;
+      }
       if (current === null) {
         // Insert at once: the id is needed for its events and by the following steps.
         const id = this.insert(result.circuit);
@@ -85,6 +126,7 @@ export class SqliteCircuitStore implements CircuitStore {
       }
       latest.set(name, result.circuit);
       for (const t of result.transitions) events.push([result.circuit.id, t]);
+      if (kept.length > 0) appendTo(entries, result.circuit.id, kept);
       return result;
     });
     for (const [name, circuit] of latest) {
@@ -92,6 +134,7 @@ export class SqliteCircuitStore implements CircuitStore {
       if (circuit !== null && circuit !== row && row !== null) this.update(circuit, row);
     }
     for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
+    for (const [id, list] of entries) this.historyRows.append(id, list);
     return { results, latest };
   }
 
@@ -157,14 +200,16 @@ export class SqliteCircuitStore implements CircuitStore {
     return this.find(name);
   }
 
-  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null {
+  apply<S extends Step>(name: string, step: (current: Circuit | null) => S | null, history?: HistoryHook): S | null {
     return this.guard(() => {
       // Optimistic first pass without the lock: most calls (a check on a closed circuit,
-      // a success with no failures counted) change nothing and need no write at all.
+      // a success with no failures counted) change nothing and need no write at all,
+      // unless the history keeps them (an outcome is history even when it changed nothing).
       const current = this.cached(name);
       const result = step(current);
-      if (result === null || result.circuit === current) return result;
-      const written = this.writeStep.immediate(name, step) as S | null;
+      if (result === null) return result;
+      if (result.circuit === current && !this.keepsEntry(current, result, history)) return result;
+      const written = this.writeStep.immediate(name, step, history) as S | null;
       if (written !== null) this.cache.set(name, written.circuit);
       return written;
     });
@@ -184,6 +229,24 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
+  /** Whether the history keeps something of a step that left `current` as it was (its hook's entry). */
+  private keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
+    return (
+      history !== undefined &&
+      keepsHistory(this.historySettings, result.circuit) &&
+      (history(current, result) !== null || result.transitions.length > 0)
+    );
+  }
+
+  /** A circuit's history in write order (issue 31), null if the circuit is unknown. */
+  history(name: string, query: HistoryQuery): StoredEntry[] | null {
+    return this.guard(() => {
+      const circuit = this.cached(name);
+      return circuit === null ? null : this.historyRows.read(circuit.id, query);
+    });
+  }
+
+  /** Deletes the circuit with its transitions, caller entries and history (ON DELETE CASCADE). */
   delete(name: string): boolean {
     return this.guard(() => {
       const deleted = this.sql.deleteByName.run(name).changes > 0;
@@ -257,6 +320,13 @@ export class SqliteCircuitStore implements CircuitStore {
   }
 }
 
+/** Add `list` to the entries kept for circuit `id` (a batch's, in order). */
+function appendTo(entries: Map<number, StoredEntry[]>, id: number, list: readonly StoredEntry[]): void {
+  const held = entries.get(id);
+  if (held === undefined) entries.set(id, [...list]);
+  else held.push(...list);
+}
+
 /** Free space at which a disk that was full counts as usable again. */
 const RECOVERED_FREE_BYTES = 1024 * 1024; // 1 MiB
 
@@ -288,17 +358,22 @@ export class StorageHealth {
 
   /** The store with these checks around every write. */
   wrap(store: SqliteCircuitStore): CircuitStore & { health(): HealthReport } {
-    const apply = <S extends Step>(name: string, step: (current: Circuit | null) => S | null): S | null => {
+    const apply = <S extends Step>(
+      name: string,
+      step: (current: Circuit | null) => S | null,
+      history?: HistoryHook,
+    ): S | null => {
       let writes = false;
-      // The step runs just before its result is written (and once more under the lock).
+      // The step runs just before its result is written (and once more under the lock); a
+      // history entry of an unchanged circuit is a write too (issue 31).
       const checked = (current: Circuit | null) => {
         const result = step(current);
-        writes = result !== null && result.circuit !== current;
+        writes = result !== null && (result.circuit !== current || (history?.(current, result) ?? null) !== null);
         if (writes) this.assertFileIntact();
         return result;
       };
       try {
-        const result = store.apply(name, checked);
+        const result = store.apply(name, checked, history);
         if (writes) this.noteRoom('a write committed');
         return result;
       } catch (error) {
@@ -329,6 +404,7 @@ export class StorageHealth {
       ping: () => store.ping(),
       count: () => store.count(),
       dueOpen: (now, limit) => store.dueOpen(now, limit),
+      history: (name, query) => store.history(name, query),
       health: () => this.report(() => store.ping()),
     };
   }
