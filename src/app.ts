@@ -4,7 +4,8 @@ import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { nodeCircuitName } from './domain/circuit-name.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import { registerBackup, type BackupSource } from './http/backup-routes.js';
-import { type Backtester, registerBacktestRoutes } from './http/backtest-routes.js';
+import { type Backtester, registerBacktestRoutes, workerBacktester } from './http/backtest-routes.js';
+import { BacktestRunner } from './lab/backtest-worker.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { problemAnswer, registerFallbacks } from './http/fallbacks.js';
@@ -133,13 +134,12 @@ export function createApp(deps: AppDeps): App {
   registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy), audit });
   registerOutcomeRoutes(app, breaker, bodyLimitBytes);
   registerPolicyRoutes(app, breaker, bodyLimitBytes, audit);
-  if (deps.backtester)
-    registerBacktestRoutes(app, breaker, {
-      store: deps.store,
-      backtester: deps.backtester,
-      maxEntries: deps.historyMaxEntries ?? DEFAULT_HISTORY_MAX_ENTRIES,
-      bodyLimitBytes,
-    });
+  registerBacktestRoutes(app, breaker, {
+    store: deps.store,
+    backtester: deps.backtester ?? workerBacktester(new BacktestRunner()),
+    maxEntries: deps.historyMaxEntries ?? DEFAULT_HISTORY_MAX_ENTRIES,
+    bodyLimitBytes,
+  });
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
     const { hub } = deps.observe;

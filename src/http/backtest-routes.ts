@@ -10,6 +10,8 @@ import { AppError } from '../domain/errors.js';
 import { policyOf } from '../domain/policy.js';
 import type { StoredEntry } from '../domain/history.js';
 import type { BacktestInput, BacktestResult, GridResult } from '../lab/backtest-types.js';
+import { backtestSvg } from '../lab/backtest-svg.js';
+import type { BacktestRunner } from '../lab/backtest-worker.js';
 import type { BreakerService } from '../service/breaker-service.js';
 import type { CircuitStore } from '../store/circuit-store.js';
 import { BacktestBody, type BacktestPlan } from './backtest-body.js';
@@ -31,6 +33,15 @@ export interface Backtester {
   ): Promise<Omit<GridResult, 'id'> & { id?: string }>;
   /** The picture of a backtest's answer. */
   svg(result: BacktestResult): string;
+}
+
+/** The server's engine: backtests in the process's worker thread, pictures drawn here. */
+export function workerBacktester(runner: BacktestRunner): Backtester {
+  return {
+    backtest: (input) => runner.backtest(input),
+    grid: (input, values) => runner.grid({ input, values }),
+    svg: (result) => backtestSvg(result),
+  };
 }
 
 export interface BacktestRouteDeps {
