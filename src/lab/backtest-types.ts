@@ -62,6 +62,8 @@ export interface RunFigures {
   transitions: LabTransition[];
   transitions_total: number;
   series: MinuteFigures[];
+  /** How long each point of `series` covers: a minute, or several when the range holds more than a week of minutes. */
+  series_bucket_ms: number;
 }
 
 /** How faithfully the live policy's replay reproduced what was recorded. */

@@ -1,13 +1,19 @@
 /**
  * A backtest (the live policy against one proposed) and a grid (the live policy against up to
- * 100 candidates built from dotted PATCH paths), over a decoded history (replay.ts).
- * Signatures first; the engine follows.
+ * 100 candidates built from dotted PATCH paths), over a decoded history (replay.ts). Pure:
+ * the worker thread (backtest-worker.ts) runs these off the event loop.
  */
+import { randomUUID } from 'node:crypto';
+import { AppError, type FieldError } from '../domain/errors.js';
 import type { CircuitPolicy } from '../domain/policy.js';
-import type { BacktestInput, BacktestResult, GridResult } from './backtest-types.js';
+import { patchedPolicy, policyFromWire, policySchema } from '../policy-schema.js';
+import type { BacktestInput, BacktestResult, GridCandidate, GridResult, RunFigures } from './backtest-types.js';
+import { decodeHistory, fidelity, replay, type DecodedHistory, type Episode, type ReplayRun } from './replay.js';
 
-/** Most candidates a grid may hold (more: VALIDATION_FAILED). */
+/** Most candidates a grid may hold (more: BAD_REQUEST). */
 export const GRID_MAX_COMBINATIONS = 100;
+/** An outage counts as caught when a candidate opens within this long of its start, by default. */
+export const DEFAULT_DETECT_WITHIN_SECONDS = 60;
 
 /** A grid as asked: dotted paths into the PATCH schema, each with the values to try. */
 export type GridSpec = Readonly<Record<string, readonly number[]>>;
@@ -18,30 +24,180 @@ export interface GridPoint {
   readonly policy: CircuitPolicy;
 }
 
-/** The proposed policy: a merge patch (wire form) over `current`, validated as PATCH validates it. */
-export function proposedPolicy(
-  _current: CircuitPolicy,
-  _defaults: CircuitPolicy,
-  _patch: Readonly<Record<string, unknown>>,
-): CircuitPolicy {
-  throw new Error('not implemented yet');
+/** The objective a grid ranks by, as its answer states it. */
+export function gridObjective(detectWithinSeconds: number): string {
+  return (
+    `Outages are the live replay's openings that stayed open longer than one open time (a probe failed). ` +
+    `A candidate meets the objective when it is open within ${detectWithinSeconds} s of the start of every outage ` +
+    '(the first failure of its burst). Ranked: candidates that meet it first, by fewest refused calls, then fewest ' +
+    'openings, then shortest mean detection; then the others by most outages caught, then fewest refused calls.'
+  );
 }
 
-/** Every combination of a grid spec, each patched over `base` and validated (at most 100). */
-export function gridPoints(_base: CircuitPolicy, _defaults: CircuitPolicy, _spec: GridSpec): GridPoint[] {
-  throw new Error('not implemented yet');
+/** The proposed policy: a merge patch (wire form) over `current`, validated as PATCH validates it (else VALIDATION_FAILED). */
+export function proposedPolicy(
+  current: CircuitPolicy,
+  defaults: CircuitPolicy,
+  patch: Readonly<Record<string, unknown>>,
+): CircuitPolicy {
+  const merged = policySchema.safeParse(patchedPolicy(current, defaults, patch as Record<string, unknown>));
+  if (!merged.success) {
+    const fields: FieldError[] = merged.error.issues.map((issue) => ({
+      field: issue.path.length === 0 ? '(policy)' : issue.path.join('.'),
+      message: issue.message,
+    }));
+    throw new AppError('VALIDATION_FAILED', 'The proposed policy has invalid fields.', { fields });
+  }
+  return policyFromWire(merged.data);
+}
+
+/** `{"window.size": 15}` as a merge patch: `{"window": {"size": 15}}`. */
+export function dottedPatch(values: Readonly<Record<string, number>>): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  for (const [path, value] of Object.entries(values)) {
+    const keys = path.split('.');
+    let into = patch;
+    for (const key of keys.slice(0, -1)) {
+      const next = into[key];
+      into = (into[key] = typeof next === 'object' && next !== null ? next : {}) as Record<string, unknown>;
+    }
+    into[keys.at(-1)!] = value;
+  }
+  return patch;
+}
+
+const PATH = /^[a-z_]+(\.[a-z_]+)?$/;
+
+/**
+ * Every combination of a grid spec, each patched over `base` and validated as PATCH validates
+ * it: a malformed spec or more than 100 combinations is BAD_REQUEST, a value the policy does
+ * not take is VALIDATION_FAILED naming the candidate.
+ */
+export function gridPoints(base: CircuitPolicy, defaults: CircuitPolicy, spec: GridSpec): GridPoint[] {
+  const paths = Object.keys(spec);
+  if (paths.length === 0) throw new AppError('BAD_REQUEST', 'The grid names no field.');
+  let combinations = 1;
+  for (const path of paths) {
+    const values = spec[path];
+    if (!PATH.test(path))
+      throw new AppError('BAD_REQUEST', `The grid's field "${path}" is not a policy field path (like window.size).`);
+    if (
+      !Array.isArray(values) ||
+      values.length === 0 ||
+      !values.every((v) => typeof v === 'number' && Number.isFinite(v))
+    )
+      throw new AppError('BAD_REQUEST', `The grid's field "${path}" must list one or more numbers.`);
+    combinations *= values.length;
+  }
+  if (combinations > GRID_MAX_COMBINATIONS)
+    throw new AppError(
+      'BAD_REQUEST',
+      `The grid has ${combinations} combinations; at most ${GRID_MAX_COMBINATIONS} are backtested at once.`,
+    );
+  let rows: Record<string, number>[] = [{}];
+  for (const path of paths) rows = rows.flatMap((row) => spec[path]!.map((v) => ({ ...row, [path]: v })));
+  return rows.map((values) => {
+    try {
+      return { values, policy: proposedPolicy(base, defaults, dottedPatch(values)) };
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      const named = Object.entries(values)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ');
+      throw new AppError('VALIDATION_FAILED', `The grid's candidate ${named} is not a valid policy.`, error.options);
+    }
+  });
 }
 
 /** The live policy against `input.proposed[0]`. */
-export function backtest(_input: BacktestInput, _id?: string): BacktestResult {
-  throw new Error('not implemented yet');
+export function backtest(input: BacktestInput, id: string = randomUUID()): BacktestResult {
+  const proposed = input.proposed[0];
+  if (proposed === undefined) throw new AppError('BAD_REQUEST', 'A backtest needs a proposed policy.');
+  const history = decoded(input);
+  const live = replay(history, { kind: 'live', current: input.current });
+  const other = replay(history, { kind: 'proposed', policy: proposed, live });
+  return {
+    id,
+    circuit: input.circuit,
+    from: input.from,
+    to: input.to,
+    outcomes: history.outcomes,
+    start: history.start,
+    skipped: history.skipped,
+    current: live.figures,
+    proposed: other.figures,
+    fidelity: fidelity(history, live),
+  };
 }
 
-/** The live policy against every candidate of `input.proposed`, `values[i]` naming candidate i, ranked. */
+/** The live policy against every candidate of `input.proposed`, `values[i]` naming candidate i, ranked (see `gridObjective`). */
 export function grid(
-  _input: BacktestInput,
-  _values: readonly Readonly<Record<string, number>>[],
-  _id?: string,
+  input: BacktestInput,
+  values: readonly Readonly<Record<string, number>>[],
+  id: string = randomUUID(),
 ): GridResult {
-  throw new Error('not implemented yet');
+  if (input.proposed.length > GRID_MAX_COMBINATIONS)
+    throw new AppError('BAD_REQUEST', `At most ${GRID_MAX_COMBINATIONS} candidates are backtested at once.`);
+  const within = (input.detectWithinSeconds ?? DEFAULT_DETECT_WITHIN_SECONDS) * 1000;
+  const history = decoded(input);
+  const live = replay(history, { kind: 'live', current: input.current });
+  const outages = live.episodes.filter((e) => e.openMs > e.timeoutMs);
+  const scored = input.proposed.map((policy, i) => {
+    const run = replay(history, { kind: 'proposed', policy, live });
+    const caught = outages.filter((o) => caughtBy(o, run, within)).length;
+    return { values: values[i] ?? {}, figures: summary(run.figures), caught };
+  });
+  const meets = (s: (typeof scored)[number]) => s.caught === outages.length;
+  const meanDetection = (f: Omit<RunFigures, 'series' | 'transitions'>) =>
+    f.detection_ms.length === 0 ? 0 : f.detection_ms.reduce((a, b) => a + b, 0) / f.detection_ms.length;
+  const order = scored
+    .map((s, i) => ({ s, i }))
+    .sort((x, y) => {
+      const a = x.s;
+      const b = y.s;
+      if (meets(a) !== meets(b)) return meets(a) ? -1 : 1;
+      if (meets(a))
+        return (
+          a.figures.refused_calls - b.figures.refused_calls ||
+          a.figures.openings - b.figures.openings ||
+          meanDetection(a.figures) - meanDetection(b.figures) ||
+          x.i - y.i
+        );
+      return b.caught - a.caught || a.figures.refused_calls - b.figures.refused_calls || x.i - y.i;
+    });
+  const candidates: GridCandidate[] = order.map(({ s }, rank) => ({
+    values: s.values,
+    figures: s.figures,
+    outages_caught: s.caught,
+    meets_objective: meets(s),
+    rank: rank + 1,
+  }));
+  return {
+    id,
+    circuit: input.circuit,
+    from: input.from,
+    to: input.to,
+    outcomes: history.outcomes,
+    start: history.start,
+    skipped: history.skipped,
+    objective: gridObjective(within / 1000),
+    outages: outages.length,
+    current: summary(live.figures),
+    candidates,
+  };
+}
+
+function decoded(input: BacktestInput): DecodedHistory {
+  return decodeHistory(input.circuit, input.entries, input.from, input.to, input.createdAt);
+}
+
+/** Was the candidate open (or half-open) at some moment within `withinMs` of the outage's start? */
+function caughtBy(outage: Episode, run: ReplayRun, withinMs: number): boolean {
+  const start = outage.burstAt;
+  return run.episodes.some((e) => e.openedAt <= start + withinMs && e.closedAt >= start);
+}
+
+function summary(f: RunFigures): Omit<RunFigures, 'series' | 'transitions'> {
+  const { series: _series, transitions: _transitions, ...rest } = f;
+  return rest;
 }
