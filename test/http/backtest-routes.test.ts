@@ -22,6 +22,7 @@ const figures = (openings: number): RunFigures => ({
   transitions: [],
   transitions_total: 0,
   series: [],
+  series_bucket_ms: 60_000,
 });
 
 /** An engine that records what it was asked and answers fixed figures. */
