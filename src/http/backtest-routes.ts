@@ -121,8 +121,9 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
     cache.put(result, Buffer.byteLength(text));
     return c.body(text, 200, { 'content-type': 'application/json' });
   });
-  app.get('/circuits/:name/backtest/:file', (c) => {
+  app.get('/circuits/:name/backtest/:file', async (c) => {
     const name = circuitNameParam(c);
+    if ((await breaker.get(name)) === null) throw circuitNotFound(name);
     const id = SVG_FILE.exec(c.req.param('file') ?? '')?.[1];
     const result = id === undefined ? null : cache.get(id, name);
     if (result === null || !('proposed' in result)) {
@@ -180,8 +181,11 @@ function documentRoutes(app: OpenAPIHono): void {
         200: { description: 'The picture', content: { 'image/svg+xml': { schema: { type: 'string' } } } },
         400: common[400],
         401: common[401],
-        404: problem('No such answer kept (evicted, another process, a grid answer, another circuit)'),
+        404: problem(
+          'circuit-not-found; or not-found: no such answer kept (evicted, another process, a grid answer, another circuit)',
+        ),
         405: common[405],
+        503: common[503],
       },
     }),
   );

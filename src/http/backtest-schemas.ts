@@ -32,7 +32,10 @@ const RunFiguresSchema = z
     ...figureFields,
     transitions: z.array(LabTransitionSchema).describe('Oldest first, at most 10,000'),
     series: z.array(MinuteSchema),
-    series_bucket_ms: z.number().int().describe('How long each point of series covers (a minute, or more for long ranges)'),
+    series_bucket_ms: z
+      .number()
+      .int()
+      .describe('How long each point of series covers (a minute, or more for long ranges)'),
   })
   .openapi('BacktestFigures');
 

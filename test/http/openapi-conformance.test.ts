@@ -130,6 +130,7 @@ const CASES: Record<string, Case[]> = {
     { send: 'GET /circuits/svc/backtest/x.svg', status: 401, ...noAuth },
     { send: 'GET /circuits/svc/backtest/unknown-id.svg', status: 404 },
     { send: 'POST /circuits/svc/backtest/x.svg', status: 405 },
+    { send: 'GET /circuits/svc/backtest/x.svg', status: 503, busy: true },
   ],
   'get /circuits/{name}/events': [
     { send: 'GET /circuits/open/events', status: 200 },
