@@ -162,8 +162,11 @@ function documentRoutes(app: OpenAPIHono): void {
         422: problem(
           'Invalid fields (each named in errors): the proposed policy or a grid value breaks a rule PATCH enforces, a bad range; nothing run',
         ),
+        507: problem(
+          'backtest-too-large: the backtest needed more memory than its worker thread may use; nothing changed',
+        ),
         503: problem(
-          'backtest-busy: another backtest is running in this process (Retry-After); or a storage problem',
+          'backtest-busy: another backtest is running in this process (Retry-After); backtest-timeout: it ran past its time limit; or a storage problem',
           undefined,
           { 'Retry-After': { description: 'Whole seconds to wait', schema: { type: 'integer', minimum: 1 } } },
         ),
