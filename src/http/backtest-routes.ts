@@ -55,8 +55,13 @@ export interface BacktestRouteDeps {
 }
 
 const SVG_FILE = /^([A-Za-z0-9-]{1,64})\.svg$/;
+/**
+ * The most entries one backtest reads, whatever `history.max_outcomes` says: a read is held in
+ * the serving thread's memory (about 100 bytes an entry: 5 million is about 500 MB).
+ */
+export const MAX_READ_ENTRIES = 5_000_000;
 
-/** The history a plan replays, at most `maxEntries` (the newest beyond are left out, the range ending before them). */
+/** The history a plan replays, at most `maxEntries` and MAX_READ_ENTRIES (the newest beyond are left out, the range ending before them). */
 export async function readPlanHistory(
   store: CircuitStore,
   name: string,
@@ -64,11 +69,12 @@ export async function readPlanHistory(
   maxEntries: number,
 ): Promise<{ entries: StoredEntry[]; from: number; to: number }> {
   if (store.history === undefined) throw new AppError('NOT_FOUND', 'This store keeps no outcome history.');
-  const read = await store.history(name, { from: plan.from, to: plan.to, limit: maxEntries });
+  const limit = Math.min(maxEntries, MAX_READ_ENTRIES);
+  const read = await store.history(name, { from: plan.from, to: plan.to, limit });
   if (read === null) throw circuitNotFound(name);
   let entries = read;
   let to = plan.to;
-  if (entries.length === maxEntries && entries.length > 0) {
+  if (entries.length === limit && entries.length > 0) {
     // Bounded read: the range ends at the last entry's time, whose own entries are left out whole.
     to = entries.at(-1)!.t;
     entries = entries.filter((e) => e.t < to);
