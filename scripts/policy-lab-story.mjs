@@ -40,6 +40,8 @@ execFileSync(
     'nodenext',
     '--target',
     'es2022',
+    '--strict',
+    '--esModuleInterop',
     '--skipLibCheck',
     '--types',
     'node',
