@@ -42,6 +42,8 @@ export type ErrorCode =
   | 'BACKUP_RUNNING'
   | 'TOO_MANY_COMBINATIONS'
   | 'BACKTEST_BUSY'
+  | 'BACKTEST_TIMEOUT'
+  | 'BACKTEST_TOO_LARGE'
   | 'INTERNAL';
 
 export interface FieldError {

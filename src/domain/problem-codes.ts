@@ -78,7 +78,14 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
     type: '/problems/too-many-combinations',
     title: 'A backtest grid of more than 100 combinations',
   },
-  BACKTEST_BUSY: { status: 503, type: '/problems/backtest-busy', title: 'Another backtest is running' },
+  // The policy lab (issue 31): one backtest at a time per process, within a time and a memory limit.
+  BACKTEST_BUSY: { status: 503, type: '/problems/backtest-busy', title: 'A backtest is already running' },
+  BACKTEST_TIMEOUT: { status: 503, type: '/problems/backtest-timeout', title: 'The backtest ran out of time' },
+  BACKTEST_TOO_LARGE: {
+    status: 507,
+    type: '/problems/backtest-too-large',
+    title: 'The backtest needs too much memory',
+  },
   NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };

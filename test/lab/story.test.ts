@@ -1,6 +1,8 @@
+import { writeFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { BacktestResult, RunFigures } from '../../src/lab/backtest-types.js';
 import { backtest } from '../../src/lab/backtest.js';
+import { backtestSvg } from '../../src/lab/backtest-svg.js';
 import {
   BATCH_FAILURES_MS,
   BATCH_STARTS,
@@ -93,5 +95,18 @@ describe('the seed story: a recorded day backtested', () => {
     expect(sum('outcomes')).toBe(result.outcomes);
     const minute = result.current.series.find((m) => m.t === OUTAGE_START)!;
     expect(minute.open_ms + minute.half_open_ms).toBeGreaterThan(59_000);
+  });
+
+  it('draws the day: 25 openings marked on the current band, 1 on the proposed', () => {
+    const svg = backtestSvg(result);
+    // docs/images/policy-lab-story.svg is this picture: CIRCUITLOG_STORY_SVG=<file> writes it.
+    if (process.env.CIRCUITLOG_STORY_SVG) writeFileSync(process.env.CIRCUITLOG_STORY_SVG, svg);
+    expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
+    const marks = [...svg.matchAll(/<path d="M([\d.]+) ([\d.]+) l-3\.5 -6 h7 z"/g)].map((m) => Number(m[2]));
+    const bands = [...new Set(marks)].sort((a, b) => a - b);
+    expect(bands).toHaveLength(3); // the legend's mark, then the two bands
+    expect(marks.filter((y) => y === bands[1])).toHaveLength(25);
+    expect(marks.filter((y) => y === bands[2])).toHaveLength(1);
+    expect(svg).toContain('25 openings');
   });
 });

@@ -96,6 +96,19 @@ export interface RecordedStory {
  * (24: the whole story).
  */
 export function recordStory(policy: CircuitPolicy = FIVE_IN_TEN, hours = 24): RecordedStory {
+  return recordCalls(policy, DAY_START, DAY_START + hours * HOUR_MS, callFails);
+}
+
+/**
+ * Calls every 20 ms from `from` to `to`, failing where `fails` says, through the service's
+ * `/call` step under `policy`: the history the stores write for them (see the file's comment).
+ */
+export function recordCalls(
+  policy: CircuitPolicy,
+  from: number,
+  to: number,
+  fails: (t: number) => boolean,
+): RecordedStory {
   const entries: StoredEntry[] = [];
   // encodeEntry's text of these two outcomes does not depend on t: encode each once.
   const text = new Map<Outcome, string>();
@@ -110,11 +123,10 @@ export function recordStory(policy: CircuitPolicy = FIVE_IN_TEN, hours = 24): Re
   const breaker = { probeLeaseMs: 10_000 };
   let circuit: Circuit | null = null;
   let refused = 0;
-  const end = DAY_START + hours * HOUR_MS;
   let calls = 0;
-  for (let t = DAY_START; t < end; t += CALL_EVERY_MS) {
+  for (let t = from; t < to; t += CALL_EVERY_MS) {
     calls++;
-    const outcome = callFails(t) ? FAILED : OK;
+    const outcome = fails(t) ? FAILED : OK;
     const step = callStep(
       { name: 'orders-db', settings: policy, now: t },
       outcome,

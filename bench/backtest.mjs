@@ -1,0 +1,211 @@
+// The `backtest` section of `npm run bench` (issue 31, docs/policy-lab.md): the policy lab's engine
+// over a recorded history of 1,000,000 outcomes (built from dist/, in this process).
+//
+//   one policy       decoding the 1M entries and replaying them with one policy         goal ≤ 2 s
+//   backtest         the live policy and one proposed, and the fidelity check           (informative)
+//   27-point grid    the live replay and 27 candidates over the same 1M                 goal ≤ 30 s
+//   in the worker    the backtest through BacktestRunner (a worker thread): the event-loop delay of this
+//                    thread meanwhile (perf_hooks monitorEventLoopDelay)                goal < 50 ms max
+//   RSS              this process's RSS (the worker's heap included) sampled every 50 ms during that run
+//
+// The history: calls every 20 ms (50/s, about 5.6 hours) through the service's own `/call` step under
+// "5 failures in 10 s" (test/lab/story.ts's live policy), a batch job's 6 failures in 8 s every hour and a
+// 4-minute outage; only admitted calls are recorded, as the server records them.
+
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const OUTCOMES = 1_000_000;
+const HOUR_MS = 3_600_000;
+const GOALS = { onePolicyMs: 2_000, gridMs: 30_000, loopDelayMs: 50 };
+
+const fmt = (n, digits = 0) =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+async function load(dist) {
+  const mod = (p) => import(pathToFileURL(path.join(dist, p)).href);
+  const [backtest, replay, worker, history, policy, service, defaults] = await Promise.all([
+    mod('lab/backtest.js'),
+    mod('lab/replay.js'),
+    mod('lab/backtest-worker.js'),
+    mod('domain/history.js'),
+    mod('domain/policy.js'),
+    mod('service/breaker-service.js'),
+    mod('domain/policy-defaults.js'),
+  ]);
+  return { ...backtest, ...replay, ...worker, ...history, ...policy, ...service, ...defaults };
+}
+
+/** The recorded history: OUTCOMES admitted calls, as the stores write them. */
+function record(lab, live, start) {
+  const entries = [];
+  const texts = new Map();
+  const textOf = (o, t) => {
+    let s = texts.get(o);
+    if (s === undefined) texts.set(o, (s = lab.encodeEntry({ type: 'outcome', t, outcome: o })));
+    return s;
+  };
+  const ok = { success: true };
+  const failed = { success: false };
+  const outageStart = start + 3 * HOUR_MS + 40 * 60_000;
+  const fails = (t) => {
+    if (t >= outageStart && t < outageStart + 240_000) return true;
+    const inHour = (t - start) % HOUR_MS;
+    return inHour >= 30 * 60_000 && inHour <= 30 * 60_000 + 8_000 && (inHour - 30 * 60_000) % 1_600 === 0;
+  };
+  let circuit = null;
+  let outcomes = 0;
+  for (let t = start; outcomes < OUTCOMES; t += 20) {
+    const outcome = fails(t) ? failed : ok;
+    const step = lab.callStep(
+      { name: 'bench', settings: live, now: t },
+      outcome,
+      { probeLeaseMs: 10_000 },
+      () => 1,
+      () => 0,
+    )(circuit);
+    circuit = step.circuit;
+    if (step.verdict.allowed) {
+      entries.push({ t, text: textOf(outcome, t) });
+      outcomes++;
+    }
+    for (const e of lab.transitionEntries(t, step.transitions)) entries.push({ t, text: lab.encodeEntry(e) });
+  }
+  return entries;
+}
+
+const timed = (fn) => {
+  const t0 = performance.now();
+  const value = fn();
+  return { value, ms: performance.now() - t0 };
+};
+
+/** `ctx`: helpers of run.mjs (dist, log). */
+export async function backtestSection(ctx) {
+  const started = Date.now();
+  const lab = await load(ctx.dist);
+  const window = (size, rate, minimumCalls) => ({
+    type: 'time',
+    size,
+    minimumCalls,
+    failureRateThreshold: rate,
+    slowCallDurationMs: null,
+    slowCallRateThreshold: 100,
+  });
+  const live = lab.resolvePolicy({
+    failureThreshold: 5,
+    timeoutSeconds: 1,
+    halfOpenMaxCalls: 1,
+    window: window(10, 1, 250),
+  });
+  const proposed = lab.resolvePolicy({
+    failureThreshold: 8,
+    timeoutSeconds: 1,
+    halfOpenMaxCalls: 1,
+    window: window(15, 1.07, 375),
+  });
+  const start = Date.UTC(2026, 11, 1);
+  const recorded = timed(() => record(lab, live, start));
+  const entries = recorded.value;
+  const to = entries.at(-1).t + 1;
+  ctx.log(`backtest :: recorded ${fmt(entries.length)} entries (${fmt(OUTCOMES)} outcomes) in ${fmt(recorded.ms)} ms`);
+  const input = { circuit: 'bench', entries, current: live, proposed: [proposed], from: start, to };
+
+  const onePolicy = timed(() => {
+    const history = lab.decodeHistory('bench', entries, start, to);
+    return lab.replay(history, { kind: 'live', current: live });
+  });
+  ctx.log(`backtest :: one policy ${fmt(onePolicy.ms)} ms (${onePolicy.value.figures.openings} openings)`);
+  const both = timed(() => lab.backtest(input, 'bench'));
+  ctx.log(
+    `backtest :: backtest ${fmt(both.ms)} ms, fidelity ${both.value.fidelity.matched}/${both.value.fidelity.recorded}`,
+  );
+
+  const points = lab.gridPoints(live, lab.POLICY_DEFAULTS.circuit, {
+    failure_threshold: [5, 8, 10],
+    'window.size': [10, 15, 30],
+    'window.failure_rate_threshold': [1, 1.07, 2],
+  });
+  const gridRun = timed(() =>
+    lab.grid(
+      { ...input, proposed: points.map((p) => p.policy) },
+      points.map((p) => p.values),
+      'bench-grid',
+    ),
+  );
+  const best = gridRun.value.candidates[0];
+  ctx.log(`backtest :: 27-point grid ${fmt(gridRun.ms)} ms; best ${JSON.stringify(best.values)}`);
+
+  const runner = new lab.BacktestRunner({ timeoutMs: 300_000, maxHeapMb: 2_048 });
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  const baseRss = process.memoryUsage().rss;
+  let peakRss = baseRss;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }, 50);
+  delay.enable();
+  const t0 = performance.now();
+  const inWorker = await runner.backtest(input);
+  const workerMs = performance.now() - t0;
+  delay.disable();
+  clearInterval(sampler);
+  await runner.close();
+  const maxDelayMs = delay.max / 1e6;
+  const p99DelayMs = delay.percentile(99) / 1e6;
+  ctx.log(
+    `backtest :: in the worker ${fmt(workerMs)} ms; event-loop delay max ${fmt(maxDelayMs, 1)} ms, p99 ${fmt(p99DelayMs, 1)} ms; RSS peak ${fmt(peakRss / 2 ** 20)} MiB`,
+  );
+
+  const goal = (ok) => (ok ? 'met' : 'NOT met');
+  const checks = [
+    {
+      what: 'the worker answers what the engine answers in process',
+      ok: JSON.stringify({ ...inWorker, id: '' }) === JSON.stringify({ ...both.value, id: '' }),
+      detail: `fidelity ${inWorker.fidelity.matched}/${inWorker.fidelity.recorded}`,
+    },
+  ];
+  const rows = [
+    ["record the history (the service's /call step)", `${fmt(recorded.ms)} ms`, `${fmt(entries.length)} entries`],
+    [
+      'one policy: decode + replay',
+      `${fmt(onePolicy.ms)} ms`,
+      `goal ≤ ${fmt(GOALS.onePolicyMs)} ms: ${goal(onePolicy.ms <= GOALS.onePolicyMs)}`,
+    ],
+    [
+      'backtest: live + proposed + fidelity',
+      `${fmt(both.ms)} ms`,
+      `fidelity ${both.value.fidelity.matched}/${both.value.fidelity.recorded}`,
+    ],
+    [
+      '27-point grid',
+      `${fmt(gridRun.ms)} ms`,
+      `goal ≤ ${fmt(GOALS.gridMs)} ms: ${goal(gridRun.ms <= GOALS.gridMs)}; best ${JSON.stringify(best.values)}`,
+    ],
+    ['backtest in the worker thread', `${fmt(workerMs)} ms`, 'packing, transfer, decode, 2 replays'],
+    [
+      'event-loop delay meanwhile (max / p99)',
+      `${fmt(maxDelayMs, 1)} / ${fmt(p99DelayMs, 1)} ms`,
+      `goal < ${GOALS.loopDelayMs} ms: ${goal(maxDelayMs < GOALS.loopDelayMs)}`,
+    ],
+    [
+      'RSS before / peak during the worker run',
+      `${fmt(baseRss / 2 ** 20)} / ${fmt(peakRss / 2 ** 20)} MiB`,
+      'this process, the worker included',
+    ],
+  ];
+  const table = ['| what | measured | note |', '| --- | --- | --- |', ...rows.map((r) => `| ${r.join(' | ')} |`)].join(
+    '\n',
+  );
+  return {
+    id: 'backtest',
+    title: `Policy lab: backtests over ${fmt(OUTCOMES)} recorded outcomes`,
+    durationSec: Math.round((Date.now() - started) / 1000),
+    results: [],
+    notes: [
+      'The engine from dist/lab in the bench process; the history recorded through the service\'s /call step under "5 failures in 10 s" (50 calls/s, an hourly batch job, a 4-minute outage).',
+    ],
+    markdownExtra: `${table}\n\n${checks.map((c) => `- check: ${c.what}: ${c.ok ? 'ok' : 'FAILED'} (${c.detail})`).join('\n')}`,
+    checks,
+  };
+}
