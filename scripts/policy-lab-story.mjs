@@ -54,11 +54,18 @@ const story = await import(pathToFileURL(path.join(built, 'test/lab/story.js')).
 const { policyToWire } = await import(pathToFileURL(path.join(built, 'src/domain/policy-wire.js')).href);
 
 /** The built server on the temp database; resolves with its URL once it listens. */
+const children = new Set();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
 function startServer(env = {}) {
   const child = spawn(process.execPath, [path.join(root, 'dist/main.js')], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', CIRCUITLOG_DB: db, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`the server exited (${code})`)));
     readline.createInterface({ input: child.stdout }).on('line', (line) => {
@@ -71,7 +78,12 @@ function startServer(env = {}) {
       if (log.event === 'listening' && typeof log.port === 'number') {
         child.removeAllListeners('exit');
         const stop = () => new Promise((done) => child.once('exit', done).kill('SIGTERM'));
-        resolve({ url: `http://127.0.0.1:${log.port}`, stop });
+        // The server's peak resident memory so far (Linux), MiB.
+        const peakRssMib = () => {
+          const hwm = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+          return hwm ? Math.round(Number(hwm[1]) / 1024) : null;
+        };
+        resolve({ url: `http://127.0.0.1:${log.port}`, stop, peakRssMib });
       }
     });
   });
@@ -113,9 +125,12 @@ fs.writeFileSync(config, 'history:\n  max_outcomes: 5000000\n  max_age_hours: 87
 server = await startServer({ CIRCUITLOG_CONFIG: config });
 const proposed = policyToWire(story.EIGHT_IN_FIFTEEN, false);
 const request = { policy: proposed, from: story.DAY_START, to: story.DAY_START + 24 * story.HOUR_MS };
+const asked = performance.now();
 const result = JSON.parse(await call(`${server.url}/circuits/orders-db/backtest`, 'POST', request));
+const elapsedMs = Math.round(performance.now() - asked);
 const svg = await fetch(`${server.url}/circuits/orders-db/backtest/${result.id}.svg`);
 fs.writeFileSync(out, await svg.text());
+const serverPeakRssMib = server.peakRssMib();
 await server.stop();
 
 const brief = (f) => {
@@ -134,6 +149,8 @@ console.log(
       proposed: brief(result.proposed),
       fidelity: result.fidelity,
       picture: path.relative(root, out),
+      backtest_ms: elapsedMs,
+      server_peak_rss_mib: serverPeakRssMib,
     },
     null,
     2,

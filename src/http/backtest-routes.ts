@@ -57,7 +57,8 @@ export interface BacktestRouteDeps {
 const SVG_FILE = /^([A-Za-z0-9-]{1,64})\.svg$/;
 /**
  * The most entries one backtest reads, whatever `history.max_outcomes` says: a read is held in
- * the serving thread's memory (about 100 bytes an entry: 5 million is about 500 MB).
+ * the serving thread's memory while the worker replays a copy (docs/policy-lab.md measured 4.3
+ * million entries at a 2,137 MiB peak resident size, about 500 bytes an entry).
  */
 export const MAX_READ_ENTRIES = 5_000_000;
 
