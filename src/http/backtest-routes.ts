@@ -33,6 +33,8 @@ export interface Backtester {
   ): Promise<Omit<GridResult, 'id'> & { id?: string }>;
   /** The picture of a backtest's answer. */
   svg(result: BacktestResult): string;
+  /** Whether a backtest runs now (a new one would get BACKTEST_BUSY): asked before the history is read. */
+  busy?(): boolean;
 }
 
 /** The server's engine: backtests in the process's worker thread, pictures drawn here. */
@@ -41,6 +43,7 @@ export function workerBacktester(runner: BacktestRunner): Backtester {
     backtest: (input) => runner.backtest(input),
     grid: (input, values) => runner.grid({ input, values }),
     svg: (result) => backtestSvg(result),
+    busy: () => runner.running,
   };
 }
 
@@ -122,6 +125,7 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
     if (circuit === null) throw circuitNotFound(name);
     const current = policyOf(circuit);
     const plan = backtestPlan(body, current, breaker.defaults, breaker.now());
+    if (deps.backtester.busy?.()) throw busyError();
     const history = await readPlanHistory(deps.store, name, plan, deps.maxEntries);
     const result = await runPlan(deps.backtester, { name, current, createdAt: circuit.createdAt }, plan, history);
     const text = `${JSON.stringify(result)}\n`;
@@ -143,6 +147,13 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
       'content-type': 'image/svg+xml; charset=utf-8',
       'cache-control': 'private, max-age=3600',
     });
+  });
+}
+
+/** The runner's own refusal, before the history is read for nothing. */
+function busyError(): AppError {
+  return new AppError('BACKTEST_BUSY', 'Another backtest is running in this process; try again when it is done.', {
+    retryAfterSeconds: 1,
   });
 }
 

@@ -26,7 +26,7 @@ const figures = (openings: number): RunFigures => ({
 });
 
 /** An engine that records what it was asked and answers fixed figures. */
-function fakeEngine(behaviour: { busy?: boolean } = {}) {
+function fakeEngine(behaviour: { busy?: boolean; running?: boolean } = {}) {
   const inputs: BacktestInput[] = [];
   const gridValues: (readonly Record<string, number>[])[] = [];
   const engine: Backtester = {
@@ -68,6 +68,7 @@ function fakeEngine(behaviour: { busy?: boolean } = {}) {
         })),
       };
     },
+    busy: () => behaviour.running === true,
     svg: (result) => `<svg xmlns="http://www.w3.org/2000/svg"><title>${result.id}</title></svg>`,
   };
   return { engine, inputs, gridValues };
@@ -91,7 +92,9 @@ function storeWithHistory(entries: StoredEntry[]) {
   return { store: wrapped, queries };
 }
 
-function setup(options: { entries?: StoredEntry[]; busy?: boolean; historyMaxEntries?: number } = {}) {
+function setup(
+  options: { entries?: StoredEntry[]; busy?: boolean; running?: boolean; historyMaxEntries?: number } = {},
+) {
   const fake = fakeEngine(options);
   const history = storeWithHistory(options.entries ?? []);
   const t = buildApp({
@@ -230,6 +233,17 @@ describe('POST /circuits/{name}/backtest', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect((await json(res)).type).toBe('/problems/backtest-busy');
+  });
+
+  it('refuses with backtest-busy before reading the history while a backtest runs', async () => {
+    const { t, queries, inputs } = setup({ running: true });
+    await t.request('POST', '/circuits/db/success');
+    const res = await backtest(t, 'db', {});
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect((await json(res)).type).toBe('/problems/backtest-busy');
+    expect(queries).toEqual([]);
+    expect(inputs).toEqual([]);
   });
 });
 
