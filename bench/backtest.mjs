@@ -81,10 +81,10 @@ const timed = (fn) => {
   return { value, ms: performance.now() - t0 };
 };
 
-/** `ctx`: helpers of run.mjs (dist, log). */
+/** `ctx`: helpers of run.mjs (repoRoot, log). */
 export async function backtestSection(ctx) {
   const started = Date.now();
-  const lab = await load(ctx.dist);
+  const lab = await load(path.join(ctx.repoRoot, 'dist'));
   const window = (size, rate, minimumCalls) => ({
     type: 'time',
     size,
@@ -137,6 +137,13 @@ export async function backtestSection(ctx) {
   const best = gridRun.value.candidates[0];
   ctx.log(`backtest :: 27-point grid ${fmt(gridRun.ms)} ms; best ${JSON.stringify(best.values)}`);
 
+  // The machine's own noise first: the same monitor for 5 s with nothing running in this process.
+  const idle = monitorEventLoopDelay({ resolution: 10 });
+  idle.enable();
+  await new Promise((resolve) => setTimeout(resolve, 5_000));
+  idle.disable();
+  const idleMaxMs = idle.max / 1e6;
+  const idleP99Ms = idle.percentile(99) / 1e6;
   const runner = new lab.BacktestRunner({ timeoutMs: 300_000, maxHeapMb: 2_048 });
   const delay = monitorEventLoopDelay({ resolution: 10 });
   const baseRss = process.memoryUsage().rss;
@@ -187,6 +194,11 @@ export async function backtestSection(ctx) {
       'event-loop delay meanwhile (max / p99)',
       `${fmt(maxDelayMs, 1)} / ${fmt(p99DelayMs, 1)} ms`,
       `goal < ${GOALS.loopDelayMs} ms: ${goal(maxDelayMs < GOALS.loopDelayMs)}`,
+    ],
+    [
+      'event-loop delay idle, 5 s, the same monitor (max / p99)',
+      `${fmt(idleMaxMs, 1)} / ${fmt(idleP99Ms, 1)} ms`,
+      "the machine's own noise",
     ],
     [
       'RSS before / peak during the worker run',

@@ -5,7 +5,6 @@
 import type { Transition } from '../domain/types.js';
 import type { Fidelity, LabTransition } from './backtest-types.js';
 import { type DecodedHistory, MANUAL, TRANSITION } from './history-decode.js';
-import type { ReplayRun } from './replay.js';
 import { labTransition } from './run-figures.js';
 
 /** Transitions a person's action makes: manual actions, not judged by fidelity. */
@@ -32,7 +31,7 @@ export function recordedTransitions(history: DecodedHistory): LabTransition[] {
  * equal ones match; at a difference the earlier one is passed over (missing from the other
  * side) and the comparison goes on, so one difference is not counted twice.
  */
-export function fidelity(history: DecodedHistory, live: ReplayRun): Fidelity {
+export function fidelity(history: DecodedHistory, live: { readonly judged: readonly LabTransition[] }): Fidelity {
   const recorded = recordedTransitions(history);
   const replayed = live.judged;
   let matched = 0;
