@@ -15,6 +15,7 @@
 //   metrics     GET /allowed with metrics on vs metrics.enabled false (goal ≥0.95x); /metrics render time (bench/observe.mjs)
 //   throttle    GET /allowed on a healthy circuit with a soft throttle vs none (goal ≥0.9x); success outcomes (bench/throttle.mjs)
 //   kinds       GET /allowed on a ramping circuit vs a plain closed one (goal ≥0.9x); outcomes with a kind vs without (goal ≥0.9x) (bench/kinds.mjs)
+//   history     outcome intake with the outcome history on vs history.enabled false (goal ≥0.8x); bytes per outcome on a real file (bench/history.mjs)
 //   stalls      outcomes past metrics.max_circuits, Last-Event-ID replays, dashboard paging vs baselines (bench/stalls.mjs)
 //   client      circuitlog/client: call() vs GET /allowed, added µs per call, 4-client exact counts, stream lag (bench/client.mjs)
 //   python      the Python client: Client.call() vs GET /allowed from Python, added µs per call, 4 processes' exact counts (bench/python.mjs)
@@ -82,6 +83,7 @@ import { overloadSection } from './overload.mjs';
 import { throttleSection } from './throttle.mjs';
 import { backtestSection } from './backtest.mjs';
 import { kindsSection } from './kinds.mjs';
+import { historySection } from './history.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -102,6 +104,7 @@ const SECTIONS = [
   'metrics',
   'throttle',
   'kinds',
+  'history',
   'client',
   'python',
   'redis',
@@ -124,6 +127,7 @@ const DEFAULT_DURATION = {
   metrics: 8,
   throttle: 5,
   kinds: 5,
+  history: 5,
   client: 5,
   python: 6,
   redis: 5,
@@ -1097,6 +1101,7 @@ async function main() {
     metrics: () => metricsSection(withDuration('metrics')),
     throttle: () => throttleSection(withDuration('throttle')),
     kinds: () => kindsSection(withDuration('kinds')),
+    history: () => historySection(withDuration('history')),
     stalls: () => stallsSection(ctx),
     client: () => clientSection(withDuration('client')),
     python: () => pythonSection(withDuration('python')),

@@ -153,8 +153,8 @@ export function policyToWire(p: CircuitPolicy, resolved: boolean): PolicyWire {
         }),
     // Only those set: a policy without them reads as it always did (the circuit's JSON shows all: `kindsDisplay`).
     ...kindsToWire(p),
-    // Only when off (issue 31); the circuit's JSON shows it always (`circuitJson`).
-    ...(p.history === false ? { history: false } : {}),
+    // Resolved (for display) always; else only when off (issue 31), so a policy that keeps it reads as it always did.
+    ...(p.history === false ? { history: false } : resolved ? { history: true } : {}),
   };
 }
 
@@ -214,7 +214,7 @@ export function policyFromJson(json: Readonly<Record<string, unknown>> | null, f
     forced_state: json?.forced_state === 'open' || json?.forced_state === 'closed' ? json.forced_state : null,
     throttle: throttleWireFrom(json?.throttle),
     ...kindsWireFrom(json),
-    history: json?.history === false ? false : null,
+    history: typeof json?.history === 'boolean' ? json.history : fallback.history !== false,
   });
   return {
     ...policy,

@@ -48,6 +48,7 @@ export function singletonJobs(config: Config, deps: JobDeps): Jobs {
     idleCircuitDays: config.limits.idle_circuit_days,
     isDeclared: configDefinedCircuit(config),
     audit: deps.audit && { store: deps.audit, retentionDays: config.audit.retention_days },
+    historyMaxAgeHours: config.history.max_age_hours, // entries kept from before history.enabled was turned off too
   });
   const due = new DueTransitions(breaker, logger);
   const jobs: Jobs = {

@@ -17,6 +17,7 @@ import {
 import { AppError } from '../domain/errors.js';
 import { policyOf, resolvePolicy, samePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { HistoryHook } from '../domain/history.js';
+import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../domain/history-settings.js';
 import { drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
@@ -128,7 +129,7 @@ export class BreakerService {
   private readonly limits: ServiceLimits;
   private readonly random: RandomSource;
   private readonly committer: Committer;
-  private readonly historyEnabled: boolean;
+  private readonly history: HistorySettings;
   /** New circuits this process is writing right now, counted before they are stored (`withRoom`). */
   private creating = 0;
   private lastRecordWarning = -Infinity;
@@ -142,7 +143,7 @@ export class BreakerService {
     this.limits = deps.limits ?? {};
     this.random = deps.random ?? Math.random;
     this.defaults = resolvePolicy(deps.circuitDefaults);
-    this.historyEnabled = deps.history ?? true;
+    this.history = { ...HISTORY_DEFAULTS, enabled: deps.history ?? HISTORY_DEFAULTS.enabled };
     this.committer = deps.groupCommit === false ? this.ownTransactions() : this.groupCommitted();
   }
 
@@ -442,9 +443,10 @@ export class BreakerService {
         const found = this.store.find(item.name);
         const current = isPromise(found) ? await found : found;
         // Re-checked: while the read was on its way, a step for this circuit may have been queued.
-        if (current !== null && !group.isPending(item.name) && !this.keepsHistory(current)) {
+        if (current !== null && !group.isPending(item.name)) {
           const result = item.step(current);
-          if (result !== null && result.circuit === current) return this.settle(item.name, result, item.outcome)!;
+          if (result !== null && result.circuit === current && !this.keepsEntry(item, current, result))
+            return this.settle(item.name, result, item.outcome)!;
         }
       }
       const [result] = await group.submit([item]);
@@ -482,9 +484,13 @@ export class BreakerService {
     return chain(this.store.apply(name, step, history), (result) => this.settle(name, result, outcome));
   }
 
-  /** Whether the history keeps what is written to `circuit` (config `history.enabled`, its policy's `history`). */
-  private keepsHistory(circuit: Circuit): boolean {
-    return this.historyEnabled && circuit.history !== false;
+  /**
+   * Whether the history keeps an entry of `item`'s step that left `circuit` as it was (config
+   * `history.enabled`, the circuit's policy field `history`, and the item's hook: a refused
+   * call has no entry, so it is still answered at once).
+   */
+  private keepsEntry(item: ServiceItem, circuit: Circuit, result: Step): boolean {
+    return keepsHistory(this.history, circuit) && item.history !== undefined && item.history(circuit, result) !== null;
   }
 
   private settleAll(items: readonly ServiceItem[], results: readonly (Step | null)[]): (Step | null)[] {

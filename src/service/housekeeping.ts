@@ -18,6 +18,9 @@ const BATCH_TARGET_MS = 3; // 3 ms: how long one call may hold the event loop (o
  */
 export const DUTY = 0.25;
 const DEFAULT_INTERVAL_MS = 60_000; // 60 s between sweeps
+const HOUR_MS = 3_600_000;
+/** The history's age pass runs at most this often: one statement per circuit, and its bound is in hours. */
+const HISTORY_PASS_MS = HOUR_MS; // 1 h
 
 export interface HousekeepingOptions {
   /** `events.retention`: 0 turns a bound off. */
@@ -34,6 +37,8 @@ export interface HousekeepingOptions {
   readonly yieldBetween?: (lastCallMs: number) => Promise<void>;
   /** The audit log and `audit.retention_days` (issue 30): trimmed by its own age, never by `maxAgeDays`. */
   readonly audit?: { readonly store: Pick<AuditStore, 'trimByAge'>; readonly retentionDays: number };
+  /** `history.max_age_hours` (issue 31): entries past it, of circuits the write path no longer trims; absent: none. */
+  readonly historyMaxAgeHours?: number;
 }
 
 /** What one sweep did. */
@@ -43,6 +48,8 @@ export interface SweepReport {
   readonly idleDeleted: number;
   /** Audit entries older than `audit.retention_days` deleted. */
   readonly auditTrimmed: number;
+  /** History entries older than `history.max_age_hours` deleted by the hourly pass (issue 31). */
+  readonly historyTrimmed: number;
 }
 
 /**
@@ -68,6 +75,8 @@ export class Housekeeping {
   private readonly batch: number;
   private readonly pause: (lastCallMs: number) => Promise<void>;
   private lastCallMs = 0;
+  /** When the history's age pass last ran (it runs at most hourly). */
+  private historyPassAt = -Infinity;
 
   constructor(
     private readonly store: HousekeepingStore,
@@ -139,8 +148,9 @@ export class Housekeeping {
     if (idleCircuitDays !== null)
       idleDeleted = await this.deleteIdle(now - idleCircuitDays * DAY_MS - activityStampMs(idleCircuitDays), now);
     const auditTrimmed = await this.trimAudit(now);
-    const report = { trimmedByAge, trimmedPerCircuit, idleDeleted, auditTrimmed };
-    if (trimmedByAge + trimmedPerCircuit + idleDeleted + auditTrimmed > 0) {
+    const historyTrimmed = await this.trimHistory(now);
+    const report = { trimmedByAge, trimmedPerCircuit, idleDeleted, auditTrimmed, historyTrimmed };
+    if (trimmedByAge + trimmedPerCircuit + idleDeleted + auditTrimmed + historyTrimmed > 0) {
       this.logger.info(
         {
           event: 'housekeeping',
@@ -148,6 +158,7 @@ export class Housekeeping {
           trimmed_per_circuit: trimmedPerCircuit,
           idle_deleted: idleDeleted,
           audit_trimmed: auditTrimmed,
+          history_trimmed: historyTrimmed,
         },
         'housekeeping sweep done',
       );
@@ -167,6 +178,29 @@ export class Housekeeping {
       const n = await size.time(() => audit.store.trimByAge(before, batch));
       trimmed += n;
       full = n === batch;
+    }
+    return trimmed;
+  }
+
+  /**
+   * The history's age bound for circuits that stopped receiving writes (the write path trims
+   * the others): one pass over every circuit, at most hourly, in paced batches.
+   */
+  private async trimHistory(now: number): Promise<number> {
+    const maxAgeHours = this.options.historyMaxAgeHours;
+    const store = this.store;
+    if (maxAgeHours === undefined || store.trimHistory === undefined || now - this.historyPassAt < HISTORY_PASS_MS)
+      return 0;
+    this.historyPassAt = now;
+    const before = now - maxAgeHours * HOUR_MS;
+    let trimmed = 0;
+    const size = this.sizer();
+    for (let cursor = 0, done = false; !done && this.live(); await this.yieldBetween()) {
+      const batch = size.next();
+      const step = await size.time(() => store.trimHistory!(before, cursor, batch));
+      trimmed += step.deleted;
+      cursor = step.cursor;
+      done = step.done;
     }
     return trimmed;
   }

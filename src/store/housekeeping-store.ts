@@ -40,4 +40,10 @@ export interface HousekeepingStore {
     cursor: number,
     batch: number,
   ): MaybePromise<IdleProgress>;
+  /**
+   * The outcome history's age bound for circuits the write path does not trim (issue 31: a
+   * circuit that stopped receiving writes): delete up to `batch` entries older than `before`,
+   * the oldest of each circuit after `cursor` first. Absent: the store bounds it otherwise.
+   */
+  trimHistory?(before: number, cursor: number, batch: number): MaybePromise<TrimProgress>;
 }

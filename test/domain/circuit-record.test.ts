@@ -28,6 +28,7 @@ const SETTINGS: CircuitSettings[] = [
   { ...BASE, window: { type: 'time', size: 60, minimumCalls: 5, ...RATES }, successThreshold: 2 },
   { ...BASE, throttle: { k: 1.5, windowSeconds: 60 } },
   { ...BASE, quorum: { minCallers: 2, windowSeconds: 60, maxCallers: 100 }, forcedState: 'closed' },
+  { ...BASE, history: false }, // issue 31: the history opt-out
 ];
 
 /** Circuits as the domain writes them: fresh, after failures (open, with leases), after successes. */

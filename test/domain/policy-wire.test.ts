@@ -21,6 +21,7 @@ const everyField: CircuitPolicy = {
   backoff: { multiplier: 1.5, maxTimeoutSeconds: 900 },
   forcedState: 'open',
   throttle: { k: 3, windowSeconds: 20 },
+  history: false,
 };
 
 const throughJson = (wire: PolicyWire): PolicyWire => JSON.parse(JSON.stringify(wire)) as PolicyWire;
@@ -51,7 +52,16 @@ describe('the policy wire mapping', () => {
       backoff: { multiplier: 1.5, max_timeout_seconds: 900 },
       forced_state: 'open',
       throttle: { k: 3, window_seconds: 20 },
+      history: false,
     });
+  });
+
+  it('writes history only when off in a merge base, and always when resolved (issue 31)', () => {
+    const { history: _off, ...on } = everyField;
+    expect(policyToWire(on, true).history).toBe(true);
+    expect('history' in policyToWire(on, false)).toBe(false);
+    expect(policyToWire(everyField, false).history).toBe(false);
+    expect(policyFromWire({ ...policyToWire(on, true), history: true })).toEqual(on);
   });
 
   it('round-trips the wire form the HTTP schema accepts (wire -> domain -> wire)', () => {

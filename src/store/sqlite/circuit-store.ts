@@ -8,9 +8,8 @@ import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, HealthReport, HistoryQuery, ListQuery } from '../circuit-store.js';
 import { storedEntry, type HistoryHook, type StoredEntry } from '../../domain/history.js';
-import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../../domain/history-settings.js';
-import { HistoryTable } from './history-table.js';
-import { circuitFromColumns, circuitToColumns } from '../../domain/circuit-record.js';
+import { HISTORY_DEFAULTS, type HistorySettings } from '../../domain/history-settings.js';
+import { circuitFromColumns, circuitToColumns, type ColumnValue } from '../../domain/circuit-record.js';
 import { prepareCircuitStatements, type CircuitStatements, type CircuitValues } from './circuit-statements.js';
 import { planCallerWrites } from '../caller-writes.js';
 import { detailText, parseTransitionDetail } from '../../domain/transition-detail.js';
@@ -62,7 +61,7 @@ export class SqliteCircuitStore implements CircuitStore {
    * Nothing when the history is off for the circuit (config or its policy field `history`).
    */
   private historyOf(before: Circuit | null, result: Step, hook: HistoryHook | undefined): readonly StoredEntry[] {
-    if (!keepsHistory(this.historySettings, result.circuit)) return NO_ENTRIES;
+    if (!this.keepsHistory(result.circuit)) return NO_ENTRIES;
     const entry = hook === undefined ? null : hook(before, result);
     if (entry === null && result.transitions.length === 0) return NO_ENTRIES;
     const out: StoredEntry[] = entry === null ? [] : [storedEntry(entry)];
@@ -83,7 +82,7 @@ export class SqliteCircuitStore implements CircuitStore {
     const entries = this.historyOf(current, result, history);
     // An outcome is history whether or not it changed the circuit: only its entry is written then.
     if (result.circuit === current) {
-      if (entries.length > 0) this.historyRows.append(current!.id, entries);
+      if (entries.length > 0) this.historyRows.append(new Map([[current!.id, entries]]));
       return result;
     }
     this.cache.delete(name); // until the commit succeeds
@@ -94,7 +93,7 @@ export class SqliteCircuitStore implements CircuitStore {
       this.update(result.circuit, current);
     }
     for (const t of result.transitions) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
-    this.historyRows.append(id, entries);
+    if (entries.length > 0) this.historyRows.append(new Map([[id, entries]]));
     return id === result.circuit.id ? result : { ...result, circuit: { ...result.circuit, id } };
   }
 
@@ -134,7 +133,7 @@ export class SqliteCircuitStore implements CircuitStore {
       if (circuit !== null && circuit !== row && row !== null) this.update(circuit, row);
     }
     for (const [id, t] of events) this.sql.insertTransition.run(id, t.from, t.to, t.reason, t.at, detailText(t));
-    for (const [id, list] of entries) this.historyRows.append(id, list);
+    if (entries.size > 0) this.historyRows.append(entries);
     return { results, latest };
   }
 
@@ -229,11 +228,16 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
-  /** Whether the history keeps something of a step that left `current` as it was (its hook's entry). */
-  private keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
+  /** `keepsHistory` of domain/history-settings.ts, written out: this is every write's path. */
+  private keepsHistory(circuit: Circuit): boolean {
+    return this.historySettings.enabled && circuit.history !== false;
+  }
+
+  /** Whether the history keeps something of a step that left `current` as it was (its hook's entry): a write. */
+  keepsEntry(current: Circuit | null, result: Step, history: HistoryHook | undefined): boolean {
     return (
       history !== undefined &&
-      keepsHistory(this.historySettings, result.circuit) &&
+      this.keepsHistory(result.circuit) &&
       (history(current, result) !== null || result.transitions.length > 0)
     );
   }
@@ -246,7 +250,7 @@ export class SqliteCircuitStore implements CircuitStore {
     });
   }
 
-  /** Deletes the circuit with its transitions, caller entries and history (ON DELETE CASCADE). */
+  /** Deletes the circuit with its transitions and caller entries (ON DELETE CASCADE) and its history (a trigger). */
   delete(name: string): boolean {
     return this.guard(() => {
       const deleted = this.sql.deleteByName.run(name).changes > 0;
@@ -368,7 +372,7 @@ export class StorageHealth {
       // history entry of an unchanged circuit is a write too (issue 31).
       const checked = (current: Circuit | null) => {
         const result = step(current);
-        writes = result !== null && (result.circuit !== current || (history?.(current, result) ?? null) !== null);
+        writes = result !== null && (result.circuit !== current || store.keepsEntry(current, result, history));
         if (writes) this.assertFileIntact();
         return result;
       };
@@ -535,5 +539,101 @@ export class CallerRows {
     if (appended.length === 0) return;
     let seq = this.selectMaxSeq.get(circuitId) ?? 0;
     for (const e of appended) this.upsert.run(circuitId, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7] ?? null, ++seq);
+  }
+}
+
+/**
+ * The bounds are kept in the write path, amortized: when a write carries a circuit's `seq` past
+ * a multiple of this, the entries past `max_outcomes` and older than `max_age_hours` among its
+ * oldest (`TRIM_SCAN` more than the write added) are deleted. So a circuit holds at most `max_outcomes + TRIM_EVERY - 1`
+ * entries, and an entry past its age goes at that circuit's next trim (docs/operations.md#history).
+ */
+export const TRIM_EVERY = 1_024;
+/**
+ * Oldest entries one trim looks at besides those the write added: at least what was added since
+ * the last trim (at most TRIM_EVERY before this write), and as much again, so it catches up after a lowered bound.
+ */
+const TRIM_SCAN = 2 * TRIM_EVERY;
+const HOUR_MS = 3_600_000;
+/** Rows one INSERT statement writes at most (4 parameters a row, far below SQLite's 32,766). */
+const ROWS_PER_INSERT = 32;
+
+/**
+ * The `history` table (migration 0012): each circuit's entries as `(circuit_id, seq, t, e)`.
+ * Written only inside the store's write transactions (the lock makes `max(seq) + 1` safe across
+ * workers), read by `read`; a circuit's rows go with it (the trigger `circuits_history_delete`).
+ */
+export class HistoryTable {
+  private readonly lastSeq;
+  /** `INSERT` statements of 1 to ROWS_PER_INSERT rows, prepared when first needed. */
+  private readonly inserts: Database.Statement<ColumnValue[]>[] = [];
+  private readonly trimOld;
+  private readonly select;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly settings: HistorySettings,
+  ) {
+    this.lastSeq = db
+      .prepare<[number], number>('SELECT seq FROM history WHERE circuit_id = ? ORDER BY seq DESC LIMIT 1')
+      .pluck();
+    // The oldest TRIM_SCAN rows of the circuit (one range of the primary key), those past either bound.
+    this.trimOld = db.prepare<{ id: number; keepAfter: number; before: number; scan: number }>(
+      `DELETE FROM history WHERE circuit_id = @id AND seq IN (
+         SELECT seq FROM history WHERE circuit_id = @id ORDER BY seq LIMIT @scan
+       ) AND (seq <= @keepAfter OR t < @before)`,
+    );
+    this.select = db
+      .prepare<[number, number, number, number], [number, string]>(
+        'SELECT t, e FROM history WHERE circuit_id = ? AND t >= ? AND t < ? ORDER BY seq LIMIT ?',
+      )
+      .raw();
+  }
+
+  /**
+   * Append each circuit's entries in order, inside the caller's write transaction, and trim the
+   * circuits that are due. The rows of all circuits go in multi-row INSERTs (up to
+   * ROWS_PER_INSERT a statement): one call into SQLite per 32 rows rather than per row.
+   */
+  append(entries: ReadonlyMap<number, readonly StoredEntry[]>): void {
+    const values: ColumnValue[] = [];
+    const due: [id: number, first: number, seq: number, now: number][] = [];
+    for (const [id, list] of entries) {
+      if (list.length === 0) continue;
+      const first = this.lastSeq.get(id) ?? 0;
+      let seq = first;
+      for (const e of list) values.push(id, ++seq, e.t, e.text);
+      // The newest entry's time stands for now: the store has no clock, and the step's `now` is the write's time.
+      if (Math.floor(seq / TRIM_EVERY) !== Math.floor(first / TRIM_EVERY)) due.push([id, first, seq, list.at(-1)!.t]);
+    }
+    const rows = values.length / 4;
+    for (let at = 0; at < rows; at += ROWS_PER_INSERT) {
+      const n = Math.min(ROWS_PER_INSERT, rows - at);
+      this.insertOf(n).run(...values.slice(at * 4, (at + n) * 4));
+    }
+    for (const [id, first, seq, now] of due)
+      this.trimOld.run({
+        id,
+        keepAfter: seq - this.settings.maxOutcomes,
+        before: now - this.settings.maxAgeHours * HOUR_MS,
+        scan: seq - first + TRIM_SCAN,
+      });
+  }
+
+  private insertOf(rows: number): Database.Statement<ColumnValue[]> {
+    let statement = this.inserts[rows - 1];
+    if (statement === undefined) {
+      const tuples = Array.from({ length: rows }, () => '(?, ?, ?, ?)').join(', ');
+      statement = this.db.prepare<ColumnValue[]>(`INSERT INTO history (circuit_id, seq, t, e) VALUES ${tuples}`);
+      this.inserts[rows - 1] = statement;
+    }
+    return statement;
+  }
+
+  /** A circuit's entries in write order, `query` bounding them by time and count. */
+  read(circuitId: number, query: HistoryQuery): StoredEntry[] {
+    const from = query.from ?? Number.MIN_SAFE_INTEGER;
+    const to = query.to ?? Number.MAX_SAFE_INTEGER;
+    return this.select.all(circuitId, from, to, query.limit).map(([t, text]) => ({ t, text }));
   }
 }

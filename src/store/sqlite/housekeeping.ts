@@ -7,6 +7,8 @@ import type { HousekeepingStore, IdleProgress, TrimProgress } from '../housekeep
 
 /** Circuits one idle-pass call reads (a plain rowid range: well under a millisecond). */
 const IDLE_SCAN = 1_000;
+/** Circuits one history age-pass call looks at (one DELETE each, on its primary-key range). */
+const HISTORY_SCAN = 100;
 
 /** The age trim's statements (their plans are tested): the bound of the oldest `batch` ids, then the ranged DELETE. */
 export const OLDEST_BATCH_BOUND_SQL = 'SELECT id FROM transitions ORDER BY id LIMIT 1 OFFSET ?';
@@ -37,6 +39,8 @@ export class SqliteHousekeeping implements HousekeepingStore {
   private readonly circuitById;
   private readonly deleteIfIdle;
   private readonly callerRows;
+  private readonly circuitIdsAfter;
+  private readonly deleteOldHistory;
 
   constructor(
     db: Database.Database,
@@ -64,6 +68,15 @@ export class SqliteHousekeeping implements HousekeepingStore {
     );
     this.circuitById = db.prepare<[number], CircuitValues>(`SELECT ${COLUMNS} FROM circuits WHERE id = ?`).raw();
     this.callerRows = new CallerRows(db);
+    this.circuitIdsAfter = db
+      .prepare<[number, number], number>('SELECT id FROM circuits WHERE id > ? ORDER BY id LIMIT ?')
+      .pluck();
+    // Among the circuit's oldest `limit` entries (a range of the primary key), those past the age.
+    this.deleteOldHistory = db.prepare<{ id: number; before: number; limit: number }>(
+      `DELETE FROM history WHERE circuit_id = @id AND seq IN (
+         SELECT seq FROM history WHERE circuit_id = @id ORDER BY seq LIMIT @limit
+       ) AND t < @before`,
+    );
     this.deleteIfIdle = db.prepare<[number, number]>(
       "DELETE FROM circuits WHERE id = ? AND state = 'closed' AND forced_state IS NULL AND updated_at < ?",
     );
@@ -95,6 +108,24 @@ export class SqliteHousekeeping implements HousekeepingStore {
       if (deleted >= batch) return { deleted, cursor, done: false };
     }
     return { deleted, cursor: rows.at(-1)!.id, done: rows.length < batch };
+  }
+
+  /**
+   * The history's age bound (issue 31), for circuits the write path no longer trims: up to
+   * HISTORY_SCAN circuits after `cursor`, each one DELETE among its oldest entries. A circuit
+   * with more old entries than the budget left keeps the cursor before it, so the next call
+   * goes on with it.
+   */
+  trimHistory(before: number, cursor: number, batch: number): TrimProgress {
+    const ids = this.circuitIdsAfter.all(cursor, HISTORY_SCAN);
+    let deleted = 0;
+    for (const id of ids) {
+      const limit = batch - deleted;
+      const n = this.deleteOldHistory.run({ id, before, limit }).changes;
+      deleted += n;
+      if (n === limit) return { deleted, cursor: id - 1, done: false };
+    }
+    return { deleted, cursor: ids.at(-1) ?? cursor, done: ids.length < HISTORY_SCAN };
   }
 
   /**
