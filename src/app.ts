@@ -4,6 +4,8 @@ import type { BreakerPolicy, CircuitSettings } from './domain/circuit.js';
 import { nodeCircuitName } from './domain/circuit-name.js';
 import { registerDashboardRoutes } from './dashboard/dashboard-routes.js';
 import { registerBackup, type BackupSource } from './http/backup-routes.js';
+import { type Backtester, registerBacktestRoutes, workerBacktester } from './http/backtest-routes.js';
+import { BacktestRunner } from './lab/backtest-worker.js';
 import { registerCircuitRoutes } from './http/circuit-routes.js';
 import { registerDocsPage } from './http/docs-page.js';
 import { problemAnswer, registerFallbacks } from './http/fallbacks.js';
@@ -90,7 +92,13 @@ export interface AppDeps {
    * `NO_AUDIT_LOG` (nothing recorded, `/audit` answers an empty page).
    */
   readonly audit?: AuditLog;
+  /** The policy lab's engine (issue 31): default the worker thread (lab/backtest-worker.ts); tests pass a fake. */
+  readonly backtester?: Backtester;
+  /** `history.max_outcomes`: the most history entries one backtest reads (default 200,000). */
+  readonly historyMaxEntries?: number;
 }
+
+const DEFAULT_HISTORY_MAX_ENTRIES = 200_000; // history.max_outcomes' default
 
 export interface App {
   readonly app: OpenAPIHono;
@@ -126,6 +134,12 @@ export function createApp(deps: AppDeps): App {
   registerCircuitRoutes(app, breaker, { bodyLimitBytes, isConfigCircuit: nodeCircuitNames(deps.proxy), audit });
   registerOutcomeRoutes(app, breaker, bodyLimitBytes);
   registerPolicyRoutes(app, breaker, bodyLimitBytes, audit);
+  registerBacktestRoutes(app, breaker, {
+    store: deps.store,
+    backtester: deps.backtester ?? workerBacktester(new BacktestRunner()),
+    maxEntries: deps.historyMaxEntries ?? DEFAULT_HISTORY_MAX_ENTRIES,
+    bodyLimitBytes,
+  });
   const proxy = registerProxy(app, deps, breaker);
   if (deps.observe) {
     const { hub } = deps.observe;

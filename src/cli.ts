@@ -8,6 +8,7 @@ import cluster from 'node:cluster';
 import type { ApiTarget } from './cli/api.js';
 import { parseInvocation, type Invocation } from './cli/args.js';
 import { backupFromFile, backupThroughApi } from './cli/backup-command.js';
+import { backtestFromFile, backtestThroughApi } from './cli/backtest-command.js';
 import { clearForce, forceCircuit, getCircuit, listCircuits, resetCircuit } from './cli/circuit-commands.js';
 import { databasePath } from './cli/database-file.js';
 import { CliError, EXIT, type ExitCode } from './cli/exit-codes.js';
@@ -46,6 +47,13 @@ async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
       if (invocation.offline || invocation.db !== undefined)
         await backupFromFile(databasePath(invocation.db, process.env), request, io);
       else await backupThroughApi(target, request, io);
+      return EXIT.OK;
+    }
+    case 'backtest': {
+      const { policy, grid, from, to, svg } = invocation.backtest;
+      const request = { circuit: first, policyFile: policy, gridFile: grid, from, to, svgFile: svg, json };
+      if (invocation.db !== undefined) await backtestFromFile(invocation.db, process.env, request, io);
+      else await backtestThroughApi(target, request, io);
       return EXIT.OK;
     }
     case 'restore':

@@ -206,6 +206,7 @@ function appDeps(
     apiBodyLimitBytes: config.api_body_limit_bytes,
     groupCommit: config.groupCommit,
     history: config.history.enabled,
+    historyMaxEntries: config.history.max_outcomes,
     proxy,
     proxyOnStorageOutage: config.proxyOnStorageOutage,
     observe,

@@ -27,6 +27,8 @@ export const ROUTE_SCOPES: readonly RouteScopeRow[] = [
   { method: 'GET', path: '/circuits/{name}', scope: 'read' },
   { method: 'GET', path: '/circuits/{name}/allowed', scope: 'read' },
   { method: 'GET', path: '/circuits/{name}/events', scope: 'read' },
+  { method: 'POST', path: '/circuits/{name}/backtest', scope: 'read' },
+  { method: 'GET', path: '/circuits/{name}/backtest/{id}.svg', scope: 'read' },
   { method: 'GET', path: '/events/stream', scope: 'read' },
   { method: 'GET', path: '/metrics', scope: 'read' },
   { method: 'GET', path: '/dashboard/api/state', scope: 'read' },

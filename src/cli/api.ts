@@ -94,7 +94,7 @@ const MAX_PROBLEM_BYTES = 64 * 1024; // 64 KiB: a problem body is a few hundred 
 /** One line from an error answer: `404 circuit-not-found: Circuit 'x' ...`, plus a hint for 401/403. */
 async function answerError(response: Response, method: string, path: string): Promise<CliError> {
   const text = (await cappedText(response, MAX_PROBLEM_BYTES)) ?? '';
-  let problem: { type?: unknown; detail?: unknown; title?: unknown } = {};
+  let problem: { type?: unknown; detail?: unknown; title?: unknown; errors?: unknown } = {};
   try {
     problem = JSON.parse(text) as typeof problem;
   } catch {
@@ -104,7 +104,12 @@ async function answerError(response: Response, method: string, path: string): Pr
   const detail =
     typeof problem.detail === 'string' ? problem.detail : typeof problem.title === 'string' ? problem.title : '';
   const hint = response.status === 401 ? ' (pass --token or set CIRCUITLOG_TOKEN)' : '';
-  const said = detail ? `: ${detail}` : '';
+  const fields = Array.isArray(problem.errors)
+    ? problem.errors
+        .filter((e): e is { field: string; message: string } => typeof e?.field === 'string')
+        .map((e) => `${e.field}: ${e.message}`)
+    : [];
+  const said = `${detail ? `: ${detail}` : ''}${fields.length > 0 ? ` (${fields.join('; ')})` : ''}`;
   return new CliError(EXIT.FAILED, `${method} ${path} answered ${response.status}${kind}${said}${hint}`);
 }
 

@@ -13,6 +13,7 @@ export const COMMANDS = {
   backup: { options: ['db', 'offline', 'overwrite', 'wait'], args: ['file'] },
   restore: { options: ['db'], args: ['file'] },
   migrate: { options: ['db', 'check'], args: [] },
+  backtest: { options: ['db', 'policy', 'grid', 'from', 'to', 'svg'], args: ['circuit'] },
   token: { options: ['id', 'scopes', 'circuits', 'callers', 'max-new-circuits'], args: ['create'] },
   help: { options: [], args: [] },
 } as const satisfies Record<string, { options: readonly string[]; args: readonly string[] }>;
@@ -43,6 +44,14 @@ export interface Invocation {
     readonly callers: string | undefined;
     readonly maxNewCircuits: string | undefined;
   };
+  /** `backtest`'s options, as given (checked by the command). */
+  readonly backtest: {
+    readonly policy: string | undefined;
+    readonly grid: string | undefined;
+    readonly from: string | undefined;
+    readonly to: string | undefined;
+    readonly svg: string | undefined;
+  };
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -67,6 +76,11 @@ const OPTIONS = {
   circuits: { type: 'string' },
   callers: { type: 'string' },
   'max-new-circuits': { type: 'string' },
+  policy: { type: 'string' },
+  grid: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  svg: { type: 'string' },
 } as const;
 
 /** Parse `argv` (without node and the script) against `env`; a CliError with exit 2 when wrong. */
@@ -121,6 +135,7 @@ function invocationOf(
       callers: str('callers'),
       maxNewCircuits: str('max-new-circuits'),
     },
+    backtest: { policy: str('policy'), grid: str('grid'), from: str('from'), to: str('to'), svg: str('svg') },
   };
 }
 

@@ -12,6 +12,11 @@ Commands:
     --offline | --db <path>     ... or straight from the SQLite file while the server is down
     --overwrite                 replace an existing <file>
     --wait <s>                  keep retrying this long while another backup runs (default 60)
+  backtest <circuit> --policy <file> [--grid <file>] [--from T] [--to T] [--svg <file>]
+                              replay the circuit's history with its live policy and a proposed one
+                              (a policy patch, YAML or JSON): openings, time open, refused calls,
+                              flaps, detection, fidelity; T is ISO 8601 or epoch ms
+    --db <path>                 ... straight from the SQLite file (read-only), no server needed
   restore <file> [--db <path>]    put a backup in the database's place; refused while a server holds it
   migrate --check [--db <path>]   the database's schema version against this build's
   token create --id <id> --scopes <s,s> [--circuits <p,p>] [--callers <p,p>] [--max-new-circuits N]

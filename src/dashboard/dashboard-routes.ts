@@ -40,6 +40,7 @@ const SEARCH_SCAN = 5_000; // circuits a search answer reads at most; `next_afte
 const RECENT_TRANSITIONS = 50; // the timeline's first fill
 const ASSETS: Record<string, string> = {
   'dashboard.js': 'text/javascript; charset=utf-8',
+  'what-if.js': 'text/javascript; charset=utf-8',
   'dashboard.css': 'text/css; charset=utf-8',
 };
 

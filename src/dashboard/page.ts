@@ -34,7 +34,28 @@ export function dashboardPage(options: { readonly tokenRequired: boolean }): str
     <ol id="timeline"></ol>
   </aside>
 </main>
+<details id="what-if">
+  <summary>What if: backtest a policy on a circuit's recorded history</summary>
+  <form id="what-if-form">
+    <label>Circuit <input id="wi-circuit" required autocomplete="off" placeholder="click a circuit's name"></label>
+    <label>Failure threshold <input id="wi-failure-threshold" type="number" step="1"></label>
+    <label>Open time (s) <input id="wi-timeout" type="number" step="1"></label>
+    <label>Window <select id="wi-window-type"><option value="">unchanged</option><option value="none">none</option><option value="count">count</option><option value="time">time</option></select></label>
+    <label>Window size <input id="wi-window-size" type="number" step="1"></label>
+    <label>Failure rate % <input id="wi-window-rate" type="number" step="any"></label>
+    <label>From <input id="wi-from" type="datetime-local" step="1"></label>
+    <label>To <input id="wi-to" type="datetime-local" step="1"></label>
+    <button id="wi-run" type="submit">Run backtest</button>
+  </form>
+  <p id="wi-status" role="status"></p>
+  <div id="wi-result" hidden>
+    <p id="wi-summary"></p>
+    <table id="wi-figures"><thead><tr><th></th><th>current</th><th>proposed</th></tr></thead><tbody></tbody></table>
+    <img id="wi-picture" alt="The history's failure rate per minute under both policies' state bands" hidden>
+  </div>
+</details>
 <script type="module" src="/dashboard/assets/dashboard.js"></script>
+<script type="module" src="/dashboard/assets/what-if.js"></script>
 </body>
 </html>
 `;

@@ -73,6 +73,11 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
   MISDIRECTED_REQUEST: { status: 421, type: '/problems/misdirected-request', title: 'Host not served here' },
   ADMIN_DISABLED: { status: 403, type: '/problems/admin-disabled', title: 'Admin route disabled' },
   BACKUP_RUNNING: { status: 409, type: '/problems/backup-running', title: 'A backup is already running' },
+  TOO_MANY_COMBINATIONS: {
+    status: 400,
+    type: '/problems/too-many-combinations',
+    title: 'A backtest grid of more than 100 combinations',
+  },
   // The policy lab (issue 31): one backtest at a time per process, within a time and a memory limit.
   BACKTEST_BUSY: { status: 503, type: '/problems/backtest-busy', title: 'A backtest is already running' },
   BACKTEST_TIMEOUT: { status: 503, type: '/problems/backtest-timeout', title: 'The backtest ran out of time' },

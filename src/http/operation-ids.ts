@@ -17,6 +17,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'post /circuits/{name}/success': 'recordSuccess',
   'post /circuits/{name}/failure': 'recordFailure',
   'post /circuits/{name}/reset': 'resetCircuit',
+  'post /circuits/{name}/backtest': 'runBacktest',
+  'get /circuits/{name}/backtest/{id}.svg': 'getBacktestPicture',
   'get /health': 'getHealth',
   'get /health/ready': 'getReadiness',
   'get /admin/backup': 'getBackup',

@@ -1,5 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { policyOf } from '../domain/policy.js';
+import { type CircuitPolicy, policyOf } from '../domain/policy.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
 import type { BreakerService } from '../service/breaker-service.js';
@@ -21,6 +21,25 @@ const PATCH_DOC = { $ref: '#/components/schemas/PolicyPatch' };
 /** Zod issues as field errors, one per unknown key too. */
 function policyFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
   return fieldErrors(issues, 'is not a policy field');
+}
+
+/**
+ * A policy with a merge patch applied and checked whole, as PATCH does it (the backtest's
+ * proposed policy is made here too); a VALIDATION_FAILED naming each field when it breaks a rule.
+ */
+export function mergedPolicy(
+  base: CircuitPolicy,
+  defaults: CircuitPolicy,
+  patch: Record<string, unknown>,
+  what = 'The policy patch',
+): CircuitPolicy {
+  const merged = policySchema.safeParse(patchedPolicy(base, defaults, patch));
+  if (!merged.success) {
+    throw new AppError('VALIDATION_FAILED', `${what} has invalid fields; nothing was changed.`, {
+      fields: policyFieldErrors(merged.error.issues),
+    });
+  }
+  return policyFromWire(merged.data);
 }
 
 /** The patch formats PATCH understands, as `Accept-Patch` lists them (RFC 5789 section 3.1). */
@@ -88,15 +107,7 @@ export function registerPolicyRoutes(
       breaker.configure(
         name,
         (current) => {
-          const merged = policySchema.safeParse(
-            patchedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch),
-          );
-          if (!merged.success) {
-            throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
-              fields: policyFieldErrors(merged.error.issues),
-            });
-          }
-          return policyFromWire(merged.data);
+          return mergedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch);
         },
         identityOf(c).id,
       ),

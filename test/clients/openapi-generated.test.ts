@@ -74,7 +74,7 @@ describe('the OpenAPI document as a contract for generated clients', () => {
     expect(ops.length).toBeGreaterThanOrEqual(15);
     for (const op of ops) {
       expect(op.id, op.key).toBe(OPERATION_IDS[op.key]);
-      expect(op.id, op.key).toMatch(/^(list|get|update|delete|check|record|call|reset|stream|proxy)[A-Z]/);
+      expect(op.id, op.key).toMatch(/^(list|get|update|delete|check|record|call|reset|stream|proxy|run)[A-Z]/);
     }
     expect(new Set(ops.map((o) => o.id)).size).toBe(ops.length);
   });

@@ -104,6 +104,34 @@ const CASES: Record<string, Case[]> = {
     { send: 'POST /circuits/svc/outcomes', status: 415, ...text },
     { send: 'POST /circuits/svc/outcomes', status: 422, ...json({ success: 'true' }) },
   ],
+  'post /circuits/{name}/backtest': [
+    { send: 'POST /circuits/svc/backtest', status: 200, ...json({ policy: { failure_threshold: 8 } }) },
+    { send: 'POST /circuits/svc/backtest', status: 400, headers: { 'content-type': 'application/json' }, body: '{' },
+    {
+      send: 'POST /circuits/svc/backtest',
+      status: 400,
+      ...json({
+        grid: {
+          failure_threshold: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+          timeout_seconds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        },
+      }),
+    },
+    { send: 'POST /circuits/svc/backtest', status: 401, ...noAuth },
+    { send: 'POST /circuits/nobody/backtest', status: 404 },
+    { send: 'GET /circuits/svc/backtest', status: 405 },
+    { send: 'POST /circuits/svc/backtest', status: 413, ...big },
+    { send: 'POST /circuits/svc/backtest', status: 415, ...text },
+    { send: 'POST /circuits/svc/backtest', status: 422, ...json({ policy: { failure_threshold: 0 } }) },
+    { send: 'POST /circuits/svc/backtest', status: 503, busy: true },
+  ],
+  'get /circuits/{name}/backtest/{id}.svg': [
+    { send: 'GET /circuits/bad%20name/backtest/x.svg', status: 400 },
+    { send: 'GET /circuits/svc/backtest/x.svg', status: 401, ...noAuth },
+    { send: 'GET /circuits/svc/backtest/unknown-id.svg', status: 404 },
+    { send: 'POST /circuits/svc/backtest/x.svg', status: 405 },
+    { send: 'GET /circuits/svc/backtest/x.svg', status: 503, busy: true },
+  ],
   'get /circuits/{name}/events': [
     { send: 'GET /circuits/open/events', status: 200 },
     { send: 'GET /circuits/open/events?limit=501', status: 400 },
