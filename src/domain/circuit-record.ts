@@ -108,6 +108,19 @@ const RAMP = rule(
   (v) => isObject(v) && isPositive(v.seconds) && isPositive(v.startPercent) && (v.startPercent as number) <= 100,
   '{seconds > 0, startPercent 1-100}',
 );
+// Issue 31: the shadow's own circuit is checked as the live one is (its caller table, kept inside it, as an array).
+const SHADOW = rule(
+  (v) =>
+    isObject(v) &&
+    isObject(v.circuit) &&
+    misfit(v.circuit) === null &&
+    (v.circuit.callers === undefined || Array.isArray(v.circuit.callers)) &&
+    isCount(v.outcomes) &&
+    isCount(v.refused) &&
+    isCount(v.openings) &&
+    isTime(v.since),
+  '{circuit, outcomes, refused, openings, since}',
+);
 const COOL_CALLERS = rule(
   (v) =>
     Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && isTime(e[1])),
@@ -158,6 +171,7 @@ export const RECORD_FIELDS: readonly RecordField[] = [
   { key: 'coolCallers', column: 'cool_callers', rule: COOL_CALLERS, nullable: true, json: true, since: 'absent' },
   { key: 'coolDueAt', column: 'cool_due_at', rule: TIME, nullable: true, since: 'absent' },
   { key: 'rampUntil', column: 'ramp_until', rule: TIME, nullable: true, since: 'absent' },
+  { key: 'shadow', column: 'shadow', rule: SHADOW, nullable: true, json: true, since: 'absent' }, // issue 31
 ];
 
 /** A field in the one shape the loops below read. */
@@ -254,6 +268,7 @@ export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
     if (v[AT.coolDueAt] != null) c.coolDueAt = v[AT.coolDueAt];
     if (v[AT.rampUntil] != null) c.rampUntil = v[AT.rampUntil];
   }
+  if (v[AT.shadow] != null) c.shadow = parsed(v[AT.shadow]); // issue 31, only when set
   return c as unknown as Circuit;
 }
 
@@ -327,6 +342,7 @@ function stateMisfit(c: Raw): Field | null {
   if (!fits(F.coolCallers, c.coolCallers)) return F.coolCallers;
   if (!fits(F.coolDueAt, c.coolDueAt)) return F.coolDueAt;
   if (!fits(F.rampUntil, c.rampUntil)) return F.rampUntil;
+  if (!fits(F.shadow, c.shadow)) return F.shadow;
   return null;
 }
 
