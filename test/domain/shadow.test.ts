@@ -71,13 +71,14 @@ describe('the shadow policy', () => {
       window: { ...window, slowCallDurationMs: null, slowCallRateThreshold: 100 },
     });
     const outcomes = fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 40_000 })), { maxLength: 60 });
+    const lateRule = fc.constantFrom('circuitlog' as const, 'count_only' as const);
     fc.assert(
-      fc.property(outcomes, (list) => {
+      fc.property(outcomes, lateRule, (list, late) => {
         let c = shadowed(live, live);
         let now = T0;
         for (const [success, gap] of list) {
           now += gap;
-          const s = step(c, { success }, now);
+          const s = step(c, { success, late }, now);
           const own = s.transitions.filter((t) => t.shadow !== true);
           const shadows = s.transitions.filter((t) => t.shadow === true).map(({ shadow: _s, ...t }) => t);
           expect(shadows).toEqual(own);

@@ -127,6 +127,12 @@ describe('the shadow policy', () => {
     expect(await get(t)).toEqual(before);
   });
 
+  it('resets the shadow with the live circuit', async () => {
+    const t = await strictShadow(2);
+    expect((await t.request('POST', '/circuits/svc/reset')).status).toBe(200);
+    expect((await get(t)).shadow).toMatchObject({ state: 'closed', counts: { outcomes: 2, openings: 1 } });
+  });
+
   it('keeps the shadow and its counts across a live policy change', async () => {
     const t = await strictShadow(1);
     expect((await patch(t, { failure_threshold: 7 })).status).toBe(200);
