@@ -246,7 +246,8 @@ export class BreakerService {
   /** The circuit after the lazy open -> half-open transition, or null if unknown. */
   async get(name: string): Promise<Circuit | null> {
     const now = this.clock();
-    return (await this.run(name, (c) => (c === null ? null : refreshShadow(refresh(c, now), now))))?.circuit ?? null;
+    const step = (c: Circuit | null) => (c === null ? null : withShadowRefreshed(refresh(c, now), now));
+    return (await this.run(name, step))?.circuit ?? null;
   }
 
   /** Close the circuit; null if unknown. */
@@ -263,7 +264,9 @@ export class BreakerService {
     let before: Circuit | null = null;
     const step = await this.run(name, (c) => {
       before = c;
-      return c === null ? null : madeBy(resetShadow(reset(c, now), now), by);
+      if (c === null) return null;
+      const done = reset(c, now);
+      return madeBy(c.shadow == null ? done : resetShadow(done, now), by);
     });
     return step === null || before === null ? null : { before, circuit: step.circuit };
   }
@@ -290,7 +293,7 @@ export class BreakerService {
         const made = madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
         return shadow == null ? made : { ...made, circuit: withShadowPolicy(made.circuit, shadow, now) };
       }
-      const refreshed = refreshShadow(refresh(current, now), now);
+      const refreshed = withShadowRefreshed(refresh(current, now), now);
       before = refreshed.circuit;
       const next = madeBy(configure(refreshed.circuit, policy, now), by);
       const circuit = shadow === undefined ? next.circuit : withShadowPolicy(next.circuit, shadow, now);
@@ -522,6 +525,11 @@ export class BreakerService {
 
 // The pure steps the service hands its store: every outcome, on every route and the proxy.
 
+/** The step with the circuit's shadow refreshed too (issue 31); a circuit without one skips shadow.ts. */
+function withShadowRefreshed(step: Step, now: number): Step {
+  return step.circuit.shadow == null ? step : refreshShadow(step, now);
+}
+
 const DEFAULT_BREAKER_POLICY: BreakerPolicy = { probeLeaseMs: POLICY_DEFAULTS.probeLeaseSeconds * 1000 };
 
 const MANUAL_REASONS: ReadonlySet<string> = new Set(['forced_open', 'forced_closed', 'force_cleared', 'manual_reset']);
@@ -555,11 +563,12 @@ export function outcomeStep(ctx: StepContext, outcome: Outcome): (current: Circu
   return (current) => {
     const step = recordOutcome(current ?? newCircuit(name, settings, now), outcome, now);
     // Idle deletion reads `updatedAt` as "last used": refresh it, at most once per stampMs.
-    if (stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs) {
-      return advanceShadow(current, { ...step, circuit: { ...current, updatedAt: now } }, outcome, now, policy);
-    }
-    // The shadow policy (issue 31) sees the same outcome, in the same write.
-    return advanceShadow(current, step, outcome, now, policy);
+    const stamped =
+      stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs
+        ? { ...step, circuit: { ...current, updatedAt: now } }
+        : step;
+    // The shadow policy (issue 31) sees the same outcome, in the same write; a circuit without one skips shadow.ts.
+    return stamped.circuit.shadow == null ? stamped : advanceShadow(current, stamped, outcome, now, policy);
   };
 }
 
