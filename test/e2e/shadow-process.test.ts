@@ -1,4 +1,5 @@
 // Issue 31's proof of the shadow policy, on the real server (dist/main.js) and a SQLite file.
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requestJson } from '../fresh-request.js';
@@ -9,8 +10,8 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.killGroup()));
 });
 
-async function start(db: string): Promise<ServerProcess> {
-  const server = await startServer({ CIRCUITLOG_DB: db }, { detached: true });
+async function start(db: string, env: Record<string, string> = {}): Promise<ServerProcess> {
+  const server = await startServer({ CIRCUITLOG_DB: db, ...env }, { detached: true });
   running.push(server);
   return server;
 }
@@ -72,5 +73,28 @@ describe('a shadow policy on the running server', () => {
       'shadow_cleared',
     ]);
     expect(audit.find((e) => e.action === 'shadow_promoted')!.after).toEqual({ failure_threshold: 2, shadow: null });
+  });
+
+  it('sets a shadow declared in the config at start, keeps its state across restarts, and clears it on null', async () => {
+    const dir = tempDir();
+    const db = path.join(dir, 'db.sqlite');
+    const config = path.join(dir, 'c.yaml');
+    fs.writeFileSync(config, 'circuits:\n  svc:\n    failure_threshold: 5\n    shadow:\n      failure_threshold: 2\n');
+    let server = await start(db, { CIRCUITLOG_CONFIG: config });
+    const at = (p: string, method = 'GET', body?: unknown) => requestJson(`${server.url}${p}`, method, body);
+    expect((await at('/circuits/svc')).json.shadow).toMatchObject({
+      policy: { failure_threshold: 2 },
+      state: 'closed',
+    });
+    for (let i = 0; i < 2; i++) await at('/circuits/svc/outcomes', 'POST', { success: false });
+    await server.stop();
+    running.splice(running.indexOf(server), 1);
+    server = await start(db, { CIRCUITLOG_CONFIG: config });
+    expect((await at('/circuits/svc')).json.shadow).toMatchObject({ state: 'open', counts: { outcomes: 2 } });
+    await server.stop();
+    running.splice(running.indexOf(server), 1);
+    fs.writeFileSync(config, 'circuits:\n  svc:\n    failure_threshold: 5\n    shadow: null\n');
+    server = await start(db, { CIRCUITLOG_CONFIG: config });
+    expect((await at('/circuits/svc')).json).not.toHaveProperty('shadow');
   });
 });
