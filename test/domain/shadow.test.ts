@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { newCircuit, recordOutcome, type Circuit, type CircuitPolicy, type Outcome } from '../../src/domain/circuit.js';
+import { transitionEntries } from '../../src/domain/history.js';
 import { resolvePolicy } from '../../src/domain/policy.js';
 import {
   advanceShadow,
@@ -140,6 +141,12 @@ describe('the shadow policy', () => {
     expect(c.shadow?.circuit.forcedState).toBeNull();
     expect(promotedPolicy(c)).toMatchObject({ failureThreshold: 2, forcedState: 'closed' });
     expect(promotedPolicy(newCircuit('svc', LIVE, T0))).toBeNull();
+  });
+
+  it('is left out of the outcome history, which holds the live circuit\u2019s transitions only', () => {
+    const live = { from: 'closed' as const, to: 'open' as const, reason: 'failure_threshold_reached' as const, at: T0 };
+    const entries = transitionEntries(T0, [live, { ...live, shadow: true }]);
+    expect(entries.map((e) => e.transition)).toEqual([live]);
   });
 
   it('leaves a circuit without a shadow as it is', () => {
