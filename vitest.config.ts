@@ -18,6 +18,7 @@ const BOTH_STORES = [
   'test/http/throttle.test.ts',
   'test/http/cool-down.test.ts',
   'test/http/ramp.test.ts',
+  'test/http/shadow.test.ts',
 ];
 
 export default defineConfig({

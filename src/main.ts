@@ -222,8 +222,12 @@ function appDeps(
 async function declareCircuits(config: Config, { breaker }: App, opened: OpenedStore, logger: Logger): Promise<void> {
   const { probe_lease_seconds: _lease, ...defaults } = config.circuit_defaults;
   const declare = async () => {
-    for (const [name, fields] of Object.entries(config.circuits)) {
-      await breaker.configure(name, () => policyFromWire({ ...defaults, ...fields }));
+    for (const [name, { shadow, ...own }] of Object.entries(config.circuits)) {
+      const policy = policyFromWire({ ...defaults, ...own });
+      // A declared shadow (issue 31) is set at every start (the same one keeps its state); null clears it; absent leaves it.
+      const candidate =
+        shadow == null ? shadow : policyFromWire({ ...defaults, ...own, ...shadow, forced_state: null });
+      await breaker.configure(name, () => ({ policy, shadow: candidate }));
     }
   };
   await declare();

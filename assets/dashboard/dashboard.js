@@ -209,6 +209,12 @@ function onTransition(id, event) {
   const entry = { id, ...event };
   view.timeline = [entry, ...view.timeline].slice(0, TIMELINE_MAX);
   const known = view.circuits.get(event.circuit);
+  // A shadow policy's event (issue 31): the circuit itself did not change; its row's shadow badge is fetched again.
+  if (event.shadow) {
+    render();
+    if (known !== undefined) void refreshCircuit(event.circuit);
+    return;
+  }
   // A circuit not on the page joins it when it starts refusing or probing (it is urgent).
   if (known === undefined && event.to === 'closed') return render();
   const lastManual = entry.by === undefined ? (known?.last_manual ?? null) : entry;
@@ -431,6 +437,17 @@ function slowStartBadge(c) {
     });
   return null;
 }
+/** The circuit's shadow policy (issue 31): its state, and its counts on hover; null without one. */
+function shadowBadge(c) {
+  const s = c.shadow;
+  if (!s) return null;
+  const { outcomes, refused, openings } = s.counts;
+  return el('span', {
+    class: `shadow-badge ${s.state}`,
+    textContent: `shadow ${STATE_WORDS[s.state] ?? s.state}`,
+    title: `Shadow policy (acts on nothing): ${openings} openings, ${refused} of ${outcomes + refused} calls it would have refused, since ${s.since}`,
+  });
+}
 const VERDICT_ORDER = { refused: 0, probing: 1, allowed: 2 };
 /** Refused first, then probing, then allowed; by name within each. */
 const byUrgency = (a, b) => VERDICT_ORDER[verdict(a)] - VERDICT_ORDER[verdict(b)] || a.name.localeCompare(b.name);
@@ -458,6 +475,7 @@ function row(c) {
         title: forced ? `breaker state; the force decides calls` : 'breaker state',
       }),
       slowStartBadge(c),
+      shadowBadge(c),
     ),
     el('td', { class: 'failures', textContent: failures(c) }),
     probesCell(c),
@@ -571,7 +589,7 @@ function render() {
         'li',
         { class: `to-${t.to}` },
         el('time', { dateTime: t.at, textContent: new Date(t.at).toLocaleTimeString() }),
-        ` ${t.circuit}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`,
+        ` ${t.circuit}${t.shadow ? ' (shadow)' : ''}: ${STATE_WORDS[t.from]} → ${STATE_WORDS[t.to]} (${t.reason})`,
       ),
     ),
   );

@@ -2,9 +2,13 @@ import type { AuditAction } from '../domain/audit-entry.js';
 import type { Circuit } from '../domain/circuit.js';
 import { policyToWire } from '../domain/policy-wire.js';
 
-/** What an entry shows of a circuit: its state, failure count and policy, in wire names (`forced_state` among them). */
+/**
+ * What an entry shows of a circuit: its state, failure count and policy, in wire names
+ * (`forced_state` among them), and its shadow policy when it has one (issue 31).
+ */
 export function circuitValues(c: Circuit): Record<string, unknown> {
-  return { state: c.state, failure_count: c.failureCount, ...policyToWire(c, false) };
+  const values = { state: c.state, failure_count: c.failureCount, ...policyToWire(c, false) };
+  return c.shadow == null ? values : { ...values, shadow: policyToWire(c.shadow.circuit, false) };
 }
 
 /** The members whose values differ, before and after (both empty when nothing changed). */

@@ -318,7 +318,8 @@ export class CircuitlogClient {
       },
       onEvent: (event) => {
         view.apply(event);
-        if (event.from !== event.to) throttles.forget(event.circuit); // counts start empty at a state change, as the server's
+        // Counts start empty at a state change, as the server's (a shadow policy's changes nothing: issue 31).
+        if (event.from !== event.to && event.shadow !== true) throttles.forget(event.circuit);
         events.emit('transition', event);
       },
       onReset: (reset) => {

@@ -398,6 +398,7 @@ function parseTransition(data: string, id: string): TransitionEvent | null {
       ...(d.scope === 'circuit' || d.scope === 'caller' ? { scope: d.scope } : {}),
       ...(typeof d.ramp_until === 'string' ? { rampUntil: d.ramp_until } : {}),
       ...(typeof d.retry_after_seconds === 'number' ? { retryAfterSeconds: d.retry_after_seconds } : {}),
+      ...(d.shadow === true ? { shadow: true as const } : {}),
     };
   } catch {
     return null;

@@ -65,6 +65,8 @@ export interface TransitionEvent {
   readonly rampUntil?: string;
   /** cool_down: the seconds the dependency asked for. */
   readonly retryAfterSeconds?: number;
+  /** A transition of the circuit's shadow policy (issue 31): the circuit itself did not change, and the view ignores it. */
+  readonly shadow?: true;
 }
 
 /**

@@ -106,8 +106,12 @@ export class CircuitView {
     return entry;
   }
 
-  /** A stream event: the circuit is now in `to`, and any refusal on record is stale. */
+  /**
+   * A stream event: the circuit is now in `to`, and any refusal on record is stale. A shadow
+   * policy's event (issue 31) changes nothing here: the circuit itself did not change.
+   */
   apply(event: TransitionEvent): void {
+    if (event.shadow === true) return;
     const entry = this.entries.get(event.circuit);
     if (entry === undefined) return;
     entry.state = event.to;

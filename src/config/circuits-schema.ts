@@ -37,8 +37,16 @@ export const policyOverrides = {
   history: policyFields.history,
 };
 
-/** `circuits:` entries: any policy fields, over `circuit_defaults`. */
+const { forced_state: _forced, ...shadowFields } = policyFields;
+
+/** A declared circuit's `shadow` (issue 31): policy fields over the circuit's own (never `forced_state`); null clears it. */
+const declaredShadowSchema = z
+  .object({ ...shadowFields, ...kindFields })
+  .partial()
+  .strict();
+
+/** `circuits:` entries: any policy fields, over `circuit_defaults`, and a shadow policy over those. */
 export const declaredCircuitSchema = z
-  .object({ ...policyFields, ...kindFields })
+  .object({ ...policyFields, ...kindFields, shadow: declaredShadowSchema.nullable() })
   .partial()
   .strict();

@@ -55,9 +55,15 @@ function checkDeclaredCircuits(cfg: Sections, ctx: z.RefinementCtx): void {
     const problem = circuitNameProblem(name);
     if (problem !== null)
       ctx.addIssue({ code: 'custom', path: ['circuits', name], message: `circuit name ${problem}` });
-    const full = policySchema.safeParse({ ...defaults, ...fields });
+    const { shadow, ...own } = fields;
+    const full = policySchema.safeParse({ ...defaults, ...own });
     for (const issue of full.success ? [] : full.error.issues) {
       ctx.addIssue({ code: 'custom', path: ['circuits', name, ...issue.path], message: issue.message });
+    }
+    // The shadow (issue 31) is a policy over the circuit's own, checked whole too.
+    const candidate = shadow == null ? null : policySchema.safeParse({ ...defaults, ...own, ...shadow });
+    for (const issue of candidate === null || candidate.success ? [] : candidate.error.issues) {
+      ctx.addIssue({ code: 'custom', path: ['circuits', name, 'shadow', ...issue.path], message: issue.message });
     }
   }
 }

@@ -14,6 +14,10 @@ export const AUDIT_ACTIONS = [
   'force_cleared',
   'manual_reset',
   'circuit_deleted',
+  // Issue 31: a PATCH that sets, clears or promotes a circuit's shadow policy.
+  'shadow_set',
+  'shadow_cleared',
+  'shadow_promoted',
   'backup',
   'credentials_reloaded',
 ] as const;

@@ -109,6 +109,19 @@ const RAMP = rule(
   '{seconds > 0, startPercent 1-100}',
 );
 const HISTORY = rule((v) => v === false || v === true, 'true or false');
+// Issue 31: the shadow's own circuit is checked as the live one is (its caller table, kept inside it, as an array).
+const SHADOW = rule(
+  (v) =>
+    isObject(v) &&
+    isObject(v.circuit) &&
+    misfit(v.circuit) === null &&
+    (v.circuit.callers === undefined || Array.isArray(v.circuit.callers)) &&
+    isCount(v.outcomes) &&
+    isCount(v.refused) &&
+    isCount(v.openings) &&
+    isTime(v.since),
+  '{circuit, outcomes, refused, openings, since}',
+);
 const COOL_CALLERS = rule(
   (v) =>
     Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && isTime(e[1])),
@@ -161,6 +174,7 @@ export const RECORD_FIELDS: readonly RecordField[] = [
   { key: 'rampUntil', column: 'ramp_until', rule: TIME, nullable: true, since: 'absent' },
   // Issue 31: only `false` is ever stored (absent: the history is on); JSON text `false` in SQLite.
   { key: 'history', column: 'history_policy', rule: HISTORY, nullable: true, json: true, since: 'absent' },
+  { key: 'shadow', column: 'shadow', rule: SHADOW, nullable: true, json: true, since: 'absent' }, // issue 31
 ];
 
 /** A field in the one shape the loops below read. */
@@ -258,6 +272,7 @@ export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
     if (v[AT.rampUntil] != null) c.rampUntil = v[AT.rampUntil];
   }
   if (v[AT.history] === 'false') c.history = false; // issue 31: only an opt-out is stored
+  if (v[AT.shadow] != null) c.shadow = parsed(v[AT.shadow]); // issue 31, only when set
   return c as unknown as Circuit;
 }
 
@@ -331,6 +346,7 @@ function stateMisfit(c: Raw): Field | null {
   if (!fits(F.coolCallers, c.coolCallers)) return F.coolCallers;
   if (!fits(F.coolDueAt, c.coolDueAt)) return F.coolDueAt;
   if (!fits(F.rampUntil, c.rampUntil)) return F.rampUntil;
+  if (!fits(F.shadow, c.shadow)) return F.shadow;
   return null;
 }
 

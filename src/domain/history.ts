@@ -194,7 +194,12 @@ export function storedEntry(e: HistoryEntry): StoredEntry {
   return { t: e.t, text: encodeEntry(e) };
 }
 
-/** The text of a history's stored transitions of one step, in order (what a store writes beside the entry). */
+/**
+ * The text of a history's stored transitions of one step, in order (what a store writes beside
+ * the entry). A shadow policy's transitions (issue 31) are left out: the history is the live
+ * circuit's, and a replay derives the shadow's from its outcomes.
+ */
 export function transitionEntries(t: EpochMs, transitions: readonly Transition[]): HistoryTransition[] {
-  return transitions.map((transition) => ({ type: 'transition', t, transition }));
+  const live = transitions.some((x) => x.shadow === true) ? transitions.filter((x) => x.shadow !== true) : transitions;
+  return live.map((transition) => ({ type: 'transition', t, transition }));
 }

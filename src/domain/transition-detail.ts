@@ -18,6 +18,8 @@ export interface TransitionDetail {
   readonly rampUntil?: EpochMs;
   /** Issue 30: who made a manual transition (a credential id, `anonymous`). */
   readonly by?: string;
+  /** Issue 31: a transition of the circuit's shadow policy (the live circuit did not change). */
+  readonly shadow?: true;
 }
 
 /** The longest `by` kept from storage (an identity id is far shorter). */
@@ -38,7 +40,8 @@ export function detailText(t: Transition): string | null {
     t.forcedState === undefined &&
     t.scope === undefined &&
     t.rampUntil === undefined &&
-    t.by === undefined
+    t.by === undefined &&
+    t.shadow === undefined
   )
     return null;
   const d: Record<string, unknown> = {};
@@ -50,6 +53,7 @@ export function detailText(t: Transition): string | null {
   if (t.retryAfterSeconds !== undefined) d.retryAfterSeconds = t.retryAfterSeconds;
   if (t.rampUntil !== undefined) d.rampUntil = t.rampUntil;
   if (t.by !== undefined) d.by = t.by;
+  if (t.shadow === true) d.shadow = true;
   return JSON.stringify(d);
 }
 
@@ -75,6 +79,7 @@ export function parseTransitionDetail(text: string | null | undefined): Transiti
     out.retryAfterSeconds = r.retryAfterSeconds as number;
   if (typeof r.rampUntil === 'number' && Number.isFinite(r.rampUntil)) out.rampUntil = r.rampUntil;
   if (typeof r.by === 'string' && r.by.length > 0 && r.by.length <= BY_MAX_LENGTH) out.by = r.by;
+  if (r.shadow === true) out.shadow = true;
   return out;
 }
 
@@ -89,6 +94,7 @@ export function detailWire(d: TransitionDetail): DetailWire {
   if (d.retryAfterSeconds !== undefined) out.retry_after_seconds = d.retryAfterSeconds;
   if (d.rampUntil !== undefined) out.ramp_until = new Date(d.rampUntil).toISOString();
   if (d.by !== undefined) out.by = d.by;
+  if (d.shadow === true) out.shadow = true;
   return out;
 }
 
@@ -102,4 +108,5 @@ export interface DetailWire {
   retry_after_seconds?: number;
   ramp_until?: string;
   by?: string;
+  shadow?: true;
 }

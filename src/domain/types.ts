@@ -53,8 +53,27 @@ export interface Circuit extends CircuitPolicy {
   readonly coolDueAt?: EpochMs | null;
   /** The end of the shared slow start (`ramp`); absent or null: not ramping. */
   readonly rampUntil?: EpochMs | null;
+  /** A second policy run beside this one on every outcome, without acting on it (issue 31, `shadow.ts`); absent or null: none. */
+  readonly shadow?: Shadow | null;
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
+}
+
+/**
+ * A shadow policy and its own run-time state (issue 31; the rules are `shadow.ts`): a circuit of
+ * its own, never forced, that the same pure functions run on the live circuit's outcomes.
+ */
+export interface Shadow {
+  /** The shadow's circuit: its policy (flat) and state; its `shadow` is always absent. */
+  readonly circuit: Circuit;
+  /** Outcomes fed to it. */
+  readonly outcomes: number;
+  /** Outcomes that arrived while it refused calls: counted, not fed (the call would not have been made). */
+  readonly refused: number;
+  /** Its openings (a state change to open). */
+  readonly openings: number;
+  /** When it was set. */
+  readonly since: EpochMs;
 }
 
 /** A caller-scope cool-down in force: the caller and when it ends. */
@@ -130,6 +149,8 @@ export interface Transition {
   readonly rampUntil?: EpochMs;
   /** A manual transition (forced_*, force_cleared, manual_reset): the credential id that made it (issue 30). */
   readonly by?: string;
+  /** A transition of the circuit's shadow policy (issue 31): the live circuit did not change. */
+  readonly shadow?: true;
 }
 
 /** What a step did: the circuit after it and the state changes it made, in order. */

@@ -1,6 +1,6 @@
 import type { z } from '@hono/zod-openapi';
 import type { Circuit, Verdict } from '../domain/circuit.js';
-import { activeLeases, effectiveTimeoutSeconds, windowStats } from '../domain/circuit.js';
+import { activeLeases, effectiveTimeoutSeconds, refresh, windowStats, type Shadow } from '../domain/circuit.js';
 import { kindsDisplay, policyToWire } from '../domain/policy-wire.js';
 import { rampPercentOf } from '../domain/outcome-rules.js';
 import { kindCounts } from '../domain/window.js';
@@ -61,6 +61,32 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     last_failure_at: iso(c.lastFailureAt),
     created_at: new Date(c.createdAt).toISOString(),
     updated_at: new Date(c.updatedAt).toISOString(),
+    ...(c.shadow == null ? {} : { shadow: shadowJson(c.shadow, now) }), // issue 31: only when set
+  };
+}
+
+/** A shadow policy's wire form (issue 31): its policy, its state as of now and its counts. */
+function shadowJson(shadow: Shadow, now: number): NonNullable<z.infer<typeof CircuitSchema>['shadow']> {
+  const c = refresh(shadow.circuit, now).circuit;
+  const stats = windowStats(c, now);
+  const wire = policyToWire(c, true);
+  return {
+    // As the circuit shows its own policy: every field, resolved.
+    policy: { ...wire, throttle: wire.throttle ?? null, quorum: wire.quorum ?? null, ...kindsDisplay(c) },
+    state: c.state,
+    open_until: iso(c.openUntil),
+    since: new Date(shadow.since).toISOString(),
+    counts: { outcomes: shadow.outcomes, refused: shadow.refused, openings: shadow.openings },
+    window_stats:
+      stats === null
+        ? null
+        : {
+            calls: stats.calls,
+            failures: stats.failures,
+            slow_calls: stats.slowCalls,
+            failure_rate: stats.failureRate,
+            slow_call_rate: stats.slowCallRate,
+          },
   };
 }
 
@@ -86,7 +112,8 @@ function memoPerCircuit(serialize: (c: Circuit, now: number) => string): (c: Cir
   const perSecond = new WeakMap<Circuit, { second: number; text: string }>();
   const perShare = new WeakMap<Circuit, { percent: number; text: string }>();
   return (c, now) => {
-    if (c.state === 'half_open' || c.window?.type === 'time') return serialize(c, now);
+    // A shadow's state and counts change with time and outcomes of their own (issue 31): not kept.
+    if (c.state === 'half_open' || c.window?.type === 'time' || c.shadow != null) return serialize(c, now);
     // A cool-down that ran out shows as ended before its write: not kept (issue 29).
     if (c.coolDueAt != null && now >= c.coolDueAt) return serialize(c, now);
     // Ramping: the text holds the share, so it is kept while the share (2 decimals) is the same.
@@ -140,3 +167,23 @@ export const allowedText = memoPerCircuit((c, now) =>
     ? `{"allowed":true,"state":"${c.state}","ramp_percent":${roundedRampPercent(c, now)},"circuit":${JSON.stringify(circuitJson(c, now))}}\n`
     : `{"allowed":true,"state":"${c.state}","circuit":${JSON.stringify(circuitJson(c, now))}}\n`,
 );
+
+/**
+ * The `GET /allowed` answer for an admitted call: with `shadow_would_refuse: true` when the
+ * circuit's shadow policy would refuse it (issue 31; not memoised), else as always.
+ */
+export function admittedText(c: Circuit, verdict: Verdict, now: number, shadowRefuses: boolean): string {
+  if (shadowRefuses) {
+    const ramp = c.forcedState === null && ramping(c, now) ? { ramp_percent: roundedRampPercent(c, now) } : {};
+    const answer = {
+      allowed: true,
+      state: c.state,
+      ...ramp,
+      ...wouldRefuseJson(c, verdict),
+      shadow_would_refuse: true,
+      circuit: circuitJson(c, now),
+    };
+    return `${JSON.stringify(answer)}\n`;
+  }
+  return c.forcedState === 'closed' ? detectOnlyText(c, verdict, now) : allowedText(c, now);
+}

@@ -21,7 +21,7 @@ import {
   withBody,
 } from './route-kit.js';
 import { AllowedSchema, CircuitSchema, EmptyBody, EventSchema, EventsQuery, ListQuery, NameParam } from './schemas.js';
-import { allowedText, circuitJson, detectOnlyText } from './circuit-json.js';
+import { admittedText, circuitJson } from './circuit-json.js';
 import { detailWire } from '../domain/transition-detail.js';
 import { admissionCaller, CallerQuery, callerQuery } from './caller-param.js';
 import { auditRequest, type AuditLog } from '../audit/audit-log.js';
@@ -88,8 +88,8 @@ function registerAllowed(app: OpenAPIHono, breaker: BreakerService): void {
       if (decision === null) return jsonText(c, '{"allowed":true,"state":"closed","circuit":null}\n');
       const { circuit, verdict } = decision;
       if (!verdict.allowed) throw refusalError(circuit, verdict, caller);
-      if (circuit.forcedState === 'closed') return jsonText(c, detectOnlyText(circuit, verdict, breaker.now()));
-      return jsonText(c, allowedText(circuit, breaker.now()));
+      const shadowRefuses = breaker.shadowWouldRefuse(circuit, caller); // issue 31; false without a shadow
+      return jsonText(c, admittedText(circuit, verdict, breaker.now(), shadowRefuses));
     };
     // Synchronous when the store answers from memory (a closed circuit): no microtask on the hot path.
     const peeked = breaker.peekAllowed(name, caller);

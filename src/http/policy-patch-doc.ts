@@ -27,13 +27,34 @@ function patchField(field: z.ZodType): JsonSchema {
   return isNullable(patch) ? patch : { anyOf: [patch, { type: 'null' }] };
 }
 
+/** `shadow` (issue 31): a patch of the live policy without `forced_state`, null, or `promote`. */
+function shadowField(): JsonSchema {
+  const fields = Object.entries(policyFields).filter(([name]) => name !== 'forced_state');
+  return {
+    description:
+      'The shadow policy (run beside the live one on every outcome, without acting on it): a merge patch of the live policy (every policy field but forced_state), null to clear it, or "promote" (sent alone) to make it the live policy and clear it.',
+    anyOf: [
+      {
+        type: 'object',
+        properties: Object.fromEntries(fields.map(([name, field]) => [name, patchField(field)])),
+        additionalProperties: false,
+      },
+      { type: 'null' },
+      { type: 'string', enum: ['promote'] },
+    ],
+  };
+}
+
 /** The JSON Schema of a policy merge patch. */
 export function policyPatchSchema(): JsonSchema {
   return {
     type: 'object',
     description:
       "JSON merge patch (RFC 7396) of the policy. A field sent as null means none for window, backoff, forced_state, throttle and quorum, and the default for the others; inside an object a null member returns to its default. The patched policy must hold as a whole (a new window needs type and size; minimum_calls at most a count window's size; a time window's size at most 3600; max_callers at least min_callers; backoff's max_timeout_seconds at least timeout_seconds), else 422.",
-    properties: Object.fromEntries(Object.entries(policyFields).map(([name, field]) => [name, patchField(field)])),
+    properties: {
+      ...Object.fromEntries(Object.entries(policyFields).map(([name, field]) => [name, patchField(field)])),
+      shadow: shadowField(),
+    },
     additionalProperties: false,
     example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
   };

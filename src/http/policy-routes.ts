@@ -1,8 +1,10 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { type CircuitPolicy, policyOf } from '../domain/policy.js';
+import { promotedPolicy } from '../domain/shadow.js';
+import type { AuditAction } from '../domain/audit-entry.js';
 import { AppError, type FieldError } from '../domain/errors.js';
 import { policyFromWire, policySchema, patchedPolicy } from '../policy-schema.js';
-import type { BreakerService } from '../service/breaker-service.js';
+import type { BreakerService, PolicyChange } from '../service/breaker-service.js';
 import { circuitNameParam, fieldErrors, newCircuitQuota, ok, problem, readJson, withBody } from './route-kit.js';
 import { json } from './json.js';
 import { CircuitSchema, NameParam } from './schemas.js';
@@ -24,22 +26,60 @@ function policyFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
 }
 
 /**
- * A policy with a merge patch applied and checked whole, as PATCH does it (the backtest's
- * proposed policy is made here too); a VALIDATION_FAILED naming each field when it breaks a rule.
+ * A PATCH's `shadow` member (issue 31) apart from the live policy's fields: a merge patch of
+ * the live policy (the shadow's policy), null (clear it), `promote` (alone: the shadow becomes
+ * the live policy), or undefined (not sent). Anything else is a VALIDATION_FAILED naming `shadow`.
+ */
+function splitShadow(patch: Record<string, unknown>): {
+  live: Record<string, unknown>;
+  shadow: Record<string, unknown> | null | 'promote' | undefined;
+} {
+  if (!('shadow' in patch)) return { live: patch, shadow: undefined };
+  const { shadow, ...live } = patch;
+  if (shadow === null) return { live, shadow: null };
+  if (shadow === 'promote') {
+    if (Object.keys(live).length > 0) throw shadowError('"promote" is sent alone: it sets the whole policy');
+    return { live, shadow };
+  }
+  if (typeof shadow !== 'object' || Array.isArray(shadow))
+    throw shadowError('must be a policy patch (an object), null (clear it) or "promote"');
+  if ('forced_state' in shadow)
+    throw new AppError('VALIDATION_FAILED', 'The policy patch has invalid fields; nothing was changed.', {
+      fields: [{ field: 'shadow.forced_state', message: 'a shadow policy is never forced' }],
+    });
+  return { live, shadow: shadow as Record<string, unknown> };
+}
+
+function shadowError(message: string): AppError {
+  return new AppError('VALIDATION_FAILED', 'The shadow policy patch is invalid; nothing was changed.', {
+    fields: [{ field: 'shadow', message }],
+  });
+}
+
+/**
+ * `base` with `patch` merged over it and checked whole, as PATCH does it (the backtest's
+ * proposed policy is made here too); a VALIDATION_FAILED naming each field (prefixed: `shadow.`)
+ * when it breaks a rule, its message saying `what` was checked.
  */
 export function mergedPolicy(
   base: CircuitPolicy,
   defaults: CircuitPolicy,
   patch: Record<string, unknown>,
   what = 'The policy patch',
+  prefix = '',
 ): CircuitPolicy {
   const merged = policySchema.safeParse(patchedPolicy(base, defaults, patch));
   if (!merged.success) {
     throw new AppError('VALIDATION_FAILED', `${what} has invalid fields; nothing was changed.`, {
-      fields: policyFieldErrors(merged.error.issues),
+      fields: policyFieldErrors(merged.error.issues).map((f) => ({ ...f, field: `${prefix}${f.field}` })),
     });
   }
   return policyFromWire(merged.data);
+}
+
+/** The audit action of a PATCH that sets, clears or promotes a shadow policy. */
+function shadowAction(shadow: Record<string, unknown> | null | 'promote'): AuditAction {
+  return shadow === 'promote' ? 'shadow_promoted' : shadow === null ? 'shadow_cleared' : 'shadow_set';
 }
 
 /** The patch formats PATCH understands, as `Accept-Patch` lists them (RFC 5789 section 3.1). */
@@ -102,20 +142,32 @@ export function registerPolicyRoutes(
     const patch = await readJson(c, PatchBody, bodyLimitBytes);
     requireScope(c, patchScope(patch), 'PATCH /circuits/{name}');
     await newCircuitQuota(c, breaker, [name]);
+    const { live, shadow } = splitShadow(patch);
     // The merge runs inside the store's write transaction, on the circuit as stored.
     const { circuit, created, before } = await breaker.withRoom([name], async () =>
       breaker.configure(
         name,
-        (current) => {
-          return mergedPolicy(current === null ? breaker.defaults : policyOf(current), breaker.defaults, patch);
+        (current): PolicyChange => {
+          if (shadow === 'promote') {
+            const promoted = current === null ? null : promotedPolicy(current);
+            if (promoted === null) throw shadowError('there is no shadow policy to promote');
+            return { policy: promoted, shadow: null };
+          }
+          const defaults = breaker.defaults;
+          const policy = mergedPolicy(current === null ? defaults : policyOf(current), defaults, live);
+          if (shadow === undefined || shadow === null) return { policy, shadow };
+          // The shadow's patch is merged over the live policy (as this PATCH leaves it).
+          return { policy, shadow: mergedPolicy(policy, defaults, shadow, 'The policy patch', 'shadow.') };
         },
         identityOf(c).id,
       ),
     );
+    const change = patchChange(created ? null : before, circuit);
     await auditRequest(audit, c, {
       at: breaker.now(),
       circuit: name,
-      ...patchChange(created ? null : before, circuit),
+      ...change,
+      ...(created || shadow === undefined ? {} : { action: shadowAction(shadow) }),
     });
     const headers = created ? { location: `/circuits/${encodeURIComponent(name)}` } : undefined;
     return json(c, circuitJson(circuit, breaker.now()), created ? 201 : 200, headers);

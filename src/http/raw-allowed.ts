@@ -8,7 +8,7 @@ import { problemParts } from './problem.js';
 import { rawHeaderReader, type RequestGuard } from './request-guard.js';
 import { logFailure } from './request-failure.js';
 import { REQUEST_ID_HEADER, requestIdFrom } from '../request-id.js';
-import { allowedText, detectOnlyText } from './circuit-json.js';
+import { admittedText } from './circuit-json.js';
 
 /** A listener that answers a request itself (true) or leaves it untouched for the next one (false). */
 export type FastListener = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;
@@ -72,11 +72,9 @@ function answerAllowed(deps: RawAllowedDeps): FastListener {
       return send(outgoing, requestId, body, status, headers);
     }
     const now = breaker.now();
-    return send(
-      outgoing,
-      requestId,
-      circuit.forcedState === 'closed' ? detectOnlyText(circuit, verdict, now) : allowedText(circuit, now),
-    );
+    // A circuit without a shadow policy (issue 31) answers as always: one member read.
+    const shadowRefuses = circuit.shadow != null && breaker.shadowWouldRefuse(circuit);
+    return send(outgoing, requestId, admittedText(circuit, verdict, now, shadowRefuses));
   };
 }
 

@@ -77,6 +77,36 @@ export const CircuitSchema = z
     last_failure_at: isoTime.nullable(),
     created_at: isoTime,
     updated_at: isoTime,
+    shadow: z
+      .object({
+        policy: z.record(z.string(), z.unknown()).openapi({
+          description: "The shadow's policy, every field resolved as the circuit shows its own (never forced).",
+        }),
+        state: z.enum(['closed', 'open', 'half_open']).openapi({ description: "The shadow's state as of now." }),
+        open_until: isoTime.nullable(),
+        since: isoTime.openapi({ description: 'When the shadow was set (its counts start there).' }),
+        counts: z.object({
+          outcomes: z.number().int().openapi({ description: 'Outcomes fed to the shadow.' }),
+          refused: z.number().int().openapi({
+            description: 'Outcomes that arrived while the shadow refused calls: it would have refused them (not fed).',
+          }),
+          openings: z.number().int().openapi({ description: "The shadow's openings." }),
+        }),
+        window_stats: z
+          .object({
+            calls: z.number().int(),
+            failures: z.number().int(),
+            slow_calls: z.number().int(),
+            failure_rate: z.number(),
+            slow_call_rate: z.number(),
+          })
+          .nullable(),
+      })
+      .optional()
+      .openapi({
+        description:
+          'Only when the circuit has a shadow policy (PATCH {"shadow": {...}}): a second policy run on the same outcomes without acting on them.',
+      }),
   })
   .openapi('Circuit');
 
@@ -225,6 +255,10 @@ export const AllowedSchema = z
     would_retry_at: isoTime
       .optional()
       .openapi({ description: 'With would_refuse true: when the rules would let this caller try again.' }),
+    shadow_would_refuse: z.literal(true).optional().openapi({
+      description:
+        "Only when the circuit's shadow policy would refuse this call (absent otherwise); it is still allowed.",
+    }),
     circuit: z.union([CircuitSchema, z.null()]),
   })
   .openapi('Allowed');
@@ -266,6 +300,9 @@ export const EventSchema = z
     by: z.string().optional().openapi({
       description:
         'forced_open, forced_closed, force_cleared, manual_reset: the credential id that made it (`anonymous` without credentials).',
+    }),
+    shadow: z.literal(true).optional().openapi({
+      description: "A transition of the circuit's shadow policy: the live circuit did not change.",
     }),
   })
   .openapi('Transition');

@@ -30,6 +30,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
   readonly counters = new Registry();
   private readonly transitions;
   private readonly detectOnly;
+  private readonly shadowTransitions;
   private readonly outcomes;
   private readonly slowCalls;
   private readonly rejections;
@@ -60,6 +61,7 @@ export class Metrics implements BreakerObserver, ProxyHooks {
     const circuit = circuitInstruments(registers);
     this.transitions = circuit.transitions;
     this.detectOnly = circuit.detectOnly;
+    this.shadowTransitions = circuit.shadowTransitions;
     this.outcomes = circuit.outcomes;
     this.slowCalls = circuit.slowCalls;
     this.rejections = circuit.rejections;
@@ -89,8 +91,11 @@ export class Metrics implements BreakerObserver, ProxyHooks {
 
   transition(circuit: Circuit, t: Transition): void {
     if (!this.isLabelled(circuit)) return;
-    // Detect-only events are counted apart: a dashboard shows what a policy would have done before it is enforced.
-    (t.forcedState === 'closed' ? this.detectOnly : this.transitions).inc({
+    // Detect-only events are counted apart: a dashboard shows what a policy would have done before it is enforced;
+    // so are a shadow policy's (issue 31), which change nothing either.
+    const counter =
+      t.shadow === true ? this.shadowTransitions : t.forcedState === 'closed' ? this.detectOnly : this.transitions;
+    counter.inc({
       circuit: circuit.name,
       from: t.from,
       to: t.to,
@@ -224,6 +229,12 @@ export function circuitInstruments(registers: Registry[]) {
     labelNames: ['circuit', 'from', 'to', 'reason'],
     registers,
   });
+  const shadowTransitions = new Counter({
+    name: 'circuitlog_shadow_transitions_total',
+    help: "Transitions of circuits' shadow policies (issue 31: what a candidate policy would have done on the same traffic); not in circuitlog_transitions_total",
+    labelNames: ['circuit', 'from', 'to', 'reason'],
+    registers,
+  });
   const outcomes = new BatchedCounter({
     name: 'circuitlog_outcomes_total',
     help: 'Outcomes recorded, whatever the route, by kind (success, failure, rejected, throttled, caller_deadline, cancelled); outcome: the same value, the label before kinds (deprecated)',
@@ -247,7 +258,7 @@ export function circuitInstruments(registers: Registry[]) {
     help: 'duration_ms of recorded outcomes that carry one',
     registers,
   });
-  return { transitions, detectOnly, outcomes, slowCalls, rejections, outcomeDuration };
+  return { transitions, detectOnly, shadowTransitions, outcomes, slowCalls, rejections, outcomeDuration };
 }
 
 /** The proxy's counters, histogram, overload metrics and panic gauge. */

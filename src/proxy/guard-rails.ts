@@ -30,9 +30,12 @@ export function isEjected(c: Circuit | null): boolean {
   return c.forcedState === 'open' || c.state !== 'closed';
 }
 
-/** The transitions of a step that open a closed circuit (a trip; a failed probe re-opens, it does not eject). */
+/**
+ * The transitions of a step that open a closed circuit (a trip; a failed probe re-opens, it does
+ * not eject). A shadow policy's (issue 31) ejects nothing.
+ */
 function isTrip(t: Transition): boolean {
-  return t.from === 'closed' && t.to === 'open';
+  return t.from === 'closed' && t.to === 'open' && t.shadow !== true;
 }
 
 /** Does this step open a circuit that was closed? */

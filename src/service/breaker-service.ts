@@ -19,6 +19,8 @@ import { AppError } from '../domain/errors.js';
 import { policyOf, resolvePolicy, samePolicy, type CircuitPolicy, type CircuitSettings } from '../domain/policy.js';
 import type { HistoryHook } from '../domain/history.js';
 import { HISTORY_DEFAULTS, keepsHistory, type HistorySettings } from '../domain/history-settings.js';
+import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
+import { advanceShadow, refreshShadow, resetShadow, shadowWouldRefuse, withShadowPolicy } from '../domain/shadow.js';
 import { drawOnce, type RandomSource } from '../domain/throttle.js';
 import type { BatchItem, CircuitStore } from '../store/circuit-store.js';
 import { isPromise, chain, type MaybePromise } from '../store/maybe-promise.js';
@@ -80,6 +82,15 @@ export interface RecordRules {
   readonly admit?: boolean;
   /** The proxy's ejection cap (a write at once, not `grouped`): written with a read of `peers`, `guard` deciding the step. */
   readonly among?: { readonly peers: readonly string[]; readonly guard: OutcomeGuard };
+}
+
+/**
+ * What a PATCH sets: the live policy, and the shadow's (issue 31): a policy sets it, null
+ * clears it, undefined leaves it as it is.
+ */
+export interface PolicyChange {
+  readonly policy: CircuitPolicy;
+  readonly shadow?: CircuitPolicy | null;
 }
 
 /** Rules that admit first: the answer carries the verdict. */
@@ -189,6 +200,11 @@ export class BreakerService {
     return this.store.peek(name);
   }
 
+  /** Would the circuit's shadow policy refuse this call now (read-only; false without a shadow)? */
+  shadowWouldRefuse(circuit: Circuit, caller?: string): boolean {
+    return circuit.shadow != null && shadowWouldRefuse(circuit, this.clock(), this.policy, caller);
+  }
+
   /**
    * May a call go ahead? Unknown circuits are closed and allowed (and not created).
    * In half-open an admitted call takes a probe slot.
@@ -244,7 +260,8 @@ export class BreakerService {
   /** The circuit after the lazy open -> half-open transition, or null if unknown. */
   async get(name: string): Promise<Circuit | null> {
     const now = this.clock();
-    return (await this.run(name, (c) => (c === null ? null : refresh(c, now))))?.circuit ?? null;
+    const step = (c: Circuit | null) => (c === null ? null : withShadowRefreshed(refresh(c, now), now));
+    return (await this.run(name, step))?.circuit ?? null;
   }
 
   /** Close the circuit; null if unknown. */
@@ -268,7 +285,9 @@ export class BreakerService {
       name,
       (c) => {
         before = c;
-        return c === null ? null : madeBy(reset(c, now), by);
+        if (c === null) return null;
+        const done = reset(c, now);
+        return madeBy(c.shadow == null ? done : resetShadow(done, now), by);
       },
       undefined,
       history,
@@ -278,11 +297,12 @@ export class BreakerService {
 
   /**
    * Set a circuit's policy, creating it with that policy when missing. `policyFor` sees
-   * the stored circuit (inside the write transaction) and may throw to change nothing.
+   * the stored circuit (inside the write transaction) and may throw to change nothing; it may
+   * also set (a policy) or clear (null) the circuit's shadow policy (issue 31, `domain/shadow.ts`).
    */
   async configure(
     name: string,
-    policyFor: (current: Circuit | null) => CircuitPolicy,
+    policyFor: (current: Circuit | null) => CircuitPolicy | PolicyChange,
     by?: string,
   ): Promise<{ circuit: Circuit; created: boolean; before: Circuit | null }> {
     const now = this.clock();
@@ -291,15 +311,20 @@ export class BreakerService {
     const step = await this.run(
       name,
       (current) => {
-        const policy = policyFor(current);
+        const asked = policyFor(current);
+        const { policy, shadow } = 'policy' in asked ? asked : { policy: asked, shadow: undefined };
         created = current === null;
         // A new circuit starts unforced, so that a force it is created with is an event too.
-        if (current === null)
-          return madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
-        const refreshed = refresh(current, now);
+        if (current === null) {
+          const made = madeBy(configure(newCircuit(name, { ...policy, forcedState: null }, now), policy, now), by);
+          return shadow == null ? made : { ...made, circuit: withShadowPolicy(made.circuit, shadow, now) };
+        }
+        const refreshed = withShadowRefreshed(refresh(current, now), now);
         before = refreshed.circuit;
         const next = madeBy(configure(refreshed.circuit, policy, now), by);
-        return { circuit: next.circuit, transitions: [...refreshed.transitions, ...next.transitions] };
+        const circuit = shadow === undefined ? next.circuit : withShadowPolicy(next.circuit, shadow, now);
+        if (circuit === current && refreshed.transitions.length === 0) return { circuit, transitions: [] };
+        return { circuit, transitions: [...refreshed.transitions, ...next.transitions] };
       },
       undefined,
       configureHistory(now, by),
@@ -433,7 +458,7 @@ export class BreakerService {
 
   private stepContext(name: string, create?: Partial<CircuitSettings>): StepContext {
     const settings = create === undefined ? this.defaults : { ...this.defaults, ...create };
-    return { name, settings, now: this.clock(), activityStampMs: this.limits.activityStampMs };
+    return { name, settings, now: this.clock(), activityStampMs: this.limits.activityStampMs, policy: this.policy };
   }
 
   /**
@@ -515,17 +540,22 @@ export class BreakerService {
   private settle<S extends Step>(name: string, result: S | null, outcome?: Outcome): S | null {
     if (result === null) return null;
     for (const t of result.transitions) {
-      const openUntil = result.circuit.openUntil === null ? null : new Date(result.circuit.openUntil).toISOString();
+      // A shadow policy's transition (issue 31) names its own counts; the live circuit did not change.
+      const c = t.shadow === true ? (result.circuit.shadow?.circuit ?? result.circuit) : result.circuit;
       const fields = {
         event: 'transition',
         circuit: name,
         from: t.from,
         to: t.to,
         reason: t.reason,
-        failure_count: result.circuit.failureCount,
-        open_until: openUntil,
+        failure_count: c.failureCount,
+        open_until: c.openUntil === null ? null : new Date(c.openUntil).toISOString(),
+        ...(t.shadow === true ? { shadow: true } : {}),
       };
-      this.logger.info(fields, `circuit ${name}: ${t.from} -> ${t.to} (${t.reason})`);
+      this.logger.info(
+        fields,
+        `circuit ${name}${t.shadow === true ? ' shadow' : ''}: ${t.from} -> ${t.to} (${t.reason})`,
+      );
       this.observer?.transition(result.circuit, t);
     }
     if ((result as Partial<Admission>).verdict?.allowed === false) this.observer?.rejected(result.circuit);
@@ -545,6 +575,13 @@ export class BreakerService {
 }
 
 // The pure steps the service hands its store: every outcome, on every route and the proxy.
+
+/** The step with the circuit's shadow refreshed too (issue 31); a circuit without one skips shadow.ts. */
+function withShadowRefreshed(step: Step, now: number): Step {
+  return step.circuit.shadow == null ? step : refreshShadow(step, now);
+}
+
+const DEFAULT_BREAKER_POLICY: BreakerPolicy = { probeLeaseMs: POLICY_DEFAULTS.probeLeaseSeconds * 1000 };
 
 const MANUAL_REASONS: ReadonlySet<string> = new Set(['forced_open', 'forced_closed', 'force_cleared', 'manual_reset']);
 
@@ -587,6 +624,8 @@ export interface StepContext {
   readonly name: string;
   readonly settings: CircuitPolicy;
   readonly now: number;
+  /** The service's settings, for the circuit's shadow (issue 31): its probe lease. Default: the built-in one. */
+  readonly policy?: BreakerPolicy;
   /** With idle deletion on: refresh `updatedAt` of an unchanged circuit at most this often. */
   readonly activityStampMs?: number;
 }
@@ -599,13 +638,16 @@ export function outcomeStep(ctx: StepContext, outcome: Outcome): (current: Circu
   const { name, settings, now, activityStampMs: stampMs } = ctx;
   // A new circuit is written even when the outcome changes nothing: the store writes
   // whenever the step's circuit is not the one it read, and it read none.
+  const policy = ctx.policy ?? DEFAULT_BREAKER_POLICY;
   return (current) => {
     const step = recordOutcome(current ?? newCircuit(name, settings, now), outcome, now);
     // Idle deletion reads `updatedAt` as "last used": refresh it, at most once per stampMs.
-    if (stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs) {
-      return { ...step, circuit: { ...current, updatedAt: now } };
-    }
-    return step;
+    const stamped =
+      stampMs !== undefined && current !== null && step.circuit === current && now - current.updatedAt >= stampMs
+        ? { ...step, circuit: { ...current, updatedAt: now } }
+        : step;
+    // The shadow policy (issue 31) sees the same outcome, in the same write; a circuit without one skips shadow.ts.
+    return stamped.circuit.shadow == null ? stamped : advanceShadow(current, stamped, outcome, now, policy);
   };
 }
 
@@ -673,7 +715,7 @@ export function guardedItems(
     name,
     step: (c) => {
       const unguarded = step(c);
-      decided = unguarded.transitions.length > 0;
+      decided = unguarded.transitions.some((t) => t.shadow !== true); // a shadow's (issue 31) changes no state
       return guard(unguarded, c, seen);
     },
     ...(history === undefined ? {} : { history }),

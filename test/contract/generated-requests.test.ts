@@ -40,8 +40,11 @@ const STATE_CODES = new Set([
   'TOO_MANY_CIRCUITS',
   'ADMIN_DISABLED',
 ]);
-/** A policy patch is checked whole against the circuit's policy: rules across fields (the document's 422). */
-const CROSS_FIELD = /^(window|quorum|backoff)(\.|$)/;
+/**
+ * A policy patch is checked whole against the circuit's policy: rules across fields (the document's 422);
+ * its shadow policy too, and `shadow: "promote"` needs a shadow to promote and is sent alone (issue 31).
+ */
+const CROSS_FIELD = /^(shadow\.)?(window|quorum|backoff)(\.|$)|^shadow$/;
 
 const nodes = await startNodes('dc1-1', 'dc2-1');
 const dir = tempDir('circuitlog-contract-');

@@ -10,6 +10,9 @@ import {
   UPDATED_COLUMNS,
 } from '../../src/domain/circuit-record.js';
 import { admit, newCircuit, recordOutcome, type Circuit, type CircuitSettings } from '../../src/domain/circuit.js';
+import { resolvePolicy } from '../../src/domain/policy.js';
+import { withShadowPolicy } from '../../src/domain/shadow.js';
+import { outcomeStep } from '../../src/service/breaker-service.js';
 import { defaultMigrationsDir, migrate, openDatabase, readMigrations } from '../../src/store/sqlite/database.js';
 
 // The one mapping of a persisted circuit (src/domain/circuit-record.ts): SQLite's columns and
@@ -89,6 +92,23 @@ describe('the circuit record', () => {
   it('stores a circuit in Redis as its own members in JSON', () => {
     const c = domainCircuits()[12]!;
     expect(JSON.parse(circuitToJson(c))).toEqual(JSON.parse(JSON.stringify(c)));
+  });
+
+  it('keeps a shadow policy and its state in its column and in the JSON, and refuses a malformed one', () => {
+    let c: Circuit = withShadowPolicy(
+      { ...newCircuit('c9', BASE, 1_000), id: 9 },
+      resolvePolicy({ ...BASE, failureThreshold: 1 }),
+      1_000,
+    );
+    c = outcomeStep({ name: 'c9', settings: c, now: 2_000 }, { success: false })(c).circuit;
+    expect(c.shadow?.circuit.state).toBe('open');
+    expect(circuitFromColumns(columnsOf(c))).toStrictEqual(c);
+    expect(checkStoredCircuit(JSON.parse(circuitToJson(c)))).toEqual(c);
+    const bad = JSON.parse(circuitToJson(c));
+    bad.shadow.circuit.state = 'ajar';
+    expect(checkStoredCircuit(bad)).toEqual(new BadRecord('shadow', expect.any(String)));
+    const plain = domainCircuits()[0]!;
+    expect(circuitFromColumns(columnsOf(plain))).not.toHaveProperty('shadow');
   });
 
   it('checks every member of the record read back as JSON: a bad value, null and absence as the field says', () => {

@@ -82,14 +82,19 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('closes PolicyPatch to the policy fields, each nullable', async () => {
+  it('closes PolicyPatch to the policy fields, each nullable, and the shadow policy', async () => {
     const patch = (await documentOf()).components.schemas.PolicyPatch!;
     expect(patch.additionalProperties).toBe(false);
-    expect(Object.keys(patch.properties as object).sort()).toEqual(Object.keys(policyFields).sort());
+    expect(Object.keys(patch.properties as object).sort()).toEqual([...Object.keys(policyFields), 'shadow'].sort());
     const valid = ajv.compile(patch);
     expect(valid({ colour: 'red' })).toBe(false);
     expect(valid({ window: { type: 'count', pad: 1 } })).toBe(false);
     expect(valid({ failure_threshold: null, window: { size: 10 }, quorum: null })).toBe(true);
+    expect(valid({ shadow: { failure_threshold: 2, window: { size: 10 } } })).toBe(true);
+    expect(valid({ shadow: null })).toBe(true);
+    expect(valid({ shadow: 'promote' })).toBe(true);
+    expect(valid({ shadow: 'demote' })).toBe(false);
+    expect(valid({ shadow: { forced_state: 'open' } })).toBe(false);
   });
 
   it('lists every problem kind, and only those, for /problems/{kind}', async () => {

@@ -98,6 +98,17 @@ describe('capEjection', () => {
     expect(trips(capped)).toBe(false);
   });
 
+  it('leaves a step alone whose only trip is a shadow policy\u2019s (issue 31): the node is not ejected', () => {
+    const step = tripping();
+    const shadowTrip = {
+      ...step,
+      circuit: failTimes(closed(), 3 - 1),
+      transitions: [{ ...step.transitions[0]!, shadow: true as const }],
+    };
+    expect(trips(shadowTrip)).toBe(false);
+    expect(capEjection(shadowTrip, failTimes(closed(), 2), 2, 2)).toBe(shadowTrip);
+  });
+
   it('resets what closing resets, throttle included, keeping the state-change time', () => {
     const before = failTimes(closed(), 2);
     const step = tripping();

@@ -402,6 +402,8 @@ class Core:
                 self.last_event_id = event.newest_id
             return
         self.last_event_id = event.id
+        if event.shadow:
+            return  # a shadow policy's event (issue 31): the circuit itself did not change
         entry = self.entries.get(event.circuit)
         if entry is None:
             return

@@ -66,6 +66,8 @@ class TransitionEvent:
     ramp_until: str | None = None
     #: ``cool_down``: the seconds the dependency asked for.
     retry_after_seconds: float | None = None
+    #: A transition of the circuit's shadow policy (issue 31): the circuit itself did not change.
+    shadow: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,7 @@ def parse_event(event: str, data: str, event_id: str | None) -> TransitionEvent 
         scope if scope in ("circuit", "caller") else None,
         ramp_until if isinstance(ramp_until, str) else None,
         retry_after if isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) else None,
+        d.get("shadow") is True,
     )
 
 
