@@ -114,7 +114,8 @@ async function openRedis(
   const { RedisHousekeeping } = await import('../store/redis/redis-housekeeping.js');
   const { RedisAuditStream } = await import('../store/redis/redis-audit.js');
   const { replicas_ack: replicasAck, replicas_ack_timeout_ms: replicasAckTimeoutMs } = config.storeOptions.redis;
-  const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs }).catch(
+  const history = historySettings(config.history);
+  const redis = await openRedisStore({ url, timeoutMs, logger, replicasAck, replicasAckTimeoutMs, history }).catch(
     (error: unknown) => {
       if (error instanceof SchemaTooNewError) throw new ConfigError(error.message);
       throw new ConfigError(`CIRCUITLOG_STORE: ${describeStartFailure(redactUrl(url), error)}`);

@@ -76,9 +76,8 @@ export interface CircuitStore {
   /**
    * A circuit's history entries in the order they were written (issue 31), as stored (each
    * decoded by `decodeEntry`); null if the circuit is unknown. Deleting a circuit deletes its history.
-   * (Optional only while issue 31 is being built; both stores implement it.)
    */
-  history?(name: string, query: HistoryQuery): MaybePromise<StoredEntry[] | null>;
+  history(name: string, query: HistoryQuery): MaybePromise<StoredEntry[] | null>;
   /**
    * How many stored circuits have names in `ranges` (`nameRanges` of domain/circuit-name.ts),
    * each range counted up to `atMost`, reading an index rather than every circuit

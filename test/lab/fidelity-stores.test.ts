@@ -218,7 +218,7 @@ describe.each(variants)('the history kept by the store replays exactly (%s)', (_
         const { clock } = await drive(circuits, start, events, seed);
         const store = circuits[0]!;
         const circuit = (await store.find(NAME))!;
-        const entries = (await store.history!(NAME, { limit: 1_000_000 }))!;
+        const entries = (await store.history(NAME, { limit: 1_000_000 }))!;
         const result = backtest({
           circuit: NAME,
           entries,
