@@ -197,7 +197,16 @@ function decoded(input: BacktestInput): DecodedHistory {
 /** Was the candidate open (or half-open) at some moment within `withinMs` of the outage's start? */
 function caughtBy(outage: Episode, run: ReplayRun, withinMs: number): boolean {
   const start = outage.burstAt;
-  return run.episodes.some((e) => e.openedAt <= start + withinMs && e.closedAt >= start);
+  // Episodes are in time order and apart: only the last one opened by start + withinMs can reach start.
+  const episodes = run.episodes;
+  let lo = 0;
+  let hi = episodes.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (episodes[mid]!.openedAt <= start + withinMs) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && episodes[lo - 1]!.closedAt >= start;
 }
 
 function summary(f: RunFigures): Omit<RunFigures, 'series' | 'transitions'> {
