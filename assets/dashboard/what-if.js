@@ -81,7 +81,7 @@ function showFigures(result) {
   const start = result.start === 'created' ? 'from the circuit’s creation' : 'mid-history (closed assumed)';
   $('wi-summary').textContent =
     `${result.outcomes} outcomes replayed, ${new Date(result.from).toISOString()} to ${new Date(result.to).toISOString()}, ${start}. ` +
-    `Fidelity ${f.matched}/${f.recorded} recorded transitions reproduced${f.manual_actions > 0 ? ` (${f.manual_actions} manual actions)` : ''}.`;
+    `Fidelity ${f.matched}/${f.recorded} recorded transitions reproduced${f.manual_actions > 0 ? ` (${f.manual_actions} manual action${f.manual_actions === 1 ? '' : 's'})` : ''}.`;
   $('wi-result').hidden = false;
 }
 

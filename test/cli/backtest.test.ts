@@ -79,6 +79,47 @@ describe('circuitlog backtest', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ circuit: 'db', outcomes: 6, proposed: { refused_calls: 4 } });
   });
 
+  it('takes the range as --from and --to, ISO 8601 or epoch ms', async () => {
+    const { server, dir } = await recorded();
+    const policy = path.join(dir, 'proposed.yaml');
+    fs.writeFileSync(policy, 'failure_threshold: 10\n');
+    const hourAhead = Date.now() + 3_600_000;
+    const all = await runCli([
+      'backtest',
+      'db',
+      '--policy',
+      policy,
+      '--from',
+      '0',
+      '--to',
+      String(hourAhead),
+      '--json',
+      '--url',
+      server.url,
+    ]);
+    expect(all.code).toBe(0);
+    expect(JSON.parse(all.stdout)).toMatchObject({ outcomes: 6, from: 0, to: hourAhead });
+    const later = new Date(hourAhead).toISOString();
+    const none = await runCli([
+      'backtest',
+      'db',
+      '--policy',
+      policy,
+      '--from',
+      later,
+      '--to',
+      String(hourAhead + 1),
+      '--json',
+      '--url',
+      server.url,
+    ]);
+    expect(none.code).toBe(0);
+    expect(JSON.parse(none.stdout)).toMatchObject({ outcomes: 0, from: hourAhead, start: 'assumed_closed' });
+    const empty = await runCli(['backtest', 'db', '--policy', policy, '--from', later, '--url', server.url]);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toMatch(/answered 422 validation-failed: .*\(from: must be before to/);
+  });
+
   it('ranks a grid', async () => {
     const { server, dir } = await recorded();
     const grid = path.join(dir, 'grid.yaml');

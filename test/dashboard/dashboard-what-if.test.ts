@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +9,11 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 // real server (dist/main.js) whose circuit has a recorded history.
 
 const CHROMIUM = '/usr/bin/chromium'; // Debian's, installed by scripts/provision.mjs
+/** `DASHBOARD_SCREENSHOTS=1` refreshes docs/images/dashboard-what-if.png; else a temp folder. */
+const IMAGES =
+  process.env.DASHBOARD_SCREENSHOTS === '1'
+    ? path.join(path.dirname(new URL(import.meta.url).pathname), '..', '..', 'docs', 'images')
+    : fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-screenshots-'));
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'];
 
 let browser: Browser;
@@ -65,6 +71,7 @@ describe('dashboard: the what-if panel', () => {
       await expect
         .poll(() => page.locator('#wi-picture').evaluate((img: HTMLImageElement) => img.naturalWidth))
         .toBeGreaterThan(0);
+      await page.locator('#what-if').screenshot({ path: path.join(IMAGES, 'dashboard-what-if.png') });
 
       // A value the PATCH rules refuse is shown, naming the field; nothing else changes.
       await page.fill('#wi-failure-threshold', '0');
