@@ -56,7 +56,7 @@ export interface RunFigures {
   refused_calls: number;
   /** Openings within one open time of the previous closing. */
   flaps: number;
-  /** Per opening: ms from the first failure of the burst that caused it to the opening. */
+  /** Per opening (the first 10,000): ms from the first failure of the burst that caused it to the opening. */
   detection_ms: number[];
   /** The replay's transitions, oldest first (at most 10,000; `transitions_total` counts all). */
   transitions: LabTransition[];

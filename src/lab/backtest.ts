@@ -42,10 +42,13 @@ export function proposedPolicy(
 ): CircuitPolicy {
   const merged = policySchema.safeParse(patchedPolicy(current, defaults, patch as Record<string, unknown>));
   if (!merged.success) {
-    const fields: FieldError[] = merged.error.issues.map((issue) => ({
-      field: issue.path.length === 0 ? '(policy)' : issue.path.join('.'),
-      message: issue.message,
-    }));
+    // As PATCH names them (http/route-kit.ts's fieldErrors): an unknown key is named itself.
+    const fields: FieldError[] = merged.error.issues.flatMap((issue): FieldError[] => {
+      const at = issue.path.map(String);
+      if (issue.code === 'unrecognized_keys')
+        return issue.keys.map((key) => ({ field: [...at, key].join('.'), message: 'is not a policy field' }));
+      return [{ field: at.join('.') || '(body)', message: issue.message }];
+    });
     throw new AppError('VALIDATION_FAILED', 'The proposed policy has invalid fields.', { fields });
   }
   return policyFromWire(merged.data);
@@ -194,7 +197,16 @@ function decoded(input: BacktestInput): DecodedHistory {
 /** Was the candidate open (or half-open) at some moment within `withinMs` of the outage's start? */
 function caughtBy(outage: Episode, run: ReplayRun, withinMs: number): boolean {
   const start = outage.burstAt;
-  return run.episodes.some((e) => e.openedAt <= start + withinMs && e.closedAt >= start);
+  // Episodes are in time order and apart: only the last one opened by start + withinMs can reach start.
+  const episodes = run.episodes;
+  let lo = 0;
+  let hi = episodes.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (episodes[mid]!.openedAt <= start + withinMs) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && episodes[lo - 1]!.closedAt >= start;
 }
 
 function summary(f: RunFigures): Omit<RunFigures, 'series' | 'transitions'> {

@@ -115,7 +115,7 @@ export class Figures {
       this.episodeOpenMs = 0;
       this.episodeBurstAt = this.burstStart ?? tr.at;
       this.episodeTimeoutMs = policy.timeoutSeconds * 1000;
-      run.detection_ms.push(tr.at - this.episodeBurstAt);
+      if (run.detection_ms.length < MAX_LISTED_TRANSITIONS) run.detection_ms.push(tr.at - this.episodeBurstAt);
       if (this.lastClosedAt !== null && tr.at - this.lastClosedAt < policy.timeoutSeconds * 1000) run.flaps++;
     } else if (tr.to === 'closed') {
       this.closeEpisode(tr.at);

@@ -108,6 +108,18 @@ describe('a proposed replay (lab/replay.ts)', () => {
   });
 });
 
+describe("a run's answer has a bound (lab/run-figures.ts)", () => {
+  it('lists the first 10,000 transitions and detection times, and counts them all', () => {
+    // 10,500 openings: a failure opens (threshold 1), the probe 1 s later closes.
+    const entries = Array.from({ length: 10_500 }, (_, i) => [failed(i * 2_000), ok(i * 2_000 + 1_000)]).flat();
+    const result = backtest({ ...input(stored(...entries), policy(1, 1), policy(1, 1)), to: T + 21_000_000 });
+    expect(result.current.openings).toBe(10_500);
+    expect(result.current.transitions_total).toBe(31_500);
+    expect(result.current.transitions).toHaveLength(10_000);
+    expect(result.current.detection_ms).toHaveLength(10_000);
+  });
+});
+
 describe('grid candidates from dotted PATCH paths (lab/backtest.ts)', () => {
   const base = resolvePolicy({
     failureThreshold: 5,
@@ -160,7 +172,12 @@ describe('grid candidates from dotted PATCH paths (lab/backtest.ts)', () => {
   });
 
   it('refuses a path that is no policy field', () => {
-    expect(() => proposedPolicy(base, defaults, { failure_treshold: 3 })).toThrow(AppError);
+    try {
+      proposedPolicy(base, defaults, { failure_treshold: 3 });
+      expect.unreachable();
+    } catch (e) {
+      expect((e as AppError).options.fields).toEqual([{ field: 'failure_treshold', message: 'is not a policy field' }]);
+    }
     expect(() => gridPoints(base, defaults, { 'window..size': [1] })).toThrow(/not a policy field path/);
     expect(() => gridPoints(base, defaults, { failure_threshold: [] })).toThrow(/one or more numbers/);
   });
