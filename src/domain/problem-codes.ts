@@ -78,6 +78,7 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
     type: '/problems/too-many-combinations',
     title: 'A backtest grid of more than 100 combinations',
   },
+  BACKTEST_NOT_FOUND: { status: 404, type: '/problems/backtest-not-found', title: 'Backtest answer not kept' },
   // The policy lab (issue 31): one backtest at a time per process, within a time and a memory limit.
   BACKTEST_BUSY: { status: 503, type: '/problems/backtest-busy', title: 'A backtest is already running' },
   BACKTEST_TIMEOUT: { status: 503, type: '/problems/backtest-timeout', title: 'The backtest ran out of time' },

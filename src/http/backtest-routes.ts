@@ -17,8 +17,8 @@ import type { CircuitStore } from '../store/circuit-store.js';
 import { BacktestBody, type BacktestPlan } from './backtest-body.js';
 import { backtestPlan } from './backtest-body.js';
 import { BacktestCache, type LabResult } from './backtest-cache.js';
-import { BacktestAnswerSchema } from './backtest-schemas.js';
-import { circuitNameParam, circuitNotFound, common, jsonBody, ok, problem, readJson } from './route-kit.js';
+import { BACKTEST_BODY_DOC, BacktestAnswerSchema } from './backtest-schemas.js';
+import { circuitNameParam, circuitNotFound, common, ok, problem, readJson } from './route-kit.js';
 import { NameParam } from './schemas.js';
 import { z } from '@hono/zod-openapi';
 
@@ -139,7 +139,7 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
     const result = id === undefined ? null : cache.get(id, name);
     if (result === null || !('proposed' in result)) {
       throw new AppError(
-        'NOT_FOUND',
+        'BACKTEST_NOT_FOUND',
         `No backtest picture '${c.req.param('file')}' of circuit '${name}' is kept: answers are kept in memory, the last ${cache.maxResults} (grid answers have no picture).`,
       );
     }
@@ -158,6 +158,7 @@ function busyError(): AppError {
 }
 
 function documentRoutes(app: OpenAPIHono): void {
+  app.openAPIRegistry.registerComponent('schemas', 'BacktestRequest', BACKTEST_BODY_DOC);
   app.openAPIRegistry.registerPath(
     createRoute({
       method: 'post',
@@ -167,7 +168,13 @@ function documentRoutes(app: OpenAPIHono): void {
         "Backtest a proposed policy (or a grid of them) on the circuit's recorded history, beside the live policy; changes nothing",
       description:
         'Replays the recorded outcomes through the state machine with the live policy and the proposed one (docs/policy-lab.md). The answer is kept in memory (the last 16, at most 8 MiB) for its picture.',
-      request: { params: NameParam, body: jsonBody(BacktestBody, false) },
+      request: {
+        params: NameParam,
+        body: {
+          required: false,
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/BacktestRequest' } } },
+        },
+      },
       responses: {
         200: ok('Both replays, their figures and the fidelity of the live one; or a ranked grid', BacktestAnswerSchema),
         ...common,
@@ -203,7 +210,7 @@ function documentRoutes(app: OpenAPIHono): void {
         400: common[400],
         401: common[401],
         404: problem(
-          'circuit-not-found; or not-found: no such answer kept (evicted, another process, a grid answer, another circuit)',
+          'circuit-not-found; or backtest-not-found: no such answer kept (evicted, another process, a grid answer, another circuit)',
         ),
         405: common[405],
         503: common[503],

@@ -1,5 +1,15 @@
 /** The backtest answer's OpenAPI schemas: lab/backtest-types.ts's shapes, for the document. */
 import { z } from '@hono/zod-openapi';
+import { z as zod } from 'zod';
+import {
+  backoffSchema,
+  kindFields,
+  policyFields,
+  quorumSchema,
+  rampSchema,
+  throttleSchema,
+  windowSchema,
+} from '../policy-schema.js';
 
 const EpochMs = z.number().int().describe('Epoch milliseconds');
 
@@ -90,3 +100,78 @@ export const GridResultSchema = z
   .openapi('BacktestGridResult');
 
 export const BacktestAnswerSchema = z.union([BacktestResultSchema, GridResultSchema]);
+
+type JsonSchema = Record<string, unknown>;
+
+/** A numeric policy field's JSON Schema, without its null (a grid value is a number). */
+function numberSchema(field: zod.ZodType): JsonSchema {
+  const { $schema: _dialect, ...schema } = zod.toJSONSchema(field, { io: 'input', unrepresentable: 'any' });
+  const choices = Array.isArray(schema.anyOf) ? (schema.anyOf as JsonSchema[]) : [schema];
+  return choices.find((c) => c.type === 'number' || c.type === 'integer') ?? { type: 'number' };
+}
+
+const isNumeric = (field: zod.ZodType): boolean => {
+  const json = numberSchema(field);
+  return json.type === 'number' || json.type === 'integer';
+};
+
+/** The grid's paths: every numeric policy field, top-level or one object deep, each a list of its values. */
+function gridPaths(): JsonSchema {
+  const objects: Record<string, zod.ZodObject> = {
+    window: windowSchema,
+    backoff: backoffSchema,
+    throttle: throttleSchema,
+    quorum: quorumSchema,
+    ramp: rampSchema,
+  };
+  const fields: [string, zod.ZodType][] = [
+    ...Object.entries({ ...policyFields, ...kindFields }).filter(([name]) => !(name in objects)),
+    ...Object.entries(objects).flatMap(([name, o]) =>
+      Object.entries(o.shape).map(([member, f]): [string, zod.ZodType] => [`${name}.${member}`, f as zod.ZodType]),
+    ),
+  ];
+  return Object.fromEntries(
+    fields
+      .filter(([, f]) => isNumeric(f))
+      .map(([path, f]) => [path, { type: 'array', items: numberSchema(f), minItems: 1, maxItems: 100 }]),
+  );
+}
+
+const INSTANT_DOC = {
+  // `as const`: literal types, as the document's SchemaObject wants them.
+  oneOf: [
+    { type: 'integer', minimum: 0, maximum: 8_640_000_000_000_000, description: 'Epoch milliseconds' },
+    { type: 'string', format: 'date-time', description: 'ISO 8601 date-time with an offset' },
+  ],
+} as const;
+
+/**
+ * The request body as documented: `policy` is the PATCH body (`PolicyPatch`); the route checks
+ * it with BacktestBody (backtest-body.ts) and the merged policy as PATCH does.
+ */
+export const BACKTEST_BODY_DOC: Record<string, unknown> = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    policy: {
+      $ref: '#/components/schemas/PolicyPatch',
+      description: 'The proposed policy: a PATCH /circuits/{name} body merged over the live policy',
+    },
+    grid: {
+      type: 'object',
+      minProperties: 1,
+      description:
+        'Dotted PATCH paths to lists of values; every combination (at most 100, else 400 too-many-combinations) over the proposed policy, ranked; each candidate must be a policy PATCH accepts as a whole (a window needs its type, ...: 422)',
+      properties: gridPaths(),
+      additionalProperties: false,
+    },
+    from: { ...INSTANT_DOC, description: 'Start of the range (inclusive); default the oldest entry kept' },
+    to: { ...INSTANT_DOC, description: 'End of the range (exclusive), after from; default now' },
+    detect_within_seconds: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      maximum: 86_400,
+      description: "The grid objective's window, seconds (default 60)",
+    },
+  },
+};

@@ -269,6 +269,7 @@ describe('GET /circuits/{name}/backtest/{id}.svg', () => {
     const first = await t.request('GET', `/circuits/db/backtest/${ids[0]}.svg`);
     expect(first.status).toBe(404);
     expect(first.headers.get('content-type')).toBe('application/problem+json');
+    expect((await json(first)).type).toBe('/problems/backtest-not-found');
     expect((await t.request('GET', `/circuits/db/backtest/${ids[1]}.svg`)).status).toBe(200);
   });
 
