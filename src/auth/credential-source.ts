@@ -42,6 +42,19 @@ export interface CredentialSource {
 
 const DEBOUNCE_MS = 100; // an editor's or a deployer's burst of events, read once
 
+/**
+ * A reload that left the set as it was: a signal is an operator's request, answered in the log
+ * (nothing to audit); a folder event is noise.
+ */
+function logUnchanged(logger: Logger, trigger: 'signal' | 'file', file: string, count: number): void {
+  if (trigger === 'signal')
+    logger.info(
+      { event: 'credentials_reloaded', trigger, file, credentials: count, changed: false },
+      `credentials reloaded, unchanged: ${count} from ${file}`,
+    );
+  else logger.debug({ event: 'credentials_unchanged', trigger, file }, 'credentials file unchanged');
+}
+
 export function credentialSource(options: CredentialSourceOptions): CredentialSource {
   const { logger } = options;
   let table: CredentialTable = credentialTable(options.entries, options.token);
@@ -74,9 +87,7 @@ export function credentialSource(options: CredentialSourceOptions): CredentialSo
     lastText = text;
     const key = JSON.stringify(entries);
     if (key === inForce) {
-      // A signal is an operator's request: answer it in the log; a folder event is noise.
-      const level = trigger === 'signal' ? 'info' : 'debug';
-      logger[level]({ event: 'credentials_unchanged', trigger, file: options.path }, 'credentials file unchanged');
+      logUnchanged(logger, trigger, options.path, entries.length);
       return true;
     }
     inForce = key;
@@ -90,9 +101,19 @@ export function credentialSource(options: CredentialSourceOptions): CredentialSo
     return true;
   };
 
-  const onChange = () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => reload('file'), options.debounceMs ?? DEBOUNCE_MS);
+  const base = path.basename(options.path);
+  const onChange = (_event: string, filename: string | Buffer | null) => {
+    // Only the file itself, or a Kubernetes ConfigMap's `..data` swap; not the database or its
+    // WAL in the same folder, whose writes would otherwise keep the timer from ever firing.
+    const name = filename?.toString();
+    if (name !== undefined && name !== base && !name.startsWith('..')) return;
+    // The first event of a burst starts the timer; later ones do not push it back, so a change
+    // is read within the quiet time even while the folder keeps changing.
+    if (timer !== undefined) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      reload('file');
+    }, options.debounceMs ?? DEBOUNCE_MS);
     timer.unref();
   };
 

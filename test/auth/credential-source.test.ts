@@ -81,16 +81,34 @@ describe('the credentials in force', () => {
     expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toHaveLength(1);
   });
 
-  it('reloads nothing when a sibling in the folder changes (the database beside the file)', async () => {
+  it('reads a change while the database beside the file keeps writing, and reloads nothing for those writes', async () => {
     const t = setUp();
     t.source.watch();
-    const looked = t.logged('credentials_unchanged');
-    fs.writeFileSync(path.join(path.dirname(t.file), 'db.sqlite-wal'), 'a write beside the file');
-    await looked;
-    expect(t.reloads).toEqual([]);
-    expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toEqual([]);
+    const wal = path.join(path.dirname(t.file), 'db.sqlite-wal');
+    let writing = true;
+    const writes = (async () => {
+      const stopAt = Date.now() + 3_000;
+      while (writing && Date.now() < stopAt) {
+        fs.appendFileSync(wal, 'a write beside the file\n');
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      return writing; // still writing when it gave up: the change was never read meanwhile
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const reloaded = t.nextReload();
+    replace(t.file, fileText([entry('kept', KEPT, ['read']), entry('new', NEW, ['report'])]));
+    await Promise.race([reloaded, writes]);
+    writing = false;
+    expect(await writes).toBe(false);
+    expect(t.reloads).toEqual([['kept', 'new']]);
+    expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toHaveLength(1);
+  });
+
+  it('answers a SIGHUP over an unchanged file in the log, without a reload to audit', () => {
+    const t = setUp();
     expect(t.source.reload('signal')).toBe(true);
     expect(t.reloads).toEqual([]);
+    expect(t.lines.filter((l) => l.event === 'credentials_reloaded')).toMatchObject([{ changed: false }]);
     expect([t.who(KEPT), t.who(OLD)]).toEqual(['kept', 'old']);
   });
 
