@@ -203,3 +203,17 @@ export function transitionEntries(t: EpochMs, transitions: readonly Transition[]
   const live = transitions.some((x) => x.shadow === true) ? transitions.filter((x) => x.shadow !== true) : transitions;
   return live.map((transition) => ({ type: 'transition', t, transition }));
 }
+
+/**
+ * What one stored step leaves in its circuit's history, as both stores write it: the hook's
+ * entry (if any), then one entry per transition of the live circuit, each at the entry's time
+ * or, without an entry (a read's lazy refresh, the due job), at the transition's own `at`.
+ * A shadow policy's transitions are left out (see `transitionEntries`).
+ */
+export function stepEntries(entry: HistoryEntry | null, transitions: readonly Transition[]): StoredEntry[] {
+  const out: StoredEntry[] = entry === null ? [] : [storedEntry(entry)];
+  for (const transition of transitions)
+    if (transition.shadow !== true)
+      out.push(storedEntry({ type: 'transition', t: entry?.t ?? transition.at, transition }));
+  return out;
+}

@@ -17,7 +17,7 @@ import { everyStore } from '../store/every-store.js';
 /**
  * Issue 31's fidelity proof through the real service and the real stores: random outcomes
  * with time gaps, calls, policy changes, forces, resets, reads, admissions and the due job,
- * under every policy kind, written by `BreakerService` (group commit on) into SQLite (one
+ * under every policy kind (every other one with a stricter shadow policy beside it), written by `BreakerService` (group commit on) into SQLite (one
  * process, and two "workers": two services on two connections to one file, taking turns at
  * random) and Redis (one server, and a Cluster). The history the store kept, replayed with the
  * live policy, reproduces every transition the store recorded (same time, states and reason).
@@ -139,7 +139,10 @@ async function drive(
       }),
   );
   let live = start;
-  await services[0]!.configure(NAME, () => live);
+  // Every other history runs a stricter shadow policy beside the live one: its transitions are
+  // not the live circuit's and must stay out of the history (issue 31).
+  const shadow = seed % 2 === 0 ? { ...start, failureThreshold: 1, window: null } : null;
+  await services[0]!.configure(NAME, () => ({ policy: live, shadow }));
   for (const e of events) {
     clock.advance(1);
     const breaker = services[Math.floor(random() * services.length)]!;

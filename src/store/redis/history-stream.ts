@@ -1,5 +1,5 @@
 import type { Circuit, Step } from '../../domain/circuit.js';
-import { encodeEntry, type HistoryHook, type StoredEntry, transitionEntries } from '../../domain/history.js';
+import { stepEntries as domainStepEntries, type HistoryHook, type StoredEntry } from '../../domain/history.js';
 import type { HistoryQuery } from '../circuit-store.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { HistoryOptions } from './redis-store-options.js';
@@ -49,13 +49,7 @@ export function stepEntries(
 ): StoredEntry[] {
   if (!settings.enabled || !keepsHistory(result.circuit)) return [];
   const entry = hook?.(before, result) ?? null;
-  const out: StoredEntry[] = [];
-  if (entry !== null) out.push({ t: entry.t, text: encodeEntry(entry) });
-  for (const t of result.transitions) {
-    const [x] = transitionEntries(entry?.t ?? t.at, [t]);
-    out.push({ t: x!.t, text: encodeEntry(x!) });
-  }
-  return out;
+  return domainStepEntries(entry, result.transitions);
 }
 
 /** The CAS script's history argument (`scripts.ts` APPEND_HISTORY): `<t>\n<text>\n` per entry; `''` for none. */

@@ -7,7 +7,7 @@ import type { CallerCounts } from '../../domain/types.js';
 import type { Circuit, Step, Transition } from '../../domain/circuit.js';
 import { AppError } from '../../domain/errors.js';
 import type { BatchItem, CircuitStore, HealthReport, HistoryQuery, ListQuery } from '../circuit-store.js';
-import { storedEntry, type HistoryHook, type StoredEntry } from '../../domain/history.js';
+import { stepEntries, type HistoryHook, type StoredEntry } from '../../domain/history.js';
 import { HISTORY_DEFAULTS, type HistorySettings } from '../../domain/history-settings.js';
 import { circuitFromColumns, circuitToColumns, type ColumnValue } from '../../domain/circuit-record.js';
 import { prepareCircuitStatements, type CircuitStatements, type CircuitValues } from './circuit-statements.js';
@@ -64,10 +64,7 @@ export class SqliteCircuitStore implements CircuitStore {
     if (!this.keepsHistory(result.circuit)) return NO_ENTRIES;
     const entry = hook === undefined ? null : hook(before, result);
     if (entry === null && result.transitions.length === 0) return NO_ENTRIES;
-    const out: StoredEntry[] = entry === null ? [] : [storedEntry(entry)];
-    for (const transition of result.transitions)
-      out.push(storedEntry({ type: 'transition', t: entry?.t ?? transition.at, transition }));
-    return out;
+    return stepEntries(entry, result.transitions);
   }
 
   /** The body of `apply`'s write transaction: read under the lock, step, write. */
