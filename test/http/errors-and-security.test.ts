@@ -129,6 +129,8 @@ describe('described API', () => {
       '/circuits',
       '/circuits/{name}',
       '/circuits/{name}/allowed',
+      '/circuits/{name}/backtest',
+      '/circuits/{name}/backtest/{id}.svg',
       '/circuits/{name}/call',
       '/circuits/{name}/events',
       '/circuits/{name}/failure',
