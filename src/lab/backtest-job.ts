@@ -6,7 +6,8 @@
  */
 import type { FieldError } from '../domain/errors.js';
 import type { StoredEntry } from '../domain/history.js';
-import type { BacktestInput, BacktestResult, GridResult } from './backtest-types.js';
+import type { GridShare } from './backtest.js';
+import type { BacktestInput, BacktestResult } from './backtest-types.js';
 
 /** A history as it crosses to the thread. */
 export interface PackedEntries {
@@ -24,12 +25,12 @@ export interface ThreadJob {
   readonly id: string;
   readonly input: Omit<BacktestInput, 'entries'>;
   readonly packed: PackedEntries;
-  /** A grid's candidates' values; null: a backtest. */
-  readonly values: readonly Readonly<Record<string, number>>[] | null;
+  /** A grid's share: the candidates `[start, end)` of `input.proposed` to evaluate; null: a backtest. */
+  readonly share: { readonly start: number; readonly end: number } | null;
 }
 
 export type ThreadAnswer =
-  | { readonly ok: true; readonly result: BacktestResult | GridResult }
+  | { readonly ok: true; readonly result: BacktestResult | GridShare }
   | {
       readonly ok: false;
       readonly code: string;
