@@ -155,12 +155,22 @@ export class BacktestRunner {
     const worker = new Worker(this.threadUrl, { resourceLimits: { maxOldGenerationSizeMb: this.maxHeapMb } });
     worker.unref(); // an idle worker keeps no process alive
     this.alive.add(worker);
+    // A thread that fails between jobs, or after its job was stopped, just ends (its 'exit' is heard).
+    worker.on('error', () => {});
     worker.once('exit', () => {
       this.alive.delete(worker);
       if (this.pool[i] === worker) this.pool[i] = null;
     });
     this.pool[i] = worker;
     return worker;
+  }
+
+  /** Stops a thread; resolves once it has exited ('exit': a thread dying of its heap limit may never settle `terminate()`). */
+  private stopped(worker: Worker): Promise<void> {
+    if (!this.alive.has(worker)) return Promise.resolve();
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    worker.terminate().catch(() => {});
+    return exited;
   }
 
   /** Posts job i to thread i; answers every answer, or rejects once the job's threads are all stopped. */
@@ -186,7 +196,7 @@ export class BacktestRunner {
           const at = this.pool.indexOf(w);
           if (at >= 0) this.pool[at] = null;
         }
-        void Promise.allSettled(stopping.map((w) => w.terminate())).then(() => reject(error));
+        void Promise.all(stopping.map((w) => this.stopped(w))).then(() => reject(error));
       };
       const timer = setTimeout(
         () =>
