@@ -61,3 +61,23 @@ export function unpackEntries(packed: PackedEntries): StoredEntry[] {
   }
   return out;
 }
+
+/** Pack a history for the thread, yielding to the event loop between chunks. */
+export async function pack(entries: BacktestInput['entries']): Promise<PackedEntries> {
+  const times = new Float64Array(entries.length);
+  const texts: string[] = [];
+  for (let start = 0; start < entries.length; start += PACK_CHUNK) {
+    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    texts.push(packChunk(entries, times, start, Math.min(entries.length, start + PACK_CHUNK)));
+  }
+  return { times, texts };
+}
+
+/** Candidates `[start, end)` of each of `threads` shares of `n` candidates: contiguous, sizes apart by at most 1. */
+export function gridShares(n: number, threads: number): { start: number; end: number }[] {
+  const k = Math.max(1, Math.min(threads, n));
+  return Array.from({ length: k }, (_, i) => ({
+    start: Math.floor((i * n) / k),
+    end: Math.floor(((i + 1) * n) / k),
+  }));
+}

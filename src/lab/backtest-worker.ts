@@ -17,8 +17,10 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { AppError, type ErrorCode } from '../domain/errors.js';
 import { type GridShare, rankGrid } from './backtest.js';
-import { PACK_CHUNK, type PackedEntries, packChunk, type ThreadAnswer, type ThreadJob } from './backtest-job.js';
+import { gridShares, pack, type ThreadAnswer, type ThreadJob } from './backtest-job.js';
 import type { BacktestInput, BacktestResult, GridResult } from './backtest-types.js';
+
+export { gridShares } from './backtest-job.js';
 
 /** Most threads a grid is split over. */
 export const MAX_GRID_THREADS = 4;
@@ -54,26 +56,6 @@ export function defaultThreadUrl(): URL {
   return import.meta.url.endsWith('.ts')
     ? new URL('../../dist/lab/backtest-thread.js', import.meta.url)
     : new URL('./backtest-thread.js', import.meta.url);
-}
-
-/** Pack a history for the thread, yielding to the event loop between chunks. */
-async function pack(entries: BacktestInput['entries']): Promise<PackedEntries> {
-  const times = new Float64Array(entries.length);
-  const texts: string[] = [];
-  for (let start = 0; start < entries.length; start += PACK_CHUNK) {
-    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    texts.push(packChunk(entries, times, start, Math.min(entries.length, start + PACK_CHUNK)));
-  }
-  return { times, texts };
-}
-
-/** Candidates `[start, end)` of each of `threads` shares of `n` candidates: contiguous, sizes apart by at most 1. */
-export function gridShares(n: number, threads: number): { start: number; end: number }[] {
-  const k = Math.max(1, Math.min(threads, n));
-  return Array.from({ length: k }, (_, i) => ({
-    start: Math.floor((i * n) / k),
-    end: Math.floor(((i + 1) * n) / k),
-  }));
 }
 
 export class BacktestRunner {

@@ -89,6 +89,8 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
+const shaped = new InObject();
+
 /** Replay the history under `plan` (see the file's comment). */
 export function replay(history: DecodedHistory, plan: ReplayPlan): ReplayRun {
   const { types, times, items } = history;
@@ -115,7 +117,6 @@ export function replay(history: DecodedHistory, plan: ReplayPlan): ReplayRun {
     createdByConfigure ? { ...policy, forcedState: null } : policy,
     times[0]!,
   );
-  const shaped = new InObject();
   let n = 0;
   for (let i = 0; i < types.length; i++) {
     const t = times[i]!;
