@@ -8,7 +8,7 @@ import type { StoredEntry } from '../../src/domain/history.js';
 import type { BacktestInput } from '../../src/lab/backtest-types.js';
 import { POLICY_DEFAULTS } from '../../src/domain/policy-defaults.js';
 import { backtest, grid, gridPoints } from '../../src/lab/backtest.js';
-import { BacktestRunner, gridShares } from '../../src/lab/backtest-worker.js';
+import { BacktestRunner, defaultGridThreads, gridShares } from '../../src/lab/backtest-worker.js';
 import { DAY_START, EIGHT_IN_FIFTEEN, FIVE_IN_TEN, HOUR_MS, recordStory } from './story.js';
 
 const story = recordStory(FIVE_IN_TEN, 1); // the first hour: one batch job
@@ -121,7 +121,7 @@ describe('backtests in a worker thread (lab/backtest-worker.ts)', () => {
     expect(r.threadsAlive).toBe(0);
   });
 
-  it('splits candidates into contiguous shares, at most one per thread', () => {
+  it('splits candidates into contiguous shares, at most one per thread, over all cores but one by default', () => {
     expect(gridShares(27, 4)).toEqual([
       { start: 0, end: 6 },
       { start: 6, end: 13 },
@@ -134,6 +134,8 @@ describe('backtests in a worker thread (lab/backtest-worker.ts)', () => {
     ]);
     expect(gridShares(0, 2)).toEqual([{ start: 0, end: 0 }]);
     expect(() => new BacktestRunner({ threads: 5 })).toThrow(RangeError);
+    // By default a core is left to the event loop, and at most 4 threads run.
+    expect([1, 2, 3, 5, 16].map((cores) => defaultGridThreads(cores))).toEqual([1, 1, 2, 4, 4]);
   });
 
   it('stops every thread of a grid past its time limit, none left running, and is free again', async () => {
