@@ -23,8 +23,8 @@
 //               limit vs none (goodput, p99, the limit's settling); retry budget with every node failing (bench/overload.mjs)
 //   fanout      5,000 /events/stream readers in 4 child processes and 100 circuitlog/client instances on
 //               one server: p99 from a transition's acknowledgement to every reader, memory per stream (bench/fanout.mjs)
-//   backtest    the policy lab over 1,000,000 recorded outcomes: one policy (goal ≤ 2 s), a 27-point grid (≤ 30 s),
-//               event-loop delay while a backtest runs in the worker thread (< 50 ms), RSS (bench/backtest.mjs)
+//   backtest    the policy lab over 1,000,000 recorded outcomes: one policy (goal ≤ 2 s), a 27-point grid over the worker threads (≤ 30 s),
+//               event-loop delay while a backtest and the grid run in worker threads (< 50 ms), RSS (bench/backtest.mjs)
 //   scale       N = 1 .. 1,000,000 circuits: req/s ratios, deep list p50, RSS per circuit, start-up, /metrics;
 //               retention's effect on GET /allowed p99 over 10M old transitions (bench/scale.mjs)
 //

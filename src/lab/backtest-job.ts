@@ -6,7 +6,8 @@
  */
 import type { FieldError } from '../domain/errors.js';
 import type { StoredEntry } from '../domain/history.js';
-import type { BacktestInput, BacktestResult, GridResult } from './backtest-types.js';
+import type { GridShare } from './backtest.js';
+import type { BacktestInput, BacktestResult } from './backtest-types.js';
 
 /** A history as it crosses to the thread. */
 export interface PackedEntries {
@@ -24,12 +25,12 @@ export interface ThreadJob {
   readonly id: string;
   readonly input: Omit<BacktestInput, 'entries'>;
   readonly packed: PackedEntries;
-  /** A grid's candidates' values; null: a backtest. */
-  readonly values: readonly Readonly<Record<string, number>>[] | null;
+  /** A grid's share: the candidates `[start, end)` of `input.proposed` to evaluate; null: a backtest. */
+  readonly share: { readonly start: number; readonly end: number } | null;
 }
 
 export type ThreadAnswer =
-  | { readonly ok: true; readonly result: BacktestResult | GridResult }
+  | { readonly ok: true; readonly result: BacktestResult | GridShare }
   | {
       readonly ok: false;
       readonly code: string;
@@ -59,4 +60,24 @@ export function unpackEntries(packed: PackedEntries): StoredEntry[] {
     }
   }
   return out;
+}
+
+/** Pack a history for the thread, yielding to the event loop between chunks. */
+export async function pack(entries: BacktestInput['entries']): Promise<PackedEntries> {
+  const times = new Float64Array(entries.length);
+  const texts: string[] = [];
+  for (let start = 0; start < entries.length; start += PACK_CHUNK) {
+    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    texts.push(packChunk(entries, times, start, Math.min(entries.length, start + PACK_CHUNK)));
+  }
+  return { times, texts };
+}
+
+/** Candidates `[start, end)` of each of `threads` shares of `n` candidates: contiguous, sizes apart by at most 1. */
+export function gridShares(n: number, threads: number): { start: number; end: number }[] {
+  const k = Math.max(1, Math.min(threads, n));
+  return Array.from({ length: k }, (_, i) => ({
+    start: Math.floor((i * n) / k),
+    end: Math.floor(((i + 1) * n) / k),
+  }));
 }

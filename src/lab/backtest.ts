@@ -1,19 +1,25 @@
 /**
  * A backtest (the live policy against one proposed) and a grid (the live policy against up to
- * 100 candidates built from dotted PATCH paths), over a decoded history (replay.ts). Pure:
- * the worker thread (backtest-worker.ts) runs these off the event loop.
+ * 100 candidates built from dotted PATCH paths; evaluated and ranked in grid-rank.ts), over a
+ * decoded history (replay.ts). Pure: worker threads (backtest-worker.ts) run these off the event loop.
  */
 import { randomUUID } from 'node:crypto';
 import { AppError, type FieldError } from '../domain/errors.js';
 import type { CircuitPolicy } from '../domain/policy.js';
 import { patchedPolicy, policyFromWire, policySchema } from '../policy-schema.js';
-import type { BacktestInput, BacktestResult, GridCandidate, GridResult, RunFigures } from './backtest-types.js';
-import { decodeHistory, fidelity, replay, type DecodedHistory, type Episode, type ReplayRun } from './replay.js';
+import type { BacktestInput, BacktestResult, GridResult } from './backtest-types.js';
+import { evaluateCandidates, GRID_MAX_COMBINATIONS, rankGrid } from './grid-rank.js';
+import { type DecodedHistory, decodeHistory, fidelity, replay } from './replay.js';
 
-/** Most candidates a grid may hold (more: BAD_REQUEST). */
-export const GRID_MAX_COMBINATIONS = 100;
-/** An outage counts as caught when a candidate opens within this long of its start, by default. */
-export const DEFAULT_DETECT_WITHIN_SECONDS = 60;
+export {
+  DEFAULT_DETECT_WITHIN_SECONDS,
+  GRID_MAX_COMBINATIONS,
+  evaluateCandidates,
+  type GridShare,
+  gridObjective,
+  rankGrid,
+  type ScoredCandidate,
+} from './grid-rank.js';
 
 /** A grid as asked: dotted paths into the PATCH schema, each with the values to try. */
 export type GridSpec = Readonly<Record<string, readonly number[]>>;
@@ -22,16 +28,6 @@ export type GridSpec = Readonly<Record<string, readonly number[]>>;
 export interface GridPoint {
   readonly values: Readonly<Record<string, number>>;
   readonly policy: CircuitPolicy;
-}
-
-/** The objective a grid ranks by, as its answer states it. */
-export function gridObjective(detectWithinSeconds: number): string {
-  return (
-    `Outages are the live replay's openings that stayed open longer than one open time (a probe failed). ` +
-    `A candidate meets the objective when it is open within ${detectWithinSeconds} s of the start of every outage ` +
-    '(the first failure of its burst). Ranked: candidates that meet it first, by fewest refused calls, then fewest ' +
-    'openings, then shortest mean detection; then the others by most outages caught, then fewest refused calls.'
-  );
 }
 
 /** The proposed policy: a merge patch (wire form) over `current`, validated as PATCH validates it (else VALIDATION_FAILED). */
@@ -139,77 +135,9 @@ export function grid(
   values: readonly Readonly<Record<string, number>>[],
   id: string = randomUUID(),
 ): GridResult {
-  if (input.proposed.length > GRID_MAX_COMBINATIONS)
-    throw new AppError('BAD_REQUEST', `At most ${GRID_MAX_COMBINATIONS} candidates are backtested at once.`);
-  const within = (input.detectWithinSeconds ?? DEFAULT_DETECT_WITHIN_SECONDS) * 1000;
-  const history = decoded(input);
-  const live = replay(history, { kind: 'live', current: input.current });
-  const outages = live.episodes.filter((e) => e.openMs > e.timeoutMs);
-  const scored = input.proposed.map((policy, i) => {
-    const run = replay(history, { kind: 'proposed', policy, live });
-    const caught = outages.filter((o) => caughtBy(o, run, within)).length;
-    return { values: values[i] ?? {}, figures: summary(run.figures), caught };
-  });
-  const meets = (s: (typeof scored)[number]) => s.caught === outages.length;
-  const meanDetection = (f: Omit<RunFigures, 'series' | 'transitions'>) =>
-    f.detection_ms.length === 0 ? 0 : f.detection_ms.reduce((a, b) => a + b, 0) / f.detection_ms.length;
-  const order = scored
-    .map((s, i) => ({ s, i }))
-    .sort((x, y) => {
-      const a = x.s;
-      const b = y.s;
-      if (meets(a) !== meets(b)) return meets(a) ? -1 : 1;
-      if (meets(a))
-        return (
-          a.figures.refused_calls - b.figures.refused_calls ||
-          a.figures.openings - b.figures.openings ||
-          meanDetection(a.figures) - meanDetection(b.figures) ||
-          x.i - y.i
-        );
-      return b.caught - a.caught || a.figures.refused_calls - b.figures.refused_calls || x.i - y.i;
-    });
-  const candidates: GridCandidate[] = order.map(({ s }, rank) => ({
-    values: s.values,
-    figures: s.figures,
-    outages_caught: s.caught,
-    meets_objective: meets(s),
-    rank: rank + 1,
-  }));
-  return {
-    id,
-    circuit: input.circuit,
-    from: input.from,
-    to: input.to,
-    outcomes: history.outcomes,
-    start: history.start,
-    skipped: history.skipped,
-    objective: gridObjective(within / 1000),
-    outages: outages.length,
-    current: summary(live.figures),
-    candidates,
-  };
+  return rankGrid(input, values, [evaluateCandidates(input)], id);
 }
 
 function decoded(input: BacktestInput): DecodedHistory {
   return decodeHistory(input.circuit, input.entries, input.from, input.to, input.createdAt);
-}
-
-/** Was the candidate open (or half-open) at some moment within `withinMs` of the outage's start? */
-function caughtBy(outage: Episode, run: ReplayRun, withinMs: number): boolean {
-  const start = outage.burstAt;
-  // Episodes are in time order and apart: only the last one opened by start + withinMs can reach start.
-  const episodes = run.episodes;
-  let lo = 0;
-  let hi = episodes.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (episodes[mid]!.openedAt <= start + withinMs) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo > 0 && episodes[lo - 1]!.closedAt >= start;
-}
-
-function summary(f: RunFigures): Omit<RunFigures, 'series' | 'transitions'> {
-  const { series: _series, transitions: _transitions, ...rest } = f;
-  return rest;
 }

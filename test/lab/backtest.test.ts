@@ -4,7 +4,7 @@ import { encodeEntry, type HistoryEntry, type StoredEntry } from '../../src/doma
 import { type CircuitPolicy, resolvePolicy } from '../../src/domain/policy.js';
 import { POLICY_DEFAULTS } from '../../src/domain/policy-defaults.js';
 import type { BacktestInput } from '../../src/lab/backtest-types.js';
-import { backtest, grid, gridPoints, proposedPolicy } from '../../src/lab/backtest.js';
+import { backtest, evaluateCandidates, grid, gridPoints, proposedPolicy, rankGrid } from '../../src/lab/backtest.js';
 import { recordCalls } from './story.js';
 
 const T = Date.UTC(2026, 11, 1);
@@ -203,5 +203,25 @@ describe('a grid ranked by its objective (lab/backtest.ts)', () => {
     const refused = result.candidates.slice(0, 3).map((c) => c.figures.refused_calls);
     expect(refused).toEqual([...refused].sort((a, b) => a - b));
     expect(result.objective).toContain('within 60 s');
+  });
+
+  it('ranks shares evaluated apart (as threads do) exactly as the grid evaluated at once', () => {
+    const live = policy(5, 1);
+    const h = recordCalls(live, T, T + 180_000, (t) => t >= T + 60_000 && t < T + 120_000);
+    const candidates = [policy(1_000, 1), policy(5, 1), policy(5, 30), policy(20, 1), policy(3, 2)];
+    const values = candidates.map((c) => ({
+      failure_threshold: c.failureThreshold,
+      timeout_seconds: c.timeoutSeconds,
+    }));
+    const whole = { circuit: 'db', entries: h.entries, current: live, proposed: candidates, from: T, to: T + 180_000 };
+    const once = grid(whole, values, 'g');
+    const shares = [evaluateCandidates(whole, 3, 5), evaluateCandidates(whole, 0, 1), evaluateCandidates(whole, 1, 3)];
+    expect(shares.map((s) => s.scored.map((c) => c.index))).toEqual([[3, 4], [0], [1, 2]]);
+    const { entries: _entries, ...rest } = whole;
+    expect(rankGrid(rest, values, shares, 'g')).toEqual(once);
+    expect(once.candidates).toHaveLength(5);
+    // A share missing, or one candidate scored twice, is a bug, not a shorter answer.
+    expect(() => rankGrid(rest, values, shares.slice(1), 'g')).toThrow(/every candidate/);
+    expect(() => rankGrid(rest, values, [...shares, shares[1]!], 'g')).toThrow(/every candidate/);
   });
 });
