@@ -8,10 +8,11 @@
  * back is untrusted (`decodeEntry` answers null for text it cannot read, and the reader skips it).
  *
  * Text, a JSON array, first member the type:
- * - outcome: `[code, durationMs, caller, t - at, timeoutSeconds, late, retryAfterSeconds,
- *   deadlineMs, voter]`, nulls for absent members and trailing nulls left out; `code` is `1` or
- *   `0` (success, no kind) or `1`/`0` followed by the kind's letter (`"0f"`: failure, kind
- *   failure). About 5 to 30 bytes: `[0]` is a bare failure.
+ * - outcome: `[code, durationMs, caller, t - at, timeoutSeconds, retryAfterSeconds, deadlineMs,
+ *   voter]`, nulls for absent members and trailing nulls left out; `code` is `1` or `0`
+ *   (success), then the kind's letter if it has one (`"0f"`: failure, kind failure), then its
+ *   late-outcome rule if it has one (`k` count_only, as every HTTP outcome; `l` circuitlog):
+ *   `[0]` is a bare failure, `["1k",12.5]` a success the HTTP routes took in 12.5 ms.
  * - manual: `["m", action, by, before, after]`: `configure` with the policy before (null: the
  *   circuit was created by it) and after, in wire form resolved; `reset`.
  * - transition: `["x", from, to, reason, at, detail]` (detail: transition-detail.ts's text, or null).
@@ -82,7 +83,8 @@ const KIND_LETTER: Readonly<Record<OutcomeKind, string>> = {
   cancelled: 'c',
 };
 const LETTER_KIND: ReadonlyMap<string, OutcomeKind> = new Map(OUTCOME_KINDS.map((k) => [KIND_LETTER[k], k] as const));
-const LATE_RULES: ReadonlySet<string> = new Set<LateOutcomeRule>(['circuitlog', 'count_only']);
+const LATE_LETTER: Readonly<Record<LateOutcomeRule, string>> = { count_only: 'k', circuitlog: 'l' };
+const CODE = /^([01])([sfrtdc])?([kl])?$/;
 const STATES: ReadonlySet<string> = new Set(['closed', 'open', 'half_open']);
 
 /** An entry's text (see the file's comment). */
@@ -90,14 +92,14 @@ export function encodeEntry(e: HistoryEntry): string {
   switch (e.type) {
     case 'outcome': {
       const o = e.outcome;
-      const code = `${o.success ? 1 : 0}${o.kind === undefined ? '' : KIND_LETTER[o.kind]}`;
+      const kind = o.kind === undefined ? '' : KIND_LETTER[o.kind];
+      const code = `${o.success ? 1 : 0}${kind}${o.late === undefined ? '' : LATE_LETTER[o.late]}`;
       const members: unknown[] = [
         code.length === 1 ? Number(code) : code,
         o.durationMs ?? null,
         o.caller ?? null,
         o.at === undefined ? null : e.t - o.at,
         o.timeoutSeconds ?? null,
-        o.late ?? null,
         o.retryAfterSeconds ?? null,
         o.deadlineMs ?? null,
         o.voter ?? null,
@@ -137,22 +139,23 @@ export function decodeEntry(t: EpochMs, text: string): HistoryEntry | null {
   if (head === 'm') return decodeManual(t, a);
   if (head === 'x') return decodeTransition(t, a);
   const code = typeof head === 'number' ? String(head) : head;
-  if (typeof code !== 'string' || (code[0] !== '0' && code[0] !== '1') || code.length > 2) return null;
-  const kind = code.length === 2 ? LETTER_KIND.get(code[1]!) : undefined;
-  if (code.length === 2 && kind === undefined) return null;
+  const parts = typeof code === 'string' ? CODE.exec(code) : null;
+  if (parts === null) return null;
+  const kind = parts[2] === undefined ? undefined : LETTER_KIND.get(parts[2]);
+  const late: LateOutcomeRule | undefined =
+    parts[3] === undefined ? undefined : parts[3] === 'k' ? 'count_only' : 'circuitlog';
   const at = optNum(a[3]);
-  const late = optStr(a[5]);
   const outcome: Outcome = {
-    success: code[0] === '1',
+    success: parts[1] === '1',
     ...(kind === undefined ? {} : { kind }),
     ...(isNum(a[1]) ? { durationMs: a[1] } : {}),
     ...(typeof a[2] === 'string' ? { caller: a[2] } : {}),
     ...(at === undefined ? {} : { at: t - at }),
     ...(isNum(a[4]) ? { timeoutSeconds: a[4] } : {}),
-    ...(late !== undefined && LATE_RULES.has(late) ? { late: late as LateOutcomeRule } : {}),
-    ...(isNum(a[6]) ? { retryAfterSeconds: a[6] } : {}),
-    ...(isNum(a[7]) ? { deadlineMs: a[7] } : {}),
-    ...(typeof a[8] === 'string' ? { voter: a[8] } : {}),
+    ...(late === undefined ? {} : { late }),
+    ...(isNum(a[5]) ? { retryAfterSeconds: a[5] } : {}),
+    ...(isNum(a[6]) ? { deadlineMs: a[6] } : {}),
+    ...(typeof a[7] === 'string' ? { voter: a[7] } : {}),
   };
   return { type: 'outcome', t, outcome };
 }

@@ -59,9 +59,22 @@ describe('the history codec (domain/history.ts)', () => {
     for (const e of entries) expect(decodeEntry(e.t, encodeEntry(e))).toEqual(e);
   });
 
-  it('keeps a bare outcome to a few bytes', () => {
+  it('keeps a bare outcome to a few bytes, and an HTTP route outcome (count_only) to a few more', () => {
     expect(encodeEntry(entries[0]!)).toBe('[0]');
     expect(encodeEntry(entries[1]!)).toBe('[1]');
+    const http: HistoryEntry = {
+      type: 'outcome',
+      t: T,
+      outcome: { success: true, durationMs: 12.5, late: 'count_only' },
+    };
+    expect(encodeEntry(http)).toBe('["1k",12.5]');
+    expect(decodeEntry(T, '["1k",12.5]')).toEqual(http);
+    const circuitlog: HistoryEntry = {
+      type: 'outcome',
+      t: T,
+      outcome: { success: false, kind: 'failure', late: 'circuitlog' },
+    };
+    expect(decodeEntry(T, encodeEntry(circuitlog))).toEqual(circuitlog);
   });
 
   it('answers null for text that is not an entry', () => {
