@@ -1,8 +1,8 @@
 /**
- * The last backtests' answers, kept so `GET /circuits/{name}/backtest/{id}.svg` can draw one:
- * bounded by count and by bytes (the answer's JSON text), oldest evicted first. Per process:
- * with `--workers N` the picture is asked of the worker that ran the backtest (a keep-alive
- * connection stays on one worker; another worker answers 404, docs/policy-lab.md).
+ * The last backtests' answers, kept so `GET /circuits/{name}/backtest/{id}.svg` draws one
+ * without replaying it: bounded by count and by bytes (the answer's JSON text), oldest evicted
+ * first. Per process: another worker, or this one after an eviction or a restart, replays what
+ * the id names instead (`backtest-picture.ts`).
  */
 import type { BacktestResult, GridResult } from '../lab/backtest-types.js';
 

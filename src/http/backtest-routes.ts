@@ -17,6 +17,7 @@ import type { CircuitStore } from '../store/circuit-store.js';
 import { BacktestBody, type BacktestPlan } from './backtest-body.js';
 import { backtestPlan } from './backtest-body.js';
 import { BacktestCache, type LabResult } from './backtest-cache.js';
+import { pictureId, picturePlan } from './backtest-picture.js';
 import { BACKTEST_BODY_DOC, BacktestAnswerSchema } from './backtest-schemas.js';
 import { circuitNameParam, circuitNotFound, common, ok, problem, readJson } from './route-kit.js';
 import { NameParam } from './schemas.js';
@@ -57,7 +58,7 @@ export interface BacktestRouteDeps {
   readonly cache?: BacktestCache;
 }
 
-const SVG_FILE = /^([A-Za-z0-9-]{1,64})\.svg$/;
+const SVG_FILE = /^([A-Za-z0-9_-]{1,4096})\.svg$/;
 /**
  * The most entries one backtest reads, whatever `history.max_outcomes` says: a read is held in
  * the serving thread's memory while the worker replays a copy (docs/policy-lab.md measured 4.3
@@ -112,7 +113,18 @@ export async function runPlan(
           plan.grid.map((p) => p.values),
         );
   const { id: _engines, ...figures } = answer;
-  return { id: randomUUID(), ...figures } as LabResult;
+  // A single backtest's id names what it replayed, so its picture can be drawn again anywhere.
+  const id =
+    plan.grid === null
+      ? pictureId({
+          circuit: name,
+          proposed: plan.proposed,
+          from: history.from,
+          to: history.to,
+          detectWithinSeconds: plan.detectWithinSeconds,
+        })
+      : randomUUID();
+  return { id, ...figures } as LabResult;
 }
 
 export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService, deps: BacktestRouteDeps): void {
@@ -134,13 +146,29 @@ export function registerBacktestRoutes(app: OpenAPIHono, breaker: BreakerService
   });
   app.get('/circuits/:name/backtest/:file', async (c) => {
     const name = circuitNameParam(c);
-    if ((await breaker.get(name)) === null) throw circuitNotFound(name);
+    const circuit = await breaker.get(name);
+    if (circuit === null) throw circuitNotFound(name);
     const id = SVG_FILE.exec(c.req.param('file') ?? '')?.[1];
-    const result = id === undefined ? null : cache.get(id, name);
+    let result = id === undefined ? null : cache.get(id, name);
+    // Not kept here (another worker ran it, or this process restarted): replay it again.
+    const again = result === null && id !== undefined ? picturePlan(id, name, breaker.defaults) : null;
+    if (again !== null) {
+      if (deps.backtester.busy?.()) throw busyError();
+      const { circuit: _named, ...kept } = again;
+      const plan: BacktestPlan = { ...kept, grid: null };
+      const history = await readPlanHistory(deps.store, name, plan, deps.maxEntries);
+      result = await runPlan(
+        deps.backtester,
+        { name, current: policyOf(circuit), createdAt: circuit.createdAt },
+        plan,
+        history,
+      );
+      cache.put(result, Buffer.byteLength(JSON.stringify(result)));
+    }
     if (result === null || !('proposed' in result)) {
       throw new AppError(
         'BACKTEST_NOT_FOUND',
-        `No backtest picture '${c.req.param('file')}' of circuit '${name}' is kept: answers are kept in memory, the last ${cache.maxResults} (grid answers have no picture).`,
+        `No backtest picture '${c.req.param('file')}' of circuit '${name}': grid answers have no picture, and this id names no backtest.`,
       );
     }
     return c.body(deps.backtester.svg(result), 200, {
@@ -203,14 +231,24 @@ function documentRoutes(app: OpenAPIHono): void {
       method: 'get',
       path: '/circuits/{name}/backtest/{id}.svg',
       tags: ['circuits'],
-      summary: "A kept backtest's picture: the failure rate per minute under both policies' state bands",
-      request: { params: NameParam.extend({ id: z.string().describe('The backtest answer’s id') }) },
+      summary: "A backtest's picture: the failure rate per minute under both policies' state bands",
+      description:
+        'Drawn from the answer when this process keeps it, else by replaying again what the id names (the proposed policy and the range: any worker, after a restart too).',
+      request: {
+        params: NameParam.extend({
+          id: z
+            .string()
+            .max(4096)
+            .regex(/^[A-Za-z0-9_-]+$/)
+            .describe('The backtest answer’s id (base64url: it names the proposed policy and the range replayed)'),
+        }),
+      },
       responses: {
         200: { description: 'The picture', content: { 'image/svg+xml': { schema: { type: 'string' } } } },
         400: common[400],
         401: common[401],
         404: problem(
-          'circuit-not-found; or backtest-not-found: no such answer kept (evicted, another process, a grid answer, another circuit)',
+          'circuit-not-found; or backtest-not-found: the id names no backtest of this circuit (a grid answer, made up, another circuit’s)',
         ),
         405: common[405],
         503: common[503],

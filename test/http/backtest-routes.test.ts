@@ -103,7 +103,7 @@ function setup(
     backtester: fake.engine,
     ...(options.historyMaxEntries === undefined ? {} : { historyMaxEntries: options.historyMaxEntries }),
   });
-  return { t, ...fake, queries: history.queries };
+  return { t, ...fake, queries: history.queries, store: history.store };
 }
 
 const backtest = (t: ReturnType<typeof buildApp>, name: string, body: unknown) =>
@@ -117,7 +117,7 @@ describe('POST /circuits/{name}/backtest', () => {
     expect(res.status).toBe(200);
     const body = await json(res);
     expect(body).toMatchObject({ circuit: 'db', outcomes: 1, current: { openings: 1 }, proposed: { openings: 2 } });
-    expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(body.id).toMatch(/^[A-Za-z0-9_-]+$/); // names what it replayed (src/http/backtest-picture.ts)
     const [input] = inputs;
     expect(input!.current).toMatchObject({ failureThreshold: 5, timeoutSeconds: 30, window: null });
     expect(input!.proposed).toHaveLength(1);
@@ -261,16 +261,46 @@ describe('GET /circuits/{name}/backtest/{id}.svg', () => {
     expect((await t.request('GET', `/circuits/db/backtest/${id}.png`)).status).toBe(404);
   });
 
-  it('keeps the last 16 answers: an older one is evicted (404)', async () => {
-    const { t } = setup();
+  it('draws an answer no longer kept by replaying what its id names: the same range and proposed policy', async () => {
+    const { t, inputs } = setup({ entries: [{ t: 1, text: '[0]' }] });
     await t.request('POST', '/circuits/db/success');
+    await t.request('PATCH', '/circuits/other', { failure_threshold: 3 }, MERGE);
     const ids: string[] = [];
-    for (let i = 0; i < 17; i++) ids.push((await json(await backtest(t, 'db', {}))).id);
-    const first = await t.request('GET', `/circuits/db/backtest/${ids[0]}.svg`);
-    expect(first.status).toBe(404);
-    expect(first.headers.get('content-type')).toBe('application/problem+json');
-    expect((await json(first)).type).toBe('/problems/backtest-not-found');
-    expect((await t.request('GET', `/circuits/db/backtest/${ids[1]}.svg`)).status).toBe(200);
+    // 17 different backtests (the same one twice has the same id: it names what it replays).
+    for (let i = 0; i < 17; i++)
+      ids.push((await json(await backtest(t, 'db', { policy: { failure_threshold: 9 + i } }))).id);
+    expect(new Set(ids).size).toBe(17);
+    expect(inputs).toHaveLength(17);
+    expect((await t.request('GET', `/circuits/db/backtest/${ids[1]}.svg`)).status).toBe(200); // kept
+    expect(inputs).toHaveLength(17);
+    const first = await t.request('GET', `/circuits/db/backtest/${ids[0]}.svg`); // evicted: replayed
+    expect(first.status).toBe(200);
+    expect(await first.text()).toContain(`<title>${ids[0]}</title>`);
+    expect(inputs).toHaveLength(18);
+    expect(inputs[17]!.proposed[0]!.failureThreshold).toBe(9);
+    expect([inputs[17]!.from, inputs[17]!.to]).toEqual([inputs[0]!.from, inputs[0]!.to]);
+    // An id names its circuit: another circuit's name, or a made-up or tampered id, is a 404.
+    for (const path of [
+      `/circuits/other/backtest/${ids[0]}.svg`,
+      '/circuits/db/backtest/bm9wZQ.svg',
+      `/circuits/db/backtest/${ids[0]!.slice(0, -4)}.svg`,
+    ]) {
+      const res = await t.request('GET', path);
+      expect(res.status).toBe(404);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect((await json(res)).type).toBe('/problems/backtest-not-found');
+    }
+    expect(inputs).toHaveLength(18);
+  });
+
+  it('draws the picture on another process that never ran the backtest (another worker, a restart)', async () => {
+    const first = setup({ entries: [{ t: 1, text: '[0]' }] });
+    await first.t.request('POST', '/circuits/db/success');
+    const { id } = await json(await backtest(first.t, 'db', { policy: { failure_threshold: 9 } }));
+    const other = buildApp({ store: first.store, backtester: fakeEngine().engine });
+    const res = await other.request('GET', `/circuits/db/backtest/${id}.svg`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml; charset=utf-8');
   });
 
   it('has no picture for a grid answer (404)', async () => {
