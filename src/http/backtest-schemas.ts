@@ -1,6 +1,7 @@
 /** The backtest answer's OpenAPI schemas: lab/backtest-types.ts's shapes, for the document. */
 import { z } from '@hono/zod-openapi';
 import { z as zod } from 'zod';
+import { policyFieldsPatchSchema } from './policy-patch-doc.js';
 import {
   backoffSchema,
   kindFields,
@@ -103,17 +104,12 @@ export const BacktestAnswerSchema = z.union([BacktestResultSchema, GridResultSch
 
 type JsonSchema = Record<string, unknown>;
 
-/** A numeric policy field's JSON Schema, without its null (a grid value is a number). */
-function numberSchema(field: zod.ZodType): JsonSchema {
+/** A numeric policy field's JSON Schema, without its null (a grid value is a number); null: not numeric. */
+function numberSchema(field: zod.ZodType): JsonSchema | null {
   const { $schema: _dialect, ...schema } = zod.toJSONSchema(field, { io: 'input', unrepresentable: 'any' });
   const choices = Array.isArray(schema.anyOf) ? (schema.anyOf as JsonSchema[]) : [schema];
-  return choices.find((c) => c.type === 'number' || c.type === 'integer') ?? { type: 'number' };
+  return choices.find((c) => c.type === 'number' || c.type === 'integer') ?? null;
 }
-
-const isNumeric = (field: zod.ZodType): boolean => {
-  const json = numberSchema(field);
-  return json.type === 'number' || json.type === 'integer';
-};
 
 /** The grid's paths: every numeric policy field, top-level or one object deep, each a list of its values. */
 function gridPaths(): JsonSchema {
@@ -131,9 +127,10 @@ function gridPaths(): JsonSchema {
     ),
   ];
   return Object.fromEntries(
-    fields
-      .filter(([, f]) => isNumeric(f))
-      .map(([path, f]) => [path, { type: 'array', items: numberSchema(f), minItems: 1, maxItems: 100 }]),
+    fields.flatMap(([path, f]) => {
+      const items = numberSchema(f);
+      return items === null ? [] : [[path, { type: 'array', items, minItems: 1, maxItems: 100 }]];
+    }),
   );
 }
 
@@ -154,8 +151,9 @@ export const BACKTEST_BODY_DOC: Record<string, unknown> = {
   additionalProperties: false,
   properties: {
     policy: {
-      $ref: '#/components/schemas/PolicyPatch',
-      description: 'The proposed policy: a PATCH /circuits/{name} body merged over the live policy',
+      ...policyFieldsPatchSchema(),
+      description:
+        'The proposed policy: a PATCH /circuits/{name} body (its policy fields; not shadow) merged over the live policy',
     },
     grid: {
       type: 'object',

@@ -45,15 +45,20 @@ function shadowField(): JsonSchema {
   };
 }
 
-/** The JSON Schema of a policy merge patch. */
+/** The JSON Schema of a policy merge patch (with the shadow policy's member). */
 export function policyPatchSchema(): JsonSchema {
+  const fields = policyFieldsPatchSchema();
+  return { ...fields, properties: { ...(fields.properties as JsonSchema), shadow: shadowField() } };
+}
+
+/** The JSON Schema of a merge patch of the policy's own fields (a backtest's proposed policy). */
+export function policyFieldsPatchSchema(): JsonSchema {
   return {
     type: 'object',
     description:
       "JSON merge patch (RFC 7396) of the policy. A field sent as null means none for window, backoff, forced_state, throttle and quorum, and the default for the others; inside an object a null member returns to its default. The patched policy must hold as a whole (a new window needs type and size; minimum_calls at most a count window's size; a time window's size at most 3600; max_callers at least min_callers; backoff's max_timeout_seconds at least timeout_seconds), else 422.",
     properties: {
       ...Object.fromEntries(Object.entries(policyFields).map(([name, field]) => [name, patchField(field)])),
-      shadow: shadowField(),
     },
     additionalProperties: false,
     example: { success_threshold: 2, window: { type: 'count', size: 20, failure_rate_threshold: 50 } },
