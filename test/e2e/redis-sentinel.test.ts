@@ -136,7 +136,9 @@ async function failover(storeRedis: string): Promise<Failover> {
   // at the new primary and its sync is done (else a write with replicas_ack 1 waits on it).
   const replicaOnline = await eventually(
     async () => /^slave\d+:.*state=online/m.test(await cli(Number(newPort), 'INFO', 'replication')),
-    30_000, // an event, bounded: Sentinel re-points the replica and it syncs, slower on a busy machine
+    // An event, bounded: Sentinel re-points the replica and it syncs. On a busy machine a Sentinel
+    // whose timers ran late enters TILT mode and acts on nothing for 30 s, so the bound is past that.
+    60_000,
   );
   expect(replicaOnline).toBe(true);
   return {
@@ -172,7 +174,7 @@ describe('redis+sentinel://: circuitlog follows a Sentinel failover without a re
     } finally {
       stream.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   it('with replicas_ack 0 resumes the same way, and reports how many acknowledged outcomes the failover lost (the trade docs/many-hosts.md describes)', async () => {
     const { blackoutMs, acknowledged, unanswered, stored, stream } = await failover('{ replicas_ack: 0 }');
@@ -183,5 +185,5 @@ describe('redis+sentinel://: circuitlog follows a Sentinel failover without a re
     );
     expect(stored).toBeLessThanOrEqual(acknowledged + unanswered);
     expect(blackoutMs).toBeLessThan(BLACKOUT_BOUND_MS);
-  }, 60_000);
+  }, 120_000);
 });
