@@ -44,16 +44,7 @@ export function circuitJson(c: Circuit, now: number): z.infer<typeof CircuitSche
     ramp_percent: roundedRampPercent(c, now),
     effective_timeout_seconds: effectiveTimeoutSeconds(c),
     reopen_count: c.reopenCount,
-    window_stats:
-      stats === null
-        ? null
-        : {
-            calls: stats.calls,
-            failures: stats.failures,
-            slow_calls: stats.slowCalls,
-            failure_rate: stats.failureRate,
-            slow_call_rate: stats.slowCallRate,
-          },
+    window_stats: windowStatsJson(stats),
     window_kinds: c.window === null ? null : kindCounts(c.window, c.windowState, now),
     probes_in_flight: c.state === 'half_open' ? activeLeases(c, now).length : 0,
     open_until: iso(c.openUntil),
@@ -77,17 +68,21 @@ function shadowJson(shadow: Shadow, now: number): NonNullable<z.infer<typeof Cir
     open_until: iso(c.openUntil),
     since: new Date(shadow.since).toISOString(),
     counts: { outcomes: shadow.outcomes, refused: shadow.refused, openings: shadow.openings },
-    window_stats:
-      stats === null
-        ? null
-        : {
-            calls: stats.calls,
-            failures: stats.failures,
-            slow_calls: stats.slowCalls,
-            failure_rate: stats.failureRate,
-            slow_call_rate: stats.slowCallRate,
-          },
+    window_stats: windowStatsJson(stats),
   };
+}
+
+/** A window's live figures in wire form (the circuit's and its shadow's); null without a window. */
+function windowStatsJson(stats: ReturnType<typeof windowStats>) {
+  return stats === null
+    ? null
+    : {
+        calls: stats.calls,
+        failures: stats.failures,
+        slow_calls: stats.slowCalls,
+        failure_rate: stats.failureRate,
+        slow_call_rate: stats.slowCallRate,
+      };
 }
 
 /** Whether the circuit is in its slow start at `now` (closed, a ramp policy, before `rampUntil`). */
