@@ -7,6 +7,18 @@ import { checkKindMembers, kindFields, kindRulesDoc } from './outcome-kind-field
 
 const isoTime = z.string().openapi({ format: 'date-time', example: '2026-11-30T03:30:41.123Z' });
 
+/** A window's live figures (the circuit's and its shadow's: `windowStatsJson` in circuit-json.ts). */
+const windowStats = z
+  .object({
+    calls: z.number().int(),
+    failures: z.number().int(),
+    slow_calls: z.number().int(),
+    failure_rate: z.number(),
+    slow_call_rate: z.number(),
+  })
+  .nullable()
+  .openapi({ description: 'The window as of now (rates in percent); null without a window.' });
+
 export const CircuitSchema = z
   .object({
     id: z.number().int(),
@@ -60,16 +72,7 @@ export const CircuitSchema = z
       .int()
       .openapi({ description: 'The open time in force (timeout_seconds unless grown by backoff).' }),
     reopen_count: z.number().int().openapi({ description: 'Re-openings in a row after failed probes; 0 when closed.' }),
-    window_stats: z
-      .object({
-        calls: z.number().int(),
-        failures: z.number().int(),
-        slow_calls: z.number().int(),
-        failure_rate: z.number(),
-        slow_call_rate: z.number(),
-      })
-      .nullable()
-      .openapi({ description: 'The window as of now (rates in percent); null without a window.' }),
+    window_stats: windowStats,
     window_kinds: windowKindsMember,
     probes_in_flight: z.number().int(),
     open_until: isoTime.nullable(),
@@ -92,15 +95,7 @@ export const CircuitSchema = z
           }),
           openings: z.number().int().openapi({ description: "The shadow's openings." }),
         }),
-        window_stats: z
-          .object({
-            calls: z.number().int(),
-            failures: z.number().int(),
-            slow_calls: z.number().int(),
-            failure_rate: z.number(),
-            slow_call_rate: z.number(),
-          })
-          .nullable(),
+        window_stats: windowStats,
       })
       .optional()
       .openapi({
