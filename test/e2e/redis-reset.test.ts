@@ -78,9 +78,10 @@ describe.each(['FLUSHALL', 'restart'] as const)('a Redis emptied under running h
     );
     expect((await request(`${b.url}/circuits/pay/reset`, 'POST')).status).toBe(200);
     expect(await eventually(() => allowed(a, 'pay'), 1_000), 'the reset on B is not seen on A').toBe(true);
+    // The log line comes through the child's stdout pipe: waited for, not read at once.
     for (const host of [a, b])
       expect(
-        host.logs.some((l) => l.event === 'redis_store_reset'),
+        await eventually(async () => host.logs.some((l) => l.event === 'redis_store_reset'), 5_000),
         `${host.url} logged no reset`,
       ).toBe(true);
   });
