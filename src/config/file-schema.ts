@@ -7,6 +7,7 @@ import { auditSchema, authSchema } from './auth-schema.js';
 import { circuitDefaultsSchema, declaredCircuitSchema } from './circuits-schema.js';
 import { ConfigError, describeIssues } from './config-error.js';
 import { positiveInt, segmentName } from './fields.js';
+import { edgeSchema } from './edge-schema.js';
 import { historySchema } from './history-schema.js';
 import { eventsSchema, limitsSchema, metricsSchema, serverSchema, storeSchema } from './service-schema.js';
 import { upstreamSchema, type UpstreamConfig } from './upstream-schema.js';
@@ -43,6 +44,8 @@ const sections = z
     audit: auditSchema.prefault({}),
     /** The outcome history (issue 31; docs/operations.md#history). */
     history: historySchema.prefault({}),
+    /** The edge agent's settings (issue 32; docs/gateways.md); the server ignores them. */
+    edge: edgeSchema.prefault({}),
   })
   .strict();
 
