@@ -26,6 +26,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { batchWindows } from './edge-windows.mjs';
 import { LOOPBACK, fmt, median, percentileSorted, probeOk, processCpuMs, runLoad } from './lib.mjs';
 
 const GOAL_RPS_RATIO = 1.0;
@@ -359,27 +360,6 @@ async function reportFor(children, origin, p, ms) {
     bad: 0,
     errors: 0,
   });
-}
-
-/** Batches per 10 ms: the average over `ms`, the most in any 10 ms (sliding) and in a fixed 10 ms slot. */
-export function batchWindows(times, ms) {
-  const t = sorted(times);
-  let sliding = 0;
-  for (let i = 0, j = 0; i < t.length; i++) {
-    while (t[i] - t[j] >= 10) j++;
-    sliding = Math.max(sliding, i - j + 1);
-  }
-  const slots = new Map();
-  for (const x of t) {
-    const k = Math.floor((x - t[0]) / 10);
-    slots.set(k, (slots.get(k) ?? 0) + 1);
-  }
-  return {
-    batches: t.length,
-    avgPer10ms: t.length / (ms / 10),
-    maxSliding: sliding,
-    maxFixed: Math.max(0, ...slots.values()),
-  };
 }
 
 async function aggregation(ctx, { server, durationSec, reporters }) {
