@@ -16,6 +16,7 @@
  * - While the server is unreachable `GET /allowed` is answered behind a local breaker per
  *   circuit (`fail_open`), or refused with `CIRCUITLOG_UNAVAILABLE`.
  */
+import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { backoffDelay } from '../client/sse.js';
 import { LocalBreakers } from '../client/local-breaker.js';
@@ -110,6 +111,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   };
   private readyWaiters: (() => void)[] = [];
   private closed = false;
+  /**
+   * Who numbers the outcomes this agent sends (a random id per process) and the last number
+   * given: the server applies each numbered outcome at most once (`domain/outcome-source.ts`),
+   * so a batch sent again after a lost answer counts once. Batches go one at a time, in order.
+   */
+  readonly source = `edge-${randomUUID()}`;
+  private seq = 0;
 
   constructor(private readonly deps: EdgeAgentDeps) {
     const { config } = deps;
@@ -158,7 +166,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       {
         send: (batch) => {
           this.counts.batchesSent++;
-          return this.transport.postOutcomes(batch);
+          return this.transport.postOutcomes(batch, this.source);
         },
         onDelivered: () => this.link.setReachable(true),
         onUnreachable: (error) => this.link.setReachable(false, error),
@@ -366,7 +374,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     if (!offline && this.queue.full) return false;
     const at = new Date(this.clock()).toISOString();
     for (const item of items) {
-      const timed = item.at === undefined ? { ...item, at } : item;
+      const timed = { ...item, at: item.at ?? at, seq: ++this.seq };
       if (offline) this.recordLocally(timed);
       this.queue.push(timed, offline);
     }
