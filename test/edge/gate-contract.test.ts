@@ -15,6 +15,7 @@ import { OPEN_UNTIL, allowedAnswer, fakeDecider, gateConfig, refusedAnswer, stat
 
 let servers: http.Server[] = [];
 afterEach(async () => {
+  for (const server of servers) server.closeAllConnections();
   await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
   servers = [];
 });
@@ -30,6 +31,7 @@ async function serveGate(config: EdgeGateConfig, decider: EdgeDecider): Promise<
         const length = answer.status === 204 ? {} : { 'content-length': String(Buffer.byteLength(answer.body)) };
         outgoing.writeHead(answer.status, { ...answer.headers, ...length }).end(answer.body);
       },
+      () => outgoing.destroy(), // gateAnswer must never reject: the exchange fails at once with "incomplete answer"
     );
   });
   servers.push(server);
