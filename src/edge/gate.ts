@@ -111,7 +111,11 @@ function refusal(style: GateStyle, answer: EdgeAnswer): EdgeAnswer {
     const value = answer.headers[name];
     if (value !== undefined) headers[name] = value;
   }
-  headers[CIRCUIT_STATE_HEADER] = stringMember(problemBody, 'state') ?? 'open';
+  // A 503 or 429 that names no state is still a refusal of the circuit's; a 401 or 404 (a wrong
+  // token, a credential not allowed the circuit) says nothing about the circuit's state.
+  const state =
+    stringMember(problemBody, 'state') ?? (answer.status === 503 || answer.status === 429 ? 'open' : undefined);
+  if (state !== undefined) headers[CIRCUIT_STATE_HEADER] = state;
   const openUntil = stringMember(problemBody, 'open_until');
   if (openUntil !== undefined) headers[CIRCUIT_OPEN_UNTIL_HEADER] = openUntil;
   if (style === 'nginx') return { status: 403, headers, body: answer.body };

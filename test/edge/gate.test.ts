@@ -311,6 +311,19 @@ describe('a refused call', () => {
     expect(answer.headers).not.toHaveProperty('x-circuit-open-until');
   });
 
+  it('names no state for a refusal other than 503 or 429 that names none (a 401: a wrong token)', async () => {
+    for (const [status, state] of [
+      [401, undefined],
+      [404, undefined],
+      [429, 'open'],
+      [503, 'open'],
+    ] as const) {
+      const decider = fakeDecider(() => statusAnswer(status, 'X', ID));
+      const answer = await gateAnswer(request('/gate/p'), gateConfig({ form: 'traefik' }), decider);
+      expect(answer.headers['x-circuit-state'], String(status)).toBe(state);
+    }
+  });
+
   it("turns any other 4xx/5xx into nginx's 403 (auth_request knows only 2xx, 401 and 403)", async () => {
     for (const status of [401, 404, 429, 500, 503]) {
       const decider = fakeDecider(() => statusAnswer(status, 'X', ID, '3'));
@@ -358,7 +371,8 @@ describe('a refused call', () => {
         gateConfig({ form: 'envoy' }),
         fakeDecider(() => given),
       );
-      expect(answer).toEqual({ ...given, headers: { ...given.headers, 'x-circuit-state': 'open' } });
+      const state: Record<string, string> = status === 429 ? { 'x-circuit-state': 'open' } : {};
+      expect(answer).toEqual({ ...given, headers: { ...given.headers, ...state } });
     }
   });
 
