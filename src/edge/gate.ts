@@ -64,8 +64,8 @@ export async function gateAnswer(
       throw new Error(`the decider answered status ${answer.status}`);
   } catch {
     // Envoy and Traefik get the 503 as it is (Envoy: its `failure_mode_allow` decides); nginx a 403.
-    const answer = unavailable(circuit, instance, requestId);
-    return style === 'nginx' ? { ...answer, status: 403 } : answer;
+    const failed = unavailable(circuit, instance, requestId);
+    return style === 'nginx' ? { ...failed, status: 403 } : failed;
   }
   if (answer.status < 300) return allowed(style, answer, requestId);
   // A bad caller (or any 400): the gateway's configuration is wrong, whatever the form (nginx: 500).
