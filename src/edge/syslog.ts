@@ -48,6 +48,8 @@ export interface SyslogIntake {
 export const MAX_KNOWN_NAMES = 10_000;
 /** Lines waiting on a `known` answer at once; past it a line is dropped (`queue_full`). */
 export const MAX_WAITING_LINES = 1_000;
+/** `known` questions in flight at once (a flood of distinct names asks no more); past it a line is dropped (`queue_full`). */
+export const MAX_QUESTIONS = 64;
 
 /** `host:port` or `[v6]:port` as a host and a port; throws on anything else. */
 export function parseListen(listen: string): { host: string; port: number } {
@@ -65,11 +67,13 @@ interface Answer {
 
 /**
  * `known(name)` answers, kept for a while so a flood of one name asks once per ttl: at most
- * `MAX_KNOWN_NAMES` names (the oldest forgotten first), one question in flight per name, each
- * given up after `timeoutMs` (then: unknown). A question that throws or rejects is unknown.
+ * `MAX_KNOWN_NAMES` names (the oldest forgotten first), one question in flight per name and
+ * `MAX_QUESTIONS` in all, each given up after `timeoutMs` (then: unknown). A question that
+ * throws or rejects is unknown.
  */
 export class KnownCircuits {
   private readonly answers = new Map<string, Answer>();
+  private inFlight = 0;
 
   constructor(
     private readonly known: (name: string) => boolean | Promise<boolean>,
@@ -79,10 +83,16 @@ export class KnownCircuits {
     private readonly timeoutMs = 5_000, // 5 s
   ) {}
 
-  /** The answer for `name` at `now`: a boolean when one is kept or `known` answers at once, else the question in flight. */
-  answer(name: string, now: number): boolean | Promise<boolean> {
+  /**
+   * The answer for `name` at `now`: a boolean when one is kept or `known` answers at once, else
+   * the question in flight; null when there is none yet and the caller may not wait for one
+   * (`mayWait` false) or `MAX_QUESTIONS` are in flight.
+   */
+  answer(name: string, now: number, mayWait = true): boolean | Promise<boolean> | null {
     const kept = this.answers.get(name);
-    if (kept !== undefined && (now < kept.until || typeof kept.value !== 'boolean')) return kept.value;
+    if (kept !== undefined && typeof kept.value !== 'boolean') return mayWait ? kept.value : null;
+    if (kept !== undefined && now < kept.until) return kept.value;
+    if (!mayWait || this.inFlight >= MAX_QUESTIONS) return null;
     this.answers.delete(name);
     if (this.answers.size >= MAX_KNOWN_NAMES) this.answers.delete(this.answers.keys().next().value!);
     let asked: boolean | Promise<boolean>;
@@ -113,6 +123,7 @@ export class KnownCircuits {
   /** The answer `asked` settles to (false: rejected, or not settled within `timeoutMs`), kept once settled. */
   private await(name: string, asked: Promise<boolean>): Promise<boolean> {
     let timer: NodeJS.Timeout | undefined;
+    this.inFlight++;
     const question: Promise<boolean> = Promise.race([
       asked,
       new Promise<boolean>((resolve) => {
@@ -124,6 +135,7 @@ export class KnownCircuits {
       .catch(() => false)
       .then((value) => {
         clearTimeout(timer);
+        this.inFlight--;
         if (this.answers.get(name)?.value === question) this.keep(name, value, this.clock());
         return value;
       });
@@ -176,9 +188,9 @@ class DatagramReader {
 
   /** Hands the outcomes to the sink once `known` says their circuit may take them. */
   private check(circuit: string, items: readonly OutcomeItem[]): void {
-    const answer = this.known.answer(circuit, this.clock());
+    const answer = this.known.answer(circuit, this.clock(), this.waiting < MAX_WAITING_LINES);
     if (typeof answer === 'boolean') this.settle(circuit, items, answer);
-    else if (this.waiting >= MAX_WAITING_LINES) this.drop('queue_full', `${this.waiting} lines wait on circuit checks`);
+    else if (answer === null) this.drop('queue_full', `${this.waiting} lines wait on circuit checks`);
     else {
       this.waiting++;
       void answer

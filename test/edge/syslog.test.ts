@@ -15,6 +15,7 @@ import { DropCounter, type EdgeLogger } from '../../src/edge/edge-types.js';
 import {
   KnownCircuits,
   MAX_KNOWN_NAMES,
+  MAX_QUESTIONS,
   MAX_WAITING_LINES,
   parseListen,
   type SyslogIntake,
@@ -206,6 +207,19 @@ describe('syslog intake: bad input', () => {
     const full = await start({ sink: { accept: () => false } });
     await full.send([datagram({}), datagram({ status: '502, 200', time: '0.001, 0.002' })]);
     expect(full.intake.counts()).toMatchObject({ outcomes: 0, dropped: { queue_full: 2 } });
+  });
+
+  it('asks at most MAX_QUESTIONS questions at once under a flood of distinct names', async () => {
+    const asked: string[] = [];
+    const h = await start({
+      known: (name) => {
+        asked.push(name);
+        return new Promise<boolean>(() => {});
+      },
+    });
+    await h.send(Array.from({ length: 200 }, (_, i) => datagram({ circuit: `ghost-${i}` })));
+    expect(asked).toHaveLength(MAX_QUESTIONS);
+    expect(h.intake.counts().dropped).toEqual({ queue_full: 200 - MAX_QUESTIONS });
   });
 
   it('keeps at most MAX_KNOWN_NAMES answers, the oldest forgotten first', () => {
