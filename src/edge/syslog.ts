@@ -8,6 +8,7 @@ import dgram from 'node:dgram';
 import { isIP } from 'node:net';
 import type { OutcomeItem } from '../client/transport.js';
 import type { DropCounter, OutcomeSink } from './edge-types.js';
+import { KnownCircuits } from './known-circuits.js';
 import { type DropReason, type LineVerdict, nginxOutcomes, syslogMessage } from './nginx-log.js';
 
 export interface SyslogIntakeOptions {
@@ -25,6 +26,11 @@ export interface SyslogIntakeOptions {
   readonly unknownTtlMs?: number;
   /** A `known` question not answered in time counts its lines `unknown_circuit`. */
   readonly knownTimeoutMs?: number;
+  /**
+   * The socket's receive buffer asked of the kernel (Linux caps it at `net.core.rmem_max`):
+   * datagrams nginx sends while the agent is busy wait there; past it the kernel drops them.
+   */
+  readonly receiveBufferBytes?: number;
 }
 
 /** What the intake has seen since it started. */
@@ -40,107 +46,23 @@ export interface SyslogCounts {
 
 export interface SyslogIntake {
   readonly port: number;
+  /** The receive buffer the kernel gave (Linux reports twice what it keeps for data). */
+  readonly receiveBufferBytes: number;
   close(): Promise<void>;
   counts(): SyslogCounts;
 }
 
-/** Circuit names whose `known` answer is kept; past it the oldest is forgotten (names are at most 200 characters). */
-export const MAX_KNOWN_NAMES = 10_000;
+/** The receive buffer asked for by default. */
+export const RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024; // 4 MiB
+
 /** Lines waiting on a `known` answer at once; past it a line is dropped (`queue_full`). */
 export const MAX_WAITING_LINES = 1_000;
-/** `known` questions in flight at once (a flood of distinct names asks no more); past it a line is dropped (`queue_full`). */
-export const MAX_QUESTIONS = 64;
-
 /** `host:port` or `[v6]:port` as a host and a port; throws on anything else. */
 export function parseListen(listen: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(listen);
   const port = m === null ? Number.NaN : Number(m[3]);
   if (m === null || port > 65_535) throw new Error(`syslog listen address ${JSON.stringify(listen)} is not host:port`);
   return { host: (m[1] ?? m[2])!, port };
-}
-
-interface Answer {
-  /** A boolean once answered; the question in flight until then. */
-  value: boolean | Promise<boolean>;
-  readonly until: number;
-}
-
-/**
- * `known(name)` answers, kept for a while so a flood of one name asks once per ttl: at most
- * `MAX_KNOWN_NAMES` names (the oldest forgotten first), one question in flight per name and
- * `MAX_QUESTIONS` in all, each given up after `timeoutMs` (then: unknown). A question that
- * throws or rejects is unknown.
- */
-export class KnownCircuits {
-  private readonly answers = new Map<string, Answer>();
-  private inFlight = 0;
-
-  constructor(
-    private readonly known: (name: string) => boolean | Promise<boolean>,
-    private readonly clock: () => number,
-    private readonly knownTtlMs = 30_000, // 30 s
-    private readonly unknownTtlMs = 5_000, // 5 s
-    private readonly timeoutMs = 5_000, // 5 s
-  ) {}
-
-  /**
-   * The answer for `name` at `now`: a boolean when one is kept or `known` answers at once, else
-   * the question in flight; null when there is none yet and the caller may not wait for one
-   * (`mayWait` false) or `MAX_QUESTIONS` are in flight.
-   */
-  answer(name: string, now: number, mayWait = true): boolean | Promise<boolean> | null {
-    const kept = this.answers.get(name);
-    if (kept !== undefined && typeof kept.value !== 'boolean') return mayWait ? kept.value : null;
-    if (kept !== undefined && now < kept.until) return kept.value;
-    if (!mayWait || this.inFlight >= MAX_QUESTIONS) return null;
-    this.answers.delete(name);
-    if (this.answers.size >= MAX_KNOWN_NAMES) this.answers.delete(this.answers.keys().next().value!);
-    let asked: boolean | Promise<boolean>;
-    try {
-      asked = this.known(name);
-    } catch {
-      asked = false;
-    }
-    if (typeof asked === 'boolean') {
-      this.keep(name, asked, now);
-      return asked;
-    }
-    const question = this.await(name, asked);
-    this.answers.set(name, { value: question, until: now + this.timeoutMs });
-    return question;
-  }
-
-  /** Names kept (answered or asked). */
-  get size(): number {
-    return this.answers.size;
-  }
-
-  private keep(name: string, value: boolean, now: number): void {
-    this.answers.delete(name); // (re-)inserted last: the oldest answers are forgotten first
-    this.answers.set(name, { value, until: now + (value ? this.knownTtlMs : this.unknownTtlMs) });
-  }
-
-  /** The answer `asked` settles to (false: rejected, or not settled within `timeoutMs`), kept once settled. */
-  private await(name: string, asked: Promise<boolean>): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    this.inFlight++;
-    const question: Promise<boolean> = Promise.race([
-      asked,
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), this.timeoutMs);
-        timer.unref();
-      }),
-    ])
-      .then((v) => v === true)
-      .catch(() => false)
-      .then((value) => {
-        clearTimeout(timer);
-        this.inFlight--;
-        if (this.answers.get(name)?.value === question) this.keep(name, value, this.clock());
-        return value;
-      });
-    return question;
-  }
 }
 
 /** Each datagram to outcomes for the sink, or counted and dropped; the counts. */
@@ -222,7 +144,10 @@ export async function startSyslogIntake(options: SyslogIntakeOptions): Promise<S
   );
   const reader = new DatagramReader(options, known, clock);
   const { host, port } = parseListen(options.listen);
-  const socket = dgram.createSocket({ type: isIP(host) === 6 ? 'udp6' : 'udp4' });
+  const socket = dgram.createSocket({
+    type: isIP(host) === 6 ? 'udp6' : 'udp4',
+    recvBufferSize: options.receiveBufferBytes ?? RECEIVE_BUFFER_BYTES,
+  });
   socket.on('message', (msg) => {
     try {
       reader.read(msg);
@@ -246,6 +171,7 @@ export async function startSyslogIntake(options: SyslogIntakeOptions): Promise<S
   socket.on('error', (error) => reader.drop('internal_error', `syslog socket: ${error.message}`));
   return {
     port: socket.address().port,
+    receiveBufferBytes: socket.getRecvBufferSize(),
     counts: () => reader.counts(),
     close: () =>
       new Promise<void>((resolve) => {

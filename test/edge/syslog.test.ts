@@ -12,12 +12,11 @@ import type { OutcomeItem } from '../../src/client/transport.js';
 import { callerProblem } from '../../src/domain/caller.js';
 import { circuitNameProblem } from '../../src/domain/circuit-name.js';
 import { DropCounter, type EdgeLogger } from '../../src/edge/edge-types.js';
+import { KnownCircuits, MAX_KNOWN_NAMES, MAX_QUESTIONS } from '../../src/edge/known-circuits.js';
 import {
-  KnownCircuits,
-  MAX_KNOWN_NAMES,
-  MAX_QUESTIONS,
   MAX_WAITING_LINES,
   parseListen,
+  RECEIVE_BUFFER_BYTES,
   type SyslogIntake,
   type SyslogIntakeOptions,
   startSyslogIntake,
@@ -317,6 +316,13 @@ describe('syslog intake: the socket', () => {
     for (const bad of ['127.0.0.1', ':514', '127.0.0.1:70000', '::1:514', '127.0.0.1:x']) {
       expect(() => parseListen(bad), bad).toThrow(/not host:port/);
     }
+  });
+
+  it('asks the kernel for a 4 MiB receive buffer, so a burst waits there while the agent is busy', async () => {
+    const h = await start();
+    // Linux keeps at most net.core.rmem_max (208 KiB unless raised) and reports twice what it keeps.
+    const max = Number(readFileSync('/proc/sys/net/core/rmem_max', 'utf8'));
+    expect(h.intake.receiveBufferBytes).toBe(2 * Math.min(RECEIVE_BUFFER_BYTES, max));
   });
 
   it('rejects when the port is taken, and frees its port on close', async () => {
