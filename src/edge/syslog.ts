@@ -55,8 +55,9 @@ export interface SyslogIntake {
 /** The receive buffer asked for by default. */
 export const RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024; // 4 MiB
 
-/** Lines waiting on a `known` answer at once; past it a line is dropped (`queue_full`). */
+/** Lines waiting on a `known` answer at once (at most this many times `maxLineBytes` held); past it a line is dropped (`queue_full`). */
 export const MAX_WAITING_LINES = 1_000;
+
 /** `host:port` or `[v6]:port` as a host and a port; throws on anything else. */
 export function parseListen(listen: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(listen);
