@@ -12,6 +12,9 @@ import { kindOfStatus } from '../domain/outcome-rules.js';
 /** The `v` of the documented log_format; a line with another is dropped (`bad_version`). */
 export const NGINX_LOG_VERSION = 1;
 
+/** The documented `log_format` directive, for nginx's `http {}` (the tests run a real nginx with it). */
+export const NGINX_LOG_FORMAT = `log_format circuitlog escape=json '{"v":1,"circuit":"$circuitlog_circuit","caller":"$circuitlog_caller","status":"$upstream_status","time":"$upstream_response_time","retry_after":"$upstream_http_retry_after","msec":"$msec"}';`;
+
 /** Most upstream attempts one line may name (nginx's retries and internal redirects stay far below). */
 export const MAX_ATTEMPTS_PER_LINE = 100;
 
