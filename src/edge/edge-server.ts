@@ -17,15 +17,7 @@ import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
 import { HOP_BY_HOP, ServerUnreachable, type EdgeAgent } from './agent.js';
 import type { EdgeAnswer, EdgeLogger } from './edge-types.js';
-
-/** What a gateway's check request is, for `gate.ts`. */
-export interface GateRequest {
-  readonly method: string;
-  /** Path and query as received. */
-  readonly target: string;
-  /** Lower-case names; repeated headers joined with `, `. */
-  readonly headers: Readonly<Record<string, string | undefined>>;
-}
+import type { GateRequest } from './gate-circuit.js';
 
 export interface EdgeServerDeps {
   readonly agent: EdgeAgent;
@@ -38,6 +30,8 @@ export interface EdgeServerDeps {
   readonly extraStats?: () => Record<string, unknown>;
 }
 
+const PREFIX = '/circuits/';
+const SUFFIX = '/allowed';
 const ALLOWED = /^\/circuits\/([^/?#]+)\/allowed(?:\?(.*))?$/;
 const OUTCOMES = /^\/circuits\/([^/?#]+)\/outcomes(?:\?.*)?$/;
 const CALL = /^\/circuits\/([^/?#]+)\/call(?:\?(.*))?$/;
@@ -52,13 +46,21 @@ export function edgeListener(deps: EdgeServerDeps): (req: IncomingMessage, res: 
   return (req, res) => {
     const target = req.url ?? '/';
     const requestId = incomingId(req);
-    // The hot path, synchronous: a plain closed circuit the view trusts.
-    if (req.method === 'GET') {
-      const m = ALLOWED.exec(target);
-      if (m !== null && m[2] === undefined && !m[1]!.includes('%')) {
-        const local = agent.localAnswer(m[1]!, requestId);
+    // The hot path, synchronous: a plain closed circuit the view trusts, named plainly (no %, no query).
+    if (req.method === 'GET' && target.endsWith(SUFFIX) && target.startsWith(PREFIX)) {
+      const name = target.slice(PREFIX.length, -SUFFIX.length);
+      if (!/[/?%#]/.test(name)) {
+        const local = agent.localBody(name);
         if (local !== null) {
-          send(res, local);
+          res.writeHead(200, [
+            'content-type',
+            'application/json',
+            REQUEST_ID_HEADER,
+            requestId ?? newRequestId(),
+            'content-length',
+            local.length,
+          ]);
+          res.end(local.bytes);
           return;
         }
       }
@@ -280,6 +282,12 @@ function jsonAnswer(status: number, value: unknown, requestId?: string): EdgeAns
 
 function send(res: ServerResponse, answer: EdgeAnswer): void {
   if (res.headersSent) return;
+  // RFC 9110 section 8.6: no Content-Length on a 204 (nor a body).
+  if (answer.status === 204 || answer.status === 304) {
+    res.writeHead(answer.status, answer.headers);
+    res.end();
+    return;
+  }
   res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
   res.end(answer.body);
 }
