@@ -1,0 +1,146 @@
+// The edge agent's outage proof (issue 32): the server is killed with SIGKILL while outcomes
+// keep arriving at two agents (one failing open, one with `--fail-open false`), and started
+// again on the same database. The agents reach it through a relay (test/edge/relay-proxy.ts)
+// whose URL stays valid across the restart and which is cut, before the kill, once the batches
+// already on their way have been answered: so every outcome the agents acknowledged must be on
+// the server exactly once afterwards, none lost and none counted twice.
+import { afterEach, expect, it, vi } from 'vitest';
+import {
+  circuitOn,
+  circuitPath,
+  edgeConfig,
+  edgeStats,
+  postJson,
+  send,
+  serveWith,
+  stat,
+  waitReady,
+} from '../edge/edge-http.js';
+import { startEdge, type EdgeProcess } from '../edge/edge-process.js';
+import { startRelay, type RelayProxy } from '../edge/relay-proxy.js';
+import { startServer, type ServerProcess } from '../server-process.js';
+
+const cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.allSettled(cleanup.splice(0).map((stop) => stop()));
+});
+
+const FRESH = 'outage/fresh';
+const BOUNDED = 'outage/bounded';
+
+/**
+ * Posts outcomes to the agent one request at a time (every 5th a batch of 3), until stopped or
+ * at `max` items; counts the items the agent acknowledged (202).
+ */
+function writer(agent: string, max: number) {
+  let stopped = false;
+  let items = 0;
+  const statuses: string[] = [];
+  const waiting: { at: number; resolve: () => void }[] = [];
+  const wake = () => {
+    for (const w of waiting.splice(0)) {
+      if (items >= w.at || stopped || items >= max) w.resolve();
+      else waiting.push(w);
+    }
+  };
+  const done = (async () => {
+    for (let i = 0; !stopped && items < max; i++) {
+      const answer =
+        i % 5 === 4 && items + 3 <= max
+          ? await postJson(agent, '/outcomes', {
+              outcomes: Array.from({ length: 3 }, () => ({ circuit: FRESH, success: false })),
+            })
+          : await postJson(agent, circuitPath(FRESH, 'outcomes'), { success: false });
+      statuses.push(`${answer.status} ${JSON.stringify(answer.body)}`);
+      if (answer.status === 202) items += (answer.body as { accepted: number }).accepted;
+      wake();
+    }
+    stopped = true;
+    wake();
+  })();
+  return {
+    statuses,
+    acknowledged: () => items,
+    /** Resolves once `n` items have been acknowledged (or the writer has ended). */
+    reach: (n: number) =>
+      new Promise<void>((resolve) => {
+        waiting.push({ at: n, resolve });
+        wake();
+      }),
+    stop: async () => {
+      stopped = true;
+      await done;
+    },
+  };
+}
+
+it('keeps answering and acknowledging through a kill -9 of the server, and delivers every acknowledged outcome exactly once', async () => {
+  const { server: first, dir, env } = await serveWith('circuit_defaults:\n  failure_threshold: 1000000000\n');
+  let server: ServerProcess = first;
+  cleanup.push(() => server.stop('SIGKILL'));
+  const relay: RelayProxy = await startRelay(server.url);
+  cleanup.push(() => relay.close());
+  const open = await startEdge(relay.url, {
+    args: ['--config', edgeConfig(dir, 'open.yaml', 'edge:\n  max_queued_outcomes: 500\n')],
+  });
+  const closed = await startEdge(relay.url, {
+    args: ['--config', edgeConfig(dir, 'closed.yaml', 'edge:\n  max_queued_outcomes: 5\n'), '--fail-open', 'false'],
+  });
+  cleanup.push(
+    () => open.stop('SIGKILL'),
+    () => closed.stop('SIGKILL'),
+  );
+  const agents: EdgeProcess[] = [open, closed];
+  await Promise.all(agents.map((x) => waitReady(x.url, 200)));
+
+  const known = circuitPath('outage/known', 'allowed');
+  await postJson(server.url, circuitPath('outage/known', 'outcomes'), { success: true });
+  for (const agent of agents) for (let i = 0; i < 2; i++) expect((await send(agent.url, known)).status).toBe(200);
+
+  // Outcomes keep arriving at the fail-open agent while the server is killed (at most 450).
+  const load = writer(open.url, 450);
+  await load.reach(15);
+  await relay.cut(); // no batch between the agent and the server from here on
+  await server.stop('SIGKILL');
+  await Promise.all(agents.map((x) => waitReady(x.url, 503)));
+  const atOffline = load.acknowledged();
+  const offlineBefore = await stat(open.url, 'offline_decisions');
+  for (let i = 0; i < 20; i++) {
+    expect(await send(open.url, known)).toMatchObject({ status: 200, body: { allowed: true } });
+  }
+  expect(await send(open.url, circuitPath('outage/never-seen', 'allowed'))).toMatchObject({ status: 200 });
+  expect((await stat(open.url, 'offline_decisions')) - offlineBefore).toBe(21);
+  const refused = await send(closed.url, known);
+  expect(refused).toMatchObject({
+    status: 503,
+    type: 'application/problem+json',
+    body: { status: 503, code: 'CIRCUITLOG_UNAVAILABLE' },
+  });
+  await load.reach(atOffline + 40); // 40 more acknowledged while the server is down
+  await load.stop();
+  expect(load.acknowledged()).toBeGreaterThanOrEqual(atOffline + 40);
+  expect(load.acknowledged()).toBeLessThan(450); // the writer was stopped, not out of items
+  expect(load.statuses.filter((s) => !s.startsWith('202 '))).toEqual([]);
+  expect(await stat(open.url, 'outcomes_pending')).toBeGreaterThan(0);
+
+  // The fail-closed agent keeps at most 5: each past them is refused or drops the oldest, counted.
+  const bounded: number[] = [];
+  for (let i = 0; i < 8; i++)
+    bounded.push((await postJson(closed.url, circuitPath(BOUNDED, 'outcomes'), { success: false })).status);
+  const held = await edgeStats(closed.url);
+  expect(held.outcomes_pending).toBe(5);
+  const refusedOrDropped = bounded.filter((s) => s !== 202).length + (held.outcomes_dropped as number);
+  expect(refusedOrDropped).toBe(3);
+
+  // The server again, on the same database file; the relay's URL has stayed the agents' --server.
+  server = await startServer(env);
+  relay.resume(server.url);
+  await Promise.all(agents.map((x) => waitReady(x.url, 200, 15_000)));
+  await vi.waitFor(
+    async () => expect(await Promise.all(agents.map((x) => stat(x.url, 'outcomes_pending')))).toEqual([0, 0]),
+    { timeout: 15_000, interval: 50 },
+  );
+  expect(await circuitOn(server.url, FRESH)).toMatchObject({ state: 'closed', failure_count: load.acknowledged() });
+  expect(await circuitOn(server.url, BOUNDED)).toMatchObject({ failure_count: 5 });
+  expect(await send(closed.url, known)).toMatchObject({ status: 200, body: { allowed: true } });
+});
