@@ -11,7 +11,7 @@ import { callerProblem } from '../domain/caller.js';
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import type { OutcomeItem } from '../client/transport.js';
-import { BatchBody, OutcomeBody } from '../http/outcome-routes.js';
+import { BatchBody, OutcomeBody, outcomeTime } from '../http/outcome-routes.js';
 import { fieldErrors } from '../http/route-kit.js';
 import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
@@ -125,6 +125,7 @@ async function route(
     if (outcome !== null) {
       const name = nameOf(outcome[1]!);
       const body = await readJson(req, OutcomeBody, limit);
+      outcomeTime(body.at, agent.clock(), 'at'); // the server's 422 for an `at` too far ahead, never a poisoned batch
       return send(
         res,
         accepted(deps, [{ circuit: name, ...(body as Omit<OutcomeItem, 'circuit'>) }], target, requestId),
@@ -132,6 +133,8 @@ async function route(
     }
     if (path === '/outcomes') {
       const body = await readJson(req, BatchBody, BATCH_LIMIT_BYTES);
+      const now = agent.clock();
+      for (const [i, o] of body.outcomes.entries()) outcomeTime(o.at, now, `outcomes.${i}.at`);
       return send(res, accepted(deps, body.outcomes as OutcomeItem[], target, requestId));
     }
     const call = CALL.exec(target);
