@@ -375,11 +375,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   }
 
   /** Whether outcomes for this circuit are welcome as they are: the view knows it closed and plain (the `/call` fast path). */
-  decidesLocally(name: string): CircuitJson | null | undefined {
+  decidesLocally(name: string): CircuitJson | undefined {
     const entry = this.view.get(name);
     if (entry === undefined || !this.link.trusts(entry) || entry.state !== 'closed' || entry.forced !== null)
       return undefined;
     if (this.clock() >= entry.policyDueAt || !this.answers.has(entry)) return undefined;
+    // A circuit the server does not know yet: its /call creates it and answers it, never `circuit: null`.
+    if (entry.json === null) return undefined;
     this.counts.localDecisions++;
     return entry.json;
   }

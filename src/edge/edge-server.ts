@@ -12,6 +12,7 @@ import { circuitNameProblem } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import type { OutcomeItem } from '../client/transport.js';
 import { BatchBody, OutcomeBody, outcomeTime } from '../http/outcome-routes.js';
+import { crossSiteProblem } from '../http/request-guard.js';
 import { fieldErrors } from '../http/route-kit.js';
 import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
@@ -119,6 +120,12 @@ async function route(
           return send(res, await agent.allowed(name, caller ?? undefined, requestId));
       }
     }
+  }
+  if (method === 'POST' && (path === '/outcomes' || OUTCOMES.test(target) || CALL.test(target))) {
+    // The server's guard first: a browser's cross-site POST, or a Content-Type that is not JSON
+    // even with no body (what a page on another site sends without a preflight).
+    const refused = crossSiteProblem(method, (name) => flatHeader(req, name));
+    if (refused !== null) throw refused;
   }
   if (method === 'POST') {
     const outcome = OUTCOMES.exec(target);
@@ -231,6 +238,11 @@ function relayHeaders(req: IncomingMessage, requestId: string | undefined, all =
   if (all && req.headers['content-length'] !== undefined) headers['content-length'] = req.headers['content-length'];
   if (requestId !== undefined) headers[REQUEST_ID_HEADER] = requestId;
   return headers;
+}
+
+function flatHeader(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 function flatHeaders(req: IncomingMessage): Record<string, string | undefined> {

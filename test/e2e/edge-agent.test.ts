@@ -14,6 +14,7 @@ import {
   stat,
   waitReady,
   type Answer,
+  type Send,
 } from '../edge/edge-http.js';
 import { startEdge, type EdgeProcess } from '../edge/edge-process.js';
 import { startRelay, type RelayProxy } from '../edge/relay-proxy.js';
@@ -38,7 +39,7 @@ afterAll(async () => {
 });
 
 /** The same request to the agent and to the server, with one request id: [agent's answer, server's]. */
-async function both(agent: EdgeProcess, target: string, id: string, init: { method?: string; body?: string } = {}) {
+async function both(agent: EdgeProcess, target: string, id: string, init: Omit<Send, 'requestId'> = {}) {
   const viaAgent = await send(agent.url, target, { ...init, requestId: id });
   const direct = await send(server.url, target, { ...init, requestId: id });
   return [viaAgent, direct] as const;
@@ -152,6 +153,28 @@ describe('edge agent: answers are the server’s own', () => {
   });
 });
 
+describe('edge agent: /call', () => {
+  it('answers /call like the server: 200 {result, circuit} with the server’s members, also for a circuit the server does not know yet', async () => {
+    const direct = await postJson(server.url, circuitPath('call/direct', 'call'), { success: true });
+    expect(direct).toMatchObject({ status: 200, body: { result: 'success', circuit: { name: 'call/direct' } } });
+    const circuitKeys = keys((direct.body as { circuit: unknown }).circuit);
+    await postJson(server.url, circuitPath('call/known', 'outcomes'), { success: true });
+    for (const name of ['call/known', 'call/new']) {
+      // The agent has the circuit's snapshot (call/new: the server's `circuit: null`) and decides /call itself.
+      for (let i = 0; i < 2; i++) expect((await send(a.url, circuitPath(name, 'allowed'))).status).toBe(200);
+      const viaAgent = await postJson(a.url, circuitPath(name, 'call'), { success: false });
+      expect(viaAgent, name).toMatchObject({ status: 200, type: 'application/json', body: { result: 'failure' } });
+      const body = viaAgent.body as { circuit: Record<string, unknown> | null };
+      expect(body.circuit, name).toMatchObject({ name });
+      expect(keys(body.circuit)).toEqual(circuitKeys);
+      await vi.waitFor(async () => expect(await circuitOn(server.url, name)).toMatchObject({ failure_count: 1 }), {
+        timeout: 10_000,
+        interval: 50,
+      });
+    }
+  });
+});
+
 describe('edge agent: closed circuits decided locally', () => {
   it('answers 200 more /allowed on a closed circuit without asking the server', async () => {
     const name = 'local/closed';
@@ -255,7 +278,43 @@ describe('edge agent: bad input', () => {
         422,
       ],
     ];
+    // The same with other headers: a Content-Type that is not JSON (415, even with no body),
+    // a browser's cross-site request (403): what a page on another site can send without a preflight.
+    const plain = { 'content-type': 'text/plain' };
+    const headed: [string, string, string, Record<string, string>, number][] = [
+      ['text/plain outcome', circuitPath('bad-in/l', 'outcomes'), '{"success":false}', plain, 415],
+      ['text/plain batch', '/outcomes', JSON.stringify({ outcomes: [good('bad-in/l')] }), plain, 415],
+      ['text/plain empty call', circuitPath('bad-in/csrf', 'call'), '', plain, 415],
+      ['text/plain empty outcome', circuitPath('bad-in/csrf', 'outcomes'), '', plain, 415],
+      [
+        'cross-site call',
+        circuitPath('bad-in/csrf', 'call'),
+        '{"success":true}',
+        { 'content-type': 'application/json', 'sec-fetch-site': 'cross-site' },
+        403,
+      ],
+      [
+        'cross-site outcome',
+        circuitPath('bad-in/csrf', 'outcomes'),
+        '{"success":true}',
+        { 'content-type': 'application/json', origin: 'http://evil.example' },
+        403,
+      ],
+    ];
+    // bad-in/csrf is a closed circuit the agent knows: its /call would be decided (and recorded) here.
+    await postJson(server.url, circuitPath('bad-in/csrf', 'outcomes'), { success: false });
+    for (let i = 0; i < 2; i++) expect((await send(a.url, circuitPath('bad-in/csrf', 'allowed'))).status).toBe(200);
     const before = await edgeStats(a.url);
+    for (const [what, target, body, headers, status] of headed) {
+      const [viaAgent, direct] = await both(a, target, `edge-bad-${what.replaceAll(/[ /]/g, '-')}`, {
+        method: 'POST',
+        body,
+        type: null,
+        headers,
+      });
+      expect(viaAgent.status, what).toBe(status);
+      expect({ what, ...viaAgent }).toEqual({ what, ...direct });
+    }
     for (const [what, target, body, status] of cases) {
       const [viaAgent, direct] = await both(a, target, `edge-bad-${what.replaceAll(' ', '-')}`, {
         method: 'POST',
@@ -287,9 +346,10 @@ describe('edge agent: bad input', () => {
         interval: 50,
       },
     );
-    for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k'].map((x) => `bad-in/${x}`)) {
+    for (const name of ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'].map((x) => `bad-in/${x}`)) {
       expect(await circuitOn(server.url, name), name).toBeNull();
     }
+    expect(await circuitOn(server.url, 'bad-in/csrf')).toMatchObject({ failure_count: 1 }); // no success recorded
     expect(await circuitOn(server.url, 'bad-in/victim')).toMatchObject({ failure_count: 1 });
     expect(await stat(a.url, 'outcomes_accepted')).toBe((before.outcomes_accepted as number) + 2);
   });

@@ -19,11 +19,12 @@ export interface Send {
   readonly body?: string;
   readonly type?: string | null;
   readonly requestId?: string;
+  readonly headers?: Record<string, string>;
 }
 
 /** `method path` on `base`, with `x-request-id` when given (a well-formed one is kept by the server). */
 export async function send(base: string, target: string, options: Send = {}): Promise<Answer> {
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...options.headers };
   if (options.body !== undefined && options.type !== null) headers['content-type'] = options.type ?? 'application/json';
   if (options.requestId !== undefined) headers['x-request-id'] = options.requestId;
   const res = await fetch(`${base}${target}`, { method: options.method ?? 'GET', headers, body: options.body });
