@@ -144,3 +144,23 @@ it('keeps answering and acknowledging through a kill -9 of the server, and deliv
   expect(await circuitOn(server.url, BOUNDED)).toMatchObject({ failure_count: 5 });
   expect(await send(closed.url, known)).toMatchObject({ status: 200, body: { allowed: true } });
 });
+
+it('delivers what it holds on SIGTERM and exits 0 (started as circuitlog edge)', async () => {
+  const { server, dir } = await serveWith('circuit_defaults:\n  failure_threshold: 1000000000\n');
+  cleanup.push(() => server.stop('SIGKILL'));
+  const agent = await startEdge(server.url, {
+    command: ['dist/cli.js', 'edge'],
+    args: ['--config', edgeConfig(dir, 'slow.yaml', 'edge:\n  flush_ms: 1000\n')], // one batch a second at most
+  });
+  cleanup.push(() => agent.stop('SIGKILL'));
+  await waitReady(agent.url, 200);
+  for (let i = 0; i < 50; i++) {
+    expect(await postJson(agent.url, circuitPath('sigterm/held', 'outcomes'), { success: false })).toMatchObject({
+      status: 202,
+    });
+  }
+  expect(await stat(agent.url, 'outcomes_pending')).toBeGreaterThan(0); // still held when the signal comes
+  expect(await agent.stop('SIGTERM')).toBe(0);
+  expect(agent.logs.find((l) => l.event === 'edge_stopped')).toMatchObject({ delivered: true, pending: 0 });
+  expect(await circuitOn(server.url, 'sigterm/held')).toMatchObject({ failure_count: 50 });
+});

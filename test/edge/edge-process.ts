@@ -21,6 +21,8 @@ export interface EdgeOptions {
   readonly args?: readonly string[];
   readonly env?: Record<string, string>;
   readonly timeoutMs?: number;
+  /** What node runs: `['dist/edge.js']` unless given (`['dist/cli.js', 'edge']`). */
+  readonly command?: readonly string[];
 }
 
 const CRASH = /^Node\.js v\d+/m;
@@ -28,7 +30,14 @@ const CRASH = /^Node\.js v\d+/m;
 /** Start `node dist/edge.js --server <server> --listen 127.0.0.1:0 ...args`. */
 export function startEdge(server: string, options: EdgeOptions = {}): Promise<EdgeProcess> {
   const timeoutMs = options.timeoutMs ?? 15_000;
-  const args = ['dist/edge.js', '--server', server, '--listen', '127.0.0.1:0', ...(options.args ?? [])];
+  const args = [
+    ...(options.command ?? ['dist/edge.js']),
+    '--server',
+    server,
+    '--listen',
+    '127.0.0.1:0',
+    ...(options.args ?? []),
+  ];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
