@@ -10,6 +10,7 @@ import {
   circuitPath,
   edgeConfig,
   edgeStats,
+  patchPolicy,
   postJson,
   send,
   serveWith,
@@ -27,6 +28,7 @@ afterEach(async () => {
 
 const FRESH = 'outage/fresh';
 const BOUNDED = 'outage/bounded';
+const CHANGED = 'outage/changed';
 
 /**
  * Posts outcomes to the agent one request at a time (every 5th a batch of 3), until stopped or
@@ -96,6 +98,7 @@ it('keeps answering and acknowledging through a kill -9 of the server, and deliv
   const known = circuitPath('outage/known', 'allowed');
   await postJson(server.url, circuitPath('outage/known', 'outcomes'), { success: true });
   for (const agent of agents) for (let i = 0; i < 2; i++) expect((await send(agent.url, known)).status).toBe(200);
+  await patchPolicy(server.url, CHANGED, { failure_threshold: 3 });
 
   // Outcomes keep arriving at the fail-open agent while the server is killed (at most 450).
   const load = writer(open.url, 450);
@@ -109,6 +112,13 @@ it('keeps answering and acknowledging through a kill -9 of the server, and deliv
     expect(await send(open.url, known)).toMatchObject({ status: 200, body: { allowed: true } });
   }
   expect(await send(open.url, circuitPath('outage/never-seen', 'allowed'))).toMatchObject({ status: 200 });
+  // Two failures of a circuit the server will have changed by the time they reach it.
+  for (let i = 0; i < 2; i++) {
+    expect(await postJson(open.url, circuitPath(CHANGED, 'outcomes'), { success: false })).toMatchObject({
+      status: 202,
+    });
+  }
+  const queuedAt = Date.now();
   expect((await stat(open.url, 'offline_decisions')) - offlineBefore).toBe(21);
   const refused = await send(closed.url, known);
   expect(refused).toMatchObject({
@@ -134,6 +144,13 @@ it('keeps answering and acknowledging through a kill -9 of the server, and deliv
 
   // The server again, on the same database file; the relay's URL has stayed the agents' --server.
   server = await startServer(env);
+  // Before the agents are back, the circuit opens on the server, more than the server's 1 s of
+  // clock tolerance after the two failures were acknowledged (the rule is in wall-clock time,
+  // so that much must have passed; the outage has usually taken longer already).
+  await vi.waitFor(() => expect(Date.now()).toBeGreaterThan(queuedAt + 1_500), { timeout: 5_000, interval: 50 });
+  for (let i = 0; i < 3; i++) await postJson(server.url, circuitPath(CHANGED, 'outcomes'), { success: false });
+  const opened = await circuitOn(server.url, CHANGED);
+  expect(opened).toMatchObject({ state: 'open', failure_count: 3 });
   relay.resume(server.url);
   await Promise.all(agents.map((x) => waitReady(x.url, 200, 15_000)));
   await vi.waitFor(
@@ -142,6 +159,13 @@ it('keeps answering and acknowledging through a kill -9 of the server, and deliv
   );
   expect(await circuitOn(server.url, FRESH)).toMatchObject({ state: 'closed', failure_count: load.acknowledged() });
   expect(await circuitOn(server.url, BOUNDED)).toMatchObject({ failure_count: 5 });
+  // The two arrived with the time the agent acknowledged them: stale evidence, they change
+  // nothing (judged as now, an open circuit's failures would add to its count).
+  expect(await circuitOn(server.url, CHANGED)).toMatchObject({
+    state: 'open',
+    failure_count: 3,
+    open_until: opened!.open_until,
+  });
   expect(await send(closed.url, known)).toMatchObject({ status: 200, body: { allowed: true } });
 });
 
