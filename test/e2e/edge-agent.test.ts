@@ -229,6 +229,22 @@ describe('edge agent: many agents, one truth', () => {
     expect(await circuitOn(server.url, name)).toMatchObject({ state: 'closed', failure_count: 600 });
   });
 
+  it('counts a batch once when the server took it but its answer was lost and the agent sent it again', async () => {
+    const name = 'many/lost-answer';
+    await patchPolicy(server.url, name, { failure_threshold: 1_000_000_000 });
+    const sent = relay.count('POST', '/outcomes');
+    relay.loseAnswers('/outcomes', 2); // agent A's next 2 batches: committed, answers lost
+    for (let i = 0; i < 20; i++) {
+      expect(await postJson(a.url, circuitPath(name, 'outcomes'), { success: false })).toMatchObject({ status: 202 });
+    }
+    await vi.waitFor(async () => expect(await stat(a.url, 'outcomes_pending')).toBe(0), {
+      timeout: 15_000,
+      interval: 50,
+    });
+    expect(relay.count('POST', '/outcomes') - sent).toBeGreaterThanOrEqual(3); // 2 lost, then sent again
+    expect(await circuitOn(server.url, name)).toMatchObject({ failure_count: 20 });
+  });
+
   it('refuses on agent B a circuit tripped through agent A, once the stream has carried it', async () => {
     const name = 'many/trip';
     await patchPolicy(server.url, name, { failure_threshold: 3, timeout_seconds: 60 });

@@ -23,6 +23,11 @@ export interface RelayProxy {
    * the requests already relayed have had their answers (the event stream is cut at once).
    */
   cut(): Promise<void>;
+  /**
+   * The next `count` requests to `path` reach the server, and the server's answer is thrown
+   * away: the agent's connection is closed instead, as when the server dies after its commit.
+   */
+  loseAnswers(path: string, count: number): void;
   /** Relay again, to this server. */
   resume(target: string): void;
   close(): Promise<void>;
@@ -41,6 +46,7 @@ export async function startRelay(target: string): Promise<RelayProxy> {
   const requests: Relayed[] = [];
   const inFlight = new Set<InFlight>();
   let drained: (() => void) | null = null;
+  const losing = new Map<string, number>();
   let agent = new http.Agent({ keepAlive: true });
 
   const settle = (entry: InFlight) => {
@@ -66,7 +72,14 @@ export async function startRelay(target: string): Promise<RelayProxy> {
     const entry: InFlight = { stream: path === '/events/stream', res, upstream };
     inFlight.add(entry);
     res.once('close', () => settle(entry));
+    const lose = (losing.get(path) ?? 0) > 0;
+    if (lose) losing.set(path, losing.get(path)! - 1);
     upstream.on('response', (answer) => {
+      if (lose) {
+        answer.resume();
+        answer.once('end', () => req.socket.destroy());
+        return;
+      }
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       res.flushHeaders();
       answer.pipe(res);
@@ -99,6 +112,7 @@ export async function startRelay(target: string): Promise<RelayProxy> {
       drained = null;
       server.closeIdleConnections();
     },
+    loseAnswers: (path, count) => losing.set(path, count),
     resume: (next) => {
       upstreamUrl = new URL(next);
       agent.destroy(); // no kept-alive socket to the old server
