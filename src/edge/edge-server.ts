@@ -44,6 +44,8 @@ const SUFFIX = '/allowed';
 const ALLOWED = /^\/circuits\/([^/?#]+)\/allowed(?:\?(.*))?$/;
 const OUTCOMES = /^\/circuits\/([^/?#]+)\/outcomes(?:\?.*)?$/;
 const CALL = /^\/circuits\/([^/?#]+)\/call(?:\?(.*))?$/;
+/** The POST routes the agent answers itself (the path, without the query). */
+const HOT_POST = /^\/(?:outcomes|circuits\/[^/?#]+\/(?:outcomes|call))$/;
 const BATCH_LIMIT_BYTES = 1024 * 1024; // the server's batch limit
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
@@ -131,18 +133,12 @@ async function route(
       }
     }
   }
-  if (method === 'POST' && (path === '/outcomes' || OUTCOMES.test(target) || CALL.test(target))) {
-    // The server's guard first: a browser's cross-site POST, or a Content-Type that is not JSON
-    // even with no body (what a page on another site sends without a preflight).
-    const refused = crossSiteProblem(method, (name) => flatHeader(req, name));
-    if (refused !== null) throw refused;
-  }
   if (method === 'POST') {
+    if (HOT_POST.test(path)) refuseCrossSite(req);
     const outcome = OUTCOMES.exec(target);
     if (outcome !== null) {
       const name = nameOf(outcome[1]!);
-      const body = await readJson(req, OutcomeBody, limit);
-      outcomeTime(body.at, agent.clock(), 'at'); // the server's 422 for an `at` too far ahead, never a poisoned batch
+      const body = timed(await readJson(req, OutcomeBody, limit), agent.clock());
       return send(
         res,
         accepted(deps, [{ circuit: name, ...(body as Omit<OutcomeItem, 'circuit'>) }], target, requestId),
@@ -150,8 +146,7 @@ async function route(
     }
     if (path === '/outcomes') {
       const body = await readJson(req, BatchBody, BATCH_LIMIT_BYTES);
-      const now = agent.clock();
-      for (const [i, o] of body.outcomes.entries()) outcomeTime(o.at, now, `outcomes.${i}.at`);
+      timedBatch(body.outcomes, agent.clock());
       return send(res, accepted(deps, body.outcomes as OutcomeItem[], target, requestId));
     }
     const call = CALL.exec(target);
@@ -181,6 +176,28 @@ async function route(
     }
   }
   return passThrough(agent, req, res, target, requestId);
+}
+
+/**
+ * The server's guard first: a browser's cross-site POST (403), or a Content-Type that is not
+ * JSON even with no body (415): what a page on another site sends without a preflight.
+ */
+function refuseCrossSite(req: IncomingMessage): void {
+  const refused = crossSiteProblem(req.method ?? 'POST', (name) => flatHeader(req, name));
+  if (refused !== null) throw refused;
+}
+
+/**
+ * The server's 422 for an `at` more than 60 s ahead, here: acknowledged, it would make the
+ * server refuse the whole batch it is sent in, other clients' outcomes with it.
+ */
+function timed<T extends { at?: string }>(body: T, now: number): T {
+  outcomeTime(body.at, now, 'at');
+  return body;
+}
+
+function timedBatch(items: readonly { at?: string }[], now: number): void {
+  for (const [i, o] of items.entries()) outcomeTime(o.at, now, `outcomes.${i}.at`);
 }
 
 /** Outcomes into the agent's queue: 202 once queued; 503 EDGE_QUEUE_FULL when it is full. */
