@@ -32,6 +32,7 @@ import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
 import { AppError } from '../domain/errors.js';
 import { problemParts } from '../http/problem.js';
 import { newRequestId } from '../request-id.js';
+import { EdgeCredential } from './edge-credential.js';
 import type { EdgeAnswer, EdgeDecider, EdgeLogger, OutcomeSink } from './edge-types.js';
 
 /** A snapshot is asked for again after this long (a policy changes without a transition). */
@@ -69,6 +70,8 @@ export interface EdgeStats {
   readonly outcomes_rejected: number;
   readonly batches_sent: number;
   readonly circuits: number;
+  /** The agent's credential as `GET /whoami` answered it (`anonymous` without credentials); null until then. */
+  readonly credential: string | null;
 }
 
 /** The server's answer to `GET /allowed` for a circuit the agent decides, ready to write. */
@@ -125,6 +128,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * so a batch sent again after a lost answer counts once. Batches go one at a time, in order.
    */
   readonly source = `edge-${randomUUID()}`;
+  /** The agent's credential as the server sees it: what it would refuse of it is refused here, alone. */
+  readonly credential = new EdgeCredential();
   private seq = 0;
 
   constructor(private readonly deps: EdgeAgentDeps) {
@@ -192,6 +197,9 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
           this.link.generation++; // every snapshot taken before is asked for again
           this.link.set(true, true);
           this.queue.flush();
+          void this.credential.learn(async () =>
+            this.relay({ method: 'GET', target: '/whoami', headers: await this.ownHeaders(undefined) }),
+          );
         },
         onEvent: (event) => {
           if (event.shadow === true) return; // a shadow policy changes nothing of the circuit (issue 31)
@@ -245,6 +253,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       outcomes_rejected: q.rejected,
       batches_sent: this.counts.batchesSent,
       circuits: this.view.size,
+      credential: this.credential.id,
     };
   }
 
@@ -254,6 +263,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * it is unreachable).
    */
   async allowed(name: string, caller: string | undefined, requestId: string | undefined): Promise<EdgeAnswer> {
+    const refused = this.credential.callerRefusal(caller); // the server's 403, even where the circuit is decided here
+    if (refused !== null) throw refused;
     const local = this.localAnswer(name, requestId);
     if (local !== null) return local;
     return this.allowedRemotely(name, caller, requestId);
@@ -478,7 +489,9 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
 
   /** A problem document as the server renders it. */
   problem(error: AppError, target: string, requestId: string | undefined): EdgeAnswer {
-    const { status, headers, body } = problemParts(error, target, requestId ?? newRequestId(), this.clock());
+    // `instance` is the path as sent, without the query, as the server's (docs/api.md, Circuit names).
+    const path = target.split('?', 1)[0]!;
+    const { status, headers, body } = problemParts(error, path, requestId ?? newRequestId(), this.clock());
     return { status, headers, body };
   }
 

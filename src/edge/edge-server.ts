@@ -207,6 +207,8 @@ function accepted(
   target: string,
   requestId: string | undefined,
 ): EdgeAnswer {
+  const refused = deps.agent.credential.outcomesRefusal(items, target.split('?', 1)[0]!);
+  if (refused !== null) return deps.agent.problem(refused, target, requestId);
   if (deps.agent.accept(items)) return jsonAnswer(202, { accepted: items.length }, requestId);
   const e = new AppError('EDGE_QUEUE_FULL', 'The edge agent holds as many outcomes as it may; retry shortly.', {
     retryAfterSeconds: 1,
