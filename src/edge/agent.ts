@@ -32,6 +32,7 @@ import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
 import { AppError } from '../domain/errors.js';
 import { problemParts } from '../http/problem.js';
 import { newRequestId } from '../request-id.js';
+import { deliverSplitting } from './batch-split.js';
 import { EdgeCredential } from './edge-credential.js';
 import type { EdgeAnswer, EdgeDecider, EdgeLogger, OutcomeSink } from './edge-types.js';
 
@@ -119,6 +120,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     offlineDecisions: 0,
     outcomesAccepted: 0,
     batchesSent: 0,
+    /** Items the server refused alone, out of a batch delivered in parts (batch-split.ts). */
+    refusedAlone: 0,
   };
   private readyWaiters: (() => void)[] = [];
   private closed = false;
@@ -179,7 +182,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
         maxCallers: MAX_BATCH_CALLERS,
       },
       {
-        send: (batch) => this.send(batch),
+        send: (batch) =>
+          deliverSplitting(
+            batch,
+            (items) => this.send(items),
+            () => this.numbered,
+            (count, error) => this.refusedAlone(count, error),
+          ),
         onDelivered: () => this.link.setReachable(true),
         onUnreachable: (error) => this.link.setReachable(false, error),
         onRejected: (count, error) =>
@@ -246,10 +255,10 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       server_checks: this.counts.serverChecks,
       offline_decisions: this.counts.offlineDecisions,
       outcomes_accepted: this.counts.outcomesAccepted,
-      outcomes_acknowledged: q.acknowledged,
+      outcomes_acknowledged: q.acknowledged - this.counts.refusedAlone,
       outcomes_pending: this.queue.pending,
       outcomes_dropped: q.dropped,
-      outcomes_rejected: q.rejected,
+      outcomes_rejected: q.rejected + this.counts.refusedAlone,
       batches_sent: this.counts.batchesSent,
       circuits: this.view.size,
       credential: this.credential.id,
@@ -499,6 +508,14 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * two members (422 naming `source`): the agent then sends without them from there on (logged
    * once), each outcome at least once rather than exactly once.
    */
+  private refusedAlone(count: number, error: TransportError): void {
+    this.counts.refusedAlone += count;
+    this.deps.logger.warn(
+      { event: 'edge_outcomes_rejected', count, status: error.status, detail: error.message, split: true },
+      'circuitlog refused outcomes (the rest of their batch was delivered)',
+    );
+  }
+
   private async send(batch: readonly OutcomeItem[]): Promise<void> {
     this.counts.batchesSent++;
     if (this.numbered) {

@@ -13,24 +13,37 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 const TOKEN = 'edge-token-0123456789abcdef';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const ADMIN_TOKEN = 'admin-token-0123456789abcdef'; // the test's own reads of every circuit
+const QUOTA_TOKEN = 'quota-token-0123456789abcdef';
 let server: ServerProcess;
 let agent: EdgeProcess;
+/** An agent whose credential may create one circuit (`max_new_circuits`: counted on the server only). */
+let quota: EdgeProcess;
 
 beforeAll(async () => {
   const dir = tempDir('circuitlog-edge-');
   const credentials = path.join(dir, 'credentials.json');
   const entry = { id: 'edge', token_sha256: tokenSha256(TOKEN), scopes: ['read', 'report'], circuits: ['pay/*'] };
   const admin = { id: 'ops', token_sha256: tokenSha256(ADMIN_TOKEN), scopes: ['admin'] };
-  fs.writeFileSync(credentials, JSON.stringify({ credentials: [entry, admin] }));
+  const limited = {
+    id: 'quota',
+    token_sha256: tokenSha256(QUOTA_TOKEN),
+    scopes: ['read', 'report'],
+    circuits: ['quota/*'],
+    max_new_circuits: 1,
+  };
+  fs.writeFileSync(credentials, JSON.stringify({ credentials: [entry, admin, limited] }));
   server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CREDENTIALS: credentials });
-  agent = await startEdge(server.url, { env: { CIRCUITLOG_TOKEN: TOKEN } });
-  await waitReady(agent.url, 200);
+  [agent, quota] = await Promise.all([
+    startEdge(server.url, { env: { CIRCUITLOG_TOKEN: TOKEN } }),
+    startEdge(server.url, { env: { CIRCUITLOG_TOKEN: QUOTA_TOKEN } }),
+  ]);
+  await Promise.all([waitReady(agent.url, 200), waitReady(quota.url, 200)]);
   // The agent has asked the server who it is (GET /whoami, once it follows the stream).
   await vi.waitFor(async () => expect((await edgeStats(agent.url)).credential).toBe('edge'), { interval: 20 });
 });
 
 afterAll(async () => {
-  await agent?.stop('SIGKILL');
+  await Promise.allSettled([agent?.stop('SIGKILL'), quota?.stop('SIGKILL')]);
   await server?.stop('SIGKILL');
 });
 
@@ -108,4 +121,22 @@ it('refuses an admission for a caller outside its credential, even on a circuit 
   expect(viaAgent).toMatchObject({ status: 403, body: { code: 'CALLER_NOT_PERMITTED' } });
   expect(viaAgent).toEqual(direct);
   expect((await send(agent.url, `${target}?caller=edge/pod-1`)).status).toBe(200);
+});
+
+it('delivers the rest of a batch the server refused for one item (a circuit past max_new_circuits), in parts', async () => {
+  // One request, so one batch: the agent cannot know the quota and acknowledges all three.
+  const batch = ['quota/one', 'quota/two', 'quota/one'].map((circuit) => ({ circuit, success: false }));
+  expect(
+    await send(quota.url, '/outcomes', { method: 'POST', body: JSON.stringify({ outcomes: batch }) }),
+  ).toMatchObject({
+    status: 202,
+  });
+  await vi.waitFor(async () => expect((await edgeStats(quota.url)).outcomes_pending).toBe(0), {
+    timeout: 10_000,
+    interval: 50,
+  });
+  expect(await failures('quota/one')).toBe(2);
+  expect(await failures('quota/two')).toBeNull();
+  expect(await edgeStats(quota.url)).toMatchObject({ outcomes_acknowledged: 2, outcomes_rejected: 1 });
+  expect(quota.logs.find((l) => l.event === 'edge_outcomes_rejected')).toMatchObject({ count: 1, status: 403 });
 });
