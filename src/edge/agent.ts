@@ -17,6 +17,7 @@
  *   circuit (`fail_open`), or refused with `CIRCUITLOG_UNAVAILABLE`.
  */
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { backoffDelay } from '../client/sse.js';
 import { LocalBreakers } from '../client/local-breaker.js';
@@ -136,6 +137,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   private seq = 0;
   /** False once the server refused numbered outcomes (a server before issue 32). */
   private numbered = true;
+  /** When the last batch was sent (`performance.now()`). */
+  private lastSentAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: EdgeAgentDeps) {
     const { config } = deps;
@@ -517,6 +520,12 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   }
 
   private async send(batch: readonly OutcomeItem[]): Promise<void> {
+    // At most one batch per flush_ms, also when the previous one was answered sooner: what arrives
+    // meanwhile waits for the next batch (the queue sends one at a time).
+    // (A timer may fire a little early by this clock: wait again until the time has come.)
+    for (let wait = this.waitBeforeSend(); wait > 0; wait = this.waitBeforeSend())
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    this.lastSentAt = performance.now();
     this.counts.batchesSent++;
     if (this.numbered) {
       try {
@@ -531,6 +540,10 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       }
     }
     return this.transport.postOutcomes(batch.map(({ seq: _seq, ...item }) => item));
+  }
+
+  private waitBeforeSend(): number {
+    return this.lastSentAt + this.deps.config.flush_ms - performance.now();
   }
 
   /** Stop taking outcomes, deliver what is queued (at most `timeoutMs`), stop following the stream. */
