@@ -1,0 +1,124 @@
+// The documented nginx setup (test/nginx/gateway-conf.ts) in a real nginx, in front of a stand-in
+// for the agent that answers the check route as its contract says (204 allowed; 403 with
+// Retry-After and X-Circuit-State refused) and a UDP socket in place of its syslog intake: what
+// nginx sends to the agent, and what it makes of the agent's answers, independent of the agent.
+// The whole chain with the real agent and server: test/e2e/edge-nginx.test.ts.
+
+import dgram from 'node:dgram';
+import http from 'node:http';
+import type net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { gatewayHttp } from './gateway-conf.js';
+import { startNginx, type Nginx } from './nginx.js';
+
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((close) => close()));
+});
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+async function fixture() {
+  const gate = { verdict: 'allow' as 'allow' | 'refuse', seen: [] as Seen[] };
+  const agent = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      gate.seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      if (gate.verdict === 'allow') {
+        res.writeHead(204, { 'x-circuit-state': 'closed' }).end();
+      } else {
+        res
+          .writeHead(403, { 'content-type': 'application/problem+json', 'retry-after': '7', 'x-circuit-state': 'open' })
+          .end('{"status":503,"code":"CIRCUIT_OPEN"}');
+      }
+    });
+  });
+  let upstreamHits = 0;
+  const upstream = http.createServer((_req, res) => {
+    upstreamHits++;
+    res.writeHead(500, { 'content-type': 'text/plain' }).end('boom');
+  });
+  const lines: string[] = [];
+  const waiting: ((line: string) => void)[] = [];
+  const syslog = dgram.createSocket('udp4');
+  syslog.on('message', (msg) => {
+    const next = waiting.shift();
+    if (next) next(msg.toString());
+    else lines.push(msg.toString());
+  });
+  const nextLine = () =>
+    new Promise<string>((resolve) => (lines.length > 0 ? resolve(lines.shift()!) : waiting.push(resolve)));
+  await new Promise<void>((resolve) => syslog.bind(0, '127.0.0.1', resolve));
+  for (const s of [agent, upstream]) await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s: net.Server) => (s.address() as net.AddressInfo).port;
+  const nginx: Nginx = await startNginx({
+    http: ({ listen }) =>
+      gatewayHttp({
+        listen,
+        circuit: 'orders',
+        caller: 'nginx-a',
+        agentPort: port(agent),
+        syslogPort: syslog.address().port,
+        upstreamPort: port(upstream),
+      }),
+  });
+  closers.push(async () => {
+    await nginx.stop();
+    syslog.close();
+    for (const s of [agent, upstream]) await new Promise((resolve) => s.close(resolve));
+  });
+  return { gate, nginx, nextLine, upstreamHits: () => upstreamHits };
+}
+
+/** The syslog datagram nginx sends: `<PRI>Mmm dd hh:mm:ss tag: message` (RFC 3164, `nohostname`). */
+function logLine(datagram: string): Record<string, string> {
+  const m = /^<(\d{1,3})>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d circuitlog: (.*)$/s.exec(datagram);
+  expect(m, datagram).not.toBeNull();
+  return JSON.parse(m![2]!) as Record<string, string>;
+}
+
+describe('the documented nginx setup in a real nginx (stand-in agent)', () => {
+  it('asks the check route with the original URI and caller, then proxies and logs the upstream status to syslog', async () => {
+    const { gate, nginx, nextLine, upstreamHits } = await fixture();
+    const response = await fetch(`${nginx.url}/pay?x=1`, { method: 'POST', body: 'card=4242' });
+    expect(response.status).toBe(500); // the upstream's own answer, passed through
+    expect(await response.text()).toBe('boom');
+    expect(upstreamHits()).toBe(1);
+    expect(gate.seen).toHaveLength(1);
+    // auth_request's subrequest is always a GET, without the body, whatever the original method.
+    expect(gate.seen[0]).toMatchObject({ method: 'GET', url: '/gate/orders', body: '' });
+    expect(gate.seen[0]!.headers).toMatchObject({ 'x-original-uri': '/pay?x=1', 'x-circuitlog-caller': 'nginx-a' });
+
+    const line = logLine(await nextLine());
+    expect(line).toMatchObject({ v: 1, circuit: 'orders', caller: 'nginx-a', status: '500', retry_after: '' });
+    expect(line.time).toMatch(/^\d+\.\d{3}$/);
+    expect(Number(line.msec) * 1000).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it("turns the agent's 403 into a 503 problem with Retry-After, without the upstream, and logs no upstream status", async () => {
+    const { gate, nginx, nextLine, upstreamHits } = await fixture();
+    gate.verdict = 'refuse';
+    const response = await fetch(`${nginx.url}/pay`);
+    expect(response.status).toBe(503);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    expect(response.headers.get('retry-after')).toBe('7');
+    expect(response.headers.get('x-circuit-state')).toBe('open');
+    expect(await response.json()).toEqual({
+      type: '/problems/circuit-open',
+      title: 'Circuit is open',
+      status: 503,
+      detail: 'circuit orders is open; retry after 7 s',
+      code: 'CIRCUIT_OPEN',
+      circuit: 'orders',
+      state: 'open',
+    });
+    expect(upstreamHits()).toBe(0);
+    expect(logLine(await nextLine())).toMatchObject({ circuit: 'orders', caller: 'nginx-a', status: '', time: '' });
+  });
+});
