@@ -24,6 +24,7 @@ async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
   const [first = '', second = ''] = args;
   switch (invocation.command) {
     case 'help':
+    case 'edge': // never here: main() loads edge.ts for `edge` before parsing anything
     case 'serve': // never here: main() loads main.ts for `serve` before parsing anything
       io.out(helpText());
       return EXIT.OK;
@@ -71,6 +72,11 @@ async function run(invocation: Invocation, io: Output): Promise<ExitCode> {
 }
 
 async function main(): Promise<void> {
+  if (process.argv[2] === 'edge') {
+    process.argv.splice(2, 1); // edge.ts reads its own flags (--server, --listen, ...) after `edge`
+    await import('./edge.js');
+    return;
+  }
   if (cluster.isWorker || process.argv[2] === 'serve') {
     if (!cluster.isWorker) process.argv.splice(2, 1); // main.ts reads its own flags (--workers) after `serve`
     await import('./main.js');

@@ -5,6 +5,7 @@ import { usageError } from './exit-codes.js';
 /** Every command, with the options it takes beyond the common ones and its arguments. */
 export const COMMANDS = {
   serve: { options: [], args: [] },
+  edge: { options: [], args: [] },
   ls: { options: ['state'], args: [] },
   get: { options: [], args: ['name'] },
   force: { options: [], args: ['name', 'open|closed|none'] },

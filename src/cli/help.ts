@@ -3,6 +3,7 @@ const GENERAL = `usage: circuitlog <command> [options]
 
 Commands:
   serve                       start the service (as npm start; env vars configure it, --workers N)
+  edge --server <url>         run the edge agent on this host (docs/gateways.md; edge --help)
   ls [--state S]              circuits: name, state, force, failures, window, open until
   get <name>                  one circuit, field by field
   force <name> open|closed|none   force a circuit's state (none removes the force)

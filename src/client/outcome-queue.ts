@@ -20,6 +20,11 @@ export interface OutcomeQueueOptions {
   readonly capacity: number;
   /** Delay before the `attempt`-th retry of a batch that could not be delivered. */
   readonly retryDelayMs: (attempt: number) => number;
+  /**
+   * Most distinct callers in one batch (circuitlog refuses a batch naming more than 100): the edge
+   * agent relays many callers' outcomes; a client names only its own. Default: no bound.
+   */
+  readonly maxCallers?: number;
 }
 
 export interface OutcomeQueueHooks {
@@ -120,7 +125,7 @@ export class OutcomeQueue {
       this.items.length > 0 &&
       (this.sending.length === 0 || this.items.length >= this.options.maxBatch)
     ) {
-      const entry: Sending = { batch: this.items.splice(0, this.options.maxBatch), failed: false };
+      const entry: Sending = { batch: this.items.splice(0, this.nextBatchLength()), failed: false };
       this.sending.push(entry);
       this.inFlight += entry.batch.length;
       this.hooks.send(entry.batch).then(
@@ -129,6 +134,21 @@ export class OutcomeQueue {
       );
     }
     this.wakeSpaceWaiters();
+  }
+
+  /** Items in the next batch: at most `maxBatch`, and at most `maxCallers` distinct callers. */
+  private nextBatchLength(): number {
+    const max = Math.min(this.options.maxBatch, this.items.length);
+    const limit = this.options.maxCallers;
+    if (limit === undefined) return max;
+    const seen = new Set<string>();
+    for (let i = 0; i < max; i++) {
+      const caller = this.items[i]!.caller;
+      if (caller === undefined || seen.has(caller)) continue;
+      if (seen.size === limit) return i;
+      seen.add(caller);
+    }
+    return max;
   }
 
   /** Let every waiting caller go on (circuitlog became unreachable: the queue is a bounded buffer now). */

@@ -45,6 +45,9 @@ export type ErrorCode =
   | 'BACKTEST_BUSY'
   | 'BACKTEST_TIMEOUT'
   | 'BACKTEST_TOO_LARGE'
+  | 'CIRCUITLOG_UNAVAILABLE'
+  | 'EDGE_QUEUE_FULL'
+  | 'GATE_NO_CIRCUIT'
   | 'INTERNAL';
 
 export interface FieldError {

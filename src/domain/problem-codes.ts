@@ -88,5 +88,11 @@ export const PROBLEMS: Readonly<Record<ErrorCode, ProblemCode>> = {
     title: 'The backtest needs too much memory',
   },
   NOT_READY: { status: 503, type: '/problems/not-ready', title: 'Not ready' },
+  // The edge agent (issue 32): the server it follows cannot be reached, and `fail_open` is false.
+  CIRCUITLOG_UNAVAILABLE: { status: 503, type: '/problems/circuitlog-unavailable', title: 'circuitlog is unreachable' },
+  // The edge agent's outcome queue is full while the server is reachable (backpressure): retry after Retry-After.
+  EDGE_QUEUE_FULL: { status: 503, type: '/problems/edge-queue-full', title: 'The edge agent is sending outcomes' },
+  // A gateway's check request whose path no `edge.gate.circuit_from.path_prefix` matches.
+  GATE_NO_CIRCUIT: { status: 404, type: '/problems/gate-no-circuit', title: 'No circuit for this request' },
   INTERNAL: { status: 500, type: '/problems/internal', title: 'Internal server error' },
 };

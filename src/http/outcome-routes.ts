@@ -53,7 +53,7 @@ function outcomeTime(at: string | undefined, now: number, field: string): number
   return ms;
 }
 
-const OutcomeBody = z
+export const OutcomeBody = z
   .object({
     success: z.boolean().optional().openapi({
       description:
@@ -98,7 +98,7 @@ const BatchItem = z
   })
   .strict()
   .openapi(kindRulesDoc());
-const BatchBody = z
+export const BatchBody = z
   .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
   .strict()
   .superRefine(({ outcomes }, ctx) => {

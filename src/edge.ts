@@ -1,0 +1,156 @@
+/**
+ * The edge agent's composition root (issue 32; docs/gateways.md): `node dist/edge.js` or
+ * `circuitlog edge`. Reads its flags and the config file's `edge:` section, follows the
+ * server's event stream, serves the hot routes and the gateways' check route, and takes
+ * nginx's access log over syslog when asked to. The only edge file that touches `process`.
+ *
+ *   circuitlog edge --server http://circuitlog:8080 [--listen 127.0.0.1:8090] [--syslog 127.0.0.1:8514]
+ *                   [--config FILE] [--fail-open true|false]
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { ConfigError } from './config/config-error.js';
+import { edgeSchema, type EdgeConfig } from './config/edge-schema.js';
+import { parseConfigText } from './config/file-schema.js';
+import { redactUrl } from './domain/redact-url.js';
+import { EdgeAgent } from './edge/agent.js';
+import { edgeListener } from './edge/edge-server.js';
+import { DropCounter } from './edge/edge-types.js';
+
+const USAGE = `usage: circuitlog edge --server URL [--listen HOST:PORT] [--syslog HOST:PORT] [--config FILE] [--fail-open true|false]
+
+Runs the edge agent (docs/gateways.md): a local view of circuitlog's circuits for the services
+and gateways of this host. Env: CIRCUITLOG_TOKEN (sent to the server), CIRCUITLOG_CONFIG (the
+config file; its edge: section), CIRCUITLOG_LOG_LEVEL.`;
+
+/** The `edge:` settings: the config file's section, then the flags over it. */
+export function edgeSettings(argv: readonly string[], env: NodeJS.ProcessEnv): EdgeConfig & { server: string } {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      server: { type: 'string' },
+      listen: { type: 'string' },
+      syslog: { type: 'string' },
+      config: { type: 'string' },
+      'fail-open': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const configPath = values.config ?? (env.CIRCUITLOG_CONFIG || undefined);
+  let section: unknown = {};
+  if (configPath !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(configPath, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`--config: cannot read '${configPath}': ${(error as Error).message}`);
+    }
+    section = parseConfigText(text, configPath).edge;
+  }
+  const flags: Record<string, unknown> = {};
+  if (values.server !== undefined) flags.server = values.server;
+  if (values.listen !== undefined) flags.listen = values.listen;
+  if (values['fail-open'] !== undefined) {
+    if (values['fail-open'] !== 'true' && values['fail-open'] !== 'false')
+      throw new ConfigError('--fail-open: true or false');
+    flags.fail_open = values['fail-open'] === 'true';
+  }
+  const base = section as Record<string, unknown>;
+  const merged: Record<string, unknown> = { ...base, ...flags };
+  if (values.syslog !== undefined)
+    merged.syslog = { ...((base.syslog as Record<string, unknown> | undefined) ?? {}), listen: values.syslog };
+  const parsed = edgeSchema.safeParse(merged);
+  if (!parsed.success)
+    throw new ConfigError(
+      `edge settings: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+    );
+  if (parsed.data.server === undefined)
+    throw new ConfigError('edge: name the server with --server URL (or edge.server)');
+  return parsed.data as EdgeConfig & { server: string };
+}
+
+function splitHostPort(value: string): { host: string; port: number } {
+  const i = value.lastIndexOf(':');
+  return { host: value.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(value.slice(i + 1)) };
+}
+
+async function main(): Promise<void> {
+  const logger = pino({
+    level: process.env.CIRCUITLOG_LOG_LEVEL || 'info',
+    base: { pid: process.pid, role: 'edge' },
+  });
+  let settings: EdgeConfig & { server: string };
+  try {
+    settings = edgeSettings(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`circuitlog edge: ${(error as Error).message}\n${USAGE}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const agent = new EdgeAgent({
+    server: settings.server,
+    config: settings,
+    token: process.env.CIRCUITLOG_TOKEN || undefined,
+    logger,
+  });
+  const drops = new DropCounter(logger);
+  const syslog = null as { port: number; close(): Promise<void>; counts(): unknown } | null; // WIRE-SYSLOG
+  const server = http.createServer(
+    edgeListener({
+      agent,
+      logger,
+      // WIRE-GATE
+      extraStats: () => ({ dropped: drops.counts(), ...(syslog === null ? {} : { syslog: syslog.counts() }) }),
+    }),
+  );
+  server.keepAliveTimeout = 65_000; // longer than the usual client/LB idle timeouts (60 s)
+  const { host, port } = splitHostPort(settings.listen);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  server.on('error', (error) => logger.error({ event: 'edge_server_error', error: String(error) }, 'server error'));
+  agent.start();
+  logger.info(
+    {
+      event: 'edge_listening',
+      host,
+      port: (server.address() as AddressInfo).port,
+      syslog_port: syslog?.port ?? null,
+      server: redactUrl(settings.server),
+      fail_open: settings.fail_open,
+    },
+    'edge agent listening',
+  );
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ event: 'edge_stopping', signal }, 'edge agent stopping');
+    server.close();
+    server.closeIdleConnections();
+    await syslog?.close();
+    const { delivered, pending } = await agent.close(5_000);
+    drops.stop();
+    logger.info({ event: 'edge_stopped', delivered, pending }, 'edge agent stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`circuitlog edge: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
