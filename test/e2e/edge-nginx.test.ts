@@ -9,7 +9,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
-import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { requestJson } from '../fresh-request.js';
 import { gatewayHttp } from '../nginx/gateway-conf.js';
 import { startNginx, type Nginx } from '../nginx/nginx.js';
@@ -33,7 +33,8 @@ interface Agent {
   readonly port: number;
   readonly syslogPort: number;
   readonly child: ChildProcess;
-  stderr(): string;
+  /** What it printed: its log lines (stdout), then stderr. */
+  output(): string;
   stop(): Promise<void>;
 }
 
@@ -46,6 +47,7 @@ function startAgent(server: string): Promise<Agent> {
   );
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const logs: string[] = [];
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -57,6 +59,7 @@ function startAgent(server: string): Promise<Agent> {
       reject(new Error(`edge agent exited with ${code}; stderr: ${stderr}`));
     });
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      logs.push(line);
       let entry: Record<string, unknown>;
       try {
         entry = JSON.parse(line) as Record<string, unknown>;
@@ -71,7 +74,7 @@ function startAgent(server: string): Promise<Agent> {
         port,
         syslogPort: entry.syslog_port as number,
         child,
-        stderr: () => stderr,
+        output: () => `${logs.join('\n')}\n${stderr}`,
         stop: async () => {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
           await exited;
@@ -158,11 +161,24 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
       fleet.push({ name, agent, nginx });
     }
     const answers: Answer[] = [];
-    onTestFailed(() => {
-      for (const { name, agent, nginx } of fleet)
-        console.error(`${name}: nginx error log:\n${nginx.errorLog()}\nagent stderr:\n${agent.stderr()}`);
-      console.error(`answers: ${JSON.stringify(answers.map((a) => `${a.via} ${a.status}`))}`);
-    });
+    /** Outcomes the server has taken from both agents (every upstream response is one). */
+    const acknowledged = async () => {
+      let sum = 0;
+      for (const { agent } of fleet) sum += (await requestJson(`${agent.url}/edge/stats`)).json.outcomes_acknowledged;
+      return sum;
+    };
+    /** What each process said, and the agents' counters, for a failure's message. */
+    const diagnose = async () => {
+      const parts: string[] = [];
+      for (const { name, agent, nginx } of fleet) {
+        const stats = await requestJson(`${agent.url}/edge/stats`).catch((e: Error) => e.message);
+        parts.push(`${name}: nginx error log:\n${nginx.errorLog()}\nagent output:\n${agent.output()}`);
+        parts.push(`${name}: agent stats: ${JSON.stringify(stats)}`);
+      }
+      parts.push(`circuit: ${JSON.stringify(await circuit().catch((e: Error) => e.message))}`);
+      parts.push(`answers: ${JSON.stringify(answers.map((a) => `${a.via} ${a.status}`))}`);
+      return parts.join('\n');
+    };
     for (const { agent } of fleet)
       await until(async () => (await requestJson(`${agent.url}/health/ready`)).status === 200, 'agent ready', 10_000);
 
@@ -176,90 +192,102 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
     const agentAllows = async (agent: Agent) =>
       (await requestJson(`${agent.url}/circuits/${CIRCUIT}/allowed`)).status === 200;
 
-    // Healthy: both nginx pass requests to the upstream.
-    for (let i = 0; i < 2; i++) for (const a of await round()) expect([a.status, a.body]).toEqual([200, 'ok']);
-    expect(upstream.hits()).toBe(4);
+    try {
+      // Healthy: both nginx pass requests to the upstream.
+      for (let i = 0; i < 2; i++) for (const a of await round()) expect([a.status, a.body]).toEqual([200, 'ok']);
+      expect(upstream.hits()).toBe(4);
+      // Their successes reach the server before anything fails: the two agents' batches are not
+      // ordered with each other, and a success counted after a failure resets the failure count.
+      await until(
+        async () => (await acknowledged()) === upstream.hits(),
+        'every outcome acknowledged by the server',
+        10_000,
+      );
 
-    // Failing. Each round sends one request through each nginx at once and waits until the
-    // server has counted every failure the upstream gave so far (the outcomes arrive only through
-    // syslog -> agent -> server), then, once the circuit is open, until both agents' views say so.
-    upstream.fail();
-    const hitsBefore = upstream.hits();
-    let opened: { state: string; open_until: string; failure_threshold: number } | null = null;
-    for (let i = 0; i < 10 && opened === null; i++) {
-      for (const a of await round()) expect([500, 502]).toContain(a.status);
-      const failures = upstream.hits() - hitsBefore;
-      await until(async () => (await circuit()).failure_count === failures, `${failures} failures counted`, 10_000);
-      const now = await circuit();
-      if (now.state === 'open') opened = now;
-    }
-    expect(opened).toMatchObject({ state: 'open', failure_threshold: THRESHOLD });
-    // The bound: the circuit opens on the THRESHOLD-th failure the server counts; the only other
-    // requests that can reach the failing upstream are those already admitted when it opened, at
-    // most the other request of the same round (2 in flight): THRESHOLD..THRESHOLD + 1 hits.
-    const failingHits = upstream.hits() - hitsBefore;
-    expect(failingHits).toBeGreaterThanOrEqual(THRESHOLD);
-    expect(failingHits).toBeLessThanOrEqual(THRESHOLD + fleet.length - 1);
-    for (const { agent } of fleet) await until(async () => !(await agentAllows(agent)), 'agent sees open', 10_000);
-
-    // Open: both nginx answer 503 problems with Retry-After themselves; the upstream sees nothing.
-    const openUntil = Date.parse(opened!.open_until);
-    let openRounds = 0;
-    while (openRounds < 3 && Date.now() < openUntil - 500) {
-      openRounds++;
-      for (const a of await round()) {
-        expect(a.status).toBe(503);
-        expect(a.headers['content-type']).toBe('application/problem+json');
-        expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-        expect(Number(a.headers['retry-after'])).toBeLessThanOrEqual(OPEN_SECONDS);
-        expect(a.headers['x-circuit-state']).toBe('open');
-        expect(JSON.parse(a.body)).toMatchObject({
-          status: 503,
-          code: 'CIRCUIT_OPEN',
-          circuit: CIRCUIT,
-          state: 'open',
-        });
+      // Failing. Each round sends one request through each nginx at once and waits until the
+      // server has counted every failure the upstream gave so far (the outcomes arrive only through
+      // syslog -> agent -> server), then, once the circuit is open, until both agents' views say so.
+      upstream.fail();
+      const hitsBefore = upstream.hits();
+      let opened: { state: string; open_until: string; failure_threshold: number } | null = null;
+      for (let i = 0; i < 10 && opened === null; i++) {
+        for (const a of await round()) expect([500, 502]).toContain(a.status);
+        const failures = upstream.hits() - hitsBefore;
+        await until(async () => (await circuit()).failure_count === failures, `${failures} failures counted`, 10_000);
+        const now = await circuit();
+        if (now.state === 'open') opened = now;
       }
-    }
-    expect(openRounds).toBeGreaterThan(0); // the open rounds were sent before the open time ran out
-    expect(upstream.hits() - hitsBefore).toBe(failingHits);
+      expect(opened).toMatchObject({ state: 'open', failure_threshold: THRESHOLD });
+      // The bound: the circuit opens on the THRESHOLD-th failure the server counts; the only other
+      // requests that can reach the failing upstream are those already admitted when it opened, at
+      // most the other request of the same round (2 in flight): THRESHOLD..THRESHOLD + 1 hits.
+      const failingHits = upstream.hits() - hitsBefore;
+      expect(failingHits).toBeGreaterThanOrEqual(THRESHOLD);
+      expect(failingHits).toBeLessThanOrEqual(THRESHOLD + fleet.length - 1);
+      for (const { agent } of fleet) await until(async () => !(await agentAllows(agent)), 'agent sees open', 10_000);
 
-    // Healthy again. After the open time a request is admitted as the half-open probe (the server
-    // decides it: the agents ask it while the circuit is not closed), its success closes the
-    // circuit, and both nginx send traffic to the upstream again.
-    upstream.heal();
-    const answeredBeforeHeal = answers.length;
-    await until(async () => (await circuit()).state !== 'open', 'open time over', 10_000);
-    let closedAt = -1;
-    for (let i = 0; i < 20 && closedAt < 0; i++) {
-      const got = await round();
-      for (const a of got) {
-        expect([200, 503]).toContain(a.status);
-        if (a.status === 200) expect(a.body).toBe('ok');
+      // Open: both nginx answer 503 problems with Retry-After themselves; the upstream sees nothing.
+      const openUntil = Date.parse(opened!.open_until);
+      let openRounds = 0;
+      while (openRounds < 3 && Date.now() < openUntil - 500) {
+        openRounds++;
+        for (const a of await round()) {
+          expect(a.status).toBe(503);
+          expect(a.headers['content-type']).toBe('application/problem+json');
+          expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+          expect(Number(a.headers['retry-after'])).toBeLessThanOrEqual(OPEN_SECONDS);
+          expect(a.headers['x-circuit-state']).toBe('open');
+          expect(JSON.parse(a.body)).toMatchObject({
+            status: 503,
+            code: 'CIRCUIT_OPEN',
+            circuit: CIRCUIT,
+            state: 'open',
+          });
+        }
       }
-      if (got.every((a) => a.status === 200)) closedAt = i;
-      else if (got.some((a) => a.status === 200)) {
-        // A probe went through: wait until its outcome closed the circuit and both agents follow.
-        await until(async () => (await circuit()).state === 'closed', 'circuit closed', 10_000);
-        for (const { agent } of fleet) await until(() => agentAllows(agent), 'agent sees closed', 10_000);
-      } else await until(async () => (await circuit()).state !== 'open', 'half-open again', 10_000);
-    }
-    expect(closedAt).toBeGreaterThanOrEqual(0);
-    for (let i = 0; i < 2; i++) for (const a of await round()) expect([a.status, a.body]).toEqual([200, 'ok']);
-    // Every request got an answer (none timed out), and every 200 since the heal was the upstream's.
-    const healed = answers.slice(answeredBeforeHeal);
-    expect(upstream.hits() - hitsBefore - failingHits).toBe(healed.filter((a) => a.status === 200).length);
+      expect(openRounds).toBeGreaterThan(0); // the open rounds were sent before the open time ran out
+      expect(upstream.hits() - hitsBefore).toBe(failingHits);
 
-    const events = (await requestJson(`${circuitUrl}/events`)).json.events as {
-      from: string;
-      to: string;
-      reason: string;
-    }[];
-    expect(events.map((e) => `${e.from}->${e.to}`).reverse()).toEqual([
-      'closed->open',
-      'open->half_open',
-      'half_open->closed',
-    ]);
-    expect(events.at(-1)!.reason).toBe('failure_threshold_reached');
+      // Healthy again. After the open time a request is admitted as the half-open probe (the server
+      // decides it: the agents ask it while the circuit is not closed), its success closes the
+      // circuit, and both nginx send traffic to the upstream again.
+      upstream.heal();
+      const answeredBeforeHeal = answers.length;
+      await until(async () => (await circuit()).state !== 'open', 'open time over', 10_000);
+      let closedAt = -1;
+      for (let i = 0; i < 20 && closedAt < 0; i++) {
+        const got = await round();
+        for (const a of got) {
+          expect([200, 503]).toContain(a.status);
+          if (a.status === 200) expect(a.body).toBe('ok');
+        }
+        if (got.every((a) => a.status === 200)) closedAt = i;
+        else if (got.some((a) => a.status === 200)) {
+          // A probe went through: wait until its outcome closed the circuit and both agents follow.
+          await until(async () => (await circuit()).state === 'closed', 'circuit closed', 10_000);
+          for (const { agent } of fleet) await until(() => agentAllows(agent), 'agent sees closed', 10_000);
+        } else await until(async () => (await circuit()).state !== 'open', 'half-open again', 10_000);
+      }
+      expect(closedAt).toBeGreaterThanOrEqual(0);
+      for (let i = 0; i < 2; i++) for (const a of await round()) expect([a.status, a.body]).toEqual([200, 'ok']);
+      // Every request got an answer (none timed out), and every 200 since the heal was the upstream's.
+      const healed = answers.slice(answeredBeforeHeal);
+      expect(upstream.hits() - hitsBefore - failingHits).toBe(healed.filter((a) => a.status === 200).length);
+
+      const events = (await requestJson(`${circuitUrl}/events`)).json.events as {
+        from: string;
+        to: string;
+        reason: string;
+      }[];
+      expect(events.map((e) => `${e.from}->${e.to}`).reverse()).toEqual([
+        'closed->open',
+        'open->half_open',
+        'half_open->closed',
+      ]);
+      expect(events.at(-1)!.reason).toBe('failure_threshold_reached');
+    } catch (error) {
+      console.error(await diagnose());
+      throw error;
+    }
   });
 });
