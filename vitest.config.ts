@@ -19,6 +19,7 @@ const BOTH_STORES = [
   'test/http/cool-down.test.ts',
   'test/http/ramp.test.ts',
   'test/http/shadow.test.ts',
+  'test/http/outcome-source.test.ts',
 ];
 
 export default defineConfig({

@@ -7,76 +7,16 @@
  *   circuitlog edge --server http://circuitlog:8080 [--listen 127.0.0.1:8090] [--syslog 127.0.0.1:8514]
  *                   [--config FILE] [--fail-open true|false]
  */
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError } from './config/config-error.js';
-import { edgeSchema, type EdgeConfig } from './config/edge-schema.js';
-import { parseConfigText } from './config/file-schema.js';
+import type { EdgeConfig } from './config/edge-schema.js';
 import { redactUrl } from './domain/redact-url.js';
 import { EdgeAgent } from './edge/agent.js';
 import { edgeListener } from './edge/edge-server.js';
 import { DropCounter } from './edge/edge-types.js';
-
-const USAGE = `usage: circuitlog edge --server URL [--listen HOST:PORT] [--syslog HOST:PORT] [--config FILE] [--fail-open true|false]
-
-Runs the edge agent (docs/gateways.md): a local view of circuitlog's circuits for the services
-and gateways of this host. Env: CIRCUITLOG_TOKEN (sent to the server), CIRCUITLOG_CONFIG (the
-config file; its edge: section), CIRCUITLOG_LOG_LEVEL.`;
-
-/** The `edge:` settings: the config file's section, then the flags over it. */
-export function edgeSettings(argv: readonly string[], env: NodeJS.ProcessEnv): EdgeConfig & { server: string } {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      server: { type: 'string' },
-      listen: { type: 'string' },
-      syslog: { type: 'string' },
-      config: { type: 'string' },
-      'fail-open': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-    allowPositionals: false,
-  });
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    process.exit(0);
-  }
-  const configPath = values.config ?? (env.CIRCUITLOG_CONFIG || undefined);
-  let section: unknown = {};
-  if (configPath !== undefined) {
-    let text: string;
-    try {
-      text = fs.readFileSync(configPath, 'utf8');
-    } catch (error) {
-      throw new ConfigError(`--config: cannot read '${configPath}': ${(error as Error).message}`);
-    }
-    section = parseConfigText(text, configPath).edge;
-  }
-  const flags: Record<string, unknown> = {};
-  if (values.server !== undefined) flags.server = values.server;
-  if (values.listen !== undefined) flags.listen = values.listen;
-  if (values['fail-open'] !== undefined) {
-    if (values['fail-open'] !== 'true' && values['fail-open'] !== 'false')
-      throw new ConfigError('--fail-open: true or false');
-    flags.fail_open = values['fail-open'] === 'true';
-  }
-  const base = section as Record<string, unknown>;
-  const merged: Record<string, unknown> = { ...base, ...flags };
-  if (values.syslog !== undefined)
-    merged.syslog = { ...((base.syslog as Record<string, unknown> | undefined) ?? {}), listen: values.syslog };
-  const parsed = edgeSchema.safeParse(merged);
-  if (!parsed.success)
-    throw new ConfigError(
-      `edge settings: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
-    );
-  if (parsed.data.server === undefined)
-    throw new ConfigError('edge: name the server with --server URL (or edge.server)');
-  return parsed.data as EdgeConfig & { server: string };
-}
+import { EDGE_USAGE, edgeSettings } from './edge/settings.js';
 
 function splitHostPort(value: string): { host: string; port: number } {
   const i = value.lastIndexOf(':');
@@ -90,10 +30,15 @@ async function main(): Promise<void> {
   });
   let settings: EdgeConfig & { server: string };
   try {
-    settings = edgeSettings(process.argv.slice(2), process.env);
+    const parsed = edgeSettings(process.argv.slice(2), process.env);
+    if (parsed === 'help') {
+      process.stdout.write(`${EDGE_USAGE}\n`);
+      process.exit(0);
+    }
+    settings = parsed;
   } catch (error) {
     if (error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`circuitlog edge: ${(error as Error).message}\n${USAGE}\n`);
+      process.stderr.write(`circuitlog edge: ${(error as Error).message}\n${EDGE_USAGE}\n`);
       process.exit(2);
     }
     throw error;

@@ -109,13 +109,13 @@ class HttpTransport implements Transport {
     throw failure(res.statusCode, body);
   }
 
-  async postOutcomes(items: readonly OutcomeItem[]): Promise<void> {
+  async postOutcomes(items: readonly OutcomeItem[], source?: string): Promise<void> {
     const res = await this.exchange(this.outcomes, {
       method: 'POST',
       path: `${this.prefix}/outcomes`,
       // The per-item states are not used: a 204 (RFC 7240) saves writing and reading them.
       headers: { ...(await this.auth()), 'content-type': 'application/json', prefer: 'return=minimal' },
-      body: JSON.stringify({ outcomes: items }),
+      body: JSON.stringify(source === undefined ? { outcomes: items } : { source, outcomes: items }),
       // Lets undici pipeline it; a batch is already sent again after a lost answer (at least once).
       idempotent: true,
     });

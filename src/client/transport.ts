@@ -44,6 +44,8 @@ export interface OutcomeItem {
   readonly at?: string;
   /** The client's caller id (issue 17). */
   readonly caller?: string;
+  /** Its number from the batch's `source` (issue 32: the edge agent numbers what it relays). */
+  readonly seq?: number;
 }
 
 /** One `event: transition` of `/events/stream`, with its `id:`. */
@@ -99,8 +101,11 @@ export interface Transport {
   allowed(name: string, caller?: string): Promise<AllowedAnswer>;
   /** `GET /circuits/:name`: its JSON, or null when circuitlog has no such circuit yet. */
   circuit(name: string): Promise<CircuitJson | null>;
-  /** `POST /outcomes`: all or nothing; resolves once the server has committed them. */
-  postOutcomes(outcomes: readonly OutcomeItem[]): Promise<void>;
+  /**
+   * `POST /outcomes`: all or nothing; resolves once the server has committed them. With a
+   * `source` (the edge agent), items carry their `seq` and the server applies each at most once.
+   */
+  postOutcomes(outcomes: readonly OutcomeItem[], source?: string): Promise<void>;
   /** `GET /events/stream`, resuming after `lastEventId`; resolves once the server has answered 200. */
   openStream(
     lastEventId: string | undefined,

@@ -128,6 +128,13 @@ const COOL_CALLERS = rule(
   '[[caller, epoch ms]]',
 );
 
+const SOURCES = rule(
+  (v) =>
+    Array.isArray(v) &&
+    v.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && isCount(e[1]) && isTime(e[2])),
+  '[[source, seq, epoch ms]]',
+);
+
 /** Every persisted member, in the order of the SQLite columns. */
 export const RECORD_FIELDS: readonly RecordField[] = [
   // Redis keeps the id in its hash's own `id` field: the JSON's copy is never read.
@@ -175,6 +182,7 @@ export const RECORD_FIELDS: readonly RecordField[] = [
   // Issue 31: only `false` is ever stored (absent: the history is on); JSON text `false` in SQLite.
   { key: 'history', column: 'history_policy', rule: HISTORY, nullable: true, json: true, since: 'absent' },
   { key: 'shadow', column: 'shadow', rule: SHADOW, nullable: true, json: true, since: 'absent' }, // issue 31
+  { key: 'sources', column: 'outcome_sources', rule: SOURCES, nullable: true, json: true, since: 'absent' }, // issue 32
 ];
 
 /** A field in the one shape the loops below read. */
@@ -273,6 +281,7 @@ export function circuitFromColumns(v: readonly ColumnValue[]): Circuit {
   }
   if (v[AT.history] === 'false') c.history = false; // issue 31: only an opt-out is stored
   if (v[AT.shadow] != null) c.shadow = parsed(v[AT.shadow]); // issue 31, only when set
+  if (v[AT.sources] != null) c.sources = parsed(v[AT.sources]); // issue 32, only when set
   return c as unknown as Circuit;
 }
 
@@ -347,6 +356,7 @@ function stateMisfit(c: Raw): Field | null {
   if (!fits(F.coolDueAt, c.coolDueAt)) return F.coolDueAt;
   if (!fits(F.rampUntil, c.rampUntil)) return F.rampUntil;
   if (!fits(F.shadow, c.shadow)) return F.shadow;
+  if (!fits(F.sources, c.sources)) return F.sources;
   return null;
 }
 

@@ -55,6 +55,11 @@ export interface Circuit extends CircuitPolicy {
   readonly rampUntil?: EpochMs | null;
   /** A second policy run beside this one on every outcome, without acting on it (issue 31, `shadow.ts`); absent or null: none. */
   readonly shadow?: Shadow | null;
+  /**
+   * The highest outcome number applied per source (issue 32, `outcome-source.ts`): `[source, seq,
+   * when]`, the most recent first; absent or null: none.
+   */
+  readonly sources?: readonly SourceMark[] | null;
   readonly createdAt: EpochMs;
   readonly updatedAt: EpochMs;
 }
@@ -154,6 +159,9 @@ export interface Transition {
 }
 
 /** What a step did: the circuit after it and the state changes it made, in order. */
+/** A source's mark on a circuit (`outcome-source.ts`): its id, the highest outcome number applied, and when. */
+export type SourceMark = readonly [source: string, seq: number, at: EpochMs];
+
 export interface Step {
   readonly circuit: Circuit;
   readonly transitions: readonly Transition[];

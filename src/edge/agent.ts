@@ -16,6 +16,7 @@
  * - While the server is unreachable `GET /allowed` is answered behind a local breaker per
  *   circuit (`fail_open`), or refused with `CIRCUITLOG_UNAVAILABLE`.
  */
+import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { backoffDelay } from '../client/sse.js';
 import { LocalBreakers } from '../client/local-breaker.js';
@@ -70,6 +71,14 @@ export interface EdgeStats {
   readonly circuits: number;
 }
 
+/** The server's answer to `GET /allowed` for a circuit the agent decides, ready to write. */
+export interface Snapshot {
+  readonly text: string;
+  readonly bytes: Buffer;
+  /** Its Content-Length. */
+  readonly length: string;
+}
+
 /** What a relayed request carries. */
 export interface RelayRequest {
   readonly method: string;
@@ -99,8 +108,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   private readonly pool: Pool;
   private readonly auth: AuthHeaders;
   private readonly prefix: string;
-  /** The server's answer text per trusted snapshot (dropped with its view entry). */
-  private readonly answers = new WeakMap<ViewEntry, string>();
+  /** The server's answer per trusted snapshot (dropped with its view entry). */
+  private readonly answers = new WeakMap<ViewEntry, Snapshot>();
   private readonly counts = {
     localDecisions: 0,
     serverChecks: 0,
@@ -110,6 +119,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   };
   private readyWaiters: (() => void)[] = [];
   private closed = false;
+  /**
+   * Who numbers the outcomes this agent sends (a random id per process) and the last number
+   * given: the server applies each numbered outcome at most once (`domain/outcome-source.ts`),
+   * so a batch sent again after a lost answer counts once. Batches go one at a time, in order.
+   */
+  readonly source = `edge-${randomUUID()}`;
+  private seq = 0;
 
   constructor(private readonly deps: EdgeAgentDeps) {
     const { config } = deps;
@@ -158,7 +174,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       {
         send: (batch) => {
           this.counts.batchesSent++;
-          return this.transport.postOutcomes(batch);
+          return this.transport.postOutcomes(batch, this.source);
         },
         onDelivered: () => this.link.setReachable(true),
         onUnreachable: (error) => this.link.setReachable(false, error),
@@ -245,14 +261,25 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
 
   /** The answer decided here without asking (counted), or null. Synchronous: the hot path. */
   localAnswer(name: string, requestId: string | undefined): EdgeAnswer | null {
+    const local = this.localBody(name);
+    if (local === null) return null;
+    return {
+      status: 200,
+      headers: { 'content-type': JSON_TYPE, 'x-request-id': requestId ?? newRequestId() },
+      body: local.text,
+    };
+  }
+
+  /** The server's last answer for a circuit decided here (counted), or null: the raw listener's hot path. */
+  localBody(name: string): Snapshot | null {
     const entry = this.view.get(name);
     if (entry === undefined || !this.link.trusts(entry) || entry.state !== 'closed' || entry.forced !== null)
       return null;
     if (this.clock() >= entry.policyDueAt) return null;
-    const body = this.answers.get(entry);
-    if (body === undefined) return null;
+    const snapshot = this.answers.get(entry);
+    if (snapshot === undefined) return null;
     this.counts.localDecisions++;
-    return { status: 200, headers: { 'content-type': JSON_TYPE, 'x-request-id': requestId ?? newRequestId() }, body };
+    return snapshot;
   }
 
   private async allowedRemotely(
@@ -319,7 +346,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     entry.json = circuit;
     entry.generation = this.link.streamUp && this.link.generation === generation ? generation : -1;
     entry.policyDueAt = this.clock() + (circuit === null ? UNKNOWN_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS);
-    this.answers.set(entry, answer.body);
+    const bytes = Buffer.from(answer.body, 'utf8');
+    this.answers.set(entry, { text: answer.body, bytes, length: String(bytes.length) });
   }
 
   /** While the server is unreachable: the local breaker's answer, or CIRCUITLOG_UNAVAILABLE. */
@@ -366,7 +394,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     if (!offline && this.queue.full) return false;
     const at = new Date(this.clock()).toISOString();
     for (const item of items) {
-      const timed = item.at === undefined ? { ...item, at } : item;
+      const timed = { ...item, at: item.at ?? at, seq: ++this.seq };
       if (offline) this.recordLocally(timed);
       this.queue.push(timed, offline);
     }

@@ -24,6 +24,7 @@ import { CallerQuery, callerField, callerQuery, reporterOf } from './caller-para
 import { identityOf } from '../auth/request-identity.js';
 import { checkKindMembers, kindFields, kindOutcome, kindRulesDoc } from './outcome-kind-fields.js';
 import { OUTCOME_KINDS } from '../domain/outcome-kind.js';
+import { SOURCE_ID } from '../domain/outcome-source.js';
 
 /** How far into the future an outcome's `at` may lie (another host's clock running ahead). */
 const OUTCOME_AT_MAX_SKEW_MS = 60_000; // 60 s
@@ -95,13 +96,27 @@ const BatchItem = z
     duration_ms: z.number().min(0).max(86_400_000).optional(),
     at: outcomeAt,
     caller: callerField,
+    seq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({
+      description:
+        "The outcome's number from the batch's `source`, rising (issue 32): a circuit applies each at most once, so a batch sent again after a lost answer counts once. Needs `source`.",
+    }),
   })
   .strict()
   .openapi(kindRulesDoc());
 export const BatchBody = z
-  .object({ outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES) })
+  .object({
+    outcomes: z.array(BatchItem).min(1).max(MAX_BATCH_OUTCOMES),
+    source: z.string().regex(SOURCE_ID).optional().openapi({
+      description:
+        "Who numbered the outcomes' `seq` (a relay such as the edge agent: a random id per process), 8-64 letters, digits and _ . : -. Each circuit remembers the highest `seq` it applied from its 64 most recent sources for 10 minutes (docs/api.md#outcomes-sent-again).",
+    }),
+  })
   .strict()
-  .superRefine(({ outcomes }, ctx) => {
+  .superRefine(({ outcomes, source }, ctx) => {
+    if (source === undefined) {
+      const i = outcomes.findIndex((o) => o.seq !== undefined);
+      if (i !== -1) ctx.addIssue({ code: 'custom', path: ['outcomes', i, 'seq'], message: "needs the batch's source" });
+    }
     for (const [i, o] of outcomes.entries()) checkKindMembers(o, ctx, ['outcomes', i]);
     const callers = new Set<string>();
     for (const [i, o] of outcomes.entries()) {
@@ -285,7 +300,9 @@ function registerBatch(app: OpenAPIHono, breaker: BreakerService, bodyLimitBytes
         late: 'count_only' as const,
         at: outcomeTime(o.at, now, `outcomes.${i}.at`),
         ...reporterOf(identity, o.caller),
+        seq: o.seq,
       })),
+      body.source,
     );
     if (prefersMinimal(c)) return c.body(null, 204, { 'preference-applied': 'return=minimal' });
     return json(c, { results: circuits.map((circuit) => ({ circuit: circuit.name, state: circuit.state })) }, 200);

@@ -1,3 +1,4 @@
+import { seenBefore, withSourceMark } from '../domain/outcome-source.js';
 import type { Logger } from 'pino';
 import {
   admit,
@@ -99,6 +100,8 @@ export type AdmitRules = RecordRules & { readonly admit: true };
 /** One outcome of a batch. */
 export interface BatchOutcome extends Outcome {
   readonly name: string;
+  /** Its number from the batch's source (issue 32, `domain/outcome-source.ts`): applied at most once. */
+  readonly seq?: number;
 }
 
 /**
@@ -243,14 +246,21 @@ export class BreakerService {
     return written;
   }
 
-  /** Outcomes in order, in one transaction (group-committed, within `limits.maxCircuits`); the circuits after each. */
-  recordBatch(outcomes: readonly BatchOutcome[]): Promise<Circuit[]> {
+  /**
+   * Outcomes in order, in one transaction (group-committed, within `limits.maxCircuits`); the
+   * circuits after each. With a `source` (issue 32), an outcome with a `seq` the circuit applied
+   * already from that source changes nothing (not even its history): it was sent again.
+   */
+  recordBatch(outcomes: readonly BatchOutcome[], source?: string): Promise<Circuit[]> {
     return this.withRoom(
       outcomes.map((o) => o.name),
       async () => {
         const items = outcomes.map((o): ServiceItem => {
           const context = this.stepContext(o.name);
-          return { name: o.name, step: outcomeStep(context, o), outcome: o, history: outcomeHistory(context.now, o) };
+          const step = outcomeStep(context, o);
+          const history = outcomeHistory(context.now, o);
+          if (source === undefined || o.seq === undefined) return { name: o.name, step, outcome: o, history };
+          return { name: o.name, outcome: o, ...onceFromSource(step, history, source, o.seq, context.now) };
         });
         return (await this.committer.all(items)).map((r) => r!.circuit);
       },
@@ -595,6 +605,29 @@ export function madeBy<S extends Step>(step: S, by: string | undefined): S {
  * The history entry of an outcome (issue 31): the outcome as the step got it, at the step's
  * `now`; nothing for a call the step refused (`callStep`: a refused call records nothing).
  */
+/**
+ * An outcome's step and history hook that apply it only if the circuit has not applied `seq` of
+ * `source` yet, raising the source's mark in the same write (`domain/outcome-source.ts`).
+ */
+function onceFromSource(
+  step: (current: Circuit | null) => Step,
+  history: HistoryHook,
+  source: string,
+  seq: number,
+  now: number,
+): { step: (current: Circuit | null) => Step; history: HistoryHook } {
+  let again = false; // set by the step, read by its history hook (each run of the step runs its hook after it)
+  return {
+    step: (current) => {
+      again = current !== null && seenBefore(current, source, seq);
+      if (again) return { circuit: current!, transitions: [] };
+      const next = step(current);
+      return { ...next, circuit: withSourceMark(next.circuit, source, seq, now) };
+    },
+    history: (before, result) => (again ? null : history(before, result)),
+  };
+}
+
 export function outcomeHistory(now: number, outcome: Outcome): HistoryHook {
   return (_before, result) =>
     (result as Partial<Admission>).verdict?.allowed === false ? null : { type: 'outcome', t: now, outcome };
