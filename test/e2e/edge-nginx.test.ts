@@ -274,6 +274,13 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
       const healed = answers.slice(answeredBeforeHeal);
       expect(upstream.hits() - hitsBefore - failingHits).toBe(healed.filter((a) => a.status === 200).length);
 
+      // Every upstream response became exactly one outcome on the server; the requests nginx
+      // refused itself (no upstream status in their log line) became none.
+      await until(async () => (await acknowledged()) === upstream.hits(), 'every outcome acknowledged', 10_000);
+      let accepted = 0;
+      for (const { agent } of fleet) accepted += (await requestJson(`${agent.url}/edge/stats`)).json.outcomes_accepted;
+      expect(accepted).toBe(upstream.hits());
+
       const events = (await requestJson(`${circuitUrl}/events`)).json.events as {
         from: string;
         to: string;
