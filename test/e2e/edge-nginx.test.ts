@@ -242,6 +242,7 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
             code: 'CIRCUIT_OPEN',
             circuit: CIRCUIT,
             state: 'open',
+            open_until: opened!.open_until,
           });
         }
       }

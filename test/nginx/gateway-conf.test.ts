@@ -17,6 +17,8 @@ afterEach(async () => {
 });
 
 interface Seen {
+  /** nginx's side of the connection the check came on. */
+  remotePort: number | undefined;
   method: string;
   url: string;
   headers: http.IncomingHttpHeaders;
@@ -24,17 +26,31 @@ interface Seen {
 }
 
 async function fixture() {
-  const gate = { verdict: 'allow' as 'allow' | 'refuse', seen: [] as Seen[] };
+  const gate = {
+    verdict: 'allow' as 'allow' | 'refuse',
+    /** The refusal's headers besides Retry-After (the agent's, for an open circuit). */
+    refusal: { 'x-circuit-state': 'open', 'x-circuit-open-until': '2026-12-05T03:30:41.123Z' } as Record<
+      string,
+      string
+    >,
+    seen: [] as Seen[],
+  };
   const agent = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
-      gate.seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      gate.seen.push({
+        remotePort: req.socket.remotePort,
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        body,
+      });
       if (gate.verdict === 'allow') {
         res.writeHead(204, { 'x-circuit-state': 'closed' }).end();
       } else {
         res
-          .writeHead(403, { 'content-type': 'application/problem+json', 'retry-after': '7', 'x-circuit-state': 'open' })
+          .writeHead(403, { 'content-type': 'application/problem+json', 'retry-after': '7', ...gate.refusal })
           .end('{"status":503,"code":"CIRCUIT_OPEN"}');
       }
     });
@@ -113,12 +129,28 @@ describe('the documented nginx setup in a real nginx (stand-in agent)', () => {
       type: '/problems/circuit-open',
       title: 'Circuit is open',
       status: 503,
-      detail: 'circuit orders is open; retry after 7 s',
+      detail: 'Circuit orders refuses calls; retry after 7 s.',
       code: 'CIRCUIT_OPEN',
       circuit: 'orders',
       state: 'open',
+      open_until: '2026-12-05T03:30:41.123Z',
     });
     expect(upstreamHits()).toBe(0);
     expect(logLine(await nextLine())).toMatchObject({ circuit: 'orders', caller: 'nginx-a', status: '', time: '' });
+
+    // A refusal naming no state or open time (the agent could not decide): null members, still JSON.
+    gate.refusal = {};
+    const undecided = await fetch(`${nginx.url}/pay`);
+    expect(undecided.status).toBe(503);
+    expect(await undecided.json()).toMatchObject({ status: 503, state: null, open_until: null });
+    expect(upstreamHits()).toBe(0);
+  });
+
+  it('keeps its connections to the agent alive between checks', async () => {
+    const { gate, nginx } = await fixture();
+    for (let i = 0; i < 3; i++) expect((await fetch(`${nginx.url}/pay`)).status).toBe(500);
+    const ports = new Set(gate.seen.map((s) => s.remotePort));
+    expect(gate.seen).toHaveLength(3);
+    expect(ports.size).toBe(1);
   });
 });

@@ -27,6 +27,16 @@ export interface GatewayOptions {
 export function gatewayHttp(o: GatewayOptions): string {
   return `    ${LOG_FORMAT}
 
+    # The refusal's JSON members: the agent's header as a JSON string, or null when it sent none.
+    map $circuitlog_state $circuitlog_state_json { "" null; default "\\"$circuitlog_state\\""; }
+    map $circuitlog_open_until $circuitlog_open_until_json { "" null; default "\\"$circuitlog_open_until\\""; }
+
+    # The agent, over kept-alive connections (no TCP handshake per check).
+    upstream circuitlog_edge {
+        server 127.0.0.1:${o.agentPort};
+        keepalive 16;
+    }
+
     server {
         listen ${o.listen};
 
@@ -42,6 +52,7 @@ export function gatewayHttp(o: GatewayOptions): string {
             auth_request /_circuitlog_gate;
             auth_request_set $circuitlog_retry_after $upstream_http_retry_after;
             auth_request_set $circuitlog_state $upstream_http_x_circuit_state;
+            auth_request_set $circuitlog_open_until $upstream_http_x_circuit_open_until;
             error_page 403 = @circuit_open;
 
             proxy_pass http://127.0.0.1:${o.upstreamPort};
@@ -50,7 +61,9 @@ export function gatewayHttp(o: GatewayOptions): string {
         # The check: a GET subrequest without the body; 2xx lets the request through, 403 refuses it.
         location = /_circuitlog_gate {
             internal;
-            proxy_pass http://127.0.0.1:${o.agentPort}/gate/$circuitlog_circuit;
+            proxy_pass http://circuitlog_edge/gate/$circuitlog_circuit;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
             proxy_pass_request_body off;
             proxy_set_header Content-Length "";
             proxy_set_header X-Original-URI $request_uri;
@@ -64,7 +77,7 @@ export function gatewayHttp(o: GatewayOptions): string {
             default_type application/problem+json;
             add_header Retry-After $circuitlog_retry_after always;
             add_header X-Circuit-State $circuitlog_state always;
-            return 503 '{"type":"/problems/circuit-open","title":"Circuit is open","status":503,"detail":"circuit $circuitlog_circuit is $circuitlog_state; retry after $circuitlog_retry_after s","code":"CIRCUIT_OPEN","circuit":"$circuitlog_circuit","state":"$circuitlog_state"}\\n';
+            return 503 '{"type":"/problems/circuit-open","title":"Circuit is open","status":503,"detail":"Circuit $circuitlog_circuit refuses calls; retry after $circuitlog_retry_after s.","code":"CIRCUIT_OPEN","circuit":"$circuitlog_circuit","state":$circuitlog_state_json,"open_until":$circuitlog_open_until_json}\\n';
         }
     }`;
 }
