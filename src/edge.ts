@@ -15,6 +15,7 @@ import type { EdgeConfig } from './config/edge-schema.js';
 import { redactUrl } from './domain/redact-url.js';
 import { EdgeAgent } from './edge/agent.js';
 import { edgeListener } from './edge/edge-server.js';
+import { gateAnswer } from './edge/gate.js';
 import { DropCounter } from './edge/edge-types.js';
 import { EDGE_USAGE, edgeSettings } from './edge/settings.js';
 
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
     edgeListener({
       agent,
       logger,
-      // WIRE-GATE
+      gate: (request) => gateAnswer(request, settings.gate, agent),
       extraStats: () => ({ dropped: drops.counts(), ...(syslog === null ? {} : { syslog: syslog.counts() }) }),
     }),
   );

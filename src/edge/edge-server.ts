@@ -17,15 +17,7 @@ import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
 import { HOP_BY_HOP, ServerUnreachable, type EdgeAgent } from './agent.js';
 import type { EdgeAnswer, EdgeLogger } from './edge-types.js';
-
-/** What a gateway's check request is, for `gate.ts`. */
-export interface GateRequest {
-  readonly method: string;
-  /** Path and query as received. */
-  readonly target: string;
-  /** Lower-case names; repeated headers joined with `, `. */
-  readonly headers: Readonly<Record<string, string | undefined>>;
-}
+import type { GateRequest } from './gate-circuit.js';
 
 export interface EdgeServerDeps {
   readonly agent: EdgeAgent;
@@ -290,6 +282,12 @@ function jsonAnswer(status: number, value: unknown, requestId?: string): EdgeAns
 
 function send(res: ServerResponse, answer: EdgeAnswer): void {
   if (res.headersSent) return;
+  // RFC 9110 section 8.6: no Content-Length on a 204 (nor a body).
+  if (answer.status === 204 || answer.status === 304) {
+    res.writeHead(answer.status, answer.headers);
+    res.end();
+    return;
+  }
   res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
   res.end(answer.body);
 }

@@ -134,7 +134,7 @@ function refusal(style: GateStyle, answer: EdgeAnswer): EdgeAnswer {
 function unavailable(circuit: string, instance: string, requestId: string): EdgeAnswer {
   const answer = render(
     'CIRCUITLOG_UNAVAILABLE',
-    { status: 503, type: '/problems/circuitlog-unavailable', title: 'circuitlog unavailable' },
+    PROBLEMS.CIRCUITLOG_UNAVAILABLE,
     `The edge agent could not decide whether circuit '${circuit}' allows the call.`,
     instance,
     requestId,
@@ -145,11 +145,7 @@ function unavailable(circuit: string, instance: string, requestId: string): Edge
 
 /** A problem the gate answers itself, for every form: 400 (a bad name or header) or 404 (no circuit matched). */
 function problem(p: GateProblem, instance: string, requestId: string): EdgeAnswer {
-  const entry =
-    p.code === 'GATE_NO_CIRCUIT'
-      ? { status: 404, type: '/problems/gate-no-circuit', title: 'No circuit for the gateway request' }
-      : PROBLEMS[p.code];
-  return render(p.code, entry, p.detail, instance, requestId, p.extensions);
+  return render(p.code, PROBLEMS[p.code], p.detail, instance, requestId, p.extensions);
 }
 
 /** The server's problem document shape (src/http/problem.ts `problemParts`): the same members, in the same order. */
