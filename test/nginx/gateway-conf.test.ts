@@ -8,6 +8,7 @@ import dgram from 'node:dgram';
 import http from 'node:http';
 import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { nginxOutcomes, syslogMessage } from '../../src/edge/nginx-log.js';
 import { gatewayHttp } from './gateway-conf.js';
 import { startNginx, type Nginx } from './nginx.js';
 
@@ -111,10 +112,16 @@ describe('the documented nginx setup in a real nginx (stand-in agent)', () => {
     expect(gate.seen[0]).toMatchObject({ method: 'GET', url: '/gate/orders', body: '' });
     expect(gate.seen[0]!.headers).toMatchObject({ 'x-original-uri': '/pay?x=1', 'x-circuitlog-caller': 'nginx-a' });
 
-    const line = logLine(await nextLine());
+    const datagram = await nextLine();
+    const line = logLine(datagram);
     expect(line).toMatchObject({ v: 1, circuit: 'orders', caller: 'nginx-a', status: '500', retry_after: '' });
     expect(line.time).toMatch(/^\d+\.\d{3}$/);
     expect(Number(line.msec) * 1000).toBeGreaterThan(Date.now() - 60_000);
+    // What the agent's syslog intake makes of it: one failure, for this nginx as the caller.
+    expect(nginxOutcomes(syslogMessage(datagram)!.message, Date.now())).toMatchObject({
+      kind: 'outcomes',
+      items: [{ circuit: 'orders', success: false, caller: 'nginx-a' }],
+    });
   });
 
   it("turns the agent's 403 into a 503 problem with Retry-After, without the upstream, and logs no upstream status", async () => {
@@ -136,7 +143,12 @@ describe('the documented nginx setup in a real nginx (stand-in agent)', () => {
       open_until: '2026-12-05T03:30:41.123Z',
     });
     expect(upstreamHits()).toBe(0);
-    expect(logLine(await nextLine())).toMatchObject({ circuit: 'orders', caller: 'nginx-a', status: '', time: '' });
+    const refusedLine = await nextLine();
+    expect(logLine(refusedLine)).toMatchObject({ circuit: 'orders', caller: 'nginx-a', status: '', time: '' });
+    expect(nginxOutcomes(syslogMessage(refusedLine)!.message, Date.now())).toEqual({
+      kind: 'none',
+      reason: 'no_upstream',
+    });
 
     // A refusal naming no state or open time (the agent could not decide): null members, still JSON.
     gate.refusal = {};

@@ -3,11 +3,7 @@
 // 503 problem with `Retry-After` (`error_page 403 = @circuit_open`), and the access log goes to
 // the agent over syslog in the `circuitlog` log_format, from which the agent makes outcomes.
 
-/** The documented log_format (the agent's syslog intake reads `v` 1: src/edge/nginx-log.ts). */
-export const LOG_FORMAT =
-  'log_format circuitlog escape=json \'{"v":1,"circuit":"$circuitlog_circuit","caller":"$circuitlog_caller",' +
-  '"status":"$upstream_status","time":"$upstream_response_time","retry_after":"$upstream_http_retry_after",' +
-  '"msec":"$msec"}\';';
+import { NGINX_LOG_FORMAT } from '../../src/edge/nginx-log.js';
 
 export interface GatewayOptions {
   /** `listen` address (`127.0.0.1:PORT`). */
@@ -25,7 +21,7 @@ export interface GatewayOptions {
 
 /** The `http {}` content: the log_format and one `server` guarding the upstream with the circuit. */
 export function gatewayHttp(o: GatewayOptions): string {
-  return `    ${LOG_FORMAT}
+  return `    ${NGINX_LOG_FORMAT}
 
     # The refusal's JSON members: the agent's header as a JSON string, or null when it sent none.
     map $circuitlog_state $circuitlog_state_json { "" null; default "\\"$circuitlog_state\\""; }
