@@ -16,13 +16,10 @@ import { redactUrl } from './domain/redact-url.js';
 import { EdgeAgent } from './edge/agent.js';
 import { edgeListener } from './edge/edge-server.js';
 import { gateAnswer } from './edge/gate.js';
+import { parseListen, startSyslogIntake, type SyslogIntake } from './edge/syslog.js';
+import { matchesPattern } from './auth/identity.js';
 import { DropCounter } from './edge/edge-types.js';
 import { EDGE_USAGE, edgeSettings } from './edge/settings.js';
-
-function splitHostPort(value: string): { host: string; port: number } {
-  const i = value.lastIndexOf(':');
-  return { host: value.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(value.slice(i + 1)) };
-}
 
 async function main(): Promise<void> {
   const logger = pino({
@@ -51,7 +48,18 @@ async function main(): Promise<void> {
     logger,
   });
   const drops = new DropCounter(logger);
-  const syslog = null as { port: number; close(): Promise<void>; counts(): unknown } | null; // WIRE-SYSLOG
+  let syslog: SyslogIntake | null = null;
+  if (settings.syslog.listen !== null) {
+    const { create } = settings.syslog;
+    syslog = await startSyslogIntake({
+      listen: settings.syslog.listen,
+      maxLineBytes: settings.syslog.max_line_bytes,
+      sink: agent,
+      // A circuit the server knows, or one the config lets a log line create: never one made of noise.
+      known: (name) => create.some((pattern) => matchesPattern(pattern, name)) || agent.knows(name),
+      drops,
+    });
+  }
   const server = http.createServer(
     edgeListener({
       agent,
@@ -61,7 +69,7 @@ async function main(): Promise<void> {
     }),
   );
   server.keepAliveTimeout = 65_000; // longer than the usual client/LB idle timeouts (60 s)
-  const { host, port } = splitHostPort(settings.listen);
+  const { host, port } = parseListen(settings.listen);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

@@ -23,7 +23,7 @@ import { LocalBreakers } from '../client/local-breaker.js';
 import { OutcomeQueue } from '../client/outcome-queue.js';
 import { StreamKeeper } from '../client/sse.js';
 import { authHeaders, type AuthHeaders } from '../client/token-source.js';
-import type { CircuitJson, OutcomeItem, Transport } from '../client/transport.js';
+import { TransportError, type CircuitJson, type OutcomeItem, type Transport } from '../client/transport.js';
 import { createHttpTransport } from '../client/http-transport.js';
 import { CircuitView, Link, effectiveState, type ViewEntry } from '../client/view.js';
 import type { EdgeConfig } from '../config/edge-schema.js';
@@ -126,6 +126,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    */
   readonly source = `edge-${randomUUID()}`;
   private seq = 0;
+  /** False once the server refused numbered outcomes (a server before issue 32). */
+  private numbered = true;
 
   constructor(private readonly deps: EdgeAgentDeps) {
     const { config } = deps;
@@ -172,10 +174,7 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
         maxCallers: MAX_BATCH_CALLERS,
       },
       {
-        send: (batch) => {
-          this.counts.batchesSent++;
-          return this.transport.postOutcomes(batch, this.source);
-        },
+        send: (batch) => this.send(batch),
         onDelivered: () => this.link.setReachable(true),
         onUnreachable: (error) => this.link.setReachable(false, error),
         onRejected: (count, error) =>
@@ -480,6 +479,28 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     return { status, headers, body };
   }
 
+  /**
+   * One batch to the server, numbered (`source`, `seq`). A server from before issue 32 refuses the
+   * two members (422 naming `source`): the agent then sends without them from there on (logged
+   * once), each outcome at least once rather than exactly once.
+   */
+  private async send(batch: readonly OutcomeItem[]): Promise<void> {
+    this.counts.batchesSent++;
+    if (this.numbered) {
+      try {
+        return await this.transport.postOutcomes(batch, this.source);
+      } catch (error) {
+        if (!refusesSource(error)) throw error;
+        this.numbered = false;
+        this.deps.logger.warn(
+          { event: 'edge_unnumbered', detail: 'the server does not take numbered outcomes (source, seq)' },
+          'circuitlog is older than the agent: outcomes are sent without numbers (at least once)',
+        );
+      }
+    }
+    return this.transport.postOutcomes(batch.map(({ seq: _seq, ...item }) => item));
+  }
+
   /** Stop taking outcomes, deliver what is queued (at most `timeoutMs`), stop following the stream. */
   async close(timeoutMs = 5_000): Promise<{ delivered: boolean; pending: number }> {
     if (this.closed) return { delivered: true, pending: this.queue.pending };
@@ -517,6 +538,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       `edge agent ${after}`,
     );
   }
+}
+
+/** A 422 naming the batch's `source` as unknown: a server from before numbered outcomes. */
+function refusesSource(error: unknown): boolean {
+  if (!(error instanceof TransportError) || error.status !== 422) return false;
+  const errors = (error.problem as { errors?: unknown } | null)?.errors;
+  return Array.isArray(errors) && errors.some((e) => (e as { field?: unknown } | null)?.field === 'source');
 }
 
 /** Headers that belong to one connection, never relayed (RFC 9110 section 7.6.1). */
