@@ -25,6 +25,9 @@
 //               one server: p99 from a transition's acknowledgement to every reader, memory per stream (bench/fanout.mjs)
 //   backtest    the policy lab over 1,000,000 recorded outcomes: one policy (goal ≤ 2 s), a 27-point grid over the worker threads (≤ 30 s),
 //               event-loop delay while a backtest and the grid run in worker threads (< 50 ms), RSS (bench/backtest.mjs)
+//   edge        the edge agent (dist/edge.js): GET /allowed through it vs the server (goal ≥ 1.0x), the server's CPU
+//               meanwhile (< 5%), added latency, trip propagation to the agents (p99 ≤ 250 ms), 20 processes' outcomes
+//               through one agent vs direct (≤ 1 batch per 10 ms, server CPU per outcome) (bench/edge.mjs)
 //   scale       N = 1 .. 1,000,000 circuits: req/s ratios, deep list p50, RSS per circuit, start-up, /metrics;
 //               retention's effect on GET /allowed p99 over 10M old transitions (bench/scale.mjs)
 //
@@ -84,6 +87,7 @@ import { throttleSection } from './throttle.mjs';
 import { backtestSection } from './backtest.mjs';
 import { kindsSection } from './kinds.mjs';
 import { historySection } from './history.mjs';
+import { edgeSection } from './edge.mjs';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(benchDir, '..');
@@ -107,6 +111,7 @@ const SECTIONS = [
   'history',
   'client',
   'python',
+  'edge',
   'redis',
   'redis-modes',
   'redis-tls',
@@ -130,6 +135,7 @@ const DEFAULT_DURATION = {
   history: 5,
   client: 5,
   python: 6,
+  edge: 5,
   redis: 5,
   'redis-modes': 5,
   'redis-tls': 5,
@@ -1105,6 +1111,7 @@ async function main() {
     stalls: () => stallsSection(ctx),
     client: () => clientSection(withDuration('client')),
     python: () => pythonSection(withDuration('python')),
+    edge: () => edgeSection(withDuration('edge')),
     scale: () => scaleSection({ ...ctx, skipFanout: only.sections.has('fanout') }), // the fanout section measures it once
     fanout: () => fanoutSection(ctx),
     overload: () => overloadSection(ctx),
@@ -1129,9 +1136,11 @@ async function main() {
   const invalid =
     all.some((s) => s.targets.some((t) => !t.valid) || (s.comparisons ?? []).some((c) => !c.valid)) ||
     sections.some((s) => s.checks.some((c) => !c.ok));
-  const missed = all.some(
-    (s) => s.targets.some((t) => t.met === false) || (s.comparisons ?? []).some((c) => c.met === false),
-  );
+  // A section's goals that are not req/s ratios (`goals: [{label, value, goal, met}]`, e.g. the edge section's).
+  const sectionGoals = sections.flatMap((s) => s.goals ?? []);
+  const missed =
+    all.some((s) => s.targets.some((t) => t.met === false) || (s.comparisons ?? []).some((c) => c.met === false)) ||
+    sectionGoals.some((g) => g.met === false);
   const body = sections.map(sectionMarkdown).join('\n\n');
   const verdict = invalid
     ? 'RESULT: INVALID — some runs had non-2xx answers or errors, or a check failed'
@@ -1155,6 +1164,7 @@ async function main() {
               : `${c.label}: ${fmt(c.ratio)}x (goal ≥ ${c.goal.toFixed(2)}x) ${c.met ? 'met' : 'NOT met'}`,
           ),
       ])
+      .concat(sectionGoals.map((g) => `${g.label}: ${g.value} (goal ${g.goal}) ${g.met ? 'met' : 'NOT met'}`))
       .map((l) => `- ${l}`)
       .join('\n') || '- (no goals in the selected sections)';
 

@@ -11,7 +11,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { ConfigError } from './config/config-error.js';
-import type { EdgeConfig } from './config/edge-schema.js';
 import { redactUrl } from './domain/redact-url.js';
 import { EdgeAgent } from './edge/agent.js';
 import { edgeListener } from './edge/edge-server.js';
@@ -19,14 +18,14 @@ import { gateAnswer } from './edge/gate.js';
 import { parseListen, startSyslogIntake, type SyslogIntake } from './edge/syslog.js';
 import { matchesPattern } from './auth/identity.js';
 import { DropCounter } from './edge/edge-types.js';
-import { EDGE_USAGE, edgeSettings } from './edge/settings.js';
+import { EDGE_USAGE, edgeSettings, type EdgeSettings } from './edge/settings.js';
 
 async function main(): Promise<void> {
   const logger = pino({
     level: process.env.CIRCUITLOG_LOG_LEVEL || 'info',
     base: { pid: process.pid, role: 'edge' },
   });
-  let settings: EdgeConfig & { server: string };
+  let settings: EdgeSettings;
   try {
     const parsed = edgeSettings(process.argv.slice(2), process.env);
     if (parsed === 'help') {
@@ -62,6 +61,7 @@ async function main(): Promise<void> {
   }
   const server = http.createServer(
     edgeListener({
+      bodyLimitBytes: settings.bodyLimitBytes,
       agent,
       logger,
       gate: (request) => gateAnswer(request, settings.gate, agent),

@@ -31,6 +31,11 @@ const crashes: Crash[] = [];
  */
 const CRASH = /^Node\.js v\d+/m;
 
+/** Count a crash of another spawned process (the edge agent: test/edge/edge-process.ts). */
+export function reportCrash(crash: Crash): void {
+  crashes.push(crash);
+}
+
 /** The crashes seen since the last call (`test/no-crash-setup.ts` fails the test with them). */
 export function takeCrashes(): Crash[] {
   return crashes.splice(0);

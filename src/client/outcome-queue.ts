@@ -231,6 +231,13 @@ export class OutcomeQueue {
     // Only refused items dropped (circuitlog is up and took nothing): the rest goes again at once.
     const now = this.sending.every((s) => s.failed === 'refused');
     this.items.unshift(...this.sending.flatMap((s) => s.batch));
+    // Back from the wire, the batches count against `capacity` again: past it the oldest go
+    // (counted), as while circuitlog is unreachable, so the queue never holds more than its bound.
+    if (this.items.length > this.options.capacity) {
+      const over = this.items.length - this.options.capacity;
+      this.items.splice(0, over);
+      this.counts.dropped += over;
+    }
     this.sending = [];
     this.inFlight = 0;
     this.retryTimer = setTimeout(

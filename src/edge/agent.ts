@@ -17,6 +17,7 @@
  *   circuit (`fail_open`), or refused with `CIRCUITLOG_UNAVAILABLE`.
  */
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { backoffDelay } from '../client/sse.js';
 import { LocalBreakers } from '../client/local-breaker.js';
@@ -32,6 +33,8 @@ import { POLICY_DEFAULTS } from '../domain/policy-defaults.js';
 import { AppError } from '../domain/errors.js';
 import { problemParts } from '../http/problem.js';
 import { newRequestId } from '../request-id.js';
+import { deliverSplitting } from './batch-split.js';
+import { EdgeCredential } from './edge-credential.js';
 import type { EdgeAnswer, EdgeDecider, EdgeLogger, OutcomeSink } from './edge-types.js';
 
 /** A snapshot is asked for again after this long (a policy changes without a transition). */
@@ -69,6 +72,8 @@ export interface EdgeStats {
   readonly outcomes_rejected: number;
   readonly batches_sent: number;
   readonly circuits: number;
+  /** The agent's credential as `GET /whoami` answered it (`anonymous` without credentials); null until then. */
+  readonly credential: string | null;
 }
 
 /** The server's answer to `GET /allowed` for a circuit the agent decides, ready to write. */
@@ -116,6 +121,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     offlineDecisions: 0,
     outcomesAccepted: 0,
     batchesSent: 0,
+    /** Items the server refused alone, out of a batch delivered in parts (batch-split.ts). */
+    refusedAlone: 0,
   };
   private readyWaiters: (() => void)[] = [];
   private closed = false;
@@ -125,9 +132,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * so a batch sent again after a lost answer counts once. Batches go one at a time, in order.
    */
   readonly source = `edge-${randomUUID()}`;
+  /** The agent's credential as the server sees it: what it would refuse of it is refused here, alone. */
+  readonly credential = new EdgeCredential();
   private seq = 0;
   /** False once the server refused numbered outcomes (a server before issue 32). */
   private numbered = true;
+  /** When the last batch was sent (`performance.now()`). */
+  private lastSentAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly deps: EdgeAgentDeps) {
     const { config } = deps;
@@ -174,7 +185,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
         maxCallers: MAX_BATCH_CALLERS,
       },
       {
-        send: (batch) => this.send(batch),
+        send: (batch) =>
+          deliverSplitting(
+            batch,
+            (items) => this.send(items),
+            () => this.numbered,
+            (count, error) => this.refusedAlone(count, error),
+          ),
         onDelivered: () => this.link.setReachable(true),
         onUnreachable: (error) => this.link.setReachable(false, error),
         onRejected: (count, error) =>
@@ -191,6 +208,9 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
           this.link.generation++; // every snapshot taken before is asked for again
           this.link.set(true, true);
           this.queue.flush();
+          void this.credential.learn(async () =>
+            this.relay({ method: 'GET', target: '/whoami', headers: await this.ownHeaders(undefined) }),
+          );
         },
         onEvent: (event) => {
           if (event.shadow === true) return; // a shadow policy changes nothing of the circuit (issue 31)
@@ -238,12 +258,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       server_checks: this.counts.serverChecks,
       offline_decisions: this.counts.offlineDecisions,
       outcomes_accepted: this.counts.outcomesAccepted,
-      outcomes_acknowledged: q.acknowledged,
+      outcomes_acknowledged: q.acknowledged - this.counts.refusedAlone,
       outcomes_pending: this.queue.pending,
       outcomes_dropped: q.dropped,
-      outcomes_rejected: q.rejected,
+      outcomes_rejected: q.rejected + this.counts.refusedAlone,
       batches_sent: this.counts.batchesSent,
       circuits: this.view.size,
+      credential: this.credential.id,
     };
   }
 
@@ -253,6 +274,8 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * it is unreachable).
    */
   async allowed(name: string, caller: string | undefined, requestId: string | undefined): Promise<EdgeAnswer> {
+    const refused = this.credential.callerRefusal(caller); // the server's 403, even where the circuit is decided here
+    if (refused !== null) throw refused;
     const local = this.localAnswer(name, requestId);
     if (local !== null) return local;
     return this.allowedRemotely(name, caller, requestId);
@@ -402,11 +425,13 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   }
 
   /** Whether outcomes for this circuit are welcome as they are: the view knows it closed and plain (the `/call` fast path). */
-  decidesLocally(name: string): CircuitJson | null | undefined {
+  decidesLocally(name: string): CircuitJson | undefined {
     const entry = this.view.get(name);
     if (entry === undefined || !this.link.trusts(entry) || entry.state !== 'closed' || entry.forced !== null)
       return undefined;
     if (this.clock() >= entry.policyDueAt || !this.answers.has(entry)) return undefined;
+    // A circuit the server does not know yet: its /call creates it and answers it, never `circuit: null`.
+    if (entry.json === null) return undefined;
     this.counts.localDecisions++;
     return entry.json;
   }
@@ -475,7 +500,9 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
 
   /** A problem document as the server renders it. */
   problem(error: AppError, target: string, requestId: string | undefined): EdgeAnswer {
-    const { status, headers, body } = problemParts(error, target, requestId ?? newRequestId(), this.clock());
+    // `instance` is the path as sent, without the query, as the server's (docs/api.md, Circuit names).
+    const path = target.split('?', 1)[0]!;
+    const { status, headers, body } = problemParts(error, path, requestId ?? newRequestId(), this.clock());
     return { status, headers, body };
   }
 
@@ -484,7 +511,21 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
    * two members (422 naming `source`): the agent then sends without them from there on (logged
    * once), each outcome at least once rather than exactly once.
    */
+  private refusedAlone(count: number, error: TransportError): void {
+    this.counts.refusedAlone += count;
+    this.deps.logger.warn(
+      { event: 'edge_outcomes_rejected', count, status: error.status, detail: error.message, split: true },
+      'circuitlog refused outcomes (the rest of their batch was delivered)',
+    );
+  }
+
   private async send(batch: readonly OutcomeItem[]): Promise<void> {
+    // At most one batch per flush_ms, also when the previous one was answered sooner: what arrives
+    // meanwhile waits for the next batch (the queue sends one at a time).
+    // (A timer may fire a little early by this clock: wait again until the time has come.)
+    for (let wait = this.waitBeforeSend(); wait > 0; wait = this.waitBeforeSend())
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    this.lastSentAt = performance.now();
     this.counts.batchesSent++;
     if (this.numbered) {
       try {
@@ -499,6 +540,10 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
       }
     }
     return this.transport.postOutcomes(batch.map(({ seq: _seq, ...item }) => item));
+  }
+
+  private waitBeforeSend(): number {
+    return this.lastSentAt + this.deps.config.flush_ms - performance.now();
   }
 
   /** Stop taking outcomes, deliver what is queued (at most `timeoutMs`), stop following the stream. */

@@ -11,7 +11,8 @@ import { callerProblem } from '../domain/caller.js';
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import type { OutcomeItem } from '../client/transport.js';
-import { BatchBody, OutcomeBody } from '../http/outcome-routes.js';
+import { BatchBody, OutcomeBody, outcomeTime } from '../http/outcome-routes.js';
+import { crossSiteProblem } from '../http/request-guard.js';
 import { fieldErrors } from '../http/route-kit.js';
 import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
@@ -35,6 +36,8 @@ const SUFFIX = '/allowed';
 const ALLOWED = /^\/circuits\/([^/?#]+)\/allowed(?:\?(.*))?$/;
 const OUTCOMES = /^\/circuits\/([^/?#]+)\/outcomes(?:\?.*)?$/;
 const CALL = /^\/circuits\/([^/?#]+)\/call(?:\?(.*))?$/;
+/** The POST routes the agent answers itself (the path, without the query). */
+const HOT_POST = /^\/(?:outcomes|circuits\/[^/?#]+\/(?:outcomes|call))$/;
 const BATCH_LIMIT_BYTES = 1024 * 1024; // the server's batch limit
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
@@ -123,10 +126,11 @@ async function route(
     }
   }
   if (method === 'POST') {
+    if (HOT_POST.test(path)) refuseCrossSite(req);
     const outcome = OUTCOMES.exec(target);
     if (outcome !== null) {
       const name = nameOf(outcome[1]!);
-      const body = await readJson(req, OutcomeBody, limit);
+      const body = timed(await readJson(req, OutcomeBody, limit), agent.clock());
       return send(
         res,
         accepted(deps, [{ circuit: name, ...(body as Omit<OutcomeItem, 'circuit'>) }], target, requestId),
@@ -134,6 +138,7 @@ async function route(
     }
     if (path === '/outcomes') {
       const body = await readJson(req, BatchBody, BATCH_LIMIT_BYTES);
+      timedBatch(body.outcomes, agent.clock());
       return send(res, accepted(deps, body.outcomes as OutcomeItem[], target, requestId));
     }
     const call = CALL.exec(target);
@@ -165,6 +170,28 @@ async function route(
   return passThrough(agent, req, res, target, requestId);
 }
 
+/**
+ * The server's guard first: a browser's cross-site POST (403), or a Content-Type that is not
+ * JSON even with no body (415): what a page on another site sends without a preflight.
+ */
+function refuseCrossSite(req: IncomingMessage): void {
+  const refused = crossSiteProblem(req.method ?? 'POST', (name) => flatHeader(req, name));
+  if (refused !== null) throw refused;
+}
+
+/**
+ * The server's 422 for an `at` more than 60 s ahead, here: acknowledged, it would make the
+ * server refuse the whole batch it is sent in, other clients' outcomes with it.
+ */
+function timed<T extends { at?: string }>(body: T, now: number): T {
+  outcomeTime(body.at, now, 'at');
+  return body;
+}
+
+function timedBatch(items: readonly { at?: string }[], now: number): void {
+  for (const [i, o] of items.entries()) outcomeTime(o.at, now, `outcomes.${i}.at`);
+}
+
 /** Outcomes into the agent's queue: 202 once queued; 503 EDGE_QUEUE_FULL when it is full. */
 function accepted(
   deps: EdgeServerDeps,
@@ -172,6 +199,8 @@ function accepted(
   target: string,
   requestId: string | undefined,
 ): EdgeAnswer {
+  const refused = deps.agent.credential.outcomesRefusal(items, target.split('?', 1)[0]!);
+  if (refused !== null) return deps.agent.problem(refused, target, requestId);
   if (deps.agent.accept(items)) return jsonAnswer(202, { accepted: items.length }, requestId);
   const e = new AppError('EDGE_QUEUE_FULL', 'The edge agent holds as many outcomes as it may; retry shortly.', {
     retryAfterSeconds: 1,
@@ -230,6 +259,11 @@ function relayHeaders(req: IncomingMessage, requestId: string | undefined, all =
   if (all && req.headers['content-length'] !== undefined) headers['content-length'] = req.headers['content-length'];
   if (requestId !== undefined) headers[REQUEST_ID_HEADER] = requestId;
   return headers;
+}
+
+function flatHeader(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 function flatHeaders(req: IncomingMessage): Record<string, string | undefined> {

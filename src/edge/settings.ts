@@ -12,10 +12,17 @@ and gateways of this host. Env: CIRCUITLOG_TOKEN (sent to the server), CIRCUITLO
 config file; its edge: section), CIRCUITLOG_LOG_LEVEL.`;
 
 /** The `edge:` settings: the config file's section, then the flags over it. */
+/** The `edge:` section with the server named, and the server's body limit from the same file. */
+export type EdgeSettings = EdgeConfig & {
+  readonly server: string;
+  /** The config file's `api_body_limit_bytes` (the server's limit for one outcome's body; 16 KiB without a file). */
+  readonly bodyLimitBytes: number;
+};
+
 export function edgeSettings(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
-): (EdgeConfig & { server: string }) | 'help' {
+): EdgeSettings | 'help' {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -32,6 +39,7 @@ export function edgeSettings(
   if (values.help) return 'help';
   const configPath = values.config ?? (env.CIRCUITLOG_CONFIG || undefined);
   let section: unknown = {};
+  let bodyLimitBytes = 16 * 1024; // the server's default api_body_limit_bytes
   if (configPath !== undefined) {
     let text: string;
     try {
@@ -39,7 +47,9 @@ export function edgeSettings(
     } catch (error) {
       throw new ConfigError(`--config: cannot read '${configPath}': ${(error as Error).message}`);
     }
-    section = parseConfigText(text, configPath).edge;
+    const file = parseConfigText(text, configPath);
+    section = file.edge;
+    bodyLimitBytes = file.api_body_limit_bytes;
   }
   const flags: Record<string, unknown> = {};
   if (values.server !== undefined) flags.server = values.server;
@@ -60,5 +70,5 @@ export function edgeSettings(
     );
   if (parsed.data.server === undefined)
     throw new ConfigError('edge: name the server with --server URL (or edge.server)');
-  return parsed.data as EdgeConfig & { server: string };
+  return { ...(parsed.data as EdgeConfig & { server: string }), bodyLimitBytes };
 }

@@ -37,8 +37,8 @@ const outcomeAt = z.iso.datetime({ offset: true }).optional().openapi({
     "When the call ended, by the caller's clock (at most 60 s ahead of the server's). An outcome that ended before the circuit's last state change (1 s tolerance) or before its time window changes nothing (a late outcome). Default: now.",
 });
 
-/** `at` as epoch ms; null when absent; a VALIDATION_FAILED naming `field` when too far ahead of `now`. */
-function outcomeTime(at: string | undefined, now: number, field: string): number | undefined {
+/** `at` as epoch ms; null when absent; a VALIDATION_FAILED naming `field` when too far ahead of `now` (the edge agent checks with it too). */
+export function outcomeTime(at: string | undefined, now: number, field: string): number | undefined {
   if (at === undefined) return undefined;
   const ms = Date.parse(at);
   if (ms - now > OUTCOME_AT_MAX_SKEW_MS) {

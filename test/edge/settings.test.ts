@@ -16,6 +16,7 @@ describe('edgeSettings', () => {
       flush_ms: 10,
       gate: { circuit_from: 'path', caller_header: 'x-circuitlog-caller', form: 'auto' },
       syslog: { listen: null, create: [] },
+      bodyLimitBytes: 16 * 1024,
     });
   });
 
@@ -24,7 +25,7 @@ describe('edgeSettings', () => {
     const file = path.join(dir, 'edge.yaml');
     fs.writeFileSync(
       file,
-      'edge:\n  server: http://a:1\n  fail_open: false\n  gate:\n    circuit_from: {header: X-Circuit}\n  syslog:\n    create: ["web/*"]\n',
+      'api_body_limit_bytes: 65536\nedge:\n  server: http://a:1\n  fail_open: false\n  gate:\n    circuit_from: {header: X-Circuit}\n  syslog:\n    create: ["web/*"]\n',
     );
     const s = edgeSettings(['--config', file, '--server', 'http://b:2', '--syslog', '127.0.0.1:0'], {});
     expect(s).toMatchObject({
@@ -32,6 +33,7 @@ describe('edgeSettings', () => {
       fail_open: false,
       gate: { circuit_from: { header: 'x-circuit' } },
       syslog: { listen: '127.0.0.1:0', create: ['web/*'] },
+      bodyLimitBytes: 65_536, // the server's own limit, from the same file
     });
     expect(edgeSettings(['--fail-open', 'true'], { CIRCUITLOG_CONFIG: file })).toMatchObject({ fail_open: true });
   });
