@@ -5,6 +5,7 @@
 // The whole chain with the real agent and server: test/e2e/edge-nginx.test.ts.
 
 import dgram from 'node:dgram';
+import fs from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -164,5 +165,24 @@ describe('the documented nginx setup in a real nginx (stand-in agent)', () => {
     const ports = new Set(gate.seen.map((s) => s.remotePort));
     expect(gate.seen).toHaveLength(3);
     expect(ports.size).toBe(1);
+  });
+
+  it('is the configuration docs/gateways.md shows (its ports, circuit and caller)', () => {
+    const docs = fs.readFileSync('docs/gateways.md', 'utf8');
+    const section = docs.slice(docs.indexOf('\n## nginx\n'));
+    const shown = /```nginx\n([\s\S]*?)```/.exec(section)![1]!;
+    const ours = gatewayHttp({
+      listen: '127.0.0.1:8080',
+      circuit: 'orders-api',
+      caller: 'nginx-a',
+      agentPort: 8090,
+      syslogPort: 8514,
+      upstreamPort: 9000,
+    });
+    const dedented = ours
+      .split('\n')
+      .map((line) => line.replace(/^ {4}/, ''))
+      .join('\n');
+    expect(shown.trim()).toBe(dedented.trim());
   });
 });

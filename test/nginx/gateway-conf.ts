@@ -29,7 +29,7 @@ export function gatewayHttp(o: GatewayOptions): string {
 
     # The agent, over kept-alive connections (no TCP handshake per check).
     upstream circuitlog_edge {
-        server 127.0.0.1:${o.agentPort};
+        server 127.0.0.1:${o.agentPort};     # the agent's --listen
         keepalive 16;
     }
 
@@ -51,7 +51,7 @@ export function gatewayHttp(o: GatewayOptions): string {
             auth_request_set $circuitlog_open_until $upstream_http_x_circuit_open_until;
             error_page 403 = @circuit_open;
 
-            proxy_pass http://127.0.0.1:${o.upstreamPort};
+            proxy_pass http://127.0.0.1:${o.upstreamPort};   # the protected service
         }
 
         # The check: a GET subrequest without the body; 2xx lets the request through, 403 refuses it.
