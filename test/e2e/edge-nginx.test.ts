@@ -4,12 +4,11 @@
 // front of ONE loopback upstream the test makes fail and heal. Outcomes reach circuitlog only
 // through nginx's access log over syslog.
 
-import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
-import readline from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startEdge, type EdgeProcess } from '../edge/edge-process.js';
 import { requestJson } from '../fresh-request.js';
 import { gatewayHttp } from '../nginx/gateway-conf.js';
 import { startNginx, type Nginx } from '../nginx/nginx.js';
@@ -27,62 +26,6 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-interface Agent {
-  readonly url: string;
-  readonly port: number;
-  readonly syslogPort: number;
-  readonly child: ChildProcess;
-  /** What it printed: its log lines (stdout), then stderr. */
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/** `node dist/edge.js --server URL --listen 127.0.0.1:0 --syslog 127.0.0.1:0`, once it logs `edge_listening`. */
-function startAgent(server: string): Promise<Agent> {
-  const child = spawn(
-    process.execPath,
-    ['dist/edge.js', '--server', server, '--listen', '127.0.0.1:0', '--syslog', '127.0.0.1:0'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const logs: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`edge agent did not start; stderr: ${stderr}`));
-    }, 15_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`edge agent exited with ${code}; stderr: ${stderr}`));
-    });
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      logs.push(line);
-      let entry: Record<string, unknown>;
-      try {
-        entry = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      if (entry.event !== 'edge_listening') return;
-      clearTimeout(timer);
-      const port = entry.port as number;
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        port,
-        syslogPort: entry.syslog_port as number,
-        child,
-        output: () => `${logs.join('\n')}\n${stderr}`,
-        stop: async () => {
-          if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-          await exited;
-        },
-      });
-    });
-  });
-}
 
 /** The protected service: healthy (200 "ok"), or failing (every other request a 500, the rest a reset connection). */
 async function startUpstream() {
@@ -142,10 +85,11 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
     const circuit = async () => (await requestJson(circuitUrl)).json;
 
     const upstream = await startUpstream();
-    const fleet: { name: string; agent: Agent; nginx: Nginx }[] = [];
+    const fleet: { name: string; agent: EdgeProcess; nginx: Nginx }[] = [];
     for (const name of ['nginx-a', 'nginx-b']) {
-      const agent = await startAgent(server.url);
+      const agent = await startEdge(server.url, { args: ['--syslog', '127.0.0.1:0'] });
       cleanups.push(() => agent.stop());
+      expect(agent.syslogPort).not.toBeNull();
       const nginx = await startNginx({
         http: ({ listen }) =>
           gatewayHttp({
@@ -153,7 +97,7 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
             circuit: CIRCUIT,
             caller: name,
             agentPort: agent.port,
-            syslogPort: agent.syslogPort,
+            syslogPort: agent.syslogPort!,
             upstreamPort: upstream.port,
           }),
       });
@@ -172,7 +116,9 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
       const parts: string[] = [];
       for (const { name, agent, nginx } of fleet) {
         const stats = await requestJson(`${agent.url}/edge/stats`).catch((e: Error) => e.message);
-        parts.push(`${name}: nginx error log:\n${nginx.errorLog()}\nagent output:\n${agent.output()}`);
+        parts.push(
+          `${name}: nginx error log:\n${nginx.errorLog()}\nagent output:\n${agent.logs.map((l) => JSON.stringify(l)).join('\n')}\n${agent.stderr()}`,
+        );
         parts.push(`${name}: agent stats: ${JSON.stringify(stats)}`);
       }
       parts.push(`circuit: ${JSON.stringify(await circuit().catch((e: Error) => e.message))}`);
@@ -189,7 +135,7 @@ describe('nginx end to end (issue 32): two nginx with an edge agent each, one ci
       return got;
     };
     /** What the agent's own view says (closed: decided there, 200; open: the server's 503, relayed). */
-    const agentAllows = async (agent: Agent) =>
+    const agentAllows = async (agent: EdgeProcess) =>
       (await requestJson(`${agent.url}/circuits/${CIRCUIT}/allowed`)).status === 200;
 
     try {
