@@ -2,7 +2,8 @@
 // need are installed here, or the run stops with the command to run. No suite skips itself
 // because a program is missing.
 //
-// To need another program, add one line to REQUIRED: { command, pkg, why }.
+// To need another program, add one line to REQUIRED: { command, pkg, why }. A program is found on
+// PATH or in the sbin next to a PATH bin (scripts/find-program.mjs: nginx is in /usr/sbin).
 //
 // It also makes `.venv-python/` (ignored by git): a virtual environment with the Python client
 // (`clients/python`, editable) and its pinned test extras (pytest, mypy, ruff) from the package
@@ -14,6 +15,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { findProgram } from './find-program.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const VENV = path.join(repoRoot, '.venv-python');
@@ -34,12 +36,17 @@ export const REQUIRED = [
   },
   { command: 'chromium', pkg: 'chromium', why: 'dashboard tests in a real browser (test/dashboard/)' },
   { command: 'promtool', pkg: 'prometheus', why: 'alert rule tests (test/observe/alerts.test.ts)' },
+  {
+    command: 'nginx',
+    pkg: 'nginx',
+    why: 'the gateway tests (test/nginx/, test/e2e/edge-nginx.test.ts), each starting its own nginx on a loopback port (Debian builds it with the auth_request module they use)',
+  },
 ];
 
 /** Always installed with the packages above: chromium draws text with these fonts. */
 const EXTRA_PACKAGES = ['fonts-liberation'];
 
-const onPath = (command) => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
+const onPath = (command) => findProgram(command) !== null;
 
 function run(args) {
   process.stderr.write(`provision: ${args.join(' ')}\n`);
