@@ -16,8 +16,9 @@ import { DropCounter } from '../../src/edge/edge-types.js';
 import { NGINX_LOG_FORMAT } from '../../src/edge/nginx-log.js';
 import { type SyslogIntake, startSyslogIntake } from '../../src/edge/syslog.js';
 import { freePort } from '../hammer-client.js';
+import { nginxBinary } from '../nginx/nginx.js';
 
-const NGINX = '/usr/sbin/nginx';
+const NGINX = nginxBinary(); // found as the provisioning step finds it (PATH, and sbin beside bin)
 
 let upstream: http.Server;
 let intake: SyslogIntake;
