@@ -98,7 +98,7 @@ const BatchItem = z
     caller: callerField,
     seq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({
       description:
-        "The outcome's number from the batch's `source`, rising (issue 32): a circuit applies each at most once, so a batch sent again after a lost answer counts once. Needs `source`.",
+        "The outcome's number from the batch's `source`, rising (issue 32): a circuit applies each at most once, so a batch sent again after a lost answer counts once. Ignored in a batch without `source`.",
     }),
   })
   .strict()
@@ -112,11 +112,7 @@ export const BatchBody = z
     }),
   })
   .strict()
-  .superRefine(({ outcomes, source }, ctx) => {
-    if (source === undefined) {
-      const i = outcomes.findIndex((o) => o.seq !== undefined);
-      if (i !== -1) ctx.addIssue({ code: 'custom', path: ['outcomes', i, 'seq'], message: "needs the batch's source" });
-    }
+  .superRefine(({ outcomes }, ctx) => {
     for (const [i, o] of outcomes.entries()) checkKindMembers(o, ctx, ['outcomes', i]);
     const callers = new Set<string>();
     for (const [i, o] of outcomes.entries()) {
