@@ -15,6 +15,7 @@ import { redactUrl } from './domain/redact-url.js';
 import { EdgeAgent } from './edge/agent.js';
 import { edgeListener } from './edge/edge-server.js';
 import { gateAnswer } from './edge/gate.js';
+import { hostRule } from './http/request-guard.js';
 import { parseListen, startSyslogIntake, type SyslogIntake } from './edge/syslog.js';
 import { matchesPattern } from './auth/identity.js';
 import { DropCounter } from './edge/edge-types.js';
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
   const server = http.createServer(
     edgeListener({
       bodyLimitBytes: settings.bodyLimitBytes,
+      hostRule: hostRule(parseListen(settings.listen).host, settings.allowed_hosts),
       agent,
       logger,
       gate: (request) => gateAnswer(request, settings.gate, agent),

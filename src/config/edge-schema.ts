@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { circuitNameProblem } from '../domain/circuit-name.js';
 import { positiveInt } from './fields.js';
+import { allowedHostsSchema } from './service-schema.js';
 
 /** `host:port` on which a listener binds; port 0 picks a free one. */
 const hostPort = z
@@ -93,6 +94,13 @@ export const edgeSchema = z
     server: z.string().url().optional(),
     /** Where the agent serves (`--listen`); loopback by default. */
     listen: hostPort.default('127.0.0.1:8090'),
+    /**
+     * Host names the agent answers besides IP literals and localhost, as the server's
+     * `server.allowed_hosts` (on loopback every other Host gets 421: a page that rebinds its DNS
+     * name to 127.0.0.1 cannot report through the agent's token). `/gate` answers any Host
+     * (nginx sends its upstream's name).
+     */
+    allowed_hosts: allowedHostsSchema.default([]),
     /** While circuitlog is unreachable: true answers behind a local breaker per circuit; false refuses (503). */
     fail_open: z.boolean().default(true),
     /** Outcomes kept while circuitlog is unreachable (the oldest dropped past it, counted) and the most waiting to be sent. */

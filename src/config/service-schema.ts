@@ -3,6 +3,18 @@ import { z } from 'zod';
 import { positiveInt } from './fields.js';
 
 /** Timeouts of the HTTP server itself (node:http), so slow or idle clients cannot hold connections. */
+/** Host names a listener answers besides IP literals and localhost (`.example.com`: the domain and its subdomains). */
+export const allowedHostsSchema = z
+  .array(
+    z
+      .string()
+      .regex(
+        /^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/,
+        'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains',
+      ),
+  )
+  .max(1_000);
+
 export const serverSchema = z
   .object({
     /** Time to receive a request's headers (slowloris). */
@@ -15,17 +27,7 @@ export const serverSchema = z
      * Host names answered besides IP literals and localhost (`.example.com`: the domain and
      * its subdomains); others get 421. Unset: only those on loopback, no check elsewhere.
      */
-    allowed_hosts: z
-      .array(
-        z
-          .string()
-          .regex(
-            /^\.?(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/,
-            'must be a host name (letters, digits, - and .), or .domain for a domain and its subdomains',
-          ),
-      )
-      .max(1_000)
-      .optional(),
+    allowed_hosts: allowedHostsSchema.optional(),
   })
   .strict()
   .refine((s) => s.headers_timeout_ms <= s.request_timeout_ms, {

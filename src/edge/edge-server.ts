@@ -12,7 +12,7 @@ import { circuitNameProblem } from '../domain/circuit-name.js';
 import { AppError } from '../domain/errors.js';
 import type { OutcomeItem } from '../client/transport.js';
 import { BatchBody, OutcomeBody, outcomeTime } from '../http/outcome-routes.js';
-import { crossSiteProblem } from '../http/request-guard.js';
+import { crossSiteProblem, misdirected, type HostRule } from '../http/request-guard.js';
 import { fieldErrors } from '../http/route-kit.js';
 import { CallBody } from '../http/schemas.js';
 import { REQUEST_ID_HEADER, WELL_FORMED_REQUEST_ID, newRequestId } from '../request-id.js';
@@ -29,6 +29,8 @@ export interface EdgeServerDeps {
   readonly bodyLimitBytes?: number;
   /** Extra counters for `/edge/stats` (the syslog intake's). */
   readonly extraStats?: () => Record<string, unknown>;
+  /** Which `Host` values it answers (`hostRule` of the listen address and `edge.allowed_hosts`); null: any. */
+  readonly hostRule?: HostRule;
 }
 
 const PREFIX = '/circuits/';
@@ -46,9 +48,18 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 export function edgeListener(deps: EdgeServerDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const { agent } = deps;
   const limit = deps.bodyLimitBytes ?? 16 * 1024;
+  const hostRule = deps.hostRule ?? null;
   return (req, res) => {
     const target = req.url ?? '/';
     const requestId = incomingId(req);
+    // DNS rebinding: a page whose name now points at loopback must not report through the agent's
+    // token. /gate answers any Host (nginx sends its upstream block's name).
+    const wrongHost = hostRule === null ? null : misdirected(hostRule, req.headers.host, 'edge.allowed_hosts');
+    if (wrongHost !== null && !target.startsWith('/gate')) {
+      req.resume();
+      send(res, agent.problem(wrongHost, target, requestId));
+      return;
+    }
     // The hot path, synchronous: a plain closed circuit the view trusts, named plainly (no %, no query).
     if (req.method === 'GET' && target.endsWith(SUFFIX) && target.startsWith(PREFIX)) {
       const name = target.slice(PREFIX.length, -SUFFIX.length);

@@ -272,11 +272,15 @@ function hostAllowed(rule: (hostname: string) => boolean, host: string): boolean
 }
 
 /** The 421 for a Host the rule refuses, or null. A request without Host (HTTP/1.0) passes. */
-export function misdirected(rule: HostRule, host: string | undefined): AppError | null {
+export function misdirected(
+  rule: HostRule,
+  host: string | undefined,
+  setting = 'server.allowed_hosts',
+): AppError | null {
   if (rule === null || host === undefined || host === '' || hostAllowed(rule, host)) return null;
   return new AppError(
     'MISDIRECTED_REQUEST',
-    `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to server.allowed_hosts if it is yours.`,
+    `This server does not answer for the host '${hostnameOf(host).slice(0, 100)}'; add it to ${setting} if it is yours.`,
   );
 }
 
