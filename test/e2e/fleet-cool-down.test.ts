@@ -11,7 +11,7 @@
 // within 250 ms after it (the issue's "within 250 ms at either end"). Nothing here asserts a
 // speed: the clients pace themselves (a 20 ms pause between calls) only to make load.
 import fs from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CircuitRampingError, DependencyThrottledError, type CircuitlogClient } from '../../src/client/index.js';
 import { rampPercent } from '../../src/domain/outcome-kind.js';
 import { requestJson } from '../fresh-request.js';
@@ -108,11 +108,19 @@ async function setUp(store: StoreKind, scope: 'circuit' | 'caller') {
   return { fleet, dependency, clients };
 }
 
-/** Run the fleet a second, throttle the next call, run on until `untilAfter429Ms`; the 429's arrival and the circuit during the cool-down. */
+/** Run the fleet until every caller reaches the dependency, throttle the next call, run on until `untilAfter429Ms`; the 429's arrival and the circuit during the cool-down. */
 async function incident(store: StoreKind, scope: 'circuit' | 'caller', untilAfter429Ms: number) {
   const { fleet, dependency, clients } = await setUp(store, scope);
   const load = drive(clients, dependency);
-  await pause(1_000); // steady load first; every client has the circuit (and its ramp policy) in view
+  // Steady load first: every client has the circuit (and its ramp policy) in view, and every
+  // caller's calls reach the dependency.
+  await vi.waitFor(
+    () => {
+      expect(clients.filter((c) => c.state('dep') === undefined)).toEqual([]);
+      expect(new Set(dependency.arrivals.map((a) => a.caller)).size).toBe(CLIENTS);
+    },
+    { timeout: 10_000, interval: 20 },
+  );
   const throttled = await dependency.throttleNext(RETRY_AFTER_S);
   await pause(1_000);
   const during = (await requestJson(`${fleet.urls[fleet.urls.length - 1]}/circuits/dep`)).json;
