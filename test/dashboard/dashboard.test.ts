@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { proxyYaml, startNodes, type FakeNode } from '../proxy/fake-node.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
@@ -20,6 +21,17 @@ const ARGS = [
 ];
 const TOKEN = 'dashboard-token-0123456789';
 
+/**
+ * The test's own calls, each on a connection of its own: a keep-alive connection left idle would
+ * hold each server's graceful stop (afterEach) until the connection times out (about 2 s a test).
+ */
+const noKeepAlive = new Agent({ pipelining: 0 });
+const fetch = async (url: string, init: RequestInit = {}): Promise<Response> =>
+  (await undiciFetch(url, {
+    ...(init as Parameters<typeof undiciFetch>[1]),
+    dispatcher: noKeepAlive,
+  })) as unknown as Response;
+
 let browser: Browser;
 let context: BrowserContext;
 const servers: ServerProcess[] = [];
@@ -33,6 +45,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
+  await noKeepAlive.close();
   await Promise.all(Object.values(nodes).map((n) => n.stop()));
 });
 // A fresh context per test: no cache, cookies or storage from another test, and closing it
@@ -45,12 +58,13 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
 
-async function start(env: Record<string, string> = {}): Promise<ServerProcess> {
+/** A server on a fresh database; stopped after the test unless `stopAfterTest` is false. */
+async function start(env: Record<string, string> = {}, stopAfterTest = true): Promise<ServerProcess> {
   const dir = tempDir();
   const config = path.join(dir, 'circuitlog.yaml');
   fs.writeFileSync(config, proxyYaml(nodes, 'health_check: { enabled: false }'));
   const server = await startServer({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), CIRCUITLOG_CONFIG: config, ...env });
-  servers.push(server);
+  if (stopAfterTest) servers.push(server);
   return server;
 }
 
@@ -292,8 +306,8 @@ const IMAGES =
     : fs.mkdtempSync(path.join(os.tmpdir(), 'circuitlog-screenshots-'));
 
 /** A server with a forced-open circuit, an open one, a half-open one and closed ones, plus proxy nodes. */
-async function mixedServer(): Promise<ServerProcess> {
-  const server = await start();
+async function mixedServer(stopAfterTest = true): Promise<ServerProcess> {
+  const server = await start({}, stopAfterTest);
   for (const name of ['payments/charge', 'email/send', 'search/query', 'zz/reports-export-with-a-rather-long-name'])
     await api(server, 'POST', name, '/success');
   for (let i = 0; i < 5; i++) await api(server, 'POST', 'search/query', '/failure');
@@ -304,8 +318,18 @@ async function mixedServer(): Promise<ServerProcess> {
 }
 
 describe('dashboard at a glance', () => {
+  // The two tests that only look share one mixed server; the others change or stop their own.
+  let lookOnly: Promise<ServerProcess> | undefined;
+  const lookOnlyServer = (): Promise<ServerProcess> => {
+    lookOnly ??= mixedServer(false);
+    return lookOnly;
+  };
+  afterAll(async () => {
+    await (await lookOnly)?.stop();
+  });
+
   it('shows a circuit forced open as refusing calls, counts it so in the header, and lists refusing circuits first', async () => {
-    const server = await mixedServer();
+    const server = await lookOnlyServer();
     const { page, errors } = await openPage();
     await page.goto(`${server.url}/dashboard`);
     await page.locator('#live.on').waitFor({ timeout: 10_000 });
@@ -371,7 +395,7 @@ describe('dashboard at a glance', () => {
   });
 
   it('fits 375, 1024 and 1366 px wide with no horizontal overflow, the timeline fully on screen', async () => {
-    const server = await mixedServer();
+    const server = await lookOnlyServer();
     const { page, errors } = await openPage();
     for (const width of WIDTHS) {
       await page.setViewportSize({ width, height: 900 });

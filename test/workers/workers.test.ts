@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startNodes, proxyYaml, type FakeNode } from '../proxy/fake-node.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 import { requestJson } from '../fresh-request.js';
@@ -13,9 +13,9 @@ afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
 });
 
-async function start(env: Record<string, string>) {
+async function start(env: Record<string, string>, stopAfterTest = true) {
   const server = await startServer({ CIRCUITLOG_WORKERS: '2', ...env }, { detached: true });
-  running.push(server);
+  if (stopAfterTest) running.push(server);
   // The primary's line can overtake the workers' own: they write to one pipe from three processes.
   await waitFor(() => pids(server, 'worker_listening').size === 2, 5_000, 'both workers to log that they listen');
   return server;
@@ -40,15 +40,31 @@ async function waitFor(check: () => boolean, timeoutMs: number, what: string): P
   }
 }
 
+const patch = async (url: string, policy: Record<string, unknown>) =>
+  expect((await request(url, 'PATCH', policy)).status).toBeLessThan(300);
+
 describe('several workers on one database file', () => {
+  // One two-worker server for the tests that need nothing else of it: each uses its own circuit
+  // (and sets that circuit's policy with PATCH), and counts only its own circuit's log lines.
+  let shared: ServerProcess;
+  beforeAll(async () => {
+    shared = await start(
+      { CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), CIRCUITLOG_LOG_LEVEL: 'debug' }, // refusals are logged at debug only
+      false,
+    );
+  });
+  afterAll(async () => {
+    await shared?.killGroup();
+  });
+
   it('serves from N processes on one port', async () => {
-    const server = await start({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite') });
+    const server = shared;
     expect(pids(server, 'worker_listening').size).toBe(2);
     expect(server.logs.find((l) => l.event === 'listening')).toMatchObject({ workers: 2 });
   });
 
   it('shows a failure recorded through one worker to the next request on any worker', async () => {
-    const server = await start({ CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite') });
+    const server = shared;
     for (let i = 1; i <= 12; i++) {
       expect((await request(`${server.url}/circuits/svc/failure`, 'POST')).json.failure_count).toBe(i);
       // Alternating fresh connections land on alternating workers (round-robin).
@@ -58,11 +74,8 @@ describe('several workers on one database file', () => {
   });
 
   it('keeps counts exact under concurrency and logs one transition at the threshold', async () => {
-    const dir = tempDir();
-    const server = await start({
-      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
-      CIRCUITLOG_CONFIG: writeConfig(dir, 'circuit_defaults:\n  failure_threshold: 150\n'),
-    });
+    const server = shared;
+    await patch(`${server.url}/circuits/hot`, { failure_threshold: 150 });
     const answers = await Promise.all(
       Array.from({ length: 300 }, () => request(`${server.url}/circuits/hot/outcomes`, 'POST', { success: false })),
     );
@@ -70,20 +83,14 @@ describe('several workers on one database file', () => {
     const circuit = (await request(`${server.url}/circuits/hot`)).json;
     expect(circuit).toMatchObject({ state: 'open', failure_count: 300 });
     expect((await request(`${server.url}/circuits/hot/events`)).json.events).toHaveLength(1);
-    await waitFor(() => server.logs.some((l) => l.event === 'transition'), 2_000, 'the transition log line');
-    expect(server.logs.filter((l) => l.event === 'transition')).toHaveLength(1);
+    const transitions = () => server.logs.filter((l) => l.event === 'transition' && l.circuit === 'hot');
+    await waitFor(() => transitions().length > 0, 2_000, 'the transition log line');
+    expect(transitions()).toHaveLength(1);
   });
 
   it('admits exactly half_open_max_calls probes across all workers', async () => {
-    const dir = tempDir();
-    const server = await start({
-      CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
-      CIRCUITLOG_CONFIG: writeConfig(
-        dir,
-        'circuit_defaults:\n  failure_threshold: 1\n  timeout_seconds: 1\n  half_open_max_calls: 2\n',
-      ),
-      CIRCUITLOG_LOG_LEVEL: 'debug', // refusals are logged at debug only
-    });
+    const server = shared;
+    await patch(`${server.url}/circuits/probe`, { failure_threshold: 1, timeout_seconds: 1, half_open_max_calls: 2 });
     await request(`${server.url}/circuits/probe/failure`, 'POST');
     await new Promise((r) => setTimeout(r, 1_050)); // the 1 s open time, the shortest there is
     const answers = await Promise.all(
@@ -91,7 +98,13 @@ describe('several workers on one database file', () => {
     );
     expect(answers.filter((a) => a.status === 200)).toHaveLength(2);
     expect(answers.filter((a) => a.status === 503)).toHaveLength(38);
-    await waitFor(() => pids(server, 'request_failed').size === 2, 2_000, 'refusals logged by both workers');
+    const refusers = () =>
+      new Set(
+        server.logs
+          .filter((l) => l.event === 'request_failed' && l.path === '/circuits/probe/allowed')
+          .map((l) => l.pid as number),
+      );
+    await waitFor(() => refusers().size === 2, 2_000, 'refusals logged by both workers');
   });
 
   it('runs health checks in exactly one worker, and another takes over when it dies', async () => {
@@ -122,7 +135,7 @@ describe('several workers on one database file', () => {
       'the crash log',
     );
     const afterTakeover = a!.healthChecks;
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => a!.healthChecks > afterTakeover, 5_000, 'the new leader to check the node');
     expect(a!.healthChecks).toBeGreaterThan(afterTakeover);
   });
 
