@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import readline from 'node:readline';
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tempDir } from '../server-process.js';
 
 const alive = (pid: number) => {
@@ -15,10 +15,8 @@ const alive = (pid: number) => {
   }
 };
 
-// The two describes share nothing (own temp folders, ports and processes), and the first mostly
-// waits on npm and a slow upstream: they run at once.
-describe.concurrent('npm start', () => {
-  it('passes SIGTERM to the server, which drains in-flight requests and stops', async ({ expect }) => {
+describe('npm start', () => {
+  it('passes SIGTERM to the server, which drains in-flight requests and stops', async () => {
     let arrived = 0;
     const slow = http.createServer((_req, res) => {
       arrived++;
@@ -93,8 +91,8 @@ function runPrestart(cwd: string): Promise<number | null> {
   return new Promise((resolve) => npm.once('exit', (code) => resolve(code)));
 }
 
-describe.concurrent("npm start's build (prestart)", () => {
-  it('writes nothing when no source changed (tsc -b: up to date), and rebuilds when one did', async ({ expect }) => {
+describe("npm start's build (prestart)", () => {
+  it('writes nothing when no source changed (tsc -b: up to date), and rebuilds when one did', async () => {
     // A copy of the project, dist/ included as global-setup built it, timestamps kept.
     const root = tempDir('circuitlog-build-');
     for (const entry of ['src', 'dist', 'migrations', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
