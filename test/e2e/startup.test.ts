@@ -53,28 +53,24 @@ function realDatabase(file: string): void {
 describe('start-up with a bad HOST or PORT', () => {
   it('names HOST or PORT, exits 2, and has not touched the database', async () => {
     const port = await busyPort();
-    const cases: [Record<string, string>, string][] = [
-      [{ HOST: 'not_a_host' }, 'HOST: must be an IP address or a host name'],
-      [{ HOST: '192.0.2.1' }, 'HOST: 192.0.2.1 is not an address of this machine'], // TEST-NET-1, never local
-      [{ PORT: String(port) }, `PORT: 127.0.0.1:${port} is already in use`],
-    ];
-    // Each start has its own folder: the six refusals run at once.
-    const runs = ['1', '2'].flatMap((workers) =>
-      cases.map(async ([env, message]) => {
+    for (const workers of ['1', '2']) {
+      const cases: [Record<string, string>, string][] = [
+        [{ HOST: 'not_a_host' }, 'HOST: must be an IP address or a host name'],
+        [{ HOST: '192.0.2.1' }, 'HOST: 192.0.2.1 is not an address of this machine'], // TEST-NET-1, never local
+        [{ PORT: String(port) }, `PORT: 127.0.0.1:${port} is already in use`],
+      ];
+      for (const [env, message] of cases) {
         const dir = tempDir();
         const result = await refusal({
           CIRCUITLOG_DB: path.join(dir, 'db.sqlite'),
           CIRCUITLOG_WORKERS: workers,
           ...env,
         });
-        return { dir, message, result };
-      }),
-    );
-    for (const { dir, message, result } of await Promise.all(runs)) {
-      expect(result.code).toBe(2);
-      expect(result.stderr).toContain(`circuitlog: cannot start: ${message}`);
-      expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
-      expect(fs.readdirSync(dir)).toEqual([]); // migrations never ran
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain(`circuitlog: cannot start: ${message}`);
+        expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
+        expect(fs.readdirSync(dir)).toEqual([]); // migrations never ran
+      }
     }
   });
 });
@@ -118,17 +114,14 @@ describe('start-up with a bad CIRCUITLOG_DB', () => {
       ['/proc/self/status', 'is on /proc, a virtual filesystem'],
     ];
     try {
-      // Every folder's files are taken before any start and compared after all of them: the
-      // refusals run at once, and a file any of them touched changes every later snapshot.
-      const before = cases.map(([db]) =>
-        db.startsWith(dir) && fs.existsSync(path.dirname(db)) ? snapshot(path.dirname(db)) : null,
-      );
-      const results = await Promise.all(cases.map(([db]) => refusal({ CIRCUITLOG_DB: db })));
-      cases.forEach(([db, problem], i) => {
-        expect(results[i]!.code).toBe(2);
-        expect(results[i]!.stderr).toContain(`circuitlog: cannot start: CIRCUITLOG_DB: '${db}' ${problem}`);
-        if (before[i]) expect(snapshot(path.dirname(db))).toEqual(before[i]);
-      });
+      for (const [db, problem] of cases) {
+        const ours = db.startsWith(dir); // a folder of this test: compare its files before and after
+        const before = ours && fs.existsSync(path.dirname(db)) ? snapshot(path.dirname(db)) : null;
+        const result = await refusal({ CIRCUITLOG_DB: db });
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain(`circuitlog: cannot start: CIRCUITLOG_DB: '${db}' ${problem}`);
+        if (before) expect(snapshot(path.dirname(db))).toEqual(before);
+      }
     } finally {
       fs.chmodSync(roFolder, 0o755);
     }
@@ -153,12 +146,12 @@ describe('start-up with a database path the operating system refuses', () => {
       [dir, 'is a directory, not a database file'],
     ];
     try {
-      const results = await Promise.all(cases.map(([db]) => refusal({ CIRCUITLOG_DB: db })));
-      cases.forEach(([db, problem], i) => {
-        expect(results[i]!.code).toBe(2);
-        expect(results[i]!.stderr).toContain(`circuitlog: cannot start: CIRCUITLOG_DB: '${db}' ${problem}`);
-        expect(results[i]!.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
-      });
+      for (const [db, problem] of cases) {
+        const result = await refusal({ CIRCUITLOG_DB: db });
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain(`circuitlog: cannot start: CIRCUITLOG_DB: '${db}' ${problem}`);
+        expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1); // one line, no stack trace
+      }
       expect(fs.readdirSync(dir).sort()).toEqual(['plain-file', 'ro']); // nothing created
     } finally {
       fs.chmodSync(roFolder, 0o755);
@@ -196,14 +189,12 @@ describe('start-up with a bad config file or token', () => {
       [{ CIRCUITLOG_TOKEN: 'token-0123456789abcdef ' }, 'CIRCUITLOG_TOKEN: must not begin or end with whitespace'],
       [{ CIRCUITLOG_WORKERS: 'lots' }, "CIRCUITLOG_WORKERS: must be an integer from 1 to 256 or 'auto'"],
     ];
-    const results = await Promise.all(
-      cases.map(([env]) => refusal({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), ...env })),
-    );
-    cases.forEach(([, message], i) => {
-      expect(results[i]!.code).toBe(2);
-      expect(results[i]!.stderr).toContain(message);
-      expect(results[i]!.stderr).not.toMatch(/::/);
-    });
+    for (const [env, message] of cases) {
+      const result = await refusal({ CIRCUITLOG_DB: path.join(dir, 'db.sqlite'), ...env });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(message);
+      expect(result.stderr).not.toMatch(/::/);
+    }
   });
 });
 
@@ -240,8 +231,7 @@ describe('start-up log', () => {
 
 describe('start-up log on IPv6 loopback (HOST=::1)', () => {
   for (const workers of ['1', '2']) {
-    // Each starts and stops its own server: the two run at once.
-    it.concurrent(`gives a URL with the address in brackets, http://[::1]:<port>, that answers (${workers} worker(s))`, async () => {
+    it(`gives a URL with the address in brackets, http://[::1]:<port>, that answers (${workers} worker(s))`, async () => {
       const server = await startServer(
         { CIRCUITLOG_DB: path.join(tempDir(), 'db.sqlite'), HOST: '::1', CIRCUITLOG_WORKERS: workers },
         { detached: true },
