@@ -11,11 +11,13 @@ import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 
 const running: ServerProcess[] = [];
 const redises: RedisServer[] = [];
+const blackholes: net.Server[] = [];
 const nodes: FakeNode[] = [];
 afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
   await Promise.all(running.splice(0).map((s) => s.killGroup()));
   await Promise.all(redises.splice(0).map((r) => r.stop('SIGKILL')));
+  for (const b of blackholes.splice(0)) b.close();
 });
 
 async function redisServer(options: Parameters<typeof startRedis>[0] = {}): Promise<RedisServer> {
@@ -62,43 +64,35 @@ function request(
 
 const refusal = refusedStart;
 
-// The refused starts share nothing (no store, no port) and mostly wait, two of them out the
-// server's 8 s start deadline: they run at once.
 describe('CIRCUITLOG_STORE at start', () => {
-  it.concurrent.for([
+  it.each([
     ['redis://', /CIRCUITLOG_STORE: 'redis:\/\/' has no host/],
     ['memcached://127.0.0.1:11211', /CIRCUITLOG_STORE: .* unknown scheme/],
     ['redis://127.0.0.1:6379/abc', /CIRCUITLOG_STORE: .* must be a database number/],
     ['sqlite:', /CIRCUITLOG_STORE: 'sqlite:' needs a file path/],
     ['redis://user:secret@/0', /CIRCUITLOG_STORE: 'redis:\/\/user:\*\*\*@\/0' is not a URL/],
-  ] as const)('refuses %s with exit code 2 naming the variable', async ([store, message], { expect }) => {
+  ])('refuses %s with exit code 2 naming the variable', async (store, message) => {
     const { code, stderr } = await refusal({ CIRCUITLOG_STORE: store });
     expect(code).toBe(2);
     expect(stderr).toMatch(message);
     expect(stderr).not.toContain('secret');
   });
 
-  it.concurrent('stops within 10 s with exit code 2 when nothing listens at the Redis address', async ({ expect }) => {
+  it('stops within 10 s with exit code 2 when nothing listens at the Redis address', async () => {
     const port = await refusedPort();
     const { code, stderr } = await refusal({ CIRCUITLOG_STORE: `redis://127.0.0.1:${port}` });
     expect(code).toBe(2);
     expect(stderr).toMatch(/CIRCUITLOG_STORE: cannot reach Redis at redis:\/\/127\.0\.0\.1:\d+/);
   });
 
-  it.concurrent('stops within 10 s with exit code 2 when the Redis address accepts connections but never answers', async ({
-    expect,
-  }) => {
+  it('stops within 10 s with exit code 2 when the Redis address accepts connections but never answers', async () => {
     const blackhole = net.createServer(() => {}); // holds every connection open, says nothing
-    // Closed by this test, not afterEach: a concurrent test's afterEach would close it mid-start.
-    try {
-      await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', r));
-      const { port } = blackhole.address() as net.AddressInfo;
-      const { code, stderr } = await refusal({ CIRCUITLOG_STORE: `redis://127.0.0.1:${port}` });
-      expect(code).toBe(2);
-      expect(stderr).toMatch(/CIRCUITLOG_STORE: cannot reach Redis/);
-    } finally {
-      blackhole.close();
-    }
+    blackholes.push(blackhole);
+    await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', r));
+    const { port } = blackhole.address() as net.AddressInfo;
+    const { code, stderr } = await refusal({ CIRCUITLOG_STORE: `redis://127.0.0.1:${port}` });
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/CIRCUITLOG_STORE: cannot reach Redis/);
   });
 
   it('wins over CIRCUITLOG_DB', async () => {
