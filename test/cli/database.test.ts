@@ -3,17 +3,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 import { runCli } from './run-cli.js';
 
 // backup, restore and migrate --check against real server processes on temp databases.
-// Every test has its own folder, database and servers, so the backup and migrate tests run at
-// once (describe.concurrent; restore's, the heaviest, one by one); a server a test did not stop
-// is killed when the file ends.
 const TOKEN = 'cli-db-token-0123456789';
 const running: ServerProcess[] = [];
-afterAll(async () => {
+afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.killGroup()));
 });
 
@@ -58,7 +55,7 @@ function countsIn(file: string): Record<string, number> {
 
 const apiEnv = (server: ServerProcess) => ({ CIRCUITLOG_URL: server.url, CIRCUITLOG_TOKEN: TOKEN });
 
-describe.concurrent('circuitlog backup', () => {
+describe('circuitlog backup', () => {
   for (const workers of [1, 2]) {
     it(`takes an online backup through the server, with a progress line (${workers} worker(s))`, async () => {
       const dir = tempDir();
@@ -223,17 +220,16 @@ describe('circuitlog restore', () => {
       [newer, 'schema version 9999, newer than this build'],
       [path.join(dir, 'missing.db'), 'no database at'],
     ];
-    // Refused before they touch the database: the four run at once.
-    const runs = await Promise.all(cases.map(([file]) => runCli(['restore', file, '--db', db])));
-    cases.forEach(([file, says], i) => {
-      expect(runs[i]!.code, file).toBe(1);
-      expect(runs[i]!.stderr, file).toContain(says);
-    });
+    for (const [file, says] of cases) {
+      const run = await runCli(['restore', file, '--db', db]);
+      expect(run.code, file).toBe(1);
+      expect(run.stderr, file).toContain(says);
+    }
     expect(fs.readFileSync(db).equals(before)).toBe(true);
   });
 });
 
-describe.concurrent('circuitlog migrate --check', () => {
+describe('circuitlog migrate --check', () => {
   it('exits 0 when the schema matches the build, 4 when migrations are pending, 5 when the database is newer', async () => {
     const dir = tempDir();
     const db = path.join(dir, 'db.sqlite');
