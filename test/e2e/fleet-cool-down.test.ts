@@ -33,6 +33,8 @@ const START_PERCENT = 10;
 const CLIENTS = 20;
 const PACE_MS = 10;
 const EDGE_MS = 250;
+/** How long the client's report of the 429 may take to reach the server (seen: 255 ms on a loaded machine). */
+const REPORT_MS = 1_000;
 
 let redis: RedisServer;
 let db = 0;
@@ -137,16 +139,18 @@ describe.each(['sqlite', 'redis'] as const)('one 429 cools the fleet (%s, 2 proc
     expect(run.during).toMatchObject({ state: 'closed', failure_count: 0, cooling_callers: [] });
     // The server's cool-down: 3 s from when it recorded the throttled outcome, just after t0.
     expect(coolUntil - t0).toBeGreaterThanOrEqual(RETRY_AFTER_S * 1_000);
-    expect(coolUntil - t0).toBeLessThanOrEqual(RETRY_AFTER_S * 1_000 + EDGE_MS);
+    expect(coolUntil - t0).toBeLessThanOrEqual(RETRY_AFTER_S * 1_000 + REPORT_MS);
     const rampUntil = Date.parse(run.during.ramp_until);
     expect(rampUntil).toBe(coolUntil + RAMP_S * 1_000);
 
     const after = run.arrivals.filter((a) => a.at > t0).map((a) => a.at);
-    const silent = after.filter((at) => at > t0 + EDGE_MS && at < t0 + RETRY_AFTER_S * 1_000 - EDGE_MS);
+    // Silent until the cool-down the server set ends, then back at once (measured from its end,
+    // not from t0: the client's report of the 429 takes a moment to reach the server).
+    const silent = after.filter((at) => at > t0 + EDGE_MS && at < coolUntil - EDGE_MS);
     expect(silent).toEqual([]);
     const resumed = after.find((at) => at > t0 + EDGE_MS)!;
-    expect(resumed).toBeGreaterThanOrEqual(t0 + RETRY_AFTER_S * 1_000 - EDGE_MS);
-    expect(resumed).toBeLessThanOrEqual(t0 + RETRY_AFTER_S * 1_000 + EDGE_MS);
+    expect(resumed).toBeGreaterThanOrEqual(coolUntil - EDGE_MS);
+    expect(resumed).toBeLessThanOrEqual(coolUntil + EDGE_MS);
     // Every one of the 20 clients was refused locally during the cool-down, none asked circuitlog.
     const cooled = new Set(run.attempts.filter((a) => a.refused === 'DEPENDENCY_THROTTLED').map((a) => a.caller));
     expect(cooled.size).toBe(CLIENTS);
@@ -195,11 +199,14 @@ describe.each(['sqlite', 'redis'] as const)('one 429 cools the fleet (%s, 2 proc
     expect(run.during).toMatchObject({ state: 'closed', failure_count: 0, cool_until: null, throttle_scope: 'caller' });
     expect(run.during.cooling_callers).toEqual([{ caller: who, cool_until: expect.any(String) }]);
 
+    const callerUntil = Date.parse(run.during.cooling_callers[0].cool_until);
+    expect(callerUntil - t0).toBeGreaterThanOrEqual(RETRY_AFTER_S * 1_000);
+    expect(callerUntil - t0).toBeLessThanOrEqual(RETRY_AFTER_S * 1_000 + REPORT_MS);
     const mine = run.arrivals.filter((a) => a.caller === who && a.at > t0).map((a) => a.at);
-    expect(mine.filter((at) => at > t0 + EDGE_MS && at < t0 + RETRY_AFTER_S * 1_000 - EDGE_MS)).toEqual([]);
+    expect(mine.filter((at) => at > t0 + EDGE_MS && at < callerUntil - EDGE_MS)).toEqual([]);
     const resumed = mine.find((at) => at > t0 + EDGE_MS)!;
-    expect(resumed).toBeGreaterThanOrEqual(t0 + RETRY_AFTER_S * 1_000 - EDGE_MS);
-    expect(resumed).toBeLessThanOrEqual(t0 + RETRY_AFTER_S * 1_000 + EDGE_MS);
+    expect(resumed).toBeGreaterThanOrEqual(callerUntil - EDGE_MS);
+    expect(resumed).toBeLessThanOrEqual(callerUntil + EDGE_MS);
 
     // Every other caller reached the dependency in each half second of the cool-down, unrefused.
     const others = Array.from({ length: CLIENTS }, (_, i) => `c${i}`).filter((c) => c !== who);

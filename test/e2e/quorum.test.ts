@@ -2,7 +2,7 @@
 // 1 and 2 workers on SQLite and 2 workers on Redis. Outcomes and admissions name their caller.
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startRedis, type RedisServer } from '../redis/redis-server.js';
 import { startServer, tempDir, type ServerProcess } from '../server-process.js';
 import { requestJson, type JsonAnswer } from '../fresh-request.js';
@@ -76,6 +76,29 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
   async function call(name: string, caller: string, success: boolean): Promise<JsonAnswer> {
     const asked = await allowed(name, caller);
     if (asked.status === 200) expect((await outcome(name, caller, success)).status).toBe(200);
+    return asked;
+  }
+
+  /**
+   * `call`, then (on Redis with 2 workers) wait until both workers answer the circuit as written:
+   * each is a Redis client of its own and learns the other's write from the change feed
+   * (docs/many-hosts.md: within 1 s), so a run compared call by call must not depend on which
+   * worker takes the next call. One call at a time only.
+   */
+  async function settledCall(name: string, caller: string, success: boolean): Promise<JsonAnswer> {
+    const asked = await allowed(name, caller);
+    if (asked.status !== 200) return asked;
+    const told = await outcome(name, caller, success);
+    expect(told.status).toBe(200);
+    if (setup.store === 'redis' && setup.workers > 1) {
+      const written = told.json.updated_at;
+      await vi.waitFor(
+        async () => {
+          for (let i = 0; i < 4; i++) expect((await requestJson(url(name))).json.updated_at).toBe(written);
+        },
+        { timeout: 5_000, interval: 10 },
+      );
+    }
     return asked;
   }
 
@@ -209,7 +232,7 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
       // "downstream dead": everyone fails; then "one bad caller" on a circuit of its own below.
       for (let round = 0; round < 4; round++) {
         for (const caller of CALLERS) {
-          const t = await call(name, caller, false);
+          const t = await settledCall(name, caller, false);
           marks.push(t.status === 503 ? 'refused' : t.json.would_refuse === true ? 'would_refuse' : 'allowed');
           if (t.status === 503) expect(t.json.forced_state).toBeUndefined();
         }
@@ -220,7 +243,7 @@ describe.each(SETUPS)('quorum and caller isolation, $store with $workers worker(
       const marks: string[] = [];
       for (let round = 0; round < 6; round++) {
         for (const caller of CALLERS) {
-          const t = await call(name, caller, caller !== BAD);
+          const t = await settledCall(name, caller, caller !== BAD);
           marks.push(
             t.status === 503
               ? `refused:${t.json.scope ?? 'circuit'}`
