@@ -124,7 +124,6 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     /** Items the server refused alone, out of a batch delivered in parts (batch-split.ts). */
     refusedAlone: 0,
   };
-  private readyWaiters: (() => void)[] = [];
   private closed = false;
   /**
    * Who numbers the outcomes this agent sends (a random id per process) and the last number
@@ -244,12 +243,6 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
     return this.link.connection === 'connected';
   }
 
-  /** Resolves the next time the agent follows the stream. */
-  whenReady(): Promise<void> {
-    if (this.ready) return Promise.resolve();
-    return new Promise((resolve) => this.readyWaiters.push(resolve));
-  }
-
   stats(): EdgeStats {
     const q = this.queue.stats();
     return {
@@ -294,14 +287,22 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
 
   /** The server's last answer for a circuit decided here (counted), or null: the raw listener's hot path. */
   localBody(name: string): Snapshot | null {
+    const entry = this.decidable(name);
+    if (entry === undefined) return null;
+    this.counts.localDecisions++;
+    return this.answers.get(entry)!;
+  }
+
+  /**
+   * The circuit's entry when the agent may decide it alone: closed and plain in a snapshot taken
+   * under the stream still open, no event since, not due to be asked again; else undefined.
+   */
+  private decidable(name: string): ViewEntry | undefined {
     const entry = this.view.get(name);
     if (entry === undefined || !this.link.trusts(entry) || entry.state !== 'closed' || entry.forced !== null)
-      return null;
-    if (this.clock() >= entry.policyDueAt) return null;
-    const snapshot = this.answers.get(entry);
-    if (snapshot === undefined) return null;
-    this.counts.localDecisions++;
-    return snapshot;
+      return undefined;
+    if (this.clock() >= entry.policyDueAt || !this.answers.has(entry)) return undefined;
+    return entry;
   }
 
   private async allowedRemotely(
@@ -426,12 +427,9 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
 
   /** Whether outcomes for this circuit are welcome as they are: the view knows it closed and plain (the `/call` fast path). */
   decidesLocally(name: string): CircuitJson | undefined {
-    const entry = this.view.get(name);
-    if (entry === undefined || !this.link.trusts(entry) || entry.state !== 'closed' || entry.forced !== null)
-      return undefined;
-    if (this.clock() >= entry.policyDueAt || !this.answers.has(entry)) return undefined;
-    // A circuit the server does not know yet: its /call creates it and answers it, never `circuit: null`.
-    if (entry.json === null) return undefined;
+    const entry = this.decidable(name);
+    // Undecidable here; or a circuit the server does not know yet: its /call creates it and answers it, never `circuit: null`.
+    if (entry?.json == null) return undefined;
     this.counts.localDecisions++;
     return entry.json;
   }
@@ -575,7 +573,6 @@ export class EdgeAgent implements EdgeDecider, OutcomeSink {
   private linkChanged(before: string, after: string, error?: Error): void {
     if (before === 'offline') this.local.clear(); // back in touch: the server's state wins
     if (after === 'offline') this.stream.retryNow();
-    if (after === 'connected') for (const resolve of this.readyWaiters.splice(0)) resolve();
     this.deps.logger.info(
       error === undefined
         ? { event: 'edge_connection', from: before, to: after }

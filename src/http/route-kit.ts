@@ -140,13 +140,30 @@ export async function readJson<S extends z.ZodTypeAny>(
     incoming === undefined
       ? c.req.raw.body !== null // app.request() in tests: a web Request
       : (length !== undefined && length !== '0') || c.req.header('transfer-encoding') !== undefined;
+  if (!hasBody) return bodyOf(null, undefined, schema);
+  checkJsonType(c.req.header('content-type'));
+  if (length !== undefined && Number(length) > limitBytes) throw tooLarge(limitBytes);
+  return bodyOf(await readBody(c, incoming, limitBytes), c.req.header('content-type'), schema);
+}
+
+function checkJsonType(type: string | undefined): void {
+  if (!JSON_TYPE.test(type ?? ''))
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with Content-Type: application/json.');
+}
+
+/**
+ * A body's text as the routes take it (also the edge agent's, which reads its own bodies): no
+ * body (null) counts as `{}`; else `application/json` (415), valid JSON (400) and matching
+ * `schema` (422, naming each field).
+ */
+export function bodyOf<S extends z.ZodTypeAny>(
+  text: string | null,
+  contentType: string | undefined,
+  schema: S,
+): z.output<S> {
   let value: unknown = {};
-  if (hasBody) {
-    if (!JSON_TYPE.test(c.req.header('content-type') ?? '')) {
-      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Send the body as JSON with Content-Type: application/json.');
-    }
-    if (length !== undefined && Number(length) > limitBytes) throw tooLarge(limitBytes);
-    const text = await readBody(c, incoming, limitBytes);
+  if (text !== null) {
+    checkJsonType(contentType);
     try {
       value = JSON.parse(text);
     } catch {
